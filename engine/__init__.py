@@ -1,0 +1,78 @@
+"""A reverse-mode autograd engine on NumPy, built like PyTorch's.
+
+Read it like ``torch.autograd``::
+
+    import engine
+    x = engine.tensor([0.5, 0.75], requires_grad=True)
+    y = engine.tensor([0.1, 0.90], requires_grad=True)
+    z = engine.exp(x * y).sum()
+    engine.backward([z], inputs=[x])
+    x.grad  # tensor([0.1051, 1.7676])
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine import events, functional
+from engine.anomaly import detect_anomaly, is_anomaly_enabled, set_detect_anomaly
+from engine.autograd import backward, grad
+from engine.devices import Device, cuda_is_available, set_sim_device_count
+from engine.devices import Device as device
+from engine.engine import get_default_engine
+from engine.factories import (
+    arange,
+    bool_,
+    double,
+    float16,
+    float32,
+    float64,
+    full,
+    get_default_dtype,
+    int32,
+    int64,
+    long,
+    manual_seed,
+    ones,
+    ones_like,
+    rand,
+    randn,
+    set_default_dtype,
+    tensor,
+    zeros,
+    zeros_like,
+)
+from engine.factories import float as float  # noqa: PLC0414 - torch's alias, re-exported
+from engine.function import Function, FunctionCtx, once_differentiable
+from engine.grad_mode import (
+    enable_grad,
+    inference_mode,
+    is_grad_enabled,
+    is_inference_mode_enabled,
+    no_grad,
+    set_grad_enabled,
+)
+from engine.gradcheck import GradcheckError, gradcheck
+from engine.graph import AccumulateGrad, Edge, GraphRoot, Node
+from engine.ops import install as _install_ops
+from engine.tensor import Tensor
+
+globals().update(_install_ops())
+
+__version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    raise AttributeError(f"module 'engine' has no attribute '{name}'")
+
+
+__all__ = [
+    "AccumulateGrad", "Device", "Edge", "Function", "FunctionCtx", "GradcheckError", "GraphRoot",
+    "Node", "Tensor", "arange", "backward", "bool_", "cuda_is_available", "detect_anomaly",
+    "device", "double", "enable_grad", "events", "float16", "float32", "float64", "full",
+    "functional", "get_default_dtype", "get_default_engine", "grad", "gradcheck", "inference_mode",
+    "int32", "int64", "is_anomaly_enabled", "is_grad_enabled", "is_inference_mode_enabled", "long",
+    "manual_seed", "no_grad", "once_differentiable", "ones", "ones_like", "rand", "randn",
+    "set_default_dtype", "set_detect_anomaly", "set_grad_enabled", "set_sim_device_count",
+    "tensor", "zeros", "zeros_like",
+]

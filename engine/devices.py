@@ -1,0 +1,196 @@
+"""Devices and their array backends.
+
+Three device types exist:
+
+* ``cpu``: NumPy arrays, executed by the thread that called ``backward()``.
+* ``cuda:N``: CuPy arrays, one engine worker thread per device. CuPy is
+  imported lazily, the first time a ``cuda`` device is used.
+* ``sim:N``: a simulated accelerator backed by NumPy. Each ``sim`` device gets
+  its own engine worker thread and ready queue, exactly as a GPU would, so the
+  engine's cross-device routing, owner wake-up and per-device threads run (and
+  are tested) on a machine without a GPU.
+"""
+
+from __future__ import annotations
+
+import threading
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+#: Number of simulated accelerators (``sim:0`` ... ``sim:{N-1}``).
+_SIM_DEVICE_COUNT = 2
+
+
+class Device:
+    """A device a tensor lives on, such as ``cpu``, ``cuda:0`` or ``sim:1``.
+
+    Devices are interned: ``Device("sim:0") is Device("sim", 0)``.
+    """
+
+    __slots__ = ("type", "index", "_str", "__weakref__")
+
+    type: str
+    """The device type: ``"cpu"``, ``"cuda"`` or ``"sim"``."""
+    index: int | None
+    """The device index; ``None`` for ``cpu``."""
+
+    _cache: dict[tuple[str, int | None], Device] = {}
+    _cache_lock = threading.Lock()
+
+    def __new__(cls, type: str | Device, index: int | None = None) -> Device:  # noqa: A002
+        if isinstance(type, Device):
+            return type
+        key = _parse(type, index)
+        found = cls._cache.get(key)
+        if found is not None:
+            return found
+        with cls._cache_lock:
+            found = cls._cache.get(key)
+            if found is None:
+                found = object.__new__(cls)
+                found.type, found.index = key
+                found._str = key[0] if key[1] is None else f"{key[0]}:{key[1]}"
+                cls._cache[key] = found
+            return found
+
+    def __repr__(self) -> str:
+        if self.index is None:
+            return f"device(type='{self.type}')"
+        return f"device(type='{self.type}', index={self.index})"
+
+    def __str__(self) -> str:
+        return self._str
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, str):
+            try:
+                return Device(other) is self
+            except (ValueError, RuntimeError):
+                return False
+        return other is self
+
+    def __hash__(self) -> int:
+        return hash(self._str)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Device, (self._str,))
+
+    @property
+    def xp(self) -> ModuleType:
+        """The array module (``numpy`` or ``cupy``) that holds this device's data."""
+        if self.type == "cuda":
+            return _cupy()
+        return np
+
+
+def _parse(spec: str, index: int | None) -> tuple[str, int | None]:
+    if not isinstance(spec, str):
+        raise TypeError(f"device() expected a string or a Device, but got {type(spec).__name__}")
+    kind, sep, rest = spec.partition(":")
+    if sep:
+        if index is not None:
+            raise ValueError(f"type (string) must not include an index because index was passed "
+                             f"explicitly: {spec}")
+        if not rest.isdigit():
+            raise RuntimeError(f"Invalid device string: '{spec}'")
+        index = int(rest)
+    if kind == "cpu":
+        if index not in (None, 0):
+            raise RuntimeError(f"Invalid device string: '{spec}': the cpu device has no index")
+        return ("cpu", None)
+    if kind == "sim":
+        index = 0 if index is None else index
+        if index >= _SIM_DEVICE_COUNT:
+            raise RuntimeError(
+                f"sim device index {index} is out of range: {_SIM_DEVICE_COUNT} simulated "
+                f"devices exist (sim:0 to sim:{_SIM_DEVICE_COUNT - 1}); raise the number with "
+                f"engine.devices.set_sim_device_count(n)"
+            )
+        return ("sim", index)
+    if kind == "cuda":
+        return ("cuda", 0 if index is None else index)
+    raise RuntimeError(
+        f"Expected one of cpu, cuda, sim device type at start of device string: {spec}"
+    )
+
+
+def set_sim_device_count(count: int) -> None:
+    """Set how many simulated accelerators exist (``sim:0`` ... ``sim:{count-1}``).
+
+    Raises:
+        ValueError: if ``count`` is not a positive integer.
+    """
+    global _SIM_DEVICE_COUNT
+    if not isinstance(count, int) or count < 1:
+        raise ValueError(f"sim device count must be a positive integer, got {count!r}")
+    _SIM_DEVICE_COUNT = count
+
+
+def sim_device_count() -> int:
+    """How many simulated accelerators exist."""
+    return _SIM_DEVICE_COUNT
+
+
+CPU = Device("cpu")
+
+_cupy_module: ModuleType | None = None
+
+
+def _cupy() -> ModuleType:
+    global _cupy_module
+    if _cupy_module is None:
+        try:
+            import cupy  # type: ignore[import-not-found]
+        except ImportError as exc:
+            raise RuntimeError(
+                "cuda devices need CuPy, which is not installed: install it with "
+                "`pip install 'autograd-viz[cuda]'` on a machine with an NVIDIA GPU"
+            ) from exc
+        try:
+            count = cupy.cuda.runtime.getDeviceCount()
+        except Exception as exc:  # CuPy raises its own CUDARuntimeError
+            raise RuntimeError(f"cuda devices are not usable here: {exc}") from exc
+        if count == 0:
+            raise RuntimeError("cuda devices are not usable here: no NVIDIA GPU was found")
+        _cupy_module = cupy
+    return _cupy_module
+
+
+def cuda_is_available() -> bool:
+    """Whether CuPy is installed and sees at least one GPU."""
+    try:
+        _cupy()
+    except RuntimeError:
+        return False
+    return True
+
+
+def device_of_array(array: Any) -> Device:
+    """The device an array lives on, for arrays handed to ``engine.tensor``."""
+    if isinstance(array, np.ndarray | np.generic):
+        return CPU
+    mod = type(array).__module__
+    if mod.startswith("cupy"):
+        return Device("cuda", int(array.device.id))
+    return CPU
+
+
+def move_array(array: Any, src: Device, dst: Device) -> Any:
+    """Copy ``array`` from ``src`` to ``dst`` (a new array; never aliases the source)."""
+    if src.type != "cuda" and dst.type != "cuda":
+        return np.array(array, copy=True)
+    cp = _cupy()
+    if dst.type == "cuda":
+        with cp.cuda.Device(dst.index):
+            return cp.array(array, copy=True)
+    return cp.asnumpy(array)
+
+
+def synchronize(device: Device) -> None:
+    """Wait for all work queued on ``device`` (a no-op except on ``cuda``)."""
+    if device.type == "cuda":
+        cp = _cupy()
+        with cp.cuda.Device(device.index):
+            cp.cuda.get_current_stream().synchronize()

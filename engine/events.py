@@ -1,0 +1,349 @@
+"""Instrumentation: one small immutable event per engine step.
+
+The engine emits events only while somebody listens. Every emitting site in
+the engine is guarded by ``if HUB.active:`` so that, with no listener, a step
+costs a single attribute check (see Note [Free when nobody listens]).
+
+Listeners are plain callables taking an :class:`Event`. They run on the thread
+where the step happens (a device worker thread, a reentrant pool thread or the
+caller's thread), synchronously, before the engine moves on; that is what lets
+a debugger pause the engine at any event.
+
+Tensors never travel inside events. An event carries :class:`LazySummary`
+objects that hold only a weak reference to the array and compute the summary
+(shape, dtype, device, min, max, mean, norm, NaN and Inf counts) the first
+time somebody asks. A listener that wants the numbers asks inside its callback,
+while the engine still holds the array.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+import traceback
+import warnings
+import weakref
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+
+EVENT_KINDS = frozenset(
+    {
+        "graph_task_start",
+        "graph_task_end",
+        "enqueue",
+        "node_start",
+        "node_end",
+        "dependency_decrement",
+        "accumulate",
+        "capture",
+        "hook",
+        "skip",
+        "release_variables",
+        "anomaly",
+        "error",
+        "reentrant_enter",
+        "reentrant_exit",
+    }
+)
+"""Every kind of event the engine emits."""
+
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class TensorSummary:
+    """Numbers that describe a tensor without holding it."""
+
+    shape: tuple[int, ...]
+    """The tensor's shape."""
+    dtype: str
+    """NumPy's name for the dtype, such as ``"float32"``."""
+    device: str
+    """The device, such as ``"cpu"`` or ``"sim:0"``."""
+    min: float | None = None
+    """Smallest finite-or-not value; ``None`` for an empty tensor or when values are gone."""
+    max: float | None = None
+    """Largest value; ``None`` for an empty tensor or when values are gone."""
+    mean: float | None = None
+    """Mean value; ``None`` for an empty tensor or when values are gone."""
+    norm: float | None = None
+    """Euclidean norm of all elements; ``None`` when values are gone."""
+    nan_count: int = 0
+    """How many elements are NaN."""
+    inf_count: int = 0
+    """How many elements are +Inf or -Inf."""
+    values: tuple[Any, ...] | None = None
+    """The flattened values, when asked for and the tensor is small enough."""
+
+    @property
+    def numel(self) -> int:
+        """Number of elements."""
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    @property
+    def finite(self) -> bool:
+        """Whether no element is NaN or Inf."""
+        return self.nan_count == 0 and self.inf_count == 0
+
+
+def summarize(array: Any, device: str = "cpu", max_values: int = 0) -> TensorSummary:
+    """Summarize an array (NumPy or CuPy) into a :class:`TensorSummary`.
+
+    Args:
+        array: the array to describe.
+        device: the name of the device it lives on.
+        max_values: also keep the flattened values when the array has at most
+            this many elements.
+
+    Returns:
+        The summary. Statistics of non-numeric arrays (booleans) are taken on
+        their integer values.
+    """
+    shape = tuple(int(d) for d in array.shape)
+    dtype = str(array.dtype)
+    if array.size == 0:
+        return TensorSummary(shape, dtype, device, norm=0.0)
+    if not hasattr(array, "get") and not isinstance(array, np.ndarray):
+        array = np.asarray(array)
+    host = array.get() if hasattr(array, "get") and not isinstance(array, np.ndarray) else array
+    if host.dtype == np.bool_:
+        host = host.astype(np.int8)
+    if np.issubdtype(host.dtype, np.floating) or np.issubdtype(host.dtype, np.complexfloating):
+        nan_mask = np.isnan(host)
+        inf_mask = np.isinf(host)
+        nan_count = int(nan_mask.sum())
+        inf_count = int(inf_mask.sum())
+    else:
+        nan_count = inf_count = 0
+    with np.errstate(all="ignore"):
+        as_float = host.astype(np.float64, copy=False)
+        values = None
+        if max_values and host.size <= max_values:
+            values = tuple(as_float.ravel().tolist())
+        return TensorSummary(
+            shape=shape,
+            dtype=dtype,
+            device=device,
+            min=float(np.min(as_float)),
+            max=float(np.max(as_float)),
+            mean=float(np.mean(as_float)),
+            norm=float(np.sqrt(np.sum(as_float * as_float))),
+            nan_count=nan_count,
+            inf_count=inf_count,
+            values=values,
+        )
+
+
+class LazySummary:
+    """A tensor summary computed on first use from a weakly held array.
+
+    Shape, dtype and device are always known. The statistics are computed the
+    first time :meth:`resolve` is called, if the array is still alive; a
+    listener that wants them calls ``resolve()`` inside its callback.
+    """
+
+    __slots__ = ("shape", "dtype", "device", "_ref", "_strong", "_summary", "_lock")
+
+    def __init__(self, array: Any, device: str) -> None:
+        self.shape: tuple[int, ...] = tuple(array.shape)
+        self.dtype: str = str(array.dtype)
+        self.device: str = device
+        self._summary: TensorSummary | None = None
+        self._lock = threading.Lock()
+        try:
+            self._ref: Callable[[], Any] | None = weakref.ref(array)
+        except TypeError:  # NumPy scalars cannot be weakly referenced; they are tiny.
+            self._ref = None
+            self._strong = array
+        else:
+            self._strong = None
+
+    def resolve(self, max_values: int = 0) -> TensorSummary:
+        """The summary; only shape, dtype and device if the array is already gone."""
+        with self._lock:
+            if self._summary is not None and (not max_values or self._summary.values is not None):
+                return self._summary
+            array = self._strong if self._ref is None else self._ref()
+            if array is None:
+                if self._summary is not None:
+                    return self._summary
+                return TensorSummary(self.shape, self.dtype, self.device)
+            self._summary = summarize(array, self.device, max_values)
+            return self._summary
+
+    def __repr__(self) -> str:
+        return f"LazySummary(shape={self.shape}, dtype={self.dtype}, device={self.device})"
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One step of the engine.
+
+    Node events (``node_start``, ``node_end``, ``enqueue``, ...) name the node
+    by ``node_id`` (stable for the node's lifetime and unique in the process),
+    ``node_name``, ``sequence_nr`` and ``topological_nr``. Everything specific
+    to a kind is in ``data``.
+    """
+
+    kind: str
+    """What happened; one of :data:`EVENT_KINDS`."""
+    seq: int
+    """Global, strictly increasing order of emission."""
+    t_ns: int
+    """``time.perf_counter_ns()`` at emission."""
+    thread: str
+    """Name of the thread where the step happened."""
+    device: str
+    """The device of the engine thread (``cpu``, ``sim:0``, ``cuda:1``)."""
+    graph_task: int
+    """Id of the graph task (one per ``backward()`` / ``grad()`` call); 0 if none."""
+    node_id: int | None = None
+    """Stable id of the node concerned, if any."""
+    node_name: str | None = None
+    """``node.name()``, such as ``MulBackward0``."""
+    sequence_nr: int | None = None
+    """The node's sequence number."""
+    topological_nr: int | None = None
+    """The node's topological number."""
+    data: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+    """Kind-specific fields (read-only)."""
+
+
+Listener = Callable[[Event], None]
+
+
+class _Hub:
+    """The set of listeners and the flag the engine checks.
+
+    Note [Free when nobody listens]
+    ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+    ``active`` is a plain bool attribute, true exactly when at least one
+    listener is subscribed. Every emit site in the engine reads it first and
+    builds nothing (no dict, no summary, no Event) when it is false.
+    """
+
+    __slots__ = ("active", "listeners", "_lock", "_seq")
+
+    def __init__(self) -> None:
+        self.active = False
+        self.listeners: tuple[Listener, ...] = ()
+        self._lock = threading.Lock()
+        self._seq = itertools.count(1)
+
+    def subscribe(self, listener: Listener) -> None:
+        with self._lock:
+            self.listeners = (*self.listeners, listener)
+            self.active = True
+
+    def unsubscribe(self, listener: Listener) -> None:
+        with self._lock:
+            items = list(self.listeners)
+            for i, item in enumerate(items):
+                if item is listener:
+                    del items[i]
+                    break
+            self.listeners = tuple(items)
+            self.active = bool(items)
+
+    def emit(
+        self,
+        kind: str,
+        device: str,
+        graph_task: int,
+        node: Any = None,
+        **data: Any,
+    ) -> None:
+        """Build one event and hand it to every listener (call only when ``active``)."""
+        if node is not None:
+            event = Event(
+                kind,
+                next(self._seq),
+                time.perf_counter_ns(),
+                threading.current_thread().name,
+                device,
+                graph_task,
+                node._id,
+                node.name(),
+                node.sequence_nr,
+                node.topological_nr,
+                MappingProxyType(data) if data else _EMPTY,
+            )
+        else:
+            event = Event(
+                kind,
+                next(self._seq),
+                time.perf_counter_ns(),
+                threading.current_thread().name,
+                device,
+                graph_task,
+                data=MappingProxyType(data) if data else _EMPTY,
+            )
+        for listener in self.listeners:
+            try:
+                listener(event)
+            except BaseException as exc:  # noqa: BLE001 - a listener must never break backward
+                if isinstance(exc, KeyboardInterrupt | SystemExit) or getattr(
+                    exc, "_engine_propagate", False
+                ):
+                    raise
+                self.unsubscribe(listener)
+                warnings.warn(
+                    f"event listener {listener!r} raised {type(exc).__name__}: {exc}; it has "
+                    f"been unsubscribed\n" + "".join(traceback.format_exception(exc)),
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
+
+
+HUB = _Hub()
+"""The process-wide event hub the engine emits into."""
+
+
+def subscribe(listener: Listener) -> None:
+    """Subscribe ``listener`` to every event until :func:`unsubscribe` is called."""
+    if not callable(listener):
+        raise TypeError(f"an event listener must be callable, got {type(listener).__name__}")
+    HUB.subscribe(listener)
+
+
+def unsubscribe(listener: Listener) -> None:
+    """Stop sending events to ``listener`` (no error if it is not subscribed)."""
+    HUB.unsubscribe(listener)
+
+
+@contextmanager
+def listen(listener: Listener) -> Iterator[Listener]:
+    """Subscribe ``listener`` for the duration of a ``with`` block.
+
+    Several listeners may be subscribed at once; each receives every event, on
+    the thread where the step happens. A listener that raises is reported with
+    a ``RuntimeWarning`` and unsubscribed; the backward pass goes on. An
+    exception whose ``_engine_propagate`` attribute is true (used by debuggers
+    to cancel a live backward) is instead raised into the engine, which fails
+    the graph task with it.
+
+    Example:
+        >>> events = []
+        >>> with engine.events.listen(events.append):
+        ...     loss.backward()
+    """
+    subscribe(listener)
+    try:
+        yield listener
+    finally:
+        unsubscribe(listener)
+
+
+def is_listening() -> bool:
+    """Whether any listener is subscribed."""
+    return HUB.active
+

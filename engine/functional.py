@@ -1,0 +1,3 @@
+"""``engine.functional``: layers and losses built from differentiable ops."""
+
+from __future__ import annotations

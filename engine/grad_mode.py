@@ -1,0 +1,145 @@
+"""Grad modes: thread-local switches for recording the graph, as in ``torch``."""
+
+from __future__ import annotations
+
+import abc
+import functools
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class _GradState(threading.local):
+    def __init__(self) -> None:
+        self.enabled = True
+        self.inference = False
+
+
+_state = _GradState()
+
+
+def is_grad_enabled() -> bool:
+    """Whether operations on this thread record the graph."""
+    return _state.enabled
+
+
+def is_inference_mode_enabled() -> bool:
+    """Whether this thread is inside :class:`inference_mode`."""
+    return _state.inference
+
+
+def _set_enabled(mode: bool) -> None:
+    _state.enabled = mode
+
+
+class _DecoratorContextManager(abc.ABC):
+    """A context manager that also decorates functions (a fresh instance per call)."""
+
+    def __call__(self, func: F) -> F:
+        @functools.wraps(func)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with self.clone():
+                return func(*args, **kwargs)
+
+        return wrapper  # type: ignore[return-value]
+
+    def clone(self) -> _DecoratorContextManager:
+        return self.__class__()
+
+    @abc.abstractmethod
+    def __enter__(self) -> None: ...
+
+    @abc.abstractmethod
+    def __exit__(self, *exc: object) -> None: ...
+
+
+class no_grad(_DecoratorContextManager):  # noqa: N801 - torch's name
+    """Disable graph recording on this thread, as a context manager or decorator."""
+
+    def __init__(self) -> None:
+        self.prev = False
+
+    def __enter__(self) -> None:
+        self.prev = _state.enabled
+        _state.enabled = False
+
+    def __exit__(self, *exc: object) -> None:
+        _state.enabled = self.prev
+
+
+class enable_grad(_DecoratorContextManager):  # noqa: N801 - torch's name
+    """Enable graph recording on this thread, as a context manager or decorator."""
+
+    def __init__(self) -> None:
+        self.prev = False
+
+    def __enter__(self) -> None:
+        self.prev = _state.enabled
+        _state.enabled = True
+
+    def __exit__(self, *exc: object) -> None:
+        _state.enabled = self.prev
+
+
+class set_grad_enabled(_DecoratorContextManager):  # noqa: N801 - torch's name
+    """Set graph recording on or off.
+
+    Like ``torch.set_grad_enabled`` it takes effect immediately when called as
+    a function, and is restored on exit when used as a context manager.
+
+    Args:
+        mode: ``True`` to record the graph, ``False`` not to.
+
+    Raises:
+        TypeError: if ``mode`` is not a bool.
+    """
+
+    def __init__(self, mode: bool) -> None:
+        if not isinstance(mode, bool):
+            raise TypeError(f"set_grad_enabled(): argument 'mode' must be bool, not "
+                            f"{type(mode).__name__}")
+        self.prev = _state.enabled
+        self.mode = mode
+        _state.enabled = mode
+
+    def clone(self) -> set_grad_enabled:
+        return self.__class__(self.mode)
+
+    def __call__(self, func: F) -> F:
+        _state.enabled = self.prev  # as a decorator, nothing changes until the call
+        return super().__call__(func)
+
+    def __enter__(self) -> None:
+        _state.enabled = self.mode
+
+    def __exit__(self, *exc: object) -> None:
+        _state.enabled = self.prev
+
+
+class inference_mode(_DecoratorContextManager):  # noqa: N801 - torch's name
+    """Like :class:`no_grad`, and tensors created inside are inference tensors.
+
+    Inference tensors can never be saved for backward later; using one where
+    autograd needs it raises a clear error.
+
+    Args:
+        mode: ``False`` makes this a no-op, as in ``torch``.
+    """
+
+    def __init__(self, mode: bool = True) -> None:
+        self.mode = mode
+        self.prev = (True, False)
+
+    def clone(self) -> inference_mode:
+        return self.__class__(self.mode)
+
+    def __enter__(self) -> None:
+        self.prev = (_state.enabled, _state.inference)
+        if self.mode:
+            _state.enabled = False
+            _state.inference = True
+
+    def __exit__(self, *exc: object) -> None:
+        _state.enabled, _state.inference = self.prev

@@ -1,0 +1,136 @@
+"""``gradcheck``: compare backward against finite differences, in float64."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from engine import grad_mode
+from engine.autograd import grad as autograd_grad
+from engine.tensor import Tensor
+
+
+class GradcheckError(RuntimeError):
+    """Raised by :func:`gradcheck` when analytical and numerical gradients disagree."""
+
+
+def _as_outputs(result: Any) -> tuple[Tensor, ...]:
+    if isinstance(result, Tensor):
+        return (result,)
+    return tuple(r for r in result if isinstance(r, Tensor))
+
+
+def _float64_inputs(inputs: Sequence[Any]) -> list[Any]:
+    converted = []
+    for x in inputs:
+        if isinstance(x, Tensor) and x.requires_grad:
+            t = Tensor._make(x.device.xp.array(x.data, dtype=np.float64), x.device)
+            t.name = x.name
+            t.requires_grad = True
+            converted.append(t)
+        else:
+            converted.append(x)
+    return converted
+
+
+def numerical_jacobian(
+    fn: Callable[..., Any], inputs: Sequence[Any], eps: float = 1e-6
+) -> list[list[np.ndarray[Any, Any]]]:
+    """Central differences: ``J[out][in]`` of shape ``(out.numel(), in.numel())``."""
+    with grad_mode.no_grad():
+        base = _as_outputs(fn(*inputs))
+        jac = [
+            [np.zeros((o.numel(), x.numel())) for x in inputs if isinstance(x, Tensor) and x.requires_grad]
+            for o in base
+        ]
+        diff_inputs = [x for x in inputs if isinstance(x, Tensor) and x.requires_grad]
+        for j, x in enumerate(diff_inputs):
+            flat = x.data.reshape(-1)
+            for k in range(flat.size):
+                orig = flat[k].item()
+                flat[k] = orig + eps
+                plus = [np.asarray(o.data, dtype=np.float64).ravel().copy() for o in _as_outputs(fn(*inputs))]
+                flat[k] = orig - eps
+                minus = [np.asarray(o.data, dtype=np.float64).ravel().copy() for o in _as_outputs(fn(*inputs))]
+                flat[k] = orig
+                for i in range(len(base)):
+                    jac[i][j][:, k] = (plus[i] - minus[i]) / (2 * eps)
+    return jac
+
+
+def analytical_jacobian(
+    fn: Callable[..., Any], inputs: Sequence[Any]
+) -> list[list[np.ndarray[Any, Any]]]:
+    """Backward, one output element at a time: ``J[out][in]``."""
+    diff_inputs = [x for x in inputs if isinstance(x, Tensor) and x.requires_grad]
+    outputs = _as_outputs(fn(*inputs))
+    jac = [[np.zeros((o.numel(), x.numel())) for x in diff_inputs] for o in outputs]
+    for i, out in enumerate(outputs):
+        if not out.requires_grad:
+            continue
+        for r in range(out.numel()):
+            seed = np.zeros(out.numel(), dtype=out.dtype)
+            seed[r] = 1.0
+            g = Tensor._make(out.device.xp.asarray(seed.reshape(out.shape)), out.device)
+            grads = autograd_grad(out, diff_inputs, g, retain_graph=True, allow_unused=True)
+            for j, gj in enumerate(grads):
+                if gj is not None:
+                    jac[i][j][r, :] = np.asarray(gj.data, dtype=np.float64).ravel()
+    return jac
+
+
+def gradcheck(
+    fn: Callable[..., Any],
+    inputs: Any,
+    eps: float = 1e-6,
+    atol: float = 1e-5,
+    rtol: float = 1e-3,
+    raise_exception: bool = True,
+) -> bool:
+    """Check ``fn``'s gradients against finite differences.
+
+    Inputs that require grad are copied to float64 first, so the check is
+    meaningful whatever precision the caller works in.
+
+    Args:
+        fn: a function of ``inputs`` returning a tensor or a tuple of tensors.
+        inputs: a tensor or a tuple of arguments.
+        eps: finite-difference step.
+        atol: absolute tolerance.
+        rtol: relative tolerance.
+        raise_exception: raise on mismatch (else return ``False``).
+
+    Returns:
+        ``True`` when every entry of the Jacobians agrees.
+
+    Raises:
+        GradcheckError: naming each output/input pair whose Jacobians differ,
+            with the worst entries.
+    """
+    args = (inputs,) if isinstance(inputs, Tensor) else tuple(inputs)
+    if not any(isinstance(x, Tensor) and x.requires_grad for x in args):
+        raise ValueError("gradcheck expects at least one input tensor to require gradient")
+    args64 = _float64_inputs(args)
+    numerical = numerical_jacobian(fn, args64, eps)
+    analytical = analytical_jacobian(fn, args64)
+    problems = []
+    for i, (num_row, ana_row) in enumerate(zip(numerical, analytical, strict=True)):
+        for j, (num, ana) in enumerate(zip(num_row, ana_row, strict=True)):
+            bad = ~np.isclose(ana, num, rtol=rtol, atol=atol, equal_nan=False)
+            if bad.any():
+                where = np.argwhere(bad)[:5]
+                entries = ", ".join(
+                    f"[{r}, {c}] analytical={ana[r, c]:.6g} numerical={num[r, c]:.6g}"
+                    for r, c in where
+                )
+                problems.append(
+                    f"Jacobian mismatch for output {i} with respect to input {j} "
+                    f"({int(bad.sum())} of {bad.size} entries differ): {entries}"
+                )
+    if problems:
+        if raise_exception:
+            raise GradcheckError("\n".join(problems))
+        return False
+    return True

@@ -1,0 +1,377 @@
+"""The backward graph: Node, Edge, GraphRoot, AccumulateGrad, numbering and hooks.
+
+A node is the backward of one forward operation. Its ``next_edges[i]`` points
+at the node that receives the gradient of the operation's i-th input (``None``
+where that input does not require grad). ``apply(grads)`` takes one gradient
+per forward output and returns one per forward input.
+
+Numbering, as in PyTorch:
+
+* ``sequence_nr`` comes from a per-thread counter at creation, so on one
+  thread later nodes have larger numbers and the ready queue runs them first.
+  ``AccumulateGrad`` has the largest possible number (2**64 - 1) so that leaf
+  gradients are written as soon as they are ready.
+* ``topological_nr`` is the length of the longest path from the node to a
+  leaf; ``AccumulateGrad`` is 0. If ``topo(x) < topo(y)`` there is no path
+  from ``x`` to ``y``, which lets the engine prune whole branches.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import weakref
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from engine import anomaly
+
+if TYPE_CHECKING:
+    from engine.saved import SavedTensor
+    from engine.tensor import Tensor
+
+UINT64_MAX = 2**64 - 1
+
+_node_ids = itertools.count(1)
+
+
+class _SequenceCounter(threading.local):
+    def __init__(self) -> None:
+        self.value = 0
+
+
+_sequence = _SequenceCounter()
+
+
+def next_sequence_nr() -> int:
+    """Take the next sequence number of this thread."""
+    nr = _sequence.value
+    _sequence.value = nr + 1
+    return nr
+
+
+def peek_sequence_nr() -> int:
+    """The sequence number the next node created on this thread will get."""
+    return _sequence.value
+
+
+class Edge(NamedTuple):
+    """Where a gradient goes: input ``input_nr`` of node ``function``."""
+
+    function: Node
+    """The node that receives the gradient."""
+    input_nr: int
+    """Which of that node's inputs (which forward output) it is."""
+
+
+class InputMetadata(NamedTuple):
+    """What a node expects for one of its inputs (one forward output)."""
+
+    shape: tuple[int, ...]
+    """Expected gradient shape."""
+    dtype: Any
+    """Expected gradient dtype."""
+    device: Any
+    """Expected gradient device."""
+
+
+class RemovableHandle:
+    """Returned by ``register_hook``; ``remove()`` takes the hook away again."""
+
+    __slots__ = ("_hooks_ref", "id")
+
+    _ids = itertools.count()
+
+    def __init__(self, hooks: dict[int, Any]) -> None:
+        self._hooks_ref = weakref.ref(hooks) if _weakrefable(hooks) else (lambda: hooks)
+        self.id = next(RemovableHandle._ids)
+
+    def remove(self) -> None:
+        """Remove the hook (removing twice is harmless)."""
+        hooks = self._hooks_ref()
+        if hooks is not None:
+            hooks.pop(self.id, None)
+
+    def __enter__(self) -> RemovableHandle:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.remove()
+
+
+class _HookDict(dict[int, Any]):
+    """A dict of hooks by handle id; a subclass so handles can refer to it weakly."""
+
+    __slots__ = ("__weakref__",)
+
+
+def _weakrefable(obj: object) -> bool:
+    return isinstance(obj, _HookDict)
+
+
+def new_hook_dict() -> dict[int, Any]:
+    """An ordered container of hooks that removable handles point into."""
+    return _HookDict()
+
+
+def add_hook(hooks: dict[int, Any], fn: Callable[..., Any]) -> RemovableHandle:
+    """Append ``fn`` to ``hooks``, returning the handle that removes it."""
+    if not callable(fn):
+        raise TypeError(f"hook must be callable, got {type(fn).__name__}")
+    handle = RemovableHandle(hooks)
+    hooks[handle.id] = fn
+    return handle
+
+
+class Node:
+    """A function of the backward graph.
+
+    Subclasses implement :meth:`apply`. The forward code that creates a node
+    connects it with :meth:`set_next_edges` (which also fixes its
+    topological number) and records what each gradient must look like with
+    :meth:`add_input_metadata`.
+
+    Note [Single entry]
+    ~~~~~~~~~~~~~~~~~~~
+    A node's ``apply`` is never entered concurrently by one graph task: the
+    engine runs a node once, when its dependency count reaches zero. Several
+    graph tasks (several threads calling backward) can reach the same
+    ``AccumulateGrad``, which is why it alone takes a lock.
+    """
+
+    __slots__ = (
+        "_next_edges",
+        "sequence_nr",
+        "topological_nr",
+        "_id",
+        "_metadata",
+        "_pre_hooks",
+        "_post_hooks",
+        "_tensor_pre_hooks",
+        "_retains_grad_hooks",
+        "_input_metadata",
+        "_saved",
+        "__weakref__",
+    )
+
+    skips_undefined_grads = True
+    """When every incoming gradient is ``None``, the engine returns ``None`` for all
+    outputs without calling ``apply`` (PyTorch's ``any_grad_defined`` check)."""
+
+    def __init__(self, sequence_nr: int | None = None) -> None:
+        self._next_edges: tuple[Edge | None, ...] = ()
+        self.sequence_nr: int = next_sequence_nr() if sequence_nr is None else sequence_nr
+        self.topological_nr: int = 0
+        self._id: int = next(_node_ids)
+        self._metadata: dict[str, Any] | None = None
+        self._pre_hooks: dict[int, Any] | None = None
+        self._post_hooks: dict[int, Any] | None = None
+        self._tensor_pre_hooks: dict[int, dict[int, Any]] | None = None
+        self._retains_grad_hooks: dict[int, Any] | None = None
+        self._input_metadata: list[InputMetadata] = []
+        self._saved: tuple[SavedTensor, ...] = ()
+        if anomaly.STATE.enabled:
+            self.metadata["traceback_"] = anomaly.forward_stack()
+
+    # -- identity --------------------------------------------------------
+    def name(self) -> str:
+        """The node's name, PyTorch's where PyTorch has one (``MulBackward0``)."""
+        return type(self).__name__
+
+    @property
+    def node_id(self) -> int:
+        """A stable id, unique in this process for the node's lifetime."""
+        return self._id
+
+    def __repr__(self) -> str:
+        return f"<{self.name()} object at {id(self):#x}>"
+
+    # -- edges -----------------------------------------------------------
+    def set_next_edges(self, edges: Sequence[Edge | None]) -> None:
+        """Connect this node; its topological number becomes 1 + the deepest child's."""
+        self._next_edges = tuple(edges)
+        topo = -1
+        for edge in self._next_edges:
+            if edge is not None and edge.function.topological_nr > topo:
+                topo = edge.function.topological_nr
+        self.topological_nr = topo + 1 if topo >= 0 else 0
+
+    @property
+    def next_edges(self) -> tuple[Edge | None, ...]:
+        """One edge per forward input; ``None`` where no gradient is needed."""
+        return self._next_edges
+
+    def next_edge(self, i: int) -> Edge | None:
+        return self._next_edges[i]
+
+    @property
+    def num_outputs(self) -> int:
+        """How many gradients ``apply`` returns (one per forward input)."""
+        return len(self._next_edges)
+
+    @property
+    def next_functions(self) -> tuple[tuple[Node | None, int], ...]:
+        """``((node, input_nr), ...)`` as in ``torch``; ``(None, 0)`` for missing edges."""
+        return tuple((None, 0) if e is None else (e.function, e.input_nr) for e in self._next_edges)
+
+    # -- inputs ----------------------------------------------------------
+    def add_input_metadata(self, shape: tuple[int, ...], dtype: Any, device: Any) -> int:
+        """Record the expected gradient of the next input; returns its index (output_nr)."""
+        self._input_metadata.append(InputMetadata(shape, dtype, device))
+        return len(self._input_metadata) - 1
+
+    @property
+    def num_inputs(self) -> int:
+        """How many gradients ``apply`` takes (one per forward output)."""
+        return len(self._input_metadata)
+
+    def input_metadata(self, i: int) -> InputMetadata:
+        return self._input_metadata[i]
+
+    # -- metadata --------------------------------------------------------
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """A dict for anything; anomaly mode stores the forward stack under ``traceback_``."""
+        if self._metadata is None:
+            self._metadata = {}
+        return self._metadata
+
+    # -- saved tensors ---------------------------------------------------
+    def save(self, *saved: SavedTensor) -> None:
+        """Keep saved tensors; they are released after backward unless ``retain_graph``."""
+        self._saved = saved
+
+    def saved_tensors(self) -> tuple[Tensor, ...]:
+        """Unpack the saved tensors (checking versions and that they were not freed)."""
+        return tuple(s.unpack(self) for s in self._saved)
+
+    def release_variables(self) -> None:
+        """Free the saved tensors; a later unpack raises the "backward twice" error."""
+        for s in self._saved:
+            s.release()
+
+    def should_compute_output(self, i: int) -> bool:
+        """Whether the gradient for forward input ``i`` is needed by the running graph task."""
+        edge = self._next_edges[i]
+        if edge is None:
+            return False
+        from engine import _context
+
+        task = _context.TLS.graph_task
+        if task is not None and task.exec_info:
+            info = task.exec_info.get(edge.function)
+            return info is not None and info.should_execute()
+        return True
+
+    @property
+    def needs_input_grad(self) -> tuple[bool, ...]:
+        """For each forward input, whether its gradient should be computed."""
+        return tuple(self.should_compute_output(i) for i in range(len(self._next_edges)))
+
+    # -- hooks -------------------------------------------------------------
+    def register_hook(self, fn: Callable[[tuple[Any, ...], tuple[Any, ...]], Any]) -> RemovableHandle:
+        """Run ``fn(grad_inputs, grad_outputs)`` after this node; it may return new grad_inputs."""
+        if self._post_hooks is None:
+            self._post_hooks = new_hook_dict()
+        return add_hook(self._post_hooks, fn)
+
+    def register_prehook(self, fn: Callable[[tuple[Any, ...]], Any]) -> RemovableHandle:
+        """Run ``fn(grad_outputs)`` before this node; it may return new grad_outputs."""
+        if self._pre_hooks is None:
+            self._pre_hooks = new_hook_dict()
+        return add_hook(self._pre_hooks, fn)
+
+    def tensor_pre_hooks(self, output_nr: int) -> dict[int, Any] | None:
+        """Hooks registered with ``Tensor.register_hook`` on this node's output ``output_nr``."""
+        if self._tensor_pre_hooks is None:
+            return None
+        return self._tensor_pre_hooks.get(output_nr)
+
+    def add_tensor_pre_hook(self, output_nr: int, fn: Callable[[Any], Any]) -> RemovableHandle:
+        if self._tensor_pre_hooks is None:
+            self._tensor_pre_hooks = {}
+        hooks = self._tensor_pre_hooks.get(output_nr)
+        if hooks is None:
+            hooks = self._tensor_pre_hooks[output_nr] = new_hook_dict()
+        return add_hook(hooks, fn)
+
+    def has_tensor_hooks(self) -> bool:
+        return bool(self._tensor_pre_hooks) or bool(self._retains_grad_hooks)
+
+    # -- the work --------------------------------------------------------
+    def apply(self, grads: list[Any]) -> Sequence[Any]:
+        """Map gradients of the forward outputs to gradients of the forward inputs."""
+        raise NotImplementedError(f"{self.name()} does not implement apply()")
+
+    def __call__(self, grads: list[Any]) -> Sequence[Any]:
+        return self.apply(grads)
+
+
+class GraphRoot(Node):
+    """The single start node when ``backward()`` is given several roots."""
+
+    __slots__ = ("outputs",)
+
+    def __init__(self, edges: Sequence[Edge], grads: Sequence[Any]) -> None:
+        super().__init__()
+        self.set_next_edges(edges)
+        self.outputs = list(grads)
+
+    def apply(self, grads: list[Any]) -> list[Any]:
+        return self.outputs
+
+
+class AccumulateGrad(Node):
+    """The sink of a leaf tensor: adds the incoming gradient into ``leaf.grad``.
+
+    One exists per leaf while anything refers to it (the leaf holds it weakly,
+    the graph strongly), so every path to the leaf meets in the same node.
+    """
+
+    __slots__ = ("variable",)
+
+    _lock = threading.Lock()
+
+    def __init__(self, variable: Tensor) -> None:
+        super().__init__(sequence_nr=UINT64_MAX)
+        self.variable = variable
+        self.add_input_metadata(variable.shape, variable.dtype, variable.device)
+
+    def tensor_pre_hooks(self, output_nr: int) -> dict[int, Any] | None:
+        return self.variable._backward_hooks
+
+    def add_tensor_pre_hook(self, output_nr: int, fn: Callable[[Any], Any]) -> RemovableHandle:
+        return self.variable.register_hook(fn)
+
+    def has_tensor_hooks(self) -> bool:
+        return bool(self.variable._backward_hooks)
+
+    def apply(self, grads: list[Any]) -> list[Any]:
+        from engine import _context
+        from engine.events import HUB, LazySummary
+
+        new_grad = grads[0]
+        if new_grad is None:
+            return []
+        variable = self.variable
+        with AccumulateGrad._lock:
+            old = variable._grad
+            if old is None:
+                variable._grad = new_grad.detach_copy_for_grad()
+            else:
+                variable._grad = old.accumulate_grad(new_grad)
+        if HUB.active:
+            HUB.emit(
+                "accumulate",
+                _context.current_device_name(),
+                _context.current_graph_task_id(),
+                self,
+                target="leaf",
+                leaf_name=variable.name,
+                action="created" if old is None else "added",
+                grad=LazySummary(variable._grad.data, str(variable.device)),
+            )
+        return []
+
+    def name(self) -> str:
+        return "AccumulateGrad"

@@ -1,0 +1,213 @@
+"""What every operation uses: operand checks, node creation and output wrapping.
+
+An operation computes its result on arrays, then, if any input requires grad
+and grad mode is on, creates its backward node next to it::
+
+    class ExpBackward0(Node):
+        __slots__ = ()
+
+        def apply(self, grads):
+            (result,) = self.saved_tensors()
+            return (grads[0] * result,)
+
+    def exp(input):
+        node = make_node(ExpBackward0, input)
+        out = wrap(input.device.xp.exp(input.data), input.device, node)
+        if node is not None:
+            node.save(save_output(out))
+        return out
+
+Backward formulas are written with Tensor operations, so with
+``create_graph=True`` they build a graph of their own (higher-order
+gradients). Broadcasting needs no care in a formula: the engine sums each
+gradient down to its input's shape (see ``engine.engine.validate_outputs``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, TypeVar
+
+import numpy as np
+
+from engine import grad_mode
+from engine.devices import CPU, Device
+from engine.graph import Edge, Node
+from engine.saved import SavedTensor
+from engine.tensor import Tensor
+
+N = TypeVar("N", bound=Node)
+
+
+def needs_grad(*tensors: Tensor | None) -> bool:
+    """Whether an op on ``tensors`` must record a node."""
+    if not grad_mode._state.enabled:
+        return False
+    for t in tensors:
+        if t is not None and t._requires_grad:
+            return True
+    return False
+
+
+def make_node(cls: type[N], *inputs: Tensor | None) -> N | None:
+    """Create ``cls()`` linked to ``inputs`` if a node is needed, else ``None``.
+
+    Edge ``i`` of the node is the gradient edge of ``inputs[i]`` (``None`` for
+    inputs that do not require grad or are not tensors).
+    """
+    if not needs_grad(*inputs):
+        return None
+    node = cls()
+    node.set_next_edges([_edge(t) for t in inputs])
+    return node
+
+
+def link(node: N, inputs: Sequence[Tensor | None]) -> N:
+    """Connect an already built ``node`` to ``inputs`` (for nodes with constructor args)."""
+    node.set_next_edges([_edge(t) for t in inputs])
+    return node
+
+
+def _edge(t: Tensor | None) -> Edge | None:
+    if t is None or not t._requires_grad:
+        return None
+    if t.grad_fn is not None:
+        return Edge(t.grad_fn, t._output_nr)
+    return Edge(t._get_grad_accumulator(), 0)
+
+
+def wrap(data: Any, device: Device, node: Node | None = None) -> Tensor:
+    """Wrap an op's result array; attach it as the next output of ``node``."""
+    out = Tensor._make(data, device)
+    if node is not None:
+        out.grad_fn = node
+        out._output_nr = node.add_input_metadata(tuple(data.shape), data.dtype, device)
+        out._requires_grad = True
+    return out
+
+
+def wrap_view(data: Any, base: Tensor, node: Node | None = None) -> Tensor:
+    """Like :func:`wrap` for a view: shares ``base``'s version counter."""
+    out = wrap(data, base.device, node)
+    out._version_counter = base._version_counter
+    out._base = base if base._base is None else base._base
+    return out
+
+
+def save(t: Tensor) -> SavedTensor:
+    """Save an input of the op for backward."""
+    return SavedTensor(t, is_output=False)
+
+
+def save_output(t: Tensor) -> SavedTensor:
+    """Save an output of the op (no reference cycle; see ``engine.saved``)."""
+    return SavedTensor(t, is_output=True)
+
+
+def as_tensor_like(value: Any, like: Tensor) -> Tensor:
+    """A Python or NumPy scalar as a 0-dim tensor on ``like``'s device (no grad)."""
+    if isinstance(value, Tensor):
+        return value
+    xp = like.device.xp
+    if isinstance(value, bool | int | float | np.number):
+        if isinstance(value, float) or np.issubdtype(np.asarray(value).dtype, np.floating):
+            dtype = like.data.dtype if np.issubdtype(like.data.dtype, np.inexact) else np.float32
+        else:
+            dtype = like.data.dtype
+        return Tensor._make(xp.asarray(value, dtype=dtype), like.device)
+    if isinstance(value, np.ndarray | list | tuple):
+        return Tensor._make(xp.asarray(value), like.device)
+    raise TypeError(
+        f"unsupported operand type: expected a Tensor or a number, got {type(value).__name__}"
+    )
+
+
+def check_same_device(*tensors: Tensor) -> Device:
+    """The common device of ``tensors``; 0-dim CPU tensors go anywhere, as in PyTorch.
+
+    Raises:
+        RuntimeError: PyTorch's message when two devices meet.
+    """
+    device: Device | None = None
+    for t in tensors:
+        if t.device is CPU and t.data.ndim == 0:
+            continue
+        if device is None:
+            device = t.device
+        elif t.device is not device:
+            raise RuntimeError(
+                f"Expected all tensors to be on the same device, but found at least two devices, "
+                f"{device} and {t.device}!"
+            )
+    if device is None:
+        return tensors[0].device
+    return device
+
+
+def operands(a: Any, b: Any) -> tuple[Tensor, Tensor, Device]:
+    """Tensors for a binary op (scalars promoted), checked to share a device."""
+    if not isinstance(a, Tensor):
+        a = as_tensor_like(a, b)
+    if not isinstance(b, Tensor):
+        b = as_tensor_like(b, a)
+    device = check_same_device(a, b)
+    if a.device is not device:
+        a = Tensor._make(device.xp.asarray(a.data), device)
+    if b.device is not device:
+        b = Tensor._make(device.xp.asarray(b.data), device)
+    return a, b, device
+
+
+def normalize_dim(dim: int, ndim: int) -> int:
+    """A possibly negative ``dim`` as an index into ``ndim`` dimensions.
+
+    Raises:
+        IndexError: PyTorch's message when ``dim`` is out of range.
+    """
+    lo, hi = (-1, 0) if ndim == 0 else (-ndim, ndim - 1)
+    if not lo <= dim <= hi:
+        raise IndexError(
+            f"Dimension out of range (expected to be in range of [{lo}, {hi}], but got {dim})"
+        )
+    return dim % ndim if ndim else 0
+
+
+def check_inplace(t: Tensor, *others: Tensor | None) -> None:
+    """Refuse in-place changes autograd cannot follow (PyTorch's messages).
+
+    Raises:
+        RuntimeError: a leaf that requires grad, or a view of a tensor in a graph.
+    """
+    if not grad_mode._state.enabled:
+        return
+    if t.grad_fn is None and t._requires_grad:
+        raise RuntimeError(
+            "a leaf Variable that requires grad is being used in an in-place operation."
+        )
+    if t._base is not None and (t._requires_grad or t._base._requires_grad or needs_grad(*others)):
+        raise RuntimeError(
+            "in-place operation on a view of a tensor that takes part in autograd: this engine "
+            "does not rebase views (PyTorch's CopySlices). Use the out-of-place op, or clone() the "
+            "view first."
+        )
+
+
+def rebase_history(t: Tensor, result: Tensor) -> Tensor:
+    """Finish an in-place op on ``t`` computed out of place as ``result``.
+
+    The result is written into ``t``'s array, ``t``'s version goes up (so any
+    node that saved the old value fails loudly in backward) and ``t`` takes
+    over ``result``'s place in the graph.
+    """
+    if not t.device.xp.can_cast(result.data.dtype, t.data.dtype, casting="same_kind"):
+        raise RuntimeError(
+            f"result type {result.data.dtype} can't be cast to the desired output type "
+            f"{t.data.dtype}"
+        )
+    t.data[...] = result.data
+    t._bump_version()
+    if result.grad_fn is not None:
+        t.grad_fn = result.grad_fn
+        t._output_nr = result._output_nr
+        t._requires_grad = True
+    return t

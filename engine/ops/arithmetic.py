@@ -1,0 +1,280 @@
+"""Arithmetic: ``+ - * / **`` and unary ``-``, out of place and in place."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.graph import Node
+from engine.ops._core import check_inplace, make_node, operands, rebase_history, save, wrap
+from engine.tensor import Tensor
+
+
+class AddBackward0(Node):
+    __slots__ = ("alpha",)
+
+    def apply(self, grads: list[Any]) -> tuple[Any, ...]:
+        g = grads[0]
+        return (g, g if self.alpha == 1 else g * self.alpha)
+
+
+def add(input: Any, other: Any, *, alpha: float = 1) -> Tensor:
+    """``input + alpha * other``, broadcasting."""
+    a, b, device = operands(input, other)
+    node = make_node(AddBackward0, a, b)
+    if node is not None:
+        node.alpha = alpha
+    data = a.data + b.data if alpha == 1 else a.data + alpha * b.data
+    return wrap(data, device, node)
+
+
+class SubBackward0(Node):
+    __slots__ = ("alpha",)
+
+    def apply(self, grads: list[Any]) -> tuple[Any, ...]:
+        g = grads[0]
+        return (g, -g if self.alpha == 1 else g * -self.alpha)
+
+
+def sub(input: Any, other: Any, *, alpha: float = 1) -> Tensor:
+    """``input - alpha * other``, broadcasting."""
+    a, b, device = operands(input, other)
+    node = make_node(SubBackward0, a, b)
+    if node is not None:
+        node.alpha = alpha
+    data = a.data - b.data if alpha == 1 else a.data - alpha * b.data
+    return wrap(data, device, node)
+
+
+class MulBackward0(Node):
+    __slots__ = ("_scalar",)
+
+    def apply(self, grads: list[Any]) -> tuple[Any, ...]:
+        g = grads[0]
+        if self._scalar is not None:
+            return (g * self._scalar, None)
+        a, b = self.saved_tensors()
+        return (
+            g * b if self.should_compute_output(0) else None,
+            g * a if self.should_compute_output(1) else None,
+        )
+
+
+def mul(input: Any, other: Any) -> Tensor:
+    """Elementwise product, broadcasting."""
+    if isinstance(input, Tensor) and isinstance(other, int | float) and not isinstance(other, bool):
+        # A Python scalar is kept as a number, not saved as a tensor (PyTorch's MulBackward0
+        # also only keeps the scalar here).
+        node = make_node(MulBackward0, input, None)
+        if node is not None:
+            node._scalar = other
+        return wrap(input.data * other, input.device, node)
+    a, b, device = operands(input, other)
+    node = make_node(MulBackward0, a, b)
+    if node is not None:
+        node._scalar = None
+        node.save(
+            save(a) if b._requires_grad else UNUSED,
+            save(b) if a._requires_grad else UNUSED,
+        )
+    return wrap(a.data * b.data, device, node)
+
+
+class DivBackward0(Node):
+    __slots__ = ()
+
+    def apply(self, grads: list[Any]) -> tuple[Any, ...]:
+        g = grads[0]
+        a, b = self.saved_tensors()
+        return (
+            g / b if self.should_compute_output(0) else None,
+            -g * a / (b * b) if self.should_compute_output(1) else None,
+        )
+
+
+def div(input: Any, other: Any) -> Tensor:
+    """Elementwise true division, broadcasting."""
+    a, b, device = operands(input, other)
+    node = make_node(DivBackward0, a, b)
+    if node is not None:
+        node.save(save(a) if b._requires_grad else UNUSED, save(b))
+    return wrap(a.data / b.data, device, node)
+
+
+class NegBackward0(Node):
+    __slots__ = ()
+
+    def apply(self, grads: list[Any]) -> tuple[Any, ...]:
+        return (-grads[0],)
+
+
+def neg(input: Tensor) -> Tensor:
+    """Elementwise negation."""
+    node = make_node(NegBackward0, input)
+    return wrap(-input.data, input.device, node)
+
+
+class PowBackward0(Node):
+    """Tensor ** scalar."""
+
+    __slots__ = ("exponent",)
+
+    def apply(self, grads: list[Any]) -> tuple[Any, ...]:
+        (a,) = self.saved_tensors()
+        p = self.exponent
+        if p == 0:
+            return (grads[0] * 0.0,)
+        return (grads[0] * p * a ** (p - 1),)
+
+
+class PowBackward1(Node):
+    """Tensor ** Tensor."""
+
+    __slots__ = ()
+
+    def apply(self, grads: list[Any]) -> tuple[Any, ...]:
+        g = grads[0]
+        a, b = self.saved_tensors()
+        out = a**b
+        grad_a = grad_b = None
+        if self.should_compute_output(0):
+            grad_a = g * b * a ** (b - 1)
+        if self.should_compute_output(1):
+            from engine.ops.pointwise import log, where
+
+            # d(a**b)/db = a**b * log(a); defined as 0 where a == 0 and b >= 0, as in PyTorch.
+            safe = where(a == 0, 1.0, a)
+            grad_b = where((a == 0) & (b >= 0), 0.0, g * out * log(safe))
+        return (grad_a, grad_b)
+
+
+class PowBackward2(Node):
+    """scalar ** Tensor."""
+
+    __slots__ = ("base",)
+
+    def apply(self, grads: list[Any]) -> tuple[Any, ...]:
+        (result,) = self.saved_tensors()
+        import math
+
+        if self.base == 0:
+            return (grads[0] * 0.0,)
+        return (grads[0] * result * math.log(self.base),)
+
+
+def pow(input: Any, exponent: Any) -> Tensor:  # noqa: A001 - torch's name
+    """``input ** exponent`` for tensor or scalar exponents and bases."""
+    if isinstance(input, Tensor) and isinstance(exponent, int | float):
+        node = make_node(PowBackward0, input)
+        if node is not None:
+            node.exponent = exponent
+            node.save(save(input))
+        return wrap(input.data**exponent, input.device, node)
+    if not isinstance(input, Tensor) and isinstance(input, int | float):
+        from engine.ops._core import save_output
+
+        node2 = make_node(PowBackward2, exponent)
+        out = wrap(input**exponent.data, exponent.device, node2)
+        if node2 is not None:
+            node2.base = input
+            node2.save(save_output(out))
+        return out
+    a, b, device = operands(input, exponent)
+    node1 = make_node(PowBackward1, a, b)
+    if node1 is not None:
+        node1.save(save(a), save(b))
+    return wrap(a.data**b.data, device, node1)
+
+
+class _UnusedSaved:
+    """Stands in for a saved tensor that backward never unpacks."""
+
+    __slots__ = ()
+    data = None
+
+    def unpack(self, saved_for: Node | None = None) -> None:
+        return None
+
+    def release(self) -> None:
+        return None
+
+
+UNUSED: Any = _UnusedSaved()
+"""Stands in for an operand whose value the backward never reads."""
+
+
+# -- in place ------------------------------------------------------------------
+def add_(self: Tensor, other: Any, *, alpha: float = 1) -> Tensor:
+    """In-place ``self += alpha * other``."""
+    check_inplace(self, other if isinstance(other, Tensor) else None)
+    return rebase_history(self, add(self, other, alpha=alpha))
+
+
+def sub_(self: Tensor, other: Any, *, alpha: float = 1) -> Tensor:
+    """In-place ``self -= alpha * other``."""
+    check_inplace(self, other if isinstance(other, Tensor) else None)
+    return rebase_history(self, sub(self, other, alpha=alpha))
+
+
+def mul_(self: Tensor, other: Any) -> Tensor:
+    """In-place ``self *= other``."""
+    check_inplace(self, other if isinstance(other, Tensor) else None)
+    return rebase_history(self, mul(self, other))
+
+
+def div_(self: Tensor, other: Any) -> Tensor:
+    """In-place ``self /= other``."""
+    check_inplace(self, other if isinstance(other, Tensor) else None)
+    return rebase_history(self, div(self, other))
+
+
+def _radd(self: Tensor, other: Any) -> Tensor:
+    return add(other, self)
+
+
+def _rsub(self: Tensor, other: Any) -> Tensor:
+    return sub(other, self)
+
+
+def _rmul(self: Tensor, other: Any) -> Tensor:
+    return mul(self, other) if isinstance(other, int | float) else mul(other, self)
+
+
+def _rtruediv(self: Tensor, other: Any) -> Tensor:
+    return div(other, self)
+
+
+def _rpow(self: Tensor, other: Any) -> Tensor:
+    return pow(other, self)
+
+
+TENSOR_METHODS = {
+    "add": add,
+    "sub": sub,
+    "mul": mul,
+    "div": div,
+    "neg": neg,
+    "pow": pow,
+    "add_": add_,
+    "sub_": sub_,
+    "mul_": mul_,
+    "div_": div_,
+    "__add__": add,
+    "__radd__": _radd,
+    "__iadd__": add_,
+    "__sub__": sub,
+    "__rsub__": _rsub,
+    "__isub__": sub_,
+    "__mul__": mul,
+    "__rmul__": _rmul,
+    "__imul__": mul_,
+    "__truediv__": div,
+    "__rtruediv__": _rtruediv,
+    "__itruediv__": div_,
+    "__neg__": neg,
+    "__pow__": pow,
+    "__rpow__": _rpow,
+}
+"""Installed on :class:`engine.Tensor` by ``engine.ops``."""
+
+FUNCTIONS = {"add": add, "sub": sub, "mul": mul, "div": div, "neg": neg, "pow": pow}
+"""Exported as ``engine.<name>`` by ``engine.ops``."""

@@ -1,0 +1,380 @@
+"""Tensor: an array plus the autograd metadata that links it into the graph.
+
+Differentiable operations are defined in ``engine.ops`` and installed on this
+class as methods and operators when ``engine`` is imported.
+"""
+
+from __future__ import annotations
+
+import warnings
+import weakref
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from engine import grad_mode
+from engine.devices import CPU, Device
+from engine.graph import AccumulateGrad, Edge, RemovableHandle, add_hook, new_hook_dict
+
+if TYPE_CHECKING:
+    from engine.graph import Node
+
+_NONLEAF_GRAD_WARNING = (
+    "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. Its .grad "
+    "attribute won't be populated during autograd.backward(). If you indeed want the .grad field "
+    "to be populated for a non-leaf Tensor, use .retain_grad() on the non-leaf Tensor. If you "
+    "access the non-leaf Tensor by mistake, make sure you access the leaf Tensor instead."
+)
+
+
+def is_differentiable_dtype(dtype: Any) -> bool:
+    """Whether tensors of ``dtype`` may require grad (floating point and complex)."""
+    return np.issubdtype(dtype, np.floating) or np.issubdtype(dtype, np.complexfloating)
+
+
+class Tensor:
+    """An n-dimensional array that records the operations applied to it.
+
+    Create tensors with :func:`engine.tensor` and the factories (``zeros``,
+    ``randn``, ...). ``data`` is the underlying NumPy (or CuPy) array.
+    """
+
+    __slots__ = (
+        "data",
+        "device",
+        "grad_fn",
+        "_grad",
+        "_requires_grad",
+        "_output_nr",
+        "_version_counter",
+        "_grad_accumulator",
+        "_backward_hooks",
+        "_retains_grad",
+        "name",
+        "_is_inference",
+        "_base",
+        "__weakref__",
+    )
+
+    # NumPy must defer to our reflected operators (ndarray * Tensor -> Tensor.__rmul__).
+    __array_ufunc__ = None
+    __hash__ = object.__hash__
+
+    data: Any
+    """The underlying array (``numpy.ndarray``; ``cupy.ndarray`` on ``cuda``)."""
+    device: Device
+    """The device the data lives on."""
+    grad_fn: Node | None
+    """The node that computes this tensor's gradient contribution; ``None`` for leaves."""
+    name: str | None
+    """An optional name, shown by the visualizer."""
+
+    def __init__(
+        self,
+        data: Any,
+        device: str | Device | None = None,
+        requires_grad: bool = False,
+        name: str | None = None,
+    ) -> None:
+        from engine.factories import as_array
+
+        array, dev = as_array(data, None, device)
+        self._init(array, dev)
+        self.name = name
+        if requires_grad:
+            self.requires_grad = True
+
+    def _init(self, data: Any, device: Device) -> None:
+        self.data = data
+        self.device = device
+        self.grad_fn = None
+        self._grad = None
+        self._requires_grad = False
+        self._output_nr = 0
+        self._version_counter = [0]
+        self._grad_accumulator = None
+        self._backward_hooks = None
+        self._retains_grad = False
+        self.name = None
+        self._is_inference = grad_mode._state.inference
+        self._base = None
+
+    @classmethod
+    def _make(cls, data: Any, device: Device = CPU) -> Tensor:
+        """Wrap an array without copying or checking (for the engine and ops)."""
+        t = object.__new__(cls)
+        t._init(data, device)
+        return t
+
+    # -- shape and type ----------------------------------------------------
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The shape, as a tuple."""
+        return tuple(self.data.shape)
+
+    def size(self, dim: int | None = None) -> Any:
+        """The shape, or the size of one dimension."""
+        return self.shape if dim is None else self.shape[dim]
+
+    @property
+    def ndim(self) -> int:
+        """Number of dimensions."""
+        return int(self.data.ndim)
+
+    def dim(self) -> int:
+        """Number of dimensions."""
+        return int(self.data.ndim)
+
+    def numel(self) -> int:
+        """Number of elements."""
+        return int(self.data.size)
+
+    @property
+    def dtype(self) -> np.dtype[Any]:
+        """The element type (a NumPy dtype, e.g. ``engine.float32``)."""
+        return self.data.dtype  # type: ignore[no-any-return]
+
+    def __len__(self) -> int:
+        if self.data.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return int(self.data.shape[0])
+
+    # -- autograd metadata -----------------------------------------------
+    @property
+    def is_leaf(self) -> bool:
+        """True for tensors not produced by a recorded operation."""
+        return self.grad_fn is None
+
+    @property
+    def requires_grad(self) -> bool:
+        """Whether gradients flow to this tensor."""
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, value: bool) -> None:
+        if self.grad_fn is not None:
+            if value:
+                return
+            raise RuntimeError(
+                "you can only change requires_grad flags of leaf variables. If you want to use a "
+                "computed variable in a subgraph that doesn't require differentiation use "
+                "var_no_grad = var.detach()."
+            )
+        if value and not is_differentiable_dtype(self.data.dtype):
+            raise RuntimeError(
+                "only Tensors of floating point and complex dtype can require gradients"
+            )
+        if value and self._is_inference:
+            raise RuntimeError(
+                "Setting requires_grad=True on inference tensor outside InferenceMode is not "
+                "allowed."
+            )
+        self._requires_grad = bool(value)
+
+    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+        """Set ``requires_grad`` in place and return ``self``."""
+        self.requires_grad = requires_grad
+        return self
+
+    @property
+    def grad(self) -> Tensor | None:
+        """The accumulated gradient (leaves, and non-leaves after ``retain_grad()``)."""
+        if self.grad_fn is not None and not self._retains_grad and self._grad is None:
+            warnings.warn(_NONLEAF_GRAD_WARNING, UserWarning, stacklevel=2)
+        return self._grad
+
+    @grad.setter
+    def grad(self, value: Tensor | None) -> None:
+        if value is not None:
+            if not isinstance(value, Tensor):
+                raise TypeError(
+                    f"assigned grad expected to be a Tensor or None but got grad of type "
+                    f"{type(value).__name__}"
+                )
+            if value.device is not self.device:
+                raise RuntimeError("assigned grad has data located on a different device")
+            if value.dtype != self.dtype:
+                raise RuntimeError("assigned grad has data of a different type")
+            if value.shape != self.shape:
+                raise RuntimeError("assigned grad has data of a different size")
+        self._grad = value
+
+    @property
+    def retains_grad(self) -> bool:
+        """True for a non-leaf after ``retain_grad()``."""
+        return self._retains_grad
+
+    @property
+    def output_nr(self) -> int:
+        """Which output of ``grad_fn`` this tensor is."""
+        return self._output_nr
+
+    @property
+    def _version(self) -> int:
+        """How many in-place changes this tensor's data has seen."""
+        return self._version_counter[0]
+
+    def _bump_version(self) -> None:
+        self._version_counter[0] += 1
+
+    def _get_grad_accumulator(self) -> AccumulateGrad:
+        """The leaf's one ``AccumulateGrad`` node, created on first use."""
+        ref = self._grad_accumulator
+        acc = ref() if ref is not None else None
+        if acc is None:
+            acc = AccumulateGrad(self)
+            self._grad_accumulator = weakref.ref(acc)
+        return acc
+
+    def gradient_edge(self) -> Edge:
+        """The edge a gradient for this tensor travels along (see the seeds)."""
+        if self.grad_fn is not None:
+            return Edge(self.grad_fn, self._output_nr)
+        return Edge(self._get_grad_accumulator(), 0)
+
+    def retain_grad(self) -> None:
+        """Keep ``.grad`` for this non-leaf tensor during backward (a no-op on leaves)."""
+        if self.grad_fn is None:
+            if not self._requires_grad:
+                raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+            return
+        if self._retains_grad:
+            return
+        node = self.grad_fn
+        if node._retains_grad_hooks is None:
+            node._retains_grad_hooks = {}
+        node._retains_grad_hooks[self._output_nr] = weakref.ref(self)
+        self._retains_grad = True
+
+    def register_hook(self, hook: Callable[[Tensor], Tensor | None]) -> RemovableHandle:
+        """Call ``hook(grad)`` when this tensor's gradient is computed.
+
+        The hook may return a new gradient to use instead. Returns a handle
+        whose ``remove()`` unregisters it.
+
+        Raises:
+            RuntimeError: if the tensor does not require grad.
+        """
+        if not self._requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        if self.grad_fn is not None:
+            return self.grad_fn.add_tensor_pre_hook(self._output_nr, hook)
+        if self._backward_hooks is None:
+            self._backward_hooks = new_hook_dict()
+        return add_hook(self._backward_hooks, hook)
+
+    def detach(self) -> Tensor:
+        """A new tensor sharing data (and version counter), cut from the graph."""
+        out = Tensor._make(self.data, self.device)
+        out._version_counter = self._version_counter
+        return out
+
+    def detach_(self) -> Tensor:
+        """Cut this tensor from the graph in place; it becomes a leaf."""
+        self.grad_fn = None
+        self._output_nr = 0
+        self._requires_grad = False
+        return self
+
+    def backward(
+        self,
+        gradient: Tensor | None = None,
+        retain_graph: bool | None = None,
+        create_graph: bool = False,
+        inputs: Tensor | Sequence[Tensor] | None = None,
+    ) -> None:
+        """Accumulate the gradient of this tensor into the ``.grad`` of the leaves.
+
+        See :func:`engine.backward`.
+        """
+        from engine.autograd import backward
+
+        backward(self, gradient, retain_graph, create_graph, inputs=inputs)
+
+    # -- gradient storage helpers used by AccumulateGrad -------------------
+    def detach_copy_for_grad(self) -> Tensor:
+        """What a leaf stores as its first gradient: a copy it owns, or the graph in create_graph."""
+        if grad_mode._state.enabled:
+            return self
+        out = Tensor._make(self.data.copy(), self.device)
+        return out
+
+    def accumulate_grad(self, new_grad: Tensor) -> Tensor:
+        """``self + new_grad`` for ``.grad``; in place when no graph is being built."""
+        if grad_mode._state.enabled or self.grad_fn is not None or new_grad.grad_fn is not None:
+            return self + new_grad
+        self.data += new_grad.data
+        self._bump_version()
+        return self
+
+    # -- conversion ----------------------------------------------------------
+    def numpy(self) -> np.ndarray[Any, Any]:
+        """The data as a NumPy array (shared, not copied).
+
+        Raises:
+            RuntimeError: if the tensor requires grad, or lives off the CPU.
+        """
+        if self._requires_grad:
+            raise RuntimeError(
+                "Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() "
+                "instead."
+            )
+        if self.device.type == "cuda":
+            raise TypeError(
+                f"can't convert {self.device} device type tensor to numpy. Use Tensor.cpu() to "
+                f"copy the tensor to host memory first."
+            )
+        return self.data  # type: ignore[no-any-return]
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray[Any, Any]:
+        array = self.numpy()
+        if dtype is not None:
+            array = array.astype(dtype)
+        return array
+
+    def item(self) -> Any:
+        """The value of a one-element tensor as a Python number."""
+        if self.data.size != 1:
+            raise RuntimeError(
+                f"a Tensor with {self.data.size} elements cannot be converted to Scalar"
+            )
+        return self.data.reshape(()).item()
+
+    def tolist(self) -> Any:
+        """The data as (nested) Python lists."""
+        return self.data.tolist()
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __int__(self) -> int:
+        return int(self.item())
+
+    def __index__(self) -> int:
+        if not np.issubdtype(self.data.dtype, np.integer) or self.data.size != 1:
+            raise TypeError("only integer tensors of a single element can be converted to an index")
+        return int(self.item())
+
+    def __bool__(self) -> bool:
+        if self.data.size != 1:
+            raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
+        return bool(self.item())
+
+    def __repr__(self) -> str:
+        array = self.data if self.device.type != "cuda" else self.data.get()
+        body = np.array2string(
+            np.asarray(array), precision=4, separator=", ", prefix="tensor(", suppress_small=False
+        )
+        extras = []
+        if self.device is not CPU:
+            extras.append(f"device='{self.device}'")
+        if self.data.dtype not in (np.float32, np.int64, np.bool_):
+            extras.append(f"dtype=engine.{self.data.dtype}")
+        if self.grad_fn is not None:
+            extras.append(f"grad_fn=<{self.grad_fn.name()}>")
+        elif self._requires_grad:
+            extras.append("requires_grad=True")
+        if self.name:
+            extras.append(f"name={self.name!r}")
+        return "tensor(" + body + "".join(", " + e for e in extras) + ")"
