@@ -12,8 +12,6 @@ Read it like ``torch.autograd``::
 
 from __future__ import annotations
 
-from typing import Any
-
 from engine import events, functional
 from engine.anomaly import detect_anomaly, is_anomaly_enabled, set_detect_anomaly
 from engine.autograd import backward, grad
@@ -60,10 +58,6 @@ from engine.tensor import Tensor
 globals().update(_install_ops())
 
 __version__ = "0.1.0"
-
-
-def __getattr__(name: str) -> Any:
-    raise AttributeError(f"module 'engine' has no attribute '{name}'")
 
 
 __all__ = [

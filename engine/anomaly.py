@@ -7,6 +7,7 @@ every backward output is checked for NaN.
 
 from __future__ import annotations
 
+import os
 import traceback
 import warnings
 from typing import Any
@@ -98,10 +99,13 @@ class set_detect_anomaly(_DecoratorContextManager):  # noqa: N801 - torch's name
         STATE.enabled, STATE.check_nan = self.prev
 
 
+_ENGINE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
 def forward_stack() -> list[str]:
     """The current Python stack, formatted, without the engine's own frames."""
     frames = traceback.extract_stack()
-    user = [f for f in frames if "/engine/" not in f.filename.replace("\\", "/")]
+    user = [f for f in frames if not os.path.abspath(f.filename).startswith(_ENGINE_DIR)]
     return traceback.format_list(user or frames)
 
 

@@ -113,7 +113,7 @@ def backward(
             gradients, roots that do not require grad, and empty ``inputs``.
     """
     if inputs is not None and not isinstance(inputs, Tensor) and len(tuple(inputs)) == 0:
-        raise RuntimeError("'inputs' argument to backward() cannot be empty.")
+        raise RuntimeError("`inputs` argument to `backward()` cannot be empty.")
     roots = _as_tuple(tensors, "tensors")
     grads = _as_tuple(grad_tensors, "grad_tensors") if grad_tensors is not None else (None,) * len(roots)
     if len(grads) != len(roots):
@@ -168,7 +168,7 @@ def grad(
     outs = _as_tuple(outputs, "outputs")
     ins = _as_tuple(inputs, "inputs")
     if not ins:
-        raise RuntimeError("grad requires non-empty inputs.")
+        raise RuntimeError("`inputs` argument to `grad()` cannot be empty.")
     grads = _as_tuple(grad_outputs, "grad_outputs") if grad_outputs is not None else (None,) * len(outs)
     if len(grads) != len(outs):
         raise RuntimeError(
@@ -182,11 +182,13 @@ def grad(
     result = get_default_engine().execute(
         edges, made, retain_graph, create_graph, False, output_edges
     )
-    if not allow_unused and any(r is None for r in result):
-        raise RuntimeError(
-            "One of the differentiated Tensors appears to not have been used in the graph. Set "
-            "allow_unused=True if this is the desired behavior."
-        )
+    if not allow_unused:
+        for i, r in enumerate(result):
+            if r is None:
+                raise RuntimeError(
+                    f"The differentiated Tensor at index {i} appears to not have been used in the "
+                    f"graph. Set allow_unused=True if this is the desired behavior."
+                )
     if materialize_grads:
         from engine.factories import zeros_like
 

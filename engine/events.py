@@ -218,6 +218,22 @@ class Event:
     """Kind-specific fields (read-only)."""
 
 
+def resolve_summaries(event: Event, max_values: int = 0) -> Event:
+    """Compute every tensor summary in ``event.data`` now (call it inside a listener).
+
+    Afterwards the summaries stay available after the arrays are freed.
+    Returns the event, for chaining.
+    """
+    for value in event.data.values():
+        if isinstance(value, LazySummary):
+            value.resolve(max_values)
+        elif isinstance(value, list | tuple):
+            for item in value:
+                if isinstance(item, LazySummary):
+                    item.resolve(max_values)
+    return event
+
+
 Listener = Callable[[Event], None]
 
 

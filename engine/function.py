@@ -63,7 +63,7 @@ class BackwardCFunction(FunctionCtx, Node):
         self._dirty: tuple[Tensor, ...] = ()
         self._non_differentiable: tuple[Tensor, ...] = ()
         self._materialize_grads = True
-        self.needs_input_grad: tuple[bool, ...] = ()  # type: ignore[misc]
+        self.needs_input_grad: tuple[bool, ...] = ()
         self._is_tensor_input: tuple[bool, ...] = ()
         self._output_info: list[Any] = []
 

@@ -7,7 +7,6 @@ from typing import Any
 
 import numpy as np
 
-from engine import grad_mode
 from engine.autograd import grad as autograd_grad
 from engine.tensor import Tensor
 
@@ -38,25 +37,29 @@ def _float64_inputs(inputs: Sequence[Any]) -> list[Any]:
 def numerical_jacobian(
     fn: Callable[..., Any], inputs: Sequence[Any], eps: float = 1e-6
 ) -> list[list[np.ndarray[Any, Any]]]:
-    """Central differences: ``J[out][in]`` of shape ``(out.numel(), in.numel())``."""
-    with grad_mode.no_grad():
-        base = _as_outputs(fn(*inputs))
-        jac = [
-            [np.zeros((o.numel(), x.numel())) for x in inputs if isinstance(x, Tensor) and x.requires_grad]
-            for o in base
-        ]
-        diff_inputs = [x for x in inputs if isinstance(x, Tensor) and x.requires_grad]
-        for j, x in enumerate(diff_inputs):
-            flat = x.data.reshape(-1)
-            for k in range(flat.size):
-                orig = flat[k].item()
-                flat[k] = orig + eps
-                plus = [np.asarray(o.data, dtype=np.float64).ravel().copy() for o in _as_outputs(fn(*inputs))]
-                flat[k] = orig - eps
-                minus = [np.asarray(o.data, dtype=np.float64).ravel().copy() for o in _as_outputs(fn(*inputs))]
-                flat[k] = orig
-                for i in range(len(base)):
-                    jac[i][j][:, k] = (plus[i] - minus[i]) / (2 * eps)
+    """Central differences: ``J[out][in]`` of shape ``(out.numel(), in.numel())``.
+
+    ``fn`` runs with grad mode as the caller has it, so functions that call
+    ``engine.grad`` themselves (higher-order checks) work.
+    """
+    diff_inputs = [x for x in inputs if isinstance(x, Tensor) and x.requires_grad]
+
+    def evaluate() -> list[np.ndarray[Any, Any]]:
+        return [np.array(o.data, dtype=np.float64).ravel() for o in _as_outputs(fn(*inputs))]
+
+    base = evaluate()
+    jac = [[np.zeros((o.size, x.numel())) for x in diff_inputs] for o in base]
+    for j, x in enumerate(diff_inputs):
+        flat = x.data.reshape(-1)
+        for k in range(flat.size):
+            orig = flat[k].item()
+            flat[k] = orig + eps
+            plus = evaluate()
+            flat[k] = orig - eps
+            minus = evaluate()
+            flat[k] = orig
+            for i in range(len(base)):
+                jac[i][j][:, k] = (plus[i] - minus[i]) / (2 * eps)
     return jac
 
 

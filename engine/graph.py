@@ -21,7 +21,7 @@ from __future__ import annotations
 import itertools
 import threading
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from engine import anomaly
@@ -55,13 +55,40 @@ def peek_sequence_nr() -> int:
     return _sequence.value
 
 
-class Edge(NamedTuple):
-    """Where a gradient goes: input ``input_nr`` of node ``function``."""
+class Edge:
+    """Where a gradient goes: input ``input_nr`` of node ``function``.
+
+    A slotted class rather than a NamedTuple: edges are made for every op and
+    a NamedTuple's Python-level ``__new__`` costs several times more.
+    """
+
+    __slots__ = ("function", "input_nr")
 
     function: Node
     """The node that receives the gradient."""
     input_nr: int
     """Which of that node's inputs (which forward output) it is."""
+
+    def __init__(self, function: Node, input_nr: int) -> None:
+        self.function = function
+        self.input_nr = input_nr
+
+    def __iter__(self) -> Iterator[Any]:
+        yield self.function
+        yield self.input_nr
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, Edge)
+            and other.function is self.function
+            and other.input_nr == self.input_nr
+        )
+
+    def __hash__(self) -> int:
+        return hash((id(self.function), self.input_nr))
+
+    def __repr__(self) -> str:
+        return f"Edge(function={self.function!r}, input_nr={self.input_nr})"
 
 
 class InputMetadata(NamedTuple):
@@ -263,11 +290,6 @@ class Node:
             return info is not None and info.should_execute()
         return True
 
-    @property
-    def needs_input_grad(self) -> tuple[bool, ...]:
-        """For each forward input, whether its gradient should be computed."""
-        return tuple(self.should_compute_output(i) for i in range(len(self._next_edges)))
-
     # -- hooks -------------------------------------------------------------
     def register_hook(self, fn: Callable[[tuple[Any, ...], tuple[Any, ...]], Any]) -> RemovableHandle:
         """Run ``fn(grad_inputs, grad_outputs)`` after this node; it may return new grad_inputs."""
@@ -311,6 +333,7 @@ class GraphRoot(Node):
     """The single start node when ``backward()`` is given several roots."""
 
     __slots__ = ("outputs",)
+    skips_undefined_grads = False  # it has no inputs; its outputs are the root gradients
 
     def __init__(self, edges: Sequence[Edge], grads: Sequence[Any]) -> None:
         super().__init__()

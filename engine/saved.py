@@ -8,6 +8,7 @@ at the node is rebuilt on unpack.
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -46,6 +47,11 @@ def type_description(array: Any, device: Any) -> str:
     return f"{prefix}{name} [{', '.join(str(d) for d in array.shape)}]"
 
 
+def _forward_name(node_name: str) -> str:
+    """``TanhBackward0`` -> ``Tanh``; ``MyFnBackward`` -> ``MyFn``."""
+    return re.sub(r"Backward\d*$", "", node_name) or node_name
+
+
 class SavedTensor:
     """A tensor saved for backward by a node."""
 
@@ -60,7 +66,8 @@ class SavedTensor:
         self._saved_version: int = tensor._version_counter[0]
         self._device = tensor.device
         grad_fn = tensor.grad_fn
-        self._producer_name = None if grad_fn is None else grad_fn.name()
+        # PyTorch 2.x names the forward op here ("output 0 of Tanh"), not the node.
+        self._producer_name = None if grad_fn is None else _forward_name(grad_fn.name())
         if is_output:
             # The node is this tensor's grad_fn: keep the array, not the tensor (no cycle).
             self._tensor: Tensor | None = None
@@ -123,7 +130,7 @@ class SavedTensor:
         else:
             hint = (
                 "Hint: enable anomaly detection to find the operation that failed to compute its "
-                "gradient, with engine.set_detect_anomaly(True)."
+                "gradient, with engine.set_detect_anomaly(True, check_nan=False)."
             )
         return (
             "one of the variables needed for gradient computation has been modified by an inplace "

@@ -163,7 +163,7 @@ class Tensor:
             )
         if value and not is_differentiable_dtype(self.data.dtype):
             raise RuntimeError(
-                "only Tensors of floating point and complex dtype can require gradients"
+                "only Tensors of floating point dtype can require gradients"
             )
         if value and self._is_inference:
             raise RuntimeError(
@@ -363,8 +363,13 @@ class Tensor:
 
     def __repr__(self) -> str:
         array = self.data if self.device.type != "cuda" else self.data.get()
+        array = np.asarray(array)
+        integral = not np.issubdtype(array.dtype, np.floating) or bool(
+            np.all(np.isfinite(array) & (array == np.round(array)))
+        )
         body = np.array2string(
-            np.asarray(array), precision=4, separator=", ", prefix="tensor(", suppress_small=False
+            array, precision=4, separator=", ", prefix="tensor(",
+            floatmode="maxprec" if integral else "fixed",
         )
         extras = []
         if self.device is not CPU:

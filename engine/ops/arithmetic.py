@@ -17,8 +17,18 @@ class AddBackward0(Node):
         return (g, g if self.alpha == 1 else g * self.alpha)
 
 
+def _is_scalar(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 def add(input: Any, other: Any, *, alpha: float = 1) -> Tensor:
     """``input + alpha * other``, broadcasting."""
+    if isinstance(input, Tensor) and _is_scalar(other):
+        # A Python scalar never needs a gradient: no tensor is made for it, no edge.
+        node = make_node(AddBackward0, input, None)
+        if node is not None:
+            node.alpha = alpha
+        return wrap(input.data + alpha * other, input.device, node)
     a, b, device = operands(input, other)
     node = make_node(AddBackward0, a, b)
     if node is not None:
@@ -37,6 +47,11 @@ class SubBackward0(Node):
 
 def sub(input: Any, other: Any, *, alpha: float = 1) -> Tensor:
     """``input - alpha * other``, broadcasting."""
+    if isinstance(input, Tensor) and _is_scalar(other):
+        node = make_node(SubBackward0, input, None)
+        if node is not None:
+            node.alpha = alpha
+        return wrap(input.data - alpha * other, input.device, node)
     a, b, device = operands(input, other)
     node = make_node(SubBackward0, a, b)
     if node is not None:
@@ -61,7 +76,7 @@ class MulBackward0(Node):
 
 def mul(input: Any, other: Any) -> Tensor:
     """Elementwise product, broadcasting."""
-    if isinstance(input, Tensor) and isinstance(other, int | float) and not isinstance(other, bool):
+    if isinstance(input, Tensor) and _is_scalar(other):
         # A Python scalar is kept as a number, not saved as a tensor (PyTorch's MulBackward0
         # also only keeps the scalar here).
         node = make_node(MulBackward0, input, None)
@@ -80,10 +95,12 @@ def mul(input: Any, other: Any) -> Tensor:
 
 
 class DivBackward0(Node):
-    __slots__ = ()
+    __slots__ = ("_scalar",)
 
     def apply(self, grads: list[Any]) -> tuple[Any, ...]:
         g = grads[0]
+        if self._scalar is not None:
+            return (g / self._scalar, None)
         a, b = self.saved_tensors()
         return (
             g / b if self.should_compute_output(0) else None,
@@ -93,9 +110,15 @@ class DivBackward0(Node):
 
 def div(input: Any, other: Any) -> Tensor:
     """Elementwise true division, broadcasting."""
+    if isinstance(input, Tensor) and _is_scalar(other):
+        node = make_node(DivBackward0, input, None)
+        if node is not None:
+            node._scalar = other
+        return wrap(input.data / other, input.device, node)
     a, b, device = operands(input, other)
     node = make_node(DivBackward0, a, b)
     if node is not None:
+        node._scalar = None
         node.save(save(a) if b._requires_grad else UNUSED, save(b))
     return wrap(a.data / b.data, device, node)
 
