@@ -376,8 +376,8 @@ class Engine:
             TLS.worker_device = CPU
             TLS.local_ready_queue = graph_task.cpu_ready_queue
             graph_task.owner = CPU
-            self._push(queue, NodeTask(graph_task, graph_root, input_buffer), "root")
             try:
+                self._push(queue, NodeTask(graph_task, graph_root, input_buffer), "root")
                 self.thread_main(graph_task)
             finally:
                 TLS.worker_device = None
@@ -664,34 +664,39 @@ class Engine:
                 graph_task.error = exc
                 graph_task.has_error = True
             graph_task.future_completed = True
-        self._emit_graph_task_end(graph_task)
-        graph_task.done.set()
+        try:
+            self._emit_graph_task_end(graph_task)
+        finally:
+            graph_task.done.set()
 
     def thread_on_exception(self, graph_task: GraphTask, fn: Node | None, exc: BaseException) -> None:
         """Record the first error of ``graph_task`` and complete its future with it."""
-        first = False
         with graph_task.lock:
-            if not graph_task.has_error:
-                graph_task.has_error = True
-                first = True
-        if HUB.active:
-            HUB.emit("error", str(TLS.worker_device), graph_task.id, fn,
-                     exc_type=type(exc).__name__, message=str(exc), first=first,
-                     traceback=fn.metadata.get("traceback_") if fn is not None and fn._metadata else None)
-        if not first:
-            return
-        if anomaly.STATE.enabled and fn is not None:
-            anomaly.warn_forward_traceback(fn)
-        with graph_task.lock:
-            if graph_task.future_completed:
-                return
-            graph_task.error = exc
-            graph_task.future_completed = True
-        self._emit_graph_task_end(graph_task)
-        graph_task.done.set()
-        if TLS.worker_device is not graph_task.owner:
-            owner_queue = self.ready_queue(graph_task.cpu_ready_queue, graph_task.owner)
-            self._push(owner_queue, NodeTask(graph_task, None, None), "wake-up")
+            first = not graph_task.has_error
+            graph_task.has_error = True
+            complete = first and not graph_task.future_completed
+            if complete:
+                graph_task.error = exc
+                graph_task.future_completed = True
+        try:
+            if HUB.active:
+                traceback = fn.metadata.get("traceback_") if fn is not None and fn._metadata else None
+                HUB.emit("error", str(TLS.worker_device), graph_task.id, fn,
+                         exc_type=type(exc).__name__, message=str(exc), first=first,
+                         traceback=traceback)
+            if first and anomaly.STATE.enabled and fn is not None:
+                anomaly.warn_forward_traceback(fn)
+            if complete:
+                self._emit_graph_task_end(graph_task)
+        except BaseException:  # noqa: BLE001, S110
+            pass  # the graph task already carries its error; a listener cancelling changes nothing
+        finally:
+            if complete:
+                graph_task.done.set()
+                if TLS.worker_device is not graph_task.owner:
+                    # See Note [Owner wake-up]
+                    owner_queue = self.ready_queue(graph_task.cpu_ready_queue, graph_task.owner)
+                    owner_queue.push(NodeTask(graph_task, None, None))
 
     # -- queues and threads --------------------------------------------------
     def ready_queue(self, cpu_ready_queue: ReadyQueue, device: Device | None) -> ReadyQueue:
@@ -723,15 +728,26 @@ class Engine:
         TLS.local_ready_queue = queue
         if device.type == "cuda":
             device.xp.cuda.Device(device.index).use()
-        self.thread_main(None)
+        while True:
+            try:
+                self.thread_main(None)
+                return  # a shutdown task
+            except BaseException:  # noqa: BLE001, S112
+                # Only a listener cancelling at a step outside a node gets here (errors in
+                # nodes are carried to their graph task); a device thread must keep serving.
+                continue
 
     def _push(self, queue: ReadyQueue, task: NodeTask, reason: str) -> None:
-        if HUB.active and task.base is not None:
-            HUB.emit("enqueue", str(TLS.worker_device or CPU), task.base.id, task.fn,
-                     queue=str(queue.device) if queue.device is not CPU else "cpu",
-                     queue_owner=f"graph_task {task.base.id}" if queue.device is CPU else "device",
-                     reason=reason, queue_length=len(queue) + 1)
-        queue.push(task)
+        # The event comes first so that listeners see enqueue before the node starts on
+        # another thread; the push happens even if a listener cancels (no task is lost).
+        try:
+            if HUB.active and task.base is not None:
+                HUB.emit("enqueue", str(TLS.worker_device or CPU), task.base.id, task.fn,
+                         queue=str(queue.device),
+                         queue_owner=f"graph_task {task.base.id}" if queue.device is CPU
+                         else "device", reason=reason, queue_length=len(queue) + 1)
+        finally:
+            queue.push(task)
 
     def add_thread_pool_task(self, graph_task: GraphTask) -> None:
         """Hand a too-deep reentrant graph task to a pool thread (created when none is idle)."""

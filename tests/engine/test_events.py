@@ -128,3 +128,25 @@ def test_lazy_summary_does_not_keep_the_array_alive() -> None:
 def test_listener_must_be_callable() -> None:
     with pytest.raises(TypeError, match="must be callable"):
         events.subscribe(42)  # type: ignore[arg-type]
+
+
+class _Cancelled(RuntimeError):
+    """What a debugger raises from a listener to stop a live backward."""
+
+    _engine_propagate = True
+
+
+@pytest.mark.parametrize("kind", ["node_start", "enqueue", "dependency_decrement", "accumulate"])
+def test_a_propagating_listener_cancels_backward_cleanly(kind: str) -> None:
+    def cancel(event: events.Event) -> None:
+        if event.kind == kind and event.device == "sim:0":
+            raise _Cancelled(f"stopped at {kind}")
+
+    x = engine.tensor([1.0, 2.0], requires_grad=True)
+    loss = ((x.to("sim:0") * 2.0).to("cpu") + x).sum()
+    with events.listen(cancel), pytest.raises(_Cancelled, match=f"stopped at {kind}"):
+        loss.backward()
+    # Nothing hangs and every thread keeps working.
+    y = engine.tensor([1.0, 2.0], requires_grad=True)
+    ((y.to("sim:0") * 2.0).to("cpu") + y).sum().backward()
+    np.testing.assert_allclose(y.grad.numpy(), [3.0, 3.0])
