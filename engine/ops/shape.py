@@ -1,14 +1,17 @@
 """Shape operations: views and copies that move elements around without arithmetic."""
 
+# ruff: noqa: A002 - PyTorch's argument name (input) is the API.
+
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from engine.graph import Node
-from engine.ops._core import make_node, wrap, wrap_view
+from engine.ops._core import check_same_device, make_node, normalize_dim, wrap, wrap_view
 from engine.tensor import Tensor
 
 
@@ -26,7 +29,9 @@ class ViewBackward0(Node):
         return (grads[0].reshape(self.self_sym_sizes),)
 
 
-class ReshapeAliasBackward0(ViewBackward0):
+class UnsafeViewBackward0(ViewBackward0):
+    """Backward of a reshape that had to copy (PyTorch's ``_unsafe_view`` of a clone)."""
+
     __slots__ = ()
 
 
@@ -43,10 +48,11 @@ def reshape(input: Tensor, *shape: Any) -> Tensor:
     """The same elements in a new shape (``-1`` infers one dimension)."""
     target = _shape_arg(shape)
     data = _reshaped(input, target)
-    node = make_node(ViewBackward0, input)
+    shares = _shares(data, input.data)
+    node = make_node(ViewBackward0 if shares else UnsafeViewBackward0, input)
     if node is not None:
         node.self_sym_sizes = input.shape
-    if _shares(data, input.data):
+    if shares:
         return wrap_view(data, input, node)
     return wrap(data, input.device, node)
 
@@ -92,7 +98,7 @@ def expand(input: Tensor, *sizes: Any) -> Tensor:
     shape = input.shape
     if len(target) < len(shape):
         raise RuntimeError(
-            f"expand(torch.FloatTensor{{[{', '.join(map(str, shape))}]}}, size=[{', '.join(map(str, target))}]): "
+            f"expand(torch.FloatTensor{{[{_join(shape)}]}}, size=[{_join(target)}]): "
             f"the number of sizes provided ({len(target)}) must be greater or equal to the number "
             f"of dimensions in the tensor ({len(shape)})"
         )
@@ -119,5 +125,290 @@ def expand(input: Tensor, *sizes: Any) -> Tensor:
     return wrap_view(data, input, node)
 
 
-TENSOR_METHODS = {"reshape": reshape, "view": view, "expand": expand}
-FUNCTIONS = {"reshape": reshape}
+def _join(sizes: Sequence[int]) -> str:
+    return ", ".join(map(str, sizes))
+
+
+def view_as(input: Tensor, other: Tensor) -> Tensor:
+    """``input.view(other.shape)``."""
+    return view(input, other.shape)
+
+
+def expand_as(input: Tensor, other: Tensor) -> Tensor:
+    """``input.expand(other.shape)``."""
+    return expand(input, other.shape)
+
+
+def flatten(input: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+    """Merge dimensions ``start_dim`` to ``end_dim`` into one (a view when possible).
+
+    Raises:
+        RuntimeError: when ``start_dim`` comes after ``end_dim``.
+    """
+    if input.ndim == 0:
+        return reshape(input, (1,))
+    start = normalize_dim(start_dim, input.ndim)
+    end = normalize_dim(end_dim, input.ndim)
+    if start > end:
+        raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
+    if start == end:
+        return input
+    shape = input.shape
+    return reshape(input, (*shape[:start], -1, *shape[end + 1 :]))
+
+
+# -- transposition -----------------------------------------------------------
+class TransposeBackward0(Node):
+    __slots__ = ("dim0", "dim1")
+
+    def apply(self, grads: list[Any]) -> tuple[Any, ...]:
+        return (transpose(grads[0], self.dim0, self.dim1),)
+
+
+def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
+    """A view with dimensions ``dim0`` and ``dim1`` swapped."""
+    d0 = normalize_dim(dim0, input.ndim)
+    d1 = normalize_dim(dim1, input.ndim)
+    node = make_node(TransposeBackward0, input)
+    if node is not None:
+        node.dim0, node.dim1 = d0, d1
+    data = input.data if input.ndim == 0 else input.device.xp.swapaxes(input.data, d0, d1)
+    return wrap_view(data, input, node)
+
+
+class TBackward0(Node):
+    __slots__ = ()
+
+    def apply(self, grads: list[Any]) -> tuple[Any, ...]:
+        return (t(grads[0]),)
+
+
+def t(input: Tensor) -> Tensor:
+    """The transpose of a matrix (tensors of fewer dimensions are returned as views).
+
+    Raises:
+        RuntimeError: for tensors with more than two dimensions.
+    """
+    if input.ndim > 2:
+        raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {input.ndim}D")
+    node = make_node(TBackward0, input)
+    return wrap_view(input.data.T, input, node)
+
+
+class PermuteBackward0(Node):
+    __slots__ = ("dims",)
+
+    def apply(self, grads: list[Any]) -> tuple[Any, ...]:
+        return (permute(grads[0], tuple(np.argsort(self.dims).tolist())),)
+
+
+def permute(input: Tensor, *dims: Any) -> Tensor:
+    """A view with the dimensions reordered: output dim ``i`` is input dim ``dims[i]``.
+
+    Raises:
+        RuntimeError: when ``dims`` does not name every dimension exactly once.
+    """
+    order = _shape_arg(dims)
+    if len(order) != input.ndim:
+        raise RuntimeError(
+            "permute(sparse_coo): number of dimensions in the tensor input does not match the "
+            "length of the desired ordering of dimensions i.e. input.dim() = "
+            f"{input.ndim} is not equal to len(dims) = {len(order)}"
+        )
+    order = tuple(normalize_dim(d, input.ndim) for d in order)
+    if len(set(order)) != len(order):
+        raise RuntimeError("permute(): duplicate dims are not allowed.")
+    node = make_node(PermuteBackward0, input)
+    if node is not None:
+        node.dims = order
+    return wrap_view(input.data.transpose(order), input, node)
+
+
+def _reversed_dims(input: Tensor) -> Tensor:
+    """``Tensor.T``: the dimensions reversed (PyTorch deprecates it beyond 2-D)."""
+    if input.ndim > 2:
+        warnings.warn(
+            "The use of `x.T` on tensors of dimension other than 2 to reverse their shape is "
+            "deprecated and it will throw an error in a future release. Consider `x.mT` to "
+            "transpose batches of matrices or `x.permute(*torch.arange(x.ndim - 1, -1, -1))` to "
+            "reverse the dimensions of a tensor.",
+            UserWarning,
+            stacklevel=2,
+        )
+    return permute(input, tuple(range(input.ndim - 1, -1, -1)))
+
+
+# -- adding and removing size-1 dimensions -------------------------------------
+class UnsqueezeBackward0(Node):
+    __slots__ = ("dim",)
+
+    def apply(self, grads: list[Any]) -> tuple[Any, ...]:
+        return (squeeze(grads[0], self.dim),)
+
+
+def unsqueeze(input: Tensor, dim: int) -> Tensor:
+    """A view with a new dimension of size 1 inserted at ``dim``."""
+    d = normalize_dim(dim, input.ndim + 1)
+    node = make_node(UnsqueezeBackward0, input)
+    if node is not None:
+        node.dim = d
+    return wrap_view(input.device.xp.expand_dims(input.data, d), input, node)
+
+
+class SqueezeBackward0(Node):
+    """Backward of ``squeeze()`` (every size-1 dimension)."""
+
+    __slots__ = ("self_sym_sizes",)
+
+    def apply(self, grads: list[Any]) -> tuple[Any, ...]:
+        return (reshape(grads[0], self.self_sym_sizes),)
+
+
+class SqueezeBackward1(SqueezeBackward0):
+    """Backward of ``squeeze(dim)``."""
+
+    __slots__ = ("dim",)
+
+
+class SqueezeBackward2(SqueezeBackward0):
+    """Backward of ``squeeze(dims)``."""
+
+    __slots__ = ("dim",)
+
+
+def squeeze(input: Tensor, dim: int | Sequence[int] | None = None) -> Tensor:
+    """A view without the size-1 dimensions (all of them, or those among ``dim``).
+
+    Dimensions in ``dim`` whose size is not 1 are kept, as in PyTorch.
+    """
+    shape = input.shape
+    node: SqueezeBackward0 | None
+    if dim is None:
+        dims = tuple(i for i, s in enumerate(shape) if s == 1)
+        node = make_node(SqueezeBackward0, input)
+    elif isinstance(dim, int):
+        dims = (normalize_dim(dim, input.ndim),)
+        node = make_node(SqueezeBackward1, input)
+    else:
+        dims = tuple(normalize_dim(d, input.ndim) for d in dim)
+        node = make_node(SqueezeBackward2, input)
+    dims = tuple(d for d in dims if input.ndim and shape[d] == 1)
+    if node is not None:
+        node.self_sym_sizes = shape
+        if dim is not None:
+            node.dim = dims
+    data = input.data.reshape(tuple(s for i, s in enumerate(shape) if i not in dims))
+    return wrap_view(data, input, node)
+
+
+# -- joining -------------------------------------------------------------------
+class CatBackward0(Node):
+    __slots__ = ("dim", "sizes")
+
+    def apply(self, grads: list[Any]) -> tuple[Any, ...]:
+        out: list[Any] = []
+        start = 0
+        for i, size in enumerate(self.sizes):
+            out.append(
+                grads[0].narrow(self.dim, start, size) if self.should_compute_output(i) else None
+            )
+            start += size
+        return tuple(out)
+
+
+def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
+    """Concatenate ``tensors`` along an existing dimension ``dim``.
+
+    Raises:
+        ValueError: for an empty sequence.
+        RuntimeError: PyTorch's messages for 0-dim tensors and mismatched shapes.
+    """
+    tensors = list(tensors)
+    if not tensors:
+        raise ValueError("torch.cat(): expected a non-empty list of Tensors")
+    for i, x in enumerate(tensors):
+        if x.ndim == 0:
+            raise RuntimeError(f"zero-dimensional tensor (at position {i}) cannot be concatenated")
+    first = tensors[0].shape
+    d = normalize_dim(dim, len(first))
+    for i, x in enumerate(tensors[1:], start=1):
+        if x.ndim != len(first):
+            raise RuntimeError(
+                f"Tensors must have same number of dimensions: got {len(first)} and {x.ndim}"
+            )
+        for k, (a, b) in enumerate(zip(first, x.shape, strict=True)):
+            if k != d and a != b:
+                raise RuntimeError(
+                    f"Sizes of tensors must match except in dimension {d}. Expected size {a} but "
+                    f"got size {b} for tensor number {i} in the list."
+                )
+    device = check_same_device(*tensors)
+    node = make_node(CatBackward0, *tensors)
+    if node is not None:
+        node.dim = d
+        node.sizes = tuple(x.shape[d] for x in tensors)
+    return wrap(device.xp.concatenate([x.data for x in tensors], axis=d), device, node)
+
+
+class StackBackward0(Node):
+    __slots__ = ("dim",)
+
+    def apply(self, grads: list[Any]) -> tuple[Any, ...]:
+        return tuple(
+            grads[0].select(self.dim, i) if self.should_compute_output(i) else None
+            for i in range(self.num_outputs)
+        )
+
+
+def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
+    """Join equally shaped ``tensors`` along a new dimension ``dim``.
+
+    Raises:
+        RuntimeError: for an empty sequence or tensors of different shapes.
+    """
+    tensors = list(tensors)
+    if not tensors:
+        raise RuntimeError("stack expects a non-empty TensorList")
+    first = tensors[0].shape
+    for i, x in enumerate(tensors[1:], start=1):
+        if x.shape != first:
+            raise RuntimeError(
+                f"stack expects each tensor to be equal size, but got [{_join(first)}] at entry 0 "
+                f"and [{_join(x.shape)}] at entry {i}"
+            )
+    d = normalize_dim(dim, len(first) + 1)
+    device = check_same_device(*tensors)
+    node = make_node(StackBackward0, *tensors)
+    if node is not None:
+        node.dim = d
+    return wrap(device.xp.stack([x.data for x in tensors], axis=d), device, node)
+
+
+TENSOR_METHODS = {
+    "reshape": reshape,
+    "view": view,
+    "view_as": view_as,
+    "expand": expand,
+    "expand_as": expand_as,
+    "flatten": flatten,
+    "transpose": transpose,
+    "t": t,
+    "permute": permute,
+    "T": property(_reversed_dims),
+    "unsqueeze": unsqueeze,
+    "squeeze": squeeze,
+}
+"""Installed on :class:`engine.Tensor` by ``engine.ops``."""
+
+FUNCTIONS = {
+    "reshape": reshape,
+    "flatten": flatten,
+    "transpose": transpose,
+    "t": t,
+    "permute": permute,
+    "unsqueeze": unsqueeze,
+    "squeeze": squeeze,
+    "cat": cat,
+    "stack": stack,
+}
+"""Exported as ``engine.<name>`` by ``engine.ops``."""
