@@ -1,12 +1,17 @@
-"""Reductions: ``sum``, ``sum_to_size`` (more are added beside them)."""
+"""Reductions: ``sum``, ``sum_to_size``, ``mean``, ``amax``, ``amin``, ``max``, ``min``."""
+
+# ruff: noqa: A002 - PyTorch's argument name (input) is the API.
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
+
+import numpy as np
 
 from engine.graph import Node
-from engine.ops._core import make_node, normalize_dim, wrap
+from engine.ops._core import make_node, normalize_dim, save, save_output, wrap
+from engine.ops.pointwise import dtype_name, maximum, minimum, where
 from engine.tensor import Tensor
 
 
@@ -41,7 +46,7 @@ class SumBackward0(Node):
 class SumBackward1(Node):
     """Backward of a sum over ``dim``."""
 
-    __slots__ = ("self_sym_sizes", "dim", "keepdim")
+    __slots__ = ("dim", "keepdim", "self_sym_sizes")
 
     def apply(self, grads: list[Any]) -> tuple[Any, ...]:
         g = _unsqueeze_reduced(grads[0], self.dim, self.keepdim)
@@ -80,8 +85,10 @@ def sum_to_size(input: Tensor, size: Sequence[int]) -> Tensor:
         return input
     lead = len(shape) - len(size)
     if lead < 0 or any(s != 1 and s != shape[lead + i] for i, s in enumerate(size)):
-        raise RuntimeError(f"size {{{', '.join(map(str, size))}}} is not expandable to size "
-                           f"{{{', '.join(map(str, shape))}}}.")
+        raise RuntimeError(
+            f"size {{{', '.join(map(str, size))}}} is not expandable to size "
+            f"{{{', '.join(map(str, shape))}}}."
+        )
     reduce = tuple(range(lead)) + tuple(
         lead + i for i, s in enumerate(size) if s == 1 and shape[lead + i] != 1
     )
@@ -89,5 +96,294 @@ def sum_to_size(input: Tensor, size: Sequence[int]) -> Tensor:
     return out.reshape(size) if out.shape != size else out
 
 
-TENSOR_METHODS = {"sum": sum, "sum_to_size": sum_to_size}
-FUNCTIONS = {"sum": sum}
+# -- mean ------------------------------------------------------------------------
+def _reduced_dims(dim: int | Sequence[int] | None, ndim: int) -> tuple[int, ...]:
+    """Like :func:`_dims`, but ``()`` also means every dim (``mean``/``amax`` in PyTorch)."""
+    if dim is None or (not isinstance(dim, int) and len(dim) == 0):
+        return tuple(range(ndim))
+    dims = _dims(dim, ndim)
+    # A 0-dim tensor accepts dim 0 or -1 and has nothing to reduce.
+    return dims if ndim else ()
+
+
+class MeanBackward0(Node):
+    """Backward of a full mean."""
+
+    __slots__ = ("self_numel", "self_sym_sizes")
+    self_numel: int
+    self_sym_sizes: tuple[int, ...]
+
+    def apply(self, grads: list[Any]) -> tuple[Any, ...]:
+        return (grads[0].expand(self.self_sym_sizes) / self.self_numel,)
+
+
+class MeanBackward1(Node):
+    """Backward of a mean over ``dim``."""
+
+    __slots__ = ("count", "dim", "keepdim", "self_sym_sizes")
+    count: int
+    dim: tuple[int, ...]
+    keepdim: bool
+    self_sym_sizes: tuple[int, ...]
+
+    def apply(self, grads: list[Any]) -> tuple[Any, ...]:
+        g = _unsqueeze_reduced(grads[0], self.dim, self.keepdim)
+        return (g.expand(self.self_sym_sizes) / self.count,)
+
+
+def mean(input: Tensor, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+    """Mean of all elements, or over ``dim`` (keeping it with size 1 if ``keepdim``).
+
+    Raises:
+        RuntimeError: for integer or bool tensors, as in PyTorch.
+    """
+    if not np.issubdtype(input.dtype, np.inexact):
+        raise RuntimeError(
+            "mean(): could not infer output dtype. Input dtype must be either a floating point "
+            f"or complex dtype. Got: {dtype_name(input.dtype)}"
+        )
+    xp = input.device.xp
+    dims = _reduced_dims(dim, input.ndim)
+    count = 1
+    for d in dims:
+        count *= input.shape[d]
+    with np.errstate(invalid="ignore"):
+        # sum / count rather than ndarray.mean: an empty mean is NaN, without NumPy's warning.
+        data = xp.asarray(input.data.sum(axis=dims, keepdims=keepdim) / count, input.dtype)
+    if dim is None:
+        node0 = make_node(MeanBackward0, input)
+        if node0 is not None:
+            node0.self_sym_sizes = input.shape
+            node0.self_numel = count
+        return wrap(data, input.device, node0)
+    node1 = make_node(MeanBackward1, input)
+    if node1 is not None:
+        node1.self_sym_sizes = input.shape
+        node1.dim = dims
+        node1.keepdim = keepdim
+        node1.count = count
+    return wrap(data, input.device, node1)
+
+
+# -- max and min -----------------------------------------------------------------
+class ValuesIndices(NamedTuple):
+    """What ``max(dim)`` and ``min(dim)`` return (PyTorch's ``torch.return_types``)."""
+
+    values: Tensor
+    """The extreme values (differentiable)."""
+    indices: Tensor
+    """Where they were found along ``dim`` (``int64``, never requires grad)."""
+
+
+def _share_evenly(
+    g: Tensor, x: Tensor, result: Tensor, dims: tuple[int, ...], keepdim: bool, *, nan_ties: bool
+) -> Tensor:
+    """Gradient of an extremum over ``dims``: split evenly among the elements that attain it.
+
+    The split weights are piecewise constant, so they enter the graph as a constant and only
+    ``g`` is differentiated again under ``create_graph``. With ``nan_ties`` a NaN result is
+    attained by the NaN elements (PyTorch's full ``max()``); without it the gradient is NaN
+    (PyTorch's ``amax``).
+    """
+    xp = x.device.xp
+    r = _unsqueeze_reduced(result.detach(), dims, keepdim).data
+    hit = x.data == r
+    if nan_ties:
+        hit |= xp.isnan(x.data) & xp.isnan(r)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        weights = hit / hit.sum(axis=dims, keepdims=True)
+    return _unsqueeze_reduced(g, dims, keepdim) * wrap(weights.astype(g.dtype), g.device)
+
+
+def _check_nonempty(name: str, input: Tensor, dims: tuple[int, ...]) -> None:
+    """PyTorch's error for an extremum over an empty dim (it has no identity element)."""
+    for d in dims:
+        if input.shape[d] == 0:
+            raise IndexError(f"{name}(): Expected reduction dim {d} to have non-zero size.")
+
+
+class AmaxBackward0(Node):
+    __slots__ = ("dim", "keepdim")
+    dim: tuple[int, ...]
+    keepdim: bool
+
+    def apply(self, grads: list[Any]) -> tuple[Any, ...]:
+        x, result = self.saved_tensors()
+        return (_share_evenly(grads[0], x, result, self.dim, self.keepdim, nan_ties=False),)
+
+
+class AminBackward0(AmaxBackward0):
+    __slots__ = ()
+
+
+def _amax_amin(
+    input: Tensor,
+    dim: int | Sequence[int] | None,
+    keepdim: bool,
+    name: str,
+    node_cls: type[AmaxBackward0],
+) -> Tensor:
+    dims = _reduced_dims(dim, input.ndim)
+    _check_nonempty(name, input, dims)
+    reduce = input.data.max if name == "amax" else input.data.min
+    data = input.device.xp.asarray(reduce(axis=dims, keepdims=keepdim))
+    node = make_node(node_cls, input)
+    out = wrap(data, input.device, node)
+    if node is not None:
+        node.dim = dims
+        node.keepdim = keepdim
+        node.save(save(input), save_output(out))
+    return out
+
+
+def amax(input: Tensor, dim: int | Sequence[int] | None = (), keepdim: bool = False) -> Tensor:
+    """Largest element over ``dim`` (every dim when ``()`` or ``None``).
+
+    Ties share the gradient evenly, as in PyTorch.
+
+    Raises:
+        IndexError: when a reduced dim is empty or out of range.
+    """
+    return _amax_amin(input, dim, keepdim, "amax", AmaxBackward0)
+
+
+def amin(input: Tensor, dim: int | Sequence[int] | None = (), keepdim: bool = False) -> Tensor:
+    """Smallest element over ``dim`` (every dim when ``()`` or ``None``).
+
+    Ties share the gradient evenly, as in PyTorch.
+
+    Raises:
+        IndexError: when a reduced dim is empty or out of range.
+    """
+    return _amax_amin(input, dim, keepdim, "amin", AminBackward0)
+
+
+class MaxBackward1(Node):
+    """Backward of a full ``max()``: ties (NaNs included) share the gradient evenly."""
+
+    __slots__ = ()
+
+    def apply(self, grads: list[Any]) -> tuple[Any, ...]:
+        x, result = self.saved_tensors()
+        dims = tuple(range(x.ndim))
+        return (_share_evenly(grads[0], x, result, dims, keepdim=False, nan_ties=True),)
+
+
+class MinBackward1(MaxBackward1):
+    """Backward of a full ``min()``: ties (NaNs included) share the gradient evenly."""
+
+    __slots__ = ()
+
+
+class MaxBackward0(Node):
+    """Backward of ``max(dim)``: the gradient goes to the element whose index was returned."""
+
+    __slots__ = ("dim", "keepdim", "self_sym_sizes")
+    dim: int
+    keepdim: bool
+    self_sym_sizes: tuple[int, ...]
+
+    def apply(self, grads: list[Any]) -> tuple[Any, ...]:
+        (indices,) = self.saved_tensors()
+        size = self.self_sym_sizes
+        if not size:
+            return (grads[0],)
+        g = _unsqueeze_reduced(grads[0], (self.dim,), self.keepdim)
+        idx = _unsqueeze_reduced(indices, (self.dim,), self.keepdim).data
+        positions = [1] * len(size)
+        positions[self.dim] = size[self.dim]
+        # One-hot along dim: a constant mask, so only g is differentiated again.
+        chosen = indices.device.xp.arange(size[self.dim]).reshape(positions) == idx
+        return (where(wrap(chosen, g.device), g, 0.0),)
+
+
+class MinBackward0(MaxBackward0):
+    """Backward of ``min(dim)``: the gradient goes to the element whose index was returned."""
+
+    __slots__ = ()
+
+
+def _extremum(input: Tensor, dim: Any, keepdim: bool, name: str) -> Tensor | ValuesIndices:
+    xp = input.device.xp
+    largest = name == "max"
+    if isinstance(dim, Tensor):
+        return maximum(input, dim) if largest else minimum(input, dim)
+    if dim is None:
+        if input.numel() == 0:
+            raise RuntimeError(
+                f"{name}(): Expected reduction dim to be specified for input.numel() == 0. "
+                "Specify the reduction dim with the 'dim' argument."
+            )
+        data = xp.asarray(input.data.max() if largest else input.data.min())
+        node1 = make_node(MaxBackward1 if largest else MinBackward1, input)
+        out = wrap(data, input.device, node1)
+        if node1 is not None:
+            node1.save(save(input), save_output(out))
+        return out
+    d = normalize_dim(dim, input.ndim)
+    # A 0-dim tensor reduces over its single element, as if it had shape (1,).
+    array = input.data if input.ndim else input.data.reshape(1)
+    if array.shape[d] == 0:
+        raise IndexError(f"{name}(): Expected reduction dim {d} to have non-zero size.")
+    arg = xp.argmax if largest else xp.argmin
+    indices = xp.asarray(arg(array, axis=d), dtype=xp.int64)
+    values = xp.take_along_axis(array, xp.expand_dims(indices, d), d)
+    if input.ndim == 0:
+        values = values.reshape(())
+    elif keepdim:
+        indices = xp.expand_dims(indices, d)
+    else:
+        values = xp.squeeze(values, d)
+    node0 = make_node(MaxBackward0 if largest else MinBackward0, input)
+    indices_t = wrap(indices, input.device)
+    if node0 is not None:
+        node0.dim = d
+        node0.keepdim = keepdim
+        node0.self_sym_sizes = input.shape
+        node0.save(save(indices_t))
+    return ValuesIndices(wrap(xp.asarray(values), input.device, node0), indices_t)
+
+
+def max(  # noqa: A001 - torch's name
+    input: Tensor, dim: int | Tensor | None = None, keepdim: bool = False
+) -> Tensor | ValuesIndices:
+    """The largest element, or ``(values, indices)`` of the largest along ``dim``.
+
+    ``max(input)`` shares the gradient evenly among ties; ``max(input, dim)`` sends it to the
+    returned index (the first maximum). ``max(input, other_tensor)`` is :func:`maximum`.
+
+    Raises:
+        RuntimeError: full ``max()`` of an empty tensor.
+        IndexError: ``dim`` out of range, or empty along ``dim``.
+    """
+    return _extremum(input, dim, keepdim, "max")
+
+
+def min(  # noqa: A001 - torch's name
+    input: Tensor, dim: int | Tensor | None = None, keepdim: bool = False
+) -> Tensor | ValuesIndices:
+    """The smallest element, or ``(values, indices)`` of the smallest along ``dim``.
+
+    ``min(input)`` shares the gradient evenly among ties; ``min(input, dim)`` sends it to the
+    returned index (the first minimum). ``min(input, other_tensor)`` is :func:`minimum`.
+
+    Raises:
+        RuntimeError: full ``min()`` of an empty tensor.
+        IndexError: ``dim`` out of range, or empty along ``dim``.
+    """
+    return _extremum(input, dim, keepdim, "min")
+
+
+TENSOR_METHODS = {
+    "sum": sum,
+    "sum_to_size": sum_to_size,
+    "mean": mean,
+    "amax": amax,
+    "amin": amin,
+    "max": max,
+    "min": min,
+}
+"""Installed on :class:`engine.Tensor` by ``engine.ops``."""
+
+FUNCTIONS = {"sum": sum, "mean": mean, "amax": amax, "amin": amin, "max": max, "min": min}
+"""Exported as ``engine.<name>`` by ``engine.ops``."""

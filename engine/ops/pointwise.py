@@ -1,0 +1,529 @@
+"""Elementwise functions: ``exp log sqrt abs sin cos tanh sigmoid relu clamp``,
+``maximum minimum where``, and the in-place ``clamp_ zero_ fill_``."""
+
+# ruff: noqa: A001, A002 - PyTorch's names (abs, input, min, max) are the API.
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from engine.factories import as_array, get_default_dtype
+from engine.graph import Node
+from engine.ops._core import (
+    check_inplace,
+    check_same_device,
+    make_node,
+    needs_grad,
+    operands,
+    rebase_history,
+    save,
+    save_output,
+    wrap,
+)
+from engine.tensor import Tensor
+
+_DTYPE_NAMES = {
+    "float16": "Half",
+    "float32": "Float",
+    "float64": "Double",
+    "int8": "Char",
+    "uint8": "Byte",
+    "int16": "Short",
+    "int32": "Int",
+    "int64": "Long",
+    "bool": "Bool",
+}
+
+
+def dtype_name(dtype: Any) -> str:
+    """PyTorch's short name of a dtype in its error messages (``Float``, ``Long``, ``Bool``)."""
+    name = np.dtype(dtype).name
+    return _DTYPE_NAMES.get(name, name)
+
+
+def _floating(input: Tensor) -> Any:
+    """``input``'s array, promoted to the default dtype if integral (as PyTorch's unary floats)."""
+    data = input.data
+    if not np.issubdtype(data.dtype, np.inexact):
+        return data.astype(get_default_dtype())
+    return data
+
+
+_KINDS = {"b": 0, "u": 1, "i": 1, "f": 2, "c": 3}
+
+
+def _kind(dtype: Any) -> int:
+    """Rank of the dtype's category in type promotion: bool < integer < floating < complex."""
+    return _KINDS[np.dtype(dtype).kind]
+
+
+def _promoted(a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
+    """``a`` and ``b`` cast to PyTorch's result dtype for them.
+
+    PyTorch lets a 0-dim operand (or a number) decide the dtype only when it is of a higher kind
+    (bool < integer < floating) than the dimensioned one: ``int64[3]`` with ``0.5`` is float, but
+    ``float32[3]`` with a float64 0-dim tensor stays float32. NumPy would promote both to float64.
+    """
+    if (a.ndim == 0) == (b.ndim == 0):
+        dtype = np.result_type(a.data.dtype, b.data.dtype)
+    else:
+        dimensioned, zero_dim = (a, b) if b.ndim == 0 else (b, a)
+        if _kind(zero_dim.dtype) <= _kind(dimensioned.dtype):
+            dtype = dimensioned.dtype
+        else:
+            dtype = zero_dim.dtype
+    return _cast(a, dtype), _cast(b, dtype)
+
+
+def _cast(t: Tensor, dtype: Any) -> Tensor:
+    return t if t.dtype == dtype else t.to(dtype)
+
+
+def _constant(data: Any, like: Tensor) -> Tensor:
+    """A tensor outside the graph on ``like``'s device (masks and signs, whose derivative is 0)."""
+    return wrap(data, like.device)
+
+
+# -- unary ---------------------------------------------------------------------
+class ExpBackward0(Node):
+    __slots__ = ()
+
+    def apply(self, grads: list[Any]) -> tuple[Any, ...]:
+        (result,) = self.saved_tensors()
+        return (grads[0] * result,)
+
+
+def exp(input: Tensor) -> Tensor:
+    """Elementwise ``e ** input``."""
+    node = make_node(ExpBackward0, input)
+    out = wrap(input.device.xp.exp(_floating(input)), input.device, node)
+    if node is not None:
+        node.save(save_output(out))
+    return out
+
+
+class LogBackward0(Node):
+    __slots__ = ()
+
+    def apply(self, grads: list[Any]) -> tuple[Any, ...]:
+        (x,) = self.saved_tensors()
+        return (grads[0] / x,)
+
+
+def log(input: Tensor) -> Tensor:
+    """Elementwise natural logarithm (``-inf`` at 0, ``nan`` below, as in PyTorch)."""
+    node = make_node(LogBackward0, input)
+    if node is not None:
+        node.save(save(input))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        data = input.device.xp.log(_floating(input))
+    return wrap(data, input.device, node)
+
+
+class SqrtBackward0(Node):
+    __slots__ = ()
+
+    def apply(self, grads: list[Any]) -> tuple[Any, ...]:
+        (result,) = self.saved_tensors()
+        return (grads[0] / (2 * result),)
+
+
+def sqrt(input: Tensor) -> Tensor:
+    """Elementwise square root (``nan`` for negative inputs, as in PyTorch)."""
+    node = make_node(SqrtBackward0, input)
+    with np.errstate(invalid="ignore"):
+        out = wrap(input.device.xp.sqrt(_floating(input)), input.device, node)
+    if node is not None:
+        node.save(save_output(out))
+    return out
+
+
+class AbsBackward0(Node):
+    __slots__ = ()
+
+    def apply(self, grads: list[Any]) -> tuple[Any, ...]:
+        (x,) = self.saved_tensors()
+        # sign(x) is piecewise constant, so it enters the graph as a constant.
+        return (grads[0] * _constant(x.device.xp.sign(x.data), x),)
+
+
+def abs(input: Tensor) -> Tensor:
+    """Elementwise absolute value (gradient 0 at 0, as in PyTorch)."""
+    node = make_node(AbsBackward0, input)
+    if node is not None:
+        node.save(save(input))
+    return wrap(input.device.xp.abs(input.data), input.device, node)
+
+
+class SinBackward0(Node):
+    __slots__ = ()
+
+    def apply(self, grads: list[Any]) -> tuple[Any, ...]:
+        (x,) = self.saved_tensors()
+        return (grads[0] * cos(x),)
+
+
+def sin(input: Tensor) -> Tensor:
+    """Elementwise sine."""
+    node = make_node(SinBackward0, input)
+    if node is not None:
+        node.save(save(input))
+    return wrap(input.device.xp.sin(_floating(input)), input.device, node)
+
+
+class CosBackward0(Node):
+    __slots__ = ()
+
+    def apply(self, grads: list[Any]) -> tuple[Any, ...]:
+        (x,) = self.saved_tensors()
+        return (grads[0] * -sin(x),)
+
+
+def cos(input: Tensor) -> Tensor:
+    """Elementwise cosine."""
+    node = make_node(CosBackward0, input)
+    if node is not None:
+        node.save(save(input))
+    return wrap(input.device.xp.cos(_floating(input)), input.device, node)
+
+
+class TanhBackward0(Node):
+    __slots__ = ()
+
+    def apply(self, grads: list[Any]) -> tuple[Any, ...]:
+        (result,) = self.saved_tensors()
+        return (grads[0] * (1 - result * result),)
+
+
+def tanh(input: Tensor) -> Tensor:
+    """Elementwise hyperbolic tangent."""
+    node = make_node(TanhBackward0, input)
+    out = wrap(input.device.xp.tanh(_floating(input)), input.device, node)
+    if node is not None:
+        node.save(save_output(out))
+    return out
+
+
+class SigmoidBackward0(Node):
+    __slots__ = ()
+
+    def apply(self, grads: list[Any]) -> tuple[Any, ...]:
+        (result,) = self.saved_tensors()
+        return (grads[0] * result * (1 - result),)
+
+
+def sigmoid(input: Tensor) -> Tensor:
+    """Elementwise logistic function ``1 / (1 + exp(-input))``, without overflow."""
+    xp = input.device.xp
+    x = _floating(input)
+    # exp(-|x|) never overflows; the two branches are the same function rearranged.
+    e = xp.exp(-xp.abs(x))
+    data = xp.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype, copy=False)
+    node = make_node(SigmoidBackward0, input)
+    out = wrap(data, input.device, node)
+    if node is not None:
+        node.save(save_output(out))
+    return out
+
+
+class ReluBackward0(Node):
+    __slots__ = ()
+
+    def apply(self, grads: list[Any]) -> tuple[Any, ...]:
+        (result,) = self.saved_tensors()
+        return (where(_constant(result.data > 0, result), grads[0], 0.0),)
+
+
+def relu(input: Tensor) -> Tensor:
+    """Elementwise ``max(input, 0)`` (gradient 0 at 0, as in PyTorch)."""
+    node = make_node(ReluBackward0, input)
+    xp = input.device.xp
+    out = wrap(xp.maximum(input.data, xp.zeros((), input.data.dtype)), input.device, node)
+    if node is not None:
+        node.save(save_output(out))
+    return out
+
+
+# -- clamp ---------------------------------------------------------------------
+class ClampBackward1(Node):
+    """Backward of ``clamp`` with number bounds: the gradient passes where no bound was hit."""
+
+    __slots__ = ("max", "min")
+    max: float | None
+    min: float | None
+
+    def apply(self, grads: list[Any]) -> tuple[Any, ...]:
+        (x,) = self.saved_tensors()
+        inside = x.device.xp.ones(x.shape, dtype=bool)
+        if self.min is not None:
+            inside &= x.data >= self.min
+        if self.max is not None:
+            inside &= x.data <= self.max
+        return (where(_constant(inside, x), grads[0], 0.0),)
+
+
+def _check_bound(name: str, value: Any) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int | float | np.number):
+        raise TypeError(
+            f"clamp(): argument '{name}' must be a number or None, not {type(value).__name__} "
+            f"(for tensor bounds use engine.maximum / engine.minimum)"
+        )
+
+
+def _clamp(input: Tensor, min: float | None, max: float | None, saved: Tensor) -> Tensor:
+    """Clamp ``input``; the node reads ``saved`` (the input, or a copy of it for ``clamp_``)."""
+    _check_bound("min", min)
+    _check_bound("max", max)
+    if min is None and max is None:
+        raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
+    xp = input.device.xp
+    data = input.data
+    if not np.issubdtype(data.dtype, np.inexact) and any(
+        isinstance(bound, float | np.floating) for bound in (min, max)
+    ):
+        # A float bound makes an integer tensor float (PyTorch's type promotion).
+        data = data.astype(get_default_dtype())
+    # maximum then minimum: NaN propagates and min > max gives max everywhere, as in PyTorch.
+    if min is not None:
+        data = xp.maximum(data, xp.asarray(min, dtype=data.dtype))
+    if max is not None:
+        data = xp.minimum(data, xp.asarray(max, dtype=data.dtype))
+    node = make_node(ClampBackward1, input)
+    if node is not None:
+        node.min = min
+        node.max = max
+        node.save(save(saved))
+    return wrap(data, input.device, node)
+
+
+def clamp(input: Tensor, min: float | None = None, max: float | None = None) -> Tensor:
+    """Limit each element to ``[min, max]`` (either bound may be ``None``).
+
+    Raises:
+        RuntimeError: if both bounds are ``None``.
+        TypeError: if a bound is not a number.
+    """
+    return _clamp(input, min, max, input)
+
+
+def clamp_(self: Tensor, min: float | None = None, max: float | None = None) -> Tensor:
+    """In-place :func:`clamp`."""
+    check_inplace(self)
+    # The backward needs the values before clamping, which the in-place write destroys.
+    original = Tensor._make(self.data.copy(), self.device) if needs_grad(self) else self
+    return rebase_history(self, _clamp(self, min, max, original))
+
+
+# -- binary --------------------------------------------------------------------
+class MaximumBackward0(Node):
+    __slots__ = ()
+
+    def apply(self, grads: list[Any]) -> tuple[Any, ...]:
+        return _select_backward(self, grads[0], greater=True)
+
+
+class MinimumBackward0(Node):
+    __slots__ = ()
+
+    def apply(self, grads: list[Any]) -> tuple[Any, ...]:
+        return _select_backward(self, grads[0], greater=False)
+
+
+def _select_backward(node: Node, g: Tensor, greater: bool) -> tuple[Any, ...]:
+    """Gradient of maximum/minimum: to the selected operand; split in half on ties."""
+    a, b = node.saved_tensors()
+    tie = _constant(a.data == b.data, g)
+    a_wins = _constant(a.data > b.data if greater else a.data < b.data, g)
+    half = g * 0.5
+    grad_a = grad_b = None
+    if node.should_compute_output(0):
+        grad_a = where(tie, half, where(a_wins, g, 0.0))
+    if node.should_compute_output(1):
+        b_wins = _constant(~(a_wins.data | tie.data), g)
+        grad_b = where(tie, half, where(b_wins, g, 0.0))
+    return (grad_a, grad_b)
+
+
+def maximum(input: Any, other: Any) -> Tensor:
+    """Elementwise maximum of two tensors (or a tensor and a number), broadcasting.
+
+    NaN propagates; on ties the gradient is split evenly, as in PyTorch.
+    """
+    a, b, device = operands(input, other)
+    a, b = _promoted(a, b)
+    node = make_node(MaximumBackward0, a, b)
+    if node is not None:
+        node.save(save(a), save(b))
+    return wrap(device.xp.maximum(a.data, b.data), device, node)
+
+
+def minimum(input: Any, other: Any) -> Tensor:
+    """Elementwise minimum of two tensors (or a tensor and a number), broadcasting.
+
+    NaN propagates; on ties the gradient is split evenly, as in PyTorch.
+    """
+    a, b, device = operands(input, other)
+    a, b = _promoted(a, b)
+    node = make_node(MinimumBackward0, a, b)
+    if node is not None:
+        node.save(save(a), save(b))
+    return wrap(device.xp.minimum(a.data, b.data), device, node)
+
+
+class WhereBackward0(Node):
+    __slots__ = ()
+
+    def apply(self, grads: list[Any]) -> tuple[Any, ...]:
+        g = grads[0]
+        (condition,) = self.saved_tensors()
+        return (
+            where(condition, g, 0.0) if self.should_compute_output(0) else None,
+            where(condition, 0.0, g) if self.should_compute_output(1) else None,
+        )
+
+
+def where(condition: Any, input: Any, other: Any) -> Tensor:
+    """``input`` where ``condition`` holds, else ``other``; all three broadcast together.
+
+    ``input`` and ``other`` may be tensors or numbers; ``condition`` must be a bool tensor.
+
+    Raises:
+        RuntimeError: if ``condition`` is not boolean, or the devices differ.
+    """
+    if not isinstance(input, Tensor) and not isinstance(other, Tensor):
+        if not isinstance(condition, Tensor):
+            raise TypeError("where(): expected at least one of the arguments to be a Tensor")
+        # Two numbers share PyTorch's dtype for the pair (float if either is a float).
+        pair, _ = as_array([input, other], None, condition.device)
+        input = wrap(pair[0], condition.device)
+        other = wrap(pair[1], condition.device)
+    a, b, device = operands(input, other)
+    a, b = _promoted(a, b)
+    if not isinstance(condition, Tensor):
+        condition = wrap(device.xp.asarray(condition), device)
+    if condition.dtype != np.bool_:
+        raise RuntimeError(
+            f"where expected condition to be a boolean tensor, but got a tensor with dtype "
+            f"{dtype_name(condition.dtype)}"
+        )
+    check_same_device(condition, a, b)
+    if condition.device is not device:
+        condition = wrap(device.xp.asarray(condition.data), device)
+    data = device.xp.where(condition.data, a.data, b.data)
+    node = make_node(WhereBackward0, a, b)
+    if node is not None:
+        node.save(save(condition))
+    return wrap(data, device, node)
+
+
+# -- in place ------------------------------------------------------------------
+def _zeros_like(g: Tensor) -> Tensor:
+    return _constant(g.device.xp.zeros_like(g.data), g)
+
+
+class ZeroBackward0(Node):
+    """Backward of ``zero_``: the old value no longer matters."""
+
+    __slots__ = ()
+
+    def apply(self, grads: list[Any]) -> tuple[Any, ...]:
+        return (_zeros_like(grads[0]),)
+
+
+class FillBackward2(Node):
+    """Backward of ``fill_`` with a number: the old value no longer matters."""
+
+    __slots__ = ()
+
+    def apply(self, grads: list[Any]) -> tuple[Any, ...]:
+        return (_zeros_like(grads[0]),)
+
+
+class FillBackward3(Node):
+    """Backward of ``fill_`` with a 0-dim tensor: every element came from ``value``."""
+
+    __slots__ = ()
+
+    def apply(self, grads: list[Any]) -> tuple[Any, ...]:
+        g = grads[0]
+        return (
+            _zeros_like(g) if self.should_compute_output(0) else None,
+            g.sum() if self.should_compute_output(1) else None,
+        )
+
+
+def zero_(self: Tensor) -> Tensor:
+    """Fill with zeros in place."""
+    check_inplace(self)
+    node = make_node(ZeroBackward0, self)
+    return rebase_history(self, wrap(self.device.xp.zeros_like(self.data), self.device, node))
+
+
+def fill_(self: Tensor, value: Any) -> Tensor:
+    """Fill with ``value`` (a number or a 0-dim tensor) in place.
+
+    Raises:
+        RuntimeError: if ``value`` is a tensor with dimensions.
+    """
+    xp = self.device.xp
+    if isinstance(value, Tensor):
+        if value.ndim != 0:
+            raise RuntimeError(
+                f"fill_ only supports 0-dimension value tensor but got tensor with {value.ndim} "
+                f"dimensions."
+            )
+        check_inplace(self, value)
+        check_same_device(self, value)
+        node3 = make_node(FillBackward3, self, value)
+        data = xp.full_like(self.data, xp.asarray(value.data).item())
+        return rebase_history(self, wrap(data, self.device, node3))
+    check_inplace(self)
+    node2 = make_node(FillBackward2, self)
+    return rebase_history(self, wrap(xp.full_like(self.data, value), self.device, node2))
+
+
+def _where_method(self: Tensor, condition: Any, other: Any) -> Tensor:
+    return where(condition, self, other)
+
+
+TENSOR_METHODS = {
+    "exp": exp,
+    "log": log,
+    "sqrt": sqrt,
+    "abs": abs,
+    "sin": sin,
+    "cos": cos,
+    "tanh": tanh,
+    "sigmoid": sigmoid,
+    "relu": relu,
+    "clamp": clamp,
+    "maximum": maximum,
+    "minimum": minimum,
+    "where": _where_method,
+    "clamp_": clamp_,
+    "zero_": zero_,
+    "fill_": fill_,
+    "__abs__": abs,
+}
+"""Installed on :class:`engine.Tensor` by ``engine.ops``."""
+
+FUNCTIONS = {
+    "exp": exp,
+    "log": log,
+    "sqrt": sqrt,
+    "abs": abs,
+    "sin": sin,
+    "cos": cos,
+    "tanh": tanh,
+    "sigmoid": sigmoid,
+    "relu": relu,
+    "clamp": clamp,
+    "maximum": maximum,
+    "minimum": minimum,
+    "where": where,
+}
+"""Exported as ``engine.<name>`` by ``engine.ops``."""
