@@ -144,8 +144,61 @@ def check_same_device(*tensors: Tensor) -> Device:
     return device
 
 
-def operands(a: Any, b: Any) -> tuple[Tensor, Tensor, Device]:
-    """Tensors for a binary op (scalars promoted), checked to share a device."""
+_DTYPE_NAMES = {
+    "float16": "Half",
+    "float32": "Float",
+    "float64": "Double",
+    "int8": "Char",
+    "uint8": "Byte",
+    "int16": "Short",
+    "int32": "Int",
+    "int64": "Long",
+    "bool": "Bool",
+}
+
+
+def dtype_name(dtype: Any) -> str:
+    """PyTorch's short name of a dtype in its error messages (``Float``, ``Long``, ``Bool``)."""
+    name = np.dtype(dtype).name
+    return _DTYPE_NAMES.get(name, name)
+
+
+_KINDS = {"b": 0, "u": 1, "i": 1, "f": 2, "c": 3}
+
+
+def _kind(dtype: Any) -> int:
+    """Rank of the dtype's category in type promotion: bool < integer < floating < complex."""
+    return _KINDS[np.dtype(dtype).kind]
+
+
+def promoted(a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
+    """``a`` and ``b`` cast to PyTorch's result dtype for them.
+
+    PyTorch lets a 0-dim operand (or a number) decide the dtype only when it is of a higher kind
+    (bool < integer < floating) than the dimensioned one: ``int64[3]`` with ``0.5`` is float, but
+    ``float32[3]`` with a float64 0-dim tensor stays float32. NumPy would promote both to float64.
+    """
+    if (a.ndim == 0) == (b.ndim == 0):
+        dtype = np.result_type(a.data.dtype, b.data.dtype)
+    else:
+        dimensioned, zero_dim = (a, b) if b.ndim == 0 else (b, a)
+        if _kind(zero_dim.dtype) <= _kind(dimensioned.dtype):
+            dtype = dimensioned.dtype
+        else:
+            dtype = zero_dim.dtype
+    return _cast(a, dtype), _cast(b, dtype)
+
+
+def _cast(t: Tensor, dtype: Any) -> Tensor:
+    return t if t.dtype == dtype else t.to(dtype)
+
+
+def operands(a: Any, b: Any, promote: bool = True) -> tuple[Tensor, Tensor, Device]:
+    """Tensors for a binary op, checked to share a device.
+
+    With ``promote`` (elementwise ops) both are cast to PyTorch's result dtype;
+    matrix products pass ``False`` because PyTorch refuses mixed dtypes there.
+    """
     if not isinstance(a, Tensor):
         a = as_tensor_like(a, b)
     if not isinstance(b, Tensor):
@@ -155,6 +208,8 @@ def operands(a: Any, b: Any) -> tuple[Tensor, Tensor, Device]:
         a = Tensor._make(device.xp.asarray(a.data), device)
     if b.device is not device:
         b = Tensor._make(device.xp.asarray(b.data), device)
+    if promote and a.data.dtype != b.data.dtype:
+        a, b = promoted(a, b)
     return a, b, device
 
 

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
+from engine.factories import get_default_dtype
 from engine.graph import Node
 from engine.ops._core import check_inplace, make_node, operands, rebase_history, save, wrap
 from engine.tensor import Tensor
@@ -21,6 +24,16 @@ def _is_scalar(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
+def _data_for_scalar(t: Tensor, scalar: float) -> Any:
+    """``t``'s array, as the default float dtype when a float scalar meets an integer tensor.
+
+    PyTorch gives ``int64 tensor * 0.5`` the default dtype (float32); NumPy would give float64.
+    """
+    if isinstance(scalar, float) and t.data.dtype.kind in "biu":
+        return t.data.astype(get_default_dtype())
+    return t.data
+
+
 def add(input: Any, other: Any, *, alpha: float = 1) -> Tensor:
     """``input + alpha * other``, broadcasting."""
     if isinstance(input, Tensor) and _is_scalar(other):
@@ -28,7 +41,7 @@ def add(input: Any, other: Any, *, alpha: float = 1) -> Tensor:
         node = make_node(AddBackward0, input, None)
         if node is not None:
             node.alpha = alpha
-        return wrap(input.data + alpha * other, input.device, node)
+        return wrap(_data_for_scalar(input, other) + alpha * other, input.device, node)
     a, b, device = operands(input, other)
     node = make_node(AddBackward0, a, b)
     if node is not None:
@@ -51,7 +64,7 @@ def sub(input: Any, other: Any, *, alpha: float = 1) -> Tensor:
         node = make_node(SubBackward0, input, None)
         if node is not None:
             node.alpha = alpha
-        return wrap(input.data - alpha * other, input.device, node)
+        return wrap(_data_for_scalar(input, other) - alpha * other, input.device, node)
     a, b, device = operands(input, other)
     node = make_node(SubBackward0, a, b)
     if node is not None:
@@ -82,7 +95,7 @@ def mul(input: Any, other: Any) -> Tensor:
         node = make_node(MulBackward0, input, None)
         if node is not None:
             node._scalar = other
-        return wrap(input.data * other, input.device, node)
+        return wrap(_data_for_scalar(input, other) * other, input.device, node)
     a, b, device = operands(input, other)
     node = make_node(MulBackward0, a, b)
     if node is not None:
@@ -114,13 +127,17 @@ def div(input: Any, other: Any) -> Tensor:
         node = make_node(DivBackward0, input, None)
         if node is not None:
             node._scalar = other
-        return wrap(input.data / other, input.device, node)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            data = _data_for_scalar(input, float(other)) / other
+        return wrap(data, input.device, node)
     a, b, device = operands(input, other)
     node = make_node(DivBackward0, a, b)
     if node is not None:
         node._scalar = None
         node.save(save(a) if b._requires_grad else UNUSED, save(b))
-    return wrap(a.data / b.data, device, node)
+    with np.errstate(divide="ignore", invalid="ignore"):  # PyTorch gives inf/nan silently
+        data = a.data / b.data
+    return wrap(data, device, node)
 
 
 class NegBackward0(Node):

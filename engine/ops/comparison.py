@@ -12,8 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.ops._core import operands, wrap
-from engine.ops.pointwise import dtype_name
+from engine.ops._core import dtype_name, operands, wrap
 from engine.tensor import Tensor
 
 _OPERAND_TYPES = (Tensor, bool, int, float, np.number, np.ndarray, list, tuple)

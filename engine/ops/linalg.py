@@ -17,10 +17,9 @@ from typing import Any
 import numpy as np
 
 from engine.graph import Node
-from engine.ops._core import make_node, operands, save, wrap
+from engine.ops._core import dtype_name, make_node, operands, save, wrap
 from engine.ops.arithmetic import UNUSED
 from engine.ops.conversion import clone
-from engine.ops.pointwise import dtype_name
 from engine.ops.shape import UnsafeViewBackward0, expand, reshape, t, transpose, unsqueeze
 from engine.tensor import Tensor
 
@@ -69,7 +68,7 @@ def dot(input: Tensor, other: Tensor) -> Tensor:
     Raises:
         RuntimeError: PyTorch's messages for wrong ranks, lengths or dtypes.
     """
-    a, b, device = operands(input, other)
+    a, b, device = operands(input, other, promote=False)
     if a.ndim != 1 or b.ndim != 1:
         raise RuntimeError(f"1D tensors expected, but got {a.ndim}D and {b.ndim}D tensors")
     if a.shape != b.shape:
@@ -107,7 +106,7 @@ def mv(input: Tensor, vec: Tensor) -> Tensor:
     Raises:
         RuntimeError: PyTorch's messages for wrong ranks, sizes or dtypes.
     """
-    a, b, device = operands(input, vec)
+    a, b, device = operands(input, vec, promote=False)
     if a.ndim != 2 or b.ndim != 1:
         raise RuntimeError(f"vector + matrix @ vector expected, got 1, {a.ndim}, {b.ndim}")
     if a.shape[1] != b.shape[0]:
@@ -143,7 +142,7 @@ def mm(input: Tensor, mat2: Tensor) -> Tensor:
     Raises:
         RuntimeError: PyTorch's messages for wrong ranks, sizes or dtypes.
     """
-    a, b, device = operands(input, mat2)
+    a, b, device = operands(input, mat2, promote=False)
     _check_ndim(a, 2, "self must be a matrix")
     _check_ndim(b, 2, "mat2 must be a matrix")
     if a.shape[1] != b.shape[0]:
@@ -179,7 +178,7 @@ def bmm(input: Tensor, mat2: Tensor) -> Tensor:
     Raises:
         RuntimeError: PyTorch's messages for wrong ranks, sizes or dtypes.
     """
-    a, b, device = operands(input, mat2)
+    a, b, device = operands(input, mat2, promote=False)
     _check_ndim(a, 3, "batch1 must be a 3D tensor")
     _check_ndim(b, 3, "batch2 must be a 3D tensor")
     expected = (a.shape[0], a.shape[2])
@@ -271,7 +270,7 @@ def matmul(input: Any, other: Any) -> Tensor:
             raise TypeError(
                 f"matmul(): argument '{name}' must be Tensor, not {type(value).__name__}"
             )
-    a, b, _ = operands(input, other)
+    a, b, _ = operands(input, other, promote=False)
     d1, d2 = a.ndim, b.ndim
     if d1 == 0 or d2 == 0:
         raise RuntimeError(

@@ -14,6 +14,7 @@ from engine.graph import Node
 from engine.ops._core import (
     check_inplace,
     check_same_device,
+    dtype_name,
     make_node,
     needs_grad,
     operands,
@@ -24,24 +25,6 @@ from engine.ops._core import (
 )
 from engine.tensor import Tensor
 
-_DTYPE_NAMES = {
-    "float16": "Half",
-    "float32": "Float",
-    "float64": "Double",
-    "int8": "Char",
-    "uint8": "Byte",
-    "int16": "Short",
-    "int32": "Int",
-    "int64": "Long",
-    "bool": "Bool",
-}
-
-
-def dtype_name(dtype: Any) -> str:
-    """PyTorch's short name of a dtype in its error messages (``Float``, ``Long``, ``Bool``)."""
-    name = np.dtype(dtype).name
-    return _DTYPE_NAMES.get(name, name)
-
 
 def _floating(input: Tensor) -> Any:
     """``input``'s array, promoted to the default dtype if integral (as PyTorch's unary floats)."""
@@ -49,36 +32,6 @@ def _floating(input: Tensor) -> Any:
     if not np.issubdtype(data.dtype, np.inexact):
         return data.astype(get_default_dtype())
     return data
-
-
-_KINDS = {"b": 0, "u": 1, "i": 1, "f": 2, "c": 3}
-
-
-def _kind(dtype: Any) -> int:
-    """Rank of the dtype's category in type promotion: bool < integer < floating < complex."""
-    return _KINDS[np.dtype(dtype).kind]
-
-
-def _promoted(a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
-    """``a`` and ``b`` cast to PyTorch's result dtype for them.
-
-    PyTorch lets a 0-dim operand (or a number) decide the dtype only when it is of a higher kind
-    (bool < integer < floating) than the dimensioned one: ``int64[3]`` with ``0.5`` is float, but
-    ``float32[3]`` with a float64 0-dim tensor stays float32. NumPy would promote both to float64.
-    """
-    if (a.ndim == 0) == (b.ndim == 0):
-        dtype = np.result_type(a.data.dtype, b.data.dtype)
-    else:
-        dimensioned, zero_dim = (a, b) if b.ndim == 0 else (b, a)
-        if _kind(zero_dim.dtype) <= _kind(dimensioned.dtype):
-            dtype = dimensioned.dtype
-        else:
-            dtype = zero_dim.dtype
-    return _cast(a, dtype), _cast(b, dtype)
-
-
-def _cast(t: Tensor, dtype: Any) -> Tensor:
-    return t if t.dtype == dtype else t.to(dtype)
 
 
 def _constant(data: Any, like: Tensor) -> Tensor:
@@ -354,7 +307,6 @@ def maximum(input: Any, other: Any) -> Tensor:
     NaN propagates; on ties the gradient is split evenly, as in PyTorch.
     """
     a, b, device = operands(input, other)
-    a, b = _promoted(a, b)
     node = make_node(MaximumBackward0, a, b)
     if node is not None:
         node.save(save(a), save(b))
@@ -367,7 +319,6 @@ def minimum(input: Any, other: Any) -> Tensor:
     NaN propagates; on ties the gradient is split evenly, as in PyTorch.
     """
     a, b, device = operands(input, other)
-    a, b = _promoted(a, b)
     node = make_node(MinimumBackward0, a, b)
     if node is not None:
         node.save(save(a), save(b))
@@ -402,7 +353,6 @@ def where(condition: Any, input: Any, other: Any) -> Tensor:
         input = wrap(pair[0], condition.device)
         other = wrap(pair[1], condition.device)
     a, b, device = operands(input, other)
-    a, b = _promoted(a, b)
     if not isinstance(condition, Tensor):
         condition = wrap(device.xp.asarray(condition), device)
     if condition.dtype != np.bool_:

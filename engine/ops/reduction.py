@@ -10,8 +10,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from engine.graph import Node
-from engine.ops._core import make_node, normalize_dim, save, save_output, wrap
-from engine.ops.pointwise import dtype_name, maximum, minimum, where
+from engine.ops._core import dtype_name, make_node, normalize_dim, save, save_output, wrap
+from engine.ops.pointwise import maximum, minimum, where
 from engine.tensor import Tensor
 
 
