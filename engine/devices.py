@@ -35,6 +35,7 @@ class Device:
     """The device type: ``"cpu"``, ``"cuda"`` or ``"sim"``."""
     index: int | None
     """The device index; ``None`` for ``cpu``."""
+    _str: str
 
     _cache: dict[tuple[str, int | None], Device] = {}
     _cache_lock = threading.Lock()
@@ -142,7 +143,7 @@ def _cupy() -> ModuleType:
     global _cupy_module
     if _cupy_module is None:
         try:
-            import cupy  # type: ignore[import-not-found]
+            import cupy
         except ImportError as exc:
             raise RuntimeError(
                 "cuda devices need CuPy, which is not installed: install it with "

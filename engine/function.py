@@ -50,7 +50,7 @@ class FunctionCtx:
         self._materialize_grads = value
 
 
-class BackwardCFunction(FunctionCtx, Node):
+class BackwardCFunction(FunctionCtx, Node):  # type: ignore[misc]  # ctx.saved_tensors is torch's property
     """The node of one ``Function.apply`` call; ``ctx`` in ``forward``/``backward``."""
 
     _forward_cls: type[Function]
@@ -107,7 +107,7 @@ class BackwardCFunction(FunctionCtx, Node):
 class _FunctionMeta(type):
     def __init__(cls, name: str, bases: tuple[type, ...], attrs: dict[str, Any]) -> None:
         backward_cls = type(f"{name}Backward", (BackwardCFunction,), {"_forward_cls": cls})
-        cls._backward_cls = backward_cls  # type: ignore[attr-defined]
+        cls._backward_cls = backward_cls
         super().__init__(name, bases, attrs)
 
 
@@ -207,6 +207,7 @@ class _DelayedError(Node):
     """Raises when differentiated: the output of a ``once_differentiable`` backward."""
 
     __slots__ = ("msg",)
+    msg: str
 
     def apply(self, grads: list[Any]) -> list[Any]:
         raise RuntimeError(self.msg)
