@@ -50,7 +50,7 @@ from engine.grad_mode import (
     no_grad,
     set_grad_enabled,
 )
-from engine.gradcheck import GradcheckError, gradcheck
+from engine.gradcheck import GradcheckError, gradcheck, gradgradcheck
 from engine.graph import AccumulateGrad, Edge, GraphRoot, Node
 from engine.ops import install as _install_ops
 from engine.tensor import Tensor
@@ -64,7 +64,7 @@ __all__ = [
     "AccumulateGrad", "Device", "Edge", "Function", "FunctionCtx", "GradcheckError", "GraphRoot",
     "Node", "Tensor", "arange", "backward", "bool_", "cuda_is_available", "detect_anomaly",
     "device", "double", "enable_grad", "events", "float16", "float32", "float64", "full",
-    "functional", "get_default_dtype", "get_default_engine", "grad", "gradcheck", "inference_mode",
+    "functional", "get_default_dtype", "get_default_engine", "grad", "gradcheck", "gradgradcheck", "inference_mode",
     "int32", "int64", "is_anomaly_enabled", "is_grad_enabled", "is_inference_mode_enabled", "long",
     "manual_seed", "no_grad", "once_differentiable", "ones", "ones_like", "rand", "randn",
     "set_default_dtype", "set_detect_anomaly", "set_grad_enabled", "set_sim_device_count",

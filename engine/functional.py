@@ -75,6 +75,8 @@ def log_softmax(input: Tensor, dim: int) -> Tensor:
 # -- mean squared error -----------------------------------------------------------
 class MseLossBackward0(Node):
     __slots__ = ("numel", "reduction")
+    numel: int
+    reduction: str
 
     def apply(self, grads: list[Any]) -> tuple[Any, ...]:
         x, target = self.saved_tensors()
@@ -121,6 +123,9 @@ class NllLossBackward0(Node):
     """Scatters ``-weight * grad`` (over the total weight for ``"mean"``) to the targets."""
 
     __slots__ = ("coefficients", "self_sym_sizes", "target")
+    coefficients: Any  # array (NumPy or CuPy, the input's device): gradient factor per row
+    self_sym_sizes: tuple[int, ...]
+    target: Any  # integer array of class indices (ignored ones replaced by 0)
 
     def apply(self, grads: list[Any]) -> tuple[Any, ...]:
         g = grads[0]

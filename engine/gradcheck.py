@@ -137,3 +137,48 @@ def gradcheck(
             raise GradcheckError("\n".join(problems))
         return False
     return True
+
+
+def gradgradcheck(
+    fn: Callable[..., Any],
+    inputs: Any,
+    grad_outputs: Any = None,
+    eps: float = 1e-6,
+    atol: float = 1e-5,
+    rtol: float = 1e-3,
+    raise_exception: bool = True,
+) -> bool:
+    """Check second-order gradients: ``gradcheck`` of the first gradients of ``fn``.
+
+    The first gradients are ``grad(fn(*inputs), inputs, grad_outputs, create_graph=True)``;
+    when ``grad_outputs`` is ``None`` a fixed random one is drawn (float64), so that the
+    check covers more than the sum of the outputs.
+
+    Returns:
+        ``True`` when the second-order Jacobians agree with finite differences.
+
+    Raises:
+        GradcheckError: as :func:`gradcheck`.
+    """
+    args = (inputs,) if isinstance(inputs, Tensor) else tuple(inputs)
+    args64 = _float64_inputs(args)
+    diff_positions = [i for i, x in enumerate(args64) if isinstance(x, Tensor) and x.requires_grad]
+    outputs = _as_outputs(fn(*args64))
+    if grad_outputs is None:
+        rng = np.random.default_rng(0)
+        seeds = [
+            Tensor._make(o.device.xp.asarray(rng.standard_normal(o.shape)), o.device)
+            for o in outputs
+        ]
+    else:
+        seeds = list((grad_outputs,) if isinstance(grad_outputs, Tensor) else grad_outputs)
+
+    def first_grads(*diff: Tensor) -> tuple[Any, ...]:
+        call = list(args64)
+        for pos, value in zip(diff_positions, diff, strict=True):
+            call[pos] = value
+        outs = _as_outputs(fn(*call))
+        return autograd_grad(outs, diff, seeds, create_graph=True, allow_unused=True)
+
+    diff_inputs = tuple(args64[i] for i in diff_positions)
+    return gradcheck(first_grads, diff_inputs, eps, atol, rtol, raise_exception)

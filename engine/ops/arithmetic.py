@@ -14,6 +14,7 @@ from engine.tensor import Tensor
 
 class AddBackward0(Node):
     __slots__ = ("alpha",)
+    alpha: float
 
     def apply(self, grads: list[Any]) -> tuple[Any, ...]:
         g = grads[0]
@@ -52,6 +53,7 @@ def add(input: Any, other: Any, *, alpha: float = 1) -> Tensor:
 
 class SubBackward0(Node):
     __slots__ = ("alpha",)
+    alpha: float
 
     def apply(self, grads: list[Any]) -> tuple[Any, ...]:
         g = grads[0]
@@ -75,6 +77,7 @@ def sub(input: Any, other: Any, *, alpha: float = 1) -> Tensor:
 
 class MulBackward0(Node):
     __slots__ = ("_scalar",)
+    _scalar: float | None  # the Python scalar operand, or None for two tensors
 
     def apply(self, grads: list[Any]) -> tuple[Any, ...]:
         g = grads[0]
@@ -109,6 +112,7 @@ def mul(input: Any, other: Any) -> Tensor:
 
 class DivBackward0(Node):
     __slots__ = ("_scalar",)
+    _scalar: float | None  # the Python scalar operand, or None for two tensors
 
     def apply(self, grads: list[Any]) -> tuple[Any, ...]:
         g = grads[0]
@@ -157,6 +161,7 @@ class PowBackward0(Node):
     """Tensor ** scalar."""
 
     __slots__ = ("exponent",)
+    exponent: float
 
     def apply(self, grads: list[Any]) -> tuple[Any, ...]:
         (a,) = self.saved_tensors()
@@ -191,6 +196,7 @@ class PowBackward2(Node):
     """scalar ** Tensor."""
 
     __slots__ = ("base",)
+    base: float
 
     def apply(self, grads: list[Any]) -> tuple[Any, ...]:
         (result,) = self.saved_tensors()

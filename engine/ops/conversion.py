@@ -17,6 +17,8 @@ class ToCopyBackward0(Node):
     """Backward of a device or dtype move: the gradient goes back where it came from."""
 
     __slots__ = ("self_device", "self_dtype")
+    self_device: Device
+    self_dtype: np.dtype[Any]
 
     def apply(self, grads: list[Any]) -> tuple[Any, ...]:
         g = grads[0]

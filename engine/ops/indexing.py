@@ -239,6 +239,7 @@ class _ScatterBackward(Node):
     """Backward of a scatter into zeros at a basic index: read the region back."""
 
     __slots__ = ("index",)
+    index: Index
 
     def apply(self, grads: list[Any]) -> tuple[Any, ...]:
         return (read(grads[0], self.index),)
@@ -266,6 +267,9 @@ def _scatter_into_zeros(
 
 class SelectBackward0(Node):
     __slots__ = ("dim", "index", "self_sym_sizes")
+    dim: int
+    index: int
+    self_sym_sizes: tuple[int, ...]
 
     def apply(self, grads: list[Any]) -> tuple[Any, ...]:
         index = Index((_FULL,) * self.dim + (self.index,))
@@ -297,6 +301,11 @@ def select(input: Tensor, dim: int, index: int) -> Tensor:
 
 class SliceBackward0(Node):
     __slots__ = ("dim", "end", "self_sym_sizes", "start", "step")
+    dim: int
+    end: int
+    self_sym_sizes: tuple[int, ...]
+    start: int
+    step: int
 
     def apply(self, grads: list[Any]) -> tuple[Any, ...]:
         index = Index((_FULL,) * self.dim + (slice(self.start, self.end, self.step),))
@@ -347,6 +356,8 @@ def _alias(input: Tensor) -> Tensor:
 # -- gather and scatter-add: index and index_put --------------------------------------
 class IndexBackward0(Node):
     __slots__ = ("indices", "self_sym_sizes")
+    indices: tuple[Any, ...]
+    self_sym_sizes: tuple[int, ...]
 
     def apply(self, grads: list[Any]) -> tuple[Any, ...]:
         g = grads[0]
@@ -364,6 +375,8 @@ def _index(input: Tensor, indices: tuple[Any, ...]) -> Tensor:
 
 class IndexPutBackward0(Node):
     __slots__ = ("accumulate", "index")
+    accumulate: bool
+    index: Index
 
     def apply(self, grads: list[Any]) -> tuple[Any, ...]:
         g = grads[0]

@@ -38,6 +38,7 @@ class SumBackward0(Node):
     """Backward of a full sum (``dim=None``)."""
 
     __slots__ = ("self_sym_sizes",)
+    self_sym_sizes: tuple[int, ...]
 
     def apply(self, grads: list[Any]) -> tuple[Any, ...]:
         return (grads[0].expand(self.self_sym_sizes),)
@@ -47,6 +48,9 @@ class SumBackward1(Node):
     """Backward of a sum over ``dim``."""
 
     __slots__ = ("dim", "keepdim", "self_sym_sizes")
+    dim: tuple[int, ...]
+    keepdim: bool
+    self_sym_sizes: tuple[int, ...]
 
     def apply(self, grads: list[Any]) -> tuple[Any, ...]:
         g = _unsqueeze_reduced(grads[0], self.dim, self.keepdim)

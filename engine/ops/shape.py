@@ -24,6 +24,7 @@ def _shape_arg(shape: tuple[Any, ...]) -> tuple[int, ...]:
 
 class ViewBackward0(Node):
     __slots__ = ("self_sym_sizes",)
+    self_sym_sizes: tuple[int, ...]
 
     def apply(self, grads: list[Any]) -> tuple[Any, ...]:
         return (grads[0].reshape(self.self_sym_sizes),)
@@ -83,6 +84,7 @@ def _shares(a: Any, b: Any) -> bool:
 
 class ExpandBackward0(Node):
     __slots__ = ("self_sym_sizes",)
+    self_sym_sizes: tuple[int, ...]
 
     def apply(self, grads: list[Any]) -> tuple[Any, ...]:
         return (grads[0].sum_to_size(self.self_sym_sizes),)
@@ -160,6 +162,8 @@ def flatten(input: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
 # -- transposition -----------------------------------------------------------
 class TransposeBackward0(Node):
     __slots__ = ("dim0", "dim1")
+    dim0: int
+    dim1: int
 
     def apply(self, grads: list[Any]) -> tuple[Any, ...]:
         return (transpose(grads[0], self.dim0, self.dim1),)
@@ -197,6 +201,7 @@ def t(input: Tensor) -> Tensor:
 
 class PermuteBackward0(Node):
     __slots__ = ("dims",)
+    dims: tuple[int, ...]
 
     def apply(self, grads: list[Any]) -> tuple[Any, ...]:
         return (permute(grads[0], tuple(np.argsort(self.dims).tolist())),)
@@ -241,6 +246,7 @@ def _reversed_dims(input: Tensor) -> Tensor:
 # -- adding and removing size-1 dimensions -------------------------------------
 class UnsqueezeBackward0(Node):
     __slots__ = ("dim",)
+    dim: int
 
     def apply(self, grads: list[Any]) -> tuple[Any, ...]:
         return (squeeze(grads[0], self.dim),)
@@ -259,6 +265,7 @@ class SqueezeBackward0(Node):
     """Backward of ``squeeze()`` (every size-1 dimension)."""
 
     __slots__ = ("self_sym_sizes",)
+    self_sym_sizes: tuple[int, ...]
 
     def apply(self, grads: list[Any]) -> tuple[Any, ...]:
         return (reshape(grads[0], self.self_sym_sizes),)
@@ -268,12 +275,14 @@ class SqueezeBackward1(SqueezeBackward0):
     """Backward of ``squeeze(dim)``."""
 
     __slots__ = ("dim",)
+    dim: tuple[int, ...]  # the one squeezed dim, or () when its size was not 1
 
 
 class SqueezeBackward2(SqueezeBackward0):
     """Backward of ``squeeze(dims)``."""
 
     __slots__ = ("dim",)
+    dim: tuple[int, ...]
 
 
 def squeeze(input: Tensor, dim: int | Sequence[int] | None = None) -> Tensor:
@@ -295,7 +304,7 @@ def squeeze(input: Tensor, dim: int | Sequence[int] | None = None) -> Tensor:
     dims = tuple(d for d in dims if input.ndim and shape[d] == 1)
     if node is not None:
         node.self_sym_sizes = shape
-        if dim is not None:
+        if isinstance(node, SqueezeBackward1 | SqueezeBackward2):  # exactly when dim is not None
             node.dim = dims
     data = input.data.reshape(tuple(s for i, s in enumerate(shape) if i not in dims))
     return wrap_view(data, input, node)
@@ -304,6 +313,8 @@ def squeeze(input: Tensor, dim: int | Sequence[int] | None = None) -> Tensor:
 # -- joining -------------------------------------------------------------------
 class CatBackward0(Node):
     __slots__ = ("dim", "sizes")
+    dim: int
+    sizes: tuple[int, ...]
 
     def apply(self, grads: list[Any]) -> tuple[Any, ...]:
         out: list[Any] = []
@@ -352,6 +363,7 @@ def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
 
 class StackBackward0(Node):
     __slots__ = ("dim",)
+    dim: int
 
     def apply(self, grads: list[Any]) -> tuple[Any, ...]:
         return tuple(

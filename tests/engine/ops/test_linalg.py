@@ -22,18 +22,6 @@ def weights(*shape: int) -> Tensor:
     return engine.tensor(RNG.standard_normal(shape), dtype=engine.float64)
 
 
-def gradgradcheck(fn: Callable[..., Tensor], inputs: tuple[Tensor, ...]) -> bool:
-    """Second order: differentiate ``grad(sum(fn(*x) * w), x)`` against its finite differences."""
-    with engine.no_grad():
-        w = weights(*fn(*inputs).shape)
-
-    def first_grads(*xs: Tensor) -> tuple[Tensor, ...]:
-        with engine.enable_grad():  # gradcheck's finite differences run under no_grad
-            return engine.grad((fn(*xs) * w).sum(), xs, create_graph=True)
-
-    return engine.gradcheck(first_grads, inputs)
-
-
 def chain(node: Any) -> str:
     """The graph below ``node`` as ``Name(child, ...)``, with ``A`` for AccumulateGrad."""
     if node is None:
@@ -97,7 +85,7 @@ def test_matmul_second_order(shape_a: tuple[int, ...], shape_b: tuple[int, ...])
     def fn(a: Tensor, b: Tensor) -> Tensor:
         return engine.matmul(a * a, b * b)
 
-    assert gradgradcheck(fn, (leaf(*shape_a), leaf(*shape_b)))
+    assert engine.gradgradcheck(fn, (leaf(*shape_a), leaf(*shape_b)))
 
 
 @pytest.mark.parametrize(
@@ -115,7 +103,7 @@ def test_primitives_gradcheck_and_second_order(
 ) -> None:
     inputs = tuple(leaf(*s) for s in shapes)
     assert engine.gradcheck(fn, inputs)
-    assert gradgradcheck(lambda a, b: fn(a * a, b), inputs)
+    assert engine.gradgradcheck(lambda a, b: fn(a * a, b), inputs)
 
 
 def test_one_operand_a_constant() -> None:

@@ -24,18 +24,6 @@ def weights(*shape: int) -> Tensor:
     return engine.tensor(RNG.standard_normal(shape), dtype=engine.float64)
 
 
-def gradgradcheck(fn: Callable[..., Tensor], inputs: tuple[Tensor, ...]) -> bool:
-    """Second order: differentiate ``grad(sum(fn(*x) * w), x)`` against its finite differences."""
-    with engine.no_grad():
-        w = weights(*fn(*inputs).shape)
-
-    def first_grads(*xs: Tensor) -> tuple[Tensor, ...]:
-        with engine.enable_grad():  # gradcheck's finite differences run under no_grad
-            return engine.grad((fn(*xs) * w).sum(), xs, create_graph=True)
-
-    return engine.gradcheck(first_grads, inputs)
-
-
 def values(result: Any) -> Tensor:
     return result.values if isinstance(result, tuple) else result
 
@@ -169,7 +157,7 @@ SECOND_ORDER: dict[str, Callable[[Tensor], Tensor]] = {
 
 @pytest.mark.parametrize("name", sorted(SECOND_ORDER))
 def test_second_order(name: str) -> None:
-    assert gradgradcheck(SECOND_ORDER[name], (leaf(3, 4),))
+    assert engine.gradgradcheck(SECOND_ORDER[name], (leaf(3, 4),))
 
 
 # -- graph -----------------------------------------------------------------------
