@@ -40,6 +40,15 @@ def _constant(data: Any, like: Tensor) -> Tensor:
 
 
 # -- unary ---------------------------------------------------------------------
+def _unary(input: Tensor, node_cls: type[Node], data: Any, keep: str) -> Tensor:
+    """Wrap an elementwise result; its node saves the ``"input"`` or the ``"output"``."""
+    node = make_node(node_cls, input)
+    out = wrap(data, input.device, node)
+    if node is not None:
+        node.save(save(input) if keep == "input" else save_output(out))
+    return out
+
+
 class ExpBackward0(Node):
     __slots__ = ()
 
@@ -50,11 +59,7 @@ class ExpBackward0(Node):
 
 def exp(input: Tensor) -> Tensor:
     """Elementwise ``e ** input``."""
-    node = make_node(ExpBackward0, input)
-    out = wrap(input.device.xp.exp(_floating(input)), input.device, node)
-    if node is not None:
-        node.save(save_output(out))
-    return out
+    return _unary(input, ExpBackward0, input.device.xp.exp(_floating(input)), "output")
 
 
 class LogBackward0(Node):
@@ -67,12 +72,9 @@ class LogBackward0(Node):
 
 def log(input: Tensor) -> Tensor:
     """Elementwise natural logarithm (``-inf`` at 0, ``nan`` below, as in PyTorch)."""
-    node = make_node(LogBackward0, input)
-    if node is not None:
-        node.save(save(input))
     with np.errstate(divide="ignore", invalid="ignore"):
         data = input.device.xp.log(_floating(input))
-    return wrap(data, input.device, node)
+    return _unary(input, LogBackward0, data, "input")
 
 
 class SqrtBackward0(Node):
@@ -85,12 +87,9 @@ class SqrtBackward0(Node):
 
 def sqrt(input: Tensor) -> Tensor:
     """Elementwise square root (``nan`` for negative inputs, as in PyTorch)."""
-    node = make_node(SqrtBackward0, input)
     with np.errstate(invalid="ignore"):
-        out = wrap(input.device.xp.sqrt(_floating(input)), input.device, node)
-    if node is not None:
-        node.save(save_output(out))
-    return out
+        data = input.device.xp.sqrt(_floating(input))
+    return _unary(input, SqrtBackward0, data, "output")
 
 
 class AbsBackward0(Node):
@@ -104,10 +103,7 @@ class AbsBackward0(Node):
 
 def abs(input: Tensor) -> Tensor:
     """Elementwise absolute value (gradient 0 at 0, as in PyTorch)."""
-    node = make_node(AbsBackward0, input)
-    if node is not None:
-        node.save(save(input))
-    return wrap(input.device.xp.abs(input.data), input.device, node)
+    return _unary(input, AbsBackward0, input.device.xp.abs(input.data), "input")
 
 
 class SinBackward0(Node):
@@ -120,10 +116,7 @@ class SinBackward0(Node):
 
 def sin(input: Tensor) -> Tensor:
     """Elementwise sine."""
-    node = make_node(SinBackward0, input)
-    if node is not None:
-        node.save(save(input))
-    return wrap(input.device.xp.sin(_floating(input)), input.device, node)
+    return _unary(input, SinBackward0, input.device.xp.sin(_floating(input)), "input")
 
 
 class CosBackward0(Node):
@@ -136,10 +129,7 @@ class CosBackward0(Node):
 
 def cos(input: Tensor) -> Tensor:
     """Elementwise cosine."""
-    node = make_node(CosBackward0, input)
-    if node is not None:
-        node.save(save(input))
-    return wrap(input.device.xp.cos(_floating(input)), input.device, node)
+    return _unary(input, CosBackward0, input.device.xp.cos(_floating(input)), "input")
 
 
 class TanhBackward0(Node):
@@ -152,11 +142,7 @@ class TanhBackward0(Node):
 
 def tanh(input: Tensor) -> Tensor:
     """Elementwise hyperbolic tangent."""
-    node = make_node(TanhBackward0, input)
-    out = wrap(input.device.xp.tanh(_floating(input)), input.device, node)
-    if node is not None:
-        node.save(save_output(out))
-    return out
+    return _unary(input, TanhBackward0, input.device.xp.tanh(_floating(input)), "output")
 
 
 class SigmoidBackward0(Node):
@@ -174,11 +160,7 @@ def sigmoid(input: Tensor) -> Tensor:
     # exp(-|x|) never overflows; the two branches are the same function rearranged.
     e = xp.exp(-xp.abs(x))
     data = xp.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype, copy=False)
-    node = make_node(SigmoidBackward0, input)
-    out = wrap(data, input.device, node)
-    if node is not None:
-        node.save(save_output(out))
-    return out
+    return _unary(input, SigmoidBackward0, data, "output")
 
 
 class ReluBackward0(Node):
@@ -191,12 +173,9 @@ class ReluBackward0(Node):
 
 def relu(input: Tensor) -> Tensor:
     """Elementwise ``max(input, 0)`` (gradient 0 at 0, as in PyTorch)."""
-    node = make_node(ReluBackward0, input)
     xp = input.device.xp
-    out = wrap(xp.maximum(input.data, xp.zeros((), input.data.dtype)), input.device, node)
-    if node is not None:
-        node.save(save_output(out))
-    return out
+    data = xp.maximum(input.data, xp.zeros((), input.data.dtype))
+    return _unary(input, ReluBackward0, data, "output")
 
 
 # -- clamp ---------------------------------------------------------------------
