@@ -16,7 +16,7 @@ from engine import events, functional
 from engine.anomaly import detect_anomaly, is_anomaly_enabled, set_detect_anomaly
 from engine.autograd import backward, grad
 from engine.devices import Device, cuda_is_available, set_sim_device_count
-from engine.devices import Device as device
+from engine.devices import Device as device  # noqa: N813 - torch.device
 from engine.engine import get_default_engine
 from engine.factories import (
     arange,
@@ -40,7 +40,7 @@ from engine.factories import (
     zeros,
     zeros_like,
 )
-from engine.factories import float as float  # noqa: PLC0414 - torch's alias, re-exported
+from engine.factories import float as float  # noqa: A004 - torch.float
 from engine.function import Function, FunctionCtx, once_differentiable
 from engine.grad_mode import (
     enable_grad,
@@ -61,12 +61,53 @@ __version__ = "0.1.0"
 
 
 __all__ = [
-    "AccumulateGrad", "Device", "Edge", "Function", "FunctionCtx", "GradcheckError", "GraphRoot",
-    "Node", "Tensor", "arange", "backward", "bool_", "cuda_is_available", "detect_anomaly",
-    "device", "double", "enable_grad", "events", "float16", "float32", "float64", "full",
-    "functional", "get_default_dtype", "get_default_engine", "grad", "gradcheck", "gradgradcheck", "inference_mode",
-    "int32", "int64", "is_anomaly_enabled", "is_grad_enabled", "is_inference_mode_enabled", "long",
-    "manual_seed", "no_grad", "once_differentiable", "ones", "ones_like", "rand", "randn",
-    "set_default_dtype", "set_detect_anomaly", "set_grad_enabled", "set_sim_device_count",
-    "tensor", "zeros", "zeros_like",
+    "AccumulateGrad",
+    "Device",
+    "Edge",
+    "Function",
+    "FunctionCtx",
+    "GradcheckError",
+    "GraphRoot",
+    "Node",
+    "Tensor",
+    "arange",
+    "backward",
+    "bool_",
+    "cuda_is_available",
+    "detect_anomaly",
+    "device",
+    "double",
+    "enable_grad",
+    "events",
+    "float16",
+    "float32",
+    "float64",
+    "full",
+    "functional",
+    "get_default_dtype",
+    "get_default_engine",
+    "grad",
+    "gradcheck",
+    "gradgradcheck",
+    "inference_mode",
+    "int32",
+    "int64",
+    "is_anomaly_enabled",
+    "is_grad_enabled",
+    "is_inference_mode_enabled",
+    "long",
+    "manual_seed",
+    "no_grad",
+    "once_differentiable",
+    "ones",
+    "ones_like",
+    "rand",
+    "randn",
+    "set_default_dtype",
+    "set_detect_anomaly",
+    "set_grad_enabled",
+    "set_sim_device_count",
+    "tensor",
+    "zeros",
+    "zeros_like",
 ]

@@ -16,7 +16,7 @@ from engine.grad_mode import _DecoratorContextManager
 
 
 class _AnomalyState:
-    __slots__ = ("enabled", "check_nan")
+    __slots__ = ("check_nan", "enabled")
 
     def __init__(self) -> None:
         self.enabled = False

@@ -29,8 +29,9 @@ def _as_tuple(value: Any, what: str) -> tuple[Any, ...]:
     try:
         items = tuple(value)
     except TypeError:
-        raise TypeError(f"{what} must be a Tensor or a sequence of Tensors, got "
-                        f"{type(value).__name__}") from None
+        raise TypeError(
+            f"{what} must be a Tensor or a sequence of Tensors, got {type(value).__name__}"
+        ) from None
     return items
 
 
@@ -115,11 +116,16 @@ def backward(
     if inputs is not None and not isinstance(inputs, Tensor) and len(tuple(inputs)) == 0:
         raise RuntimeError("`inputs` argument to `backward()` cannot be empty.")
     roots = _as_tuple(tensors, "tensors")
-    grads = _as_tuple(grad_tensors, "grad_tensors") if grad_tensors is not None else (None,) * len(roots)
+    grads = (
+        _as_tuple(grad_tensors, "grad_tensors")
+        if grad_tensors is not None
+        else (None,) * len(roots)
+    )
     if len(grads) != len(roots):
         raise RuntimeError(
-            f"grad can be implicitly created only for scalar outputs" if not grads else
-            f"got {len(grads)} gradients for {len(roots)} tensors; pass one per tensor"
+            "grad can be implicitly created only for scalar outputs"
+            if not grads
+            else f"got {len(grads)} gradients for {len(roots)} tensors; pass one per tensor"
         )
     made = _make_grads(roots, grads)
     if retain_graph is None:
@@ -169,10 +175,13 @@ def grad(
     ins = _as_tuple(inputs, "inputs")
     if not ins:
         raise RuntimeError("`inputs` argument to `grad()` cannot be empty.")
-    grads = _as_tuple(grad_outputs, "grad_outputs") if grad_outputs is not None else (None,) * len(outs)
+    grads = (
+        _as_tuple(grad_outputs, "grad_outputs") if grad_outputs is not None else (None,) * len(outs)
+    )
     if len(grads) != len(outs):
         raise RuntimeError(
-            f"grad_outputs has {len(grads)} tensors but outputs has {len(outs)}; pass one per output"
+            f"grad_outputs has {len(grads)} tensors but outputs has {len(outs)}; "
+            f"pass one per output"
         )
     made = _make_grads(outs, grads)
     if retain_graph is None:

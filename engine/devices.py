@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 from types import ModuleType
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -29,7 +29,7 @@ class Device:
     Devices are interned: ``Device("sim:0") is Device("sim", 0)``.
     """
 
-    __slots__ = ("type", "index", "_str", "__weakref__")
+    __slots__ = ("__weakref__", "_str", "index", "type")
 
     type: str
     """The device type: ``"cpu"``, ``"cuda"`` or ``"sim"``."""
@@ -37,10 +37,10 @@ class Device:
     """The device index; ``None`` for ``cpu``."""
     _str: str
 
-    _cache: dict[tuple[str, int | None], Device] = {}
-    _cache_lock = threading.Lock()
+    _cache: ClassVar[dict[tuple[str, int | None], Device]] = {}
+    _cache_lock: ClassVar[threading.Lock] = threading.Lock()
 
-    def __new__(cls, type: str | Device, index: int | None = None) -> Device:  # noqa: A002
+    def __new__(cls, type: str | Device, index: int | None = None) -> Device:
         if isinstance(type, Device):
             return type
         key = _parse(type, index)
@@ -92,8 +92,10 @@ def _parse(spec: str, index: int | None) -> tuple[str, int | None]:
     kind, sep, rest = spec.partition(":")
     if sep:
         if index is not None:
-            raise ValueError(f"type (string) must not include an index because index was passed "
-                             f"explicitly: {spec}")
+            raise ValueError(
+                f"type (string) must not include an index because index was passed "
+                f"explicitly: {spec}"
+            )
         if not rest.isdigit():
             raise RuntimeError(f"Invalid device string: '{spec}'")
         index = int(rest)

@@ -73,7 +73,7 @@ class InputBuffer:
 class ExecInfo:
     """Per-node pruning state for ``inputs=`` and ``grad()`` (GraphTask::ExecInfo)."""
 
-    __slots__ = ("needed", "captures")
+    __slots__ = ("captures", "needed")
 
     def __init__(self) -> None:
         self.needed = False
@@ -95,14 +95,33 @@ class GraphTask:
     """
 
     __slots__ = (
-        "id", "keep_graph", "grad_mode", "reentrant_depth", "cpu_ready_queue", "owner",
-        "outstanding_tasks", "_count_lock", "lock", "dependencies", "not_ready", "exec_info",
-        "captured_vars", "has_error", "future_completed", "error", "done", "leaf_devices",
+        "_count_lock",
+        "captured_vars",
+        "cpu_ready_queue",
+        "dependencies",
+        "done",
+        "error",
+        "exec_info",
+        "future_completed",
+        "grad_mode",
+        "has_error",
+        "id",
+        "keep_graph",
+        "leaf_devices",
+        "lock",
+        "not_ready",
+        "outstanding_tasks",
+        "owner",
         "parent_id",
+        "reentrant_depth",
     )
 
     def __init__(
-        self, keep_graph: bool, create_graph: bool, reentrant_depth: int, cpu_ready_queue: ReadyQueue
+        self,
+        keep_graph: bool,
+        create_graph: bool,
+        reentrant_depth: int,
+        cpu_ready_queue: ReadyQueue,
     ) -> None:
         self.id = next(_graph_task_ids)
         self.keep_graph = keep_graph
@@ -208,7 +227,7 @@ class ReadyQueue:
     sequence_nr; ties in arrival order.
     """
 
-    __slots__ = ("_heap", "_cond", "_arrival", "device")
+    __slots__ = ("_arrival", "_cond", "_heap", "device")
 
     def __init__(self, device: Device = CPU) -> None:
         self._heap: list[tuple[int, int, int, int, int, NodeTask]] = []
@@ -271,8 +290,9 @@ def validate_outputs(
                 f"invalid number of gradients - expected {len(edges)}, but got {len(grads)}"
             )
         )
-    for i, grad in enumerate(grads):
+    for i, given in enumerate(grads):
         edge = edges[i]
+        grad = given
         if edge is None or grad is None:
             continue
         if not isinstance(grad, Tensor):
@@ -314,7 +334,7 @@ def _expandable_to(shape: tuple[int, ...], desired: tuple[int, ...]) -> bool:
     if len(shape) > len(desired):
         return False
     for have, want in zip(reversed(shape), reversed(desired), strict=False):
-        if have != want and have != 1:
+        if have not in (want, 1):
             return False
     return True
 
@@ -386,9 +406,15 @@ class Engine:
         # Reentrant backward from inside a running node; see Note [Reentrant backward].
         graph_task.owner = TLS.worker_device
         if HUB.active:
-            HUB.emit("reentrant_enter", str(TLS.worker_device), graph_task.id,
-                     parent_graph_task=graph_task.parent_id, depth=graph_task.reentrant_depth,
-                     current_depth=TLS.current_depth, on_pool=TLS.current_depth >= MAX_RECURSION_DEPTH)
+            HUB.emit(
+                "reentrant_enter",
+                str(TLS.worker_device),
+                graph_task.id,
+                parent_graph_task=graph_task.parent_id,
+                depth=graph_task.reentrant_depth,
+                current_depth=TLS.current_depth,
+                on_pool=TLS.current_depth >= MAX_RECURSION_DEPTH,
+            )
         self._push(queue, NodeTask(graph_task, graph_root, input_buffer), "root")
         if TLS.current_depth >= MAX_RECURSION_DEPTH:
             self.add_thread_pool_task(graph_task)
@@ -404,9 +430,14 @@ class Engine:
                 TLS.total_depth -= 1
                 TLS.graph_task = outer_task
         if HUB.active:
-            HUB.emit("reentrant_exit", str(TLS.worker_device), graph_task.id,
-                     parent_graph_task=graph_task.parent_id, depth=graph_task.reentrant_depth,
-                     ok=graph_task.error is None)
+            HUB.emit(
+                "reentrant_exit",
+                str(TLS.worker_device),
+                graph_task.id,
+                parent_graph_task=graph_task.parent_id,
+                depth=graph_task.reentrant_depth,
+                ok=graph_task.error is None,
+            )
 
     # Note [Reentrant backward]
     # ~~~~~~~~~~~~~~~~~~~~~~~~~
@@ -482,8 +513,13 @@ class Engine:
         if not graph_task.keep_graph:
             fn.release_variables()
             if active and fn._saved:
-                HUB.emit("release_variables", str(TLS.worker_device), graph_task.id, fn,
-                         count=len(fn._saved))
+                HUB.emit(
+                    "release_variables",
+                    str(TLS.worker_device),
+                    graph_task.id,
+                    fn,
+                    count=len(fn._saved),
+                )
         if not outputs:
             if isinstance(fn, AccumulateGrad) and fn.variable.device is not CPU:
                 graph_task.leaf_devices.add(fn.variable.device)
@@ -498,8 +534,13 @@ class Engine:
                 self._pass_gradient(graph_task, fn, edge, output, cpu_ready_queue, active)
 
     def _pass_gradient(
-        self, graph_task: GraphTask, fn: Node, edge: Edge, output: Tensor | None,
-        cpu_ready_queue: ReadyQueue, active: bool,
+        self,
+        graph_task: GraphTask,
+        fn: Node,
+        edge: Edge,
+        output: Tensor | None,
+        cpu_ready_queue: ReadyQueue,
+        active: bool,
     ) -> None:
         """Decrement ``edge``'s node dependencies and route ``output`` to its buffer (lock held)."""
         nxt = edge.function
@@ -514,9 +555,16 @@ class Engine:
         else:
             dependencies[nxt] = count
         if active:
-            HUB.emit("dependency_decrement", str(TLS.worker_device), graph_task.id, nxt,
-                     from_node=fn._id, from_name=fn.name(), input_nr=edge.input_nr,
-                     remaining=count)
+            HUB.emit(
+                "dependency_decrement",
+                str(TLS.worker_device),
+                graph_task.id,
+                nxt,
+                from_node=fn._id,
+                from_name=fn.name(),
+                input_nr=edge.input_nr,
+                remaining=count,
+            )
         not_ready = graph_task.not_ready
         buffer = not_ready.get(nxt)
         if buffer is None:
@@ -525,17 +573,32 @@ class Engine:
                 info = exec_info.get(nxt)
                 if info is None or not info.should_execute():
                     if active:
-                        HUB.emit("skip", str(TLS.worker_device), graph_task.id, nxt,
-                                 from_node=fn._id, input_nr=edge.input_nr,
-                                 reason="not needed for the requested inputs")
+                        HUB.emit(
+                            "skip",
+                            str(TLS.worker_device),
+                            graph_task.id,
+                            nxt,
+                            from_node=fn._id,
+                            input_nr=edge.input_nr,
+                            reason="not needed for the requested inputs",
+                        )
                     return
             buffer = InputBuffer(len(nxt._input_metadata))
         action = buffer.add(edge.input_nr, output)
         if active and action is not None:
             assert output is not None
-            HUB.emit("accumulate", str(TLS.worker_device), graph_task.id, nxt,
-                     target="buffer", slot=edge.input_nr, action=action, from_node=fn._id,
-                     grad=_summary(output), total=_summary(buffer.buffer[edge.input_nr]))
+            HUB.emit(
+                "accumulate",
+                str(TLS.worker_device),
+                graph_task.id,
+                nxt,
+                target="buffer",
+                slot=edge.input_nr,
+                action=action,
+                from_node=fn._id,
+                grad=_summary(output),
+                total=_summary(buffer.buffer[edge.input_nr]),
+            )
         if is_ready:
             if not_ready.get(nxt) is not None:
                 del not_ready[nxt]
@@ -553,8 +616,13 @@ class Engine:
         if fn._pre_hooks:
             grads = self._call_pre_hooks(graph_task, fn, grads)
         if active:
-            HUB.emit("node_start", str(TLS.worker_device), graph_task.id, fn,
-                     inputs=[_summary(g) for g in grads])
+            HUB.emit(
+                "node_start",
+                str(TLS.worker_device),
+                graph_task.id,
+                fn,
+                inputs=[_summary(g) for g in grads],
+            )
         if fn.skips_undefined_grads and all(g is None for g in grads):
             outputs: list[Any] = [None] * len(fn._next_edges)
         else:
@@ -565,8 +633,13 @@ class Engine:
         if fn._post_hooks:
             outputs = self._call_post_hooks(graph_task, fn, outputs, grads)
         if active:
-            HUB.emit("node_end", str(TLS.worker_device), graph_task.id, fn,
-                     outputs=[_summary(g) for g in outputs])
+            HUB.emit(
+                "node_end",
+                str(TLS.worker_device),
+                graph_task.id,
+                fn,
+                outputs=[_summary(g) for g in outputs],
+            )
         return outputs
 
     def call_tensor_pre_hooks(self, graph_task: GraphTask, fn: Node, grads: list[Any]) -> list[Any]:
@@ -580,9 +653,16 @@ class Engine:
                         break
                     result = hook(grads[i])
                     if HUB.active:
-                        HUB.emit("hook", str(TLS.worker_device), graph_task.id, fn,
-                                 hook="tensor_pre", slot=i, replaced=result is not None,
-                                 hook_name=getattr(hook, "__qualname__", repr(hook)))
+                        HUB.emit(
+                            "hook",
+                            str(TLS.worker_device),
+                            graph_task.id,
+                            fn,
+                            hook="tensor_pre",
+                            slot=i,
+                            replaced=result is not None,
+                            hook_name=getattr(hook, "__qualname__", repr(hook)),
+                        )
                     if result is not None:
                         grads[i] = _check_hook_result(result, grads[i], "hook")
         retains = fn._retains_grad_hooks
@@ -597,9 +677,16 @@ class Engine:
                 else:
                     tensor._grad = tensor._grad + grad
                 if HUB.active:
-                    HUB.emit("hook", str(TLS.worker_device), graph_task.id, fn,
-                             hook="retain_grad", slot=i, replaced=False,
-                             hook_name="retain_grad")
+                    HUB.emit(
+                        "hook",
+                        str(TLS.worker_device),
+                        graph_task.id,
+                        fn,
+                        hook="retain_grad",
+                        slot=i,
+                        replaced=False,
+                        hook_name="retain_grad",
+                    )
         return grads
 
     def _call_pre_hooks(self, graph_task: GraphTask, fn: Node, grads: list[Any]) -> list[Any]:
@@ -607,9 +694,15 @@ class Engine:
         for hook in list(fn._pre_hooks.values()):
             result = hook(tuple(grads))
             if HUB.active:
-                HUB.emit("hook", str(TLS.worker_device), graph_task.id, fn, hook="pre",
-                         replaced=result is not None,
-                         hook_name=getattr(hook, "__qualname__", repr(hook)))
+                HUB.emit(
+                    "hook",
+                    str(TLS.worker_device),
+                    graph_task.id,
+                    fn,
+                    hook="pre",
+                    replaced=result is not None,
+                    hook_name=getattr(hook, "__qualname__", repr(hook)),
+                )
             if result is not None:
                 grads = _check_hook_results(result, grads, "prehook")
         return grads
@@ -621,9 +714,15 @@ class Engine:
         for hook in list(fn._post_hooks.values()):
             result = hook(tuple(outputs), tuple(grads))
             if HUB.active:
-                HUB.emit("hook", str(TLS.worker_device), graph_task.id, fn, hook="post",
-                         replaced=result is not None,
-                         hook_name=getattr(hook, "__qualname__", repr(hook)))
+                HUB.emit(
+                    "hook",
+                    str(TLS.worker_device),
+                    graph_task.id,
+                    fn,
+                    hook="post",
+                    replaced=result is not None,
+                    hook_name=getattr(hook, "__qualname__", repr(hook)),
+                )
             if result is not None:
                 outputs = _check_hook_results(result, outputs, "hook")
         return outputs
@@ -636,8 +735,15 @@ class Engine:
                 grad = grads[input_idx]
                 graph_task.captured_vars[output_idx] = grad
                 if HUB.active:
-                    HUB.emit("capture", str(TLS.worker_device), graph_task.id, fn,
-                             slot=input_idx, output_index=output_idx, grad=_summary(grad))
+                    HUB.emit(
+                        "capture",
+                        str(TLS.worker_device),
+                        graph_task.id,
+                        fn,
+                        slot=input_idx,
+                        output_index=output_idx,
+                        grad=_summary(grad),
+                    )
 
     def _check_nan(self, graph_task: GraphTask, fn: Node, outputs: list[Any]) -> None:
         for i, output in enumerate(outputs):
@@ -646,10 +752,19 @@ class Engine:
             xp = output.device.xp
             if xp.issubdtype(output.data.dtype, xp.inexact) and bool(xp.isnan(output.data).any()):
                 if HUB.active:
-                    HUB.emit("anomaly", str(TLS.worker_device), graph_task.id, fn,
-                             output_index=i, value="nan", grad=_summary(output),
-                             traceback=fn.metadata.get("traceback_"))
-                raise RuntimeError(f"Function '{fn.name()}' returned nan values in its {i}th output.")
+                    HUB.emit(
+                        "anomaly",
+                        str(TLS.worker_device),
+                        graph_task.id,
+                        fn,
+                        output_index=i,
+                        value="nan",
+                        grad=_summary(output),
+                        traceback=fn.metadata.get("traceback_"),
+                    )
+                raise RuntimeError(
+                    f"Function '{fn.name()}' returned nan values in its {i}th output."
+                )
 
     # -- completion and errors -------------------------------------------------
     def mark_as_completed(self, graph_task: GraphTask) -> None:
@@ -669,7 +784,9 @@ class Engine:
         finally:
             graph_task.done.set()
 
-    def thread_on_exception(self, graph_task: GraphTask, fn: Node | None, exc: BaseException) -> None:
+    def thread_on_exception(
+        self, graph_task: GraphTask, fn: Node | None, exc: BaseException
+    ) -> None:
         """Record the first error of ``graph_task`` and complete its future with it."""
         with graph_task.lock:
             first = not graph_task.has_error
@@ -680,15 +797,24 @@ class Engine:
                 graph_task.future_completed = True
         try:
             if HUB.active:
-                traceback = fn.metadata.get("traceback_") if fn is not None and fn._metadata else None
-                HUB.emit("error", str(TLS.worker_device), graph_task.id, fn,
-                         exc_type=type(exc).__name__, message=str(exc), first=first,
-                         traceback=traceback)
+                traceback = (
+                    fn.metadata.get("traceback_") if fn is not None and fn._metadata else None
+                )
+                HUB.emit(
+                    "error",
+                    str(TLS.worker_device),
+                    graph_task.id,
+                    fn,
+                    exc_type=type(exc).__name__,
+                    message=str(exc),
+                    first=first,
+                    traceback=traceback,
+                )
             if first and anomaly.STATE.enabled and fn is not None:
                 anomaly.warn_forward_traceback(fn)
             if complete:
                 self._emit_graph_task_end(graph_task)
-        except BaseException:  # noqa: BLE001, S110
+        except BaseException:  # noqa: BLE001
             pass  # the graph task already carries its error; a listener cancelling changes nothing
         finally:
             if complete:
@@ -715,8 +841,10 @@ class Engine:
                 return queue
             queue = ReadyQueue(device)
             thread = threading.Thread(
-                target=self._device_thread_main, args=(device, queue),
-                name=f"autograd-{device}", daemon=True,
+                target=self._device_thread_main,
+                args=(device, queue),
+                name=f"autograd-{device}",
+                daemon=True,
             )
             self._device_threads[device] = thread
             self._device_queues[device] = queue
@@ -732,7 +860,7 @@ class Engine:
             try:
                 self.thread_main(None)
                 return  # a shutdown task
-            except BaseException:  # noqa: BLE001, S112
+            except BaseException:  # noqa: BLE001
                 # Only a listener cancelling at a step outside a node gets here (errors in
                 # nodes are carried to their graph task); a device thread must keep serving.
                 continue
@@ -742,10 +870,16 @@ class Engine:
         # another thread; the push happens even if a listener cancels (no task is lost).
         try:
             if HUB.active and task.base is not None:
-                HUB.emit("enqueue", str(TLS.worker_device or CPU), task.base.id, task.fn,
-                         queue=str(queue.device),
-                         queue_owner=f"graph_task {task.base.id}" if queue.device is CPU
-                         else "device", reason=reason, queue_length=len(queue) + 1)
+                HUB.emit(
+                    "enqueue",
+                    str(TLS.worker_device or CPU),
+                    task.base.id,
+                    task.fn,
+                    queue=str(queue.device),
+                    queue_owner=f"graph_task {task.base.id}" if queue.device is CPU else "device",
+                    reason=reason,
+                    queue_length=len(queue) + 1,
+                )
         finally:
             queue.push(task)
 
@@ -756,7 +890,8 @@ class Engine:
             self._pool_queue.append(graph_task)
             if create:
                 thread = threading.Thread(
-                    target=self._pool_thread_main, name=f"autograd-pool-{len(self._pool_threads)}",
+                    target=self._pool_thread_main,
+                    name=f"autograd-pool-{len(self._pool_threads)}",
                     daemon=True,
                 )
                 self._pool_threads.append(thread)
@@ -788,7 +923,9 @@ class Engine:
         with self._start_lock:
             threads = list(self._device_threads.values())
             for queue in self._device_queues.values():
-                queue.push(NodeTask(None, None, None, is_shutdown=True), increment_outstanding=False)
+                queue.push(
+                    NodeTask(None, None, None, is_shutdown=True), increment_outstanding=False
+                )
             self._device_queues.clear()
             self._device_threads.clear()
         with self._pool_lock:
@@ -805,8 +942,12 @@ class Engine:
 
     # -- events ------------------------------------------------------------
     def _emit_graph_task_start(
-        self, graph_task: GraphTask, graph_root: Node, roots: Sequence[Edge],
-        inputs: Sequence[Tensor | None], outputs: Sequence[Edge],
+        self,
+        graph_task: GraphTask,
+        graph_root: Node,
+        roots: Sequence[Edge],
+        inputs: Sequence[Tensor | None],
+        outputs: Sequence[Edge],
     ) -> None:
         import weakref
 
@@ -817,19 +958,26 @@ class Engine:
         if graph_task.exec_info:
             captures = sorted(
                 (n._id, inp, out)
-                for n, info in graph_task.exec_info.items() if info.captures
+                for n, info in graph_task.exec_info.items()
+                if info.captures
                 for inp, out in info.captures
             )
         HUB.emit(
-            "graph_task_start", str(TLS.worker_device or CPU), graph_task.id, graph_root,
+            "graph_task_start",
+            str(TLS.worker_device or CPU),
+            graph_task.id,
+            graph_root,
             graph_root=weakref.ref(graph_root),
             roots=[(e.function._id, e.function.name(), e.input_nr) for e in roots],
             root_grads=[_summary(g) for g in inputs],
             dependencies={n._id: c for n, c in graph_task.dependencies.items()},
-            needed=needed, captures=captures,
+            needed=needed,
+            captures=captures,
             outputs=[(e.function._id, e.input_nr) for e in outputs],
-            keep_graph=graph_task.keep_graph, create_graph=graph_task.grad_mode,
-            reentrant_depth=graph_task.reentrant_depth, parent_graph_task=graph_task.parent_id,
+            keep_graph=graph_task.keep_graph,
+            create_graph=graph_task.grad_mode,
+            reentrant_depth=graph_task.reentrant_depth,
+            parent_graph_task=graph_task.parent_id,
         )
 
     def _emit_graph_task_end(self, graph_task: GraphTask) -> None:
@@ -837,7 +985,9 @@ class Engine:
             return
         err = graph_task.error
         HUB.emit(
-            "graph_task_end", str(TLS.worker_device or CPU), graph_task.id,
+            "graph_task_end",
+            str(TLS.worker_device or CPU),
+            graph_task.id,
             status="ok" if err is None else "error",
             exc_type=None if err is None else type(err).__name__,
             message=None if err is None else str(err),
@@ -869,8 +1019,9 @@ def compute_dependencies(root: Node, task: GraphTask, min_topo_nr: int) -> None:
 
 def _check_hook_result(result: Any, grad: Tensor, kind: str) -> Tensor:
     if not isinstance(result, Tensor):
-        raise TypeError(f"{kind} returned an object of type {type(result).__name__}; expected a "
-                        f"Tensor or None")
+        raise TypeError(
+            f"{kind} returned an object of type {type(result).__name__}; expected a Tensor or None"
+        )
     if result.shape != grad.shape:
         raise RuntimeError(
             f"{kind} changed the shape of the gradient from {list(grad.shape)} to "

@@ -151,7 +151,7 @@ class LazySummary:
     listener that wants them calls ``resolve()`` inside its callback.
     """
 
-    __slots__ = ("shape", "dtype", "device", "_ref", "_strong", "_summary", "_lock")
+    __slots__ = ("_lock", "_ref", "_strong", "_summary", "device", "dtype", "shape")
 
     def __init__(self, array: Any, device: str) -> None:
         self.shape: tuple[int, ...] = tuple(array.shape)
@@ -247,7 +247,7 @@ class _Hub:
     builds nothing (no dict, no summary, no Event) when it is false.
     """
 
-    __slots__ = ("active", "listeners", "_lock", "_seq")
+    __slots__ = ("_lock", "_seq", "active", "listeners")
 
     def __init__(self) -> None:
         self.active = False
@@ -306,7 +306,7 @@ class _Hub:
         for listener in self.listeners:
             try:
                 listener(event)
-            except BaseException as exc:  # noqa: BLE001 - a listener must never break backward
+            except BaseException as exc:
                 if isinstance(exc, KeyboardInterrupt | SystemExit) or getattr(
                     exc, "_engine_propagate", False
                 ):
@@ -362,4 +362,3 @@ def listen(listener: Listener) -> Iterator[Listener]:
 def is_listening() -> bool:
     """Whether any listener is subscribed."""
     return HUB.active
-

@@ -16,7 +16,7 @@ float64 = np.dtype(np.float64)
 int32 = np.dtype(np.int32)
 int64 = np.dtype(np.int64)
 bool_ = np.dtype(np.bool_)
-float = float32  # noqa: A001 - torch's alias
+float = float32
 double = float64
 long = int64
 
@@ -124,20 +124,36 @@ def _new(array: Any, device: str | Device | None, requires_grad: bool, name: str
     return out
 
 
-def zeros(*size: Any, dtype: Any = None, device: str | Device | None = None,
-          requires_grad: bool = False, name: str | None = None) -> Tensor:
+def zeros(
+    *size: Any,
+    dtype: Any = None,
+    device: str | Device | None = None,
+    requires_grad: bool = False,
+    name: str | None = None,
+) -> Tensor:
     """A tensor of zeros."""
     return _new(np.zeros(_size(size), dtype or _default_dtype), device, requires_grad, name)
 
 
-def ones(*size: Any, dtype: Any = None, device: str | Device | None = None,
-         requires_grad: bool = False, name: str | None = None) -> Tensor:
+def ones(
+    *size: Any,
+    dtype: Any = None,
+    device: str | Device | None = None,
+    requires_grad: bool = False,
+    name: str | None = None,
+) -> Tensor:
     """A tensor of ones."""
     return _new(np.ones(_size(size), dtype or _default_dtype), device, requires_grad, name)
 
 
-def full(size: Sequence[int], fill_value: Any, dtype: Any = None, device: str | Device | None = None,
-         requires_grad: bool = False, name: str | None = None) -> Tensor:
+def full(
+    size: Sequence[int],
+    fill_value: Any,
+    dtype: Any = None,
+    device: str | Device | None = None,
+    requires_grad: bool = False,
+    name: str | None = None,
+) -> Tensor:
     """A tensor filled with ``fill_value`` (dtype inferred from it, as in PyTorch)."""
     if dtype is None:
         dtype = np.asarray(fill_value).dtype
@@ -146,9 +162,15 @@ def full(size: Sequence[int], fill_value: Any, dtype: Any = None, device: str | 
     return _new(np.full(tuple(size), fill_value, dtype), device, requires_grad, name)
 
 
-def arange(start: Any, end: Any = None, step: Any = 1, dtype: Any = None,
-           device: str | Device | None = None, requires_grad: bool = False,
-           name: str | None = None) -> Tensor:
+def arange(
+    start: Any,
+    end: Any = None,
+    step: Any = 1,
+    dtype: Any = None,
+    device: str | Device | None = None,
+    requires_grad: bool = False,
+    name: str | None = None,
+) -> Tensor:
     """Evenly spaced values in ``[start, end)``; integer inputs give ``int64``."""
     if end is None:
         start, end = 0, start
@@ -160,31 +182,51 @@ def arange(start: Any, end: Any = None, step: Any = 1, dtype: Any = None,
     return _new(array, device, requires_grad, name)
 
 
-def rand(*size: Any, dtype: Any = None, device: str | Device | None = None,
-         requires_grad: bool = False, name: str | None = None) -> Tensor:
+def rand(
+    *size: Any,
+    dtype: Any = None,
+    device: str | Device | None = None,
+    requires_grad: bool = False,
+    name: str | None = None,
+) -> Tensor:
     """Uniform samples in ``[0, 1)``."""
     array = _rng.random(_size(size)).astype(dtype or _default_dtype)
     return _new(array, device, requires_grad, name)
 
 
-def randn(*size: Any, dtype: Any = None, device: str | Device | None = None,
-          requires_grad: bool = False, name: str | None = None) -> Tensor:
+def randn(
+    *size: Any,
+    dtype: Any = None,
+    device: str | Device | None = None,
+    requires_grad: bool = False,
+    name: str | None = None,
+) -> Tensor:
     """Standard normal samples."""
     array = _rng.standard_normal(_size(size)).astype(dtype or _default_dtype)
     return _new(array, device, requires_grad, name)
 
 
-def zeros_like(input: Tensor, dtype: Any = None, device: str | Device | None = None,
-               requires_grad: bool = False) -> Tensor:
+def zeros_like(
+    input: Tensor,
+    dtype: Any = None,
+    device: str | Device | None = None,
+    requires_grad: bool = False,
+) -> Tensor:
     """Zeros with ``input``'s shape, dtype and device."""
     xp = input.device.xp
-    return _new(xp.zeros(input.shape, dtype or input.dtype), device or input.device,
-                requires_grad, None)
+    return _new(
+        xp.zeros(input.shape, dtype or input.dtype), device or input.device, requires_grad, None
+    )
 
 
-def ones_like(input: Tensor, dtype: Any = None, device: str | Device | None = None,
-              requires_grad: bool = False) -> Tensor:
+def ones_like(
+    input: Tensor,
+    dtype: Any = None,
+    device: str | Device | None = None,
+    requires_grad: bool = False,
+) -> Tensor:
     """Ones with ``input``'s shape, dtype and device."""
     xp = input.device.xp
-    return _new(xp.ones(input.shape, dtype or input.dtype), device or input.device,
-                requires_grad, None)
+    return _new(
+        xp.ones(input.shape, dtype or input.dtype), device or input.device, requires_grad, None
+    )

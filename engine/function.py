@@ -22,7 +22,7 @@ class FunctionCtx:
     """What ``forward`` can record for ``backward``; mixed into every backward node."""
 
     def save_for_backward(self, *tensors: Tensor | None) -> None:
-        """Save tensors (inputs or outputs) for ``backward``; read them back via ``saved_tensors``."""
+        """Save tensors (inputs or outputs) for ``backward``; read them via ``saved_tensors``."""
         for t in tensors:
             if t is not None and not isinstance(t, Tensor):
                 raise TypeError(
@@ -169,14 +169,7 @@ def _resolve_saved(
     to_save: tuple[Tensor | None, ...], raw: tuple[Any, ...], wrapped: tuple[Any, ...]
 ) -> list[Tensor | None]:
     """Saved outputs refer to the wrapped output objects, not the raw ones."""
-    resolved = []
-    for t in to_save:
-        for r, w in zip(raw, wrapped, strict=True):
-            if t is r:
-                t = w
-                break
-        resolved.append(t)
-    return resolved
+    return [next((w for r, w in zip(raw, wrapped, strict=True) if t is r), t) for t in to_save]
 
 
 def _attach_output(ctx: BackwardCFunction, out: Any, args: tuple[Any, ...]) -> Any:
@@ -235,16 +228,19 @@ def once_differentiable(fn: Callable[..., Any]) -> Callable[..., Any]:
         single = not isinstance(outputs, tuple)
         items = (outputs,) if single else outputs
         err = _DelayedError()
-        err.msg = "trying to differentiate twice a function that was marked with @once_differentiable"
+        err.msg = (
+            "trying to differentiate twice a function that was marked with @once_differentiable"
+        )
         link(err, requires)
         result = []
-        for o in items:
-            if isinstance(o, Tensor):
-                o = o.detach()
-                o.grad_fn = err
-                o._output_nr = err.add_input_metadata(o.shape, o.dtype, o.device)
-                o._requires_grad = True
-            result.append(o)
+        for item in items:
+            if isinstance(item, Tensor):
+                out = item.detach()
+                out.grad_fn = err
+                out._output_nr = err.add_input_metadata(out.shape, out.dtype, out.device)
+                out._requires_grad = True
+                item = out  # noqa: PLW2901 - the wrapped output replaces the raw one
+            result.append(item)
         return result[0] if single else tuple(result)
 
     return wrapper

@@ -7,8 +7,6 @@ modules are imported inside the functions: ``engine`` imports this module
 before it installs the ops.
 """
 
-# ruff: noqa: A002 - PyTorch's argument name (input) is the API.
-
 from __future__ import annotations
 
 import warnings

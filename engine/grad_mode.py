@@ -98,8 +98,9 @@ class set_grad_enabled(_DecoratorContextManager):  # noqa: N801 - torch's name
 
     def __init__(self, mode: bool) -> None:
         if not isinstance(mode, bool):
-            raise TypeError(f"set_grad_enabled(): argument 'mode' must be bool, not "
-                            f"{type(mode).__name__}")
+            raise TypeError(
+                f"set_grad_enabled(): argument 'mode' must be bool, not {type(mode).__name__}"
+            )
         self.prev = _state.enabled
         self.mode = mode
         _state.enabled = mode

@@ -167,18 +167,18 @@ class Node:
     """
 
     __slots__ = (
+        "__weakref__",
+        "_id",
+        "_input_metadata",
+        "_metadata",
         "_next_edges",
+        "_post_hooks",
+        "_pre_hooks",
+        "_retains_grad_hooks",
+        "_saved",
+        "_tensor_pre_hooks",
         "sequence_nr",
         "topological_nr",
-        "_id",
-        "_metadata",
-        "_pre_hooks",
-        "_post_hooks",
-        "_tensor_pre_hooks",
-        "_retains_grad_hooks",
-        "_input_metadata",
-        "_saved",
-        "__weakref__",
     )
 
     skips_undefined_grads = True
@@ -291,7 +291,9 @@ class Node:
         return True
 
     # -- hooks -------------------------------------------------------------
-    def register_hook(self, fn: Callable[[tuple[Any, ...], tuple[Any, ...]], Any]) -> RemovableHandle:
+    def register_hook(
+        self, fn: Callable[[tuple[Any, ...], tuple[Any, ...]], Any]
+    ) -> RemovableHandle:
         """Run ``fn(grad_inputs, grad_outputs)`` after this node; it may return new grad_inputs."""
         if self._post_hooks is None:
             self._post_hooks = new_hook_dict()

@@ -55,8 +55,16 @@ def _forward_name(node_name: str) -> str:
 class SavedTensor:
     """A tensor saved for backward by a node."""
 
-    __slots__ = ("data", "_version_counter", "_saved_version", "_tensor", "_output_nr",
-                 "_device", "_requires_grad", "_producer_name")
+    __slots__ = (
+        "_device",
+        "_output_nr",
+        "_producer_name",
+        "_requires_grad",
+        "_saved_version",
+        "_tensor",
+        "_version_counter",
+        "data",
+    )
 
     def __init__(self, tensor: Tensor, is_output: bool = False) -> None:
         if tensor._is_inference:

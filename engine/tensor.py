@@ -41,20 +41,20 @@ class Tensor:
     """
 
     __slots__ = (
+        "__weakref__",
+        "_backward_hooks",
+        "_base",
+        "_grad",
+        "_grad_accumulator",
+        "_is_inference",
+        "_output_nr",
+        "_requires_grad",
+        "_retains_grad",
+        "_version_counter",
         "data",
         "device",
         "grad_fn",
-        "_grad",
-        "_requires_grad",
-        "_output_nr",
-        "_version_counter",
-        "_grad_accumulator",
-        "_backward_hooks",
-        "_retains_grad",
         "name",
-        "_is_inference",
-        "_base",
-        "__weakref__",
     )
 
     if TYPE_CHECKING:
@@ -198,9 +198,7 @@ class Tensor:
                 "var_no_grad = var.detach()."
             )
         if value and not is_differentiable_dtype(self.data.dtype):
-            raise RuntimeError(
-                "only Tensors of floating point dtype can require gradients"
-            )
+            raise RuntimeError("only Tensors of floating point dtype can require gradients")
         if value and self._is_inference:
             raise RuntimeError(
                 "Setting requires_grad=True on inference tensor outside InferenceMode is not "
@@ -330,7 +328,7 @@ class Tensor:
 
     # -- gradient storage helpers used by AccumulateGrad -------------------
     def detach_copy_for_grad(self) -> Tensor:
-        """What a leaf stores as its first gradient: a copy it owns, or the graph in create_graph."""
+        """A leaf's first gradient: a copy it owns, or the graph itself under create_graph."""
         if grad_mode._state.enabled:
             return self
         out = Tensor._make(self.data.copy(), self.device)
@@ -404,7 +402,10 @@ class Tensor:
             np.all(np.isfinite(array) & (array == np.round(array)))
         )
         body = np.array2string(
-            array, precision=4, separator=", ", prefix="tensor(",
+            array,
+            precision=4,
+            separator=", ",
+            prefix="tensor(",
             floatmode="maxprec" if integral else "fixed",
         )
         extras = []

@@ -207,7 +207,7 @@ class PowBackward2(Node):
         return (grads[0] * result * math.log(self.base),)
 
 
-def pow(input: Any, exponent: Any) -> Tensor:  # noqa: A001 - torch's name
+def pow(input: Any, exponent: Any) -> Tensor:
     """``input ** exponent`` for tensor or scalar exponents and bases."""
     if isinstance(input, Tensor) and isinstance(exponent, int | float):
         node = make_node(PowBackward0, input)

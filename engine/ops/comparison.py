@@ -3,8 +3,6 @@
 None of these is differentiable: the results never require grad and record no node.
 """
 
-# ruff: noqa: A002 - PyTorch's argument name (input) is the API.
-
 from __future__ import annotations
 
 from collections.abc import Callable

@@ -13,8 +13,6 @@ Reading records PyTorch's chain of nodes: ``SelectBackward0``,
 whose backward reads the same index again, so gradients of any order exist.
 """
 
-# ruff: noqa: A002 - PyTorch's argument name (input) is the API.
-
 from __future__ import annotations
 
 from dataclasses import dataclass

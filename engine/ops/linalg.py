@@ -7,8 +7,6 @@ over a folded ``MmBackward0``/``MvBackward0`` (a batch against a matrix or vecto
 ``BmmBackward0`` (batch against batch, broadcasting the batch dimensions).
 """
 
-# ruff: noqa: A002 - PyTorch's argument name (input) is the API.
-
 from __future__ import annotations
 
 import math

@@ -1,8 +1,6 @@
 """Elementwise functions: ``exp log sqrt abs sin cos tanh sigmoid relu clamp``,
 ``maximum minimum where``, and the in-place ``clamp_ zero_ fill_``."""
 
-# ruff: noqa: A001, A002 - PyTorch's names (abs, input, min, max) are the API.
-
 from __future__ import annotations
 
 from typing import Any

@@ -1,7 +1,5 @@
 """Reductions: ``sum``, ``sum_to_size``, ``mean``, ``amax``, ``amin``, ``max``, ``min``."""
 
-# ruff: noqa: A002 - PyTorch's argument name (input) is the API.
-
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -57,9 +55,7 @@ class SumBackward1(Node):
         return (g.expand(self.self_sym_sizes),)
 
 
-def sum(  # noqa: A001 - torch's name
-    input: Tensor, dim: int | Sequence[int] | None = None, keepdim: bool = False
-) -> Tensor:
+def sum(input: Tensor, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
     """Sum of all elements, or over ``dim`` (keeping it with size 1 if ``keepdim``)."""
     if dim is None:
         node0 = make_node(SumBackward0, input)
@@ -348,7 +344,7 @@ def _extremum(input: Tensor, dim: Any, keepdim: bool, name: str) -> Tensor | Val
     return ValuesIndices(wrap(xp.asarray(values), input.device, node0), indices_t)
 
 
-def max(  # noqa: A001 - torch's name
+def max(
     input: Tensor, dim: int | Tensor | None = None, keepdim: bool = False
 ) -> Tensor | ValuesIndices:
     """The largest element, or ``(values, indices)`` of the largest along ``dim``.
@@ -363,7 +359,7 @@ def max(  # noqa: A001 - torch's name
     return _extremum(input, dim, keepdim, "max")
 
 
-def min(  # noqa: A001 - torch's name
+def min(
     input: Tensor, dim: int | Tensor | None = None, keepdim: bool = False
 ) -> Tensor | ValuesIndices:
     """The smallest element, or ``(values, indices)`` of the smallest along ``dim``.

@@ -1,7 +1,5 @@
 """Shape operations: views and copies that move elements around without arithmetic."""
 
-# ruff: noqa: A002 - PyTorch's argument name (input) is the API.
-
 from __future__ import annotations
 
 import warnings

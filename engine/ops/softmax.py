@@ -1,7 +1,5 @@
 """``softmax`` and ``log_softmax`` along a dimension, computed without overflow."""
 
-# ruff: noqa: A002 - PyTorch's argument name (input) is the API.
-
 from __future__ import annotations
 
 from typing import Any

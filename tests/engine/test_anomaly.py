@@ -17,9 +17,17 @@ def test_nan_in_backward_names_the_node() -> None:
     with mode:
         x = engine.tensor([0.0, 1.0], requires_grad=True)
         y = x.sqrt()
-        with pytest.raises(RuntimeError, match="^Function 'SqrtBackward0' returned nan values in its 0th output.$"):
-            with pytest.warns(UserWarning, match="Error detected in SqrtBackward0. Traceback of forward call that caused the error:"):
-                (y * 0.0).sum().backward()
+        with (
+            pytest.raises(
+                RuntimeError,
+                match="^Function 'SqrtBackward0' returned nan values in its 0th output.$",
+            ),
+            pytest.warns(
+                UserWarning,
+                match="Error detected in SqrtBackward0. Traceback of forward call that caused the error:",
+            ),
+        ):
+            (y * 0.0).sum().backward()
     assert not engine.is_anomaly_enabled()
 
 

@@ -62,18 +62,25 @@ def test_first_error_wins_and_the_rest_is_dropped(recorded: list[events.Event]) 
 
 def test_non_scalar_implicit_grad() -> None:
     x = engine.tensor([1.0, 2.0], requires_grad=True)
-    with pytest.raises(RuntimeError, match="^grad can be implicitly created only for scalar outputs$"):
+    with pytest.raises(
+        RuntimeError, match="^grad can be implicitly created only for scalar outputs$"
+    ):
         (x * 2.0).backward()
 
 
 def test_outputs_that_do_not_require_grad() -> None:
-    with pytest.raises(RuntimeError, match="^element 0 of tensors does not require grad and does not have a grad_fn$"):
+    with pytest.raises(
+        RuntimeError,
+        match="^element 0 of tensors does not require grad and does not have a grad_fn$",
+    ):
         engine.tensor([1.0]).sum().backward()
 
 
 def test_empty_inputs() -> None:
     x = engine.tensor([1.0], requires_grad=True)
-    with pytest.raises(RuntimeError, match="^`inputs` argument to `backward\\(\\)` cannot be empty.$"):
+    with pytest.raises(
+        RuntimeError, match="^`inputs` argument to `backward\\(\\)` cannot be empty.$"
+    ):
         engine.backward([(x * 2.0).sum()], inputs=[])
     with pytest.raises(RuntimeError, match="^`inputs` argument to `grad\\(\\)` cannot be empty.$"):
         engine.grad((x * 2.0).sum(), [])
@@ -87,7 +94,10 @@ def test_grad_shape_mismatch() -> None:
 
 def test_inplace_on_leaf_that_requires_grad() -> None:
     x = engine.tensor([1.0], requires_grad=True)
-    with pytest.raises(RuntimeError, match="^a leaf Variable that requires grad is being used in an in-place operation.$"):
+    with pytest.raises(
+        RuntimeError,
+        match="^a leaf Variable that requires grad is being used in an in-place operation.$",
+    ):
         x.add_(1.0)
     with engine.no_grad():
         x.add_(1.0)
@@ -102,7 +112,9 @@ def test_modified_saved_tensor_raises_version_error() -> None:
     with pytest.raises(RuntimeError) as info:
         y.sum().backward()
     msg = str(info.value)
-    assert msg.startswith("one of the variables needed for gradient computation has been modified by an inplace operation: [engine.FloatTensor [2]], which is output 0 of Mul, is at version 1; expected version 0 instead. Hint:")
+    assert msg.startswith(
+        "one of the variables needed for gradient computation has been modified by an inplace operation: [engine.FloatTensor [2]], which is output 0 of Mul, is at version 1; expected version 0 instead. Hint:"
+    )
     # The engine stays usable.
     (x * 3.0).sum().backward()
     np.testing.assert_allclose(x.grad.numpy(), [3.0, 3.0])
@@ -119,7 +131,10 @@ def test_wrong_number_of_gradients_from_a_function() -> None:
             return grad
 
     x = engine.tensor([1.0], requires_grad=True)
-    with pytest.raises(RuntimeError, match="^function TwoBackward returned an incorrect number of gradients \\(expected 2, got 1\\)$"):
+    with pytest.raises(
+        RuntimeError,
+        match="^function TwoBackward returned an incorrect number of gradients \\(expected 2, got 1\\)$",
+    ):
         Two.apply(x, x).sum().backward()
 
 
@@ -134,7 +149,10 @@ def test_invalid_gradient_shape_from_a_node_names_it() -> None:
             return engine.ones(5)
 
     x = engine.tensor([1.0, 2.0], requires_grad=True)
-    with pytest.raises(RuntimeError, match="^Function BadShapeBackward returned an invalid gradient at index 0 - got \\[5\\] but expected shape compatible with \\[2\\]$"):
+    with pytest.raises(
+        RuntimeError,
+        match="^Function BadShapeBackward returned an invalid gradient at index 0 - got \\[5\\] but expected shape compatible with \\[2\\]$",
+    ):
         BadShape.apply(x).sum().backward()
 
 
@@ -154,10 +172,16 @@ def test_messages_match_pytorch(torch: object) -> None:
     cases = {
         "implicit": lambda lib, t: (t([1.0, 2.0], requires_grad=True) * 2).backward(),
         "no_grad_fn": lambda lib, t: t([1.0]).sum().backward(),
-        "empty_inputs": lambda lib, t: lib.autograd.backward([(t([1.0], requires_grad=True) * 2).sum()], inputs=[]) if lib is torch else lib.backward([(t([1.0], requires_grad=True) * 2).sum()], inputs=[]),
+        "empty_inputs": lambda lib, t: (
+            lib.autograd.backward([(t([1.0], requires_grad=True) * 2).sum()], inputs=[])
+            if lib is torch
+            else lib.backward([(t([1.0], requires_grad=True) * 2).sum()], inputs=[])
+        ),
         "leaf_inplace": lambda lib, t: t([1.0], requires_grad=True).add_(1.0),
         "twice": _twice,
-        "unused": lambda lib, t: (lib.autograd.grad if lib is torch else lib.grad)((t([1.0], requires_grad=True) * 2).sum(), [t([1.0], requires_grad=True)]),
+        "unused": lambda lib, t: (lib.autograd.grad if lib is torch else lib.grad)(
+            (t([1.0], requires_grad=True) * 2).sum(), [t([1.0], requires_grad=True)]
+        ),
     }
     for name, case in cases.items():
         msgs = []

@@ -53,13 +53,17 @@ def test_accumulate_events_report_created_then_added(recorded: list[events.Event
     loss.backward()
     acc = x.gradient_edge().function
     buffer_events = [
-        e for e in recorded if e.kind == "accumulate" and e.data["target"] == "buffer" and e.node_id == acc.node_id
+        e
+        for e in recorded
+        if e.kind == "accumulate" and e.data["target"] == "buffer" and e.node_id == acc.node_id
     ]
     assert [e.data["action"] for e in buffer_events] == ["created", "added", "added"]  # x*3, x*x
     total = buffer_events[-1].data["total"].resolve()
     np.testing.assert_allclose(total.mean, np.mean(3.0 + 2 * x.data), rtol=1e-6)
     leaf = [e for e in recorded if e.kind == "accumulate" and e.data["target"] == "leaf"]
-    assert len(leaf) == 1 and leaf[0].data["action"] == "created" and leaf[0].data["leaf_name"] == "x"
+    assert (
+        len(leaf) == 1 and leaf[0].data["action"] == "created" and leaf[0].data["leaf_name"] == "x"
+    )
 
 
 def test_node_end_summaries_describe_outputs(recorded: list[events.Event]) -> None:

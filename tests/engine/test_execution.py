@@ -101,9 +101,9 @@ def test_unused_input_needs_allow_unused_and_materialize_gives_zeros() -> None:
     y = (x * 2.0).sum()
     with pytest.raises(RuntimeError, match="The differentiated Tensor at index 1 appears to not"):
         engine.grad(y, [x, z], retain_graph=True)
-    gx, gz = engine.grad(y, [x, z], allow_unused=True, retain_graph=True)
+    _gx, gz = engine.grad(y, [x, z], allow_unused=True, retain_graph=True)
     assert gz is None
-    gx, gz = engine.grad(y, [x, z], materialize_grads=True)
+    _gx, gz = engine.grad(y, [x, z], materialize_grads=True)
     assert gz is not None and gz.shape == (1,) and float(gz.item()) == 0.0
 
 
@@ -166,7 +166,9 @@ def test_ready_queue_runs_higher_sequence_numbers_first(recorded: list[events.Ev
     second = x * 3.0
     third = x * 4.0
     engine.backward([first.sum(), second.sum(), third.sum()])
-    muls = [e.sequence_nr for e in recorded if e.kind == "node_start" and e.node_name == "MulBackward0"]
+    muls = [
+        e.sequence_nr for e in recorded if e.kind == "node_start" and e.node_name == "MulBackward0"
+    ]
     assert muls == sorted(muls, reverse=True) and len(muls) == 3
 
 

@@ -88,7 +88,9 @@ def test_set_materialize_grads_false_passes_none() -> None:
             return x * 1.0, x * 2.0
 
         @staticmethod
-        def backward(ctx: object, g1: engine.Tensor | None, g2: engine.Tensor | None) -> engine.Tensor:
+        def backward(
+            ctx: object, g1: engine.Tensor | None, g2: engine.Tensor | None
+        ) -> engine.Tensor:
             received.extend([g1, g2])
             return g1 if g1 is not None else g2 * 2.0  # type: ignore[operator]
 
@@ -169,5 +171,8 @@ def test_once_differentiable_refuses_double_backward() -> None:
     go = engine.ones(1, requires_grad=True)
     (g,) = engine.grad(Sq.apply(x), x, grad_outputs=go, create_graph=True)
     assert g.requires_grad and g.grad_fn.name() == "DelayedError"
-    with pytest.raises(RuntimeError, match="trying to differentiate twice a function that was marked with @once_differentiable"):
+    with pytest.raises(
+        RuntimeError,
+        match="trying to differentiate twice a function that was marked with @once_differentiable",
+    ):
         engine.grad(g.sum(), go)

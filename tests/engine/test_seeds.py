@@ -43,7 +43,9 @@ def _paper_rnn(dtype: object = engine.float64) -> tuple[engine.Tensor, ...]:
     return x, prev_h, w_h, w_x
 
 
-def _rnn_cell(x: engine.Tensor, prev_h: engine.Tensor, w_h: engine.Tensor, w_x: engine.Tensor) -> engine.Tensor:
+def _rnn_cell(
+    x: engine.Tensor, prev_h: engine.Tensor, w_h: engine.Tensor, w_x: engine.Tensor
+) -> engine.Tensor:
     i2h = engine.matmul(w_x, x.T)
     h2h = engine.matmul(w_h, prev_h.T)
     return (i2h + h2h).tanh().sum()

@@ -14,8 +14,14 @@ def test_dtype_inference_follows_pytorch() -> None:
     assert engine.tensor([1, 2]).dtype == engine.int64
     assert engine.tensor([True]).dtype == engine.bool_
     assert engine.tensor(np.array([1.0], dtype=np.float64)).dtype == engine.float64
-    assert engine.arange(3).dtype == engine.int64 and engine.arange(0.0, 1.0, 0.5).dtype == engine.float32
-    assert engine.full((2,), 7).dtype == engine.int64 and engine.full((2,), 0.5).dtype == engine.float32
+    assert (
+        engine.arange(3).dtype == engine.int64
+        and engine.arange(0.0, 1.0, 0.5).dtype == engine.float32
+    )
+    assert (
+        engine.full((2,), 7).dtype == engine.int64
+        and engine.full((2,), 0.5).dtype == engine.float32
+    )
 
 
 def test_tensor_copies_its_input() -> None:
@@ -40,12 +46,16 @@ def test_factories_take_requires_grad_shape_and_name() -> None:
 
 
 def test_requires_grad_rules() -> None:
-    with pytest.raises(RuntimeError, match="^only Tensors of floating point dtype can require gradients$"):
+    with pytest.raises(
+        RuntimeError, match="^only Tensors of floating point dtype can require gradients$"
+    ):
         engine.tensor([1, 2], requires_grad=True)
     x = engine.tensor([1.0], requires_grad=True)
     y = x * 2.0
     assert not y.is_leaf and y.requires_grad and y.grad_fn.name() == "MulBackward0"
-    with pytest.raises(RuntimeError, match="you can only change requires_grad flags of leaf variables"):
+    with pytest.raises(
+        RuntimeError, match="you can only change requires_grad flags of leaf variables"
+    ):
         y.requires_grad = False
     assert engine.tensor([1.0]).requires_grad_().requires_grad
 
@@ -55,12 +65,16 @@ def test_conversions_and_their_errors() -> None:
     with pytest.raises(RuntimeError, match="Use tensor.detach\\(\\).numpy\\(\\) instead"):
         x.numpy()
     assert x.detach().numpy().tolist() == [[1.5, 2.0]]
-    with pytest.raises(RuntimeError, match="a Tensor with 2 elements cannot be converted to Scalar"):
+    with pytest.raises(
+        RuntimeError, match="a Tensor with 2 elements cannot be converted to Scalar"
+    ):
         x.item()
     assert engine.tensor([[3.0]]).item() == 3.0
     assert x.shape == (1, 2) and x.ndim == 2 and x.numel() == 2 and len(x) == 1
     assert isinstance(x.data, np.ndarray)
-    with pytest.raises(RuntimeError, match="Boolean value of Tensor with more than one value is ambiguous"):
+    with pytest.raises(
+        RuntimeError, match="Boolean value of Tensor with more than one value is ambiguous"
+    ):
         bool(engine.tensor([1.0, 2.0]))
 
 
@@ -90,7 +104,9 @@ def test_to_moves_between_devices_differentiably() -> None:
     assert engine.gradcheck(lambda t: (t.to("sim:1") * t.to("sim:1")).to("cpu"), (x,))
 
 
-@pytest.mark.skipif(devices.cuda_is_available(), reason="checks the error when CuPy or a GPU is missing")
+@pytest.mark.skipif(
+    devices.cuda_is_available(), reason="checks the error when CuPy or a GPU is missing"
+)
 def test_cuda_without_cupy_is_a_clear_error() -> None:
     with pytest.raises(RuntimeError, match="cuda devices"):
         engine.tensor([1.0], device="cuda:0")

@@ -50,7 +50,10 @@ def test_sim_leaf_gradient_stays_on_its_device() -> None:
 def test_mixing_devices_in_one_op_is_a_clear_error() -> None:
     a = engine.tensor([1.0, 2.0], device="sim:0")
     b = engine.tensor([1.0, 2.0])
-    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device, but found at least two devices, sim:0 and cpu!"):
+    with pytest.raises(
+        RuntimeError,
+        match="Expected all tensors to be on the same device, but found at least two devices, sim:0 and cpu!",
+    ):
         a * b
 
 
@@ -116,7 +119,7 @@ def test_eight_threads_run_backward_at_once() -> None:
             barrier.wait()
             for _ in range(20):
                 local.grad = None
-                y = (local * local * (k + 1.0) + shared.to("sim:0") .to("cpu") * 0.0).sum()
+                y = (local * local * (k + 1.0) + shared.to("sim:0").to("cpu") * 0.0).sum()
                 y.backward()
             results[k] = local.grad.numpy().copy()
         except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
@@ -134,7 +137,7 @@ def test_eight_threads_run_backward_at_once() -> None:
 
 
 def test_shutdown_leaves_no_engine_thread_and_engine_restarts() -> None:
-    x, loss = _two_device_graph()
+    _x, loss = _two_device_graph()
     loss.backward()
     eng = engine.get_default_engine()
     assert eng.worker_threads()

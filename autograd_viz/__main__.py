@@ -1,0 +1,10 @@
+"""``python -m autograd_viz``: the same as the ``autograd-viz`` command."""
+
+from __future__ import annotations
+
+import sys
+
+from autograd_viz.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())
