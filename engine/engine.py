@@ -1,4 +1,4 @@
-"""The execution engine: GraphTask, NodeTask, ReadyQueue, InputBuffer and threads.
+"""The execution engine: the loop every engine thread runs, and the threads.
 
 This follows PyTorch's ``torch/csrc/autograd/engine.cpp`` (see ``seeds/``):
 
@@ -17,342 +17,30 @@ Every step emits an event when a listener is subscribed (``events.HUB``).
 
 from __future__ import annotations
 
-import heapq
-import itertools
-import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from engine import _context, anomaly, devices, grad_mode
-from engine.devices import CPU, Device
+from engine.devices import CPU
 from engine.events import HUB, LazySummary
 from engine.graph import AccumulateGrad, Edge, GraphRoot, Node
+from engine.graph_task import GraphTask, InputBuffer, NodeTask, ReadyQueue, compute_dependencies
 from engine.tensor import Tensor
+from engine.validation import check_hook_result, check_hook_results, validate_outputs
+from engine.workers import WorkerThreads
 
 MAX_RECURSION_DEPTH = 60
 """Reentrant backward calls nested on one thread before handing over to the pool."""
 
 TLS = _context.TLS
-_graph_task_ids = itertools.count(1)
 
 
 def _summary(t: Tensor | None) -> LazySummary | None:
     return None if t is None else LazySummary(t.data, str(t.device))
 
 
-# ---------------------------------------------------------------------------
-# Small data structures
-# ---------------------------------------------------------------------------
-class InputBuffer:
-    """The gradients gathered for one node, one slot per node input."""
-
-    __slots__ = ("buffer",)
-
-    def __init__(self, size: int) -> None:
-        self.buffer: list[Tensor | None] = [None] * size
-
-    def add(self, pos: int, var: Tensor | None) -> str | None:
-        """Accumulate ``var`` into slot ``pos``; returns ``"created"`` or ``"added"``."""
-        if var is None:
-            return None
-        old = self.buffer[pos]
-        if old is None:
-            self.buffer[pos] = var
-            return "created"
-        self.buffer[pos] = old + var
-        return "added"
-
-    def device(self) -> Device:
-        """The first non-CPU device among the gradients, else ``cpu`` (as in PyTorch)."""
-        for var in self.buffer:
-            if var is not None and var.device is not CPU:
-                return var.device
-        return CPU
-
-
-class ExecInfo:
-    """Per-node pruning state for ``inputs=`` and ``grad()`` (GraphTask::ExecInfo)."""
-
-    __slots__ = ("captures", "needed")
-
-    def __init__(self) -> None:
-        self.needed = False
-        self.captures: list[tuple[int, int]] | None = None  # (input_idx, output_idx)
-
-    def should_execute(self) -> bool:
-        return self.needed or self.captures is not None
-
-
-class GraphTask:
-    """The state of one ``backward()`` / ``grad()`` call.
-
-    Note [Locks]
-    ~~~~~~~~~~~~
-    ``lock`` guards ``dependencies``, ``not_ready``, ``captured_vars`` and the
-    future. ``outstanding_tasks`` has its own leaf lock because queues bump it
-    while the graph task lock may be held by the pushing thread; no other lock
-    is ever taken while holding it, so the two cannot deadlock.
-    """
-
-    __slots__ = (
-        "_count_lock",
-        "captured_vars",
-        "cpu_ready_queue",
-        "dependencies",
-        "done",
-        "error",
-        "exec_info",
-        "future_completed",
-        "grad_mode",
-        "has_error",
-        "id",
-        "keep_graph",
-        "leaf_devices",
-        "lock",
-        "not_ready",
-        "outstanding_tasks",
-        "owner",
-        "parent_id",
-        "reentrant_depth",
-    )
-
-    def __init__(
-        self,
-        keep_graph: bool,
-        create_graph: bool,
-        reentrant_depth: int,
-        cpu_ready_queue: ReadyQueue,
-    ) -> None:
-        self.id = next(_graph_task_ids)
-        self.keep_graph = keep_graph
-        self.grad_mode = create_graph
-        self.reentrant_depth = reentrant_depth
-        self.cpu_ready_queue = cpu_ready_queue
-        self.owner: Device | None = None
-        self.outstanding_tasks = 0
-        self._count_lock = threading.Lock()
-        self.lock = threading.Lock()
-        self.dependencies: dict[Node, int] = {}
-        self.not_ready: dict[Node, InputBuffer] = {}
-        self.exec_info: dict[Node, ExecInfo] = {}
-        self.captured_vars: list[Tensor | None] = []
-        self.has_error = False
-        self.future_completed = False
-        self.error: BaseException | None = None
-        self.done = threading.Event()
-        self.leaf_devices: set[Device] = set()
-        parent = TLS.graph_task
-        self.parent_id = 0 if parent is None else parent.id
-
-    def completed(self) -> bool:
-        return self.outstanding_tasks == 0
-
-    def init_to_execute(
-        self, graph_root: Node, outputs: Sequence[Edge], accumulate_grad: bool, min_topo_nr: int
-    ) -> None:
-        """Mark the nodes on a path from the root to ``outputs`` as needed (iterative DFS)."""
-        exec_info = self.exec_info
-        exec_info[graph_root] = ExecInfo()
-        exec_info[graph_root].needed = True
-        for output_idx, edge in enumerate(outputs):
-            info = exec_info.get(edge.function)
-            if info is None:
-                info = exec_info[edge.function] = ExecInfo()
-            if accumulate_grad:
-                info.needed = True
-            else:
-                if info.captures is None:
-                    info.captures = []
-                info.captures.append((edge.input_nr, output_idx))
-        self.captured_vars = [None] * len(outputs)
-
-        def should_execute(fn: Node) -> bool:
-            info = exec_info.get(fn)
-            return info is not None and info.should_execute()
-
-        def mark_needed(fn: Node) -> None:
-            info = exec_info.get(fn)
-            if info is None:
-                info = exec_info[fn] = ExecInfo()
-            info.needed = True
-
-        seen: set[Node] = set()
-        stack: list[tuple[Node, Any]] = [(graph_root, iter(graph_root.next_edges))]
-        while stack:
-            fn, children = stack[-1]
-            child: Node | None = None
-            for edge in children:
-                if edge is None:
-                    continue
-                if edge.function in seen:
-                    if should_execute(edge.function):
-                        mark_needed(fn)
-                    continue
-                seen.add(edge.function)
-                if edge.function.topological_nr < min_topo_nr:
-                    continue
-                child = edge.function
-                break
-            if child is not None:
-                stack.append((child, iter(child.next_edges)))
-            else:
-                stack.pop()
-                if should_execute(fn) and stack:
-                    mark_needed(stack[-1][0])
-
-
-class NodeTask:
-    """One node ready to run with its gathered inputs (fn ``None``: a wake-up task)."""
-
-    __slots__ = ("base", "fn", "inputs", "is_shutdown")
-
-    def __init__(
-        self,
-        base: GraphTask | None,
-        fn: Node | None,
-        inputs: InputBuffer | None,
-        is_shutdown: bool = False,
-    ) -> None:
-        self.base = base
-        self.fn = fn
-        self.inputs = inputs
-        self.is_shutdown = is_shutdown
-
-
-class ReadyQueue:
-    """A priority queue of NodeTasks with a condition to wait on.
-
-    Order (PyTorch's CompareNodeTaskTime): shutdown tasks first, then wake-up
-    (empty) tasks, then the deeper reentrant depth, then the higher
-    sequence_nr; ties in arrival order.
-    """
-
-    __slots__ = ("_arrival", "_cond", "_heap", "device")
-
-    def __init__(self, device: Device = CPU) -> None:
-        self._heap: list[tuple[int, int, int, int, int, NodeTask]] = []
-        self._cond = threading.Condition(threading.Lock())
-        self._arrival = itertools.count()
-        self.device = device
-
-    def push(self, task: NodeTask, increment_outstanding: bool = True) -> None:
-        if increment_outstanding and task.base is not None:
-            base = task.base
-            with base._count_lock:
-                base.outstanding_tasks += 1
-        if task.is_shutdown:
-            key = (0, 0, 0, 0)
-        elif task.fn is None:
-            key = (1, 0, 0, 0)
-        else:
-            depth = task.base.reentrant_depth if task.base is not None else 0
-            key = (1, 1, -depth, -task.fn.sequence_nr)
-        with self._cond:
-            heapq.heappush(self._heap, (*key, next(self._arrival), task))
-            self._cond.notify()
-
-    def pop(self) -> NodeTask:
-        with self._cond:
-            while not self._heap:
-                self._cond.wait()
-            return heapq.heappop(self._heap)[-1]
-
-    def snapshot(self) -> list[NodeTask]:
-        """The queued tasks in the order they will run (for debuggers)."""
-        with self._cond:
-            return [entry[-1] for entry in sorted(self._heap, key=lambda e: e[:-1])]
-
-    def __len__(self) -> int:
-        return len(self._heap)
-
-
-# ---------------------------------------------------------------------------
-# Validation shared by roots and node outputs
-# ---------------------------------------------------------------------------
-def validate_outputs(
-    edges: Sequence[Edge | None],
-    grads: list[Tensor | None],
-    format_error: Callable[[str], str],
-) -> list[Tensor | None]:
-    """Check (and conform) the gradients flowing along ``edges``, as PyTorch does.
-
-    Gradients whose shape broadcasts to the expected one are summed down to it
-    (so every op's backward gets broadcasting right for free); dtypes are cast;
-    0-dim gradients move to the expected device.
-
-    Raises:
-        RuntimeError: wrong number of gradients, an incompatible shape, or a
-            gradient on the wrong device.
-    """
-    if len(grads) != len(edges):
-        raise RuntimeError(
-            format_error(
-                f"invalid number of gradients - expected {len(edges)}, but got {len(grads)}"
-            )
-        )
-    for i, given in enumerate(grads):
-        edge = edges[i]
-        grad = given
-        if edge is None or grad is None:
-            continue
-        if not isinstance(grad, Tensor):
-            raise TypeError(
-                format_error(
-                    f"invalid gradient at index {i} - expected a Tensor or None, but got "
-                    f"{type(grad).__name__}"
-                )
-            )
-        meta = edge.function._input_metadata[edge.input_nr]
-        shape = grad.data.shape
-        if shape != meta.shape:
-            if not _expandable_to(meta.shape, shape):
-                raise RuntimeError(
-                    format_error(
-                        f"invalid gradient at index {i} - got {list(shape)} but expected shape "
-                        f"compatible with {list(meta.shape)}"
-                    )
-                )
-            grad = grad.sum_to_size(meta.shape)
-        if grad.data.dtype != meta.dtype:
-            grad = grad.to(meta.dtype)
-        if grad.device is not meta.device:
-            if grad.data.ndim == 0:
-                grad = grad.to(meta.device)
-            else:
-                raise RuntimeError(
-                    format_error(
-                        f"invalid device for value at index {i} - expected device {meta.device} "
-                        f"but got {grad.device}"
-                    )
-                )
-        grads[i] = grad
-    return grads
-
-
-def _expandable_to(shape: tuple[int, ...], desired: tuple[int, ...]) -> bool:
-    """Whether ``shape`` broadcasts to ``desired`` (so a gradient can be summed back)."""
-    if len(shape) > len(desired):
-        return False
-    for have, want in zip(reversed(shape), reversed(desired), strict=False):
-        if have not in (want, 1):
-            return False
-    return True
-
-
-# ---------------------------------------------------------------------------
-# The engine
-# ---------------------------------------------------------------------------
-class Engine:
+class Engine(WorkerThreads):
     """Runs backward graphs. One process-wide instance: :func:`get_default_engine`."""
-
-    def __init__(self) -> None:
-        self._device_queues: dict[Device, ReadyQueue] = {}
-        self._device_threads: dict[Device, threading.Thread] = {}
-        self._start_lock = threading.Lock()
-        self._pool_lock = threading.Condition(threading.Lock())
-        self._pool_queue: list[GraphTask] = []
-        self._pool_idle = 0
-        self._pool_threads: list[threading.Thread] = []
 
     # -- entry point -------------------------------------------------------
     def execute(
@@ -664,7 +352,7 @@ class Engine:
                             hook_name=getattr(hook, "__qualname__", repr(hook)),
                         )
                     if result is not None:
-                        grads[i] = _check_hook_result(result, grads[i], "hook")
+                        grads[i] = check_hook_result(result, grads[i], "hook")
         retains = fn._retains_grad_hooks
         if retains:
             for i, ref in list(retains.items()):
@@ -704,7 +392,7 @@ class Engine:
                     hook_name=getattr(hook, "__qualname__", repr(hook)),
                 )
             if result is not None:
-                grads = _check_hook_results(result, grads, "prehook")
+                grads = check_hook_results(result, grads, "prehook")
         return grads
 
     def _call_post_hooks(
@@ -724,7 +412,7 @@ class Engine:
                     hook_name=getattr(hook, "__qualname__", repr(hook)),
                 )
             if result is not None:
-                outputs = _check_hook_results(result, outputs, "hook")
+                outputs = check_hook_results(result, outputs, "hook")
         return outputs
 
     def _capture(
@@ -825,46 +513,6 @@ class Engine:
                     owner_queue.push(NodeTask(graph_task, None, None))
 
     # -- queues and threads --------------------------------------------------
-    def ready_queue(self, cpu_ready_queue: ReadyQueue, device: Device | None) -> ReadyQueue:
-        """The CPU queue of the graph task, or the shared queue of ``device``."""
-        if device is None or device is CPU:
-            return cpu_ready_queue
-        queue = self._device_queues.get(device)
-        if queue is None:
-            queue = self._start_device_thread(device)
-        return queue
-
-    def _start_device_thread(self, device: Device) -> ReadyQueue:
-        with self._start_lock:
-            queue = self._device_queues.get(device)
-            if queue is not None:
-                return queue
-            queue = ReadyQueue(device)
-            thread = threading.Thread(
-                target=self._device_thread_main,
-                args=(device, queue),
-                name=f"autograd-{device}",
-                daemon=True,
-            )
-            self._device_threads[device] = thread
-            self._device_queues[device] = queue
-            thread.start()
-            return queue
-
-    def _device_thread_main(self, device: Device, queue: ReadyQueue) -> None:
-        TLS.worker_device = device
-        TLS.local_ready_queue = queue
-        if device.type == "cuda":
-            device.xp.cuda.Device(device.index).use()
-        while True:
-            try:
-                self.thread_main(None)
-                return  # a shutdown task
-            except BaseException:  # noqa: BLE001
-                # Only a listener cancelling at a step outside a node gets here (errors in
-                # nodes are carried to their graph task); a device thread must keep serving.
-                continue
-
     def _push(self, queue: ReadyQueue, task: NodeTask, reason: str) -> None:
         # The event comes first so that listeners see enqueue before the node starts on
         # another thread; the push happens even if a listener cancels (no task is lost).
@@ -882,63 +530,6 @@ class Engine:
                 )
         finally:
             queue.push(task)
-
-    def add_thread_pool_task(self, graph_task: GraphTask) -> None:
-        """Hand a too-deep reentrant graph task to a pool thread (created when none is idle)."""
-        with self._pool_lock:
-            create = self._pool_idle <= len(self._pool_queue)
-            self._pool_queue.append(graph_task)
-            if create:
-                thread = threading.Thread(
-                    target=self._pool_thread_main,
-                    name=f"autograd-pool-{len(self._pool_threads)}",
-                    daemon=True,
-                )
-                self._pool_threads.append(thread)
-                thread.start()
-            self._pool_lock.notify()
-
-    def _pool_thread_main(self) -> None:
-        while True:
-            with self._pool_lock:
-                self._pool_idle += 1
-                while not self._pool_queue:
-                    self._pool_lock.wait()
-                self._pool_idle -= 1
-                graph_task = self._pool_queue.pop(0)
-            if graph_task is _POOL_SHUTDOWN:
-                return
-            assert graph_task.owner is not None
-            TLS.worker_device = graph_task.owner
-            TLS.local_ready_queue = self.ready_queue(graph_task.cpu_ready_queue, graph_task.owner)
-            TLS.total_depth = graph_task.reentrant_depth
-            TLS.current_depth = 0
-            self.thread_main(graph_task)
-
-    def shutdown(self, timeout: float = 5.0) -> None:
-        """Stop every device and pool thread and wait for them (tests, clean exit).
-
-        The engine restarts threads on demand afterwards.
-        """
-        with self._start_lock:
-            threads = list(self._device_threads.values())
-            for queue in self._device_queues.values():
-                queue.push(
-                    NodeTask(None, None, None, is_shutdown=True), increment_outstanding=False
-                )
-            self._device_queues.clear()
-            self._device_threads.clear()
-        with self._pool_lock:
-            pool = list(self._pool_threads)
-            self._pool_queue.extend([_POOL_SHUTDOWN] * len(pool))
-            self._pool_threads.clear()
-            self._pool_lock.notify_all()
-        for thread in threads + pool:
-            thread.join(timeout)
-
-    def worker_threads(self) -> list[threading.Thread]:
-        """The live device and pool threads."""
-        return [t for t in [*self._device_threads.values(), *self._pool_threads] if t.is_alive()]
 
     # -- events ------------------------------------------------------------
     def _emit_graph_task_start(
@@ -993,53 +584,6 @@ class Engine:
             message=None if err is None else str(err),
             captured=[_summary(g) for g in graph_task.captured_vars],
         )
-
-
-_POOL_SHUTDOWN: Any = object()
-
-
-def compute_dependencies(root: Node, task: GraphTask, min_topo_nr: int) -> None:
-    """Count, for every node reachable from ``root``, the edges arriving at it."""
-    dependencies = task.dependencies
-    seen = {root}
-    stack = [root]
-    while stack:
-        fn = stack.pop()
-        if fn.topological_nr < min_topo_nr:
-            continue
-        for edge in fn._next_edges:
-            if edge is None:
-                continue
-            nxt = edge.function
-            dependencies[nxt] = dependencies.get(nxt, 0) + 1
-            if nxt not in seen:
-                seen.add(nxt)
-                stack.append(nxt)
-
-
-def _check_hook_result(result: Any, grad: Tensor, kind: str) -> Tensor:
-    if not isinstance(result, Tensor):
-        raise TypeError(
-            f"{kind} returned an object of type {type(result).__name__}; expected a Tensor or None"
-        )
-    if result.shape != grad.shape:
-        raise RuntimeError(
-            f"{kind} changed the shape of the gradient from {list(grad.shape)} to "
-            f"{list(result.shape)}; a hook must return a gradient of the same shape"
-        )
-    return result
-
-
-def _check_hook_results(result: Any, grads: list[Any], kind: str) -> list[Any]:
-    if isinstance(result, Tensor):
-        result = (result,)
-    result = list(result)
-    if len(result) != len(grads):
-        raise RuntimeError(
-            f"{kind} returned {len(result)} gradients; expected {len(grads)} (one per gradient "
-            f"it was given)"
-        )
-    return result
 
 
 _default_engine = Engine()

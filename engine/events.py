@@ -357,8 +357,3 @@ def listen(listener: Listener) -> Iterator[Listener]:
         yield listener
     finally:
         unsubscribe(listener)
-
-
-def is_listening() -> bool:
-    """Whether any listener is subscribed."""
-    return HUB.active

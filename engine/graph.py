@@ -50,11 +50,6 @@ def next_sequence_nr() -> int:
     return nr
 
 
-def peek_sequence_nr() -> int:
-    """The sequence number the next node created on this thread will get."""
-    return _sequence.value
-
-
 class Edge:
     """Where a gradient goes: input ``input_nr`` of node ``function``.
 
@@ -319,9 +314,6 @@ class Node:
             hooks = self._tensor_pre_hooks[output_nr] = new_hook_dict()
         return add_hook(hooks, fn)
 
-    def has_tensor_hooks(self) -> bool:
-        return bool(self._tensor_pre_hooks) or bool(self._retains_grad_hooks)
-
     # -- the work --------------------------------------------------------
     def apply(self, grads: list[Any]) -> Sequence[Any]:
         """Map gradients of the forward outputs to gradients of the forward inputs."""
@@ -367,9 +359,6 @@ class AccumulateGrad(Node):
 
     def add_tensor_pre_hook(self, output_nr: int, fn: Callable[[Any], Any]) -> RemovableHandle:
         return self.variable.register_hook(fn)
-
-    def has_tensor_hooks(self) -> bool:
-        return bool(self.variable._backward_hooks)
 
     def apply(self, grads: list[Any]) -> list[Any]:
         from engine import _context

@@ -1,0 +1,257 @@
+"""The bookkeeping of one backward call: GraphTask, NodeTask, ReadyQueue, InputBuffer.
+
+These are the data structures of PyTorch's engine (see ``seeds/``); the loop
+that drives them is in ``engine.engine``.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from engine import _context
+from engine.devices import CPU, Device
+from engine.graph import Edge, Node
+from engine.tensor import Tensor
+
+_graph_task_ids = itertools.count(1)
+
+
+class InputBuffer:
+    """The gradients gathered for one node, one slot per node input."""
+
+    __slots__ = ("buffer",)
+
+    def __init__(self, size: int) -> None:
+        self.buffer: list[Tensor | None] = [None] * size
+
+    def add(self, pos: int, var: Tensor | None) -> str | None:
+        """Accumulate ``var`` into slot ``pos``; returns ``"created"`` or ``"added"``."""
+        if var is None:
+            return None
+        old = self.buffer[pos]
+        if old is None:
+            self.buffer[pos] = var
+            return "created"
+        self.buffer[pos] = old + var
+        return "added"
+
+    def device(self) -> Device:
+        """The first non-CPU device among the gradients, else ``cpu`` (as in PyTorch)."""
+        for var in self.buffer:
+            if var is not None and var.device is not CPU:
+                return var.device
+        return CPU
+
+
+class ExecInfo:
+    """Per-node pruning state for ``inputs=`` and ``grad()`` (GraphTask::ExecInfo)."""
+
+    __slots__ = ("captures", "needed")
+
+    def __init__(self) -> None:
+        self.needed = False
+        self.captures: list[tuple[int, int]] | None = None  # (input_idx, output_idx)
+
+    def should_execute(self) -> bool:
+        return self.needed or self.captures is not None
+
+
+class GraphTask:
+    """The state of one ``backward()`` / ``grad()`` call.
+
+    Note [Locks]
+    ~~~~~~~~~~~~
+    ``lock`` guards ``dependencies``, ``not_ready``, ``captured_vars`` and the
+    future. ``outstanding_tasks`` has its own leaf lock because queues bump it
+    while the graph task lock may be held by the pushing thread; no other lock
+    is ever taken while holding it, so the two cannot deadlock.
+    """
+
+    __slots__ = (
+        "_count_lock",
+        "captured_vars",
+        "cpu_ready_queue",
+        "dependencies",
+        "done",
+        "error",
+        "exec_info",
+        "future_completed",
+        "grad_mode",
+        "has_error",
+        "id",
+        "keep_graph",
+        "leaf_devices",
+        "lock",
+        "not_ready",
+        "outstanding_tasks",
+        "owner",
+        "parent_id",
+        "reentrant_depth",
+    )
+
+    def __init__(
+        self,
+        keep_graph: bool,
+        create_graph: bool,
+        reentrant_depth: int,
+        cpu_ready_queue: ReadyQueue,
+    ) -> None:
+        self.id = next(_graph_task_ids)
+        self.keep_graph = keep_graph
+        self.grad_mode = create_graph
+        self.reentrant_depth = reentrant_depth
+        self.cpu_ready_queue = cpu_ready_queue
+        self.owner: Device | None = None
+        self.outstanding_tasks = 0
+        self._count_lock = threading.Lock()
+        self.lock = threading.Lock()
+        self.dependencies: dict[Node, int] = {}
+        self.not_ready: dict[Node, InputBuffer] = {}
+        self.exec_info: dict[Node, ExecInfo] = {}
+        self.captured_vars: list[Tensor | None] = []
+        self.has_error = False
+        self.future_completed = False
+        self.error: BaseException | None = None
+        self.done = threading.Event()
+        self.leaf_devices: set[Device] = set()
+        parent = _context.TLS.graph_task
+        self.parent_id = 0 if parent is None else parent.id
+
+    def completed(self) -> bool:
+        return self.outstanding_tasks == 0
+
+    def init_to_execute(
+        self, graph_root: Node, outputs: Sequence[Edge], accumulate_grad: bool, min_topo_nr: int
+    ) -> None:
+        """Mark the nodes on a path from the root to ``outputs`` as needed (iterative DFS)."""
+        exec_info = self.exec_info
+        exec_info[graph_root] = ExecInfo()
+        exec_info[graph_root].needed = True
+        for output_idx, edge in enumerate(outputs):
+            info = exec_info.get(edge.function)
+            if info is None:
+                info = exec_info[edge.function] = ExecInfo()
+            if accumulate_grad:
+                info.needed = True
+            else:
+                if info.captures is None:
+                    info.captures = []
+                info.captures.append((edge.input_nr, output_idx))
+        self.captured_vars = [None] * len(outputs)
+
+        def should_execute(fn: Node) -> bool:
+            info = exec_info.get(fn)
+            return info is not None and info.should_execute()
+
+        def mark_needed(fn: Node) -> None:
+            info = exec_info.get(fn)
+            if info is None:
+                info = exec_info[fn] = ExecInfo()
+            info.needed = True
+
+        seen: set[Node] = set()
+        stack: list[tuple[Node, Any]] = [(graph_root, iter(graph_root.next_edges))]
+        while stack:
+            fn, children = stack[-1]
+            child: Node | None = None
+            for edge in children:
+                if edge is None:
+                    continue
+                if edge.function in seen:
+                    if should_execute(edge.function):
+                        mark_needed(fn)
+                    continue
+                seen.add(edge.function)
+                if edge.function.topological_nr < min_topo_nr:
+                    continue
+                child = edge.function
+                break
+            if child is not None:
+                stack.append((child, iter(child.next_edges)))
+            else:
+                stack.pop()
+                if should_execute(fn) and stack:
+                    mark_needed(stack[-1][0])
+
+
+class NodeTask:
+    """One node ready to run with its gathered inputs (fn ``None``: a wake-up task)."""
+
+    __slots__ = ("base", "fn", "inputs", "is_shutdown")
+
+    def __init__(
+        self,
+        base: GraphTask | None,
+        fn: Node | None,
+        inputs: InputBuffer | None,
+        is_shutdown: bool = False,
+    ) -> None:
+        self.base = base
+        self.fn = fn
+        self.inputs = inputs
+        self.is_shutdown = is_shutdown
+
+
+class ReadyQueue:
+    """A priority queue of NodeTasks with a condition to wait on.
+
+    Order (PyTorch's CompareNodeTaskTime): shutdown tasks first, then wake-up
+    (empty) tasks, then the deeper reentrant depth, then the higher
+    sequence_nr; ties in arrival order.
+    """
+
+    __slots__ = ("_arrival", "_cond", "_heap", "device")
+
+    def __init__(self, device: Device = CPU) -> None:
+        self._heap: list[tuple[int, int, int, int, int, NodeTask]] = []
+        self._cond = threading.Condition(threading.Lock())
+        self._arrival = itertools.count()
+        self.device = device
+
+    def push(self, task: NodeTask, increment_outstanding: bool = True) -> None:
+        if increment_outstanding and task.base is not None:
+            base = task.base
+            with base._count_lock:
+                base.outstanding_tasks += 1
+        if task.is_shutdown:
+            key = (0, 0, 0, 0)
+        elif task.fn is None:
+            key = (1, 0, 0, 0)
+        else:
+            depth = task.base.reentrant_depth if task.base is not None else 0
+            key = (1, 1, -depth, -task.fn.sequence_nr)
+        with self._cond:
+            heapq.heappush(self._heap, (*key, next(self._arrival), task))
+            self._cond.notify()
+
+    def pop(self) -> NodeTask:
+        with self._cond:
+            while not self._heap:
+                self._cond.wait()
+            return heapq.heappop(self._heap)[-1]
+
+    def __len__(self) -> int:
+        return len(self._heap)
+
+
+def compute_dependencies(root: Node, task: GraphTask, min_topo_nr: int) -> None:
+    """Count, for every node reachable from ``root``, the edges arriving at it."""
+    dependencies = task.dependencies
+    seen = {root}
+    stack = [root]
+    while stack:
+        fn = stack.pop()
+        if fn.topological_nr < min_topo_nr:
+            continue
+        for edge in fn._next_edges:
+            if edge is None:
+                continue
+            nxt = edge.function
+            dependencies[nxt] = dependencies.get(nxt, 0) + 1
+            if nxt not in seen:
+                seen.add(nxt)
+                stack.append(nxt)
