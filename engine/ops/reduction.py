@@ -374,7 +374,31 @@ def min(
     return _extremum(input, dim, keepdim, "min")
 
 
+def _arg_extremum(input: Tensor, dim: int | None, keepdim: bool, which: str) -> Tensor:
+    xp = input.device.xp
+    pick = xp.argmax if which == "max" else xp.argmin
+    if dim is None:
+        return wrap(xp.asarray(pick(input.data.reshape(-1)), dtype=xp.int64), input.device)
+    axis = normalize_dim(dim, input.ndim)
+    index = pick(input.data, axis=axis)
+    if keepdim:
+        index = xp.expand_dims(index, axis)
+    return wrap(xp.asarray(index, dtype=xp.int64), input.device)
+
+
+def argmax(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
+    """Index of the largest element, flattened or along ``dim`` (not differentiable)."""
+    return _arg_extremum(input, dim, keepdim, "max")
+
+
+def argmin(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
+    """Index of the smallest element, flattened or along ``dim`` (not differentiable)."""
+    return _arg_extremum(input, dim, keepdim, "min")
+
+
 TENSOR_METHODS = {
+    "argmax": argmax,
+    "argmin": argmin,
     "sum": sum,
     "sum_to_size": sum_to_size,
     "mean": mean,
@@ -385,5 +409,14 @@ TENSOR_METHODS = {
 }
 """Installed on :class:`engine.Tensor` by ``engine.ops``."""
 
-FUNCTIONS = {"sum": sum, "mean": mean, "amax": amax, "amin": amin, "max": max, "min": min}
+FUNCTIONS = {
+    "argmax": argmax,
+    "argmin": argmin,
+    "sum": sum,
+    "mean": mean,
+    "amax": amax,
+    "amin": amin,
+    "max": max,
+    "min": min,
+}
 """Exported as ``engine.<name>`` by ``engine.ops``."""

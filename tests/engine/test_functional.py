@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import engine
-import engine.functional as F  # noqa: N812 - as torch.nn.functional is imported
+import engine.functional as F
 from engine import Tensor
 
 RNG = np.random.default_rng(2)

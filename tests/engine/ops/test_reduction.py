@@ -330,3 +330,15 @@ def test_second_order_matches_pytorch() -> None:
     (gg,) = engine.grad((g * g).sum(), x)
     (tgg,) = torch.autograd.grad((tg * tg).sum(), tx)
     np.testing.assert_allclose(gg.numpy(), tgg.numpy(), rtol=1e-10)
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("dim", [None, 0, 1, -1])
+@pytest.mark.parametrize("keepdim", [False, True])
+@pytest.mark.parametrize("name", ["argmax", "argmin"])
+def test_argmax_argmin_match_pytorch(torch: Any, name: str, dim: int | None, keepdim: bool) -> None:
+    data = np.random.default_rng(3).standard_normal((4, 5))
+    ours = getattr(engine.tensor(data, requires_grad=True), name)(dim=dim, keepdim=keepdim)
+    theirs = getattr(torch.tensor(data), name)(dim=dim, keepdim=keepdim)
+    assert ours.dtype == engine.int64 and not ours.requires_grad
+    np.testing.assert_array_equal(ours.numpy(), theirs.numpy())

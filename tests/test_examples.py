@@ -1,0 +1,45 @@
+"""The scripts in examples/ run as a newcomer would run them, and do what they say."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _run(script: str) -> str:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / script)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        check=False,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_mlp_classifier_learns() -> None:
+    out = _run("mlp_classifier.py")
+    losses = [float(m) for m in re.findall(r"loss (\d+\.\d+)", out)]
+    accuracy = [float(m) for m in re.findall(r"accuracy (\d+\.\d+)", out)]
+    assert len(losses) == 6 and losses[-1] < losses[0] / 10
+    assert accuracy[-1] >= 0.95
+
+
+def test_two_devices_runs_nodes_on_each_device_thread() -> None:
+    out = _run("two_devices.py")
+    assert re.search(r"autograd-sim:0\s+node_start ExpBackward0", out)
+    assert re.search(r"autograd-sim:1\s+node_start PowBackward0", out)
+    grad = [float(v) for v in re.search(r"x.grad = tensor\(\[(.*)\]\)", out).group(1).split(",")]  # type: ignore[union-attr]
+    x = np.array([1.0, 2.0, 3.0])
+    np.testing.assert_allclose(grad, 2 * np.exp(2 * x) + 2 * x, rtol=1e-4)
