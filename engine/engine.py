@@ -39,6 +39,18 @@ def _summary(t: Tensor | None) -> LazySummary | None:
     return None if t is None else LazySummary(t.data, str(t.device))
 
 
+def _emit(kind: str, graph_task: GraphTask, node: Node | None = None, **data: Any) -> None:
+    """Emit from this engine thread; callers check ``HUB.active`` first (zero cost otherwise)."""
+    HUB.emit(kind, str(TLS.worker_device or CPU), graph_task.id, node, **data)
+
+
+def _emit_hook(
+    graph_task: GraphTask, fn: Node, kind: str, hook: Any, replaced: bool, **data: Any
+) -> None:
+    name = hook if isinstance(hook, str) else getattr(hook, "__qualname__", repr(hook))
+    _emit("hook", graph_task, fn, hook=kind, replaced=replaced, hook_name=name, **data)
+
+
 class Engine(WorkerThreads):
     """Runs backward graphs. One process-wide instance: :func:`get_default_engine`."""
 
@@ -94,10 +106,9 @@ class Engine(WorkerThreads):
         # Reentrant backward from inside a running node; see Note [Reentrant backward].
         graph_task.owner = TLS.worker_device
         if HUB.active:
-            HUB.emit(
+            _emit(
                 "reentrant_enter",
-                str(TLS.worker_device),
-                graph_task.id,
+                graph_task,
                 parent_graph_task=graph_task.parent_id,
                 depth=graph_task.reentrant_depth,
                 current_depth=TLS.current_depth,
@@ -118,10 +129,9 @@ class Engine(WorkerThreads):
                 TLS.total_depth -= 1
                 TLS.graph_task = outer_task
         if HUB.active:
-            HUB.emit(
+            _emit(
                 "reentrant_exit",
-                str(TLS.worker_device),
-                graph_task.id,
+                graph_task,
                 parent_graph_task=graph_task.parent_id,
                 depth=graph_task.reentrant_depth,
                 ok=graph_task.error is None,
@@ -201,10 +211,9 @@ class Engine(WorkerThreads):
         if not graph_task.keep_graph:
             fn.release_variables()
             if active and fn._saved:
-                HUB.emit(
+                _emit(
                     "release_variables",
-                    str(TLS.worker_device),
-                    graph_task.id,
+                    graph_task,
                     fn,
                     count=len(fn._saved),
                 )
@@ -243,10 +252,9 @@ class Engine(WorkerThreads):
         else:
             dependencies[nxt] = count
         if active:
-            HUB.emit(
+            _emit(
                 "dependency_decrement",
-                str(TLS.worker_device),
-                graph_task.id,
+                graph_task,
                 nxt,
                 from_node=fn._id,
                 from_name=fn.name(),
@@ -261,10 +269,9 @@ class Engine(WorkerThreads):
                 info = exec_info.get(nxt)
                 if info is None or not info.should_execute():
                     if active:
-                        HUB.emit(
+                        _emit(
                             "skip",
-                            str(TLS.worker_device),
-                            graph_task.id,
+                            graph_task,
                             nxt,
                             from_node=fn._id,
                             input_nr=edge.input_nr,
@@ -275,10 +282,9 @@ class Engine(WorkerThreads):
         action = buffer.add(edge.input_nr, output)
         if active and action is not None:
             assert output is not None
-            HUB.emit(
+            _emit(
                 "accumulate",
-                str(TLS.worker_device),
-                graph_task.id,
+                graph_task,
                 nxt,
                 target="buffer",
                 slot=edge.input_nr,
@@ -304,10 +310,9 @@ class Engine(WorkerThreads):
         if fn._pre_hooks:
             grads = self._call_pre_hooks(graph_task, fn, grads)
         if active:
-            HUB.emit(
+            _emit(
                 "node_start",
-                str(TLS.worker_device),
-                graph_task.id,
+                graph_task,
                 fn,
                 inputs=[_summary(g) for g in grads],
             )
@@ -321,10 +326,9 @@ class Engine(WorkerThreads):
         if fn._post_hooks:
             outputs = self._call_post_hooks(graph_task, fn, outputs, grads)
         if active:
-            HUB.emit(
+            _emit(
                 "node_end",
-                str(TLS.worker_device),
-                graph_task.id,
+                graph_task,
                 fn,
                 outputs=[_summary(g) for g in outputs],
             )
@@ -341,16 +345,7 @@ class Engine(WorkerThreads):
                         break
                     result = hook(grads[i])
                     if HUB.active:
-                        HUB.emit(
-                            "hook",
-                            str(TLS.worker_device),
-                            graph_task.id,
-                            fn,
-                            hook="tensor_pre",
-                            slot=i,
-                            replaced=result is not None,
-                            hook_name=getattr(hook, "__qualname__", repr(hook)),
-                        )
+                        _emit_hook(graph_task, fn, "tensor_pre", hook, result is not None, slot=i)
                     if result is not None:
                         grads[i] = check_hook_result(result, grads[i], "hook")
         retains = fn._retains_grad_hooks
@@ -365,16 +360,7 @@ class Engine(WorkerThreads):
                 else:
                     tensor._grad = tensor._grad + grad
                 if HUB.active:
-                    HUB.emit(
-                        "hook",
-                        str(TLS.worker_device),
-                        graph_task.id,
-                        fn,
-                        hook="retain_grad",
-                        slot=i,
-                        replaced=False,
-                        hook_name="retain_grad",
-                    )
+                    _emit_hook(graph_task, fn, "retain_grad", "retain_grad", False, slot=i)
         return grads
 
     def _call_pre_hooks(self, graph_task: GraphTask, fn: Node, grads: list[Any]) -> list[Any]:
@@ -382,15 +368,7 @@ class Engine(WorkerThreads):
         for hook in list(fn._pre_hooks.values()):
             result = hook(tuple(grads))
             if HUB.active:
-                HUB.emit(
-                    "hook",
-                    str(TLS.worker_device),
-                    graph_task.id,
-                    fn,
-                    hook="pre",
-                    replaced=result is not None,
-                    hook_name=getattr(hook, "__qualname__", repr(hook)),
-                )
+                _emit_hook(graph_task, fn, "pre", hook, result is not None)
             if result is not None:
                 grads = check_hook_results(result, grads, "prehook")
         return grads
@@ -402,15 +380,7 @@ class Engine(WorkerThreads):
         for hook in list(fn._post_hooks.values()):
             result = hook(tuple(outputs), tuple(grads))
             if HUB.active:
-                HUB.emit(
-                    "hook",
-                    str(TLS.worker_device),
-                    graph_task.id,
-                    fn,
-                    hook="post",
-                    replaced=result is not None,
-                    hook_name=getattr(hook, "__qualname__", repr(hook)),
-                )
+                _emit_hook(graph_task, fn, "post", hook, result is not None)
             if result is not None:
                 outputs = check_hook_results(result, outputs, "hook")
         return outputs
@@ -423,10 +393,9 @@ class Engine(WorkerThreads):
                 grad = grads[input_idx]
                 graph_task.captured_vars[output_idx] = grad
                 if HUB.active:
-                    HUB.emit(
+                    _emit(
                         "capture",
-                        str(TLS.worker_device),
-                        graph_task.id,
+                        graph_task,
                         fn,
                         slot=input_idx,
                         output_index=output_idx,
@@ -440,10 +409,9 @@ class Engine(WorkerThreads):
             xp = output.device.xp
             if xp.issubdtype(output.data.dtype, xp.inexact) and bool(xp.isnan(output.data).any()):
                 if HUB.active:
-                    HUB.emit(
+                    _emit(
                         "anomaly",
-                        str(TLS.worker_device),
-                        graph_task.id,
+                        graph_task,
                         fn,
                         output_index=i,
                         value="nan",
@@ -488,10 +456,9 @@ class Engine(WorkerThreads):
                 traceback = (
                     fn.metadata.get("traceback_") if fn is not None and fn._metadata else None
                 )
-                HUB.emit(
+                _emit(
                     "error",
-                    str(TLS.worker_device),
-                    graph_task.id,
+                    graph_task,
                     fn,
                     exc_type=type(exc).__name__,
                     message=str(exc),
@@ -518,10 +485,9 @@ class Engine(WorkerThreads):
         # another thread; the push happens even if a listener cancels (no task is lost).
         try:
             if HUB.active and task.base is not None:
-                HUB.emit(
+                _emit(
                     "enqueue",
-                    str(TLS.worker_device or CPU),
-                    task.base.id,
+                    task.base,
                     task.fn,
                     queue=str(queue.device),
                     queue_owner=f"graph_task {task.base.id}" if queue.device is CPU else "device",
@@ -553,10 +519,9 @@ class Engine(WorkerThreads):
                 if info.captures
                 for inp, out in info.captures
             )
-        HUB.emit(
+        _emit(
             "graph_task_start",
-            str(TLS.worker_device or CPU),
-            graph_task.id,
+            graph_task,
             graph_root,
             graph_root=weakref.ref(graph_root),
             roots=[(e.function._id, e.function.name(), e.input_nr) for e in roots],
@@ -575,10 +540,9 @@ class Engine(WorkerThreads):
         if not HUB.active:
             return
         err = graph_task.error
-        HUB.emit(
+        _emit(
             "graph_task_end",
-            str(TLS.worker_device or CPU),
-            graph_task.id,
+            graph_task,
             status="ok" if err is None else "error",
             exc_type=None if err is None else type(err).__name__,
             message=None if err is None else str(err),
