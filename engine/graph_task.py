@@ -121,16 +121,11 @@ class GraphTask:
         parent = _context.TLS.graph_task
         self.parent_id = 0 if parent is None else parent.id
 
-    def completed(self) -> bool:
-        return self.outstanding_tasks == 0
-
     def init_to_execute(
         self, graph_root: Node, outputs: Sequence[Edge], accumulate_grad: bool, min_topo_nr: int
     ) -> None:
         """Mark the nodes on a path from the root to ``outputs`` as needed (iterative DFS)."""
         exec_info = self.exec_info
-        exec_info[graph_root] = ExecInfo()
-        exec_info[graph_root].needed = True
         for output_idx, edge in enumerate(outputs):
             info = exec_info.get(edge.function)
             if info is None:
@@ -142,6 +137,9 @@ class GraphTask:
                     info.captures = []
                 info.captures.append((edge.input_nr, output_idx))
         self.captured_vars = [None] * len(outputs)
+        # As in PyTorch 2.x the root is needed only if something below it is (or it is an
+        # output itself): grad(x, x) captures x's gradient without running its AccumulateGrad.
+        exec_info.setdefault(graph_root, ExecInfo())
 
         def should_execute(fn: Node) -> bool:
             info = exec_info.get(fn)

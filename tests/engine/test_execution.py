@@ -268,3 +268,20 @@ def test_detach_shares_data_and_version_and_cuts_the_graph() -> None:
     assert d.grad_fn is None and not d.requires_grad and d.data is y.data
     d.add_(1.0)
     assert y._version == 1
+
+
+def test_grad_of_a_leaf_with_respect_to_itself_leaves_dot_grad_alone(torch: object) -> None:
+    a = engine.tensor([1.0, 2.0], requires_grad=True)
+    (g,) = engine.grad(a, a, engine.ones(2))
+    t = torch.tensor([1.0, 2.0], requires_grad=True)  # type: ignore[attr-defined]
+    (tg,) = torch.autograd.grad(t, t, torch.ones(2))  # type: ignore[attr-defined]
+    assert g.tolist() == tg.tolist() == [1.0, 1.0]
+    assert a.grad is None and t.grad is None
+
+
+def test_backward_inputs_unreachable_from_root_runs_nothing(recorded: list[events.Event]) -> None:
+    x = engine.tensor([1.0], requires_grad=True)
+    other = engine.tensor([2.0], requires_grad=True)
+    (other * 3.0).sum().backward(inputs=[x])
+    assert x.grad is None and other.grad is None
+    assert not [e for e in recorded if e.kind == "node_start"]
