@@ -127,7 +127,7 @@ class SavedTensor:
         producer = (
             f", which is output {self._output_nr} of {self._producer_name},"
             if self._producer_name is not None
-            else ","
+            else ""
         )
         if anomaly.STATE.enabled:
             hint = (

@@ -51,6 +51,7 @@ class Tensor:
         "_requires_grad",
         "_retains_grad",
         "_version_counter",
+        "_views",
         "data",
         "device",
         "grad_fn",
@@ -135,6 +136,7 @@ class Tensor:
         self.name = None
         self._is_inference: bool = grad_mode._state.inference
         self._base: Tensor | None = None
+        self._views: weakref.WeakSet[Tensor] | None = None
 
     @classmethod
     def _make(cls, data: Any, device: Device = CPU) -> Tensor:

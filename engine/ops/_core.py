@@ -25,6 +25,7 @@ gradient down to its input's shape (see ``engine.engine.validate_outputs``).
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
@@ -90,7 +91,13 @@ def wrap_view(data: Any, base: Tensor, node: Node | None = None) -> Tensor:
     """Like :func:`wrap` for a view: shares ``base``'s version counter."""
     out = wrap(data, base.device, node)
     out._version_counter = base._version_counter
-    out._base = base if base._base is None else base._base
+    root = base if base._base is None else base._base
+    out._base = root
+    if node is not None:
+        # Views with a history are rewritten when an in-place op rebases their base.
+        if root._views is None:
+            root._views = weakref.WeakSet()
+        root._views.add(out)
     return out
 
 
@@ -231,20 +238,35 @@ def check_inplace(t: Tensor, *others: Tensor | None) -> None:
     """Refuse in-place changes autograd cannot follow (PyTorch's messages).
 
     Raises:
-        RuntimeError: a leaf that requires grad, or a view of a tensor in a graph.
+        RuntimeError: a leaf that requires grad, or a view of one.
     """
     if not grad_mode._state.enabled:
         return
-    if t.grad_fn is None and t._requires_grad:
+    if t.grad_fn is None and t._requires_grad and t._base is None:
         raise RuntimeError(
             "a leaf Variable that requires grad is being used in an in-place operation."
         )
-    if t._base is not None and (t._requires_grad or t._base._requires_grad or needs_grad(*others)):
+    base = t._base
+    if base is not None and base.grad_fn is None and base._requires_grad:
         raise RuntimeError(
-            "in-place operation on a view of a tensor that takes part in autograd: this engine "
-            "does not rebase views (PyTorch's CopySlices). Use the out-of-place op, or clone() the "
-            "view first."
+            "a view of a leaf Variable that requires grad is being used in an in-place operation."
         )
+
+
+def inplace_source(t: Tensor, *others: Tensor | None) -> Tensor:
+    """``t`` as an operand of its own in-place op.
+
+    The op's node may save its input, which the in-place write is about to
+    overwrite; when a graph is being recorded the operand is a copy of the
+    values with ``t``'s history (PyTorch saves the original self the same way).
+    """
+    if not needs_grad(t, *others):
+        return t
+    source = Tensor._make(t.data.copy(), t.device)
+    source.grad_fn = t.grad_fn
+    source._output_nr = t._output_nr
+    source._requires_grad = t._requires_grad
+    return source
 
 
 def rebase_history(t: Tensor, result: Tensor) -> Tensor:
@@ -252,13 +274,24 @@ def rebase_history(t: Tensor, result: Tensor) -> Tensor:
 
     The result is written into ``t``'s array, ``t``'s version goes up (so any
     node that saved the old value fails loudly in backward) and ``t`` takes
-    over ``result``'s place in the graph.
+    over ``result``'s place in the graph. When ``t`` is a view, its base is
+    rebased instead (see Note [In-place on views]).
     """
     if not t.device.xp.can_cast(result.data.dtype, t.data.dtype, casting="same_kind"):
         raise RuntimeError(
             f"result type {result.data.dtype} can't be cast to the desired output type "
             f"{t.data.dtype}"
         )
+    if any(
+        stride == 0 and size > 1 for stride, size in zip(t.data.strides, t.data.shape, strict=True)
+    ):
+        raise RuntimeError(
+            "unsupported operation: more than one element of the written-to tensor refers to a "
+            "single memory location. Please clone() the tensor before performing the operation."
+        )
+    base = t._base
+    if base is not None and (result.grad_fn is not None or base._requires_grad):
+        return _rebase_view(t, base, result)
     t.data[...] = result.data
     t._bump_version()
     if result.grad_fn is not None:
@@ -266,3 +299,52 @@ def rebase_history(t: Tensor, result: Tensor) -> Tensor:
         t._output_nr = result._output_nr
         t._requires_grad = True
     return t
+
+
+# Note [In-place on views]
+# ~~~~~~~~~~~~~~~~~~~~~~~~
+# Writing into a view writes into its base, so the base's history must
+# change: as PyTorch's CopySlices does, the base becomes "the old base with
+# the view's elements replaced by the result". The view's elements are found
+# from memory offsets (the view and its base share memory), which covers every
+# view op at once; the base is then rebased as an index_put of those elements,
+# and every view of it that has a history (the base keeps them weakly) takes
+# a fresh one from the new base, as PyTorch regenerates stale views.
+
+
+def _rebase_view(view: Tensor, base: Tensor, result: Tensor) -> Tensor:
+    from engine.ops.indexing import CopySlices, _index_put, getitem, parse_index
+
+    index = _positions_in(view.data, base.data)
+    rebase_history(base, _index_put(base, parse_index(index, base), result, False, CopySlices))
+    with grad_mode.enable_grad():
+        for other in {view, *(base._views or ())}:
+            fresh = getitem(base, index if other is view else _positions_in(other.data, base.data))
+            other.grad_fn = fresh.grad_fn
+            other._output_nr = fresh._output_nr
+            other._requires_grad = True
+    return view
+
+
+def _address(array: Any) -> int:
+    interface = getattr(array, "__array_interface__", None)
+    return int(interface["data"][0]) if interface is not None else int(array.data.ptr)
+
+
+def _positions_in(view: Any, base: Any) -> tuple[Any, ...]:
+    """For each element of ``view``, its index in ``base`` (they share memory)."""
+    base_offsets = sum(
+        (i * s for i, s in zip(np.indices(base.shape), base.strides, strict=True)),
+        np.zeros(base.shape, dtype=np.int64),
+    ).ravel()
+    start = _address(view) - _address(base)
+    view_offsets = start + sum(
+        (i * s for i, s in zip(np.indices(view.shape), view.strides, strict=True)),
+        np.zeros(view.shape, dtype=np.int64),
+    )
+    order = np.argsort(base_offsets, kind="stable")
+    found = np.searchsorted(base_offsets[order], view_offsets.ravel())
+    flat = order[np.minimum(found, order.size - 1)]
+    if not np.array_equal(base_offsets[flat], view_offsets.ravel()):
+        raise RuntimeError("internal error: a view does not lie inside its base's memory")
+    return tuple(np.unravel_index(flat.reshape(view.shape), base.shape))

@@ -8,7 +8,15 @@ import numpy as np
 
 from engine.factories import get_default_dtype
 from engine.graph import Node
-from engine.ops._core import check_inplace, make_node, operands, rebase_history, save, wrap
+from engine.ops._core import (
+    check_inplace,
+    inplace_source,
+    make_node,
+    operands,
+    rebase_history,
+    save,
+    wrap,
+)
 from engine.tensor import Tensor
 
 
@@ -249,28 +257,36 @@ UNUSED: Any = _UnusedSaved()
 
 
 # -- in place ------------------------------------------------------------------
+def _tensor_or_none(value: Any) -> Tensor | None:
+    return value if isinstance(value, Tensor) else None
+
+
 def add_(self: Tensor, other: Any, *, alpha: float = 1) -> Tensor:
     """In-place ``self += alpha * other``."""
-    check_inplace(self, other if isinstance(other, Tensor) else None)
-    return rebase_history(self, add(self, other, alpha=alpha))
+    check_inplace(self, _tensor_or_none(other))
+    return rebase_history(
+        self, add(inplace_source(self, _tensor_or_none(other)), other, alpha=alpha)
+    )
 
 
 def sub_(self: Tensor, other: Any, *, alpha: float = 1) -> Tensor:
     """In-place ``self -= alpha * other``."""
-    check_inplace(self, other if isinstance(other, Tensor) else None)
-    return rebase_history(self, sub(self, other, alpha=alpha))
+    check_inplace(self, _tensor_or_none(other))
+    return rebase_history(
+        self, sub(inplace_source(self, _tensor_or_none(other)), other, alpha=alpha)
+    )
 
 
 def mul_(self: Tensor, other: Any) -> Tensor:
     """In-place ``self *= other``."""
-    check_inplace(self, other if isinstance(other, Tensor) else None)
-    return rebase_history(self, mul(self, other))
+    check_inplace(self, _tensor_or_none(other))
+    return rebase_history(self, mul(inplace_source(self, _tensor_or_none(other)), other))
 
 
 def div_(self: Tensor, other: Any) -> Tensor:
     """In-place ``self /= other``."""
-    check_inplace(self, other if isinstance(other, Tensor) else None)
-    return rebase_history(self, div(self, other))
+    check_inplace(self, _tensor_or_none(other))
+    return rebase_history(self, div(inplace_source(self, _tensor_or_none(other)), other))
 
 
 def _radd(self: Tensor, other: Any) -> Tensor:

@@ -13,8 +13,8 @@ from engine.ops._core import (
     check_inplace,
     check_same_device,
     dtype_name,
+    inplace_source,
     make_node,
-    needs_grad,
     operands,
     rebase_history,
     save,
@@ -204,8 +204,8 @@ def _check_bound(name: str, value: Any) -> None:
         )
 
 
-def _clamp(input: Tensor, min: float | None, max: float | None, saved: Tensor) -> Tensor:
-    """Clamp ``input``; the node reads ``saved`` (the input, or a copy of it for ``clamp_``)."""
+def _clamp(input: Tensor, min: float | None, max: float | None) -> Tensor:
+    """Clamp ``input`` (recording the node that reads it)."""
     _check_bound("min", min)
     _check_bound("max", max)
     if min is None and max is None:
@@ -226,7 +226,7 @@ def _clamp(input: Tensor, min: float | None, max: float | None, saved: Tensor) -
     if node is not None:
         node.min = min
         node.max = max
-        node.save(save(saved))
+        node.save(save(input))
     return wrap(data, input.device, node)
 
 
@@ -237,15 +237,13 @@ def clamp(input: Tensor, min: float | None = None, max: float | None = None) -> 
         RuntimeError: if both bounds are ``None``.
         TypeError: if a bound is not a number.
     """
-    return _clamp(input, min, max, input)
+    return _clamp(input, min, max)
 
 
 def clamp_(self: Tensor, min: float | None = None, max: float | None = None) -> Tensor:
     """In-place :func:`clamp`."""
     check_inplace(self)
-    # The backward needs the values before clamping, which the in-place write destroys.
-    original = Tensor._make(self.data.copy(), self.device) if needs_grad(self) else self
-    return rebase_history(self, _clamp(self, min, max, original))
+    return rebase_history(self, _clamp(inplace_source(self), min, max))
 
 
 # -- binary --------------------------------------------------------------------
