@@ -437,18 +437,7 @@ TENSOR_METHODS = {
 """Installed on :class:`engine.Tensor` by ``engine.ops``."""
 
 FUNCTIONS = {
-    "exp": exp,
-    "log": log,
-    "sqrt": sqrt,
-    "abs": abs,
-    "sin": sin,
-    "cos": cos,
-    "tanh": tanh,
-    "sigmoid": sigmoid,
-    "relu": relu,
-    "clamp": clamp,
-    "maximum": maximum,
-    "minimum": minimum,
-    "where": where,
+    **{k: v for k, v in TENSOR_METHODS.items() if not k.startswith("_") and not k.endswith("_")},
+    "where": where,  # the method form takes (condition, other); the function (condition, a, b)
 }
 """Exported as ``engine.<name>`` by ``engine.ops``."""
