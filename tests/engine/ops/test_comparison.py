@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import operator
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -161,7 +162,7 @@ ERRORS: list[tuple[Callable[[], Any], type[Exception], str]] = [
 
 @pytest.mark.parametrize(("call", "kind", "message"), ERRORS)
 def test_errors(call: Callable[[], Any], kind: type[Exception], message: str) -> None:
-    with pytest.raises(kind, match=message.replace("(", r"\(").replace(")", r"\)")):
+    with pytest.raises(kind, match=re.escape(message)):
         call()
 
 

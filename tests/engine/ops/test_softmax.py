@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -120,8 +121,7 @@ ERRORS: list[tuple[Callable[[], Any], type[Exception], str]] = [
 
 @pytest.mark.parametrize(("call", "kind", "message"), ERRORS)
 def test_errors(call: Callable[[], Any], kind: type[Exception], message: str) -> None:
-    escaped = message.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")
-    with pytest.raises(kind, match=escaped):
+    with pytest.raises(kind, match=re.escape(message)):
         call()
 
 
