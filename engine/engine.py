@@ -23,7 +23,7 @@ from typing import Any
 from engine import _context, anomaly, devices, grad_mode
 from engine.devices import CPU
 from engine.events import HUB, LazySummary
-from engine.graph import AccumulateGrad, Edge, GraphRoot, Node
+from engine.graph import Edge, GraphRoot, Node
 from engine.graph_task import GraphTask, InputBuffer, NodeTask, ReadyQueue, compute_dependencies
 from engine.tensor import Tensor
 from engine.validation import check_hook_result, check_hook_results, validate_outputs
@@ -218,8 +218,6 @@ class Engine(WorkerThreads):
                     count=len(fn._saved),
                 )
         if not outputs:
-            if isinstance(fn, AccumulateGrad) and fn.variable.device is not CPU:
-                graph_task.leaf_devices.add(fn.variable.device)
             return
         if anomaly.STATE.enabled and anomaly.STATE.check_nan:
             self._check_nan(graph_task, fn, outputs)
@@ -294,8 +292,7 @@ class Engine(WorkerThreads):
                 total=_summary(buffer.buffer[edge.input_nr]),
             )
         if is_ready:
-            if not_ready.get(nxt) is not None:
-                del not_ready[nxt]
+            not_ready.pop(nxt, None)
             queue = self.ready_queue(cpu_ready_queue, buffer.device())
             self._push(queue, NodeTask(graph_task, nxt, buffer), "ready")
         else:
@@ -305,7 +302,7 @@ class Engine(WorkerThreads):
         """Hooks, ``apply``, output validation and post hooks of one node."""
         active = HUB.active
         grads: list[Any] = inputs.buffer
-        if fn._tensor_pre_hooks or fn._retains_grad_hooks or isinstance(fn, AccumulateGrad):
+        if fn.has_tensor_hooks():
             grads = self.call_tensor_pre_hooks(graph_task, fn, grads)
         if fn._pre_hooks:
             grads = self._call_pre_hooks(graph_task, fn, grads)

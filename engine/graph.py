@@ -306,6 +306,10 @@ class Node:
             return None
         return self._tensor_pre_hooks.get(output_nr)
 
+    def has_tensor_hooks(self) -> bool:
+        """Whether tensor hooks or ``retain_grad`` must run before this node."""
+        return bool(self._tensor_pre_hooks) or bool(self._retains_grad_hooks)
+
     def add_tensor_pre_hook(self, output_nr: int, fn: Callable[[Any], Any]) -> RemovableHandle:
         if self._tensor_pre_hooks is None:
             self._tensor_pre_hooks = {}
@@ -360,6 +364,9 @@ class AccumulateGrad(Node):
     def add_tensor_pre_hook(self, output_nr: int, fn: Callable[[Any], Any]) -> RemovableHandle:
         return self.variable.register_hook(fn)
 
+    def has_tensor_hooks(self) -> bool:
+        return bool(self.variable._backward_hooks)
+
     def apply(self, grads: list[Any]) -> list[Any]:
         from engine import _context
         from engine.events import HUB, LazySummary
@@ -368,6 +375,9 @@ class AccumulateGrad(Node):
         if new_grad is None:
             return []
         variable = self.variable
+        task = _context.TLS.graph_task
+        if task is not None and variable.device.type != "cpu":
+            task.leaf_devices.add(variable.device)  # synchronized before backward() returns
         with AccumulateGrad._lock:
             old = variable._grad
             if old is None:
