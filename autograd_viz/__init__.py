@@ -1,5 +1,35 @@
-"""autograd-viz: see, step through and debug a backward pass."""
+"""autograd-viz: see, step through and debug a backward pass.
+
+Record every backward call into a :class:`Trace`, replay any step as an
+:class:`ExecutionState`, or pause a running backward with a
+:class:`LiveSession`.
+"""
 
 from __future__ import annotations
 
+from autograd_viz.replay import ExecutionState, NodeState, NodeStatus
+from autograd_viz.trace import (
+    GraphTaskInfo,
+    NodeInfo,
+    Recorder,
+    Trace,
+    TraceEvent,
+    TraceFormatError,
+    record,
+)
+
 __version__ = "0.1.0"
+
+__all__ = [
+    "ExecutionState",
+    "GraphTaskInfo",
+    "NodeInfo",
+    "NodeState",
+    "NodeStatus",
+    "Recorder",
+    "Trace",
+    "TraceEvent",
+    "TraceFormatError",
+    "__version__",
+    "record",
+]

@@ -1,0 +1,573 @@
+"""Replaying a trace: the engine's state after any step.
+
+:meth:`Trace.state_at(k) <autograd_viz.trace.Trace.state_at>` returns an
+:class:`ExecutionState`, the state after the first ``k`` events. A
+:class:`Replayer` indexes the trace once, in one pass:
+
+- every node's state changes are kept as a history (the step of each change
+  and the immutable :class:`NodeState` after it), so a node's state at any
+  step is one binary search away, and a state never materializes the nodes
+  nobody asks about;
+- the small, fast-changing parts (ready queues, threads, graph tasks, leaf
+  gradients) are copied into a checkpoint every :data:`CHECKPOINT_EVERY`
+  events; seeking folds at most that many events from the nearest checkpoint,
+  backward as well as forward.
+"""
+
+from __future__ import annotations
+
+import bisect
+import enum
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from engine.events import TensorSummary
+
+if TYPE_CHECKING:
+    from autograd_viz.trace import GraphTaskInfo, NodeInfo, Trace, TraceEvent
+
+CHECKPOINT_EVERY = 256
+"""Events between two checkpoints of the small state."""
+
+
+class NodeStatus(enum.StrEnum):
+    """Where a node stands in its graph task."""
+
+    WAITING = "waiting"
+    """Needed, and no gradient has reached it yet."""
+    PARTIAL = "partial"
+    """Some of its dependencies have delivered; others have not."""
+    QUEUED = "queued"
+    """Every dependency delivered; waiting in a ready queue."""
+    RUNNING = "running"
+    """An engine thread is running it."""
+    DONE = "done"
+    """It ran (or, for a ``grad()`` input, its gradient was captured)."""
+    PRUNED = "pruned"
+    """exec_info or topological pruning means it never runs in this graph task."""
+    FAILED = "failed"
+    """It raised, or produced a value anomaly mode rejected."""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeState:
+    """One node of one graph task, at one step."""
+
+    info: NodeInfo
+    """What the snapshot knows about the node (name, numbers, edges, ...)."""
+    graph_task: int
+    """The graph task this state belongs to."""
+    status: NodeStatus
+    """See :class:`NodeStatus`."""
+    remaining: int
+    """Dependencies not yet delivered."""
+    slots: tuple[TensorSummary | None, ...]
+    """The input buffer: the gradient gathered so far in each slot, or ``None``."""
+    contributions: tuple[int, ...] = ()
+    """How many gradients were added into each slot."""
+    inputs: tuple[TensorSummary | None, ...] | None = None
+    """The gradients ``apply`` received (after pre-hooks), once it started."""
+    outputs: tuple[TensorSummary | None, ...] | None = None
+    """The gradients it returned, once it ended."""
+    thread: str | None = None
+    """The engine thread that ran it."""
+    captured: tuple[int, ...] = ()
+    """``grad()`` output indices captured at this node."""
+    hooks_run: int = 0
+    """Hooks that ran on it."""
+    released: bool = False
+    """Its saved tensors were freed."""
+    error: str | None = None
+    """``ExcType: message`` if it failed."""
+
+    @property
+    def id(self) -> int:
+        """The node id."""
+        return self.info.id
+
+    @property
+    def name(self) -> str:
+        """The node name."""
+        return self.info.name
+
+
+@dataclass(frozen=True, slots=True)
+class QueueEntry:
+    """A task waiting in a ready queue."""
+
+    graph_task: int
+    """Its graph task."""
+    node_id: int
+    """The node to run."""
+    name: str
+    """The node's name."""
+    sequence_nr: int
+    """Higher runs first (after deeper reentrant depth)."""
+    reentrant_depth: int
+    """Deeper runs first."""
+    enqueued_at: int
+    """Index of the enqueue event (ties run in arrival order)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """One level of an engine thread's stack."""
+
+    graph_task: int
+    """The graph task."""
+    node_id: int | None
+    """The node being run, or ``None`` for a frame that waits on a graph task."""
+    name: str | None
+    """The node's name."""
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadState:
+    """What one engine thread is doing."""
+
+    name: str
+    """The thread's name."""
+    device: str
+    """The device it works for."""
+    stack: tuple[Frame, ...] = ()
+    """Outermost first. Reentrant backward nests a graph-task frame inside a node frame."""
+    last_event: int = -1
+    """Index of the last event it emitted."""
+
+    @property
+    def running(self) -> Frame | None:
+        """The innermost node being run, if any."""
+        for frame in reversed(self.stack):
+            if frame.node_id is not None:
+                return frame
+        return None
+
+    @property
+    def reentrant_depth(self) -> int:
+        """How many graph tasks are open on this thread, minus one (0 when idle)."""
+        return max(0, sum(1 for f in self.stack if f.node_id is None) - 1)
+
+
+@dataclass(frozen=True, slots=True)
+class GraphTaskState:
+    """One backward call at one step."""
+
+    info: GraphTaskInfo | None
+    """Its snapshot (``None`` if recording began after it started)."""
+    status: str = "running"
+    """``"running"``, ``"ok"`` or ``"error"``."""
+    error: str | None = None
+    """``ExcType: message`` once it failed."""
+    captured: Mapping[int, TensorSummary | None] = field(default_factory=dict)
+    """``grad()`` results captured so far, by output index."""
+
+
+@dataclass(frozen=True, slots=True)
+class LeafState:
+    """A leaf tensor and its ``.grad``."""
+
+    node_id: int
+    """Its ``AccumulateGrad`` node."""
+    name: str | None
+    """The tensor's name, if any."""
+    grad: TensorSummary | None
+    """``.grad`` at this step."""
+
+
+@dataclass
+class _Small:
+    """The part of the state that is copied at checkpoints."""
+
+    queues: dict[str, dict[tuple[int, int], QueueEntry]] = field(default_factory=dict)
+    threads: dict[str, ThreadState] = field(default_factory=dict)
+    graph_tasks: dict[int, GraphTaskState] = field(default_factory=dict)
+    errors: int = 0  # counts into Replayer.errors / anomalies
+    anomalies: int = 0
+
+    def copy(self) -> _Small:
+        return _Small(
+            {device: dict(q) for device, q in self.queues.items()},
+            dict(self.threads),
+            dict(self.graph_tasks),
+            self.errors,
+            self.anomalies,
+        )
+
+
+class ExecutionState:
+    """The engine after ``step`` events of a trace. Node states are computed on access."""
+
+    def __init__(self, replayer: Replayer, step: int, small: _Small) -> None:
+        self._replayer = replayer
+        self.step = step
+        """How many events have been applied."""
+        self.total = len(replayer.trace.events)
+        """How many events the trace has."""
+        self.graph_tasks: Mapping[int, GraphTaskState] = small.graph_tasks
+        """Graph tasks started so far, by id."""
+        self.threads: Mapping[str, ThreadState] = small.threads
+        """Engine threads seen so far, by name."""
+        self.queues: Mapping[str, tuple[QueueEntry, ...]] = {
+            device: tuple(sorted(q.values(), key=_priority)) for device, q in small.queues.items()
+        }
+        """Each device's ready queue, next to run first (``"cpu"``, ``"sim:0"``, ...)."""
+        self.errors: tuple[TraceEvent, ...] = tuple(replayer.errors[: small.errors])
+        """``error`` events so far."""
+        self.anomalies: tuple[TraceEvent, ...] = tuple(replayer.anomalies[: small.anomalies])
+        """``anomaly`` events so far."""
+
+    def __repr__(self) -> str:
+        return f"<ExecutionState step {self.step} of {self.total}>"
+
+    @property
+    def event(self) -> TraceEvent | None:
+        """The last event applied (``None`` at step 0)."""
+        return self._replayer.trace.events[self.step - 1] if self.step else None
+
+    @property
+    def next_event(self) -> TraceEvent | None:
+        """The event the next step applies (``None`` at the end)."""
+        events = self._replayer.trace.events
+        return events[self.step] if self.step < len(events) else None
+
+    @property
+    def graph_task(self) -> int | None:
+        """The graph task of the last event applied (or of the next one at step 0)."""
+        event = self.event or self.next_event
+        return None if event is None else event.graph_task
+
+    def node(self, node_id: int, graph_task: int | None = None) -> NodeState:
+        """A node's state in ``graph_task`` (default: the current graph task).
+
+        Raises:
+            KeyError: the node is not part of that graph task at this step.
+        """
+        gid = self.graph_task if graph_task is None else graph_task
+        history = self._replayer.node_history.get((gid, node_id)) if gid is not None else None
+        if history is not None:
+            i = bisect.bisect_left(history[0], self.step) - 1
+            if i >= 0:
+                return history[1][i]
+        raise KeyError(f"node {node_id} is not in graph task {gid} at step {self.step}")
+
+    def nodes(self, graph_task: int | None = None) -> dict[int, NodeState]:
+        """Every node of ``graph_task`` (default: the current one), by id."""
+        gid = self.graph_task if graph_task is None else graph_task
+        ids = self._replayer.task_nodes.get(gid, ()) if gid is not None else ()
+        out = {}
+        for node_id in ids:
+            try:
+                out[node_id] = self.node(node_id, gid)
+            except KeyError:
+                continue
+        return out
+
+    @property
+    def leaves(self) -> dict[int, LeafState]:
+        """Leaf tensors seen so far and their ``.grad``, by ``AccumulateGrad`` node id."""
+        out = {}
+        for node_id, (steps, states) in self._replayer.leaf_history.items():
+            i = bisect.bisect_left(steps, self.step) - 1
+            if i >= 0:
+                out[node_id] = states[i]
+        return out
+
+    @property
+    def captured(self) -> dict[int, Mapping[int, TensorSummary | None]]:
+        """``grad()`` values captured so far, by graph task and output index."""
+        return {gid: task.captured for gid, task in self.graph_tasks.items() if task.captured}
+
+
+def _priority(entry: QueueEntry) -> tuple[int, int, int]:
+    return (-entry.reentrant_depth, -entry.sequence_nr, entry.enqueued_at)
+
+
+class Replayer:
+    """Indexes a trace for :meth:`state_at`; see the module docstring."""
+
+    def __init__(self, trace: Trace) -> None:
+        self.trace = trace
+        self.node_history: dict[tuple[int, int], tuple[list[int], list[NodeState]]] = {}
+        self.task_nodes: dict[int, list[int]] = {}
+        self.leaf_history: dict[int, tuple[list[int], list[LeafState]]] = {}
+        self.errors: list[TraceEvent] = []
+        self.anomalies: list[TraceEvent] = []
+        self.checkpoints: list[_Small] = [_Small()]  # checkpoint i is the state at step i * K
+        self._small = _Small()
+        self._applied = 0
+        self.extend()
+
+    def extend(self) -> None:
+        """Index the events recorded since the last call (live traces grow)."""
+        events = self.trace.events
+        while self._applied < len(events):
+            _apply(self, self._small, events[self._applied], record=True)
+            self._applied += 1
+            if self._applied % CHECKPOINT_EVERY == 0:
+                self.checkpoints.append(self._small.copy())
+
+    def state_at(self, step: int) -> ExecutionState:
+        """The state after ``step`` events (see :meth:`Trace.state_at`)."""
+        total = len(self.trace.events)
+        if isinstance(step, bool) or not isinstance(step, int):
+            raise TypeError(f"step must be an integer, got {type(step).__name__}")
+        if not 0 <= step <= total:
+            raise IndexError(f"step {step} is outside this trace (0 .. {total})")
+        base = min(step // CHECKPOINT_EVERY, len(self.checkpoints) - 1)
+        small = self.checkpoints[base].copy()
+        for event in self.trace.events[base * CHECKPOINT_EVERY : step]:
+            _apply(self, small, event, record=False)
+        return ExecutionState(self, step, small)
+
+    # -- histories -------------------------------------------------------------------
+    def current(self, gid: int, node_id: int) -> NodeState | None:
+        history = self.node_history.get((gid, node_id))
+        return history[1][-1] if history else None
+
+    def set_node(self, index: int, state: NodeState) -> None:
+        key = (state.graph_task, state.info.id)
+        history = self.node_history.get(key)
+        if history is None:
+            history = self.node_history[key] = ([], [])
+            self.task_nodes.setdefault(state.graph_task, []).append(state.info.id)
+        steps, states = history
+        # The state after event ``index`` holds from step index + 1 on.
+        if steps and steps[-1] == index + 1:
+            states[-1] = state
+        else:
+            steps.append(index + 1)
+            states.append(state)
+
+    def set_leaf(self, index: int, leaf: LeafState) -> None:
+        steps, states = self.leaf_history.setdefault(leaf.node_id, ([], []))
+        if steps and steps[-1] == index + 1:
+            states[-1] = leaf
+        else:
+            steps.append(index + 1)
+            states.append(leaf)
+
+
+def _apply(rp: Replayer, small: _Small, event: TraceEvent, record: bool) -> None:
+    """Apply one event to ``small``; with ``record``, also to the node histories."""
+    kind = event.kind
+    gid = event.graph_task
+    data = event.data
+    thread = small.threads.get(event.thread) or ThreadState(event.thread, event.device)
+    stack = thread.stack
+    if kind == "graph_task_start":
+        info = rp.trace.graph_tasks.get(gid)
+        small.graph_tasks[gid] = GraphTaskState(info)
+        stack = (*stack, Frame(gid, None, None))
+        if record and info is not None:
+            _start_graph_task(rp, event.index, info)
+    elif kind == "node_start":
+        _dequeue(small, gid, event.node_id)
+        stack = (*stack, Frame(gid, event.node_id, event.node_name))
+    elif kind == "node_end" or (kind == "error" and event.node_id is not None):
+        if stack and stack[-1].node_id == event.node_id and stack[-1].graph_task == gid:
+            stack = stack[:-1]
+    elif kind == "enqueue" and event.node_id is not None:
+        depth = 0
+        task = small.graph_tasks.get(gid)
+        if task is not None and task.info is not None:
+            depth = task.info.reentrant_depth
+        queue = small.queues.setdefault(data["queue"], {})
+        queue[(gid, event.node_id)] = QueueEntry(
+            gid, event.node_id, event.node_name or "?", event.sequence_nr or 0, depth, event.index
+        )
+    elif kind == "capture":
+        _dequeue(small, gid, event.node_id)
+        task = small.graph_tasks.get(gid) or GraphTaskState(None)
+        captured = {**task.captured, data["output_index"]: data["grad"]}
+        small.graph_tasks[gid] = replace(task, captured=captured)
+    elif kind == "graph_task_end":
+        task = small.graph_tasks.get(gid) or GraphTaskState(None)
+        error = None if data["status"] == "ok" else f"{data['exc_type']}: {data['message']}"
+        small.graph_tasks[gid] = replace(
+            task,
+            status=data["status"],
+            error=error,
+            captured={i: g for i, g in enumerate(data["captured"])} or task.captured,
+        )
+        for queue in small.queues.values():
+            for key in [k for k in queue if k[0] == gid]:
+                del queue[key]
+        small.threads.update(dict(_close_task_frames(small.threads, gid)))
+        thread = small.threads.get(event.thread) or thread
+        stack = thread.stack
+    elif kind == "reentrant_exit":
+        stack = _pop_task(stack, gid)
+    elif kind == "error":
+        small.errors += 1
+        if record:
+            rp.errors.append(event)
+    if kind == "anomaly":
+        small.anomalies += 1
+        if record:
+            rp.anomalies.append(event)
+    small.threads[event.thread] = ThreadState(event.thread, event.device, stack, event.index)
+    if record and event.node_id is not None:
+        _node_event(rp, event)
+
+
+def _dequeue(small: _Small, gid: int, node_id: int | None) -> None:
+    for queue in small.queues.values():
+        if queue.pop((gid, node_id or 0), None) is not None:
+            return
+
+
+def _pop_task(stack: tuple[Frame, ...], gid: int) -> tuple[Frame, ...]:
+    for i in range(len(stack) - 1, -1, -1):
+        if stack[i].graph_task == gid and stack[i].node_id is None:
+            return stack[:i]
+    return stack
+
+
+def _close_task_frames(
+    threads: Mapping[str, ThreadState], gid: int
+) -> Iterator[tuple[str, ThreadState]]:
+    """At graph_task_end: the task's node frames are gone everywhere (errors unwind them),
+    and so is the owner's frame of a top-level task (the owner returns to user code)."""
+    for name, state in threads.items():
+        stack = state.stack
+        frames = tuple(
+            f for i, f in enumerate(stack) if f.graph_task != gid or (f.node_id is None and i > 0)
+        )
+        if frames != stack:
+            yield name, replace(state, stack=frames)
+
+
+def _start_graph_task(rp: Replayer, index: int, info: GraphTaskInfo) -> None:
+    for node in info.nodes.values():
+        status = NodeStatus.WAITING if node.status == "needed" else NodeStatus.PRUNED
+        rp.set_node(
+            index,
+            NodeState(
+                node,
+                info.id,
+                status,
+                node.dependencies,
+                (None,) * len(node.inputs),
+                (0,) * len(node.inputs),
+            ),
+        )
+        if node.leaf is not None:
+            rp.set_leaf(index, LeafState(node.id, node.leaf.name, node.leaf.grad))
+
+
+def _unknown_node(event: TraceEvent) -> NodeState:
+    """A node of a graph task whose start was not recorded."""
+    from autograd_viz.trace import NodeInfo
+
+    info = NodeInfo(
+        event.node_id or 0,
+        event.node_name or "?",
+        event.sequence_nr or 0,
+        event.topological_nr or 0,
+        event.device,
+        (),
+        (),
+        0,
+        "needed",
+    )
+    return NodeState(info, event.graph_task, NodeStatus.WAITING, 0, ())
+
+
+def _node_event(rp: Replayer, event: TraceEvent) -> None:
+    """Update the node named by ``event`` (kind by kind)."""
+    assert event.node_id is not None
+    gid = event.graph_task
+    kind = event.kind
+    data = event.data
+    state = rp.current(gid, event.node_id)
+    if state is None:
+        if kind == "graph_task_start":
+            return
+        state = _unknown_node(event)
+    new = _NODE_UPDATES.get(kind, _unchanged)(state, event, data)
+    if new is not state:
+        rp.set_node(event.index, new)
+    if kind == "accumulate" and data["target"] == "leaf":
+        rp.set_leaf(event.index, LeafState(event.node_id, data.get("leaf_name"), data["grad"]))
+
+
+def _unchanged(state: NodeState, event: TraceEvent, data: Mapping[str, Any]) -> NodeState:
+    return state
+
+
+def _on_decrement(state: NodeState, event: TraceEvent, data: Mapping[str, Any]) -> NodeState:
+    remaining = data["remaining"]
+    status = state.status
+    if status in (NodeStatus.WAITING, NodeStatus.PARTIAL):
+        status = NodeStatus.PARTIAL if remaining else state.status
+    return replace(state, remaining=remaining, status=status)
+
+
+def _on_accumulate(state: NodeState, event: TraceEvent, data: Mapping[str, Any]) -> NodeState:
+    if data["target"] != "buffer":
+        return state
+    slot = data["slot"]
+    slots = list(state.slots) or [None] * (slot + 1)
+    counts = list(state.contributions) or [0] * len(slots)
+    if slot >= len(slots):
+        return state
+    slots[slot] = data["total"]
+    counts[slot] += 1
+    status = state.status
+    if status is NodeStatus.WAITING:
+        status = NodeStatus.PARTIAL
+    return replace(state, slots=tuple(slots), contributions=tuple(counts), status=status)
+
+
+def _on_enqueue(state: NodeState, event: TraceEvent, data: Mapping[str, Any]) -> NodeState:
+    return replace(state, status=NodeStatus.QUEUED)
+
+
+def _on_start(state: NodeState, event: TraceEvent, data: Mapping[str, Any]) -> NodeState:
+    return replace(state, status=NodeStatus.RUNNING, inputs=data["inputs"], thread=event.thread)
+
+
+def _on_end(state: NodeState, event: TraceEvent, data: Mapping[str, Any]) -> NodeState:
+    return replace(state, status=NodeStatus.DONE, outputs=data["outputs"])
+
+
+def _on_capture(state: NodeState, event: TraceEvent, data: Mapping[str, Any]) -> NodeState:
+    # The task was popped; a node kept only for its capture is done, a needed one runs next.
+    status = NodeStatus.DONE if state.info.status == "pruned" else NodeStatus.RUNNING
+    return replace(
+        state,
+        captured=(*state.captured, data["output_index"]),
+        status=status,
+        thread=event.thread,
+    )
+
+
+def _on_hook(state: NodeState, event: TraceEvent, data: Mapping[str, Any]) -> NodeState:
+    return replace(state, hooks_run=state.hooks_run + 1)
+
+
+def _on_release(state: NodeState, event: TraceEvent, data: Mapping[str, Any]) -> NodeState:
+    return replace(state, released=True)
+
+
+def _on_error(state: NodeState, event: TraceEvent, data: Mapping[str, Any]) -> NodeState:
+    return replace(state, status=NodeStatus.FAILED, error=f"{data['exc_type']}: {data['message']}")
+
+
+def _on_anomaly(state: NodeState, event: TraceEvent, data: Mapping[str, Any]) -> NodeState:
+    return replace(state, status=NodeStatus.FAILED, outputs=state.outputs)
+
+
+_NODE_UPDATES = {
+    "dependency_decrement": _on_decrement,
+    "accumulate": _on_accumulate,
+    "enqueue": _on_enqueue,
+    "node_start": _on_start,
+    "node_end": _on_end,
+    "capture": _on_capture,
+    "hook": _on_hook,
+    "release_variables": _on_release,
+    "error": _on_error,
+    "anomaly": _on_anomaly,
+}

@@ -1,0 +1,354 @@
+"""The trace file's schema: decoding JSON values into typed records, strictly.
+
+Every value read from a trace file passes through a *reader*: a function that
+takes the raw JSON value and returns the decoded Python value or raises
+:class:`SchemaError` naming what was wrong. Readers compose (``optional``,
+``list_of``, ``record``), so the schema below reads as a table of what each
+event kind carries; ``docs/trace-format.md`` documents the same table.
+
+Nothing here evaluates or unpickles anything: JSON in, dataclasses out.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from engine.events import EVENT_KINDS, TensorSummary
+
+Reader = Callable[[Any], Any]
+
+
+class SchemaError(ValueError):
+    """A value does not match the schema (the caller adds the line number)."""
+
+
+# -- floats: JSON has no NaN or Inf, so they travel as strings ------------------------
+
+_NON_FINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
+
+
+def encode_float(value: float) -> float | str:
+    """A float as JSON: itself when finite, else ``"nan"``, ``"inf"`` or ``"-inf"``."""
+    if math.isfinite(value):
+        return value
+    if math.isnan(value):
+        return "nan"
+    return "inf" if value > 0 else "-inf"
+
+
+def read_float(value: Any) -> float:
+    if isinstance(value, bool):
+        raise SchemaError(f"expected a number, got {_kind(value)}")
+    if isinstance(value, int | float):
+        try:
+            result = float(value)
+        except OverflowError:
+            raise SchemaError("number out of range") from None
+        if not math.isfinite(result):
+            raise SchemaError("number out of range")
+        return result
+    if isinstance(value, str) and value in _NON_FINITE:
+        return _NON_FINITE[value]
+    raise SchemaError(f"expected a number, got {_kind(value)}")
+
+
+# -- scalar readers --------------------------------------------------------------------
+
+_INT_LIMIT = 2**64
+
+
+def read_int(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise SchemaError(f"expected an integer, got {_kind(value)}")
+    if not -_INT_LIMIT <= value <= _INT_LIMIT:
+        raise SchemaError(f"integer {value} out of range")
+    return value
+
+
+def read_count(value: Any) -> int:
+    result = read_int(value)
+    if result < 0:
+        raise SchemaError(f"expected a non-negative integer, got {result}")
+    return result
+
+
+def read_str(value: Any) -> str:
+    if not isinstance(value, str):
+        raise SchemaError(f"expected a string, got {_kind(value)}")
+    return value
+
+
+def read_bool(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise SchemaError(f"expected true or false, got {_kind(value)}")
+    return value
+
+
+def one_of(*choices: str) -> Reader:
+    def read(value: Any) -> str:
+        text = read_str(value)
+        if text not in choices:
+            raise SchemaError(f"expected one of {', '.join(choices)}; got {text!r}")
+        return text
+
+    return read
+
+
+def optional(reader: Reader) -> Reader:
+    def read(value: Any) -> Any:
+        return None if value is None else reader(value)
+
+    return read
+
+
+def list_of(reader: Reader) -> Reader:
+    def read(value: Any) -> tuple[Any, ...]:
+        if not isinstance(value, list):
+            raise SchemaError(f"expected a list, got {_kind(value)}")
+        out = []
+        for i, item in enumerate(value):
+            try:
+                out.append(reader(item))
+            except SchemaError as exc:
+                raise SchemaError(f"[{i}]: {exc}") from None
+        return tuple(out)
+
+    return read
+
+
+def tuple_of(*readers: Reader) -> Reader:
+    def read(value: Any) -> tuple[Any, ...]:
+        if not isinstance(value, list) or len(value) != len(readers):
+            raise SchemaError(f"expected a list of {len(readers)} items, got {_kind(value)}")
+        out = []
+        for i, (reader, item) in enumerate(zip(readers, value, strict=True)):
+            try:
+                out.append(reader(item))
+            except SchemaError as exc:
+                raise SchemaError(f"[{i}]: {exc}") from None
+        return tuple(out)
+
+    return read
+
+
+def int_map(reader: Reader) -> Reader:
+    """A JSON object whose keys are decimal integers (JSON keys are always strings)."""
+
+    def read(value: Any) -> dict[int, Any]:
+        if not isinstance(value, dict):
+            raise SchemaError(f"expected an object, got {_kind(value)}")
+        out: dict[int, Any] = {}
+        for key, item in value.items():
+            try:
+                number = int(key)
+            except ValueError:
+                raise SchemaError(f"key {key!r} is not an integer") from None
+            if str(number) != key:
+                raise SchemaError(f"key {key!r} is not an integer")
+            try:
+                out[number] = reader(item)
+            except SchemaError as exc:
+                raise SchemaError(f"[{key}]: {exc}") from None
+        return out
+
+    return read
+
+
+def str_map(reader: Reader) -> Reader:
+    def read(value: Any) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            raise SchemaError(f"expected an object, got {_kind(value)}")
+        out = {}
+        for key, item in value.items():
+            try:
+                out[key] = reader(item)
+            except SchemaError as exc:
+                raise SchemaError(f"{key}: {exc}") from None
+        return out
+
+    return read
+
+
+def record(fields: Mapping[str, Reader], optional_fields: Mapping[str, Reader] = {}) -> Reader:
+    """A JSON object with exactly ``fields`` (plus any of ``optional_fields``)."""
+
+    def read(value: Any) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            raise SchemaError(f"expected an object, got {_kind(value)}")
+        missing = [name for name in fields if name not in value]
+        if missing:
+            raise SchemaError(f"missing field {missing[0]!r}")
+        unknown = [name for name in value if name not in fields and name not in optional_fields]
+        if unknown:
+            raise SchemaError(f"unknown field {unknown[0]!r}")
+        out = {}
+        for name, item in value.items():
+            reader = fields.get(name) or optional_fields[name]
+            try:
+                out[name] = reader(item)
+            except SchemaError as exc:
+                raise SchemaError(f"{name}: {exc}") from None
+        return out
+
+    return read
+
+
+def _kind(value: Any) -> str:
+    names = {dict: "an object", list: "a list", str: "a string", bool: "a boolean"}
+    if value is None:
+        return "null"
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return f"the number {value!r}"
+    return names.get(type(value), type(value).__name__)
+
+
+# -- tensor summaries -------------------------------------------------------------------
+
+_shape = list_of(read_count)
+_opt_float = optional(read_float)
+
+_SUMMARY = record(
+    {"shape": _shape, "dtype": read_str, "device": read_str},
+    {
+        "min": _opt_float,
+        "max": _opt_float,
+        "mean": _opt_float,
+        "norm": _opt_float,
+        "nan_count": read_count,
+        "inf_count": read_count,
+        "values": list_of(read_float),
+    },
+)
+
+
+def read_summary(value: Any) -> TensorSummary:
+    fields = _SUMMARY(value)
+    return TensorSummary(**fields)
+
+
+def encode_summary(summary: TensorSummary) -> dict[str, Any]:
+    """A summary as a JSON object; statistics that are unknown are left out."""
+    out: dict[str, Any] = {
+        "shape": list(summary.shape),
+        "dtype": summary.dtype,
+        "device": summary.device,
+    }
+    for name in ("min", "max", "mean", "norm"):
+        value = getattr(summary, name)
+        if value is not None:
+            out[name] = encode_float(value)
+    if summary.nan_count:
+        out["nan_count"] = summary.nan_count
+    if summary.inf_count:
+        out["inf_count"] = summary.inf_count
+    if summary.values is not None:
+        out["values"] = [encode_float(float(v)) for v in summary.values]
+    return out
+
+
+summary = read_summary
+opt_summary = optional(read_summary)
+summaries = list_of(opt_summary)
+lines = list_of(read_str)
+
+# -- event data, kind by kind ------------------------------------------------------------
+
+EVENT_DATA: dict[str, tuple[dict[str, Reader], dict[str, Reader]]] = {
+    "graph_task_start": (
+        {
+            "roots": list_of(tuple_of(read_int, read_str, read_count)),
+            "root_grads": summaries,
+            "outputs": list_of(tuple_of(read_int, read_count)),
+            "keep_graph": read_bool,
+            "create_graph": read_bool,
+            "reentrant_depth": read_count,
+            "parent_graph_task": optional(read_int),
+        },
+        {},
+    ),
+    "graph_task_end": (
+        {
+            "status": one_of("ok", "error"),
+            "exc_type": optional(read_str),
+            "message": optional(read_str),
+            "captured": summaries,
+        },
+        {},
+    ),
+    "enqueue": (
+        {
+            "queue": read_str,
+            "queue_owner": read_str,
+            "reason": one_of("root", "ready", "wake-up"),
+            "queue_length": read_count,
+        },
+        {},
+    ),
+    "node_start": ({"inputs": summaries}, {}),
+    "node_end": ({"outputs": summaries}, {}),
+    "dependency_decrement": (
+        {
+            "from_node": read_int,
+            "from_name": read_str,
+            "input_nr": read_count,
+            "remaining": read_count,
+        },
+        {},
+    ),
+    "accumulate": (
+        {"target": one_of("buffer", "leaf"), "action": one_of("created", "added"), "grad": summary},
+        {
+            "slot": read_count,
+            "from_node": read_int,
+            "total": summary,
+            "leaf_name": optional(read_str),
+        },
+    ),
+    "capture": ({"slot": read_count, "output_index": read_count, "grad": opt_summary}, {}),
+    "hook": (
+        {"hook": read_str, "replaced": read_bool, "hook_name": read_str},
+        {"slot": read_count},
+    ),
+    "skip": ({"from_node": read_int, "input_nr": read_count, "reason": read_str}, {}),
+    "release_variables": ({"count": read_count}, {}),
+    "anomaly": (
+        {
+            "output_index": read_count,
+            "value": read_str,
+            "grad": opt_summary,
+            "traceback": optional(lines),
+        },
+        {},
+    ),
+    "error": (
+        {
+            "exc_type": read_str,
+            "message": read_str,
+            "first": read_bool,
+            "traceback": optional(lines),
+        },
+        {},
+    ),
+    "reentrant_enter": (
+        {
+            "parent_graph_task": optional(read_int),
+            "depth": read_count,
+            "current_depth": read_count,
+            "on_pool": read_bool,
+        },
+        {},
+    ),
+    "reentrant_exit": (
+        {"parent_graph_task": optional(read_int), "depth": read_count, "ok": read_bool},
+        {},
+    ),
+}
+"""For each event kind: its required data fields and its optional ones."""
+
+assert set(EVENT_DATA) == EVENT_KINDS, "the trace schema must cover every engine event kind"
+
+EVENT_DATA_READERS: dict[str, Reader] = {
+    kind: record(required, extra) for kind, (required, extra) in EVENT_DATA.items()
+}

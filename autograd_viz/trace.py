@@ -1,0 +1,500 @@
+"""Recording engine events into a :class:`Trace`, and trace files.
+
+A :class:`Recorder` is an engine event listener. At every ``graph_task_start``
+it snapshots the graph reachable from the roots (a :class:`GraphTaskInfo`
+with one :class:`NodeInfo` per node); every event becomes a
+:class:`TraceEvent` whose tensors are :class:`~engine.events.TensorSummary`
+values computed while the engine still holds the arrays.
+
+A trace is saved as JSON Lines (``docs/trace-format.md``) and loaded back
+with full validation: :meth:`Trace.load` raises :class:`TraceFormatError`
+naming the line and the problem for anything it does not understand.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import engine
+from engine import events
+from engine.events import Event, LazySummary, TensorSummary
+
+if TYPE_CHECKING:
+    from autograd_viz.replay import ExecutionState, Replayer
+
+FORMAT = "autograd-viz-trace"
+"""The ``format`` field of every trace file's header."""
+SCHEMA_VERSION = 1
+"""The schema version this code writes and reads."""
+
+DEFAULT_MAX_VALUES = 16
+"""Tensors with at most this many elements keep their values in summaries by default."""
+
+
+class TraceFormatError(ValueError):
+    """A trace file is malformed, truncated, of an unknown version or not a trace at all."""
+
+
+@dataclass(frozen=True, slots=True)
+class LeafInfo:
+    """The tensor behind an ``AccumulateGrad`` node."""
+
+    name: str | None
+    """The tensor's ``name``, if it was given one."""
+    shape: tuple[int, ...]
+    """The tensor's shape."""
+    dtype: str
+    """NumPy's name for its dtype."""
+    device: str
+    """Where it lives."""
+    grad: TensorSummary | None = None
+    """Its ``.grad`` before this backward call, if it had one."""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeInfo:
+    """One backward node as it was when a graph task started."""
+
+    id: int
+    """The node's stable id (``Event.node_id``)."""
+    name: str
+    """``MulBackward0``, ``AccumulateGrad``, ..."""
+    sequence_nr: int
+    """The node's sequence number."""
+    topological_nr: int
+    """The node's topological number (longest path to a leaf)."""
+    device: str
+    """The device its input buffer, and so its task, lives on."""
+    next_edges: tuple[tuple[int, int] | None, ...]
+    """``(node_id, input_nr)`` per output; ``None`` where no gradient flows."""
+    inputs: tuple[tuple[tuple[int, ...], str, str], ...]
+    """``(shape, dtype, device)`` of each gradient the node takes (its input slots)."""
+    dependencies: int
+    """How many edges of this graph task arrive at the node."""
+    status: str
+    """``"needed"``, or ``"pruned"`` when exec_info or topological pruning skips it."""
+    captures: tuple[tuple[int, int], ...] = ()
+    """``(input slot, output index)`` captured here for ``grad()``."""
+    saved: tuple[TensorSummary | None, ...] = ()
+    """Saved tensors; ``None`` for one already released."""
+    hooks: tuple[tuple[str, int], ...] = ()
+    """``(kind, count)`` of registered hooks: ``pre``, ``post``, ``tensor_pre``, ``retain_grad``."""
+    traceback: tuple[str, ...] | None = None
+    """The forward stack recorded by anomaly mode, if any."""
+    leaf: LeafInfo | None = None
+    """For ``AccumulateGrad``: the leaf tensor."""
+
+
+@dataclass(frozen=True, slots=True)
+class GraphTaskInfo:
+    """One backward call: its options, its roots and the graph it runs."""
+
+    id: int
+    """The graph task id (``Event.graph_task``)."""
+    parent: int | None
+    """The graph task whose node started this one (reentrant backward), if any."""
+    reentrant_depth: int
+    """0 for a call from user code, deeper for reentrant calls."""
+    keep_graph: bool
+    """``retain_graph``."""
+    create_graph: bool
+    """``create_graph``."""
+    root: int
+    """Id of the node the engine starts from (a ``GraphRoot`` when there are several roots)."""
+    roots: tuple[tuple[int, str, int], ...]
+    """``(node_id, name, input_nr)`` of each root edge."""
+    outputs: tuple[tuple[int, int], ...]
+    """``(node_id, input_nr)`` of each input of ``grad()``; empty for ``backward()``."""
+    thread: str
+    """The thread that called backward."""
+    first_event: int
+    """Index in :attr:`Trace.events` of its ``graph_task_start``."""
+    nodes: Mapping[int, NodeInfo] = field(default_factory=dict)
+    """Every node reachable from the root, by id, in discovery order from the root."""
+
+
+@dataclass(frozen=True, slots=True)
+class TraceEvent:
+    """An engine event as recorded: its tensors are summaries, its data plain values."""
+
+    index: int
+    """Position in the trace (step ``index + 1`` is the state after this event)."""
+    kind: str
+    """One of :data:`engine.events.EVENT_KINDS`."""
+    seq: int
+    """The engine's global event order."""
+    t_ns: int
+    """``perf_counter_ns`` at emission."""
+    thread: str
+    """The engine thread it happened on."""
+    device: str
+    """That thread's device."""
+    graph_task: int
+    """The graph task it belongs to."""
+    node_id: int | None = None
+    """The node concerned, if any."""
+    node_name: str | None = None
+    """Its name."""
+    sequence_nr: int | None = None
+    """Its sequence number."""
+    topological_nr: int | None = None
+    """Its topological number."""
+    data: Mapping[str, Any] = field(default_factory=dict)
+    """Kind-specific fields (see ``docs/trace-format.md``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TraceStats:
+    """What :meth:`Trace.stats` counts."""
+
+    graph_tasks: int
+    """Backward calls, reentrant ones included."""
+    nodes: int
+    """Node executions (``node_start`` events)."""
+    events: int
+    """All events."""
+    duration_ns: int
+    """From the first event to the last."""
+    errors: int
+    """Graph tasks that failed."""
+    anomalies: int
+    """Anomaly events (non-finite values found)."""
+
+
+class Trace:
+    """Graph snapshots and events of one or more backward calls, in engine order.
+
+    Build one with :func:`record` or a :class:`Recorder`, or load one with
+    :meth:`load`. ``trace.state_at(k)`` is the engine's state after ``k``
+    events (see :mod:`autograd_viz.replay`).
+    """
+
+    def __init__(
+        self,
+        header: Mapping[str, Any] | None = None,
+        graph_tasks: Mapping[int, GraphTaskInfo] | None = None,
+        events: list[TraceEvent] | None = None,
+    ) -> None:
+        self.header: dict[str, Any] = dict(header or new_header(DEFAULT_MAX_VALUES))
+        """Format, schema version and recording options."""
+        self.graph_tasks: dict[int, GraphTaskInfo] = dict(graph_tasks or {})
+        """Every graph task, by id, in the order they started."""
+        self.events: list[TraceEvent] = events if events is not None else []
+        """Every event, in engine order (``seq``)."""
+        self._replayer: Replayer | None = None
+        self._replayed_len = -1
+
+    def __len__(self) -> int:
+        return len(self.events)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Trace):
+            return NotImplemented
+        return (
+            self.header == other.header
+            and self.graph_tasks == other.graph_tasks
+            and self.events == other.events
+        )
+
+    __hash__ = None  # type: ignore[assignment]  # mutable while recording
+
+    def __repr__(self) -> str:
+        return f"<Trace: {len(self.graph_tasks)} graph tasks, {len(self.events)} events>"
+
+    def state_at(self, step: int) -> ExecutionState:
+        """The engine's state after the first ``step`` events (0 is before any).
+
+        Raises:
+            IndexError: ``step`` is outside ``0 .. len(trace)``.
+        """
+        from autograd_viz.replay import Replayer
+
+        if self._replayer is None or self._replayed_len != len(self.events):
+            if self._replayer is None:
+                self._replayer = Replayer(self)
+            else:
+                self._replayer.extend()
+            self._replayed_len = len(self.events)
+        return self._replayer.state_at(step)
+
+    def stats(self) -> TraceStats:
+        """Counts for a one-line summary."""
+        kinds: dict[str, int] = {}
+        errors = 0
+        for event in self.events:
+            kinds[event.kind] = kinds.get(event.kind, 0) + 1
+            if event.kind == "graph_task_end" and event.data["status"] == "error":
+                errors += 1
+        duration = self.events[-1].t_ns - self.events[0].t_ns if self.events else 0
+        return TraceStats(
+            graph_tasks=len(self.graph_tasks),
+            nodes=kinds.get("node_start", 0),
+            events=len(self.events),
+            duration_ns=duration,
+            errors=errors,
+            anomalies=kinds.get("anomaly", 0),
+        )
+
+    def events_of(self, graph_task: int) -> Iterator[TraceEvent]:
+        """The events of one graph task, in order."""
+        return (e for e in self.events if e.graph_task == graph_task)
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Write the trace as JSON Lines (see ``docs/trace-format.md``)."""
+        from autograd_viz.trace_file import save
+
+        save(self, path)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> Trace:
+        """Read and validate a trace file.
+
+        Raises:
+            TraceFormatError: the file is not a trace this version understands;
+                the message names the line and what was wrong.
+            OSError: the file cannot be read.
+        """
+        from autograd_viz.trace_file import load
+
+        return load(path)
+
+
+def new_header(max_values: int) -> dict[str, Any]:
+    """The header of a new trace."""
+    return {
+        "format": FORMAT,
+        "version": SCHEMA_VERSION,
+        "engine": engine.__version__,
+        "max_values": max_values,
+    }
+
+
+# -- recording -------------------------------------------------------------------------
+
+
+class Recorder:
+    """An engine listener that records every event into :attr:`trace`.
+
+    Use it with ``engine.events.listen(recorder)``, or through :func:`record`.
+    It is safe to call from several engine threads at once.
+
+    Args:
+        max_values: tensors with at most this many elements keep their values
+            in summaries; 0 keeps none.
+    """
+
+    def __init__(self, max_values: int = DEFAULT_MAX_VALUES) -> None:
+        if isinstance(max_values, bool) or not isinstance(max_values, int) or max_values < 0:
+            raise ValueError(f"max_values must be a non-negative integer, got {max_values!r}")
+        self.max_values = max_values
+        """The element count below which values are kept."""
+        self.trace = Trace(new_header(max_values))
+        """The trace being filled."""
+        self._lock = threading.Lock()
+
+    def __call__(self, event: Event) -> None:
+        """Record ``event``; call it on the engine thread that emitted it."""
+        info = None
+        if event.kind == "graph_task_start":
+            info = snapshot(event, self.max_values)
+        data = _plain_data(event, self.max_values)
+        with self._lock:
+            trace = self.trace
+            events_ = trace.events
+            position = len(events_)
+            if events_ and events_[-1].seq > event.seq:
+                # Another thread emitted later but recorded first; keep engine order.
+                position = bisect.bisect(events_, event.seq, key=lambda e: e.seq)
+            record = TraceEvent(
+                position,
+                event.kind,
+                event.seq,
+                event.t_ns,
+                event.thread,
+                event.device,
+                event.graph_task,
+                event.node_id,
+                event.node_name,
+                event.sequence_nr,
+                event.topological_nr,
+                data,
+            )
+            if position == len(events_):
+                events_.append(record)
+            else:
+                events_.insert(position, record)
+                for i in range(position + 1, len(events_)):
+                    events_[i] = _reindex(events_[i], i)
+                _shift_first_events(trace, position)
+            if info is not None:
+                trace.graph_tasks[info.id] = _with_first_event(info, position)
+
+
+def _reindex(event: TraceEvent, index: int) -> TraceEvent:
+    return TraceEvent(index, *(getattr(event, f) for f in TraceEvent.__slots__[1:]))
+
+
+def _with_first_event(info: GraphTaskInfo, index: int) -> GraphTaskInfo:
+    fields = {name: getattr(info, name) for name in GraphTaskInfo.__slots__}
+    fields["first_event"] = index
+    return GraphTaskInfo(**fields)
+
+
+def _shift_first_events(trace: Trace, position: int) -> None:
+    for gid, info in list(trace.graph_tasks.items()):
+        if info.first_event >= position:
+            trace.graph_tasks[gid] = _with_first_event(info, info.first_event + 1)
+
+
+@contextmanager
+def record(max_values: int = DEFAULT_MAX_VALUES) -> Iterator[Trace]:
+    """Record every backward call made inside the ``with`` block.
+
+    Example:
+        >>> with autograd_viz.record() as trace:
+        ...     loss.backward()
+        >>> trace.state_at(len(trace)).leaves
+
+    Args:
+        max_values: tensors with at most this many elements keep their values.
+
+    Yields:
+        The :class:`Trace`, filled as the engine runs.
+    """
+    recorder = Recorder(max_values)
+    with events.listen(recorder):
+        yield recorder.trace
+
+
+# -- turning live objects into plain values -------------------------------------------
+
+_DROPPED = {"graph_task_start": ("graph_root", "dependencies", "needed", "captures")}
+
+
+def _plain(value: Any, max_values: int) -> Any:
+    if isinstance(value, LazySummary):
+        return value.resolve(max_values)
+    if isinstance(value, list | tuple):
+        return tuple(_plain(v, max_values) for v in value)
+    return value
+
+
+def _plain_data(event: Event, max_values: int) -> dict[str, Any]:
+    dropped = _DROPPED.get(event.kind, ())
+    return {
+        key: _plain(value, max_values) for key, value in event.data.items() if key not in dropped
+    }
+
+
+def snapshot(event: Event, max_values: int) -> GraphTaskInfo:
+    """The graph of a ``graph_task_start`` event, walked from its root (iteratively)."""
+    data = event.data
+    root = data["graph_root"]()
+    dependencies: Mapping[int, int] = data["dependencies"]
+    needed = None if data["needed"] is None else set(data["needed"])
+    captures: dict[int, list[tuple[int, int]]] = {}
+    for node_id, slot, output_index in data["captures"] or ():
+        captures.setdefault(node_id, []).append((slot, output_index))
+    nodes: dict[int, NodeInfo] = {}
+    if root is not None:
+        seen = {root._id}
+        stack = [root]
+        while stack:
+            node = stack.pop()
+            in_task = node is root or node._id in dependencies
+            is_needed = in_task and (needed is None or node._id in needed)
+            nodes[node._id] = _node_info(
+                node,
+                dependencies.get(node._id, 0),
+                "needed" if is_needed else "pruned",
+                tuple(captures.get(node._id, ())),
+                max_values,
+            )
+            for edge in reversed(node._next_edges):
+                if edge is not None and edge.function._id not in seen:
+                    seen.add(edge.function._id)
+                    stack.append(edge.function)
+    return GraphTaskInfo(
+        id=event.graph_task,
+        parent=data["parent_graph_task"] or None,
+        reentrant_depth=data["reentrant_depth"],
+        keep_graph=data["keep_graph"],
+        create_graph=data["create_graph"],
+        root=event.node_id if event.node_id is not None else -1,
+        roots=tuple(tuple(r) for r in data["roots"]),
+        outputs=tuple(tuple(o) for o in data["outputs"]),
+        thread=event.thread,
+        first_event=0,
+        nodes=nodes,
+    )
+
+
+def _node_info(
+    node: engine.Node,
+    dependencies: int,
+    status: str,
+    captures: tuple[tuple[int, int], ...],
+    max_values: int,
+) -> NodeInfo:
+    metadata = node._input_metadata
+    device = str(metadata[0].device) if metadata else "cpu"
+    saved = tuple(
+        None if s.data is None else events.summarize(s.data, str(s._device), max_values)
+        for s in node._saved
+    )
+    hooks = []
+    for kind, table in (("pre", node._pre_hooks), ("post", node._post_hooks)):
+        if table:
+            hooks.append((kind, len(table)))
+    tensor_hooks = sum(len(node.tensor_pre_hooks(i) or ()) for i in range(node.num_inputs))
+    if tensor_hooks:
+        hooks.append(("tensor_pre", tensor_hooks))
+    if node._retains_grad_hooks:
+        hooks.append(("retain_grad", len(node._retains_grad_hooks)))
+    stack = node._metadata.get("traceback_") if node._metadata else None
+    leaf = None
+    variable = getattr(node, "variable", None)
+    if variable is not None:
+        grad = variable._grad
+        leaf = LeafInfo(
+            name=variable.name,
+            shape=tuple(variable.shape),
+            dtype=str(variable.data.dtype),
+            device=str(variable.device),
+            grad=None
+            if grad is None
+            else events.summarize(grad.data, str(grad.device), max_values),
+        )
+    return NodeInfo(
+        id=node._id,
+        name=node.name(),
+        sequence_nr=node.sequence_nr,
+        topological_nr=node.topological_nr,
+        device=device,
+        next_edges=tuple(
+            None if e is None else (e.function._id, e.input_nr) for e in node._next_edges
+        ),
+        inputs=tuple((tuple(m.shape), _dtype_name(m.dtype), str(m.device)) for m in metadata),
+        dependencies=dependencies,
+        status=status,
+        captures=captures,
+        saved=saved,
+        hooks=tuple(hooks),
+        traceback=None if stack is None else tuple(stack),
+        leaf=leaf,
+    )
+
+
+def _dtype_name(dtype: Any) -> str:
+    import numpy as np
+
+    try:
+        return str(np.dtype(dtype))
+    except TypeError:
+        return str(dtype)

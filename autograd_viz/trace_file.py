@@ -1,0 +1,368 @@
+"""Trace files: JSON Lines, one record per line, validated line by line on load.
+
+Line 1 is the header (``{"type": "header", "format": ..., "version": ...}``);
+then, in engine order, ``graph_task`` records (each followed by its ``node``
+records) and ``event`` records. ``docs/trace-format.md`` is the reference.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from typing import Any
+
+from autograd_viz import schema as s
+from autograd_viz.trace import (
+    FORMAT,
+    SCHEMA_VERSION,
+    GraphTaskInfo,
+    LeafInfo,
+    NodeInfo,
+    Trace,
+    TraceEvent,
+    TraceFormatError,
+)
+from engine.events import TensorSummary
+
+# -- writing ---------------------------------------------------------------------------
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, TensorSummary):
+        return s.encode_summary(value)
+    if isinstance(value, float):
+        return s.encode_float(value)
+    if isinstance(value, tuple | list):
+        return [_json_value(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _json_value(v) for k, v in value.items()}
+    return value
+
+
+def _node_record(graph_task: int, node: NodeInfo) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "type": "node",
+        "graph_task": graph_task,
+        "id": node.id,
+        "name": node.name,
+        "sequence_nr": node.sequence_nr,
+        "topological_nr": node.topological_nr,
+        "device": node.device,
+        "next_edges": _json_value(node.next_edges),
+        "inputs": _json_value(node.inputs),
+        "dependencies": node.dependencies,
+        "status": node.status,
+        "captures": _json_value(node.captures),
+        "saved": _json_value(node.saved),
+        "hooks": _json_value(node.hooks),
+        "traceback": _json_value(node.traceback),
+    }
+    if node.leaf is not None:
+        leaf = node.leaf
+        out["leaf"] = {
+            "name": leaf.name,
+            "shape": list(leaf.shape),
+            "dtype": leaf.dtype,
+            "device": leaf.device,
+            "grad": _json_value(leaf.grad),
+        }
+    return out
+
+
+def _graph_task_record(info: GraphTaskInfo) -> dict[str, Any]:
+    return {
+        "type": "graph_task",
+        "id": info.id,
+        "parent": info.parent,
+        "reentrant_depth": info.reentrant_depth,
+        "keep_graph": info.keep_graph,
+        "create_graph": info.create_graph,
+        "root": info.root,
+        "roots": _json_value(info.roots),
+        "outputs": _json_value(info.outputs),
+        "thread": info.thread,
+        "nodes": len(info.nodes),
+    }
+
+
+def _event_record(event: TraceEvent) -> dict[str, Any]:
+    node = None
+    if event.node_id is not None:
+        node = [event.node_id, event.node_name, event.sequence_nr, event.topological_nr]
+    return {
+        "type": "event",
+        "kind": event.kind,
+        "seq": event.seq,
+        "t_ns": event.t_ns,
+        "thread": event.thread,
+        "device": event.device,
+        "graph_task": event.graph_task,
+        "node": node,
+        "data": _json_value(dict(event.data)),
+    }
+
+
+def iter_records(trace: Trace) -> Iterator[dict[str, Any]]:
+    """The JSON records of ``trace``, in file order."""
+    yield {"type": "header", **trace.header}
+    starts = {info.first_event: info for info in trace.graph_tasks.values()}
+    for event in trace.events:
+        info = starts.get(event.index)
+        if info is not None and event.kind == "graph_task_start":
+            yield _graph_task_record(info)
+            for node in info.nodes.values():
+                yield _node_record(info.id, node)
+        yield _event_record(event)
+
+
+def save(trace: Trace, path: str | os.PathLike[str]) -> None:
+    """Write ``trace`` to ``path`` (see :meth:`Trace.save`)."""
+    encoder = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    tmp = f"{os.fspath(path)}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        for item in iter_records(trace):
+            f.write(encoder.encode(item))
+            f.write("\n")
+    os.replace(tmp, path)
+
+
+# -- reading ---------------------------------------------------------------------------
+
+_HEADER = s.record(
+    {
+        "type": s.one_of("header"),
+        "format": s.read_str,
+        "version": s.read_int,
+        "engine": s.read_str,
+        "max_values": s.read_count,
+    }
+)
+
+_LEAF = s.record(
+    {
+        "name": s.optional(s.read_str),
+        "shape": s.list_of(s.read_count),
+        "dtype": s.read_str,
+        "device": s.read_str,
+        "grad": s.opt_summary,
+    }
+)
+
+_NODE = s.record(
+    {
+        "type": s.one_of("node"),
+        "graph_task": s.read_int,
+        "id": s.read_int,
+        "name": s.read_str,
+        "sequence_nr": s.read_int,
+        "topological_nr": s.read_count,
+        "device": s.read_str,
+        "next_edges": s.list_of(s.optional(s.tuple_of(s.read_int, s.read_count))),
+        "inputs": s.list_of(s.tuple_of(s.list_of(s.read_count), s.read_str, s.read_str)),
+        "dependencies": s.read_count,
+        "status": s.one_of("needed", "pruned"),
+        "captures": s.list_of(s.tuple_of(s.read_count, s.read_count)),
+        "saved": s.summaries,
+        "hooks": s.list_of(s.tuple_of(s.read_str, s.read_count)),
+        "traceback": s.optional(s.lines),
+    },
+    {"leaf": _LEAF},
+)
+
+_GRAPH_TASK = s.record(
+    {
+        "type": s.one_of("graph_task"),
+        "id": s.read_int,
+        "parent": s.optional(s.read_int),
+        "reentrant_depth": s.read_count,
+        "keep_graph": s.read_bool,
+        "create_graph": s.read_bool,
+        "root": s.read_int,
+        "roots": s.list_of(s.tuple_of(s.read_int, s.read_str, s.read_count)),
+        "outputs": s.list_of(s.tuple_of(s.read_int, s.read_count)),
+        "thread": s.read_str,
+        "nodes": s.read_count,
+    }
+)
+
+_EVENT = s.record(
+    {
+        "type": s.one_of("event"),
+        "kind": s.read_str,
+        "seq": s.read_int,
+        "t_ns": s.read_int,
+        "thread": s.read_str,
+        "device": s.read_str,
+        "graph_task": s.read_int,
+        "node": s.optional(
+            s.tuple_of(s.read_int, s.read_str, s.read_int, s.read_count),
+        ),
+        "data": lambda value: value,  # checked against the kind's schema below
+    }
+)
+
+
+class _Loader:
+    """Builds a :class:`Trace` from records, checking how they fit together."""
+
+    def __init__(self) -> None:
+        self.header: dict[str, Any] | None = None
+        self.graph_tasks: dict[int, GraphTaskInfo] = {}
+        self.events: list[TraceEvent] = []
+        self.pending: dict[str, Any] | None = None  # a graph_task still reading its nodes
+        self.pending_nodes: dict[int, NodeInfo] = {}
+        self.expect_start: int | None = None  # a graph_task whose start event comes next
+
+    def feed(self, item: Any) -> None:
+        if not isinstance(item, dict):
+            raise s.SchemaError(f"expected a JSON object, got {s._kind(item)}")
+        kind = item.get("type")
+        if self.header is None:
+            if kind != "header":
+                raise s.SchemaError("the first line must be the trace header")
+            self.read_header(item)
+            return
+        if kind == "node":
+            self.read_node(item)
+            return
+        self.finish_graph_task()
+        if self.expect_start is not None and kind != "event":
+            raise s.SchemaError(f"graph task {self.expect_start} has no graph_task_start event")
+        if kind == "graph_task":
+            fields = _GRAPH_TASK(item)
+            if fields["id"] in self.graph_tasks:
+                raise s.SchemaError(f"graph task {fields['id']} appears twice")
+            self.pending = fields
+            self.pending_nodes = {}
+        elif kind == "event":
+            self.read_event(item)
+        else:
+            raise s.SchemaError(f"unknown record type {kind!r}")
+
+    def read_header(self, item: dict[str, Any]) -> None:
+        if item.get("format") != FORMAT:
+            raise s.SchemaError(f"not an autograd-viz trace (format is {item.get('format')!r})")
+        version = item.get("version")
+        if version != SCHEMA_VERSION:
+            raise s.SchemaError(
+                f"unknown trace schema version {version!r}; this autograd-viz reads "
+                f"version {SCHEMA_VERSION}"
+            )
+        header = _HEADER(item)
+        del header["type"]
+        self.header = header
+
+    def read_node(self, item: dict[str, Any]) -> None:
+        fields = _NODE(item)
+        pending = self.pending
+        if pending is None or fields["graph_task"] != pending["id"]:
+            raise s.SchemaError("a node record must follow its graph_task record")
+        if fields["id"] in self.pending_nodes:
+            raise s.SchemaError(f"node {fields['id']} appears twice in graph task {pending['id']}")
+        del fields["type"], fields["graph_task"]
+        leaf = fields.pop("leaf", None)
+        if leaf is not None:
+            leaf["shape"] = tuple(leaf["shape"])
+            fields["leaf"] = LeafInfo(**leaf)
+        fields["inputs"] = tuple((tuple(shape), dt, dev) for shape, dt, dev in fields["inputs"])
+        self.pending_nodes[fields["id"]] = NodeInfo(**fields)
+
+    def finish_graph_task(self) -> None:
+        pending = self.pending
+        if pending is None:
+            return
+        self.pending = None
+        if len(self.pending_nodes) != pending["nodes"]:
+            raise s.SchemaError(
+                f"graph task {pending['id']} declares {pending['nodes']} nodes but "
+                f"{len(self.pending_nodes)} follow it"
+            )
+        self.expect_start = pending["id"]
+        del pending["type"], pending["nodes"]
+        self.graph_tasks[pending["id"]] = GraphTaskInfo(
+            **pending, first_event=len(self.events), nodes=self.pending_nodes
+        )
+
+    def read_event(self, item: dict[str, Any]) -> None:
+        fields = _EVENT(item)
+        kind = fields["kind"]
+        reader = s.EVENT_DATA_READERS.get(kind)
+        if reader is None:
+            raise s.SchemaError(f"unknown event kind {kind!r}")
+        try:
+            data = reader(fields["data"])
+        except s.SchemaError as exc:
+            raise s.SchemaError(f"data.{exc}") from None
+        if self.events and fields["seq"] <= self.events[-1].seq:
+            raise s.SchemaError(
+                f"seq {fields['seq']} is not after the previous event's {self.events[-1].seq}"
+            )
+        index = len(self.events)
+        gid = fields["graph_task"]
+        expected = self.expect_start
+        if kind == "graph_task_start" and gid != expected:
+            raise s.SchemaError(f"graph_task_start of {gid} without its graph_task record")
+        if expected is not None and (kind != "graph_task_start" or gid != expected):
+            raise s.SchemaError(f"graph task {expected} has no graph_task_start event")
+        self.expect_start = None
+        node_id, node_name, sequence_nr, topological_nr = fields["node"] or (None,) * 4
+        self.events.append(
+            TraceEvent(
+                index,
+                kind,
+                fields["seq"],
+                fields["t_ns"],
+                fields["thread"],
+                fields["device"],
+                gid,
+                node_id,
+                node_name,
+                sequence_nr,
+                topological_nr,
+                data,
+            )
+        )
+
+    def trace(self) -> Trace:
+        if self.header is None:
+            raise s.SchemaError("the file is empty (no header)")
+        if self.expect_start is not None:
+            raise s.SchemaError(f"graph task {self.expect_start} has no graph_task_start event")
+        return Trace(self.header, self.graph_tasks, self.events)
+
+
+def load(path: str | os.PathLike[str]) -> Trace:
+    """Read and validate the trace file at ``path`` (see :meth:`Trace.load`)."""
+    loader = _Loader()
+    lineno = 0
+    with open(path, "rb") as f:
+        for lineno, raw in enumerate(f, start=1):
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise TraceFormatError(
+                    f"{os.fspath(path)}, line {lineno}: not UTF-8 text ({exc.reason} at byte "
+                    f"{exc.start})"
+                ) from None
+            if not text.endswith("\n"):
+                raise TraceFormatError(
+                    f"{os.fspath(path)}, line {lineno}: truncated (the last line has no newline)"
+                )
+            try:
+                item = json.loads(text, parse_constant=_reject_constant)
+                loader.feed(item)
+            except (ValueError, RecursionError) as exc:
+                problem = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
+                if isinstance(exc, RecursionError):
+                    problem = "nested too deeply"
+                raise TraceFormatError(f"{os.fspath(path)}, line {lineno}: {problem}") from None
+    try:
+        loader.finish_graph_task()
+        return loader.trace()
+    except s.SchemaError as exc:
+        raise TraceFormatError(f"{os.fspath(path)}, line {lineno}: {exc}") from None
+
+
+def _reject_constant(name: str) -> Any:
+    raise s.SchemaError(f"{name} is not valid JSON (non-finite numbers are written as strings)")
