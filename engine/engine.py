@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from engine import _context, anomaly, devices, grad_mode
+from engine.activity import ACTIVITY
 from engine.devices import CPU
 from engine.events import HUB, LazySummary
 from engine.graph import Edge, GraphRoot, Node
@@ -65,6 +66,23 @@ class Engine(WorkerThreads):
         outputs: Sequence[Edge] = (),
     ) -> list[Tensor | None]:
         """Run backward from ``roots`` seeded with ``inputs``; return captured ``outputs``."""
+        if TLS.worker_device is not None:
+            return self._execute(roots, inputs, keep_graph, create_graph, accumulate_grad, outputs)
+        ACTIVITY.enter()  # a user thread joins the engine; see Note [Quiescence]
+        try:
+            return self._execute(roots, inputs, keep_graph, create_graph, accumulate_grad, outputs)
+        finally:
+            ACTIVITY.leave()
+
+    def _execute(
+        self,
+        roots: Sequence[Edge],
+        inputs: list[Tensor | None],
+        keep_graph: bool,
+        create_graph: bool,
+        accumulate_grad: bool,
+        outputs: Sequence[Edge],
+    ) -> list[Tensor | None]:
         validate_outputs(roots, inputs, lambda msg: msg)
         reentrant = TLS.worker_device is not None
         cpu_queue = TLS.local_ready_queue if reentrant else ReadyQueue()

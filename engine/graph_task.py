@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from engine import _context
+from engine.activity import ACTIVITY, Completion
 from engine.devices import CPU, Device
 from engine.graph import Edge, Node
 from engine.tensor import Tensor
@@ -108,7 +109,7 @@ class GraphTask:
         self.owner: Device | None = None
         self.outstanding_tasks = 0
         self._count_lock = threading.Lock()
-        self.lock = threading.Lock()
+        self.lock = ACTIVITY.new_lock()
         self.dependencies: dict[Node, int] = {}
         self.not_ready: dict[Node, InputBuffer] = {}
         self.exec_info: dict[Node, ExecInfo] = {}
@@ -116,7 +117,7 @@ class GraphTask:
         self.has_error = False
         self.future_completed = False
         self.error: BaseException | None = None
-        self.done = threading.Event()
+        self.done = Completion()
         self.leaf_devices: set[Device] = set()
         parent = _context.TLS.graph_task
         self.parent_id = 0 if parent is None else parent.id
@@ -202,12 +203,13 @@ class ReadyQueue:
     sequence_nr; ties in arrival order.
     """
 
-    __slots__ = ("_arrival", "_cond", "_heap", "device")
+    __slots__ = ("_arrival", "_cond", "_heap", "_waiting", "device")
 
     def __init__(self, device: Device = CPU) -> None:
         self._heap: list[tuple[int, int, int, int, int, NodeTask]] = []
         self._cond = threading.Condition(threading.Lock())
         self._arrival = itertools.count()
+        self._waiting = 0
         self.device = device
 
     def push(self, task: NodeTask, increment_outstanding: bool = True) -> None:
@@ -224,11 +226,17 @@ class ReadyQueue:
             key = (1, 1, -depth, -task.fn.sequence_nr)
         with self._cond:
             heapq.heappush(self._heap, (*key, next(self._arrival), task))
-            self._cond.notify()
+            if self._waiting:
+                # The sleeper counts as running from now on; see Note [Quiescence].
+                self._waiting -= 1
+                ACTIVITY.unblock()
+                self._cond.notify()
 
     def pop(self) -> NodeTask:
         with self._cond:
             while not self._heap:
+                self._waiting += 1
+                ACTIVITY.block()
                 self._cond.wait()
             return heapq.heappop(self._heap)[-1]
 

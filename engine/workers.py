@@ -15,6 +15,7 @@ import threading
 from typing import Any
 
 from engine import _context
+from engine.activity import ACTIVITY
 from engine.devices import CPU, Device
 from engine.graph_task import GraphTask, NodeTask, ReadyQueue
 
@@ -33,6 +34,7 @@ class WorkerThreads(abc.ABC):
         self._pool_lock = threading.Condition(threading.Lock())
         self._pool_queue: list[GraphTask] = []
         self._pool_idle = 0
+        self._pool_waiting = 0
         self._pool_threads: list[threading.Thread] = []
 
     @abc.abstractmethod
@@ -70,20 +72,25 @@ class WorkerThreads(abc.ABC):
         TLS.local_ready_queue = queue
         if device.type == "cuda":
             device.xp.cuda.Device(device.index).use()
-        while True:
-            try:
-                self.thread_main(None)
-                return  # a shutdown task
-            except BaseException:  # noqa: BLE001
-                # Only a listener cancelling at a step outside a node gets here (errors in
-                # nodes are carried to their graph task); a device thread must keep serving.
-                continue
+        ACTIVITY.enter()
+        try:
+            while True:
+                try:
+                    self.thread_main(None)
+                    return  # a shutdown task
+                except BaseException:  # noqa: BLE001
+                    # Only a listener cancelling at a step outside a node gets here (errors in
+                    # nodes are carried to their graph task); a device thread must keep serving.
+                    continue
+        finally:
+            ACTIVITY.leave()
 
     def add_thread_pool_task(self, graph_task: GraphTask) -> None:
         """Hand a too-deep reentrant graph task to a pool thread (created when none is idle)."""
         with self._pool_lock:
             create = self._pool_idle <= len(self._pool_queue)
             self._pool_queue.append(graph_task)
+            self._wake_pool_waiters(1)
             if create:
                 thread = threading.Thread(
                     target=self._pool_thread_main,
@@ -94,22 +101,37 @@ class WorkerThreads(abc.ABC):
                 thread.start()
             self._pool_lock.notify()
 
+    def _wake_pool_waiters(self, n: int) -> None:
+        # Pool lock held. Sleepers count as running before they wake; see Note [Quiescence].
+        n = min(n, self._pool_waiting)
+        if n:
+            self._pool_waiting -= n
+            ACTIVITY.unblock(n)
+
     def _pool_thread_main(self) -> None:
-        while True:
-            with self._pool_lock:
-                self._pool_idle += 1
-                while not self._pool_queue:
-                    self._pool_lock.wait()
-                self._pool_idle -= 1
-                graph_task = self._pool_queue.pop(0)
-            if graph_task is _POOL_SHUTDOWN:
-                return
-            assert graph_task.owner is not None
-            TLS.worker_device = graph_task.owner
-            TLS.local_ready_queue = self.ready_queue(graph_task.cpu_ready_queue, graph_task.owner)
-            TLS.total_depth = graph_task.reentrant_depth
-            TLS.current_depth = 0
-            self.thread_main(graph_task)
+        ACTIVITY.enter()
+        try:
+            while True:
+                with self._pool_lock:
+                    self._pool_idle += 1
+                    while not self._pool_queue:
+                        self._pool_waiting += 1
+                        ACTIVITY.block()
+                        self._pool_lock.wait()
+                    self._pool_idle -= 1
+                    graph_task = self._pool_queue.pop(0)
+                if graph_task is _POOL_SHUTDOWN:
+                    return
+                assert graph_task.owner is not None
+                TLS.worker_device = graph_task.owner
+                TLS.local_ready_queue = self.ready_queue(
+                    graph_task.cpu_ready_queue, graph_task.owner
+                )
+                TLS.total_depth = graph_task.reentrant_depth
+                TLS.current_depth = 0
+                self.thread_main(graph_task)
+        finally:
+            ACTIVITY.leave()
 
     def shutdown(self, timeout: float = 5.0) -> None:
         """Stop every device and pool thread and wait for them (tests, clean exit).
@@ -128,6 +150,7 @@ class WorkerThreads(abc.ABC):
             pool = list(self._pool_threads)
             self._pool_queue.extend([_POOL_SHUTDOWN] * len(pool))
             self._pool_threads.clear()
+            self._wake_pool_waiters(self._pool_waiting)
             self._pool_lock.notify_all()
         for thread in threads + pool:
             thread.join(timeout)
