@@ -37,11 +37,12 @@ class NodeStatus(enum.StrEnum):
     WAITING = "waiting"
     """Needed, and no gradient has reached it yet."""
     PARTIAL = "partial"
-    """Some of its dependencies have delivered; others have not."""
+    """Gradients have started to arrive; it is not in a ready queue yet."""
     QUEUED = "queued"
-    """Every dependency delivered; waiting in a ready queue."""
+    """Every dependency delivered; waiting in a ready queue. A failed graph task
+    drops its queues: nodes queued then stay QUEUED (ready, never run)."""
     RUNNING = "running"
-    """An engine thread is running it."""
+    """An engine thread popped it and is running its hooks or ``apply``."""
     DONE = "done"
     """It ran (or, for a ``grad()`` input, its gradient was captured)."""
     PRUNED = "pruned"
@@ -246,7 +247,7 @@ class ExecutionState:
         gid = self.graph_task if graph_task is None else graph_task
         history = self._replayer.node_history.get((gid, node_id)) if gid is not None else None
         if history is not None:
-            i = bisect.bisect_left(history[0], self.step) - 1
+            i = bisect.bisect_right(history[0], self.step) - 1
             if i >= 0:
                 return history[1][i]
         raise KeyError(f"node {node_id} is not in graph task {gid} at step {self.step}")
@@ -268,7 +269,7 @@ class ExecutionState:
         """Leaf tensors seen so far and their ``.grad``, by ``AccumulateGrad`` node id."""
         out = {}
         for node_id, (steps, states) in self._replayer.leaf_history.items():
-            i = bisect.bisect_left(steps, self.step) - 1
+            i = bisect.bisect_right(steps, self.step) - 1
             if i >= 0:
                 out[node_id] = states[i]
         return out
@@ -284,10 +285,21 @@ def _priority(entry: QueueEntry) -> tuple[int, int, int]:
 
 
 class Replayer:
-    """Indexes a trace for :meth:`state_at`; see the module docstring."""
+    """Indexes a trace for :meth:`state_at`; see the module docstring.
 
-    def __init__(self, trace: Trace) -> None:
+    Args:
+        trace: the trace to index; :meth:`extend` catches up when it grows.
+        checkpoint_every: events between two checkpoints of the small state.
+    """
+
+    def __init__(self, trace: Trace, checkpoint_every: int = CHECKPOINT_EVERY) -> None:
+        if isinstance(checkpoint_every, bool) or not isinstance(checkpoint_every, int):
+            raise TypeError(f"checkpoint_every must be an integer, got {checkpoint_every!r}")
+        if checkpoint_every < 1:
+            raise ValueError(f"checkpoint_every must be at least 1, got {checkpoint_every}")
         self.trace = trace
+        self.checkpoint_every = checkpoint_every
+        """Events between two checkpoints."""
         self.node_history: dict[tuple[int, int], tuple[list[int], list[NodeState]]] = {}
         self.task_nodes: dict[int, list[int]] = {}
         self.leaf_history: dict[int, tuple[list[int], list[LeafState]]] = {}
@@ -295,17 +307,21 @@ class Replayer:
         self.anomalies: list[TraceEvent] = []
         self.checkpoints: list[_Small] = [_Small()]  # checkpoint i is the state at step i * K
         self._small = _Small()
+        self._captures: dict[int, bool] = {}
         self._applied = 0
         self.extend()
 
     def extend(self) -> None:
         """Index the events recorded since the last call (live traces grow)."""
+        from autograd_viz.trace import paused_gc
+
         events = self.trace.events
-        while self._applied < len(events):
-            _apply(self, self._small, events[self._applied], record=True)
-            self._applied += 1
-            if self._applied % CHECKPOINT_EVERY == 0:
-                self.checkpoints.append(self._small.copy())
+        with paused_gc():
+            while self._applied < len(events):
+                _apply(self, self._small, events[self._applied], record=True)
+                self._applied += 1
+                if self._applied % self.checkpoint_every == 0:
+                    self.checkpoints.append(self._small.copy())
 
     def state_at(self, step: int) -> ExecutionState:
         """The state after ``step`` events (see :meth:`Trace.state_at`)."""
@@ -314,11 +330,25 @@ class Replayer:
             raise TypeError(f"step must be an integer, got {type(step).__name__}")
         if not 0 <= step <= total:
             raise IndexError(f"step {step} is outside this trace (0 .. {total})")
-        base = min(step // CHECKPOINT_EVERY, len(self.checkpoints) - 1)
+        every = self.checkpoint_every
+        base = min(step // every, len(self.checkpoints) - 1)
         small = self.checkpoints[base].copy()
-        for event in self.trace.events[base * CHECKPOINT_EVERY : step]:
+        for event in self.trace.events[base * every : step]:
             _apply(self, small, event, record=False)
         return ExecutionState(self, step, small)
+
+    def captures(self, gid: int, info: GraphTaskInfo | None) -> bool:
+        """Whether graph task ``gid`` is a ``grad()`` call, whose results are captured.
+
+        ``backward(inputs=...)`` has outputs too but accumulates into ``.grad``;
+        the engine still reports a list of ``None`` as its captured values.
+        """
+        if info is None:
+            return True  # recording began after it started: trust the engine's report
+        known = self._captures.get(gid)
+        if known is None:
+            known = self._captures[gid] = any(n.captures for n in info.nodes.values())
+        return known
 
     # -- histories -------------------------------------------------------------------
     def current(self, gid: int, node_id: int) -> NodeState | None:
@@ -360,13 +390,15 @@ def _apply(rp: Replayer, small: _Small, event: TraceEvent, record: bool) -> None
         small.graph_tasks[gid] = GraphTaskState(info)
         stack = (*stack, Frame(gid, None, None))
         if record and info is not None:
-            _start_graph_task(rp, event.index, info)
+            _start_graph_task(rp, event, info)
     elif kind == "node_start":
         _dequeue(small, gid, event.node_id)
         stack = (*stack, Frame(gid, event.node_id, event.node_name))
-    elif kind == "node_end" or (kind == "error" and event.node_id is not None):
-        if stack and stack[-1].node_id == event.node_id and stack[-1].graph_task == gid:
-            stack = stack[:-1]
+    elif kind == "hook":
+        # Tensor pre-hooks run after the task is popped and before node_start.
+        _dequeue(small, gid, event.node_id)
+    elif kind == "node_end":
+        stack = _pop_node(stack, gid, event.node_id)
     elif kind == "enqueue" and event.node_id is not None:
         depth = 0
         task = small.graph_tasks.get(gid)
@@ -384,12 +416,10 @@ def _apply(rp: Replayer, small: _Small, event: TraceEvent, record: bool) -> None
     elif kind == "graph_task_end":
         task = small.graph_tasks.get(gid) or GraphTaskState(None)
         error = None if data["status"] == "ok" else f"{data['exc_type']}: {data['message']}"
-        small.graph_tasks[gid] = replace(
-            task,
-            status=data["status"],
-            error=error,
-            captured={i: g for i, g in enumerate(data["captured"])} or task.captured,
-        )
+        results = task.captured
+        if rp.captures(gid, task.info):
+            results = dict(enumerate(data["captured"])) or results
+        small.graph_tasks[gid] = replace(task, status=data["status"], error=error, captured=results)
         for queue in small.queues.values():
             for key in [k for k in queue if k[0] == gid]:
                 del queue[key]
@@ -399,6 +429,7 @@ def _apply(rp: Replayer, small: _Small, event: TraceEvent, record: bool) -> None
     elif kind == "reentrant_exit":
         stack = _pop_task(stack, gid)
     elif kind == "error":
+        stack = _pop_node(stack, gid, event.node_id)
         small.errors += 1
         if record:
             rp.errors.append(event)
@@ -415,6 +446,17 @@ def _dequeue(small: _Small, gid: int, node_id: int | None) -> None:
     for queue in small.queues.values():
         if queue.pop((gid, node_id or 0), None) is not None:
             return
+
+
+def _pop_node(stack: tuple[Frame, ...], gid: int, node_id: int | None) -> tuple[Frame, ...]:
+    if (
+        node_id is not None
+        and stack
+        and stack[-1].node_id == node_id
+        and stack[-1].graph_task == gid
+    ):
+        return stack[:-1]
+    return stack
 
 
 def _pop_task(stack: tuple[Frame, ...], gid: int) -> tuple[Frame, ...]:
@@ -438,19 +480,23 @@ def _close_task_frames(
             yield name, replace(state, stack=frames)
 
 
-def _start_graph_task(rp: Replayer, index: int, info: GraphTaskInfo) -> None:
+def _start_graph_task(rp: Replayer, event: TraceEvent, info: GraphTaskInfo) -> None:
+    index = event.index
+    # With one root the engine seeds the root's input buffer itself (no accumulate event).
+    seeded: dict[int, TensorSummary | None] = {}
+    if len(info.roots) == 1 and event.data["root_grads"]:
+        seeded[info.roots[0][2]] = event.data["root_grads"][0]
     for node in info.nodes.values():
         status = NodeStatus.WAITING if node.status == "needed" else NodeStatus.PRUNED
+        slots: list[TensorSummary | None] = [None] * len(node.inputs)
+        counts = [0] * len(node.inputs)
+        if node.id == info.root:
+            for slot, grad in seeded.items():
+                if slot < len(slots) and grad is not None:
+                    slots[slot], counts[slot] = grad, 1
         rp.set_node(
             index,
-            NodeState(
-                node,
-                info.id,
-                status,
-                node.dependencies,
-                (None,) * len(node.inputs),
-                (0,) * len(node.inputs),
-            ),
+            NodeState(node, info.id, status, node.dependencies, tuple(slots), tuple(counts)),
         )
         if node.leaf is not None:
             rp.set_leaf(index, LeafState(node.id, node.leaf.name, node.leaf.grad))
@@ -505,14 +551,14 @@ def _on_decrement(state: NodeState, event: TraceEvent, data: Mapping[str, Any]) 
 
 
 def _on_accumulate(state: NodeState, event: TraceEvent, data: Mapping[str, Any]) -> NodeState:
-    if data["target"] != "buffer":
+    slot = data.get("slot")
+    if data["target"] != "buffer" or slot is None:
         return state
-    slot = data["slot"]
     slots = list(state.slots) or [None] * (slot + 1)
     counts = list(state.contributions) or [0] * len(slots)
     if slot >= len(slots):
         return state
-    slots[slot] = data["total"]
+    slots[slot] = data.get("total", data["grad"])
     counts[slot] += 1
     status = state.status
     if status is NodeStatus.WAITING:
@@ -544,6 +590,10 @@ def _on_capture(state: NodeState, event: TraceEvent, data: Mapping[str, Any]) ->
 
 
 def _on_hook(state: NodeState, event: TraceEvent, data: Mapping[str, Any]) -> NodeState:
+    if state.status is NodeStatus.QUEUED:  # popped: its tensor pre-hooks run before node_start
+        return replace(
+            state, hooks_run=state.hooks_run + 1, status=NodeStatus.RUNNING, thread=event.thread
+        )
     return replace(state, hooks_run=state.hooks_run + 1)
 
 

@@ -63,7 +63,7 @@ def read_int(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise SchemaError(f"expected an integer, got {_kind(value)}")
     if not -_INT_LIMIT <= value <= _INT_LIMIT:
-        raise SchemaError(f"integer {value} out of range")
+        raise SchemaError(f"integer {show(value)} out of range")
     return value
 
 
@@ -90,7 +90,7 @@ def one_of(*choices: str) -> Reader:
     def read(value: Any) -> str:
         text = read_str(value)
         if text not in choices:
-            raise SchemaError(f"expected one of {', '.join(choices)}; got {text!r}")
+            raise SchemaError(f"expected one of {', '.join(choices)}; got {show(text)}")
         return text
 
     return read
@@ -107,12 +107,12 @@ def list_of(reader: Reader) -> Reader:
     def read(value: Any) -> tuple[Any, ...]:
         if not isinstance(value, list):
             raise SchemaError(f"expected a list, got {_kind(value)}")
-        out = []
-        for i, item in enumerate(value):
-            try:
+        out: list[Any] = []
+        try:
+            for item in value:
                 out.append(reader(item))
-            except SchemaError as exc:
-                raise SchemaError(f"[{i}]: {exc}") from None
+        except SchemaError as exc:
+            raise SchemaError(f"[{len(out)}]: {exc}") from None
         return tuple(out)
 
     return read
@@ -120,14 +120,16 @@ def list_of(reader: Reader) -> Reader:
 
 def tuple_of(*readers: Reader) -> Reader:
     def read(value: Any) -> tuple[Any, ...]:
-        if not isinstance(value, list) or len(value) != len(readers):
+        if not isinstance(value, list):
             raise SchemaError(f"expected a list of {len(readers)} items, got {_kind(value)}")
-        out = []
-        for i, (reader, item) in enumerate(zip(readers, value, strict=True)):
-            try:
+        if len(value) != len(readers):
+            raise SchemaError(f"expected a list of {len(readers)} items, got {len(value)}")
+        out: list[Any] = []
+        try:
+            for reader, item in zip(readers, value, strict=True):
                 out.append(reader(item))
-            except SchemaError as exc:
-                raise SchemaError(f"[{i}]: {exc}") from None
+        except SchemaError as exc:
+            raise SchemaError(f"[{len(out)}]: {exc}") from None
         return tuple(out)
 
     return read
@@ -144,9 +146,9 @@ def int_map(reader: Reader) -> Reader:
             try:
                 number = int(key)
             except ValueError:
-                raise SchemaError(f"key {key!r} is not an integer") from None
+                raise SchemaError(f"key {show(key)} is not an integer") from None
             if str(number) != key:
-                raise SchemaError(f"key {key!r} is not an integer")
+                raise SchemaError(f"key {show(key)} is not an integer")
             try:
                 out[number] = reader(item)
             except SchemaError as exc:
@@ -165,7 +167,7 @@ def str_map(reader: Reader) -> Reader:
             try:
                 out[key] = reader(item)
             except SchemaError as exc:
-                raise SchemaError(f"{key}: {exc}") from None
+                raise SchemaError(f"{show(key)}: {exc}") from None
         return out
 
     return read
@@ -173,23 +175,27 @@ def str_map(reader: Reader) -> Reader:
 
 def record(fields: Mapping[str, Reader], optional_fields: Mapping[str, Reader] = {}) -> Reader:
     """A JSON object with exactly ``fields`` (plus any of ``optional_fields``)."""
+    readers = {**optional_fields, **fields}
+    required = frozenset(fields)
+    allowed = frozenset(readers)
 
     def read(value: Any) -> dict[str, Any]:
         if not isinstance(value, dict):
             raise SchemaError(f"expected an object, got {_kind(value)}")
-        missing = [name for name in fields if name not in value]
-        if missing:
-            raise SchemaError(f"missing field {missing[0]!r}")
-        unknown = [name for name in value if name not in fields and name not in optional_fields]
-        if unknown:
-            raise SchemaError(f"unknown field {unknown[0]!r}")
+        keys = value.keys()
+        if not keys >= required:
+            missing = next(name for name in fields if name not in value)
+            raise SchemaError(f"missing field {missing!r}")
+        if not keys <= allowed:
+            unknown = next(name for name in value if name not in allowed)
+            raise SchemaError(f"unknown field {show(unknown)}")
         out = {}
-        for name, item in value.items():
-            reader = fields.get(name) or optional_fields[name]
-            try:
-                out[name] = reader(item)
-            except SchemaError as exc:
-                raise SchemaError(f"{name}: {exc}") from None
+        name = ""
+        try:
+            for name, item in value.items():
+                out[name] = readers[name](item)
+        except SchemaError as exc:
+            raise SchemaError(f"{name}: {exc}") from None
         return out
 
     return read
@@ -200,8 +206,21 @@ def _kind(value: Any) -> str:
     if value is None:
         return "null"
     if isinstance(value, int | float) and not isinstance(value, bool):
-        return f"the number {value!r}"
+        return f"the number {show(value)}"
     return names.get(type(value), type(value).__name__)
+
+
+_SHOWN = 60
+
+
+def show(value: Any) -> str:
+    """``repr(value)`` cut to a length that fits in an error message."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**_SHOWN:
+        return f"an integer of {len(str(abs(value)))} digits"
+    if isinstance(value, list | dict):
+        return _kind(value)  # a nested value's repr is neither short nor useful
+    text = repr(value)
+    return text if len(text) <= _SHOWN else f"{text[: _SHOWN - 3]}..."
 
 
 # -- tensor summaries -------------------------------------------------------------------

@@ -7,6 +7,7 @@ records) and ``event`` records. ``docs/trace-format.md`` is the reference.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Iterator
@@ -22,6 +23,7 @@ from autograd_viz.trace import (
     Trace,
     TraceEvent,
     TraceFormatError,
+    paused_gc,
 )
 from engine.events import TensorSummary
 
@@ -116,15 +118,36 @@ def iter_records(trace: Trace) -> Iterator[dict[str, Any]]:
         yield _event_record(event)
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+_ASCII_ENCODER = json.JSONEncoder(ensure_ascii=True, allow_nan=False, separators=(",", ":"))
+
+
+def _encode_line(item: dict[str, Any]) -> bytes:
+    text = _ENCODER.encode(item)
+    try:
+        return text.encode("utf-8") + b"\n"
+    except UnicodeEncodeError:
+        # A lone surrogate (an exception message can hold one) has no UTF-8 form;
+        # escaped as \udXXX it reads back as the same string.
+        return _ASCII_ENCODER.encode(item).encode("ascii") + b"\n"
+
+
 def save(trace: Trace, path: str | os.PathLike[str]) -> None:
-    """Write ``trace`` to ``path`` (see :meth:`Trace.save`)."""
-    encoder = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    """Write ``trace`` to ``path`` (see :meth:`Trace.save`).
+
+    The file is written next to ``path`` and renamed over it at the end, so a
+    failed save leaves any previous file whole.
+    """
     tmp = f"{os.fspath(path)}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        for item in iter_records(trace):
-            f.write(encoder.encode(item))
-            f.write("\n")
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as f:
+            for item in iter_records(trace):
+                f.write(_encode_line(item))
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        raise
 
 
 # -- reading ---------------------------------------------------------------------------
@@ -203,6 +226,16 @@ _EVENT = s.record(
 )
 
 
+# Note [Event order]
+# ~~~~~~~~~~~~~~~~~~
+# A recorder keeps events in the engine's emission order (seq), but a live
+# session records them in the order it let paused threads go, which may differ
+# between threads. Both are valid histories: events that touch the same state
+# are emitted under the same lock, so they keep their seq order either way.
+# The loader therefore checks that seq is unique, and increasing within each
+# thread, not across the whole file.
+
+
 class _Loader:
     """Builds a :class:`Trace` from records, checking how they fit together."""
 
@@ -210,6 +243,8 @@ class _Loader:
         self.header: dict[str, Any] | None = None
         self.graph_tasks: dict[int, GraphTaskInfo] = {}
         self.events: list[TraceEvent] = []
+        self.last_seq: dict[str, int] = {}  # per thread: see Note [Event order]
+        self.seqs: set[int] = set()
         self.pending: dict[str, Any] | None = None  # a graph_task still reading its nodes
         self.pending_nodes: dict[int, NodeInfo] = {}
         self.expect_start: int | None = None  # a graph_task whose start event comes next
@@ -238,15 +273,20 @@ class _Loader:
         elif kind == "event":
             self.read_event(item)
         else:
-            raise s.SchemaError(f"unknown record type {kind!r}")
+            raise s.SchemaError(
+                f"unknown record type {s.show(kind)}; expected graph_task, node or event"
+            )
 
     def read_header(self, item: dict[str, Any]) -> None:
         if item.get("format") != FORMAT:
-            raise s.SchemaError(f"not an autograd-viz trace (format is {item.get('format')!r})")
-        version = item.get("version")
-        if version != SCHEMA_VERSION:
             raise s.SchemaError(
-                f"unknown trace schema version {version!r}; this autograd-viz reads "
+                f"not an autograd-viz trace (format is {s.show(item.get('format'))}, "
+                f"expected {FORMAT!r})"
+            )
+        version = item.get("version")
+        if isinstance(version, bool) or version != SCHEMA_VERSION:
+            raise s.SchemaError(
+                f"unknown trace schema version {s.show(version)}; this autograd-viz reads "
                 f"version {SCHEMA_VERSION}"
             )
         header = _HEADER(item)
@@ -289,15 +329,21 @@ class _Loader:
         kind = fields["kind"]
         reader = s.EVENT_DATA_READERS.get(kind)
         if reader is None:
-            raise s.SchemaError(f"unknown event kind {kind!r}")
+            raise s.SchemaError(f"unknown event kind {s.show(kind)}")
         try:
             data = reader(fields["data"])
         except s.SchemaError as exc:
-            raise s.SchemaError(f"data.{exc}") from None
-        if self.events and fields["seq"] <= self.events[-1].seq:
+            raise s.SchemaError(f"data: {exc}") from None
+        seq, thread = fields["seq"], fields["thread"]
+        last = self.last_seq.get(thread)
+        if last is not None and seq <= last:
             raise s.SchemaError(
-                f"seq {fields['seq']} is not after the previous event's {self.events[-1].seq}"
+                f"seq {seq} is not after {last}, the previous event of thread {s.show(thread)}"
             )
+        if seq in self.seqs:
+            raise s.SchemaError(f"seq {seq} appears twice")
+        self.last_seq[thread] = seq
+        self.seqs.add(seq)
         index = len(self.events)
         gid = fields["graph_task"]
         expected = self.expect_start
@@ -326,7 +372,7 @@ class _Loader:
 
     def trace(self) -> Trace:
         if self.header is None:
-            raise s.SchemaError("the file is empty (no header)")
+            raise s.SchemaError("the file is empty (expected the trace header)")
         if self.expect_start is not None:
             raise s.SchemaError(f"graph task {self.expect_start} has no graph_task_start event")
         return Trace(self.header, self.graph_tasks, self.events)
@@ -334,35 +380,46 @@ class _Loader:
 
 def load(path: str | os.PathLike[str]) -> Trace:
     """Read and validate the trace file at ``path`` (see :meth:`Trace.load`)."""
+    name = os.fspath(path)
     loader = _Loader()
     lineno = 0
-    with open(path, "rb") as f:
+    with open(path, "rb") as f, paused_gc():
         for lineno, raw in enumerate(f, start=1):
             try:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
                 raise TraceFormatError(
-                    f"{os.fspath(path)}, line {lineno}: not UTF-8 text ({exc.reason} at byte "
-                    f"{exc.start})"
+                    f"{name}, line {lineno}: not UTF-8 text ({exc.reason} at byte {exc.start})"
                 ) from None
             if not text.endswith("\n"):
                 raise TraceFormatError(
-                    f"{os.fspath(path)}, line {lineno}: truncated (the last line has no newline)"
+                    f"{name}, line {lineno}: truncated (the last line has no newline)"
                 )
             try:
-                item = json.loads(text, parse_constant=_reject_constant)
+                item = _DECODER.decode(text)
                 loader.feed(item)
             except (ValueError, RecursionError) as exc:
-                problem = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
-                if isinstance(exc, RecursionError):
-                    problem = "nested too deeply"
-                raise TraceFormatError(f"{os.fspath(path)}, line {lineno}: {problem}") from None
+                raise TraceFormatError(f"{name}, line {lineno}: {_problem(exc)}") from None
     try:
         loader.finish_graph_task()
         return loader.trace()
     except s.SchemaError as exc:
-        raise TraceFormatError(f"{os.fspath(path)}, line {lineno}: {exc}") from None
+        raise TraceFormatError(f"{name}, line {max(lineno, 1)}: {exc}") from None
+
+
+def _problem(exc: ValueError | RecursionError) -> str:
+    if isinstance(exc, RecursionError):
+        return "nested too deeply"
+    if isinstance(exc, json.JSONDecodeError):
+        return f"not valid JSON ({exc.msg} at column {exc.colno})"
+    if "digits" in str(exc) and not isinstance(exc, s.SchemaError):
+        # int() refuses numbers of thousands of digits (sys.get_int_max_str_digits).
+        return "a number has too many digits"
+    return str(exc)
 
 
 def _reject_constant(name: str) -> Any:
     raise s.SchemaError(f"{name} is not valid JSON (non-finite numbers are written as strings)")
+
+
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
