@@ -7,6 +7,7 @@ Record every backward call into a :class:`Trace`, replay any step as an
 
 from __future__ import annotations
 
+from autograd_viz.live import Breakpoint, LiveSession, SessionCancelled
 from autograd_viz.replay import ExecutionState, NodeState, NodeStatus
 from autograd_viz.trace import (
     GraphTaskInfo,
@@ -21,12 +22,15 @@ from autograd_viz.trace import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "Breakpoint",
     "ExecutionState",
     "GraphTaskInfo",
+    "LiveSession",
     "NodeInfo",
     "NodeState",
     "NodeStatus",
     "Recorder",
+    "SessionCancelled",
     "Trace",
     "TraceEvent",
     "TraceFormatError",

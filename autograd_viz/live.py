@@ -1,0 +1,425 @@
+"""Live sessions: run user code with a gate on engine events, step it, break, stop.
+
+A :class:`LiveSession` runs a callable or a script in a background thread and
+subscribes a gate to the engine's events. Every engine thread that emits an
+event while the gate is closed pauses inside the listener until the session
+lets that one event through. Everything let through is recorded into
+:attr:`LiveSession.trace`, so the session can also move back over what it has
+seen and forward again without touching the engine.
+
+Note [One step at a time]
+~~~~~~~~~~~~~~~~~~~~~~~~~
+:meth:`LiveSession.step` lets exactly one event through, and always the same
+one for the same program: before choosing, it waits until the engine is
+quiescent (every engine thread is paused at the gate or asleep waiting for
+work; see Note [Quiescence] in ``engine.activity``). Then the set of paused
+events no longer depends on timing, and the choice is fixed: the thread that
+went last goes again if it is paused, else the paused thread whose name sorts
+first. The released thread runs until its next event, so each step is one
+engine step even with several device threads.
+
+:meth:`LiveSession.continue_` opens the gate instead, checking breakpoints in
+the listener; the first event that matches closes it again. Free running is
+as fast as recording, and as timing-dependent as the engine itself.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import engine
+from autograd_viz.replay import ExecutionState
+from autograd_viz.script import ScriptFailedError, check_script, run_script
+from autograd_viz.trace import DEFAULT_MAX_VALUES, Recorder, Trace, TraceEvent
+from engine import events
+from engine.activity import ACTIVITY
+from engine.events import Event, TensorSummary
+
+
+class SessionCancelled(RuntimeError):  # noqa: N818 - reads as what happened
+    """Raised inside the user's code when its live session is stopped mid-backward."""
+
+    _engine_propagate = True  # the engine fails the graph task with it (engine.events)
+
+
+@dataclass(frozen=True)
+class Breakpoint:
+    """Where :meth:`LiveSession.continue_` stops: every given condition must hold.
+
+    ``node`` matches a node's name (``"MulBackward0"``) or id; ``kind`` an
+    event kind; ``predicate`` any recorded event. A breakpoint with none of
+    them matches every event.
+    """
+
+    node: str | int | None = None
+    """A node name or node id."""
+    kind: str | None = None
+    """An event kind, such as ``"node_start"``."""
+    predicate: Callable[[TraceEvent], bool] | None = None
+    """A test on the recorded event."""
+
+    def __post_init__(self) -> None:
+        if self.kind is not None and self.kind not in events.EVENT_KINDS:
+            kinds = ", ".join(sorted(events.EVENT_KINDS))
+            raise ValueError(f"unknown event kind {self.kind!r}; expected one of {kinds}")
+        if self.predicate is not None and not callable(self.predicate):
+            raise TypeError("a breakpoint predicate must be callable")
+
+    def matches(self, event: TraceEvent) -> bool:
+        """Whether ``event`` stops a :meth:`LiveSession.continue_`."""
+        if self.kind is not None and event.kind != self.kind:
+            return False
+        if isinstance(self.node, int) and not isinstance(self.node, bool):
+            if event.node_id != self.node:
+                return False
+        elif self.node is not None and event.node_name != self.node:
+            return False
+        return self.predicate is None or bool(self.predicate(event))
+
+
+def non_finite(event: TraceEvent) -> bool:
+    """A breakpoint predicate: the event carries a gradient with a NaN or an Inf."""
+    for value in event.data.values():
+        items = value if isinstance(value, tuple) else (value,)
+        for item in items:
+            if isinstance(item, TensorSummary) and not item.finite:
+                return True
+    return False
+
+
+class _Paused:
+    """An engine thread waiting at the gate with its event."""
+
+    __slots__ = ("cancel", "event", "permit", "record", "thread")
+
+    def __init__(self, event: Event) -> None:
+        self.event = event
+        self.thread = event.thread
+        self.permit = False
+        self.cancel = False
+        self.record: TraceEvent | None = None
+
+
+class LiveSession:
+    """Run user code under a gate on engine events (see the module notes).
+
+    Example:
+        >>> with LiveSession(train_step) as session:
+        ...     session.step_node()
+        ...     print(session.state.nodes())
+        ...     session.continue_()
+
+    Args:
+        target: a callable taking no arguments, or the path of a Python script
+            (run as ``__main__``; :attr:`result` is then its exit status).
+        args: the script's command-line arguments (``sys.argv[1:]``).
+        max_values: tensors with at most this many elements keep their values.
+        settle_timeout: how long a step waits for the engine to become
+            quiescent before choosing among the threads already paused (only
+            a thread blocked outside the engine's knowledge makes it wait).
+    """
+
+    def __init__(
+        self,
+        target: Callable[[], Any] | str | os.PathLike[str],
+        args: Sequence[str] = (),
+        *,
+        max_values: int = DEFAULT_MAX_VALUES,
+        settle_timeout: float = 1.0,
+    ) -> None:
+        if isinstance(target, str | os.PathLike):
+            path = os.fspath(target)
+            check_script(path)
+            self._run: Callable[[], Any] = functools.partial(_run_script, path, list(args))
+        elif callable(target):
+            if args:
+                raise TypeError("args are for a script path; bind a callable's arguments yourself")
+            self._run = target
+        else:
+            raise TypeError(
+                f"target must be a callable or a script path, got {type(target).__name__}"
+            )
+        self._recorder = Recorder(max_values, arrival_order=True)
+        self._listener = self._gate  # one bound method, so unsubscribe finds it
+        self._settle_timeout = settle_timeout
+        self._cond = threading.Condition(threading.Lock())
+        self._paused: list[_Paused] = []
+        self._gated = True
+        self._cancelled = False
+        self._cancelled_tasks: set[int] = set()
+        self._ended_tasks: set[int] = set()
+        self._hit: TraceEvent | None = None
+        self._last_thread: str | None = None
+        self._thread: threading.Thread | None = None
+        self._finished = False
+        self._workers_before: set[threading.Thread] | None = None
+        self.breakpoints: list[Breakpoint] = []
+        """Breakpoints :meth:`continue_` stops at."""
+        self.position = 0
+        """The step shown by :attr:`state`; less than :attr:`frontier` after :meth:`back`."""
+        self.result: Any = None
+        """What the target returned (a script: its exit status)."""
+        self.error: BaseException | None = None
+        """What the target raised, if anything (``SystemExit`` with status 0 is not an error)."""
+
+    # -- lifecycle -------------------------------------------------------------------
+    def __enter__(self) -> LiveSession:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> LiveSession:
+        """Subscribe the gate and start the target in a background thread (paused at its
+        first engine event)."""
+        if self._thread is not None:
+            raise RuntimeError("this live session was already started")
+        self._workers_before = set(engine.get_default_engine().worker_threads())
+        ACTIVITY.track(True)
+        events.subscribe(self._listener)
+        self._thread = threading.Thread(target=self._main, name="autograd-viz-live", daemon=True)
+        self._thread.start()
+        return self
+
+    def _main(self) -> None:
+        try:
+            self.result = self._run()
+        except SystemExit as exc:
+            if exc.code not in (None, 0):
+                self.error = exc
+        except BaseException as exc:  # noqa: BLE001 - handed to whoever drives the session
+            self.error = exc
+        finally:
+            with self._cond:
+                self._finished = True
+                self._cond.notify_all()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Cancel the backward in progress, if any, and end the session.
+
+        Paused engine threads are released with :class:`SessionCancelled`,
+        which the user's code receives from ``backward()``; the target's
+        thread is joined, worker threads the session started are shut down
+        and the gate is unsubscribed. The engine stays usable.
+        """
+        with self._cond:
+            self._cancelled = True
+            self._gated = False
+            for paused in self._paused:
+                paused.cancel = True
+                ACTIVITY.unblock()
+            self._paused.clear()
+            self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout)
+        events.unsubscribe(self._listener)
+        if self._workers_before is not None:
+            ACTIVITY.track(False)
+            started = set(engine.get_default_engine().worker_threads()) - self._workers_before
+            if started:
+                engine.get_default_engine().shutdown(timeout)
+            self._workers_before = None
+
+    # -- what the session has seen ---------------------------------------------------
+    @property
+    def trace(self) -> Trace:
+        """Every event let through so far, in the order it was let through."""
+        return self._recorder.trace
+
+    @property
+    def frontier(self) -> int:
+        """How many events the engine has been let through."""
+        return len(self._recorder.trace.events)
+
+    @property
+    def state(self) -> ExecutionState:
+        """The engine's state at :attr:`position`."""
+        return self.trace.state_at(self.position)
+
+    @property
+    def finished(self) -> bool:
+        """Whether the target has returned (or raised) and no engine thread is paused."""
+        with self._cond:
+            return self._finished and not self._paused
+
+    def back(self, steps: int = 1) -> int:
+        """Move :attr:`position` back over recorded events; returns the new position."""
+        self.position = max(0, self.position - steps)
+        return self.position
+
+    # -- moving forward --------------------------------------------------------------
+    def step(self, timeout: float | None = None) -> TraceEvent | None:
+        """Apply one event: replay a recorded one, or let the engine take one step.
+
+        Returns:
+            The event, or ``None`` when the target finished without another event.
+
+        Raises:
+            TimeoutError: ``timeout`` seconds passed with no event to let through.
+        """
+        if self.position < self.frontier:
+            self.position += 1
+            return self.trace.events[self.position - 1]
+        record = self._release_one(timeout)
+        if record is not None:
+            self.position = self.frontier
+        return record
+
+    def step_node(self, timeout: float | None = None) -> TraceEvent | None:
+        """Step until a ``node_start`` has been applied; returns it (``None`` at the end)."""
+        while True:
+            record = self.step(timeout)
+            if record is None or record.kind == "node_start":
+                return record
+
+    def continue_(
+        self, timeout: float | None = None, ignore_breakpoints: bool = False
+    ) -> TraceEvent | None:
+        """Run until an event matches a breakpoint (returned, already applied) or the end.
+
+        At the end the target has finished and ``None`` is returned.
+
+        Raises:
+            TimeoutError: ``timeout`` seconds passed first; the engine is paused again.
+        """
+        if self._thread is None:
+            raise RuntimeError("start the live session first")
+        breakpoints = () if ignore_breakpoints else tuple(self.breakpoints)
+        while self.position < self.frontier:
+            record = self.trace.events[self.position]
+            self.position += 1
+            if any(b.matches(record) for b in breakpoints):
+                return record
+        with self._cond:
+            self._hit = None
+            self._active_breakpoints = breakpoints
+            self._gated = False
+            for paused in self._paused:
+                paused.permit = True
+                ACTIVITY.unblock()
+            self._paused.clear()
+            self._cond.notify_all()
+            done = self._cond.wait_for(lambda: self._hit is not None or self._finished, timeout)
+            hit = self._hit
+            self._gated = True
+        self.position = self.frontier
+        if not done:
+            raise TimeoutError(f"the target still runs after {timeout} s")
+        return hit
+
+    def run_to_end(self, timeout: float | None = None) -> None:
+        """Run the target to its end, ignoring breakpoints."""
+        self.continue_(timeout, ignore_breakpoints=True)
+
+    def add_breakpoint(
+        self,
+        node: str | int | None = None,
+        kind: str | None = None,
+        predicate: Callable[[TraceEvent], bool] | None = None,
+    ) -> Breakpoint:
+        """Add a :class:`Breakpoint` and return it (pass it to :meth:`remove_breakpoint`)."""
+        breakpoint_ = Breakpoint(node, kind, predicate)
+        self.breakpoints.append(breakpoint_)
+        return breakpoint_
+
+    def remove_breakpoint(self, breakpoint_: Breakpoint) -> None:
+        """Remove a breakpoint added before."""
+        self.breakpoints.remove(breakpoint_)
+
+    # -- the gate (runs on engine threads) -------------------------------------------
+    def _gate(self, event: Event) -> None:
+        with self._cond:
+            if self._cancelled:
+                self._after_cancel(event)
+                return
+            if self._gated:
+                paused = _Paused(event)
+                self._paused.append(paused)
+                ACTIVITY.block()  # see Note [Quiescence]; whoever lets it go unblocks it
+                self._cond.notify_all()
+                while not paused.permit and not paused.cancel:
+                    self._cond.wait()
+                if paused.cancel:
+                    self._cancel_task(event)
+                paused.record = record = self._record(event)
+            else:
+                record = self._record(event)
+            if not self._gated and any(b.matches(record) for b in self._active_breakpoints):
+                self._hit = record
+                self._gated = True
+            self._cond.notify_all()
+
+    def _record(self, event: Event) -> TraceEvent:
+        # Called with the session lock held, so events are recorded in the order let through.
+        self._recorder(event)
+        if event.kind == "graph_task_end":
+            self._ended_tasks.add(event.graph_task)
+        return self._recorder.trace.events[-1]
+
+    def _after_cancel(self, event: Event) -> None:
+        """After :meth:`stop`: fail every unfinished graph task at its next event."""
+        gid = event.graph_task
+        if event.kind in ("error", "graph_task_end", "reentrant_exit"):
+            self._cancelled_tasks.add(gid)
+            return
+        if gid not in self._cancelled_tasks and gid not in self._ended_tasks:
+            self._cancel_task(event)
+
+    def _cancel_task(self, event: Event) -> None:
+        self._cancelled_tasks.add(event.graph_task)
+        raise SessionCancelled(
+            "the live session was stopped; this backward pass was cancelled "
+            f"at {event.kind} {event.node_name or ''}".rstrip()
+        )
+
+    # -- the controller side (runs on the thread that calls step) --------------------
+    def _release_one(self, timeout: float | None) -> TraceEvent | None:
+        if self._thread is None:
+            raise RuntimeError("start the live session first")
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            ACTIVITY.wait_quiescent(self._settle_timeout)  # see Note [One step at a time]
+            with self._cond:
+                if self._cancelled:
+                    return None
+                if self._paused:
+                    paused = self._choose()
+                    paused.permit = True
+                    self._paused.remove(paused)
+                    ACTIVITY.unblock()
+                    self._last_thread = paused.thread
+                    self._cond.notify_all()
+                    self._cond.wait_for(functools.partial(self._let_through, paused))
+                    return paused.record
+                if self._finished:
+                    return None
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    raise TimeoutError(f"no engine event within {timeout} s")
+                wait = 0.05 if remaining is None else min(0.05, remaining)
+                self._cond.wait(wait)
+
+    def _let_through(self, paused: _Paused) -> bool:
+        return paused.record is not None or self._cancelled
+
+    def _choose(self) -> _Paused:
+        for paused in self._paused:
+            if paused.thread == self._last_thread:
+                return paused
+        return min(self._paused, key=lambda p: (p.thread, p.event.seq))
+
+    _active_breakpoints: tuple[Breakpoint, ...] = ()
+
+
+def _run_script(path: str, args: list[str]) -> int:
+    """Run a script; what it raises comes out as itself, as from a callable target."""
+    try:
+        return run_script(path, args)
+    except ScriptFailedError as exc:
+        raise exc.exception from None
