@@ -1,7 +1,14 @@
 """The ``autograd-viz`` command line.
 
-``autograd-viz demo`` walks through one backward pass of a small recurrent
-cell (see ``autograd_viz.walkthrough``).
+* ``autograd-viz demo`` walks through one backward pass of a small recurrent
+  cell (see ``autograd_viz.walkthrough``).
+* ``autograd-viz record [-o TRACE] SCRIPT [ARGS ...]`` runs a script with
+  recording on and saves every backward call it makes as a trace file.
+* ``autograd-viz timeline TRACE [-o JSON]`` turns a trace into a timeline for
+  Perfetto or ``chrome://tracing`` (see ``autograd_viz.timeline``).
+
+A user mistake (a missing file, a bad trace, a script that raises) ends in one
+line on stderr, ``autograd-viz: error: ...``, and a non-zero exit status.
 """
 
 from __future__ import annotations
@@ -9,14 +16,27 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable, Sequence
-from typing import NoReturn
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, NoReturn
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.text import Text
+
+    from autograd_viz.trace import Trace, TraceStats
 
 PROG = "autograd-viz"
+DEFAULT_TRACE = "trace.jsonl"
+"""Where ``record`` writes its trace when not told."""
 
 
 class UsageError(Exception):
     """The command line was wrong: an unknown command, a missing or bad argument."""
+
+
+class CommandError(Exception):
+    """A command could not do its job; the message is the one line ``main`` prints."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -37,9 +57,207 @@ def run_demo(args: argparse.Namespace) -> int:
     return walkthrough(args)
 
 
+# -- record --------------------------------------------------------------------------
+
+
+def _trailing_output(script_args: list[str]) -> bool:
+    return (
+        len(script_args) >= 2
+        and script_args[-2] in ("-o", "--output")
+        and ("--" not in script_args)
+    )
+
+
+def run_record(args: argparse.Namespace) -> int:
+    """``autograd-viz record``: run a script with recording on and save its trace."""
+    import autograd_viz
+    from autograd_viz.script import ScriptFailedError, ScriptNotFoundError, check_script, run_script
+
+    command = list(args.script_and_args)
+    if command[:1] == ["--"]:  # `record -o t.jsonl -- SCRIPT`: argparse keeps the marker here
+        del command[0]
+    if not command:
+        raise UsageError("record: missing SCRIPT, the Python script to run")
+    script, *script_args = command
+    output_given: str | None = args.output_given
+    if output_given is None and _trailing_output(script_args):
+        # `record SCRIPT ARGS -o TRACE`: a final -o is ours unless a `--` hands all to the script.
+        output_given = script_args[-1]
+        del script_args[-2:]
+    output = output_given or DEFAULT_TRACE
+    _check_output(output)
+    try:
+        check_script(script)
+    except ScriptNotFoundError as exc:
+        raise CommandError(str(exc)) from None
+    if output_given is None and ({"-o", "--output"} & set(script_args)):
+        _note(f"-o after {script} goes to the script; put it before {script} to name the trace")
+    status = 0
+    failure: ScriptFailedError | None = None
+    interrupted = False
+    with autograd_viz.record(args.max_values) as trace, _progress(trace, script):
+        try:
+            status = run_script(script, script_args)
+        except ScriptFailedError as exc:
+            failure = exc
+        except KeyboardInterrupt:
+            interrupted = True
+    if failure is not None:
+        sys.stdout.flush()  # the script's own output comes before its traceback
+        print(f"Traceback of {script}, which raised:", file=sys.stderr)
+        print(failure.script_traceback(), end="", file=sys.stderr)
+    # The trace is saved whatever the script did: a partial trace is what shows where it failed.
+    try:
+        trace.save(output)
+        size = os.path.getsize(output)
+    except OSError as exc:
+        raise CommandError(f"cannot write trace {output}: {exc.strerror or exc}") from None
+    complete = failure is None and not interrupted
+    _print_record_summary(trace.stats(), script, output, size, complete)
+    if interrupted:
+        _note(f"partial trace saved to {output}")
+        raise KeyboardInterrupt
+    if failure is not None:
+        raise CommandError(str(failure))
+    if status != 0:
+        _note(f"{script} exited with status {status}")
+    return status
+
+
+class _RecordingStatus:
+    """The spinner's text; rich re-renders it on its own timer, not per engine event."""
+
+    def __init__(self, trace: Trace, script: str) -> None:
+        self.trace = trace
+        self.script = script
+
+    def __rich__(self) -> Text:
+        from rich.text import Text
+
+        return Text(f"Running {self.script}: {len(self.trace.events):,} events recorded")
+
+
+@contextmanager
+def _progress(trace: Trace, script: str) -> Iterator[None]:
+    """A spinner with a live event count on stderr, when stderr is a terminal."""
+    console = _console(stderr=True)
+    if not console.is_terminal:
+        yield
+        return
+    with console.status(_RecordingStatus(trace, script)):
+        yield
+
+
+def _print_record_summary(
+    stats: TraceStats, script: str, output: str, size: int, complete: bool
+) -> None:
+    from rich.filesize import decimal
+    from rich.markup import escape
+
+    console = _console()
+    title = "Recorded" if complete else "Partial trace of"
+    console.print(f"[bold]{title} {escape(script)}[/bold]", soft_wrap=True)
+    rows = [
+        ("graph tasks", f"{stats.graph_tasks:,}"),
+        ("nodes run", f"{stats.nodes:,}"),
+        ("events", f"{stats.events:,}"),
+        ("duration", _duration(stats.duration_ns)),
+        ("errors", _flagged(stats.errors)),
+        ("anomalies", _flagged(stats.anomalies)),
+        ("saved to", f"{escape(output)} ({decimal(size)})"),
+    ]
+    for label, value in rows:
+        console.print(f"  {label:<12} {value}", soft_wrap=True)
+    if not stats.events:
+        console.print("  [dim]No backward pass ran while recording.[/dim]")
+
+
+def _flagged(count: int) -> str:
+    return f"[bold red]{count:,}[/bold red]" if count else "0"
+
+
+def _duration(ns: int) -> str:
+    if ns < 1_000_000:
+        return f"{ns / 1000:.1f} µs"
+    if ns < 1_000_000_000:
+        return f"{ns / 1_000_000:.1f} ms"
+    return f"{ns / 1_000_000_000:.2f} s"
+
+
+def _max_values(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
+    return value
+
+
+# -- timeline --------------------------------------------------------------------------
+
+
+def run_timeline(args: argparse.Namespace) -> int:
+    """``autograd-viz timeline``: write a trace's timeline for Perfetto or chrome://tracing."""
+    from autograd_viz.timeline import save_chrome_trace
+    from autograd_viz.trace import Trace, TraceFormatError
+
+    source: str = args.trace
+    output: str = args.output or _timeline_name(source)
+    _check_output(output)
+    try:
+        trace = Trace.load(source)
+    except TraceFormatError as exc:
+        raise CommandError(f"invalid trace file {exc}") from None
+    except OSError as exc:
+        raise CommandError(f"cannot read trace {source}: {exc.strerror or exc}") from None
+    try:
+        document = save_chrome_trace(trace, output)
+    except OSError as exc:
+        raise CommandError(f"cannot write {output}: {exc.strerror or exc}") from None
+    events = document["traceEvents"]
+    slices = sum(1 for e in events if e["ph"] == "X" and e["cat"] == "node")
+    flows = sum(1 for e in events if e["ph"] == "s")
+    lanes = sum(1 for e in events if e["name"] == "thread_name")
+    print(
+        f"Wrote {output}: {slices} node slices, {flows} flows, {lanes} threads. "
+        "Open it in https://ui.perfetto.dev or chrome://tracing."
+    )
+    return 0
+
+
+def _timeline_name(trace_path: str) -> str:
+    """``run.jsonl`` → ``run.timeline.json``, next to the trace."""
+    root, ext = os.path.splitext(trace_path)
+    return f"{root if ext else trace_path}.timeline.json"
+
+
+# -- shared helpers --------------------------------------------------------------------
+
+
+def _check_output(path: str) -> None:
+    """Fail before doing any work when ``path`` cannot be an output file."""
+    if os.path.isdir(path):
+        raise CommandError(f"cannot write {path}: it is a directory")
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise CommandError(f"cannot write {path}: directory {directory} does not exist")
+
+
+def _console(stderr: bool = False) -> Console:
+    from rich.console import Console
+
+    return Console(stderr=stderr, highlight=False)
+
+
+def _note(message: str) -> None:
+    print(f"{PROG}: {message}", file=sys.stderr)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The parser for every ``autograd-viz`` subcommand."""
     from autograd_viz import __version__
+    from autograd_viz.trace import DEFAULT_MAX_VALUES
 
     parser = _Parser(
         prog=PROG,
@@ -53,6 +271,53 @@ def build_parser() -> argparse.ArgumentParser:
         description="Build a small RNN cell, run its backward pass and show every engine step.",
     )
     demo.set_defaults(run=run_demo)
+
+    record = commands.add_parser(
+        "record",
+        usage=f"{PROG} record [-h] [-o TRACE] [--max-values N] SCRIPT [ARGS ...] [-o TRACE]",
+        help="run a Python script and record every backward pass it makes",
+        description=(
+            "Run SCRIPT as __main__ with ARGS, record every backward call into a trace "
+            "file and print a summary. Options for autograd-viz go before SCRIPT, and "
+            "-o TRACE may also come last; everything else after SCRIPT is passed to the "
+            "script (after a '--', everything is)."
+        ),
+    )
+    record.add_argument(
+        "-o",
+        "--output",
+        default=None,
+        dest="output_given",
+        metavar="TRACE",
+        help=f"the trace file to write (default: {DEFAULT_TRACE})",
+    )
+    record.add_argument(
+        "--max-values",
+        type=_max_values,
+        default=DEFAULT_MAX_VALUES,
+        metavar="N",
+        help=f"keep the values of tensors with at most N elements (default: {DEFAULT_MAX_VALUES})",
+    )
+    record.add_argument("script_and_args", nargs=argparse.REMAINDER, metavar="SCRIPT [ARGS ...]")
+    record.set_defaults(run=run_record)
+
+    timeline = commands.add_parser(
+        "timeline",
+        help="turn a trace into a timeline for Perfetto or chrome://tracing",
+        description=(
+            "Write TRACE as Chrome Trace Event Format JSON: a lane per engine thread, a slice "
+            "per node run and per graph task, arrows from each enqueue to the node's start."
+        ),
+    )
+    timeline.add_argument("trace", metavar="TRACE", help="a trace file from 'autograd-viz record'")
+    timeline.add_argument(
+        "-o",
+        "--output",
+        default=None,
+        metavar="JSON",
+        help="the timeline file to write (default: TRACE with .timeline.json)",
+    )
+    timeline.set_defaults(run=run_timeline)
     return parser
 
 
@@ -60,7 +325,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run ``autograd-viz`` with ``argv`` (default: the process arguments).
 
     Returns:
-        The exit status: 0 on success, 2 for a usage error, 130 when interrupted.
+        The exit status: 0 on success, 1 when a command fails, 2 for a usage
+        error, 130 when interrupted; ``record`` returns the script's own
+        ``SystemExit`` status.
     """
     parser = build_parser()
     try:
@@ -74,6 +341,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     try:
         return run(args)
+    except UsageError as exc:
+        print(f"{PROG}: error: {exc} (see '{PROG} --help')", file=sys.stderr)
+        return 2
+    except CommandError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130

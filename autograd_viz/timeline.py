@@ -1,0 +1,411 @@
+"""A recorded trace as a timeline for Perfetto (ui.perfetto.dev) or ``chrome://tracing``.
+
+The output is the Chrome Trace Event Format (a JSON object with a
+``traceEvents`` list). Each engine thread is a lane; on it:
+
+* every node execution is a complete slice (``ph: "X"``) named after the node,
+  from its ``node_start`` until it has passed its gradients on (see Note
+  [Node slices cover routing]), or to its ``error``, or to the end of the
+  trace when the recording stopped while it ran;
+* every graph task is a slice on the thread that called backward, from
+  ``graph_task_start`` to ``graph_task_end``, so a reentrant backward sits
+  inside the node that started it; a reentrant graph task handed to a pool
+  thread is also a slice on that pool thread's lane;
+* errors, anomalies and accumulations into leaves are instant events.
+
+A flow arrow joins each ``enqueue`` to the ``node_start`` of the task it
+queued, across threads. Timestamps are microseconds from the earliest event.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from autograd_viz.trace import Trace, TraceEvent
+from engine.events import TensorSummary
+
+PROCESS_ID = 1
+"""The one process every lane belongs to."""
+POOL_THREAD_PREFIX = "autograd-pool-"
+"""How the engine names its reentrant pool threads (``engine.workers``)."""
+
+_Clock = Callable[[int], float]
+"""Engine nanoseconds to timeline microseconds."""
+
+_JS_SAFE_INT = 2**53
+"""Larger integers lose digits in JavaScript viewers; they are written as strings."""
+
+# Note [Node slices cover routing]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# The engine emits node_end when apply and its post hooks return, then, on
+# the same thread, decrements the dependencies of the next nodes, accumulates
+# into their input buffers and enqueues the ready ones. A flow arrow starts at
+# that enqueue and must bind to a slice enclosing it; on a device thread there
+# is no other slice than the node's. So a node's slice runs on through these
+# routing events (as PyTorch's profiler shows evaluate_function around the
+# node), and its ``apply_us`` argument keeps the node_start → node_end time.
+
+
+@dataclass(slots=True)
+class _Slice:
+    """A complete event being built; times in engine nanoseconds."""
+
+    thread: str
+    name: str
+    category: str
+    start: int
+    end: int
+    args: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class _NodeRun:
+    """A node execution and what identifies the events that belong to it."""
+
+    span: _Slice
+    graph_task: int
+    node_id: int
+
+
+def to_chrome_trace(trace: Trace) -> dict[str, Any]:
+    """Build a Chrome Trace Event Format document from ``trace``.
+
+    Args:
+        trace: a recorded or loaded trace.
+
+    Returns:
+        A JSON-serializable dict with ``traceEvents``, ``displayTimeUnit`` and
+        ``otherData``; every slice has ``ts`` and ``dur >= 0``, every flow
+        start has its finish, and slices on one lane nest.
+    """
+    events = trace.events
+    lanes = _lanes(trace)
+    runs = _node_runs(events)
+    slices = [run.span for run in runs] + _graph_task_slices(trace)
+    for lane in _group_by_thread(slices).values():
+        _nest(lane)
+    origin = min((e.t_ns for e in events), default=0)
+
+    def us(t_ns: int) -> float:
+        return (t_ns - origin) / 1000
+
+    timed: list[dict[str, Any]] = [
+        {
+            "name": s.name,
+            "cat": s.category,
+            "ph": "X",
+            "ts": us(s.start),
+            "dur": (s.end - s.start) / 1000,
+            "pid": PROCESS_ID,
+            "tid": lanes[s.thread],
+            "args": s.args,
+        }
+        for s in slices
+    ]
+    timed.extend(_flows(events, lanes, us))
+    timed.extend(_instants(events, lanes, us))
+    # At one ts, enclosing slices come first, then the flows and instants that bind to them.
+    timed.sort(key=lambda item: (item["ts"], item["ph"] != "X", -item.get("dur", 0)))
+    stats = trace.stats()
+    return {
+        "traceEvents": _metadata(lanes) + timed,
+        "displayTimeUnit": "ns",
+        "otherData": {
+            "generator": "autograd-viz",
+            "engine": str(trace.header.get("engine", "")),
+            "graph_tasks": stats.graph_tasks,
+            "nodes_run": stats.nodes,
+            "events": stats.events,
+            "errors": stats.errors,
+            "anomalies": stats.anomalies,
+            "origin_ns": origin,
+        },
+    }
+
+
+def save_chrome_trace(trace: Trace, path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Write :func:`to_chrome_trace` of ``trace`` to ``path`` as JSON.
+
+    Returns:
+        The document written.
+
+    Raises:
+        OSError: ``path`` cannot be written.
+    """
+    document = to_chrome_trace(trace)
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(document, f, allow_nan=False, separators=(",", ":"))
+        f.write("\n")
+    return document
+
+
+# -- lanes -----------------------------------------------------------------------------
+
+
+def _lanes(trace: Trace) -> dict[str, int]:
+    """A tid per thread, in order of first appearance (the caller's thread first)."""
+    lanes: dict[str, int] = {}
+    threads = [e.thread for e in trace.events] + [g.thread for g in trace.graph_tasks.values()]
+    for thread in threads:
+        if thread not in lanes:
+            lanes[thread] = len(lanes) + 1
+    return lanes
+
+
+def _metadata(lanes: Mapping[str, int]) -> list[dict[str, Any]]:
+    def meta(kind: str, tid: int, **args: Any) -> dict[str, Any]:
+        return {"name": kind, "ph": "M", "pid": PROCESS_ID, "tid": tid, "args": args}
+
+    items = [meta("process_name", 0, name="autograd engine")]
+    for thread, tid in lanes.items():
+        items += [
+            meta("thread_name", tid, name=thread),
+            meta("thread_sort_index", tid, sort_index=tid),
+        ]
+    return items
+
+
+def _group_by_thread(slices: Iterable[_Slice]) -> dict[str, list[_Slice]]:
+    out: dict[str, list[_Slice]] = {}
+    for s in slices:
+        out.setdefault(s.thread, []).append(s)
+    return out
+
+
+def _nest(lane: list[_Slice]) -> None:
+    """Clip slices that outlast the slice enclosing them, so the lane is a proper tree.
+
+    It happens when a graph task fails on another thread: the owner stops
+    waiting and moves on before the failing thread emits ``graph_task_end``.
+    """
+    lane.sort(key=lambda s: (s.start, -s.end))
+    stack: list[_Slice] = []
+    for s in lane:
+        while stack and stack[-1].end <= s.start:
+            stack.pop()
+        if stack and s.end > stack[-1].end:
+            s.end = stack[-1].end
+            s.args["clipped"] = True
+        stack.append(s)
+
+
+# -- node slices -----------------------------------------------------------------------
+
+
+def _node_runs(events: Sequence[TraceEvent]) -> list[_NodeRun]:
+    """One run per ``node_start``, ended as Note [Node slices cover routing] says."""
+    runs: list[_NodeRun] = []
+    running: dict[tuple[int, int], _NodeRun] = {}
+    routing: dict[str, _NodeRun] = {}  # per thread: the node passing its gradients on
+    last = max((e.t_ns for e in events), default=0)
+    for e in events:
+        passing = routing.get(e.thread)
+        if passing is not None:
+            if _routes(e, passing):
+                passing.span.end = max(passing.span.end, e.t_ns)
+                if e.kind == "error":
+                    _mark_error(passing.span, e)
+            else:
+                del routing[e.thread]
+        if e.node_id is None:
+            continue
+        key = (e.graph_task, e.node_id)
+        if e.kind == "node_start":
+            run = _NodeRun(_Slice(e.thread, e.node_name or "?", "node", e.t_ns, last), *key)
+            run.span.args.update(_node_args(e))
+            running[key] = run
+            runs.append(run)
+        elif e.kind == "node_end" and key in running:
+            run = running.pop(key)
+            run.span.end = max(run.span.start, e.t_ns)
+            run.span.args["apply_us"] = (run.span.end - run.span.start) / 1000
+            run.span.args["outputs"] = _summaries(e.data.get("outputs", ()))
+            routing[e.thread] = run
+        elif e.kind == "error" and key in running:
+            run = running.pop(key)
+            run.span.end = max(run.span.start, e.t_ns)
+            _mark_error(run.span, e)
+    for run in running.values():
+        run.span.args["status"] = "unfinished"
+    return runs
+
+
+def _routes(e: TraceEvent, run: _NodeRun) -> bool:
+    """Whether ``e`` is ``run``'s node passing its gradients on (or failing to)."""
+    if e.graph_task != run.graph_task:
+        return False
+    if e.kind in ("dependency_decrement", "accumulate", "skip"):
+        return e.data.get("from_node") == run.node_id
+    if e.kind == "enqueue":
+        return e.data.get("reason") == "ready"
+    return e.kind in ("release_variables", "anomaly", "error") and e.node_id == run.node_id
+
+
+def _node_args(e: TraceEvent) -> dict[str, Any]:
+    return {
+        "node_id": e.node_id,
+        "sequence_nr": _js_int(e.sequence_nr),
+        "topological_nr": _js_int(e.topological_nr),
+        "graph_task": e.graph_task,
+        "device": e.device,
+        "status": "ok",
+        "inputs": _summaries(e.data.get("inputs", ())),
+    }
+
+
+def _mark_error(s: _Slice, e: TraceEvent) -> None:
+    s.args["status"] = "error"
+    s.args["error"] = f"{e.data.get('exc_type')}: {e.data.get('message')}"
+
+
+# -- graph task slices -----------------------------------------------------------------
+
+
+def _graph_task_slices(trace: Trace) -> list[_Slice]:
+    """A slice per graph task on its owner's lane, and one on each pool thread it ran on."""
+    events = trace.events
+    last = max((e.t_ns for e in events), default=0)
+    ends: dict[int, TraceEvent] = {}
+    spans: dict[tuple[int, str], list[int]] = {}  # (graph task, thread) -> [first, last]
+    on_pool: set[int] = set()
+    for e in events:
+        if e.kind == "graph_task_end":
+            ends.setdefault(e.graph_task, e)
+        elif e.kind == "reentrant_enter" and e.data.get("on_pool"):
+            on_pool.add(e.graph_task)
+        span = spans.setdefault((e.graph_task, e.thread), [e.t_ns, e.t_ns])
+        span[0] = min(span[0], e.t_ns)
+        span[1] = max(span[1], e.t_ns)
+    slices = []
+    for gid, info in trace.graph_tasks.items():
+        end_event = ends.get(gid)
+        args: dict[str, Any] = {
+            "graph_task": gid,
+            "parent": info.parent,
+            "reentrant_depth": info.reentrant_depth,
+            "roots": [f"{name} (node {node_id})" for node_id, name, _ in info.roots],
+            "keep_graph": info.keep_graph,
+            "create_graph": info.create_graph,
+            "nodes": len(info.nodes),
+            "status": "unfinished" if end_event is None else end_event.data.get("status"),
+        }
+        if end_event is not None and end_event.data.get("status") == "error":
+            args["error"] = f"{end_event.data.get('exc_type')}: {end_event.data.get('message')}"
+        start = events[info.first_event].t_ns if info.first_event < len(events) else last
+        end = last if end_event is None else end_event.t_ns
+        # The owner's own events of this task (reentrant_exit) come after graph_task_end.
+        owner_last = spans.get((gid, info.thread), [start, start])[1]
+        name = f"graph task {gid}"
+        slices.append(
+            _Slice(info.thread, name, "graph_task", start, max(start, end, owner_last), args)
+        )
+        if gid in on_pool:
+            for (task, thread), (first, final) in spans.items():
+                if task == gid and thread != info.thread and thread.startswith(POOL_THREAD_PREFIX):
+                    pool_args = {**args, "on_pool": True, "owner": info.thread}
+                    slices.append(_Slice(thread, name, "graph_task", first, final, pool_args))
+    return slices
+
+
+# -- flows and instants ----------------------------------------------------------------
+
+
+def _flows(
+    events: Sequence[TraceEvent], lanes: Mapping[str, int], us: _Clock
+) -> list[dict[str, Any]]:
+    """A start/finish pair per enqueue whose node later started (same graph task)."""
+    queued: dict[tuple[int, int], list[TraceEvent]] = {}
+    out: list[dict[str, Any]] = []
+    for e in events:
+        if e.node_id is None:
+            continue
+        key = (e.graph_task, e.node_id)
+        if e.kind == "enqueue":
+            queued.setdefault(key, []).append(e)
+        elif e.kind == "node_start" and queued.get(key):
+            source = queued[key].pop(0)
+            flow_id = len(out) // 2 + 1
+            common = {"name": "enqueue", "cat": "flow", "id": flow_id, "pid": PROCESS_ID}
+            out.append(
+                {
+                    **common,
+                    "ph": "s",
+                    "ts": us(source.t_ns),
+                    "tid": lanes[source.thread],
+                    "args": {
+                        "node": e.node_name,
+                        "queue": source.data.get("queue"),
+                        "reason": source.data.get("reason"),
+                        "queue_length": source.data.get("queue_length"),
+                    },
+                }
+            )
+            out.append({**common, "ph": "f", "bp": "e", "ts": us(e.t_ns), "tid": lanes[e.thread]})
+    return out
+
+
+def _instants(
+    events: Sequence[TraceEvent], lanes: Mapping[str, int], us: _Clock
+) -> list[dict[str, Any]]:
+    """Errors, anomalies and accumulations into leaves, as thread-scoped instants."""
+    out = []
+    for e in events:
+        if e.kind == "error":
+            name = f"error: {e.data.get('exc_type')}"
+            args = {"message": e.data.get("message"), "first": e.data.get("first")}
+        elif e.kind == "anomaly":
+            name = f"anomaly: {e.data.get('value')} in {e.node_name}"
+            args = {
+                "output_index": e.data.get("output_index"),
+                "grad": _summary(e.data.get("grad")),
+            }
+        elif e.kind == "accumulate" and e.data.get("target") == "leaf":
+            name = f"accumulate into {e.data.get('leaf_name') or 'leaf'}"
+            args = {"action": e.data.get("action"), "grad": _summary(e.data.get("grad"))}
+        else:
+            continue
+        args.update(graph_task=e.graph_task, node=e.node_name, node_id=e.node_id)
+        out.append(
+            {
+                "name": name,
+                "cat": e.kind,
+                "ph": "i",
+                "s": "t",
+                "ts": us(e.t_ns),
+                "pid": PROCESS_ID,
+                "tid": lanes[e.thread],
+                "args": args,
+            }
+        )
+    return out
+
+
+# -- short text for arguments ----------------------------------------------------------
+
+
+def _summaries(values: Iterable[Any]) -> list[str]:
+    return [_summary(v) for v in values]
+
+
+def _summary(value: Any) -> str:
+    """``float32[2, 3] sim:0 norm=1.5``; NaN and Inf counts when there are any."""
+    if not isinstance(value, TensorSummary):
+        return "undefined"
+    text = f"{value.dtype}{list(value.shape)} {value.device}"
+    if value.norm is not None:
+        text += f" norm={value.norm:.4g}"
+    if value.nan_count:
+        text += f" nan={value.nan_count}"
+    if value.inf_count:
+        text += f" inf={value.inf_count}"
+    return text
+
+
+def _js_int(value: int | None) -> int | str | None:
+    if value is not None and abs(value) >= _JS_SAFE_INT:
+        return str(value)
+    return value
