@@ -362,3 +362,40 @@ def test_a_live_trace_saves_and_loads_exactly(tmp_path: Path, no_new_threads: No
     final = loaded.state_at(len(loaded))
     (leaf,) = [leaf for leaf in final.leaves.values() if leaf.name == "x"]
     assert leaf.grad is not None and leaf.grad.values == (12.0, 24.0)
+
+
+def _inputs_pruned() -> engine.Tensor:
+    x = engine.tensor([1.0, 2.0], requires_grad=True, name="x")
+    w = engine.tensor([3.0, 4.0], requires_grad=True, name="w")
+    (x * w).sum().backward(inputs=[x])
+    assert w.grad is None and x.grad is not None
+    return x.grad
+
+
+def test_stepping_backward_with_inputs_prunes_the_other_leaf(no_new_threads: None) -> None:
+    with LiveSession(_inputs_pruned) as session:
+        stepped = _step_all(session)
+    assert session.error is None
+    np.testing.assert_allclose(session.result.numpy(), [3.0, 4.0])
+    final = session.trace.state_at(len(session.trace))
+    statuses = {n.info.leaf.name: n.status for n in final.nodes().values() if n.info.leaf}
+    assert statuses == {"x": NodeStatus.DONE, "w": NodeStatus.PRUNED}
+    assert [e.kind for e in stepped].count("node_start") == 3
+
+
+def _nan_in_backward() -> None:
+    x = engine.tensor([0.0, 1.0], requires_grad=True)
+    with engine.detect_anomaly():
+        (engine.sqrt(x) * 0.0).sum().backward()
+
+
+def test_stepping_into_an_anomaly(no_new_threads: None) -> None:
+    with pytest.warns(UserWarning), LiveSession(_nan_in_backward) as session:
+        stepped = _step_all(session)
+    assert isinstance(session.error, RuntimeError)
+    assert "returned nan values in its 0th output" in str(session.error)
+    anomalies = [e for e in stepped if e.kind == "anomaly"]
+    assert len(anomalies) == 1 and anomalies[0].node_name == "SqrtBackward0"
+    final = session.trace.state_at(len(session.trace))
+    assert final.anomalies == tuple(anomalies)
+    assert final.node(anomalies[0].node_id).status is NodeStatus.FAILED
