@@ -10,6 +10,7 @@ import pytest
 import engine
 from engine import events
 from engine.engine import MAX_RECURSION_DEPTH
+from tests.graphs import Reentrant
 
 
 def _two_device_graph() -> tuple[engine.Tensor, engine.Tensor]:
@@ -64,29 +65,9 @@ def test_unknown_device_is_a_clear_error() -> None:
         engine.tensor([1.0], device="sim:7")
 
 
-class _Reentrant(engine.Function):
-    """Runs a nested backward of depth ``depth`` inside its own backward."""
-
-    @staticmethod
-    def forward(ctx: object, x: engine.Tensor, depth: int) -> engine.Tensor:
-        ctx.depth = depth  # type: ignore[attr-defined]
-        return x * 1.0
-
-    @staticmethod
-    def backward(ctx: object, grad: engine.Tensor) -> tuple[engine.Tensor, None]:
-        depth = ctx.depth  # type: ignore[attr-defined]
-        if depth > 0:
-            inner = engine.tensor([1.0], requires_grad=True)
-            with engine.enable_grad():
-                out = _Reentrant.apply(inner, depth - 1).sum()
-            out.backward()
-            assert inner.grad is not None and float(inner.grad.item()) == 2.0
-        return grad * 2.0, None
-
-
 def test_reentrant_backward_150_deep_uses_the_pool(recorded: list[events.Event]) -> None:
     x = engine.tensor([2.0], requires_grad=True)
-    _Reentrant.apply(x, 150).sum().backward()
+    Reentrant.apply(x, 150).sum().backward()
     np.testing.assert_allclose(x.grad.numpy(), [2.0])
     enters = [e for e in recorded if e.kind == "reentrant_enter"]
     exits = [e for e in recorded if e.kind == "reentrant_exit"]
@@ -103,7 +84,7 @@ def test_reentrant_backward_150_deep_uses_the_pool(recorded: list[events.Event])
 
 def test_reentrant_backward_from_a_device_thread() -> None:
     x = engine.tensor([3.0], device="sim:0", requires_grad=True)
-    _Reentrant.apply(x, 3).sum().backward()
+    Reentrant.apply(x, 3).sum().backward()
     np.testing.assert_allclose(x.grad.data, [2.0])
 
 

@@ -18,6 +18,7 @@ from autograd_viz.live import Breakpoint, LiveSession, SessionCancelled, non_fin
 from autograd_viz.script import ScriptNotFoundError
 from engine import events
 from engine.activity import ACTIVITY
+from tests.graphs import FailsInBackward, Reentrant
 
 TIMEOUT = 10.0
 
@@ -40,41 +41,16 @@ def _seed_example() -> tuple[engine.Tensor, engine.Tensor]:
     return a.grad, b.grad
 
 
-class _Reentrant(engine.Function):
-    @staticmethod
-    def forward(ctx: Any, x: engine.Tensor, depth: int) -> engine.Tensor:
-        ctx.depth = depth
-        return x * 1.0
-
-    @staticmethod
-    def backward(ctx: Any, grad: engine.Tensor) -> tuple[engine.Tensor, None]:
-        if ctx.depth > 0:
-            inner = engine.tensor([1.0], requires_grad=True)
-            with engine.enable_grad():
-                _Reentrant.apply(inner, ctx.depth - 1).sum().backward()
-        return grad * 2.0, None
-
-
 def _reentrant() -> engine.Tensor:
     x = engine.tensor([2.0], requires_grad=True, name="x")
-    _Reentrant.apply(x, 2).sum().backward()
+    Reentrant.apply(x, 2).sum().backward()
     assert x.grad is not None
     return x.grad
 
 
-class _Fails(engine.Function):
-    @staticmethod
-    def forward(ctx: Any, x: engine.Tensor) -> engine.Tensor:
-        return x * 1.0
-
-    @staticmethod
-    def backward(ctx: Any, grad: engine.Tensor) -> engine.Tensor:
-        raise ValueError("boom in backward")
-
-
 def _error_mid_backward() -> None:
     x = engine.tensor([1.0, 2.0], requires_grad=True)
-    (_Fails.apply(x * 2.0) * 3.0).sum().backward()
+    (FailsInBackward.apply(x * 2.0) * 3.0).sum().backward()
 
 
 def _grad_with_captures() -> tuple[engine.Tensor, ...]:
@@ -299,13 +275,14 @@ def test_stop_while_free_running_with_a_breakpoint_pending(no_new_threads: None)
 def test_an_error_in_backward_reaches_the_session_and_the_trace(no_new_threads: None) -> None:
     with LiveSession(_error_mid_backward) as session:
         stepped = _step_all(session)
-    assert isinstance(session.error, ValueError) and "boom in backward" in str(session.error)
+    assert isinstance(session.error, ValueError)
+    assert "this backward always fails" in str(session.error)
     errors = [e for e in stepped if e.kind == "error"]
     assert errors and errors[0].data["exc_type"] == "ValueError"
     final = session.trace.state_at(len(session.trace))
     assert final.errors and final.node(errors[0].node_id).status is NodeStatus.FAILED
     (task,) = final.graph_tasks.values()
-    assert task.status == "error" and "boom in backward" in (task.error or "")
+    assert task.status == "error" and "this backward always fails" in (task.error or "")
 
 
 def test_a_script_with_arguments(tmp_path: Path, no_new_threads: None) -> None:

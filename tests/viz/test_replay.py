@@ -16,6 +16,7 @@ from autograd_viz.replay import ExecutionState, Frame, NodeStatus, Replayer
 from autograd_viz.trace import Trace, record
 from engine.engine import MAX_RECURSION_DEPTH
 from engine.events import TensorSummary
+from tests.graphs import FailsInBackward, Reentrant
 
 MAX_VALUES = 1024
 """Large enough that every summary in these cases keeps its values."""
@@ -164,47 +165,19 @@ def _reentrant() -> Case:
     return Case(trace, {**_named(x), "inner": inner}, captured={inner_grad[0]: returned})
 
 
-class _Deep(engine.Function):
-    """A reentrant backward nested ``depth`` times (deeper than the thread's limit)."""
-
-    @staticmethod
-    def forward(ctx: object, x: engine.Tensor, depth: int) -> engine.Tensor:
-        ctx.depth = depth  # type: ignore[attr-defined]
-        return x * 1.0
-
-    @staticmethod
-    def backward(ctx: object, grad: engine.Tensor) -> tuple[engine.Tensor, None]:
-        if ctx.depth > 0:  # type: ignore[attr-defined]
-            inner = engine.tensor([1.0], requires_grad=True)
-            with engine.enable_grad():
-                out = _Deep.apply(inner, ctx.depth - 1).sum()  # type: ignore[attr-defined]
-            out.backward()
-        return grad * 2.0, None
-
-
 def _reentrant_on_the_pool() -> Case:
     x = engine.tensor([2.0], requires_grad=True, name="x")
     with record(MAX_VALUES) as trace:
-        _Deep.apply(x, MAX_RECURSION_DEPTH + 3).sum().backward()
+        Reentrant.apply(x, MAX_RECURSION_DEPTH + 3).sum().backward()
     assert any(e.data["on_pool"] for e in trace.events if e.kind == "reentrant_enter")
     return Case(trace, _named(x))
-
-
-class _Boom(engine.Function):
-    @staticmethod
-    def forward(ctx: object, x: engine.Tensor) -> engine.Tensor:
-        return x * 1.0
-
-    @staticmethod
-    def backward(ctx: object, grad: engine.Tensor) -> engine.Tensor:
-        raise ValueError("this backward always fails")
 
 
 def _error() -> Case:
     x = engine.tensor([1.0, 2.0], requires_grad=True, name="x")
     with record(MAX_VALUES) as trace:
-        # exp runs first (higher sequence_nr), then _Boom fails while MulBackward0 waits.
-        loss = (_Boom.apply(x) + (x.to("sim:0") * 2.0).to("cpu") + x.exp()).sum()
+        # exp runs first (higher sequence_nr), then FailsInBackward fails while MulBackward0 waits.
+        loss = (FailsInBackward.apply(x) + (x.to("sim:0") * 2.0).to("cpu") + x.exp()).sum()
         with pytest.raises(ValueError, match="this backward always fails") as info:
             loss.backward()
     return Case(trace, _named(x), errors={_newest_task(trace): info.value})
@@ -309,7 +282,7 @@ def test_an_error_leaves_the_rest_of_the_graph_unrun() -> None:
     state = trace.state_at(len(trace))
     gid = _newest_task(trace)
     statuses = {n.name: n.status for n in state.nodes(gid).values()}
-    assert statuses["_BoomBackward"] is NodeStatus.FAILED
+    assert statuses["FailsInBackwardBackward"] is NodeStatus.FAILED
     assert statuses["AccumulateGrad"] in (NodeStatus.WAITING, NodeStatus.PARTIAL)
     assert state.leaves[next(iter(state.leaves))].grad is None
     (error,) = state.errors

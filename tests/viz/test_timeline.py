@@ -15,36 +15,9 @@ import engine
 from autograd_viz.timeline import save_chrome_trace, to_chrome_trace
 from autograd_viz.trace import GraphTaskInfo, Trace, TraceEvent
 from engine.engine import MAX_RECURSION_DEPTH
+from tests.graphs import FailsInBackward, Reentrant
 
 EPS = 1e-6  # microseconds; timestamps are floats
-
-
-class _Reentrant(engine.Function):
-    """Runs a nested backward of depth ``depth`` inside its own backward."""
-
-    @staticmethod
-    def forward(ctx: Any, x: engine.Tensor, depth: int) -> engine.Tensor:
-        ctx.depth = depth
-        return x * 1.0
-
-    @staticmethod
-    def backward(ctx: Any, grad: engine.Tensor) -> tuple[engine.Tensor, None]:
-        if ctx.depth > 0:
-            inner = engine.tensor([1.0], requires_grad=True)
-            with engine.enable_grad():
-                out = _Reentrant.apply(inner, ctx.depth - 1).sum()
-            out.backward()
-        return grad * 2.0, None
-
-
-class _Boom(engine.Function):
-    @staticmethod
-    def forward(ctx: Any, x: engine.Tensor) -> engine.Tensor:
-        return x * 1.0
-
-    @staticmethod
-    def backward(ctx: Any, grad: engine.Tensor) -> engine.Tensor:
-        raise ValueError("boom")
 
 
 class _MakesNaN(engine.Function):
@@ -69,7 +42,7 @@ def _two_device_trace() -> Trace:
 def _reentrant_trace(depth: int) -> Trace:
     with autograd_viz.record() as trace:
         y = engine.tensor([2.0], requires_grad=True, name="y")
-        _Reentrant.apply(y, depth).sum().backward()
+        Reentrant.apply(y, depth).sum().backward()
     return trace
 
 
@@ -194,7 +167,7 @@ def test_reentrant_graph_tasks_nest_inside_the_node_that_started_them() -> None:
         starter = [
             s
             for s in nodes
-            if s["name"] == "_ReentrantBackward"
+            if s["name"] == "ReentrantBackward"
             and s["args"]["graph_task"] == parent
             and s["tid"] == task["tid"]
         ]
@@ -231,14 +204,15 @@ def test_a_graph_task_handed_to_the_pool_is_a_slice_on_the_pool_lane() -> None:
 def test_a_failing_node_ends_at_its_error_and_the_error_is_an_instant() -> None:
     with autograd_viz.record() as trace:
         x = engine.tensor([1.0, 2.0], requires_grad=True)
-        with pytest.raises(ValueError, match="boom"):
-            _Boom.apply(x.to("sim:0")).sum().backward()
+        with pytest.raises(ValueError, match="this backward always fails"):
+            FailsInBackward.apply(x.to("sim:0")).sum().backward()
     doc = to_chrome_trace(trace)
     _assert_valid(doc)
-    failed = next(s for s in _of(doc, "X", "node") if s["name"] == "_BoomBackward")
+    failed = next(s for s in _of(doc, "X", "node") if s["name"] == "FailsInBackwardBackward")
     error = _of(doc, "i", "error")
     assert len(error) == 1 and error[0]["name"] == "error: ValueError"
-    assert failed["args"]["status"] == "error" and failed["args"]["error"] == "ValueError: boom"
+    assert failed["args"]["status"] == "error"
+    assert failed["args"]["error"] == "ValueError: this backward always fails"
     assert _end(failed) == pytest.approx(error[0]["ts"])
     task = _of(doc, "X", "graph_task")[0]
     assert task["args"]["status"] == "error"

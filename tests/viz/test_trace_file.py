@@ -18,16 +18,7 @@ import engine
 from autograd_viz.schema import EVENT_DATA
 from autograd_viz.trace import Trace, TraceFormatError, record
 from engine.events import EVENT_KINDS
-
-
-class _Boom(engine.Function):
-    @staticmethod
-    def forward(ctx: object, x: engine.Tensor) -> engine.Tensor:
-        return x * 1.0
-
-    @staticmethod
-    def backward(ctx: object, grad: engine.Tensor) -> engine.Tensor:
-        raise ValueError("backward refused")
+from tests.graphs import FailsInBackward
 
 
 class _Reentrant(engine.Function):
@@ -53,8 +44,8 @@ def _sample_trace() -> Trace:
         h = (x.to("sim:0") * 2.0).to("cpu") * x
         engine.grad((h * y).sum(), [x, h])
         (_Reentrant.apply(w.sqrt()) * x).sum().backward()
-        with pytest.raises(ValueError, match="backward refused"):
-            (_Boom.apply(x) * 3.0).sum().backward()
+        with pytest.raises(ValueError, match="this backward always fails"):
+            (FailsInBackward.apply(x) * 3.0).sum().backward()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             with engine.detect_anomaly(), pytest.raises(RuntimeError, match="nan"):
