@@ -19,6 +19,7 @@ while the engine still holds the array.
 from __future__ import annotations
 
 import itertools
+import math
 import threading
 import time
 import traceback
@@ -95,6 +96,17 @@ class TensorSummary:
         return self.nan_count == 0 and self.inf_count == 0
 
 
+_DTYPE_NAMES: dict[Any, str] = {}
+_SMALL = 64  # up to this many elements, plain Python beats NumPy's per-call overhead
+
+
+def _dtype_name(dtype: Any) -> str:
+    name = _DTYPE_NAMES.get(dtype)
+    if name is None:
+        name = _DTYPE_NAMES[dtype] = str(dtype)
+    return name
+
+
 def summarize(array: Any, device: str = "cpu", max_values: int = 0) -> TensorSummary:
     """Summarize an array (NumPy or CuPy) into a :class:`TensorSummary`.
 
@@ -106,22 +118,23 @@ def summarize(array: Any, device: str = "cpu", max_values: int = 0) -> TensorSum
 
     Returns:
         The summary. Statistics of non-numeric arrays (booleans) are taken on
-        their integer values.
+        their integer values. Statistics are computed in float64.
     """
     shape = tuple(int(d) for d in array.shape)
-    dtype = str(array.dtype)
+    dtype = _dtype_name(array.dtype)
     if array.size == 0:
         return TensorSummary(shape, dtype, device, norm=0.0)
     if not hasattr(array, "get") and not isinstance(array, np.ndarray):
         array = np.asarray(array)
     host = array.get() if hasattr(array, "get") and not isinstance(array, np.ndarray) else array
+    kind = host.dtype.kind
+    if host.size <= _SMALL and kind in "fiub":
+        return _summarize_small(host, shape, dtype, device, max_values)
     if host.dtype == np.bool_:
         host = host.astype(np.int8)
-    if np.issubdtype(host.dtype, np.floating) or np.issubdtype(host.dtype, np.complexfloating):
-        nan_mask = np.isnan(host)
-        inf_mask = np.isinf(host)
-        nan_count = int(nan_mask.sum())
-        inf_count = int(inf_mask.sum())
+    if kind in "fc":
+        nan_count = int(np.isnan(host).sum())
+        inf_count = int(np.isinf(host).sum())
     else:
         nan_count = inf_count = 0
     with np.errstate(all="ignore"):
@@ -141,6 +154,23 @@ def summarize(array: Any, device: str = "cpu", max_values: int = 0) -> TensorSum
             inf_count=inf_count,
             values=values,
         )
+
+
+def _summarize_small(
+    host: np.ndarray, shape: tuple[int, ...], dtype: str, device: str, max_values: int
+) -> TensorSummary:
+    """:func:`summarize` for a few real numbers, with NumPy's NaN and Inf semantics."""
+    floats = [float(v) for v in host.ravel().tolist()]
+    nan_count = sum(1 for v in floats if math.isnan(v))
+    inf_count = sum(1 for v in floats if v in (math.inf, -math.inf))
+    if nan_count:
+        low = high = mean = norm = math.nan
+    else:
+        low, high = min(floats), max(floats)
+        mean = sum(floats) / len(floats)
+        norm = math.sqrt(sum(v * v for v in floats))
+    values = tuple(floats) if max_values and len(floats) <= max_values else None
+    return TensorSummary(shape, dtype, device, low, high, mean, norm, nan_count, inf_count, values)
 
 
 class LazySummary:

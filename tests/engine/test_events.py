@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import weakref
+from typing import Any
 
 import numpy as np
 import pytest
@@ -154,3 +155,40 @@ def test_a_propagating_listener_cancels_backward_cleanly(kind: str) -> None:
     y = engine.tensor([1.0, 2.0], requires_grad=True)
     ((y.to("sim:0") * 2.0).to("cpu") + y).sum().backward()
     np.testing.assert_allclose(y.grad.numpy(), [3.0, 3.0])
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        [1.0, -2.5, 3.25],
+        [np.nan, 1.0],
+        [np.inf, 1.0],
+        [np.inf, -np.inf],
+        [1e308, 1e308],
+        [True, False, True],
+        [3, -7],
+        list(np.linspace(-1.0, 1.0, 64)),
+        list(np.linspace(-1.0, 1.0, 65)),
+    ],
+)
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, None])
+def test_summaries_of_small_and_large_arrays_agree_with_numpy(
+    values: list[Any], dtype: Any
+) -> None:
+    with np.errstate(over="ignore"):  # 1e308 as float32 is inf, on purpose
+        array = np.array(values, dtype=dtype) if dtype is not None else np.array(values)
+    got = summarize(array, "cpu", max_values=100)
+    as_float = array.astype(np.float64)
+    with np.errstate(all="ignore"):
+        want = [
+            np.min(as_float),
+            np.max(as_float),
+            np.mean(as_float),
+            np.sqrt(np.sum(as_float * as_float)),
+        ]
+    np.testing.assert_allclose([got.min, got.max, got.mean, got.norm], want, rtol=1e-12, atol=1e-12)
+    assert got.nan_count == int(np.isnan(as_float).sum())
+    assert got.inf_count == int(np.isinf(as_float).sum())
+    assert got.values is not None
+    np.testing.assert_array_equal(got.values, as_float)
+    assert got.dtype == str(array.dtype) and got.shape == array.shape
