@@ -152,8 +152,8 @@ class LiveSession:
         self._paused: list[_Paused] = []
         self._gated = True
         self._cancelled = False
-        self._cancelled_tasks: set[int] = set()
-        self._ended_tasks: set[int] = set()
+        self._settled_tasks: set[int] = set()  # ended, failed or cancelled: never cancel again
+        self._active_breakpoints: tuple[Breakpoint, ...] = ()
         self._hit: TraceEvent | None = None
         self._last_thread: str | None = None
         self._thread: threading.Thread | None = None
@@ -359,20 +359,19 @@ class LiveSession:
         # Called with the session lock held, so events are recorded in the order let through.
         self._recorder(event)
         if event.kind == "graph_task_end":
-            self._ended_tasks.add(event.graph_task)
+            self._settled_tasks.add(event.graph_task)
         return self._recorder.trace.events[-1]
 
     def _after_cancel(self, event: Event) -> None:
         """After :meth:`stop`: fail every unfinished graph task at its next event."""
         gid = event.graph_task
         if event.kind in ("error", "graph_task_end", "reentrant_exit"):
-            self._cancelled_tasks.add(gid)
-            return
-        if gid not in self._cancelled_tasks and gid not in self._ended_tasks:
+            self._settled_tasks.add(gid)
+        elif gid not in self._settled_tasks:
             self._cancel_task(event)
 
     def _cancel_task(self, event: Event) -> None:
-        self._cancelled_tasks.add(event.graph_task)
+        self._settled_tasks.add(event.graph_task)
         raise SessionCancelled(
             "the live session was stopped; this backward pass was cancelled "
             f"at {event.kind} {event.node_name or ''}".rstrip()
@@ -413,8 +412,6 @@ class LiveSession:
             if paused.thread == self._last_thread:
                 return paused
         return min(self._paused, key=lambda p: (p.thread, p.event.seq))
-
-    _active_breakpoints: tuple[Breakpoint, ...] = ()
 
 
 def _run_script(path: str, args: list[str]) -> int:

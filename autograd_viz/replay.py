@@ -606,7 +606,7 @@ def _on_error(state: NodeState, event: TraceEvent, data: Mapping[str, Any]) -> N
 
 
 def _on_anomaly(state: NodeState, event: TraceEvent, data: Mapping[str, Any]) -> NodeState:
-    return replace(state, status=NodeStatus.FAILED, outputs=state.outputs)
+    return replace(state, status=NodeStatus.FAILED)
 
 
 _NODE_UPDATES = {
