@@ -112,6 +112,20 @@ class QueueEntry:
 
 
 @dataclass(frozen=True, slots=True)
+class Delivery:
+    """A gradient that reached a node along one edge (a ``dependency_decrement``)."""
+
+    from_node: int
+    """The node that produced it."""
+    to_node: int
+    """The node it reached."""
+    input_nr: int
+    """The input slot of ``to_node`` it was for."""
+    index: int
+    """Index of the ``dependency_decrement`` event."""
+
+
+@dataclass(frozen=True, slots=True)
 class Frame:
     """One level of an engine thread's stack."""
 
@@ -222,6 +236,11 @@ class ExecutionState:
         return f"<ExecutionState step {self.step} of {self.total}>"
 
     @property
+    def trace(self) -> Trace:
+        """The trace this state replays."""
+        return self._replayer.trace
+
+    @property
     def event(self) -> TraceEvent | None:
         """The last event applied (``None`` at step 0)."""
         return self._replayer.trace.events[self.step - 1] if self.step else None
@@ -274,6 +293,19 @@ class ExecutionState:
                 out[node_id] = states[i]
         return out
 
+    def deliveries(self, graph_task: int | None = None) -> tuple[Delivery, ...]:
+        """The edges ``graph_task`` (default: the current one) has sent a gradient along."""
+        gid = self.graph_task if graph_task is None else graph_task
+        done = self._replayer.deliveries.get(gid, ()) if gid is not None else ()
+        return tuple(done[: bisect.bisect_left(done, self.step, key=lambda d: d.index)])
+
+    def started_by(self, graph_task: int) -> tuple[int, int] | None:
+        """``(graph task, node id)`` of the node whose backward started ``graph_task``.
+
+        ``None`` for a call from user code, or when the trace does not show it.
+        """
+        return self._replayer.started_by.get(graph_task)
+
     @property
     def captured(self) -> dict[int, Mapping[int, TensorSummary | None]]:
         """``grad()`` values captured so far, by graph task and output index."""
@@ -305,6 +337,8 @@ class Replayer:
         self.leaf_history: dict[int, tuple[list[int], list[LeafState]]] = {}
         self.errors: list[TraceEvent] = []
         self.anomalies: list[TraceEvent] = []
+        self.deliveries: dict[int, list[Delivery]] = {}
+        self.started_by: dict[int, tuple[int, int]] = {}
         self.checkpoints: list[_Small] = [_Small()]  # checkpoint i is the state at step i * K
         self._small = _Small()
         self._captures: dict[int, bool] = {}
@@ -388,9 +422,12 @@ def _apply(rp: Replayer, small: _Small, event: TraceEvent, record: bool) -> None
     if kind == "graph_task_start":
         info = rp.trace.graph_tasks.get(gid)
         small.graph_tasks[gid] = GraphTaskState(info)
+        running = thread.running
         stack = (*stack, Frame(gid, None, None))
         if record and info is not None:
             _start_graph_task(rp, event, info)
+        if record and running is not None and running.node_id is not None:
+            rp.started_by[gid] = (running.graph_task, running.node_id)
     elif kind == "node_start":
         _dequeue(small, gid, event.node_id)
         stack = (*stack, Frame(gid, event.node_id, event.node_name))
@@ -426,6 +463,9 @@ def _apply(rp: Replayer, small: _Small, event: TraceEvent, record: bool) -> None
         small.threads.update(dict(_close_task_frames(small.threads, gid)))
         thread = small.threads.get(event.thread) or thread
         stack = thread.stack
+    elif kind == "dependency_decrement" and record and event.node_id is not None:
+        delivery = Delivery(data["from_node"], event.node_id, data["input_nr"], event.index)
+        rp.deliveries.setdefault(gid, []).append(delivery)
     elif kind == "reentrant_exit":
         stack = _pop_task(stack, gid)
     elif kind == "error":

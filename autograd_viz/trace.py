@@ -18,7 +18,7 @@ import gc
 import math
 import os
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -453,24 +453,16 @@ def snapshot(event: Event, max_values: int) -> GraphTaskInfo:
     for node_id, slot, output_index in data["captures"] or ():
         captures.setdefault(node_id, []).append((slot, output_index))
     nodes: dict[int, NodeInfo] = {}
-    if root is not None:
-        seen = {root._id}
-        stack = [root]
-        while stack:
-            node = stack.pop()
-            in_task = node is root or node._id in dependencies
-            is_needed = in_task and (needed is None or node._id in needed)
-            nodes[node._id] = _node_info(
-                node,
-                dependencies.get(node._id, 0),
-                "needed" if is_needed else "pruned",
-                tuple(captures.get(node._id, ())),
-                max_values,
-            )
-            for edge in reversed(node._next_edges):
-                if edge is not None and edge.function._id not in seen:
-                    seen.add(edge.function._id)
-                    stack.append(edge.function)
+    for node in walk_graph([] if root is None else [root]):
+        in_task = node is root or node._id in dependencies
+        is_needed = in_task and (needed is None or node._id in needed)
+        nodes[node._id] = node_info(
+            node,
+            dependencies.get(node._id, 0),
+            "needed" if is_needed else "pruned",
+            tuple(captures.get(node._id, ())),
+            max_values,
+        )
     return GraphTaskInfo(
         id=event.graph_task,
         parent=data["parent_graph_task"] or None,
@@ -486,13 +478,30 @@ def snapshot(event: Event, max_values: int) -> GraphTaskInfo:
     )
 
 
-def _node_info(
+def walk_graph(roots: Iterable[engine.Node]) -> Iterator[engine.Node]:
+    """Every node reachable from ``roots``, once each, in depth-first discovery order.
+
+    Iterative, so a million-node chain does not reach the recursion limit.
+    """
+    stack = list(reversed(list(roots)))
+    seen = {node._id for node in stack}
+    while stack:
+        node = stack.pop()
+        yield node
+        for edge in reversed(node._next_edges):
+            if edge is not None and edge.function._id not in seen:
+                seen.add(edge.function._id)
+                stack.append(edge.function)
+
+
+def node_info(
     node: engine.Node,
     dependencies: int,
     status: str,
     captures: tuple[tuple[int, int], ...],
     max_values: int,
 ) -> NodeInfo:
+    """What a trace keeps of ``node``: names, numbers, edges, saved tensors, hooks, leaf."""
     metadata = node._input_metadata
     device = str(metadata[0].device) if metadata else "cpu"
     saved = tuple(

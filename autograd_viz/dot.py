@@ -1,0 +1,619 @@
+"""Graphviz export: the backward graph with topological numbers and dependency counts.
+
+:func:`to_dot` draws a tensor's graph before backward, or any step of a
+recorded trace, as a :class:`graphviz.Digraph`; :func:`save` writes it as DOT
+source, or renders it to SVG, PNG or PDF with Graphviz's ``dot``.
+
+Each backward node shows its name and id, ``sequence_nr``, ``topological_nr``,
+its dependencies (remaining/total at the step) and its device, filled with
+the colour of its status (:data:`STATUS_STYLES`, drawn in the legend).
+Gradients flow down the page, from the root to the leaves: an edge goes from
+the node that computes a gradient to the node that receives it, labelled with
+the input slot (``input_nr``) it fills, bold once the gradient went along it.
+Each device is a cluster; a reentrant backward is a cluster of its own, linked
+to the node that started it.
+
+Every piece of text comes from user code (tensor names, custom Function
+names, exception messages) and is escaped: labels are HTML-like labels whose
+text goes through :func:`html_text`, other attributes through
+:func:`plain_text`, so nothing a user writes is read as DOT or HTML.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+import re
+import shutil
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import graphviz
+
+from autograd_viz import graph_select
+from autograd_viz.graph_view import (
+    GraphView,
+    GraphViewError,
+    TaskView,
+    TensorBox,
+    ViewEdge,
+    ViewNode,
+    from_state,
+    from_tensors,
+)
+from autograd_viz.replay import ExecutionState, NodeStatus
+from autograd_viz.trace import Trace
+
+if TYPE_CHECKING:
+    from engine import Tensor
+    from engine.events import TensorSummary
+
+UINT64_MAX = 2**64 - 1
+FONT = "Helvetica"
+
+
+@dataclass(frozen=True, slots=True)
+class Style:
+    """How one node status is drawn."""
+
+    fill: str
+    """Fill colour."""
+    border: str = "#374151"
+    """Border colour."""
+    penwidth: float = 1.0
+    """Border width."""
+    dashed: bool = False
+    """Dashed border."""
+    meaning: str = ""
+    """What the legend says."""
+
+
+STATUS_STYLES: dict[str, Style] = {
+    "not run": Style("#ffffff", meaning="not run yet (before backward)"),
+    NodeStatus.WAITING: Style("#ffffff", meaning="waiting: no gradient yet"),
+    NodeStatus.PARTIAL: Style("#fef08a", meaning="partially filled: some gradients arrived"),
+    NodeStatus.QUEUED: Style("#93c5fd", meaning="queued: every dependency arrived"),
+    NodeStatus.RUNNING: Style("#fb923c", "#9a3412", 2.5, meaning="running"),
+    NodeStatus.DONE: Style("#86efac", meaning="done"),
+    NodeStatus.PRUNED: Style("#f3f4f6", "#9ca3af", dashed=True, meaning="pruned by exec_info"),
+    NodeStatus.FAILED: Style("#fca5a5", "#b91c1c", 2.5, meaning="failed"),
+}
+"""Node colours by status (``"not run"`` is a graph drawn before any backward call)."""
+
+CAPTURED_BORDER = "#1d4ed8"
+NON_FINITE = Style("#f0abfc", "#dc2626", 4.0, meaning="NaN or Inf in a gradient")
+LEAF_FILL = "lightblue"
+OUTPUT_FILL = "darkolivegreen1"
+SAVED_FILL = "orange"
+DELIVERED = "#111827"
+PENDING = "#6b7280"
+PRUNED_EDGE = "#9ca3af"
+REENTRANT = "#7c3aed"
+FORMATS = {".dot": "dot", ".gv": "dot", ".svg": "svg", ".png": "png", ".pdf": "pdf"}
+"""Output suffixes :func:`save` understands, and the Graphviz format of each."""
+
+
+class GraphvizNotFoundError(RuntimeError):
+    """Rendering needs Graphviz's ``dot`` program, which is not on ``PATH``."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(
+            f"rendering {what} needs Graphviz's 'dot' program, which is not on PATH; "
+            "install Graphviz (apt-get install graphviz, brew install graphviz) "
+            "or write the DOT source instead (a .dot file)"
+        )
+
+
+# -- the public entry points -----------------------------------------------------------
+
+
+def to_dot(
+    target: Tensor | Sequence[Tensor] | Trace | ExecutionState,
+    step: int | None = None,
+    *,
+    graph_task: int | None = None,
+    saved: bool = False,
+    values: bool = False,
+    legend: bool = True,
+    around: int | str | None = None,
+    depth: int = 2,
+    collapse: bool = False,
+    max_nodes: int | None = None,
+) -> graphviz.Digraph:
+    """Draw a backward graph, before backward or at any step of a trace.
+
+    Example:
+        >>> with autograd_viz.record() as trace:
+        ...     loss.backward()
+        >>> autograd_viz.to_dot(trace, step=5).render("step5", format="svg")
+
+    Args:
+        target: a tensor (or several) whose graph has not run yet, a
+            :class:`~autograd_viz.Trace`, or an :class:`~autograd_viz.ExecutionState`.
+        step: for a trace, how many events have been applied (default: all).
+        graph_task: which graph task to draw (default: the top-level call the
+            step belongs to, with the reentrant calls its nodes made).
+        saved: draw each node's saved tensors.
+        values: write gradient summaries on nodes (input buffers) and edges.
+        legend: draw the legend of statuses.
+        around: draw only the nodes near this node (an id or a unique name).
+        depth: with ``around``, how many edges away to go.
+        collapse: fold repeated chains into one node with a count.
+        max_nodes: draw at most this many nodes; a notice counts the rest.
+
+    Returns:
+        The graph; ``.source`` is its DOT text, :func:`save` writes it.
+
+    Raises:
+        GraphViewError: there is nothing to draw (a leaf tensor, an empty trace),
+            or ``around`` / ``graph_task`` name nothing in it.
+        IndexError: ``step`` is outside the trace.
+        TypeError: ``target`` is none of the above, or ``step`` is given for a
+            target that has no steps.
+        ValueError: ``depth`` or ``max_nodes`` is out of range.
+    """
+    view = build_view(target, step, graph_task=graph_task)
+    view = select(view, around=around, depth=depth, collapse=collapse, max_nodes=max_nodes)
+    return render(view, saved=saved, values=values, legend=legend)
+
+
+def build_view(target: Any, step: int | None = None, *, graph_task: int | None = None) -> GraphView:
+    """The :class:`GraphView` of ``target`` (see :func:`to_dot` for the arguments)."""
+    from engine import Tensor
+
+    if isinstance(target, Trace):
+        return from_state(target.state_at(len(target) if step is None else step), graph_task)
+    if isinstance(target, ExecutionState):
+        if step is not None and step != target.step:
+            raise TypeError(
+                f"step={step} given with an ExecutionState of step {target.step}; "
+                "pass the trace to choose the step"
+            )
+        return from_state(target, graph_task)
+    tensors = [target] if isinstance(target, Tensor) else target
+    is_tensors = isinstance(tensors, list | tuple) and bool(tensors)
+    if is_tensors and all(isinstance(t, Tensor) for t in tensors):
+        if step is not None or graph_task is not None:
+            raise TypeError("step and graph_task need a trace; a tensor's graph has not run yet")
+        return from_tensors(tensors)
+    raise TypeError(
+        "to_dot() draws a Tensor, a sequence of Tensors, a Trace or an ExecutionState, "
+        f"got {type(target).__name__}"
+    )
+
+
+def select(
+    view: GraphView,
+    *,
+    around: int | str | None = None,
+    depth: int = 2,
+    collapse: bool = False,
+    max_nodes: int | None = None,
+) -> GraphView:
+    """Apply :mod:`autograd_viz.graph_select` in order: neighbourhood, folding, budget."""
+    if around is not None:
+        view = graph_select.around(view, around, depth)
+    if collapse:
+        view = graph_select.collapse(view)
+    if max_nodes is not None:
+        view = graph_select.limit(view, max_nodes)
+    return view
+
+
+def save(graph: graphviz.Digraph, path: str | os.PathLike[str]) -> str:
+    """Write ``graph`` to ``path``; the suffix picks DOT source or a rendered format.
+
+    Returns:
+        The format written (``"dot"``, ``"svg"``, ``"png"`` or ``"pdf"``).
+
+    Raises:
+        ValueError: the suffix is not one of :data:`FORMATS`.
+        GraphvizNotFoundError: rendering needs ``dot`` and it is missing.
+        RuntimeError: ``dot`` failed; the message has what it printed.
+    """
+    fmt = output_format(path)
+    if fmt == "dot":
+        with open(path, "w", encoding="utf-8") as file:
+            file.write(graph.source)
+        return fmt
+    data = pipe(graph, fmt)
+    with open(path, "wb") as file:
+        file.write(data)
+    return fmt
+
+
+def output_format(path: str | os.PathLike[str]) -> str:
+    """The Graphviz format for ``path``'s suffix.
+
+    Raises:
+        ValueError: the suffix is not one of :data:`FORMATS`.
+    """
+    suffix = os.path.splitext(os.fspath(path))[1].lower()
+    if suffix not in FORMATS:
+        known = ", ".join(FORMATS)
+        raise ValueError(f"cannot tell the format of {os.fspath(path)!r}: use one of {known}")
+    return FORMATS[suffix]
+
+
+def pipe(graph: graphviz.Digraph, fmt: str) -> bytes:
+    """Render ``graph`` with ``dot`` to ``fmt`` bytes.
+
+    Raises:
+        GraphvizNotFoundError: ``dot`` is missing.
+        RuntimeError: ``dot`` failed; the message has what it printed.
+    """
+    if shutil.which("dot") is None:
+        raise GraphvizNotFoundError(fmt.upper())
+    try:
+        data: bytes = graph.pipe(format=fmt, quiet=True)
+    except graphviz.ExecutableNotFound:
+        raise GraphvizNotFoundError(fmt.upper()) from None
+    except graphviz.CalledProcessError as exc:
+        stderr = exc.stderr.decode(errors="replace").strip() if exc.stderr else ""
+        raise RuntimeError(f"dot failed to render {fmt.upper()}: {stderr}") from None
+    return data
+
+
+# -- escaping --------------------------------------------------------------------------
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def html_text(text: object) -> str:
+    """``text`` as the content of an HTML-like label: shown as written, never as markup.
+
+    ``&``, ``<``, ``>`` and quotes become entities, a newline a line break, and
+    other control characters (which would make the SVG invalid) a visible ``\\xNN``.
+    """
+    escaped = html.escape(_CONTROL.sub(_visible, str(text)), quote=True)
+    return escaped.replace("\r\n", "\n").replace("\n", '<BR ALIGN="CENTER"/>')
+
+
+def plain_text(text: object) -> str:
+    """``text`` as a quoted DOT attribute (a tooltip): backslashes stay backslashes."""
+    return str(graphviz.escape(_CONTROL.sub(_visible, str(text))))
+
+
+def _visible(match: re.Match[str]) -> str:
+    return f"\\x{ord(match.group()):02x}"
+
+
+# -- drawing ---------------------------------------------------------------------------
+
+
+def render(
+    view: GraphView, *, saved: bool = False, values: bool = False, legend: bool = True
+) -> graphviz.Digraph:
+    """Draw ``view`` (see :func:`to_dot`)."""
+    graph = graphviz.Digraph("backward", comment="autograd-viz backward graph")
+    graph.attr(
+        rankdir="TB",
+        compound="true",
+        nodesep="0.25",
+        ranksep="0.35",
+        fontname=FONT,
+        fontsize="11",
+        labelloc="b",
+    )
+    graph.attr("node", shape="box", style="filled,rounded", fontname=FONT, fontsize="11")
+    graph.attr("edge", fontname=FONT, fontsize="9", arrowsize="0.7")
+    caption = _caption(view)
+    if caption:
+        graph.attr(label=caption)
+    boxes = list(view.boxes)
+    if saved:
+        boxes.extend(_saved_boxes(view))
+    by_node: dict[str, list[TensorBox]] = {}
+    for box in boxes:
+        by_node.setdefault(box.node, []).append(box)
+    with_clusters = view.step is not None
+    for position, task in enumerate(view.tasks):
+        members = [n for n in view.nodes.values() if n.graph_task == task.id]
+        if with_clusters:
+            with graph.subgraph(name=f"cluster_t{position}") as cluster:
+                cluster.attr(
+                    label=_task_label(task, position),
+                    style="rounded",
+                    color=REENTRANT if task.reentrant_depth else "#d1d5db",
+                    fontcolor="#374151",
+                    labelloc="t",
+                )
+                _draw_devices(cluster, members, by_node, values, f"t{position}")
+        else:
+            _draw_devices(graph, members, by_node, values, f"t{position}")
+    for edge in view.edges:
+        graph.edge(edge.tail, edge.head, **_edge_attrs(edge, view, values))
+    for box in boxes:
+        tail, head = (box.key, box.node) if box.kind == "output" else (box.node, box.key)
+        if box.kind == "saved":
+            graph.edge(tail, head, color=PENDING, style="dashed", arrowhead="none")
+        else:
+            graph.edge(tail, head, color=PENDING)
+    _draw_reentrant_links(graph, view)
+    if view.elided:
+        _draw_elided(graph, view)
+    if legend:
+        graph.node("legend", label=_legend_label(view), shape="plaintext", style="")
+    return graph
+
+
+def _draw_devices(
+    graph: graphviz.Digraph,
+    members: Sequence[ViewNode],
+    boxes: dict[str, list[TensorBox]],
+    values: bool,
+    prefix: str,
+) -> None:
+    devices: dict[str, list[ViewNode]] = {}
+    for node in members:
+        devices.setdefault(node.info.device, []).append(node)
+    for i, (device, nodes) in enumerate(devices.items()):
+        with graph.subgraph(name=f"cluster_{prefix}_d{i}") as cluster:
+            cluster.attr(
+                label=html_label([f"<I>{html_text(device)}</I>"]),
+                style="dashed,rounded",
+                color="#9ca3af",
+                fontcolor="#6b7280",
+                labelloc="t",
+            )
+            for node in nodes:
+                cluster.node(node.key, **_node_attrs(node, values))
+                for box in boxes.get(node.key, ()):
+                    cluster.node(box.key, **_box_attrs(box, values))
+
+
+def html_label(rows: Iterable[str]) -> str:
+    """An HTML-like label: one centred row per already-escaped string."""
+    body = "".join(f"<TR><TD>{row}</TD></TR>" for row in rows)
+    return f'<<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="0" CELLPADDING="1">{body}</TABLE>>'
+
+
+def _small(text: str, color: str | None = None) -> str:
+    colour = f' COLOR="{color}"' if color else ""
+    return f'<FONT POINT-SIZE="9"{colour}>{text}</FONT>'
+
+
+def _seq(nr: int) -> str:
+    return "2⁶⁴−1" if nr == UINT64_MAX else str(nr)
+
+
+def _node_attrs(node: ViewNode, values: bool) -> dict[str, str]:
+    info = node.info
+    fold = node.fold
+    status = graph_select.fold_status(fold) if fold else node.status
+    style = STATUS_STYLES["not run" if status is None else status]
+    if fold is None:
+        title = f"<B>{html_text(info.name)}</B> {_small(f'#{info.id}', PENDING)}"
+        numbers = f"seq {_seq(info.sequence_nr)} · topo {info.topological_nr}"
+        deps = f"deps {node.remaining}/{info.dependencies} · {html_text(info.device)}"
+        rows = [title, _small(numbers), _small(deps)]
+    else:
+        pattern = " → ".join(html_text(n) for n in fold.pattern)
+        seq = f"seq {_seq(fold.sequence_nrs[0])}…{_seq(fold.sequence_nrs[1])}"
+        topo = f"topo {fold.topological_nrs[0]}…{fold.topological_nrs[1]}"
+        counts = ", ".join(f"{n:,} {s}" for s, n in fold.statuses.items())
+        rows = [
+            f"<B>{pattern}</B> × {fold.repeats:,}",
+            _small(f"{seq} · {topo}"),
+            _small(f"{len(fold.members):,} nodes: {html_text(counts)}"),
+        ]
+    if values and fold is None:
+        rows.extend(
+            _small(f"in {i}: {html_text(_summary(s))}")
+            for i, s in enumerate(node.slots)
+            if s is not None
+        )
+    if node.error:
+        rows.append(_small(html_text(_shorten(node.error, 60)), "#b91c1c"))
+    flagged = node.non_finite and fold is None
+    if flagged:
+        rows.append(f'<FONT COLOR="#dc2626"><B>{html_text(_non_finite_text(node))}</B></FONT>')
+        style = Style(NON_FINITE.fill, NON_FINITE.border, NON_FINITE.penwidth, style.dashed)
+    attrs = {
+        "label": html_label(rows),
+        "id": node.key,
+        "class": "nonfinite" if flagged else ("not-run" if status is None else status.value),
+        "fillcolor": style.fill,
+        "color": style.border,
+        "tooltip": plain_text(_tooltip(node)),
+    }
+    if style.dashed:
+        attrs["style"] = "filled,rounded,dashed"
+    if style.penwidth != 1.0:
+        attrs["penwidth"] = str(style.penwidth)
+    if node.captured:
+        attrs["peripheries"] = "2"
+        attrs["color"] = CAPTURED_BORDER
+    if fold is not None:
+        attrs["shape"] = "box3d"
+        attrs["style"] = "filled"
+    return attrs
+
+
+def _tooltip(node: ViewNode) -> str:
+    info = node.info
+    parts = [f"{info.name} (id {info.id}, graph task {node.graph_task})"]
+    if node.status is not None:
+        parts.append(f"status: {node.status.value}")
+    if node.thread:
+        parts.append(f"ran on {node.thread}")
+    if node.error:
+        parts.append(node.error)
+    if info.traceback:
+        parts.append("forward call:")
+        parts.extend(line.rstrip() for line in info.traceback[-4:])
+    return "\n".join(parts)
+
+
+def _non_finite_text(node: ViewNode) -> str:
+    nan = sum(s.nan_count for s in (*node.slots, *(node.outputs or ())) if s is not None)
+    inf = sum(s.inf_count for s in (*node.slots, *(node.outputs or ())) if s is not None)
+    found = [f"NaN×{nan}" if nan else "", f"Inf×{inf}" if inf else ""]
+    return "⚠ " + " ".join(f for f in found if f)
+
+
+def _box_attrs(box: TensorBox, values: bool) -> dict[str, str]:
+    fill = {"leaf": LEAF_FILL, "output": OUTPUT_FILL, "saved": SAVED_FILL}[box.kind]
+    shape = ", ".join(str(d) for d in box.shape)
+    rows = [f"<B>{html_text(box.title)}</B>", _small(f"({html_text(shape)}) {box.dtype}")]
+    if values and box.summary is not None:
+        what = ".grad " if box.kind == "leaf" else ""
+        rows.append(_small(html_text(what + _summary(box.summary))))
+    attrs = {
+        "label": html_label(rows),
+        "id": box.key,
+        "class": box.kind,
+        "fillcolor": fill,
+        "style": "filled",
+        "color": "#374151",
+    }
+    if box.summary is not None and not box.summary.finite:
+        attrs.update(color=NON_FINITE.border, penwidth=str(NON_FINITE.penwidth))
+    return attrs
+
+
+def _edge_attrs(edge: ViewEdge, view: GraphView, values: bool) -> dict[str, str]:
+    rows = [str(edge.input_nr)]
+    attrs = {"color": PENDING}
+    if values and edge.grad is not None:
+        rows.append(html_text(_summary(edge.grad)))
+    if edge.pruned:
+        attrs = {"color": PRUNED_EDGE, "style": "dashed"}
+    elif edge.delivered:
+        attrs = {"color": DELIVERED, "style": "bold", "penwidth": "2"}
+    if edge.grad is not None and not edge.grad.finite:
+        attrs.update(color=NON_FINITE.border, penwidth="3", fontcolor=NON_FINITE.border)
+    tail = view.nodes[edge.tail].info.name
+    head = view.nodes[edge.head].info.name
+    attrs["label"] = html_label(rows) if len(rows) > 1 else rows[0]
+    attrs["tooltip"] = plain_text(
+        f"output {edge.output_nr} of {tail} → input {edge.input_nr} of {head}"
+    )
+    return attrs
+
+
+def _saved_boxes(view: GraphView) -> Iterable[TensorBox]:
+    for node in view.nodes.values():
+        if node.fold is not None:
+            continue
+        for i, summary in enumerate(node.info.saved):
+            freed = summary is None or node.released
+            title = f"saved {i}" + (" (freed)" if freed else "")
+            shape = () if summary is None else summary.shape
+            dtype = "" if summary is None else summary.dtype
+            yield TensorBox(f"{node.key}_s{i}", "saved", node.key, title, summary, shape, dtype)
+
+
+def _draw_reentrant_links(graph: graphviz.Digraph, view: GraphView) -> None:
+    for position, task in enumerate(view.tasks):
+        if task.started_by is None or task.started_by not in view.nodes:
+            continue
+        first = next((n.key for n in view.nodes.values() if n.graph_task == task.id), None)
+        if first is None:
+            continue
+        graph.edge(
+            task.started_by,
+            first,
+            label="reentrant backward",
+            lhead=f"cluster_t{position}",
+            color=REENTRANT,
+            fontcolor=REENTRANT,
+            style="dashed",
+        )
+
+
+def _draw_elided(graph: graphviz.Digraph, view: GraphView) -> None:
+    graph.node(
+        "elided",
+        label=html_label([html_text(f"⋯ {view.elided:,} more nodes not shown")]),
+        id="elided",
+        shape="note",
+        fillcolor="#fef3c7",
+        style="filled",
+    )
+    for key in view.elided_from:
+        graph.edge(key, "elided", style="dotted", color=PENDING, arrowhead="none")
+
+
+def _task_label(task: TaskView, position: int) -> str:
+    kind = f"reentrant backward, depth {task.reentrant_depth}" if task.reentrant_depth else ""
+    words = [f"graph task {task.id}", kind, task.status or ""]
+    rows = [f"<B>{html_text(' · '.join(w for w in words if w))}</B>"]
+    if task.error:
+        rows.append(_small(html_text(_shorten(task.error, 80)), "#b91c1c"))
+    return html_label(rows)
+
+
+def _caption(view: GraphView) -> str:
+    rows = []
+    if view.step is not None:
+        line = f"step {view.step:,} of {view.total or 0:,}"
+        event = view.event
+        if event is None:
+            line += ": before the first event"
+        else:
+            where = f" {event.node_name}" if event.node_name else ""
+            line += f": {event.kind}{where} on {event.thread}"
+        rows.append(html_text(line))
+    rows.extend(html_text(n) for n in view.notices)
+    return html_label(rows) if rows else ""
+
+
+def _legend_label(view: GraphView) -> str:
+    shown = ["not run"] if view.step is None else [s for s in STATUS_STYLES if s != "not run"]
+    cells = []
+    for status in shown:
+        style = STATUS_STYLES[status]
+        cells.append((style.fill, style.meaning + (" (dashed)" if style.dashed else "")))
+    if view.step is not None:
+        cells.append(("#ffffff", "captured for grad() (double blue border)"))
+        cells.append((NON_FINITE.fill, NON_FINITE.meaning + " (thick red border)"))
+        cells.append(("#ffffff", "bold edge: gradient delivered"))
+    cells.append((LEAF_FILL, "leaf tensor (its .grad)"))
+    cells.append((SAVED_FILL, "saved tensor"))
+    if view.step is None:
+        cells.append((OUTPUT_FILL, "output tensor"))
+    rows = "".join(
+        f'<TR><TD BGCOLOR="{fill}" BORDER="1">  </TD><TD ALIGN="LEFT">{html_text(text)}</TD></TR>'
+        for fill, text in cells
+    )
+    return (
+        '<<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="2" CELLPADDING="2">'
+        f'<TR><TD COLSPAN="2"><B>legend</B></TD></TR>{rows}</TABLE>>'
+    )
+
+
+def _summary(summary: TensorSummary) -> str:
+    """A gradient in a few characters: its values when small, else its norm and range."""
+    if not summary.finite:
+        parts = [f"NaN×{summary.nan_count}" if summary.nan_count else ""]
+        parts.append(f"Inf×{summary.inf_count}" if summary.inf_count else "")
+        return " ".join(p for p in parts if p)
+    if summary.values is not None and len(summary.values) <= 4:
+        return "[" + ", ".join(f"{v:.4g}" for v in summary.values) + "]"
+    if summary.norm is None:
+        return "×".join(str(d) for d in summary.shape) or "scalar"
+    return f"‖g‖={summary.norm:.4g}"
+
+
+def _shorten(text: str, width: int) -> str:
+    first = text.splitlines()[0] if text else ""
+    return first if len(first) <= width else first[: width - 1] + "…"
+
+
+__all__ = [
+    "FORMATS",
+    "STATUS_STYLES",
+    "GraphViewError",
+    "GraphvizNotFoundError",
+    "build_view",
+    "html_text",
+    "output_format",
+    "pipe",
+    "plain_text",
+    "render",
+    "save",
+    "select",
+    "to_dot",
+]

@@ -1,0 +1,275 @@
+"""Trimming a big graph down to a drawing someone can read.
+
+Three independent steps, applied by :func:`autograd_viz.dot.to_dot` in this
+order:
+
+* :func:`around`: the nodes within ``depth`` edges of one node;
+* :func:`collapse`: each run of a repeating pattern along a chain (the
+  ``MulBackward0 → AddBackward0`` links of an unrolled loop) becomes one node
+  that says how many links it stands for and how far the engine got in them;
+* :func:`limit`: at most ``max_nodes`` nodes, the ones nearest the root; the
+  rest are counted in a notice drawn where they would have been.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, deque
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
+
+from autograd_viz.graph_view import Fold, GraphView, GraphViewError, ViewEdge, ViewNode
+from autograd_viz.replay import NodeStatus
+
+MAX_PERIOD = 4
+"""The longest repeating pattern :func:`collapse` looks for, in nodes."""
+
+
+# -- a neighbourhood -------------------------------------------------------------------
+
+
+def find_node(view: GraphView, spec: int | str) -> str:
+    """The key of the node ``spec`` names: a node id (int or digits) or a unique node name.
+
+    Raises:
+        GraphViewError: no node matches, or a name matches several nodes.
+    """
+    text = str(spec).strip().lstrip("#")
+    if text.isdigit():
+        node_id = int(text)
+        for node in view.nodes.values():
+            if node.info.id == node_id:
+                return node.key
+        raise GraphViewError(f"no node with id {node_id} in this graph")
+    matches = [node for node in view.nodes.values() if node.info.name == text]
+    if not matches:
+        names = sorted({node.info.name for node in view.nodes.values()})
+        shown = ", ".join(names[:12]) + (", ..." if len(names) > 12 else "")
+        raise GraphViewError(f"no node named {text!r} in this graph (it has {shown})")
+    if len(matches) > 1:
+        ids = ", ".join(f"{n.info.id} (seq {n.info.sequence_nr})" for n in matches[:8])
+        more = ", ..." if len(matches) > 8 else ""
+        raise GraphViewError(
+            f"{len(matches)} nodes are named {text!r}; name one by its id: {ids}{more}"
+        )
+    return matches[0].key
+
+
+def around(view: GraphView, spec: int | str, depth: int) -> GraphView:
+    """The part of ``view`` within ``depth`` edges (either direction) of the node ``spec``.
+
+    Raises:
+        GraphViewError: ``spec`` names no node, or several.
+        ValueError: ``depth`` is negative.
+    """
+    if isinstance(depth, bool) or not isinstance(depth, int) or depth < 0:
+        raise ValueError(f"depth must be a non-negative integer, got {depth!r}")
+    center = find_node(view, spec)
+    neighbours = _undirected(view.edges)
+    distance = {center: 0}
+    frontier = deque([center])
+    while frontier:
+        key = frontier.popleft()
+        if distance[key] == depth:
+            continue
+        for other in neighbours.get(key, ()):
+            if other not in distance:
+                distance[other] = distance[key] + 1
+                frontier.append(other)
+    name = view.nodes[center].info.name
+    notice = f"showing the {len(distance):,} nodes within {depth} edges of {name}"
+    return _keep(view, [k for k in view.nodes if k in distance], notice)
+
+
+# -- folding repeated chains -----------------------------------------------------------
+
+
+def collapse(view: GraphView, min_repeats: int = 3) -> GraphView:
+    """Fold every run of at least ``min_repeats`` repetitions of a pattern along a chain.
+
+    A chain is a path whose every link ``u → v`` is ``u``'s only outgoing edge and
+    ``v``'s only incoming one, inside one graph task and one device. Patterns of
+    1 to :data:`MAX_PERIOD` node names are looked for.
+    """
+    if min_repeats < 2:
+        raise ValueError(f"min_repeats must be at least 2, got {min_repeats}")
+    runs = [
+        run for chain in _chains(view) for run in _repeating_runs(chain, view.nodes, min_repeats)
+    ]
+    if not runs:
+        return view
+    nodes = dict(view.nodes)
+    rename: dict[str, str] = {}
+    folded = 0
+    for run, period in runs:
+        members = [view.nodes[k] for k in run]
+        first = members[0]
+        nodes[first.key] = replace(first, fold=_fold(members, period))
+        for member in members[1:]:
+            del nodes[member.key]
+            rename[member.key] = first.key
+        folded += len(run)
+    inside = {k for run, _ in runs for k in run}
+    edges = []
+    for edge in view.edges:
+        if edge.tail in inside and edge.head in inside and _same_run(edge, rename):
+            continue
+        edges.append(replace(edge, tail=rename.get(edge.tail, edge.tail)))
+    boxes = tuple(replace(b, node=rename.get(b.node, b.node)) for b in view.boxes)
+    notice = f"folded {folded:,} nodes of repeated chains into {len(runs):,}"
+    return replace(
+        view,
+        nodes=nodes,
+        edges=tuple(edges),
+        boxes=boxes,
+        elided_from=tuple(rename.get(k, k) for k in view.elided_from),
+        notices=(*view.notices, notice),
+    )
+
+
+def _same_run(edge: ViewEdge, rename: Mapping[str, str]) -> bool:
+    return rename.get(edge.tail, edge.tail) == rename.get(edge.head, edge.head)
+
+
+def _chains(view: GraphView) -> Iterable[list[str]]:
+    out_edges: Counter[str] = Counter(e.tail for e in view.edges)
+    in_edges: Counter[str] = Counter(e.head for e in view.edges)
+    link: dict[str, str] = {}
+    for edge in view.edges:
+        tail, head = view.nodes[edge.tail], view.nodes[edge.head]
+        if (
+            out_edges[edge.tail] == 1
+            and in_edges[edge.head] == 1
+            and tail.graph_task == head.graph_task
+            and tail.info.device == head.info.device
+            and tail.fold is None
+            and head.fold is None
+        ):
+            link[edge.tail] = edge.head
+    linked_to = set(link.values())
+    for key in view.nodes:
+        if key in linked_to or key not in link:
+            continue
+        chain = [key]
+        while chain[-1] in link:
+            chain.append(link[chain[-1]])
+        yield chain
+
+
+def _repeating_runs(
+    chain: Sequence[str], nodes: Mapping[str, ViewNode], min_repeats: int
+) -> Iterable[tuple[list[str], int]]:
+    """``(keys, period)`` of each maximal run of a repeated name pattern along ``chain``."""
+    names = [nodes[k].info.name for k in chain]
+    i = 0
+    while i < len(names):
+        best_period, best_repeats = 0, 0
+        for period in range(1, MAX_PERIOD + 1):
+            pattern = names[i : i + period]
+            repeats = 0
+            while names[i + repeats * period : i + (repeats + 1) * period] == pattern:
+                repeats += 1
+            if repeats >= min_repeats and repeats * period > best_repeats * best_period:
+                best_period, best_repeats = period, repeats
+        if best_period:
+            length = best_period * best_repeats
+            yield list(chain[i : i + length]), best_period
+            i += length
+        else:
+            i += 1
+
+
+def _fold(members: Sequence[ViewNode], period: int) -> Fold:
+    statuses: Counter[str] = Counter(
+        "not run" if m.status is None else m.status.value for m in members
+    )
+    seqs = [m.info.sequence_nr for m in members]
+    topos = [m.info.topological_nr for m in members]
+    return Fold(
+        pattern=tuple(m.info.name for m in members[:period]),
+        repeats=len(members) // period,
+        members=tuple(m.key for m in members),
+        statuses=dict(statuses),
+        sequence_nrs=(min(seqs), max(seqs)),
+        topological_nrs=(min(topos), max(topos)),
+    )
+
+
+def fold_status(fold: Fold) -> NodeStatus | None:
+    """The one status a folded chain is drawn with: the most urgent among its members."""
+    for status in (NodeStatus.FAILED, NodeStatus.RUNNING, NodeStatus.QUEUED, NodeStatus.PARTIAL):
+        if fold.statuses.get(status.value):
+            return status
+    counted = {s for s, n in fold.statuses.items() if n}
+    if counted == {"not run"}:
+        return None
+    if len(counted) == 1:
+        return NodeStatus(counted.pop())
+    if NodeStatus.DONE.value in counted and NodeStatus.WAITING.value in counted:
+        return NodeStatus.PARTIAL
+    return NodeStatus.WAITING
+
+
+# -- a node budget ---------------------------------------------------------------------
+
+
+def limit(view: GraphView, max_nodes: int) -> GraphView:
+    """At most ``max_nodes`` nodes: breadth first from the nodes nothing points to (the roots).
+
+    Raises:
+        ValueError: ``max_nodes`` is not a positive integer.
+    """
+    if isinstance(max_nodes, bool) or not isinstance(max_nodes, int) or max_nodes < 1:
+        raise ValueError(f"max_nodes must be a positive integer, got {max_nodes!r}")
+    if len(view.nodes) <= max_nodes:
+        return view
+    children: dict[str, list[str]] = {}
+    for edge in view.edges:
+        children.setdefault(edge.tail, []).append(edge.head)
+    has_parent = {edge.head for edge in view.edges}
+    order: dict[str, None] = {}
+    queue = deque(k for k in view.nodes if k not in has_parent)
+    while queue and len(order) < max_nodes:
+        key = queue.popleft()
+        if key in order:
+            continue
+        order[key] = None
+        queue.extend(children.get(key, ()))
+    for key in view.nodes:  # nodes no root reaches (another graph task's leftovers)
+        if len(order) >= max_nodes:
+            break
+        order.setdefault(key, None)
+    shown = len(order)
+    notice = f"showing {shown:,} of {len(view.nodes):,} nodes, nearest the root first"
+    return _keep(view, [k for k in view.nodes if k in order], notice)
+
+
+# -- shared ----------------------------------------------------------------------------
+
+
+def _undirected(edges: Iterable[ViewEdge]) -> dict[str, list[str]]:
+    neighbours: dict[str, list[str]] = {}
+    for edge in edges:
+        neighbours.setdefault(edge.tail, []).append(edge.head)
+        neighbours.setdefault(edge.head, []).append(edge.tail)
+    return neighbours
+
+
+def _keep(view: GraphView, keys: Sequence[str], notice: str) -> GraphView:
+    """``view`` with only the nodes ``keys``; what is left out is counted and marked."""
+    kept = set(keys)
+    left_out = len(view.nodes) - len(kept)
+    if left_out == 0:
+        return view
+    frontier = dict.fromkeys(e.tail for e in view.edges if e.tail in kept and e.head not in kept)
+    frontier.update(dict.fromkeys(k for k in view.elided_from if k in kept))
+    tasks_kept = {view.nodes[k].graph_task for k in kept}
+    return replace(
+        view,
+        tasks=tuple(t for t in view.tasks if t.id in tasks_kept),
+        nodes={k: view.nodes[k] for k in keys},
+        edges=tuple(e for e in view.edges if e.tail in kept and e.head in kept),
+        boxes=tuple(b for b in view.boxes if b.node in kept),
+        elided=view.elided + left_out,
+        elided_from=tuple(frontier),
+        notices=(*view.notices, f"{notice}; {left_out:,} more not shown"),
+    )

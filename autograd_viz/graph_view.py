@@ -1,0 +1,409 @@
+"""What a drawing of the backward graph shows: its nodes, edges and their state at one step.
+
+A :class:`GraphView` is the drawing's model, independent of Graphviz. It is
+built from one of three sources:
+
+* tensors (:func:`from_tensors`): the graph the forward pass built, before any
+  backward call; every node is waiting with all its dependencies to come;
+* an :class:`~autograd_viz.replay.ExecutionState` (:func:`from_state`): one
+  graph task (and the reentrant graph tasks its nodes started) at a step of
+  a trace, with each node's status, remaining dependencies and input buffer,
+  and which edges have delivered their gradient.
+
+:mod:`autograd_viz.graph_select` trims a view (a neighbourhood, folded
+chains, a node budget); :mod:`autograd_viz.dot` draws it.
+
+Every node gets a key that names it in the drawing. Keys are stable: they
+follow the order in which a depth-first walk from the root discovers the
+nodes, never the process-wide node ids, so the same graph always gives the
+same DOT text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
+
+from autograd_viz.replay import ExecutionState, NodeState, NodeStatus
+from autograd_viz.trace import GraphTaskInfo, NodeInfo, TraceEvent, node_info, walk_graph
+
+if TYPE_CHECKING:
+    from engine import Tensor
+    from engine.events import TensorSummary
+
+
+@dataclass(frozen=True, slots=True)
+class Fold:
+    """A run of repeated chain links drawn as one node (see ``graph_select.collapse``)."""
+
+    pattern: tuple[str, ...]
+    """The node names of one repetition, in chain order."""
+    repeats: int
+    """How many times the pattern repeats."""
+    members: tuple[str, ...]
+    """Keys of the folded nodes, in chain order."""
+    statuses: Mapping[str, int]
+    """How many members are in each status (``"not run"`` before backward)."""
+    sequence_nrs: tuple[int, int]
+    """Smallest and largest sequence number among the members."""
+    topological_nrs: tuple[int, int]
+    """Smallest and largest topological number among the members."""
+
+
+@dataclass(frozen=True, slots=True)
+class ViewNode:
+    """One node of the drawing."""
+
+    key: str
+    """The node's name in the drawing (stable, see the module docstring)."""
+    info: NodeInfo
+    """The snapshot: name, numbers, device, edges, saved tensors, leaf."""
+    graph_task: int
+    """The graph task it is drawn in (0 for a graph that has not run)."""
+    status: NodeStatus | None
+    """Its status at the step; ``None`` before any backward call."""
+    remaining: int
+    """Dependencies still to come."""
+    slots: tuple[TensorSummary | None, ...] = ()
+    """Its input buffer (the gradient gathered in each slot so far)."""
+    outputs: tuple[TensorSummary | None, ...] | None = None
+    """The gradients it returned, once it ran."""
+    captured: bool = False
+    """A ``grad()`` result is (or will be) taken from its input buffer."""
+    error: str | None = None
+    """``ExcType: message`` if it failed."""
+    thread: str | None = None
+    """The engine thread that ran it."""
+    released: bool = False
+    """Its saved tensors were freed."""
+    fold: Fold | None = None
+    """Set when this node stands for a folded chain."""
+
+    @property
+    def non_finite(self) -> bool:
+        """Whether a gradient in its buffer or among its outputs holds NaN or Inf."""
+        return any(s is not None and not s.finite for s in (*self.slots, *(self.outputs or ())))
+
+
+@dataclass(frozen=True, slots=True)
+class ViewEdge:
+    """An edge of the backward graph: output ``output_nr`` of ``tail`` feeds ``head``."""
+
+    tail: str
+    """Key of the node that sends the gradient."""
+    head: str
+    """Key of the node that receives it."""
+    output_nr: int
+    """Which output of ``tail`` (which forward input) it is."""
+    input_nr: int
+    """Which input slot of ``head`` it fills."""
+    delivered: bool = False
+    """The gradient has gone along it (a ``dependency_decrement``)."""
+    pruned: bool = False
+    """exec_info pruning means no gradient goes along it."""
+    grad: TensorSummary | None = None
+    """The gradient it carries, once ``tail`` ran."""
+
+
+@dataclass(frozen=True, slots=True)
+class TaskView:
+    """One graph task drawn as a cluster."""
+
+    id: int
+    """The graph task id (0 for a graph that has not run)."""
+    reentrant_depth: int
+    """0 for a call from user code."""
+    status: str | None
+    """``"running"``, ``"ok"``, ``"error"``, or ``None`` before any backward call."""
+    started_by: str | None = None
+    """Key of the node whose backward made this reentrant call."""
+    error: str | None = None
+    """``ExcType: message`` if it failed."""
+
+
+@dataclass(frozen=True, slots=True)
+class TensorBox:
+    """A forward tensor drawn beside the graph: a leaf, an output or a saved tensor."""
+
+    key: str
+    """Its name in the drawing."""
+    kind: str
+    """``"leaf"``, ``"output"`` or ``"saved"``."""
+    node: str
+    """Key of the node it hangs from."""
+    title: str
+    """What it is called: the tensor's name, ``output 0``, ``saved 1``."""
+    summary: TensorSummary | None
+    """The values drawn with ``values=True``: a leaf's ``.grad``, a saved tensor."""
+    shape: tuple[int, ...]
+    """The tensor's shape."""
+    dtype: str
+    """NumPy's name for its dtype."""
+
+
+@dataclass(frozen=True, slots=True)
+class GraphView:
+    """Everything one drawing shows."""
+
+    tasks: tuple[TaskView, ...]
+    """Graph tasks drawn, the selected one first."""
+    nodes: Mapping[str, ViewNode]
+    """Every drawn node, by key, in discovery order."""
+    edges: tuple[ViewEdge, ...]
+    """Edges between drawn nodes."""
+    boxes: tuple[TensorBox, ...] = ()
+    """Leaf and output tensors (saved tensors are added by the exporter when asked)."""
+    step: int | None = None
+    """The step shown; ``None`` before any backward call."""
+    total: int | None = None
+    """Steps in the trace."""
+    event: TraceEvent | None = None
+    """The last event applied."""
+    elided: int = 0
+    """Nodes of the graph left out of the drawing."""
+    elided_from: tuple[str, ...] = ()
+    """Keys of drawn nodes with edges into the part left out."""
+    notices: tuple[str, ...] = field(default_factory=tuple)
+    """Lines that say what the drawing leaves out or folds."""
+
+
+class GraphViewError(ValueError):
+    """There is nothing to draw, or the request does not fit the source."""
+
+
+# -- before backward -------------------------------------------------------------------
+
+
+def from_tensors(tensors: Sequence[Tensor]) -> GraphView:
+    """The graph the forward pass built for ``tensors``, before any backward call.
+
+    Raises:
+        GraphViewError: a tensor has no ``grad_fn`` (a leaf, or it does not
+            require grad), so it has no backward graph to draw.
+    """
+    roots = []
+    for i, tensor in enumerate(tensors):
+        if tensor.grad_fn is None:
+            what = "a leaf" if tensor.requires_grad else "does not require grad"
+            raise GraphViewError(
+                f"tensor {i} has no grad_fn ({what}), so there is no backward graph to draw; "
+                "pass a tensor computed from tensors that require grad"
+            )
+        roots.append(tensor.grad_fn)
+    infos = [node_info(node, 0, "needed", (), 0) for node in walk_graph(roots)]
+    incoming: dict[int, int] = {}
+    for info in infos:
+        for edge in info.next_edges:
+            if edge is not None:
+                incoming[edge[0]] = incoming.get(edge[0], 0) + 1
+    infos = [replace(info, dependencies=incoming.get(info.id, 0)) for info in infos]
+    keys = {info.id: f"n{i}" for i, info in enumerate(infos)}
+    nodes = {
+        keys[info.id]: ViewNode(keys[info.id], info, 0, None, incoming.get(info.id, 0))
+        for info in infos
+    }
+    boxes = [
+        TensorBox(
+            f"out{i}",
+            "output",
+            keys[t.grad_fn._id],  # type: ignore[union-attr]
+            t.name or (f"output {i}" if len(tensors) > 1 else "output"),
+            None,
+            tuple(t.shape),
+            str(t.dtype),
+        )
+        for i, t in enumerate(tensors)
+    ]
+    return GraphView(
+        (TaskView(0, 0, None),),
+        nodes,
+        tuple(_edges(nodes.values(), keys)),
+        (*boxes, *_leaf_boxes(nodes.values(), None)),
+    )
+
+
+# -- at a step of a trace --------------------------------------------------------------
+
+
+def from_state(state: ExecutionState, graph_task: int | None = None) -> GraphView:
+    """One graph task at ``state.step``, with the reentrant graph tasks it started.
+
+    Args:
+        state: the step to draw.
+        graph_task: which graph task; by default the top-level call that the
+            current step belongs to (a reentrant step shows its parent too).
+
+    Raises:
+        GraphViewError: the trace has no graph task, or not the one asked for.
+    """
+    trace = state.trace
+    if not trace.graph_tasks:
+        raise GraphViewError("the trace has no backward call to draw")
+    gid = _pick_task(state, graph_task)
+    # Reentrant calls appear once they have started.
+    order = [gid, *(t for t in _descendants(trace.graph_tasks, gid) if t in state.graph_tasks)]
+    keys: dict[tuple[int, int], str] = {}
+    for position, task_id in enumerate(order):
+        prefix = "n" if position == 0 else f"t{position}n"
+        for i, node_id in enumerate(trace.graph_tasks[task_id].nodes):
+            keys[(task_id, node_id)] = f"{prefix}{i}"
+    nodes: dict[str, ViewNode] = {}
+    edges: list[ViewEdge] = []
+    tasks: list[TaskView] = []
+    for task_id in order:
+        info = trace.graph_tasks[task_id]
+        started = state.started_by(task_id) if info.parent is not None else None
+        task_state = state.graph_tasks.get(task_id)
+        tasks.append(
+            TaskView(
+                task_id,
+                info.reentrant_depth,
+                None if task_state is None else task_state.status,
+                None if started is None else keys.get(started),
+                None if task_state is None else task_state.error,
+            )
+        )
+        task_nodes = _task_nodes(state, info, keys)
+        nodes.update(task_nodes)
+        task_keys = {node_id: key for (t, node_id), key in keys.items() if t == task_id}
+        edges.extend(_edges(task_nodes.values(), task_keys, _delivered(state, task_id, task_keys)))
+    return GraphView(
+        tuple(tasks),
+        nodes,
+        tuple(edges),
+        tuple(_leaf_boxes(nodes.values(), state)),
+        step=state.step,
+        total=state.total,
+        event=state.event,
+    )
+
+
+def _pick_task(state: ExecutionState, graph_task: int | None) -> int:
+    tasks = state.trace.graph_tasks
+    if graph_task is not None:
+        if graph_task not in tasks:
+            known = ", ".join(str(t) for t in tasks)
+            raise GraphViewError(f"graph task {graph_task} is not in the trace (it has {known})")
+        return graph_task
+    gid = state.graph_task
+    if gid is None or gid not in tasks:
+        gid = next(iter(tasks))
+    while (parent := tasks[gid].parent) is not None and parent in tasks:
+        gid = parent
+    return gid
+
+
+def _descendants(tasks: Mapping[int, GraphTaskInfo], gid: int) -> list[int]:
+    """Every graph task started (transitively) from the nodes of ``gid``, in start order."""
+    order = []
+    members = {gid}
+    for task_id, info in tasks.items():
+        if info.parent in members and task_id not in members:
+            members.add(task_id)
+            order.append(task_id)
+    return order
+
+
+def _task_nodes(
+    state: ExecutionState, info: GraphTaskInfo, keys: Mapping[tuple[int, int], str]
+) -> dict[str, ViewNode]:
+    started = info.id in state.graph_tasks
+    out = {}
+    for node_id, node in info.nodes.items():
+        key = keys[(info.id, node_id)]
+        current: NodeState | None = None
+        if started:
+            try:
+                current = state.node(node_id, info.id)
+            except KeyError:
+                current = None
+        if current is None:
+            status = NodeStatus.WAITING if node.status == "needed" else NodeStatus.PRUNED
+            out[key] = ViewNode(
+                key, node, info.id, status, node.dependencies, captured=bool(node.captures)
+            )
+            continue
+        out[key] = ViewNode(
+            key,
+            node,
+            info.id,
+            current.status,
+            current.remaining,
+            current.slots,
+            current.outputs,
+            captured=bool(node.captures),
+            error=current.error,
+            thread=current.thread,
+            released=current.released,
+        )
+    return out
+
+
+def _delivered(
+    state: ExecutionState, gid: int, keys: Mapping[int, str]
+) -> dict[tuple[str, str, int], int]:
+    """How many gradients went along each ``(tail, head, input_nr)`` so far."""
+    counts: dict[tuple[str, str, int], int] = {}
+    if gid not in state.graph_tasks:
+        return counts
+    for d in state.deliveries(gid):
+        tail, head = keys.get(d.from_node), keys.get(d.to_node)
+        if tail is not None and head is not None:
+            edge = (tail, head, d.input_nr)
+            counts[edge] = counts.get(edge, 0) + 1
+    return counts
+
+
+def _edges(
+    nodes: Iterable[ViewNode],
+    keys: Mapping[int, str],
+    delivered: dict[tuple[str, str, int], int] | None = None,
+) -> Iterable[ViewEdge]:
+    pruned_keys = set()
+    listed = list(nodes)
+    for node in listed:
+        if node.status is NodeStatus.PRUNED:
+            pruned_keys.add(node.key)
+    for node in listed:
+        for output_nr, edge in enumerate(node.info.next_edges):
+            if edge is None or edge[0] not in keys:
+                continue
+            head = keys[edge[0]]
+            went = False
+            if delivered:
+                triple = (node.key, head, edge[1])
+                left = delivered.get(triple, 0)
+                if left:
+                    delivered[triple] = left - 1
+                    went = True
+            grad = None
+            if node.outputs is not None and output_nr < len(node.outputs):
+                grad = node.outputs[output_nr]
+            yield ViewEdge(
+                node.key,
+                head,
+                output_nr,
+                edge[1],
+                delivered=went,
+                pruned=node.key in pruned_keys or head in pruned_keys,
+                grad=grad,
+            )
+
+
+def _leaf_boxes(nodes: Iterable[ViewNode], state: ExecutionState | None) -> Iterable[TensorBox]:
+    leaves = state.leaves if state is not None else {}
+    for node in nodes:
+        leaf = node.info.leaf
+        if leaf is None:
+            continue
+        grad = leaves[node.info.id].grad if node.info.id in leaves else leaf.grad
+        yield TensorBox(
+            f"{node.key}_leaf",
+            "leaf",
+            node.key,
+            leaf.name or "leaf",
+            grad,
+            leaf.shape,
+            leaf.dtype,
+        )
