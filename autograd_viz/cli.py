@@ -39,7 +39,7 @@ class CommandError(Exception):
     """A command could not do its job; the message is the one line ``main`` prints."""
 
 
-class _Parser(argparse.ArgumentParser):
+class ArgumentParser(argparse.ArgumentParser):
     """An argument parser that raises instead of printing usage and exiting.
 
     ``main`` turns the error into one line on stderr, so a typo gives one line
@@ -48,6 +48,20 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(message)
+
+
+def run_dot(args: argparse.Namespace) -> int:
+    """``autograd-viz dot``."""
+    from autograd_viz.cli_graph import run_dot as draw
+
+    return draw(args)
+
+
+def run_animate(args: argparse.Namespace) -> int:
+    """``autograd-viz animate``."""
+    from autograd_viz.cli_graph import run_animate as play
+
+    return play(args)
 
 
 def run_demo(args: argparse.Namespace) -> int:
@@ -85,13 +99,13 @@ def run_record(args: argparse.Namespace) -> int:
         output_given = script_args[-1]
         del script_args[-2:]
     output = output_given or DEFAULT_TRACE
-    _check_output(output)
+    check_output(output)
     try:
         check_script(script)
     except ScriptNotFoundError as exc:
         raise CommandError(str(exc)) from None
     if output_given is None and ({"-o", "--output"} & set(script_args)):
-        _note(f"-o after {script} goes to the script; put it before {script} to name the trace")
+        note(f"-o after {script} goes to the script; put it before {script} to name the trace")
     status = 0
     failure: ScriptFailedError | None = None
     interrupted = False
@@ -115,12 +129,12 @@ def run_record(args: argparse.Namespace) -> int:
     complete = failure is None and not interrupted
     _print_record_summary(trace.stats(), script, output, size, complete)
     if interrupted:
-        _note(f"partial trace saved to {output}")
+        note(f"partial trace saved to {output}")
         raise KeyboardInterrupt
     if failure is not None:
         raise CommandError(str(failure))
     if status != 0:
-        _note(f"{script} exited with status {status}")
+        note(f"{script} exited with status {status}")
     return status
 
 
@@ -204,7 +218,7 @@ def run_timeline(args: argparse.Namespace) -> int:
 
     source: str = args.trace
     output: str = args.output or _timeline_name(source)
-    _check_output(output)
+    check_output(output)
     try:
         trace = Trace.load(source)
     except TraceFormatError as exc:
@@ -235,7 +249,7 @@ def _timeline_name(trace_path: str) -> str:
 # -- shared helpers --------------------------------------------------------------------
 
 
-def _check_output(path: str) -> None:
+def check_output(path: str) -> None:
     """Fail before doing any work when ``path`` cannot be an output file."""
     if os.path.isdir(path):
         raise CommandError(f"cannot write {path}: it is a directory")
@@ -250,7 +264,7 @@ def _console(stderr: bool = False) -> Console:
     return Console(stderr=stderr, highlight=False)
 
 
-def _note(message: str) -> None:
+def note(message: str) -> None:
     print(f"{PROG}: {message}", file=sys.stderr)
 
 
@@ -259,7 +273,7 @@ def build_parser() -> argparse.ArgumentParser:
     from autograd_viz import __version__
     from autograd_viz.trace import DEFAULT_MAX_VALUES
 
-    parser = _Parser(
+    parser = ArgumentParser(
         prog=PROG,
         description="See, step through and debug a backward pass.",
     )
@@ -318,7 +332,44 @@ def build_parser() -> argparse.ArgumentParser:
         help="the timeline file to write (default: TRACE with .timeline.json)",
     )
     timeline.set_defaults(run=run_timeline)
+    _add_graph_commands(commands)
     return parser
+
+
+def _add_graph_commands(commands: argparse._SubParsersAction[ArgumentParser]) -> None:
+    from autograd_viz.cli_graph import add_graph_options, options_parser
+
+    source_help = "a trace file, or a Python script to run (with its ARGS) while recording"
+    dot = commands.add_parser(
+        "dot",
+        usage=f"{PROG} dot [OPTIONS] SOURCE [ARGS ...]",
+        help="draw the backward graph at any step as DOT, SVG, PNG or PDF (Graphviz)",
+        description=(
+            "Draw the backward graph of SOURCE at one step: each node's name, sequence_nr, "
+            "topological_nr, dependencies remaining/total, device and status. Options may "
+            "come before or after SOURCE; the format follows the output file's suffix."
+        ),
+    )
+    add_graph_options(dot)
+    dot.add_argument(
+        "source_and_args", nargs=argparse.REMAINDER, metavar="SOURCE", help=source_help
+    )
+    dot.set_defaults(run=run_dot, option_parser=options_parser(animate=False))
+
+    animate = commands.add_parser(
+        "animate",
+        usage=f"{PROG} animate [OPTIONS] SOURCE [ARGS ...]",
+        help="animate a backward pass, one frame per engine step (HTML page or GIF)",
+        description=(
+            "Write one self-contained HTML page (or an animated GIF, by the suffix) with a "
+            "drawing of the graph after every engine step, with play, pause, step and a slider."
+        ),
+    )
+    add_graph_options(animate, animate=True)
+    animate.add_argument(
+        "source_and_args", nargs=argparse.REMAINDER, metavar="SOURCE", help=source_help
+    )
+    animate.set_defaults(run=run_animate, option_parser=options_parser(animate=True))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -76,7 +76,8 @@ def around(view: GraphView, spec: int | str, depth: int) -> GraphView:
                 distance[other] = distance[key] + 1
                 frontier.append(other)
     name = view.nodes[center].info.name
-    notice = f"showing the {len(distance):,} nodes within {depth} edges of {name}"
+    edges = "edge" if depth == 1 else "edges"
+    notice = f"showing the {len(distance):,} nodes within {depth} {edges} of {name}"
     return _keep(view, [k for k in view.nodes if k in distance], notice)
 
 

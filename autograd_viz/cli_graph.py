@@ -1,0 +1,277 @@
+"""``autograd-viz dot`` and ``autograd-viz animate``: draw a backward pass from a script or a trace.
+
+Both take a SOURCE: a Python script (``*.py``), run with recording on, or a
+trace file from ``autograd-viz record``. Their options may come before or
+after SOURCE; anything else after a script is the script's own arguments
+(after a ``--``, everything is).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from autograd_viz.cli import CommandError, UsageError, check_output, note
+
+if TYPE_CHECKING:
+    from autograd_viz.graph_view import GraphView
+    from autograd_viz.trace import Trace
+
+
+def add_graph_options(parser: argparse.ArgumentParser, animate: bool = False) -> None:
+    """The options ``dot`` and ``animate`` share, and ``dot``'s ``--step``; not SOURCE."""
+    parser.add_argument(
+        "-o",
+        "--output",
+        metavar="FILE",
+        help=(
+            "the page or GIF to write (.html or .gif; default: SOURCE's name with .html)"
+            if animate
+            else "the file to write: .dot, .svg, .png or .pdf (default: SOURCE's name with .svg)"
+        ),
+    )
+    if not animate:
+        parser.add_argument(
+            "--step",
+            type=_count,
+            metavar="K",
+            help="draw the state after K engine events (default: the end)",
+        )
+    parser.add_argument(
+        "--graph-task",
+        type=int,
+        metavar="N",
+        help="the graph task (backward call) to draw (default: the one of the step)",
+    )
+    parser.add_argument("--saved", action="store_true", help="draw saved tensors")
+    parser.add_argument(
+        "--values", action="store_true", help="write gradient summaries on nodes and edges"
+    )
+    parser.add_argument("--no-legend", action="store_true", help="leave out the legend")
+    parser.add_argument(
+        "--around", metavar="NODE", help="draw only the nodes near NODE (an id or a unique name)"
+    )
+    parser.add_argument(
+        "--depth",
+        type=_count,
+        default=2,
+        metavar="K",
+        help="with --around, how many edges away to go (default: 2)",
+    )
+    parser.add_argument(
+        "--collapse", action="store_true", help="fold repeated chains into one node with a count"
+    )
+    parser.add_argument(
+        "--max-nodes",
+        type=_positive,
+        metavar="N",
+        help="draw at most N nodes, nearest the root; a notice counts the rest",
+    )
+    if animate:
+        parser.add_argument(
+            "--max-frames",
+            type=_positive,
+            default=600,
+            metavar="N",
+            help="at most N frames, sampled evenly when the trace has more steps (default: 600)",
+        )
+
+
+def run_dot(args: argparse.Namespace) -> int:
+    """``autograd-viz dot``: write the graph of one step as DOT, SVG, PNG or PDF."""
+    from autograd_viz import dot
+
+    source, trace = _prepare(args, ".svg")
+    output: str = args.output
+    try:
+        dot.output_format(output)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    step = len(trace) if args.step is None else args.step
+    if step > len(trace):
+        raise CommandError(f"--step {step} is past the end of {source} (0 .. {len(trace)})")
+    view = _view(trace, step, args)
+    graph = dot.render(view, saved=args.saved, values=args.values, legend=not args.no_legend)
+    try:
+        fmt = dot.save(graph, output)
+    except dot.GraphvizNotFoundError as exc:
+        raise CommandError(str(exc)) from None
+    except (RuntimeError, OSError) as exc:
+        raise CommandError(f"cannot write {output}: {exc}") from None
+    tasks = ", ".join(str(t.id) for t in view.tasks)
+    print(
+        f"Wrote {output} ({fmt}): {len(view.nodes):,} nodes, {len(view.edges):,} edges "
+        f"at step {step:,} of {len(trace):,}, graph task {tasks}."
+    )
+    for line in view.notices:
+        print(f"  {line}")
+    return 0
+
+
+def run_animate(args: argparse.Namespace) -> int:
+    """``autograd-viz animate``: one frame per engine step, as an HTML page or a GIF."""
+    from autograd_viz import animate, dot
+
+    source, trace = _prepare(args, ".html")
+    output: str = args.output
+    _view(trace, len(trace), args)  # a bad --graph-task or --around fails before any rendering
+    options = {
+        "graph_task": args.graph_task,
+        "saved": args.saved,
+        "values": args.values,
+        "legend": not args.no_legend,
+        "around": args.around,
+        "depth": args.depth,
+        "collapse": args.collapse,
+        "max_nodes": args.max_nodes,
+    }
+    try:
+        result = animate.animate(trace, output, max_frames=args.max_frames, **options)
+    except dot.GraphvizNotFoundError as exc:
+        raise CommandError(str(exc)) from None
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    except (RuntimeError, OSError) as exc:
+        raise CommandError(f"cannot write {output}: {exc}") from None
+    skipped = f" ({result.skipped:,} steps skipped; see --max-frames)" if result.skipped else ""
+    print(f"Wrote {output}: {result.frames:,} frames of {source}{skipped}.")
+    return 0
+
+
+# -- shared ----------------------------------------------------------------------------
+
+
+def _prepare(args: argparse.Namespace, suffix: str) -> tuple[str, Trace]:
+    """Split SOURCE from its arguments, check the output, and get the trace."""
+    words = list(args.source_and_args)
+    if words[:1] == ["--"]:
+        del words[0]
+    ours, rest = _split_options(words, args.option_parser)
+    args.option_parser.parse_args(ours, namespace=args)
+    if not rest:
+        raise UsageError(f"{args.command}: missing SOURCE, a trace file or a Python script")
+    source, *script_args = rest
+    if args.output is None:
+        args.output = os.path.splitext(os.path.basename(source))[0] + suffix
+    check_output(args.output)
+    if source.endswith(".py"):
+        return source, _record(source, script_args)
+    if script_args:
+        raise UsageError(
+            f"{args.command}: {source} is a trace file, which takes no arguments "
+            f"(got {' '.join(script_args)})"
+        )
+    return source, _load(source)
+
+
+def _split_options(
+    words: Sequence[str], parser: argparse.ArgumentParser
+) -> tuple[list[str], list[str]]:
+    """Our options anywhere (up to a ``--``) apart from SOURCE and the script's arguments."""
+    arity = {
+        option: 0 if action.nargs == 0 else 1
+        for action in parser._actions
+        for option in action.option_strings
+        if action.dest != "help"
+    }
+    ours: list[str] = []
+    rest: list[str] = []
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if word == "--":
+            rest.extend(words[i + 1 :])
+            break
+        name = word.split("=", 1)[0]
+        if name in arity and (name == word or arity[name]):
+            take = 1 if "=" in word else 1 + arity[name]
+            ours.extend(words[i : i + take])
+            i += take
+            continue
+        rest.append(word)
+        i += 1
+    return ours, rest
+
+
+def _record(script: str, script_args: list[str]) -> Trace:
+    import autograd_viz
+    from autograd_viz.script import ScriptFailedError, ScriptNotFoundError, run_script
+
+    try:
+        with autograd_viz.record() as trace:
+            status = run_script(script, script_args)
+    except ScriptNotFoundError as exc:
+        raise CommandError(str(exc)) from None
+    except ScriptFailedError as exc:
+        if not trace.events:
+            raise CommandError(str(exc)) from None
+        # What ran before the failure is what shows where it failed: draw it.
+        note(f"{exc}; drawing the {len(trace.events):,} events recorded before it")
+    else:
+        if status != 0:
+            note(f"{script} exited with status {status}")
+    if not trace.graph_tasks:
+        raise CommandError(f"{script} ran no backward pass, so there is nothing to draw")
+    return trace
+
+
+def _load(path: str) -> Trace:
+    from autograd_viz.trace import Trace, TraceFormatError
+
+    try:
+        trace = Trace.load(path)
+    except TraceFormatError as exc:
+        raise CommandError(f"invalid trace file {exc}") from None
+    except OSError as exc:
+        raise CommandError(f"cannot read trace {path}: {exc.strerror or exc}") from None
+    if not trace.graph_tasks:
+        raise CommandError(f"{path} holds no backward pass, so there is nothing to draw")
+    return trace
+
+
+def _view(trace: Trace, step: int, args: argparse.Namespace) -> GraphView:
+    from autograd_viz import dot
+
+    try:
+        view = dot.build_view(trace, step, graph_task=args.graph_task)
+        return dot.select(
+            view,
+            around=args.around,
+            depth=args.depth,
+            collapse=args.collapse,
+            max_nodes=args.max_nodes,
+        )
+    except dot.GraphViewError as exc:
+        raise CommandError(str(exc)) from None
+
+
+def _count(text: str) -> int:
+    return _integer(text, 0, "a non-negative integer")
+
+
+def _positive(text: str) -> int:
+    return _integer(text, 1, "a positive integer")
+
+
+def _integer(text: str, least: int, what: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = least - 1
+    if value < least:
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
+    return value
+
+
+def options_parser(animate: bool) -> argparse.ArgumentParser:
+    """A parser of the options alone, for the ones that come after SOURCE."""
+    from autograd_viz.cli import ArgumentParser
+
+    parser = ArgumentParser(prog="autograd-viz", add_help=False)
+    add_graph_options(parser, animate)
+    return parser
+
+
+__all__ = ["add_graph_options", "options_parser", "run_animate", "run_dot"]
