@@ -257,22 +257,31 @@ def pipe(graph: graphviz.Digraph, fmt: str) -> bytes:
 
 # -- escaping --------------------------------------------------------------------------
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+_CONTROL = re.compile(r"[\x00-\x09\x0b-\x1f\x7f]")
 
 
 def html_text(text: object) -> str:
     """``text`` as the content of an HTML-like label: shown as written, never as markup.
 
-    ``&``, ``<``, ``>`` and quotes become entities, a newline a line break, and
-    other control characters (which would make the SVG invalid) a visible ``\\xNN``.
+    ``&``, ``<``, ``>`` and quotes become entities, a backslash is doubled, a
+    newline is a line break, and other control characters (which would make the
+    SVG invalid) a visible ``\\xNN``.
     """
-    escaped = html.escape(_CONTROL.sub(_visible, str(text)), quote=True)
+    # Graphviz expands \N, \G and \L even in HTML-like labels; a doubled backslash is one.
+    escaped = html.escape(_CONTROL.sub(_visible, str(text)), quote=True).replace("\\", "\\\\")
     return escaped.replace("\r\n", "\n").replace("\n", '<BR ALIGN="CENTER"/>')
 
 
 def plain_text(text: object) -> str:
-    """``text`` as a quoted DOT attribute (a tooltip): backslashes stay backslashes."""
-    return str(graphviz.escape(_CONTROL.sub(_visible, str(text))))
+    """``text`` as a quoted DOT attribute (a tooltip), shown as written.
+
+    Backslashes stay backslashes (DOT would read ``\\N`` as the node's name),
+    newlines become DOT's ``\\n`` so each attribute stays on one line of
+    source, and text that looks like ``<html>`` is still quoted as a string.
+    """
+    lines = (graphviz.escape(_CONTROL.sub(_visible, line)) for line in str(text).split("\n"))
+    joined: str = graphviz.nohtml("\\n".join(lines))
+    return joined
 
 
 def _visible(match: re.Match[str]) -> str:
@@ -334,7 +343,7 @@ def render(
     if view.elided:
         _draw_elided(graph, view)
     if legend:
-        graph.node("legend", label=_legend_label(view), shape="plaintext", style="")
+        graph.node("legend", label=_legend_label(view), id="legend", shape="plaintext", style="")
     return graph
 
 
