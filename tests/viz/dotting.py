@@ -59,7 +59,7 @@ def drawn_nodes(dot: graphviz.Digraph) -> dict[str, DrawnNode]:
     out = {}
     for line in dot.source.splitlines():
         match = _NODE_LINE.match(line)
-        if not match or 'class="' not in line and "class=" not in line:
+        if not match or "class=" not in line:
             continue
         key, label, attrs = match.groups()
         numbers = _DEPS.search(label)

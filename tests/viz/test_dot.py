@@ -215,7 +215,7 @@ def test_non_finite_gradients_cannot_be_missed() -> None:
 
 
 def test_a_drawing_at_step_k_matches_the_replayed_state() -> None:
-    x, y, z = _blog_graph()
+    _, _, z = _blog_graph()
     with autograd_viz.record() as trace:
         z.backward()
     for step in range(1, len(trace) + 1):
