@@ -541,7 +541,7 @@ def _draw_elided(graph: graphviz.Digraph, view: GraphView) -> None:
         fillcolor="#fef3c7",
         style="filled",
     )
-    for key in view.elided_from:
+    for key in view.elided_near:
         graph.edge(key, "elided", style="dotted", color=PENDING, arrowhead="none")
 
 

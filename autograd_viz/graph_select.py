@@ -122,7 +122,7 @@ def collapse(view: GraphView, min_repeats: int = 3) -> GraphView:
         nodes=nodes,
         edges=tuple(edges),
         boxes=boxes,
-        elided_from=tuple(rename.get(k, k) for k in view.elided_from),
+        elided_near=tuple(rename.get(k, k) for k in view.elided_near),
         notices=(*view.notices, notice),
     )
 
@@ -261,8 +261,11 @@ def _keep(view: GraphView, keys: Sequence[str], notice: str) -> GraphView:
     left_out = len(view.nodes) - len(kept)
     if left_out == 0:
         return view
-    frontier = dict.fromkeys(e.tail for e in view.edges if e.tail in kept and e.head not in kept)
-    frontier.update(dict.fromkeys(k for k in view.elided_from if k in kept))
+    frontier: dict[str, None] = {}
+    for edge in view.edges:
+        if (edge.tail in kept) != (edge.head in kept):
+            frontier[edge.tail if edge.tail in kept else edge.head] = None
+    frontier.update(dict.fromkeys(k for k in view.elided_near if k in kept))
     tasks_kept = {view.nodes[k].graph_task for k in kept}
     return replace(
         view,
@@ -271,6 +274,6 @@ def _keep(view: GraphView, keys: Sequence[str], notice: str) -> GraphView:
         edges=tuple(e for e in view.edges if e.tail in kept and e.head in kept),
         boxes=tuple(b for b in view.boxes if b.node in kept),
         elided=view.elided + left_out,
-        elided_from=tuple(frontier),
+        elided_near=tuple(frontier),
         notices=(*view.notices, f"{notice}; {left_out:,} more not shown"),
     )

@@ -162,8 +162,8 @@ class GraphView:
     """The last event applied."""
     elided: int = 0
     """Nodes of the graph left out of the drawing."""
-    elided_from: tuple[str, ...] = ()
-    """Keys of drawn nodes with edges into the part left out."""
+    elided_near: tuple[str, ...] = ()
+    """Keys of drawn nodes with an edge to or from the part left out."""
     notices: tuple[str, ...] = field(default_factory=tuple)
     """Lines that say what the drawing leaves out or folds."""
 
