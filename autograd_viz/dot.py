@@ -51,6 +51,7 @@ if TYPE_CHECKING:
 
 UINT64_MAX = 2**64 - 1
 FONT = "Helvetica"
+BORDER = "#374151"
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +60,7 @@ class Style:
 
     fill: str
     """Fill colour."""
-    border: str = "#374151"
+    border: str = BORDER
     """Border colour."""
     penwidth: float = 1.0
     """Border width."""
@@ -305,8 +306,11 @@ def render(
         fontsize="11",
         labelloc="b",
     )
-    graph.attr("node", shape="box", style="filled,rounded", fontname=FONT, fontsize="11")
-    graph.attr("edge", fontname=FONT, fontsize="9", arrowsize="0.7")
+    # Defaults carry what most nodes and edges share: quoting attributes is most of the cost.
+    graph.attr(
+        "node", shape="box", style="filled,rounded", color=BORDER, fontname=FONT, fontsize="11"
+    )
+    graph.attr("edge", color=PENDING, fontname=FONT, fontsize="9", arrowsize="0.7")
     caption = _caption(view)
     if caption:
         graph.attr(label=caption)
@@ -336,9 +340,9 @@ def render(
     for box in boxes:
         tail, head = (box.key, box.node) if box.kind == "output" else (box.node, box.key)
         if box.kind == "saved":
-            graph.edge(tail, head, color=PENDING, style="dashed", arrowhead="none")
+            graph.edge(tail, head, style="dashed", arrowhead="none")
         else:
-            graph.edge(tail, head, color=PENDING)
+            graph.edge(tail, head)
     _draw_reentrant_links(graph, view)
     if view.elided:
         _draw_elided(graph, view)
@@ -424,9 +428,10 @@ def _node_attrs(node: ViewNode, values: bool) -> dict[str, str]:
         "id": node.key,
         "class": "nonfinite" if flagged else ("not-run" if status is None else status.value),
         "fillcolor": style.fill,
-        "color": style.border,
         "tooltip": plain_text(_tooltip(node)),
     }
+    if style.border != BORDER:
+        attrs["color"] = style.border
     if style.dashed:
         attrs["style"] = "filled,rounded,dashed"
     if style.penwidth != 1.0:
@@ -475,7 +480,6 @@ def _box_attrs(box: TensorBox, values: bool) -> dict[str, str]:
         "class": box.kind,
         "fillcolor": fill,
         "style": "filled",
-        "color": "#374151",
     }
     if box.summary is not None and not box.summary.finite:
         attrs.update(color=NON_FINITE.border, penwidth=str(NON_FINITE.penwidth))
@@ -484,7 +488,7 @@ def _box_attrs(box: TensorBox, values: bool) -> dict[str, str]:
 
 def _edge_attrs(edge: ViewEdge, view: GraphView, values: bool) -> dict[str, str]:
     rows = [str(edge.input_nr)]
-    attrs = {"color": PENDING}
+    attrs: dict[str, str] = {}
     if values and edge.grad is not None:
         rows.append(html_text(_summary(edge.grad)))
     if edge.pruned:
@@ -542,7 +546,7 @@ def _draw_elided(graph: graphviz.Digraph, view: GraphView) -> None:
         style="filled",
     )
     for key in view.elided_near:
-        graph.edge(key, "elided", style="dotted", color=PENDING, arrowhead="none")
+        graph.edge(key, "elided", style="dotted", arrowhead="none")
 
 
 def _task_label(task: TaskView, position: int) -> str:

@@ -22,7 +22,7 @@ same DOT text.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from autograd_viz.replay import ExecutionState, NodeState, NodeStatus
@@ -191,13 +191,13 @@ def from_tensors(tensors: Sequence[Tensor]) -> GraphView:
                 "pass a tensor computed from tensors that require grad"
             )
         roots.append(tensor.grad_fn)
-    infos = [node_info(node, 0, "needed", (), 0) for node in walk_graph(roots)]
+    graph = list(walk_graph(roots))
     incoming: dict[int, int] = {}
-    for info in infos:
-        for edge in info.next_edges:
+    for node in graph:
+        for edge in node._next_edges:
             if edge is not None:
-                incoming[edge[0]] = incoming.get(edge[0], 0) + 1
-    infos = [replace(info, dependencies=incoming.get(info.id, 0)) for info in infos]
+                incoming[edge.function._id] = incoming.get(edge.function._id, 0) + 1
+    infos = [node_info(node, incoming.get(node._id, 0), "needed", (), 0) for node in graph]
     keys = {info.id: f"n{i}" for i, info in enumerate(infos)}
     nodes = {
         keys[info.id]: ViewNode(keys[info.id], info, 0, None, incoming.get(info.id, 0))
