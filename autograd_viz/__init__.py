@@ -1,12 +1,13 @@
 """autograd-viz: see, step through and debug a backward pass.
 
 Record every backward call into a :class:`Trace`, replay any step as an
-:class:`ExecutionState`, or pause a running backward with a
-:class:`LiveSession`.
+:class:`ExecutionState`, draw any step with :func:`to_dot`, or pause a
+running backward with a :class:`LiveSession`.
 """
 
 from __future__ import annotations
 
+from autograd_viz.dot import to_dot
 from autograd_viz.live import Breakpoint, LiveSession, SessionCancelled
 from autograd_viz.replay import ExecutionState, NodeState, NodeStatus
 from autograd_viz.trace import (
@@ -36,4 +37,5 @@ __all__ = [
     "TraceFormatError",
     "__version__",
     "record",
+    "to_dot",
 ]
