@@ -91,3 +91,15 @@ def test_python_m_matches_the_command() -> None:
     result = _run(sys.executable, "-m", "autograd_viz", "--help")
     assert result.returncode == 0
     assert "demo" in result.stdout
+
+
+def test_a_script_records_and_draws_end_to_end(tmp_path: Path) -> None:
+    example = Path(__file__).resolve().parents[1] / "examples" / "two_devices.py"
+    trace = tmp_path / "run.jsonl"
+    drawing = tmp_path / "graph.dot"
+    recorded = _run(*_command(), "record", str(example), "-o", str(trace))
+    assert recorded.returncode == 0, recorded.stderr
+    drawn = _run(*_command(), "dot", str(trace), "-o", str(drawing), "--step", "20")
+    assert drawn.returncode == 0, drawn.stderr
+    source = drawing.read_text(encoding="utf-8")
+    assert "step 20 of" in source and "sim:0" in source and "sim:1" in source
