@@ -214,17 +214,11 @@ def _max_values(text: str) -> int:
 def run_timeline(args: argparse.Namespace) -> int:
     """``autograd-viz timeline``: write a trace's timeline for Perfetto or chrome://tracing."""
     from autograd_viz.timeline import save_chrome_trace
-    from autograd_viz.trace import Trace, TraceFormatError
 
     source: str = args.trace
     output: str = args.output or _timeline_name(source)
     check_output(output)
-    try:
-        trace = Trace.load(source)
-    except TraceFormatError as exc:
-        raise CommandError(f"invalid trace file {exc}") from None
-    except OSError as exc:
-        raise CommandError(f"cannot read trace {source}: {exc.strerror or exc}") from None
+    trace = load_trace(source)
     try:
         document = save_chrome_trace(trace, output)
     except OSError as exc:
@@ -247,6 +241,22 @@ def _timeline_name(trace_path: str) -> str:
 
 
 # -- shared helpers --------------------------------------------------------------------
+
+
+def load_trace(path: str) -> Trace:
+    """Load a trace file; what is wrong with it becomes the one line ``main`` prints.
+
+    Raises:
+        CommandError: the file cannot be read or is not a valid trace.
+    """
+    from autograd_viz.trace import Trace, TraceFormatError
+
+    try:
+        return Trace.load(path)
+    except TraceFormatError as exc:
+        raise CommandError(f"invalid trace file {exc}") from None
+    except OSError as exc:
+        raise CommandError(f"cannot read trace {path}: {exc.strerror or exc}") from None
 
 
 def check_output(path: str) -> None:

@@ -13,7 +13,7 @@ import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from autograd_viz.cli import CommandError, UsageError, check_output, note
+from autograd_viz.cli import CommandError, UsageError, check_output, load_trace, note
 
 if TYPE_CHECKING:
     from autograd_viz.graph_view import GraphView
@@ -218,14 +218,7 @@ def _record(script: str, script_args: list[str]) -> Trace:
 
 
 def _load(path: str) -> Trace:
-    from autograd_viz.trace import Trace, TraceFormatError
-
-    try:
-        trace = Trace.load(path)
-    except TraceFormatError as exc:
-        raise CommandError(f"invalid trace file {exc}") from None
-    except OSError as exc:
-        raise CommandError(f"cannot read trace {path}: {exc.strerror or exc}") from None
+    trace = load_trace(path)
     if not trace.graph_tasks:
         raise CommandError(f"{path} holds no backward pass, so there is nothing to draw")
     return trace

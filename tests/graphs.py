@@ -40,3 +40,16 @@ class FailsInBackward(engine.Function):
     @staticmethod
     def backward(ctx: Any, grad: engine.Tensor) -> engine.Tensor:
         raise ValueError("this backward always fails")
+
+
+def reachable(root: engine.Node) -> dict[int, engine.Node]:
+    """Every node reachable from ``root``, by node id (a walk independent of the recorder)."""
+    seen: dict[int, engine.Node] = {}
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if node.node_id in seen:
+            continue
+        seen[node.node_id] = node
+        stack.extend(fn for fn, _ in node.next_functions if fn is not None)
+    return seen

@@ -20,7 +20,7 @@ from autograd_viz import dot
 from autograd_viz.dot import to_dot
 from autograd_viz.trace import Trace
 from engine import graph
-from tests.graphs import FailsInBackward, Reentrant
+from tests.graphs import FailsInBackward, Reentrant, reachable
 from tests.viz.dotting import (
     drawn_edges,
     drawn_nodes,
@@ -58,14 +58,7 @@ def _blog_graph() -> tuple[engine.Tensor, engine.Tensor, engine.Tensor]:
 
 def _reference_numbers(root: engine.Node) -> tuple[dict[int, int], dict[int, int]]:
     """Longest path to a leaf and number of incoming edges, by node id, from first principles."""
-    nodes: dict[int, engine.Node] = {}
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        if node.node_id in nodes:
-            continue
-        nodes[node.node_id] = node
-        stack.extend(e.function for e in node.next_edges if e is not None)
+    nodes = reachable(root)
     incoming = dict.fromkeys(nodes, 0)
     for node in nodes.values():
         for edge in node.next_edges:

@@ -15,19 +15,7 @@ import engine
 from autograd_viz import trace_file
 from autograd_viz.trace import FORMAT, SCHEMA_VERSION, Recorder, Trace, TraceEvent, record
 from engine import events
-
-
-def _walk(root: engine.Node) -> dict[int, engine.Node]:
-    """Every node reachable from ``root``, by node id (independent of the recorder)."""
-    seen: dict[int, engine.Node] = {}
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        if node.node_id in seen:
-            continue
-        seen[node.node_id] = node
-        stack.extend(fn for fn, _ in node.next_functions if fn is not None)
-    return seen
+from tests.graphs import reachable
 
 
 def _incoming(nodes: dict[int, engine.Node]) -> dict[int, int]:
@@ -41,7 +29,7 @@ def _incoming(nodes: dict[int, engine.Node]) -> dict[int, int]:
 
 def _reaches(node: engine.Node, target: engine.Node) -> bool:
     """Whether a path of edges leads from ``node`` to ``target``."""
-    return any(n is target for n in _walk(node).values())
+    return any(n is target for n in reachable(node).values())
 
 
 def _only_task(trace: Trace) -> int:
@@ -56,7 +44,7 @@ def test_snapshot_matches_the_live_graph() -> None:
     x = engine.tensor([0.5, 0.75], requires_grad=True, name="x")
     y = engine.tensor([0.1, 0.90], requires_grad=True, name="y")
     z = engine.exp(x * y).sum()
-    live = _walk(z.grad_fn)
+    live = reachable(z.grad_fn)
     with record(max_values=8) as trace:
         z.backward()
     info = trace.graph_tasks[_only_task(trace)]
@@ -132,7 +120,7 @@ def test_backward_inputs_prunes_what_does_not_lead_to_them() -> None:
     info = trace.graph_tasks[_only_task(trace)]
     acc_x = x.gradient_edge().function
     assert info.outputs == ((acc_x.node_id, 0),)
-    live = _walk(z.grad_fn)
+    live = reachable(z.grad_fn)
     for node_id, node in info.nodes.items():
         expected = "needed" if _reaches(live[node_id], acc_x) else "pruned"
         assert node.status == expected, node.name
@@ -155,7 +143,7 @@ def test_grad_records_captures_and_prunes_the_inputs_own_sinks() -> None:
     assert captures["x"] == ((0, 0),)
     assert captures["MulBackward0"] == ((0, 1),)
     assert captures["y"] == ()
-    live = _walk(out.grad_fn)
+    live = reachable(out.grad_fn)
     for node_id, node in info.nodes.items():
         # grad() never runs an input's AccumulateGrad: it only captures what reaches it.
         reaches = _reaches(live[node_id], acc_x) and live[node_id] is not acc_x
