@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from autograd_viz.cli import CommandError, UsageError, check_output, load_trace, note
@@ -83,12 +83,8 @@ def run_dot(args: argparse.Namespace) -> int:
     """``autograd-viz dot``: write the graph of one step as DOT, SVG, PNG or PDF."""
     from autograd_viz import dot
 
-    source, trace = _prepare(args, ".svg")
+    source, trace = _prepare(args, ".svg", dot.output_format)
     output: str = args.output
-    try:
-        dot.output_format(output)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
     step = len(trace) if args.step is None else args.step
     if step > len(trace):
         raise CommandError(f"--step {step} is past the end of {source} (0 .. {len(trace)})")
@@ -114,7 +110,7 @@ def run_animate(args: argparse.Namespace) -> int:
     """``autograd-viz animate``: one frame per engine step, as an HTML page or a GIF."""
     from autograd_viz import animate, dot
 
-    source, trace = _prepare(args, ".html")
+    source, trace = _prepare(args, ".html", animate.output_format)
     output: str = args.output
     _view(trace, len(trace), args)  # a bad --graph-task or --around fails before any rendering
     options = {
@@ -128,7 +124,9 @@ def run_animate(args: argparse.Namespace) -> int:
         "max_nodes": args.max_nodes,
     }
     try:
-        result = animate.animate(trace, output, max_frames=args.max_frames, **options)
+        result = animate.animate(
+            trace, output, max_frames=args.max_frames, title=os.path.basename(source), **options
+        )
     except dot.GraphvizNotFoundError as exc:
         raise CommandError(str(exc)) from None
     except ValueError as exc:
@@ -143,8 +141,13 @@ def run_animate(args: argparse.Namespace) -> int:
 # -- shared ----------------------------------------------------------------------------
 
 
-def _prepare(args: argparse.Namespace, suffix: str) -> tuple[str, Trace]:
-    """Split SOURCE from its arguments, check the output, and get the trace."""
+def _prepare(
+    args: argparse.Namespace, suffix: str, output_format: Callable[[str], str]
+) -> tuple[str, Trace]:
+    """Split SOURCE from its arguments, check the output, and get the trace.
+
+    The output is checked (its format too) before a script runs, not after.
+    """
     words = list(args.source_and_args)
     if words[:1] == ["--"]:
         del words[0]
@@ -156,6 +159,10 @@ def _prepare(args: argparse.Namespace, suffix: str) -> tuple[str, Trace]:
     if args.output is None:
         args.output = os.path.splitext(os.path.basename(source))[0] + suffix
     check_output(args.output)
+    try:
+        output_format(args.output)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     if source.endswith(".py"):
         return source, _record(source, script_args)
     if script_args:

@@ -162,3 +162,41 @@ def test_python_dash_m_works_like_the_command(trace_file: Path, tmp_path: Path) 
     )
     assert done.returncode == 0, done.stderr
     assert out.read_text(encoding="utf-8").startswith("// autograd-viz backward graph")
+
+
+@needs_dot
+def test_animate_writes_a_page_with_a_frame_per_step(
+    trace_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "run.html"
+    assert cli.main(["animate", str(trace_file), "-o", str(out), "--values"]) == 0
+    steps = len(autograd_viz.Trace.load(trace_file))
+    assert capsys.readouterr().out == f"Wrote {out}: {steps + 1} frames of {trace_file}.\n"
+    page = out.read_text(encoding="utf-8")
+    assert page.count("<svg") == steps + 1 and "<title>autograd-viz · run.jsonl</title>" in page
+
+
+@needs_dot
+def test_animate_samples_a_gif_down_to_max_frames(trace_file: Path, tmp_path: Path) -> None:
+    from PIL import Image
+
+    out = tmp_path / "run.gif"
+    assert cli.main(["animate", str(trace_file), "-o", str(out), "--max-frames", "5"]) == 0
+    with Image.open(out) as gif:
+        assert gif.n_frames == 5
+
+
+def test_animate_checks_the_output_before_running_the_script(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent(SCRIPT), encoding="utf-8")
+    seen = tmp_path / "seen.json"
+    monkeypatch.setenv("SEEN", str(seen))
+    assert cli.main(["animate", str(script), "-o", str(tmp_path / "run.mp4")]) == 2
+    errors = _errors(capsys.readouterr().err)
+    assert (
+        len(errors) == 1
+        and "unsupported suffix ('.mp4'); use one of .html, .htm, .gif" in errors[0]
+    )
+    assert not seen.exists()

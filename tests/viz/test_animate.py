@@ -1,0 +1,387 @@
+"""Animations of a backward pass: frame selection, batched rendering, a still layout, HTML, GIF."""
+
+from __future__ import annotations
+
+import io
+import itertools
+import json
+import re
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import graphviz
+import pytest
+
+import autograd_viz
+import engine
+from autograd_viz import animate as animation
+from autograd_viz import dot, frames
+from autograd_viz.animate import (
+    LAST_FRAME_MS,
+    GraphvizError,
+    GraphvizNotFoundError,
+    animate,
+    describe_step,
+    frame_steps,
+    output_format,
+    render_frames,
+    script_json,
+    write_gif,
+)
+from autograd_viz.trace import Trace
+from tests.viz.dotting import needs_dot
+
+needs_node = pytest.mark.skipif(shutil.which("node") is None, reason="Node.js is not installed")
+
+SVG = "{http://www.w3.org/2000/svg}"
+CONTROLS = ("first", "back", "play", "forward", "last", "slider", "speed", "caption")
+
+
+@pytest.fixture
+def trace() -> Trace:
+    """``(a * a).sum().backward()``: 19 events, one graph task, three nodes."""
+    a = engine.tensor([2.0, 3.0], requires_grad=True, name="a")
+    with autograd_viz.record() as recorded:
+        (a * a).sum().backward()
+    return recorded
+
+
+def growing_labels(trace: Trace, step: int, **_: Any) -> graphviz.Digraph:
+    """A stand-in for ``dot.to_dot`` whose text grows as the pass runs.
+
+    Every frame has the same nodes and edges. A node's label names its status
+    (``waiting`` is longer than ``done``) and, once it ran, a long line more; an
+    edge's label gets a gradient once delivered. dot alone would move nodes
+    between frames.
+    """
+    state = trace.state_at(step)
+    info = next(iter(trace.graph_tasks.values()))
+    graph = graphviz.Digraph("frame")
+    graph.attr(label=f"step {step}")  # as dot.to_dot does, so no two frames look alike
+    graph.attr("node", shape="box")
+    for node_id, node in info.nodes.items():
+        status = state.nodes().get(node_id)
+        text = "not run" if status is None else str(status.status)
+        if status is not None and status.outputs is not None:
+            text += "\\ngradient sent on to every next node"
+        graph.node(f"n{node_id}", f"{node.name}\\n{text}")
+    delivered = {(d.from_node, d.to_node) for d in state.deliveries(info.id)}
+    for node_id, node in info.nodes.items():
+        for edge in node.next_edges:
+            if edge is not None:
+                label = "grad [4.0, 6.0] delivered" if (node_id, edge[0]) in delivered else "0"
+                graph.edge(f"n{node_id}", f"n{edge[0]}", label=label)
+    return graph
+
+
+def titled(text: str) -> graphviz.Digraph:
+    graph = graphviz.Digraph()
+    graph.node("only", text)
+    return graph
+
+
+def page_data(page: str) -> tuple[str, dict[str, Any]]:
+    """The raw JSON block of an animation page, and what it decodes to."""
+    match = re.search(
+        r'<script type="application/json" id="animation-data">(.*?)</script>', page, re.DOTALL
+    )
+    assert match is not None
+    return match.group(1), json.loads(match.group(1))
+
+
+def shapes(svg: bytes | str) -> dict[str, list[str]]:
+    """Each node, edge and cluster's title → the coordinates of what draws it, in order."""
+    root = ET.fromstring(svg)
+    drawn: dict[str, list[str]] = {}
+    for group in root.iter(f"{SVG}g"):
+        if group.get("class") in ("node", "edge", "cluster"):
+            title = group.findtext(f"{SVG}title", "")
+            for child in group:
+                points = child.get("d") or child.get("points") or child.get("cx")
+                if points is not None:
+                    drawn.setdefault(title, []).append(points)
+    return drawn
+
+
+# -- choosing the steps ----------------------------------------------------------------
+
+
+def test_every_step_is_a_frame_when_they_fit() -> None:
+    assert frame_steps(19) == list(range(20))
+    assert frame_steps(19, 5, 8) == [5, 6, 7, 8]
+
+
+def test_many_steps_are_sampled_evenly_keeping_the_first_and_last() -> None:
+    steps = frame_steps(1000, max_frames=600)
+    assert len(steps) == 600
+    assert steps[0] == 0 and steps[-1] == 1000
+    gaps = {b - a for a, b in itertools.pairwise(steps)}
+    assert gaps == {1, 2}
+    assert frame_steps(100, 10, 50, max_frames=5) == [10, 20, 30, 40, 50]
+    assert frame_steps(10, max_frames=2) == [0, 10]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ((19, 0, 20, 600), "outside this trace"),
+        ((19, 5, 4, 600), "outside this trace"),
+        ((19, -1, None, 600), "outside this trace"),
+        ((19, 0, None, 1), "max_frames must be at least 2"),
+        ((19, 0.5, None, 600), "first must be an integer"),
+    ],
+)
+def test_bad_ranges_are_refused(args: tuple[Any, ...], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        frame_steps(*args)
+
+
+def test_captions_name_the_step_and_its_event(trace: Trace) -> None:
+    assert describe_step(trace, 0) == f"step 0 of {len(trace)} · before backward"
+    event = trace.events[2]
+    assert event.kind == "node_start"
+    assert describe_step(trace, 3) == (
+        f"step 3 of {len(trace)} · node_start SumBackward0 · thread {event.thread} "
+        f"· graph task {event.graph_task}"
+    )
+    assert describe_step(trace, len(trace)).startswith(f"step {len(trace)} of {len(trace)} · ")
+    assert "graph_task_end" in describe_step(trace, len(trace))
+
+
+# -- errors ----------------------------------------------------------------------------
+
+
+def test_the_suffix_picks_the_format() -> None:
+    assert [output_format(n) for n in ("a.html", "b.HTM", "c.gif")] == ["html", "html", "gif"]
+
+
+@pytest.mark.parametrize("name", ["run.mp4", "run", "run.svg"])
+def test_an_unsupported_suffix_is_refused(trace: Trace, tmp_path: Path, name: str) -> None:
+    with pytest.raises(ValueError, match=r"unsupported suffix .*\.html, \.htm, \.gif"):
+        animate(trace, tmp_path / name, to_dot=growing_labels)
+    assert not (tmp_path / name).exists()
+
+
+def test_a_trace_without_backward_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="no backward pass to animate"):
+        animate(Trace(), tmp_path / "run.html", to_dot=growing_labels)
+
+
+def test_a_missing_dot_says_what_to_install(
+    trace: Trace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(GraphvizNotFoundError, match="'dot' program.*install Graphviz") as caught:
+        animate(trace, tmp_path / "run.html", to_dot=growing_labels)
+    assert isinstance(caught.value, dot.GraphvizNotFoundError)  # the CLI catches this one
+    assert not (tmp_path / "run.html").exists()
+
+
+@needs_dot
+def test_a_dot_failure_names_the_frame_and_quotes_dot(trace: Trace, tmp_path: Path) -> None:
+    def broken_at_5(trace: Trace, step: int, **options: Any) -> graphviz.Digraph:
+        graph = growing_labels(trace, step, **options)
+        if step == 5:
+            graph.body.append("\t-> ->\n")
+        return graph
+
+    with pytest.raises(GraphvizError, match=r"frame for step 5 .*syntax error"):
+        animate(trace, tmp_path / "run.html", to_dot=broken_at_5)
+
+
+def test_a_gif_without_pillow_says_what_to_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "PIL", None)
+    with pytest.raises(ImportError, match="pip install pillow"):
+        write_gif(tmp_path / "run.gif", [b""])
+
+
+# -- rendering -------------------------------------------------------------------------
+
+
+@needs_dot
+def test_batches_give_one_image_per_frame_in_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(frames.os, "cpu_count", lambda: 3)  # three dot processes
+    graphs = [titled(f"frame {i}") for i in range(40)]
+    svgs = render_frames(graphs, "svg")
+    assert len(svgs) == 40
+    for i, svg in enumerate(svgs):
+        texts = [t.text for t in ET.fromstring(svg).iter(f"{SVG}text")]
+        assert texts == [f"frame {i}"]
+    pngs = render_frames(graphs[:20], "png")
+    assert [png[:8] for png in pngs] == [b"\x89PNG\r\n\x1a\n"] * 20
+    assert all(png.endswith(b"IEND\xaeB`\x82") for png in pngs)
+
+
+@needs_dot
+def test_the_layout_stays_still_while_text_grows(trace: Trace) -> None:
+    graphs = [growing_labels(trace, step) for step in range(len(trace) + 1)]
+    sources = "".join(g.source for g in graphs).encode()
+    plain = subprocess.run(["dot", "-Tsvg"], input=sources, capture_output=True, check=True)
+    plain_svgs = [b"<?xml" + svg for svg in plain.stdout.split(b"<?xml")[1:]]
+    assert any(shapes(svg) != shapes(plain_svgs[-1]) for svg in plain_svgs), "dot moves things"
+    svgs = render_frames(graphs, "svg")
+    last = shapes(svgs[-1])
+    assert len(last) == 3 + 2  # nodes and edges (a * a draws two edges with one title)
+    for svg in svgs:
+        assert shapes(svg) == last
+        assert ET.fromstring(svg).get("viewBox") == ET.fromstring(svgs[-1]).get("viewBox")
+
+
+@needs_dot
+def test_a_still_graph_is_drawn_by_dot_once(trace: Trace, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[tuple[str, ...]] = []
+    run = frames._run_dot
+
+    def counted(command: Any, sources: Any, names: Any, formats: Any) -> Any:
+        calls.append((*command[1:], *formats))
+        return run(command, sources, names, formats)
+
+    monkeypatch.setattr(frames, "_run_dot", counted)
+    graphs = [dot.to_dot(trace, step=step) for step in range(len(trace) + 1)]
+    svgs = render_frames(graphs, "svg")
+    assert calls == [("json0", "svg")]  # one pass: colours change, nothing moves
+    assert all(shapes(svg) == shapes(svgs[-1]) for svg in svgs)
+
+
+# -- the HTML page -----------------------------------------------------------------------
+
+
+@needs_dot
+def test_the_page_has_a_frame_a_caption_and_the_controls(trace: Trace, tmp_path: Path) -> None:
+    result = animate(trace, tmp_path / "run.html", to_dot=growing_labels, title="square.py")
+    steps = tuple(range(len(trace) + 1))
+    assert result == animation.AnimationResult(tmp_path / "run.html", len(steps), steps, 0)
+    page = result.path.read_text(encoding="utf-8")
+    raw, data = page_data(page)
+    assert len(data["frames"]) == len(steps)
+    for frame in data["frames"]:
+        assert ET.fromstring(frame).tag == f"{SVG}svg"
+    assert data["captions"] == [describe_step(trace, step) for step in steps]
+    for control in CONTROLS:
+        assert f'id="{control}"' in page
+    assert "<title>autograd-viz · square.py</title>" in page
+    # Self-contained: nothing to fetch, and no frame can end the script element early.
+    assert not re.search(r"""(src|href)\s*=\s*["']?\s*(https?:)?//""", page)
+    assert not re.search(r"url\(|@import|<link|<iframe", page)
+    assert "</" not in raw and "</svg>" in data["frames"][0]
+    assert page.count("</script>") == 2
+
+
+@needs_dot
+def test_a_long_trace_is_sampled(trace: Trace, tmp_path: Path) -> None:
+    result = animate(trace, tmp_path / "run.htm", to_dot=growing_labels, max_frames=5)
+    assert result.frames == 5
+    assert result.steps_shown[0] == 0 and result.steps_shown[-1] == len(trace)
+    assert result.skipped == len(trace) + 1 - 5
+    _, data = page_data(result.path.read_text(encoding="utf-8"))
+    assert len(data["frames"]) == 5
+    assert data["captions"][-1] == describe_step(trace, len(trace))
+
+
+@needs_dot
+def test_the_real_graph_animates(trace: Trace, tmp_path: Path) -> None:
+    result = animate(trace, tmp_path / "run.html", values=True, first=2, last=10)
+    _, data = page_data(result.path.read_text(encoding="utf-8"))
+    assert result.steps_shown == tuple(range(2, 11))
+    assert len(data["frames"]) == 9
+    assert "step 2 of 19" in data["frames"][0] and "step 10 of 19" in data["frames"][-1]
+    fills = [re.findall(r'fill="(#[0-9a-f]{6})"', frame) for frame in data["frames"]]
+    assert len({str(f) for f in fills}) > 1  # colours change...
+    boxes = [{t: s[:1] for t, s in shapes(f).items() if "->" not in t} for f in data["frames"]]
+    assert all(b == boxes[-1] for b in boxes)  # ...but no node moves
+
+
+def test_script_json_cannot_end_its_script_element() -> None:
+    value = ["</script><script>alert(1)</script>", "<!-- <script>", "a</b"]
+    text = script_json(value)
+    assert "</" not in text and "<!--" not in text
+    assert json.loads(text) == value
+
+
+_PLAYER = r"""
+const fs = require("fs");
+const page = fs.readFileSync(process.argv[1], "utf8");
+const data = page.match(/id="animation-data">([\s\S]*?)<\/script>/)[1];
+const player = page.match(/<script>([\s\S]*?)<\/script>/)[1];
+const elements = {}, on = {};
+let timers = [];
+const element = (id) => elements[id] || (elements[id] = {
+  tagName: id === "slider" ? "INPUT" : "BUTTON", textContent: id === "animation-data" ? data : "",
+  innerHTML: "", value: id === "speed" ? "1" : "0", handlers: {},
+  addEventListener(type, f) { this.handlers[type] = f; } });
+global.document = { getElementById: element, addEventListener: (type, f) => { on[type] = f; },
+  querySelectorAll: () => ["first", "back", "play", "forward", "last"].map(element) };
+global.setTimeout = (f, ms) => timers.push([f, ms]);
+global.clearTimeout = () => { timers = []; };
+eval(player);
+const key = (k, id) => on.keydown({ key: k, target: id ? element(id) : {}, preventDefault() {} });
+const seen = [];
+const look = () => seen.push([Number(element("slider").value), element("caption").textContent,
+                              element("stage").innerHTML.startsWith("<svg")]);
+look();
+element("forward").handlers.click(); look();
+key("ArrowRight"); look();
+key("ArrowLeft"); look();
+key("End"); look();
+key("Home"); look();
+element("slider").value = "3"; element("slider").handlers.input(); look();
+key("ArrowRight", "slider"); look();
+key(" "); element("speed").value = "2"; timers.shift()[0](); look();
+seen.push(timers.map((t) => t[1]));
+key(" "); seen.push(timers.length);
+console.log(JSON.stringify(seen));
+"""
+
+
+@needs_node
+@needs_dot
+def test_the_player_steps_plays_and_pauses(trace: Trace, tmp_path: Path) -> None:
+    result = animate(trace, tmp_path / "run.html", to_dot=growing_labels, frame_ms=300)
+    done = subprocess.run(
+        ["node", "-e", _PLAYER, str(result.path)], capture_output=True, text=True, check=True
+    )
+    *states, delays, timers_left = json.loads(done.stdout)
+    captions = [describe_step(trace, step) for step in range(len(trace) + 1)]
+    expected = [0, 1, 2, 1, len(trace), 0, 3, 3, 4]  # a focused slider keeps its own arrows
+    assert states == [[i, captions[i], True] for i in expected]
+    assert delays == [150]  # the next tick, at 2x speed
+    assert timers_left == 0
+
+
+# -- the GIF -------------------------------------------------------------------------------
+
+
+def growing_graph(trace: Trace, step: int, **_: Any) -> graphviz.Digraph:
+    """One node more every few steps: frames of different sizes."""
+    graph = graphviz.Digraph()
+    graph.attr(label=f"step {step}")
+    for i in range(1 + step // 7):
+        graph.node(f"n{i}", f"node {i}")
+        if i:
+            graph.edge(f"n{i - 1}", f"n{i}")
+    return graph
+
+
+@needs_dot
+def test_the_gif_has_a_frame_per_step_all_the_same_size(trace: Trace, tmp_path: Path) -> None:
+    image_module = pytest.importorskip("PIL.Image")
+    pngs = render_frames([growing_graph(trace, s) for s in (0, len(trace))], "png")
+    small, big = (image_module.open(io.BytesIO(png)).size for png in pngs)
+    assert small != big
+    result = animate(trace, tmp_path / "run.gif", to_dot=growing_graph, frame_ms=100)
+    with image_module.open(result.path) as gif:
+        assert gif.n_frames == len(trace) + 1 == result.frames
+        sizes, durations = set(), []
+        for i in range(gif.n_frames):
+            gif.seek(i)
+            sizes.add(gif.convert("RGB").size)
+            durations.append(gif.info["duration"])
+        assert gif.info["loop"] == 0
+    assert sizes == {big}
+    assert durations == [100] * len(trace) + [LAST_FRAME_MS]
