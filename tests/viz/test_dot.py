@@ -38,7 +38,7 @@ GOLDEN = Path(__file__).parent / "golden"
 UPDATE = os.environ.get("AUTOGRAD_VIZ_UPDATE_GOLDEN") == "1"
 
 
-def _golden(name: str, source: str) -> None:
+def _check_golden(name: str, source: str) -> None:
     """Compare with ``golden/NAME``; AUTOGRAD_VIZ_UPDATE_GOLDEN=1 rewrites it."""
     path = GOLDEN / name
     if UPDATE:
@@ -332,7 +332,7 @@ def test_escaping_functions() -> None:
 
 @pytest.mark.usefixtures("fresh_numbers")
 def test_golden_dot_of_a_graph_before_backward() -> None:
-    _golden("blog_before_backward.dot", to_dot(_blog_graph()[2]).source)
+    _check_golden("blog_before_backward.dot", to_dot(_blog_graph()[2]).source)
 
 
 @pytest.mark.usefixtures("fresh_numbers")
@@ -343,7 +343,7 @@ def test_golden_dot_mid_backward_with_values_and_saved_tensors() -> None:
     middle = next(
         e.index for e in trace.events if e.kind == "node_start" and e.node_name == "MulBackward0"
     )
-    _golden("blog_mid_backward.dot", to_dot(trace, step=middle, values=True, saved=True).source)
+    _check_golden("blog_mid_backward.dot", to_dot(trace, step=middle, values=True, saved=True).source)
 
 
 @pytest.mark.usefixtures("fresh_numbers")
