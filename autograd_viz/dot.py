@@ -44,12 +44,12 @@ from autograd_viz.graph_view import (
 )
 from autograd_viz.replay import ExecutionState, NodeStatus
 from autograd_viz.trace import Trace
+from engine.graph import UINT64_MAX
 
 if TYPE_CHECKING:
     from engine import Tensor
     from engine.events import TensorSummary
 
-UINT64_MAX = 2**64 - 1
 FONT = "Helvetica"
 BORDER = "#374151"
 
@@ -326,7 +326,7 @@ def render(
         if with_clusters:
             with graph.subgraph(name=f"cluster_t{position}") as cluster:
                 cluster.attr(
-                    label=_task_label(task, position),
+                    label=_task_label(task),
                     style="rounded",
                     color=REENTRANT if task.reentrant_depth else "#d1d5db",
                     fontcolor="#374151",
@@ -549,7 +549,7 @@ def _draw_elided(graph: graphviz.Digraph, view: GraphView) -> None:
         graph.edge(key, "elided", style="dotted", arrowhead="none")
 
 
-def _task_label(task: TaskView, position: int) -> str:
+def _task_label(task: TaskView) -> str:
     kind = f"reentrant backward, depth {task.reentrant_depth}" if task.reentrant_depth else ""
     words = [f"graph task {task.id}", kind, task.status or ""]
     rows = [f"<B>{html_text(' · '.join(w for w in words if w))}</B>"]

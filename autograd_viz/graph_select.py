@@ -109,12 +109,11 @@ def collapse(view: GraphView, min_repeats: int = 3) -> GraphView:
             del nodes[member.key]
             rename[member.key] = first.key
         folded += len(run)
-    inside = {k for run, _ in runs for k in run}
-    edges = []
-    for edge in view.edges:
-        if edge.tail in inside and edge.head in inside and _same_run(edge, rename):
-            continue
-        edges.append(replace(edge, tail=rename.get(edge.tail, edge.tail)))
+    edges = [
+        replace(edge, tail=rename.get(edge.tail, edge.tail))
+        for edge in view.edges
+        if not _same_run(edge, rename)  # a link inside a run
+    ]
     boxes = tuple(replace(b, node=rename.get(b.node, b.node)) for b in view.boxes)
     notice = f"folded {folded:,} nodes of repeated chains into {len(runs):,}"
     return replace(

@@ -200,8 +200,7 @@ def from_tensors(tensors: Sequence[Tensor]) -> GraphView:
     infos = [node_info(node, incoming.get(node._id, 0), "needed", (), 0) for node in graph]
     keys = {info.id: f"n{i}" for i, info in enumerate(infos)}
     nodes = {
-        keys[info.id]: ViewNode(keys[info.id], info, 0, None, incoming.get(info.id, 0))
-        for info in infos
+        keys[info.id]: ViewNode(keys[info.id], info, 0, None, info.dependencies) for info in infos
     }
     boxes = [
         TensorBox(
@@ -243,11 +242,11 @@ def from_state(state: ExecutionState, graph_task: int | None = None) -> GraphVie
     gid = _pick_task(state, graph_task)
     # Reentrant calls appear once they have started.
     order = [gid, *(t for t in _descendants(trace.graph_tasks, gid) if t in state.graph_tasks)]
-    keys: dict[tuple[int, int], str] = {}
+    keys: dict[int, dict[int, str]] = {}  # graph task -> node id -> key
     for position, task_id in enumerate(order):
         prefix = "n" if position == 0 else f"t{position}n"
-        for i, node_id in enumerate(trace.graph_tasks[task_id].nodes):
-            keys[(task_id, node_id)] = f"{prefix}{i}"
+        nodes_of = trace.graph_tasks[task_id].nodes
+        keys[task_id] = {node_id: f"{prefix}{i}" for i, node_id in enumerate(nodes_of)}
     nodes: dict[str, ViewNode] = {}
     edges: list[ViewEdge] = []
     tasks: list[TaskView] = []
@@ -260,13 +259,13 @@ def from_state(state: ExecutionState, graph_task: int | None = None) -> GraphVie
                 task_id,
                 info.reentrant_depth,
                 None if task_state is None else task_state.status,
-                None if started is None else keys.get(started),
+                None if started is None else keys.get(started[0], {}).get(started[1]),
                 None if task_state is None else task_state.error,
             )
         )
-        task_nodes = _task_nodes(state, info, keys)
+        task_keys = keys[task_id]
+        task_nodes = _task_nodes(state, info, task_keys)
         nodes.update(task_nodes)
-        task_keys = {node_id: key for (t, node_id), key in keys.items() if t == task_id}
         edges.extend(_edges(task_nodes.values(), task_keys, _delivered(state, task_id, task_keys)))
     return GraphView(
         tuple(tasks),
@@ -306,12 +305,12 @@ def _descendants(tasks: Mapping[int, GraphTaskInfo], gid: int) -> list[int]:
 
 
 def _task_nodes(
-    state: ExecutionState, info: GraphTaskInfo, keys: Mapping[tuple[int, int], str]
+    state: ExecutionState, info: GraphTaskInfo, keys: Mapping[int, str]
 ) -> dict[str, ViewNode]:
     started = info.id in state.graph_tasks
     out = {}
     for node_id, node in info.nodes.items():
-        key = keys[(info.id, node_id)]
+        key = keys[node_id]
         current: NodeState | None = None
         if started:
             try:
@@ -360,11 +359,8 @@ def _edges(
     keys: Mapping[int, str],
     delivered: dict[tuple[str, str, int], int] | None = None,
 ) -> Iterable[ViewEdge]:
-    pruned_keys = set()
     listed = list(nodes)
-    for node in listed:
-        if node.status is NodeStatus.PRUNED:
-            pruned_keys.add(node.key)
+    pruned_keys = {node.key for node in listed if node.status is NodeStatus.PRUNED}
     for node in listed:
         for output_nr, edge in enumerate(node.info.next_edges):
             if edge is None or edge[0] not in keys:
