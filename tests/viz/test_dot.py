@@ -343,7 +343,9 @@ def test_golden_dot_mid_backward_with_values_and_saved_tensors() -> None:
     middle = next(
         e.index for e in trace.events if e.kind == "node_start" and e.node_name == "MulBackward0"
     )
-    _check_golden("blog_mid_backward.dot", to_dot(trace, step=middle, values=True, saved=True).source)
+    _check_golden(
+        "blog_mid_backward.dot", to_dot(trace, step=middle, values=True, saved=True).source
+    )
 
 
 @pytest.mark.usefixtures("fresh_numbers")
