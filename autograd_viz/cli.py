@@ -1,7 +1,8 @@
 """The ``autograd-viz`` command line.
 
-* ``autograd-viz demo`` walks through one backward pass of a small recurrent
-  cell (see ``autograd_viz.walkthrough``).
+* ``autograd-viz demo``, ``run SCRIPT`` and ``replay TRACE`` open the TUI
+  (see ``autograd_viz.cli_tui``); ``demo --print`` walks through one backward
+  pass of a small recurrent cell in plain text.
 * ``autograd-viz record [-o TRACE] SCRIPT [ARGS ...]`` runs a script with
   recording on and saves every backward call it makes as a trace file.
 * ``autograd-viz timeline TRACE [-o JSON]`` turns a trace into a timeline for
@@ -62,13 +63,6 @@ def run_animate(args: argparse.Namespace) -> int:
     from autograd_viz.cli_graph import run_animate as play
 
     return play(args)
-
-
-def run_demo(args: argparse.Namespace) -> int:
-    """``autograd-viz demo``."""
-    from autograd_viz.walkthrough import run_demo as walkthrough
-
-    return walkthrough(args)
 
 
 # -- record --------------------------------------------------------------------------
@@ -281,6 +275,7 @@ def note(message: str) -> None:
 def build_parser() -> argparse.ArgumentParser:
     """The parser for every ``autograd-viz`` subcommand."""
     from autograd_viz import __version__
+    from autograd_viz.cli_tui import add_tui_commands
     from autograd_viz.trace import DEFAULT_MAX_VALUES
 
     parser = ArgumentParser(
@@ -289,12 +284,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    demo = commands.add_parser(
-        "demo",
-        help="walk through the backward pass of a small RNN cell, event by event",
-        description="Build a small RNN cell, run its backward pass and show every engine step.",
-    )
-    demo.set_defaults(run=run_demo)
+    add_tui_commands(commands)
 
     record = commands.add_parser(
         "record",

@@ -13,6 +13,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from autograd_viz.demo_program import rnn_cell
+
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
 
@@ -20,23 +22,6 @@ if TYPE_CHECKING:
     from engine.events import Event, TensorSummary
 
 UINT64_MAX = 2**64 - 1
-
-
-def rnn_cell() -> tuple[list[Tensor], Tensor]:
-    """The RNN cell of PyTorch's dynamic-graph example, with named leaves."""
-    import engine
-
-    engine.manual_seed(0)
-    W_h = engine.randn(20, 20, requires_grad=True, name="W_h")
-    W_x = engine.randn(20, 10, requires_grad=True, name="W_x")
-    x = engine.randn(1, 10, requires_grad=True, name="x")
-    prev_h = engine.randn(1, 20, requires_grad=True, name="prev_h")
-
-    i2h = W_x @ x.T
-    h2h = W_h @ prev_h.T
-    next_h = (i2h + h2h).tanh()
-    loss = next_h.sum()
-    return [W_h, W_x, x, prev_h], loss
 
 
 @dataclass(frozen=True)

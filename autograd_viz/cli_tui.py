@@ -1,0 +1,133 @@
+"""The commands that open the TUI: ``demo``, ``run SCRIPT`` and ``replay TRACE``.
+
+``demo`` and ``run`` are live: the program runs in a background thread and
+every engine event waits for the UI (see :mod:`autograd_viz.live`). ``replay``
+steps through a trace file. The TUI needs a terminal; without one, ``demo``
+prints its walk-through instead and the others say what to run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TYPE_CHECKING
+
+from autograd_viz.cli import PROG, ArgumentParser, CommandError, UsageError, load_trace, note
+
+if TYPE_CHECKING:
+    from autograd_viz.tui.driver import Driver
+
+
+def has_terminal() -> bool:
+    """Whether stdin and stdout are both a terminal, as a full-screen app needs."""
+    return sys.stdin.isatty() and sys.stdout.isatty()
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    """``autograd-viz demo``: the TUI live on the built-in example."""
+    if args.print or not has_terminal():
+        if not args.print:
+            note("not a terminal: printing the walk-through (run it in a terminal for the TUI)")
+        from autograd_viz.walkthrough import run_demo as walkthrough
+
+        return walkthrough(args)
+    from autograd_viz.demo_program import demo_program
+    from autograd_viz.live import LiveSession
+    from autograd_viz.tui.driver import LiveDriver
+
+    return _open(LiveDriver(LiveSession(demo_program)), "demo: RNN cell + MLP on cpu, sim:0, sim:1")
+
+
+def run_live(args: argparse.Namespace) -> int:
+    """``autograd-viz run SCRIPT [ARGS...]``: the TUI live on a script's backward calls."""
+    from autograd_viz.live import LiveSession
+    from autograd_viz.script import ScriptNotFoundError, check_script
+    from autograd_viz.tui.driver import LiveDriver
+
+    command = list(args.script_and_args)
+    if command[:1] == ["--"]:
+        del command[0]
+    if not command:
+        raise UsageError("run: missing SCRIPT, the Python script to run")
+    script, *script_args = command
+    try:
+        check_script(script)
+    except ScriptNotFoundError as exc:
+        raise CommandError(str(exc)) from None
+    _need_terminal(f"'{PROG} record {script}' saves a trace to replay later")
+    session = LiveSession(script, script_args)
+    status = _open(LiveDriver(session), script)
+    error = session.error
+    if error is not None and not isinstance(error, SystemExit):
+        from autograd_viz.live import SessionCancelled
+        from autograd_viz.script import describe
+
+        if not isinstance(error, SessionCancelled):
+            raise CommandError(f"{script} raised {describe(error)}")
+    if isinstance(error, SystemExit) and isinstance(error.code, int):
+        return error.code
+    return status
+
+
+def run_replay(args: argparse.Namespace) -> int:
+    """``autograd-viz replay TRACE``: the TUI on a recorded trace."""
+    from autograd_viz.tui.driver import ReplayDriver
+
+    trace = load_trace(args.trace)
+    _need_terminal(f"'{PROG} dot {args.trace} -o graph.svg --step K' draws one step")
+    return _open(ReplayDriver(trace), args.trace)
+
+
+def _need_terminal(hint: str) -> None:
+    if not has_terminal():
+        raise CommandError(f"the TUI needs a terminal (stdin and stdout); {hint}")
+
+
+def _open(driver: Driver, source: str) -> int:
+    from autograd_viz.tui.app import VizApp
+
+    app = VizApp(driver, source=source)
+    try:
+        result = app.run()
+    finally:
+        app.stop_driver()
+    return result or 0
+
+
+def add_tui_commands(commands: argparse._SubParsersAction[ArgumentParser]) -> None:
+    """Add ``demo``, ``run`` and ``replay`` to the command line."""
+    demo = commands.add_parser(
+        "demo",
+        help="open the TUI live on a built-in example (an RNN cell and a two-device MLP)",
+        description=(
+            "Run a built-in example live in the TUI: the RNN cell of PyTorch's dynamic-graph "
+            "example on the CPU, and an MLP split over two simulated devices whose "
+            "checkpointed layer calls backward reentrantly. Step through every engine event."
+        ),
+    )
+    demo.add_argument(
+        "--print",
+        action="store_true",
+        help="print a walk-through of an RNN cell's backward pass instead of opening the TUI",
+    )
+    demo.set_defaults(run=run_demo)
+
+    run = commands.add_parser(
+        "run",
+        usage=f"{PROG} run [-h] SCRIPT [ARGS ...]",
+        help="open the TUI live on every backward call a Python script makes",
+        description=(
+            "Run SCRIPT as __main__ with ARGS; each engine event waits in the TUI until you "
+            "step. Quitting cancels a backward pass in progress."
+        ),
+    )
+    run.add_argument("script_and_args", nargs=argparse.REMAINDER, metavar="SCRIPT [ARGS ...]")
+    run.set_defaults(run=run_live)
+
+    replay = commands.add_parser(
+        "replay",
+        help="open the TUI on a trace recorded with 'autograd-viz record'",
+        description="Step forward and back through a recorded trace in the TUI.",
+    )
+    replay.add_argument("trace", metavar="TRACE", help="a trace file from 'autograd-viz record'")
+    replay.set_defaults(run=run_replay)

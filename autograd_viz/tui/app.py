@@ -1,0 +1,437 @@
+"""The Textual app: step through a backward pass, live or from a trace.
+
+Note [The UI never waits for the engine]
+~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+A live driver's forward moves block until engine threads emit events, and a
+paused engine thread waits for the UI. Those moves run in a thread worker that
+posts :class:`Moved` back (``post_message`` is thread-safe); widgets are only
+touched on the UI loop. One move runs at a time. Quitting stops the live
+session first, which releases every paused engine thread with
+``SessionCancelled``, so the worker returns and the process can exit.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.console import Group
+from rich.text import Text
+from textual import events, work
+from textual.app import App, ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Container, VerticalScroll
+from textual.message import Message
+from textual.widgets import Footer, Static
+
+from autograd_viz.replay import ExecutionState
+from autograd_viz.trace import GraphTaskInfo, TraceEvent
+from autograd_viz.tui.dag import DagView
+from autograd_viz.tui.driver import Driver
+from autograd_viz.tui.nodes import NodeList
+from autograd_viz.tui.panels import (
+    EventLog,
+    inspect_node,
+    inspect_nothing,
+    queues_view,
+    threads_view,
+)
+from autograd_viz.tui.rows import RowList
+from autograd_viz.tui.screens import HelpScreen, PromptScreen, TaskPicker
+
+WIDE = (120, 32)
+"""From this size up (columns, rows), the wide layout."""
+
+VIEWS = ("topo", "tree", "dag")
+
+
+class Moved(Message):
+    """A move that ran in a worker thread finished (see Note [The UI never waits...])."""
+
+    def __init__(self, action: str, event: TraceEvent | None, error: BaseException | None):
+        super().__init__()
+        self.action = action
+        self.event = event
+        self.error = error
+
+
+class VizApp(App[int]):
+    """Step through a backward pass: the graph, ready queues, threads, inspector, timeline."""
+
+    CSS_PATH = "app.tcss"
+    TITLE = "autograd-viz"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("s,space,right", "move('step')", "Step"),
+        Binding("n", "move('step_node')", "Next node"),
+        Binding("p,left", "step_back", "Back"),
+        Binding("c", "move('continue_')", "Continue"),
+        Binding("question_mark", "help", "Help"),
+        Binding("q", "quit", "Quit"),
+        Binding("e", "move('run_to_end')", "End"),
+        Binding("b", "toggle_breakpoint", "Breakpoint"),
+        Binding("f", "toggle_non_finite", "Break on NaN"),
+        Binding("a", "move('first_problem')", "First anomaly"),
+        Binding("d", "export", "Export"),
+        Binding("slash", "search", "Find"),
+        Binding("t", "pick_task", "Task"),
+        Binding("v", "cycle_view", "View"),
+        Binding("P", "back_node", "Back a node", show=False),
+        Binding("r", "rewind", "Rewind to step 0", show=False),
+        Binding("z", "zoom", "Zoom panel", show=False),
+    ]
+
+    def __init__(self, driver: Driver, *, source: str) -> None:
+        super().__init__()
+        self.driver = driver
+        """What the app steps through."""
+        self.source = source
+        """What is shown, for the title bar: a script, a trace file, ``demo``."""
+        self.pinned_task: int | None = None
+        """The graph task the node list shows; ``None`` follows the current step."""
+        self.busy = False
+        """A live move is running in a worker thread."""
+        self.message = ""
+        """The last thing a move found, shown in the status bar."""
+        self._query: str | None = None
+        self._stopped = False
+
+    # -- layout --------------------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        with Container(id="body"):
+            with Container(id="graph", classes="panel"):
+                yield NodeList(id="nodes")
+                yield DagView(id="dag")
+            yield VerticalScroll(Static(id="engine-body"), id="engine", classes="panel")
+            yield VerticalScroll(Static(id="inspector-body"), id="inspector", classes="panel")
+            yield EventLog(id="events")
+        yield Static(id="status")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.title = f"autograd-viz · {self.source}"
+        self.query_one("#engine").border_title = "ready queues · engine threads"
+        self.query_one("#inspector").border_title = "inspector"
+        events_log = self.query_one(EventLog)
+        events_log.add_class("panel")
+        events_log.border_title = "events"
+        self._layout(self.size.width, self.size.height)
+        self.query_one(NodeList).focus()
+        self.refresh_view(follow=True)
+        if self.driver.live and self.driver.position == 0:
+            self.action_move("step")
+
+    def on_resize(self, event: events.Resize) -> None:
+        self._layout(event.size.width, event.size.height)
+
+    def _layout(self, width: int, height: int) -> None:
+        self.query_one("#body").set_class(width >= WIDE[0] and height >= WIDE[1], "-wide")
+
+    # -- the view ------------------------------------------------------------------------
+    def refresh_view(self, *, follow: bool = False) -> None:
+        """Redraw every panel for the driver's position; ``follow`` selects the event's node."""
+        state = self.driver.state()
+        task = self.shown_task(state)
+        nodes = self.query_one(NodeList)
+        nodes.show(task, state, self.driver.breakpoints.nodes)
+        event = state.event
+        if (
+            follow
+            and event is not None
+            and event.node_id is not None
+            and task is not None
+            and event.graph_task == task.id
+        ):
+            nodes.select(event.node_id, notify=False)
+        self.query_one(DagView).show(task, state, nodes.selected)
+        graph = self.query_one("#graph")
+        graph.border_title = self._task_title(task, state)
+        graph.border_subtitle = f"{nodes.view} view · v cycles"
+        devices = sorted({t.device for t in state.threads.values()} | set(state.queues))
+        engine_body = self.query_one("#engine-body", Static)
+        engine_body.update(_engine_panel(state, devices))
+        self.query_one(EventLog).show(self.driver.trace, self.driver.position)
+        self.refresh_inspector()
+        self.refresh_status(state)
+
+    def refresh_inspector(self) -> None:
+        """Show the selected node in the inspector."""
+        state = self.driver.state()
+        task = self.shown_task(state)
+        nodes = self.query_one(NodeList)
+        body = self.query_one("#inspector-body", Static)
+        node_id = nodes.selected
+        if task is None or node_id is None or node_id not in task.nodes:
+            body.update(inspect_nothing(self.driver.trace, state))
+            return
+        try:
+            node_state = state.node(node_id, task.id)
+        except KeyError:
+            node_state = None
+        breakpoint_ = node_id in self.driver.breakpoints.nodes
+        body.update(inspect_node(task.nodes[node_id], node_state, task, breakpoint_))
+
+    def refresh_status(self, state: ExecutionState | None = None) -> None:
+        """The status bar: step k of N, graph task, live or replay, breakpoints."""
+        state = state or self.driver.state()
+        driver = self.driver
+        parts = [f"step {driver.position} of {driver.recorded}"]
+        if driver.live:
+            if self.busy:
+                parts.append("▶ engine running…")
+            elif driver.finished:
+                parts.append("live · program finished")
+            else:
+                parts.append("live · engine paused")
+        else:
+            parts.append("replay")
+        if state.graph_task is not None:
+            parts.append(f"graph task {state.graph_task}")
+        marks = driver.breakpoints
+        if marks.nodes:
+            parts.append(f"⏺ {len(marks.nodes)}")
+        if marks.non_finite:
+            parts.append("break on NaN/Inf")
+        if state.errors or state.anomalies:
+            parts.append(f"⚠ {len(state.errors)} errors, {len(state.anomalies)} anomalies")
+        if self.message:
+            parts.append(self.message)
+        status = self.query_one("#status", Static)
+        status.update(" · ".join(parts))
+        status.set_class(self.busy, "-busy")
+        status.set_class(bool(state.errors or state.anomalies), "-problem")
+
+    def shown_task(self, state: ExecutionState) -> GraphTaskInfo | None:
+        """The graph task in the node list: the pinned one, or the current step's."""
+        tasks = self.driver.trace.graph_tasks
+        gid = self.pinned_task if self.pinned_task is not None else state.graph_task
+        return tasks.get(gid) if gid is not None else None
+
+    def _task_title(self, task: GraphTaskInfo | None, state: ExecutionState) -> str:
+        if task is None:
+            return "graph"
+        title = f"graph task {task.id} · {len(task.nodes)} nodes"
+        if task.reentrant_depth:
+            title += f" · reentrant depth {task.reentrant_depth}"
+            started = state.started_by(task.id)
+            if started is not None:
+                title += f" from #{started[1]}"
+        if self.pinned_task is not None:
+            title += " · pinned (t)"
+        return title
+
+    def on_row_list_highlighted(self, message: RowList.Highlighted) -> None:
+        if isinstance(message.rows, NodeList):
+            self.refresh_inspector()
+            state = self.driver.state()
+            self.query_one(DagView).show(self.shown_task(state), state, message.rows.selected)
+
+    def on_row_list_chosen(self, message: RowList.Chosen) -> None:
+        if isinstance(message.rows, EventLog) and not self.busy:
+            self.driver.goto(message.row + 1)
+            self.message = ""
+            self.refresh_view(follow=True)
+
+    # -- moves ---------------------------------------------------------------------------
+    def action_move(self, action: str) -> None:
+        """Run a forward move of the driver (in a worker when live)."""
+        if self.busy:
+            self.notify("The engine is still running; wait, or press q to stop it.")
+            return
+        if self.driver.live:
+            self.busy = True
+            self.refresh_status()
+            self._run_move(action)
+            return
+        try:
+            event = getattr(self.driver, action)()
+        except Exception as exc:  # noqa: BLE001 - shown to the user, the app goes on
+            self.on_moved(Moved(action, None, exc))
+            return
+        self.on_moved(Moved(action, event, None))
+
+    @work(thread=True, exclusive=True, group="engine", exit_on_error=False)
+    def _run_move(self, action: str) -> None:
+        try:
+            event = getattr(self.driver, action)()
+        except Exception as exc:  # noqa: BLE001 - posted to the UI, the app goes on
+            self.post_message(Moved(action, None, exc))
+            return
+        self.post_message(Moved(action, event, None))
+
+    def on_moved(self, message: Moved) -> None:
+        self.busy = False
+        if self._stopped:
+            return
+        self.message = _describe_move(message, self.driver)
+        self.refresh_view(follow=True)
+
+    def action_step_back(self) -> None:
+        self._move_back(self.driver.back)
+
+    def action_back_node(self) -> None:
+        self._move_back(self.driver.back_node)
+
+    def action_rewind(self) -> None:
+        self._move_back(lambda: self.driver.goto(0))
+
+    def _move_back(self, move: object) -> None:
+        if self.busy:
+            return
+        assert callable(move)
+        move()
+        self.message = ""
+        self.refresh_view(follow=True)
+
+    # -- breakpoints, search, tasks, export ------------------------------------------------
+    def action_toggle_breakpoint(self) -> None:
+        node_id = self.query_one(NodeList).selected
+        if node_id is None:
+            self.notify("Select a node first.", severity="warning")
+            return
+        on = self.driver.breakpoints.toggle(node_id)
+        self.notify(f"Breakpoint {'set on' if on else 'removed from'} node #{node_id}.")
+        self.refresh_view()
+
+    def action_toggle_non_finite(self) -> None:
+        marks = self.driver.breakpoints
+        marks.non_finite = not marks.non_finite
+        what = "stops at" if marks.non_finite else "no longer stops at"
+        self.notify(f"Continue {what} the first NaN/Inf gradient or anomaly.")
+        self.refresh_status()
+
+    def action_search(self) -> None:
+        prompt = PromptScreen(
+            "Find a node: its id, or a name (case-insensitive, part of it is enough)",
+            value=self._query or "",
+            placeholder="MulBackward0, 12, W_h",
+        )
+        self.push_screen(prompt, self._find)
+
+    def _find(self, query: str | None) -> None:
+        if not query:
+            return
+        self._query = query
+        from autograd_viz.tui.search import find_next
+
+        state = self.driver.state()
+        found = find_next(
+            self.driver.trace, self.shown_task(state), self.query_one(NodeList), query
+        )
+        if found is None:
+            self.notify(f"No node matches {query!r}.", severity="warning")
+            return
+        task_id, node_id = found
+        shown = self.shown_task(state)
+        if shown is None or shown.id != task_id:
+            self.pinned_task = task_id
+            self.refresh_view()
+        self.query_one(NodeList).select(node_id)
+
+    def action_pick_task(self) -> None:
+        tasks = self.driver.trace.graph_tasks
+        if not tasks:
+            self.notify("No backward call has started yet.")
+            return
+        choices = [("follow", "follow the current step")]
+        for gid, task in tasks.items():
+            depth = f", reentrant depth {task.reentrant_depth}" if task.reentrant_depth else ""
+            roots = ", ".join(name for _, name, _ in task.roots) or "?"
+            label = f"graph task {gid}: from {roots}, {len(task.nodes)} nodes{depth}"
+            choices.append((str(gid), label))
+        self.push_screen(TaskPicker(choices), self._pin_task)
+
+    def _pin_task(self, choice: str | None) -> None:
+        if choice is None:
+            return
+        self.pinned_task = None if choice == "follow" else int(choice)
+        self.refresh_view(follow=True)
+
+    def action_cycle_view(self) -> None:
+        nodes = self.query_one(NodeList)
+        graph = self.query_one("#graph")
+        current = "dag" if graph.has_class("-dag") else nodes.view
+        view = VIEWS[(VIEWS.index(current) + 1) % len(VIEWS)]
+        graph.set_class(view == "dag", "-dag")
+        if view != "dag":
+            nodes.set_view(view)
+        self.refresh_view()
+        graph.border_subtitle = f"{view} view · v cycles"
+
+    def action_export(self) -> None:
+        default = f"autograd-viz-step-{self.driver.position}.svg"
+        prompt = PromptScreen("Export this step as .svg, .png, .pdf or .dot", value=default)
+        self.push_screen(prompt, self._export)
+
+    def _export(self, path: str | None) -> None:
+        if not path:
+            return
+        state = self.driver.state()
+        task = self.shown_task(state)
+        self._write_export(path, state, None if task is None else task.id)
+
+    @work(thread=True, group="export", exit_on_error=False)
+    def _write_export(self, path: str, state: ExecutionState, graph_task: int | None) -> None:
+        from autograd_viz.tui.search import export_step
+
+        try:
+            written = export_step(state, graph_task, path)
+        except Exception as exc:  # noqa: BLE001 - shown to the user, the app goes on
+            self.call_from_thread(self.notify, str(exc), title="Export failed", severity="error")
+            return
+        self.call_from_thread(self.notify, written, title="Exported")
+
+    def action_zoom(self) -> None:
+        if self.screen.maximized is not None:
+            self.screen.minimize()
+            return
+        focused = self.focused
+        while focused is not None and not focused.has_class("panel"):
+            focused = focused.parent  # type: ignore[assignment]
+        if focused is not None:
+            self.screen.maximize(focused, container=False)
+
+    def action_help(self) -> None:
+        keys = [
+            (b.key.replace("question_mark", "?").replace("slash", "/"), b.description)
+            for b in self.BINDINGS
+            if isinstance(b, Binding)
+        ]
+        self.push_screen(HelpScreen(keys))
+
+    async def action_quit(self) -> None:
+        self.stop_driver()
+        self.exit(0)
+
+    def stop_driver(self) -> None:
+        """Stop the live session (once); see Note [The UI never waits for the engine]."""
+        if not self._stopped:
+            self._stopped = True
+            self.driver.stop()
+
+    def on_unmount(self) -> None:
+        self.stop_driver()
+
+
+def _engine_panel(state: ExecutionState, devices: list[str]) -> Group:
+
+    return Group(
+        Text("ready queues (next first)", style="bold"),
+        queues_view(state, devices),
+        Text("engine threads", style="bold"),
+        threads_view(state),
+    )
+
+
+def _describe_move(message: Moved, driver: Driver) -> str:
+    if message.error is not None:
+        return f"error: {message.error}"
+    event = message.event
+    if message.action == "first_problem":
+        if event is None:
+            return "no anomaly, error or NaN/Inf gradient" + ("" if driver.finished else " so far")
+        return f"first problem: {event.kind} at {event.node_name or 'graph task'}"
+    if message.action == "continue_" and event is not None:
+        where = f"{event.node_name}#{event.node_id}" if event.node_name else "a graph task"
+        return f"stopped: {event.kind} {where}"
+    if event is None and message.action != "run_to_end" and driver.finished:
+        return "end of the backward pass"
+    return ""

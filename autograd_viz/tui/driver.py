@@ -1,0 +1,233 @@
+"""What the TUI steps through: a recorded trace, or a program running live.
+
+Both drivers move a position over a trace's events and answer with the
+:class:`~autograd_viz.replay.ExecutionState` there. A :class:`ReplayDriver`
+only moves over events already recorded, so it never blocks. A
+:class:`LiveDriver` moves over what its :class:`~autograd_viz.live.LiveSession`
+has recorded and, past that, lets the engine take its next steps; those calls
+block until the engine emits, so the app runs them in a worker thread.
+
+Breakpoints belong to the driver, not to the app: a node breakpoint stops when
+that node starts running; "break on non-finite" stops at an event that carries
+a NaN or Inf gradient, and at anomaly events; ``error`` events always stop.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from autograd_viz.live import Breakpoint, LiveSession, non_finite
+from autograd_viz.replay import ExecutionState
+from autograd_viz.trace import Trace, TraceEvent
+
+PROBLEM_KINDS = frozenset({"anomaly", "error"})
+"""Event kinds that ``jump to the first anomaly or error`` looks for."""
+
+
+def is_problem(event: TraceEvent) -> bool:
+    """An anomaly, an error, or an event carrying a non-finite gradient."""
+    return event.kind in PROBLEM_KINDS or non_finite(event)
+
+
+@dataclass
+class Breakpoints:
+    """Where ``continue`` stops."""
+
+    nodes: set[int] = field(default_factory=set)
+    """Node ids: stop when one of these nodes starts."""
+    non_finite: bool = False
+    """Stop at the first event with a NaN or Inf gradient, or an anomaly."""
+
+    def matches(self, event: TraceEvent) -> bool:
+        """Whether ``continue`` stops after applying ``event``."""
+        if event.kind == "error":
+            return True
+        if event.kind == "node_start" and event.node_id in self.nodes:
+            return True
+        return self.non_finite and is_problem(event)
+
+    def toggle(self, node_id: int) -> bool:
+        """Add or remove a node breakpoint; returns whether it is now set."""
+        if node_id in self.nodes:
+            self.nodes.discard(node_id)
+            return False
+        self.nodes.add(node_id)
+        return True
+
+
+class Driver:
+    """Moves over a trace; subclasses say how the trace grows."""
+
+    live = False
+    """Whether a program is running behind the trace."""
+
+    def __init__(self, trace: Trace) -> None:
+        self.trace = trace
+        """Every event seen so far."""
+        self.position = 0
+        """How many events are applied in :meth:`state`."""
+        self.breakpoints = Breakpoints()
+        """Where :meth:`continue_` stops."""
+
+    @property
+    def recorded(self) -> int:
+        """How many events the trace holds now."""
+        return len(self.trace.events)
+
+    @property
+    def finished(self) -> bool:
+        """Whether no event will ever come after the recorded ones."""
+        return True
+
+    def state(self) -> ExecutionState:
+        """The engine after :attr:`position` events."""
+        return self.trace.state_at(self.position)
+
+    def goto(self, step: int) -> int:
+        """Move to ``step`` among the recorded events (clamped); returns the position."""
+        self.position = max(0, min(step, self.recorded))
+        return self.position
+
+    def back(self) -> int:
+        """Undo one event."""
+        return self.goto(self.position - 1)
+
+    def back_node(self) -> int:
+        """Move back to just after the previous ``node_start`` (or to step 0)."""
+        events = self.trace.events
+        for index in range(self.position - 2, -1, -1):
+            if events[index].kind == "node_start":
+                return self.goto(index + 1)
+        return self.goto(0)
+
+    def step(self) -> TraceEvent | None:
+        """Apply one more event; ``None`` at the end."""
+        if self.position < self.recorded:
+            self.position += 1
+            return self.trace.events[self.position - 1]
+        return None
+
+    def step_node(self) -> TraceEvent | None:
+        """Step until a ``node_start`` is applied; ``None`` at the end."""
+        return self._advance(lambda event: event.kind == "node_start")
+
+    def continue_(self) -> TraceEvent | None:
+        """Step until a breakpoint matches; ``None`` at the end."""
+        return self._advance(self.breakpoints.matches)
+
+    def run_to_end(self) -> None:
+        """Apply every event."""
+        self._advance(lambda event: False)
+
+    def first_problem(self) -> TraceEvent | None:
+        """Move to just after the first anomaly, error or non-finite gradient, if any."""
+        return self._find(is_problem, start=0)
+
+    def stop(self) -> None:
+        """End the session (a replay has nothing to stop)."""
+
+    def _advance(self, stop_at: Callable[[TraceEvent], bool]) -> TraceEvent | None:
+        return self._find(stop_at, start=self.position, to_end=True)
+
+    def _find(
+        self, stop_at: Callable[[TraceEvent], bool], start: int, to_end: bool = False
+    ) -> TraceEvent | None:
+        events = self.trace.events
+        for index in range(start, len(events)):
+            if stop_at(events[index]):
+                self.position = index + 1
+                return events[index]
+        if to_end:
+            self.position = len(events)
+        return None
+
+
+class ReplayDriver(Driver):
+    """Steps through a recorded trace."""
+
+
+class LiveDriver(Driver):
+    """Steps a program through a :class:`LiveSession`; forward moves may block.
+
+    Only one blocking move runs at a time; the app runs them in a worker thread
+    and keeps the UI responsive. :meth:`stop` cancels the backward in progress.
+    """
+
+    live = True
+
+    def __init__(self, session: LiveSession) -> None:
+        super().__init__(session.trace)
+        self.session = session
+        """The session running the program."""
+        self._lock = threading.Lock()
+
+    @property
+    def finished(self) -> bool:
+        return self.session.finished and self.position >= self.recorded
+
+    def goto(self, step: int) -> int:
+        position = super().goto(step)
+        self.session.position = position
+        return position
+
+    def step(self) -> TraceEvent | None:
+        if self.position < self.recorded:
+            return self._sync(super().step())
+        with self._lock:
+            self.session.position = self.position
+            return self._sync(self.session.step())
+
+    def step_node(self) -> TraceEvent | None:
+        return self._live(lambda: super(LiveDriver, self).step_node(), self.session.step_node)
+
+    def continue_(self) -> TraceEvent | None:
+        def run() -> TraceEvent | None:
+            session_points = self._session_breakpoints()
+            self.session.breakpoints[:] = session_points
+            return self.session.continue_()
+
+        return self._live(lambda: super(LiveDriver, self).continue_(), run)
+
+    def run_to_end(self) -> None:
+        super().run_to_end()
+        if not self.session.finished:
+            with self._lock:
+                self.session.position = self.position
+                self.session.run_to_end()
+                self._sync(None)
+
+    def first_problem(self) -> TraceEvent | None:
+        found = super().first_problem()
+        if found is not None or self.session.finished:
+            return found
+
+        def run() -> TraceEvent | None:
+            self.session.breakpoints[:] = [Breakpoint(predicate=is_problem)]
+            return self.session.continue_()
+
+        return self._live(lambda: None, run)
+
+    def stop(self) -> None:
+        self.session.stop()
+
+    def _session_breakpoints(self) -> list[Breakpoint]:
+        return [Breakpoint(predicate=self.breakpoints.matches)]
+
+    def _live(
+        self,
+        recorded: Callable[[], TraceEvent | None],
+        engine_move: Callable[[], TraceEvent | None],
+    ) -> TraceEvent | None:
+        """Try the move over recorded events first; then let the engine go on."""
+        event = recorded()
+        if event is not None:
+            return self._sync(event)
+        with self._lock:
+            self.session.position = self.position
+            return self._sync(engine_move())
+
+    def _sync(self, event: TraceEvent | None) -> TraceEvent | None:
+        self.position = self.session.position = max(self.position, self.session.position)
+        return event

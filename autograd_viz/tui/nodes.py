@@ -1,0 +1,188 @@
+"""The node list: a graph task's nodes grouped by topological number, or as a tree.
+
+Rows are built once per graph task and view (a tuple per row); what a row
+says about its node (status, dependencies left) is read from the current
+:class:`~autograd_viz.replay.ExecutionState` when the row is drawn, so a step
+redraws the rows on screen and nothing else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from itertools import groupby
+
+from rich.text import Text
+
+from autograd_viz.replay import ExecutionState, NodeState
+from autograd_viz.trace import GraphTaskInfo, NodeInfo
+from autograd_viz.tui.rows import RowList
+from autograd_viz.tui.text import NON_FINITE_STYLE, non_finite, sequence_nr, status_text
+
+MAX_INDENT = 16
+"""Tree rows deeper than this are drawn at this depth with their depth written out."""
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One row of the node list: a node, or a heading over a group of nodes."""
+
+    node_id: int | None
+    """The node shown; ``None`` for a heading."""
+    depth: int = 0
+    """Depth in the tree view."""
+    heading: str = ""
+    """A heading's text."""
+    prefix: str = ""
+    """Tree guides drawn before the node."""
+    repeat: bool = False
+    """The node already appears above (the tree view shows a DAG's shared nodes once)."""
+
+
+def topo_rows(task: GraphTaskInfo) -> list[Row]:
+    """Nodes grouped by topological number, the root's group first; by sequence number inside."""
+    order = sorted(task.nodes.values(), key=lambda n: (-n.topological_nr, -n.sequence_nr, n.id))
+    rows: list[Row] = []
+    for topo, group in groupby(order, key=lambda n: n.topological_nr):
+        members = list(group)
+        count = f"{len(members)} node{'s' if len(members) != 1 else ''}"
+        rows.append(Row(None, heading=f"topological_nr {topo} · {count}"))
+        rows.extend(Row(node.id) for node in members)
+    return rows
+
+
+def tree_rows(task: GraphTaskInfo) -> list[Row]:
+    """The graph depth-first from the root; a node reached again is a one-line reference."""
+    nodes = task.nodes
+    rows: list[Row] = []
+    seen: set[int] = set()
+    # (node id, depth, guides above, is last child)
+    stack: list[tuple[int, int, str, bool]] = [(task.root, 0, "", True)]
+    while stack:
+        node_id, depth, guides, last = stack.pop()
+        branch = "" if depth == 0 else ("└─" if last else "├─")
+        shown = guides if depth <= MAX_INDENT else guides[: 2 * MAX_INDENT]
+        if node_id in seen:
+            rows.append(Row(node_id, depth, prefix=shown + branch, repeat=True))
+            continue
+        seen.add(node_id)
+        rows.append(Row(node_id, depth, prefix=shown + branch))
+        info = nodes.get(node_id)
+        if info is None:
+            continue
+        children = [edge[0] for edge in info.next_edges if edge is not None and edge[0] in nodes]
+        below = guides + ("" if depth == 0 else ("  " if last else "│ "))
+        for i in range(len(children) - 1, -1, -1):
+            stack.append((children[i], depth + 1, below, i == len(children) - 1))
+    return rows
+
+
+class NodeList(RowList):
+    """The nodes of one graph task at the current step."""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.rows: list[Row] = []
+        """The rows, in order."""
+        self.shown_task: GraphTaskInfo | None = None
+        """The graph task shown."""
+        self.view = "topo"
+        """``"topo"`` (grouped by topological_nr) or ``"tree"`` (from the root)."""
+        self.state: ExecutionState | None = None
+        """The state the rows describe."""
+        self.breakpoints: set[int] = set()
+        """Node ids with a breakpoint, marked in their rows."""
+        self._row_of_node: dict[int, int] = {}
+
+    def show(
+        self, task: GraphTaskInfo | None, state: ExecutionState, breakpoints: set[int]
+    ) -> None:
+        """Show ``task`` at ``state``; rebuilds the rows only when the task or view changed."""
+        self.state = state
+        self.breakpoints = breakpoints
+        if task is not self.shown_task:
+            self.shown_task = task
+            self._rebuild()
+        self.refresh()
+
+    def set_view(self, view: str) -> None:
+        """Switch between ``"topo"`` and ``"tree"``, keeping the selected node."""
+        selected = self.selected
+        self.view = view
+        self._rebuild()
+        if selected is not None:
+            self.select(selected)
+
+    @property
+    def selected(self) -> int | None:
+        """The node under the cursor (``None`` on a heading or when empty)."""
+        if 0 <= self.cursor < len(self.rows):
+            return self.rows[self.cursor].node_id
+        return None
+
+    def select(self, node_id: int, *, notify: bool = True) -> bool:
+        """Put the cursor on ``node_id``'s first row; ``False`` when it is not listed."""
+        row = self._row_of_node.get(node_id)
+        if row is None:
+            return False
+        self.move_to(row, center=True, notify=notify)
+        return True
+
+    def _rebuild(self) -> None:
+        task = self.shown_task
+        if task is None:
+            self.rows = []
+        else:
+            self.rows = tree_rows(task) if self.view == "tree" else topo_rows(task)
+        self._row_of_node = {}
+        for i, row in enumerate(self.rows):
+            if row.node_id is not None and not row.repeat:
+                self._row_of_node.setdefault(row.node_id, i)
+        self.set_row_count(len(self.rows))
+        if self.rows and self.rows[self.cursor].node_id is None and len(self.rows) > 1:
+            self.move_to(self.cursor + 1, notify=False)
+
+    def row_text(self, row: int) -> Text:
+        entry = self.rows[row]
+        if entry.node_id is None:
+            return Text(f"── {entry.heading} ", style="bold dim")
+        assert self.shown_task is not None
+        info = self.shown_task.nodes[entry.node_id]
+        state = self._state(info.id)
+        text = Text(entry.prefix, style="dim")
+        if entry.depth > MAX_INDENT:
+            text.append(f"[{entry.depth}] ", style="dim")
+        if entry.repeat:
+            text.append(f"↺ {info.name} #{info.id} (shown above)", style="dim italic")
+            return text
+        return text.append_text(node_row(info, state, info.id in self.breakpoints))
+
+    def _state(self, node_id: int) -> NodeState | None:
+        if self.state is None or self.shown_task is None:
+            return None
+        try:
+            return self.state.node(node_id, self.shown_task.id)
+        except KeyError:
+            return None
+
+
+def node_row(info: NodeInfo, state: NodeState | None, breakpoint_: bool) -> Text:
+    """``● MulBackward0 #7  seq 3 topo 2  deps 0/2  cpu``, with a breakpoint dot."""
+    text = Text().append("⏺ " if breakpoint_ else "  ", style="bold red")
+    text.append_text(status_text(state.status if state is not None else "not started"))
+    text.append(f" {info.name}", style="bold" if state and state.status == "running" else "")
+    text.append(f" #{info.id}", style="dim")
+    remaining = state.remaining if state is not None else info.dependencies
+    text.append(f"  seq {sequence_nr(info.sequence_nr)} topo {info.topological_nr}")
+    text.append(f"  deps {remaining}/{info.dependencies}", style="yellow" if remaining else "")
+    text.append(f"  {info.device}", style="dim")
+    if info.leaf is not None and info.leaf.name:
+        text.append(f"  {info.leaf.name}", style="cyan")
+    if state is not None and non_finite(state):
+        text.append("  ⚠ non-finite", style=NON_FINITE_STYLE)
+    return text
+
+
+def task_nodes(task: GraphTaskInfo | None) -> Mapping[int, NodeInfo]:
+    """A task's nodes by id (empty without a task)."""
+    return {} if task is None else task.nodes

@@ -1,0 +1,200 @@
+"""The panels around the node list: queues, thread lanes, the inspector, the timeline."""
+
+from __future__ import annotations
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from autograd_viz.replay import ExecutionState, NodeState
+from autograd_viz.trace import GraphTaskInfo, NodeInfo, Trace
+from autograd_viz.tui.rows import RowList
+from autograd_viz.tui.text import (
+    NON_FINITE_STYLE,
+    event_text,
+    sequence_nr,
+    status_text,
+    summary_text,
+)
+
+QUEUE_ROW_LIMIT = 6
+"""Entries of one ready queue written out; the rest are counted."""
+
+
+def queues_view(state: ExecutionState, devices: list[str]) -> RenderableType:
+    """One line per device: its ready queue, the next task to pop first."""
+    table = Table.grid(padding=(0, 1))
+    table.add_column(style="bold", no_wrap=True)
+    table.add_column(overflow="ellipsis", no_wrap=True)
+    for device in devices:
+        entries = state.queues.get(device, ())
+        line = Text()
+        for entry in entries[:QUEUE_ROW_LIMIT]:
+            if line:
+                line.append(" · ", style="dim")
+            line.append(entry.name, style="dodger_blue1")
+            line.append(f"#{entry.node_id}", style="dim")
+            if entry.reentrant_depth:
+                line.append(f" d{entry.reentrant_depth}", style="purple")
+        if len(entries) > QUEUE_ROW_LIMIT:
+            line.append(f" +{len(entries) - QUEUE_ROW_LIMIT} more", style="dim")
+        table.add_row(f"{device} [{len(entries)}]", line or Text("empty", style="dim"))
+    return table
+
+
+def threads_view(state: ExecutionState) -> RenderableType:
+    """One lane per engine thread: what it runs, for which task, how deep it is reentered."""
+    table = Table.grid(padding=(0, 1))
+    table.add_column(style="bold", no_wrap=True)
+    table.add_column(overflow="ellipsis", no_wrap=True)
+    for name in sorted(state.threads):
+        thread = state.threads[name]
+        running = thread.running
+        lane = Text()
+        if running is not None:
+            lane.append("▶ ", style="bold dark_orange")
+            lane.append(f"{running.name}#{running.node_id} ")
+            lane.append(f"task {running.graph_task}", style="dim")
+        elif thread.stack:
+            lane.append(f"waits on task {thread.stack[-1].graph_task}", style="yellow")
+        else:
+            lane.append("idle", style="dim")
+        if thread.reentrant_depth:
+            lane.append(f"  reentrant depth {thread.reentrant_depth}", style="bold purple")
+        table.add_row(name, lane)
+    if not state.threads:
+        table.add_row(Text("no engine thread has run yet", style="dim"), "")
+    return table
+
+
+def inspect_node(
+    info: NodeInfo, state: NodeState | None, task: GraphTaskInfo, breakpoint_: bool
+) -> RenderableType:
+    """Everything about one node at one step."""
+    head = Text()
+    head.append_text(status_text(state.status if state else "not started"))
+    head.append(f" {info.name}", style="bold")
+    head.append(f" #{info.id}", style="dim")
+    head.append(f"  {state.status if state else 'not started'}")
+    if state is not None and state.thread:
+        head.append(f" on {state.thread}", style="dim")
+    if breakpoint_:
+        head.append("  ⏺ breakpoint", style="bold red")
+    facts = Text(
+        f"sequence_nr {sequence_nr(info.sequence_nr)} · topological_nr {info.topological_nr}"
+        f" · {info.device} · graph task {task.id}",
+        style="dim",
+    )
+    remaining = state.remaining if state is not None else info.dependencies
+    deps = Text(f"dependencies: {remaining} of {info.dependencies} still to arrive")
+    parts: list[RenderableType] = [head, facts, deps]
+    if info.leaf is not None:
+        leaf = info.leaf
+        parts.append(
+            Text(f"leaf {leaf.name or '(unnamed)'}: {leaf.dtype}{list(leaf.shape)} {leaf.device}")
+        )
+    parts.append(_section("input buffer (gradients in)"))
+    slots = state.slots if state is not None else (None,) * len(info.inputs)
+    for i, shape in enumerate(info.inputs):
+        slot = slots[i] if i < len(slots) else None
+        line = Text(f"  [{i}] ")
+        if slot is None:
+            line.append("empty", style="dim")
+            line.append(f"  expects {shape[1]}{list(shape[0])}", style="dim")
+        else:
+            line.append("✓ ", style="green")
+            line.append_text(summary_text(slot))
+            if state is not None and i < len(state.contributions) and state.contributions[i] > 1:
+                line.append(f"  (sum of {state.contributions[i]})", style="dim")
+        parts.append(line)
+    parts.append(_section("outputs (gradients out, along next_edges)"))
+    outputs = state.outputs if state is not None else None
+    for i, edge in enumerate(info.next_edges):
+        line = Text(f"  [{i}] → ")
+        if edge is None:
+            line.append("no edge (no gradient needed)", style="dim")
+        else:
+            target = task.nodes.get(edge[0])
+            line.append(f"{target.name if target else '?'}#{edge[0]} slot {edge[1]}")
+        if outputs is not None and i < len(outputs):
+            line.append("  ")
+            line.append_text(summary_text(outputs[i], brief=True))
+        parts.append(line)
+    if not info.next_edges:
+        parts.append(Text("  none (a sink)", style="dim"))
+    if info.saved:
+        parts.append(_section("saved tensors"))
+        for i, saved in enumerate(info.saved):
+            line = Text(f"  [{i}] ")
+            if saved is None:
+                line.append("released", style="dim")
+            else:
+                line.append_text(summary_text(saved))
+            parts.append(line)
+    if info.hooks:
+        parts.append(_section("hooks"))
+        ran = state.hooks_run if state is not None else 0
+        hooks = ", ".join(f"{kind}×{count}" for kind, count in info.hooks)
+        parts.append(Text(f"  {hooks}; {ran} run so far"))
+    if info.captures:
+        parts.append(_section("captured for grad()"))
+        for slot_nr, output_nr in info.captures:
+            parts.append(Text(f"  input slot {slot_nr} → grad() output {output_nr}", style="blue"))
+    if state is not None and state.error:
+        parts.append(_section("error"))
+        parts.append(Text(state.error, style="bold red"))
+    if info.traceback:
+        parts.append(_section("forward traceback (anomaly mode)"))
+        parts.append(Text("".join(info.traceback).rstrip(), style="dim"))
+    return Group(*parts)
+
+
+def inspect_nothing(trace: Trace, state: ExecutionState) -> RenderableType:
+    """What the inspector says when no node is selected."""
+    if not trace.graph_tasks:
+        return Text("Waiting for the first backward call…", style="dim italic")
+    return Text("Select a node (arrows or mouse) to inspect it.", style="dim italic")
+
+
+def short_thread(name: str) -> str:
+    """An engine thread's name without the ``autograd-`` every worker has."""
+    return "main" if name == "MainThread" else name.removeprefix("autograd-")
+
+
+def _section(title: str) -> Text:
+    return Text(f"\n{title}", style="bold underline")
+
+
+class EventLog(RowList):
+    """Every event of the trace, with the cursor on the last one applied."""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.trace: Trace | None = None
+        """The trace listed."""
+        self.position = 0
+        """Events applied; row ``position - 1`` is marked as the current step."""
+
+    def show(self, trace: Trace, position: int) -> None:
+        """List ``trace`` with step ``position`` marked and in view."""
+        self.trace = trace
+        self.position = position
+        if self.row_count != len(trace.events):
+            self.set_row_count(len(trace.events))
+        self.move_to(max(0, position - 1), center=True, notify=False)
+        self.refresh()
+
+    def row_text(self, row: int) -> Text:
+        assert self.trace is not None
+        event = self.trace.events[row]
+        applied = row < self.position
+        marker = "▸" if row == self.position - 1 else " "
+        text = Text().append(f"{marker}{row + 1:>6} ", style="bold" if marker != " " else "dim")
+        text.append(f"{short_thread(event.thread):<8.8} ", style="dim")
+        text.append(f"t{event.graph_task} ", style="dim")
+        body = event_text(event)
+        if not applied:
+            body.stylize("dim")
+        if event.kind == "anomaly":
+            body.stylize(NON_FINITE_STYLE)
+        return text.append_text(body)

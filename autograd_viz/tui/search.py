@@ -1,0 +1,66 @@
+"""Finding a node by id or name, and exporting the step on screen."""
+
+from __future__ import annotations
+
+from autograd_viz.replay import ExecutionState
+from autograd_viz.trace import GraphTaskInfo, NodeInfo, Trace
+from autograd_viz.tui.nodes import NodeList
+
+EXPORT_MAX_NODES = 2000
+"""Exports of bigger graph tasks keep this many nodes, breadth-first from the root."""
+
+
+def matches(info: NodeInfo, query: str) -> bool:
+    """Whether ``query`` names the node: its id, or part of its name or its leaf's name."""
+    text = query.strip().lstrip("#").lower()
+    if text.isdigit():
+        return info.id == int(text)
+    names = [info.name.lower()]
+    if info.leaf is not None and info.leaf.name:
+        names.append(info.leaf.name.lower())
+    return any(text in name for name in names)
+
+
+def find_next(
+    trace: Trace, shown: GraphTaskInfo | None, nodes: NodeList, query: str
+) -> tuple[int, int] | None:
+    """The next node matching ``query``: ``(graph task, node id)``.
+
+    The shown task is searched first, in the list's order, starting after the
+    cursor and wrapping around (so repeating a search walks every match);
+    then the other graph tasks in the order they started.
+    """
+    if shown is not None:
+        rows = nodes.rows
+        start = nodes.cursor + 1
+        for offset in range(len(rows)):
+            row = rows[(start + offset) % len(rows)]
+            node_id = row.node_id
+            if node_id is not None and not row.repeat and matches(shown.nodes[node_id], query):
+                return shown.id, node_id
+    for gid, task in trace.graph_tasks.items():
+        if shown is not None and gid == shown.id:
+            continue
+        for info in task.nodes.values():
+            if matches(info, query):
+                return gid, info.id
+    return None
+
+
+def export_step(state: ExecutionState, graph_task: int | None, path: str) -> str:
+    """Draw the step with Graphviz and write it; returns what was written, for a notice.
+
+    Raises:
+        ValueError: the suffix is not a format the exporter writes.
+        GraphvizNotFoundError: the format needs ``dot`` and it is missing.
+    """
+    from autograd_viz import dot
+
+    dot.output_format(path)
+    task = state.trace.graph_tasks.get(graph_task) if graph_task is not None else None
+    size = len(task.nodes) if task is not None else 0
+    limit = EXPORT_MAX_NODES if size > EXPORT_MAX_NODES else None
+    graph = dot.to_dot(state, graph_task=graph_task, values=True, max_nodes=limit)
+    fmt = dot.save(graph, path)
+    cut = f" (first {EXPORT_MAX_NODES} of {size} nodes)" if limit else ""
+    return f"step {state.step} written to {path} as {fmt.upper()}{cut}"

@@ -1,0 +1,119 @@
+"""How the TUI writes statuses, tensors and events as styled text."""
+
+from __future__ import annotations
+
+from rich.text import Text
+
+from autograd_viz.replay import NodeState, NodeStatus
+from autograd_viz.trace import TraceEvent
+from engine.events import TensorSummary
+
+UINT64_MAX = 2**64 - 1
+
+STATUS_GLYPHS: dict[NodeStatus | str, tuple[str, str]] = {
+    NodeStatus.WAITING: ("○", "grey70"),
+    NodeStatus.PARTIAL: ("◐", "yellow"),
+    NodeStatus.QUEUED: ("◉", "dodger_blue1"),
+    NodeStatus.RUNNING: ("▶", "bold dark_orange"),
+    NodeStatus.DONE: ("●", "green3"),
+    NodeStatus.PRUNED: ("·", "grey42"),
+    NodeStatus.FAILED: ("✗", "bold red"),
+    "not started": ("○", "grey42"),
+}
+"""A glyph and a style per node status (the same colours as the DOT legend)."""
+
+NON_FINITE_STYLE = "bold magenta"
+
+KIND_STYLES = {
+    "graph_task_start": "bold cyan",
+    "graph_task_end": "bold cyan",
+    "enqueue": "dodger_blue1",
+    "node_start": "bold dark_orange",
+    "node_end": "green3",
+    "dependency_decrement": "yellow",
+    "accumulate": "green",
+    "capture": "blue",
+    "hook": "purple",
+    "error": "bold red",
+    "anomaly": "bold magenta",
+    "reentrant_enter": "bold purple",
+    "reentrant_exit": "purple",
+}
+
+
+def sequence_nr(value: int | None) -> str:
+    """A sequence number; ``AccumulateGrad``'s 2⁶⁴−1 written as such."""
+    if value is None:
+        return "-"
+    return "2⁶⁴−1" if value == UINT64_MAX else str(value)
+
+
+def status_text(status: NodeStatus | str) -> Text:
+    """A status's glyph in its colour."""
+    glyph, style = STATUS_GLYPHS.get(status, ("?", ""))
+    return Text(glyph, style=style)
+
+
+def non_finite(state: NodeState) -> bool:
+    """Whether a gradient in or out of the node holds a NaN or an Inf."""
+    values = list(state.slots) + list(state.outputs or ())
+    return any(s is not None and not s.finite for s in values)
+
+
+def summary_text(summary: TensorSummary | None, *, brief: bool = False) -> Text:
+    """A tensor summary: shape and dtype, then its values or norm and range, NaN/Inf counts."""
+    if summary is None:
+        return Text("undefined", style="dim")
+    shape = "×".join(str(d) for d in summary.shape) or "scalar"
+    text = Text().append(f"{summary.dtype}[{shape}]", style="cyan")
+    if not brief:
+        text.append(f" {summary.device}", style="dim")
+    if not summary.finite:
+        if summary.nan_count:
+            text.append(f" NaN×{summary.nan_count}", style=NON_FINITE_STYLE)
+        if summary.inf_count:
+            text.append(f" Inf×{summary.inf_count}", style=NON_FINITE_STYLE)
+    if summary.values is not None and len(summary.values) <= (3 if brief else 6):
+        text.append(" [" + ", ".join(f"{v:.4g}" for v in summary.values) + "]")
+    elif summary.norm is not None:
+        text.append(f" ‖·‖={summary.norm:.4g}")
+        if not brief and summary.min is not None and summary.max is not None:
+            text.append(f" min {summary.min:.4g} max {summary.max:.4g}", style="dim")
+    return text
+
+
+def event_text(event: TraceEvent) -> Text:
+    """One event as a timeline row: kind, node, and what changed."""
+    text = Text().append(f"{event.kind:<21}", style=KIND_STYLES.get(event.kind, ""))
+    if event.node_name is not None:
+        text.append(f" {event.node_name}")
+        text.append(f" #{event.node_id}", style="dim")
+    detail = _event_detail(event)
+    if detail:
+        text.append("  ")
+        text.append_text(detail)
+    return text
+
+
+def _event_detail(event: TraceEvent) -> Text:
+    data = event.data
+    kind = event.kind
+    if kind == "dependency_decrement":
+        return Text(f"{data.get('remaining', '?')} left", style="dim")
+    if kind == "enqueue":
+        return Text(f"→ queue {data.get('queue', '?')}", style="dim")
+    if kind == "accumulate":
+        grad = data.get("grad")
+        if data.get("target") == "leaf":
+            head = Text(f"{data.get('action', '')} {data.get('leaf_name') or 'leaf'}.grad ")
+        else:
+            head = Text().append(f"slot {data.get('slot')} {data.get('action', '')} ", style="dim")
+        if isinstance(grad, TensorSummary):
+            head.append_text(summary_text(grad, brief=True))
+        return head
+    if kind in ("error", "anomaly"):
+        message = str(data.get("message") or data.get("value") or "")
+        return Text(message.splitlines()[0] if message else "", style="red")
+    if kind == "reentrant_enter":
+        return Text(f"depth {data.get('depth', '?')}", style="dim")
+    return Text("")
