@@ -115,6 +115,7 @@ class VizApp(App[int]):
         events_log.border_title = "events"
         self._layout(self.size.width, self.size.height)
         self.query_one(NodeList).focus()
+        self.driver.start()
         self.refresh_view(follow=True)
         if self.driver.live and self.driver.position == 0:
             self.action_move("step")
@@ -387,7 +388,7 @@ class VizApp(App[int]):
         while focused is not None and not focused.has_class("panel"):
             focused = focused.parent  # type: ignore[assignment]
         if focused is not None:
-            self.screen.maximize(focused, container=False)
+            self.screen.maximized = focused  # panels are containers, which Textual won't offer
 
     def action_help(self) -> None:
         keys = [

@@ -125,6 +125,9 @@ class Driver:
         """Move to just after the first anomaly, error or non-finite gradient, if any."""
         return self._find(is_problem, start=0)
 
+    def start(self) -> None:
+        """Begin (a replay has nothing to start)."""
+
     def stop(self) -> None:
         """End the session (a replay has nothing to stop)."""
 
@@ -162,6 +165,7 @@ class LiveDriver(Driver):
         self.session = session
         """The session running the program."""
         self._lock = threading.Lock()
+        self._started = False
 
     @property
     def finished(self) -> bool:
@@ -209,8 +213,15 @@ class LiveDriver(Driver):
 
         return self._live(lambda: None, run)
 
+    def start(self) -> None:
+        """Start the program; it pauses at its first engine event."""
+        if not self._started:
+            self._started = True
+            self.session.start()
+
     def stop(self) -> None:
-        self.session.stop()
+        if self._started:
+            self.session.stop()
 
     def _session_breakpoints(self) -> list[Breakpoint]:
         return [Breakpoint(predicate=self.breakpoints.matches)]
