@@ -41,6 +41,9 @@ from engine import events
 from engine.activity import ACTIVITY
 from engine.events import Event, TensorSummary
 
+LIVE_THREAD = "autograd-viz-live"
+"""The name of the thread a live session runs its target in."""
+
 
 class SessionCancelled(RuntimeError):  # noqa: N818 - reads as what happened
     """Raised inside the user's code when its live session is stopped mid-backward."""
@@ -183,7 +186,7 @@ class LiveSession:
         self._workers_before = set(engine.get_default_engine().worker_threads())
         ACTIVITY.track(True)
         events.subscribe(self._listener)
-        self._thread = threading.Thread(target=self._main, name="autograd-viz-live", daemon=True)
+        self._thread = threading.Thread(target=self._main, name=LIVE_THREAD, daemon=True)
         self._thread.start()
         return self
 

@@ -102,7 +102,8 @@ class VizApp(App[int]):
                 yield DagView(id="dag")
             yield VerticalScroll(Static(id="engine-body"), id="engine", classes="panel")
             yield VerticalScroll(Static(id="inspector-body"), id="inspector", classes="panel")
-            yield EventLog(id="events")
+            with Container(id="events", classes="panel"):
+                yield EventLog(id="timeline")
         yield Static(id="status")
         yield Footer()
 
@@ -110,9 +111,7 @@ class VizApp(App[int]):
         self.title = f"autograd-viz · {self.source}"
         self.query_one("#engine").border_title = "ready queues · engine threads"
         self.query_one("#inspector").border_title = "inspector"
-        events_log = self.query_one(EventLog)
-        events_log.add_class("panel")
-        events_log.border_title = "events"
+        self.query_one("#events").border_title = "events"
         self._layout(self.size.width, self.size.height)
         self.query_one(NodeList).focus()
         self.driver.start()
@@ -289,14 +288,14 @@ class VizApp(App[int]):
             self.notify("Select a node first.", severity="warning")
             return
         on = self.driver.breakpoints.toggle(node_id)
-        self.notify(f"Breakpoint {'set on' if on else 'removed from'} node #{node_id}.")
+        self.message = f"breakpoint {'set on' if on else 'removed from'} #{node_id}"
         self.refresh_view()
 
     def action_toggle_non_finite(self) -> None:
         marks = self.driver.breakpoints
         marks.non_finite = not marks.non_finite
         what = "stops at" if marks.non_finite else "no longer stops at"
-        self.notify(f"Continue {what} the first NaN/Inf gradient or anomaly.")
+        self.message = f"continue {what} NaN/Inf gradients and anomalies"
         self.refresh_status()
 
     def action_search(self) -> None:

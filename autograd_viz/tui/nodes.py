@@ -170,6 +170,8 @@ def node_row(info: NodeInfo, state: NodeState | None, breakpoint_: bool) -> Text
     """``● MulBackward0 #7  seq 3 topo 2  deps 0/2  cpu``, with a breakpoint dot."""
     text = Text().append("⏺ " if breakpoint_ else "  ", style="bold red")
     text.append_text(status_text(state.status if state is not None else "not started"))
+    if state is not None and non_finite(state):
+        text.append(" ⚠", style=NON_FINITE_STYLE)
     text.append(f" {info.name}", style="bold" if state and state.status == "running" else "")
     text.append(f" #{info.id}", style="dim")
     remaining = state.remaining if state is not None else info.dependencies
@@ -178,8 +180,6 @@ def node_row(info: NodeInfo, state: NodeState | None, breakpoint_: bool) -> Text
     text.append(f"  {info.device}", style="dim")
     if info.leaf is not None and info.leaf.name:
         text.append(f"  {info.leaf.name}", style="cyan")
-    if state is not None and non_finite(state):
-        text.append("  ⚠ non-finite", style=NON_FINITE_STYLE)
     return text
 
 

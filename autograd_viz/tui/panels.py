@@ -6,6 +6,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from autograd_viz.live import LIVE_THREAD
 from autograd_viz.replay import ExecutionState, NodeState
 from autograd_viz.trace import GraphTaskInfo, NodeInfo, Trace
 from autograd_viz.tui.rows import RowList
@@ -158,7 +159,9 @@ def inspect_nothing(trace: Trace, state: ExecutionState) -> RenderableType:
 
 def short_thread(name: str) -> str:
     """An engine thread's name without the ``autograd-`` every worker has."""
-    return "main" if name == "MainThread" else name.removeprefix("autograd-")
+    if name == "MainThread":
+        return "main"
+    return "program" if name == LIVE_THREAD else name.removeprefix("autograd-")
 
 
 def _section(title: str) -> Text:

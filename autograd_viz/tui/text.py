@@ -38,6 +38,8 @@ KIND_STYLES = {
     "anomaly": "bold magenta",
     "reentrant_enter": "bold purple",
     "reentrant_exit": "purple",
+    "release_variables": "grey70",
+    "skip": "grey50",
 }
 
 
