@@ -253,9 +253,19 @@ class ExecutionState:
 
     @property
     def graph_task(self) -> int | None:
-        """The graph task of the last event applied (or of the next one at step 0)."""
-        event = self.event or self.next_event
-        return None if event is None else event.graph_task
+        """The graph task of the last event applied (or of the next one at step 0).
+
+        Forward anomaly events belong to no graph task (their ``graph_task`` is 0);
+        the nearest event before them that belongs to one decides, else the nearest after.
+        """
+        events = self._replayer.trace.events
+        for i in range(self.step - 1, -1, -1):
+            if events[i].graph_task:
+                return events[i].graph_task
+        for i in range(self.step, len(events)):
+            if events[i].graph_task:
+                return events[i].graph_task
+        return None
 
     def node(self, node_id: int, graph_task: int | None = None) -> NodeState:
         """A node's state in ``graph_task`` (default: the current graph task).
@@ -478,7 +488,7 @@ def _apply(rp: Replayer, small: _Small, event: TraceEvent, record: bool) -> None
         if record:
             rp.anomalies.append(event)
     small.threads[event.thread] = ThreadState(event.thread, event.device, stack, event.index)
-    if record and event.node_id is not None:
+    if record and event.node_id is not None and gid:  # gid 0: a forward anomaly, no graph task
         _node_event(rp, event)
 
 
@@ -646,6 +656,8 @@ def _on_error(state: NodeState, event: TraceEvent, data: Mapping[str, Any]) -> N
 
 
 def _on_anomaly(state: NodeState, event: TraceEvent, data: Mapping[str, Any]) -> NodeState:
+    if not data.get("raised", True):  # collect mode: reported, and the node went on
+        return state
     return replace(state, status=NodeStatus.FAILED)
 
 

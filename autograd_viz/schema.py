@@ -335,11 +335,19 @@ EVENT_DATA: dict[str, tuple[dict[str, Reader], dict[str, Reader]]] = {
     "anomaly": (
         {
             "output_index": read_count,
-            "value": read_str,
-            "grad": opt_summary,
+            "value": one_of("nan", "inf"),
             "traceback": optional(lines),
         },
-        {},
+        {
+            "phase": one_of("backward", "forward"),
+            "raised": read_bool,
+            "grad": opt_summary,
+            "op": read_str,
+            "born": read_bool,
+            "tensor": summary,
+            "inputs": optional(summaries),
+            "nonfinite_inputs": list_of(read_count),
+        },
     ),
     "error": (
         {

@@ -32,8 +32,10 @@ if TYPE_CHECKING:
 
 FORMAT = "autograd-viz-trace"
 """The ``format`` field of every trace file's header."""
-SCHEMA_VERSION = 1
-"""The schema version this code writes and reads."""
+SCHEMA_VERSION = 2
+"""The schema version this code writes."""
+READABLE_VERSIONS = (1, 2)
+"""The schema versions this code reads (version 2 added forward anomaly events)."""
 
 DEFAULT_MAX_VALUES = 16
 """Tensors with at most this many elements keep their values in summaries by default."""

@@ -16,7 +16,7 @@ from typing import Any
 from autograd_viz import schema as s
 from autograd_viz.trace import (
     FORMAT,
-    SCHEMA_VERSION,
+    READABLE_VERSIONS,
     GraphTaskInfo,
     LeafInfo,
     NodeInfo,
@@ -284,10 +284,10 @@ class _Loader:
                 f"expected {FORMAT!r})"
             )
         version = item.get("version")
-        if isinstance(version, bool) or version != SCHEMA_VERSION:
+        if isinstance(version, bool) or version not in READABLE_VERSIONS:
             raise s.SchemaError(
                 f"unknown trace schema version {s.show(version)}; this autograd-viz reads "
-                f"version {SCHEMA_VERSION}"
+                f"versions {' and '.join(str(v) for v in READABLE_VERSIONS)}"
             )
         header = _HEADER(item)
         del header["type"]

@@ -1,26 +1,92 @@
-"""Anomaly mode: forward tracebacks in node metadata and NaN checks in backward.
+"""Anomaly mode: forward tracebacks in node metadata and checks for non-finite values.
 
 As in ``torch.autograd``, the mode is process-wide: nodes created on any thread
 while it is on record the stack of the forward call that created them, and
-every backward output is checked for NaN.
+every backward output is checked for NaN. With its defaults it behaves exactly
+as PyTorch's. Beyond PyTorch it can also
+
+* flag ±Inf as well as NaN (``check_inf``),
+* check each differentiable op's forward output as it is created
+  (``check_forward``), naming the op that first produced a non-finite value,
+* report every finding as an ``anomaly`` event and let the work go on
+  (``mode="collect"``) instead of raising at the first one.
+
+Note [Born non-finite]
+~~~~~~~~~~~~~~~~~~~~~~
+A NaN spreads: every op downstream of the first one produces NaN too. The
+forward check therefore raises only for an output that is *born* non-finite:
+one holding a checked value (NaN, or Inf with ``check_inf``) when none of the
+op's inputs held one. That op created the value; everything after it merely
+passed it on. Which inputs held any NaN or Inf is recorded either way (the
+``nonfinite_inputs`` of the event), so ``log(0) * 0`` with ``check_inf=False``
+reports the NaN as born in the multiplication and shows that its input 0 was
+already infinite.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import traceback
 import warnings
-from typing import Any
+import weakref
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
 
+from engine._context import TLS
+from engine.activity import ACTIVITY
+from engine.events import HUB, LazySummary
 from engine.grad_mode import _DecoratorContextManager
+
+if TYPE_CHECKING:
+    from engine.graph import Node
+    from engine.tensor import Tensor
+
+MODES = ("raise", "collect")
+"""What anomaly mode does with a finding: raise a ``RuntimeError``, or emit an event and go on."""
+
+
+class AnomalySettings(NamedTuple):
+    """Everything anomaly mode is set to, as saved and restored by its context managers."""
+
+    enabled: bool
+    """Whether anomaly mode is on."""
+    check_nan: bool
+    """Flag NaN values."""
+    check_inf: bool
+    """Flag +Inf and -Inf values."""
+    check_forward: bool
+    """Check each differentiable op's output as it is created, not only backward outputs."""
+    mode: str
+    """``"raise"`` or ``"collect"``; see :data:`MODES`."""
+
+
+_OFF = AnomalySettings(False, True, False, False, "raise")
 
 
 class _AnomalyState:
-    __slots__ = ("check_nan", "enabled")
+    """The process-wide settings, as plain attributes: the hot paths read one of them.
+
+    ``enabled`` is checked first on the backward path and ``check_forward`` first
+    when an op creates a node, so with the defaults each costs one attribute read.
+    """
+
+    __slots__ = ("check_forward", "check_inf", "check_nan", "enabled", "mode")
+    enabled: bool
+    check_nan: bool
+    check_inf: bool
+    check_forward: bool
+    mode: str
 
     def __init__(self) -> None:
-        self.enabled = False
-        self.check_nan = True
+        self.set(_OFF)
+
+    def get(self) -> AnomalySettings:
+        return AnomalySettings(*(getattr(self, name) for name in AnomalySettings._fields))
+
+    def set(self, settings: AnomalySettings) -> None:
+        for name, value in zip(AnomalySettings._fields, settings, strict=True):
+            setattr(self, name, value)
 
 
 STATE = _AnomalyState()
@@ -41,6 +107,38 @@ def is_anomaly_check_nan_enabled() -> bool:
     return STATE.check_nan
 
 
+def anomaly_settings() -> AnomalySettings:
+    """The current settings of anomaly mode."""
+    return STATE.get()
+
+
+def _checked(
+    enabled: Any, check_nan: Any, check_inf: Any, check_forward: Any, mode: Any
+) -> AnomalySettings:
+    """The settings, after checking each argument's type and value.
+
+    Raises:
+        TypeError: a flag that is not ``True`` or ``False``, or a mode that is not a string.
+        ValueError: a mode other than ``"raise"`` and ``"collect"``.
+    """
+    for name, value in (
+        ("enabled", enabled),
+        ("check_nan", check_nan),
+        ("check_inf", check_inf),
+        ("check_forward", check_forward),
+    ):
+        if not isinstance(value, bool):
+            raise TypeError(f"{name} must be True or False, got {type(value).__name__}")
+    if not isinstance(mode, str):
+        raise TypeError(f"mode must be 'raise' or 'collect', got {type(mode).__name__}")
+    if mode not in MODES:
+        raise ValueError(
+            f"unknown anomaly mode {mode!r}; use 'raise' (stop at the first non-finite value) "
+            f"or 'collect' (emit an anomaly event for each and go on)"
+        )
+    return AnomalySettings(enabled, check_nan, check_inf, check_forward, mode)
+
+
 class detect_anomaly(_DecoratorContextManager):  # noqa: N801 - torch's name
     """Turn anomaly mode on inside a ``with`` block or a decorated function.
 
@@ -50,54 +148,244 @@ class detect_anomaly(_DecoratorContextManager):  # noqa: N801 - torch's name
     ``RuntimeError: Function 'XBackward0' returned nan values in its 0th output.``
 
     Args:
-        check_nan: check backward outputs for NaN (default ``True``).
+        check_nan: flag NaN values (default ``True``).
+        check_inf: also flag +Inf and -Inf (default ``False``, as PyTorch).
+        check_forward: also check each differentiable op's output when it is
+            created; an output born non-finite raises
+            ``Function 'LogBackward0' produced inf values in its 0th forward
+            output (op 'log').`` (see Note [Born non-finite]).
+        mode: ``"raise"`` (default) stops at the first finding; ``"collect"``
+            emits an ``anomaly`` event for every finding and lets forward and
+            backward complete. Collecting costs nothing, and finds nothing,
+            while no event listener is subscribed.
+
+    Raises:
+        TypeError: a flag that is not a bool, or a mode that is not a string.
+        ValueError: an unknown ``mode``.
     """
 
-    def __init__(self, check_nan: bool = True) -> None:
-        self.check_nan = check_nan
-        self.prev = (False, True)
+    def __init__(
+        self,
+        check_nan: bool = True,
+        *,
+        check_inf: bool = False,
+        check_forward: bool = False,
+        mode: str = "raise",
+    ) -> None:
+        self.settings = _checked(True, check_nan, check_inf, check_forward, mode)
+        """What anomaly mode is set to inside the block."""
+        self.prev = _OFF
         warnings.warn(_ENABLE_WARNING, UserWarning, stacklevel=2)
+
+    @property
+    def check_nan(self) -> bool:
+        """Whether NaN values are flagged inside the block."""
+        return self.settings.check_nan
 
     def clone(self) -> detect_anomaly:
         clone = self.__class__.__new__(self.__class__)
-        clone.check_nan = self.check_nan
-        clone.prev = (False, True)
+        clone.settings = self.settings
+        clone.prev = _OFF
         return clone
 
     def __enter__(self) -> None:
-        self.prev = (STATE.enabled, STATE.check_nan)
-        STATE.enabled = True
-        STATE.check_nan = self.check_nan
+        self.prev = STATE.get()
+        STATE.set(self.settings)
 
     def __exit__(self, *exc: object) -> None:
-        STATE.enabled, STATE.check_nan = self.prev
+        STATE.set(self.prev)
 
 
 class set_detect_anomaly(_DecoratorContextManager):  # noqa: N801 - torch's name
     """Set anomaly mode on or off; immediately as a call, restored on exit as a context manager.
 
+    ``set_detect_anomaly(True, mode="collect")`` turns it on in collect mode.
+    PyTorch names the first argument ``mode`` as well; ``set_detect_anomaly(mode=True)``
+    still works, as a bool ``mode`` given alone is taken for it.
+
     Args:
-        mode: turn anomaly mode on (``True``) or off (``False``).
-        check_nan: check backward outputs for NaN.
+        enabled: turn anomaly mode on (``True``) or off (``False``).
+        check_nan: flag NaN values.
+        check_inf: also flag +Inf and -Inf.
+        check_forward: also check each differentiable op's output when it is created.
+        mode: ``"raise"`` or ``"collect"``; see :class:`detect_anomaly`.
+
+    Raises:
+        TypeError: a flag that is not a bool, or a mode that is not a string.
+        ValueError: an unknown ``mode``.
     """
 
-    def __init__(self, mode: bool, check_nan: bool = True) -> None:
-        self.prev = (STATE.enabled, STATE.check_nan)
-        self.mode = mode
-        self.check_nan = check_nan
-        STATE.enabled = mode
-        STATE.check_nan = check_nan
+    def __init__(
+        self,
+        enabled: bool | None = None,
+        /,
+        check_nan: bool = True,
+        *,
+        check_inf: bool = False,
+        check_forward: bool = False,
+        mode: str | bool = "raise",
+    ) -> None:
+        if enabled is None and isinstance(mode, bool):
+            enabled, mode = mode, "raise"  # PyTorch's keyword: set_detect_anomaly(mode=True)
+        if enabled is None:
+            raise TypeError(
+                "set_detect_anomaly() needs whether to turn anomaly mode on as its first "
+                "argument, such as set_detect_anomaly(True)"
+            )
+        self.settings = _checked(enabled, check_nan, check_inf, check_forward, mode)
+        """What anomaly mode is set to."""
+        self.prev = STATE.get()
+        STATE.set(self.settings)
 
     def clone(self) -> set_detect_anomaly:
-        return self.__class__(self.mode, self.check_nan)
+        enabled, check_nan, check_inf, check_forward, mode = self.settings
+        return self.__class__(
+            enabled, check_nan, check_inf=check_inf, check_forward=check_forward, mode=mode
+        )
 
     def __enter__(self) -> None:
-        STATE.enabled = self.mode
-        STATE.check_nan = self.check_nan
+        STATE.set(self.settings)
 
     def __exit__(self, *exc: object) -> None:
-        STATE.enabled, STATE.check_nan = self.prev
+        STATE.set(self.prev)
 
+
+# -- findings --------------------------------------------------------------------------
+
+
+def non_finite_value(t: Tensor) -> str | None:
+    """``"nan"`` or ``"inf"`` if ``t`` holds a value the current settings flag, else ``None``.
+
+    NaN is named first when both are there and both are checked.
+    """
+    data = t.data
+    if data.dtype.kind not in "fc":
+        return None
+    xp = t.device.xp
+    if STATE.check_inf:
+        if bool(xp.isfinite(data).all()):
+            return None
+        if STATE.check_nan and bool(xp.isnan(data).any()):
+            return "nan"
+        return "inf" if bool(xp.isinf(data).any()) else None
+    if STATE.check_nan and bool(xp.isnan(data).any()):
+        return "nan"
+    return None
+
+
+def collecting_unheard() -> bool:
+    """Collect mode with nobody listening: a finding would go nowhere, so skip the checks."""
+    return STATE.mode == "collect" and not HUB.active
+
+
+class _ForwardInputs(NamedTuple):
+    """What an op's inputs held, noted when its node was made (see Note [Born non-finite])."""
+
+    nonfinite: tuple[int, ...]
+    """Indices of the inputs holding any NaN or Inf."""
+    flagged: bool
+    """Whether an input held a value the settings flag; then the op's output was not born bad."""
+    summaries: list[LazySummary | None] | None
+    """The inputs, for the event; ``None`` when nobody listened."""
+
+
+_UNKNOWN_INPUTS = _ForwardInputs((), False, None)
+_forward_inputs: weakref.WeakKeyDictionary[Node, _ForwardInputs] = weakref.WeakKeyDictionary()
+
+
+def note_forward_inputs(node: Node, inputs: Sequence[Tensor | None]) -> None:
+    """Note which of an op's inputs are non-finite, for :func:`check_forward_output`."""
+    if collecting_unheard():
+        return
+    nonfinite = []
+    flagged = False
+    for i, t in enumerate(inputs):
+        if t is None or t.data.dtype.kind not in "fc":
+            continue
+        xp = t.device.xp
+        if bool(xp.isfinite(t.data).all()):
+            continue
+        nonfinite.append(i)
+        flagged = flagged or non_finite_value(t) is not None
+    summaries = None
+    if HUB.active:
+        summaries = [None if t is None else LazySummary(t.data, str(t.device)) for t in inputs]
+    _forward_inputs[node] = _ForwardInputs(tuple(nonfinite), flagged, summaries)
+
+
+def check_forward_output(node: Node, out: Tensor) -> None:
+    """Anomaly mode's forward check of one output of ``node``, just attached to it.
+
+    Raises:
+        RuntimeError: in raise mode, when the output is born non-finite
+            (see Note [Born non-finite]).
+    """
+    if collecting_unheard():
+        return
+    value = non_finite_value(out)
+    if value is None:
+        return
+    inputs = _forward_inputs.get(node, _UNKNOWN_INPUTS)
+    born = not inputs.flagged
+    raises = born and STATE.mode == "raise"
+    op = op_name(node.name())
+    if HUB.active:
+        _emit_forward(node, out, value, op, inputs, born, raises)
+    if raises:
+        raise RuntimeError(
+            f"Function '{node.name()}' produced {value} values in its {out._output_nr}th "
+            f"forward output (op '{op}')."
+        )
+
+
+def _emit_forward(
+    node: Node,
+    out: Tensor,
+    value: str,
+    op: str,
+    inputs: _ForwardInputs,
+    born: bool,
+    raises: bool,
+) -> None:
+    # A forward event belongs to no graph task. On a user thread it is an engine step all
+    # the same: a debugger may pause the thread here (see Note [Quiescence]).
+    outside = TLS.worker_device is None
+    if outside:
+        ACTIVITY.enter()
+    try:
+        HUB.emit(
+            "anomaly",
+            "cpu" if outside else str(TLS.worker_device),
+            0,
+            node,
+            phase="forward",
+            op=op,
+            output_index=out._output_nr,
+            value=value,
+            born=born,
+            raised=raises,
+            tensor=LazySummary(out.data, str(out.device)),
+            inputs=inputs.summaries,
+            nonfinite_inputs=list(inputs.nonfinite),
+            traceback=node._metadata.get("traceback_") if node._metadata else None,
+        )
+    finally:
+        if outside:
+            ACTIVITY.leave()
+
+
+_BACKWARD_SUFFIX = re.compile(r"Backward\d*$")
+_WORD_START = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+
+
+def op_name(node_name: str) -> str:
+    """The op a node is the backward of, from PyTorch's naming: ``LogSoftmaxBackward0`` →
+    ``log_softmax``."""
+    base = _BACKWARD_SUFFIX.sub("", node_name) or node_name
+    return _WORD_START.sub("_", base).lower()
+
+
+# -- forward tracebacks ----------------------------------------------------------------
 
 _ENGINE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from engine.anomaly import detect_anomaly, set_detect_anomaly  # noqa: F401 - torch.autograd's
 from engine.engine import get_default_engine
 from engine.graph import Edge, Node
 from engine.tensor import Tensor

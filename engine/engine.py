@@ -237,8 +237,8 @@ class Engine(WorkerThreads):
                 )
         if not outputs:
             return
-        if anomaly.STATE.enabled and anomaly.STATE.check_nan:
-            self._check_nan(graph_task, fn, outputs)
+        if anomaly.STATE.enabled and (anomaly.STATE.check_nan or anomaly.STATE.check_inf):
+            self._check_values(graph_task, fn, outputs)
         with graph_task.lock:
             for i, output in enumerate(outputs):
                 edge = fn._next_edges[i]
@@ -417,24 +417,32 @@ class Engine(WorkerThreads):
                         grad=_summary(grad),
                     )
 
-    def _check_nan(self, graph_task: GraphTask, fn: Node, outputs: list[Any]) -> None:
+    def _check_values(self, graph_task: GraphTask, fn: Node, outputs: list[Any]) -> None:
+        """Anomaly mode: raise at the first non-finite output, or report each one."""
+        if anomaly.collecting_unheard():
+            return
+        collect = anomaly.STATE.mode == "collect"
         for i, output in enumerate(outputs):
             if output is None:
                 continue
-            xp = output.device.xp
-            if xp.issubdtype(output.data.dtype, xp.inexact) and bool(xp.isnan(output.data).any()):
-                if HUB.active:
-                    _emit(
-                        "anomaly",
-                        graph_task,
-                        fn,
-                        output_index=i,
-                        value="nan",
-                        grad=_summary(output),
-                        traceback=fn.metadata.get("traceback_"),
-                    )
+            value = anomaly.non_finite_value(output)
+            if value is None:
+                continue
+            if HUB.active:
+                _emit(
+                    "anomaly",
+                    graph_task,
+                    fn,
+                    phase="backward",
+                    output_index=i,
+                    value=value,
+                    raised=not collect,
+                    grad=_summary(output),
+                    traceback=fn._metadata.get("traceback_") if fn._metadata else None,
+                )
+            if not collect:
                 raise RuntimeError(
-                    f"Function '{fn.name()}' returned nan values in its {i}th output."
+                    f"Function '{fn.name()}' returned {value} values in its {i}th output."
                 )
 
     # -- completion and errors -------------------------------------------------

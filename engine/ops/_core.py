@@ -31,13 +31,15 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from engine import grad_mode
+from engine import anomaly, grad_mode
 from engine.devices import CPU, Device
 from engine.graph import Edge, Node
 from engine.saved import SavedTensor
 from engine.tensor import Tensor
 
 N = TypeVar("N", bound=Node)
+
+_ANOMALY = anomaly.STATE
 
 
 def needs_grad(*tensors: Tensor | None) -> bool:
@@ -60,6 +62,8 @@ def make_node(cls: type[N], *inputs: Tensor | None) -> N | None:
         return None
     node = cls()
     node.set_next_edges([_edge(t) for t in inputs])
+    if _ANOMALY.check_forward and _ANOMALY.enabled:  # see Note [Born non-finite] in engine.anomaly
+        anomaly.note_forward_inputs(node, inputs)
     return node
 
 
@@ -78,12 +82,17 @@ def _edge(t: Tensor | None) -> Edge | None:
 
 
 def wrap(data: Any, device: Device, node: Node | None = None) -> Tensor:
-    """Wrap an op's result array; attach it as the next output of ``node``."""
+    """Wrap an op's result array; attach it as the next output of ``node``.
+
+    Anomaly mode with ``check_forward`` checks the output here, as it is born.
+    """
     out = Tensor._make(data, device)
     if node is not None:
         out.grad_fn = node
         out._output_nr = node.add_input_metadata(tuple(data.shape), data.dtype, device)
         out._requires_grad = True
+        if _ANOMALY.check_forward and _ANOMALY.enabled:
+            anomaly.check_forward_output(node, out)
     return out
 
 

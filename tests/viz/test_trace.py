@@ -335,6 +335,21 @@ def _anomaly() -> Trace:
     return trace
 
 
+def _forward_anomaly() -> Trace:
+    """Forward findings (graph task 0) around a backward pass, collected, then one raised."""
+    x = engine.tensor([0.0, 2.0], requires_grad=True, name="x")
+    with warnings.catch_warnings(), np.errstate(all="ignore"), record() as trace:
+        warnings.simplefilter("ignore")
+        with engine.detect_anomaly(check_inf=True, check_forward=True, mode="collect"):
+            loss = (x.log() * 0.0).sum() + x.sqrt().sum()
+            loss.backward()
+        with engine.detect_anomaly(check_forward=True), pytest.raises(RuntimeError):
+            (x - 1.0).sqrt()
+    phases = [e.data["phase"] for e in trace.events if e.kind == "anomaly"]
+    assert {"forward", "backward"} <= set(phases) and trace.stats().anomalies == len(phases)
+    return trace
+
+
 def _grad_and_reentrant() -> Trace:
     x = engine.tensor([2.0, 3.0], requires_grad=True, name="x")
     with record() as trace:
@@ -350,6 +365,7 @@ TRACES: dict[str, Callable[[], Trace]] = {
     "two-devices": _two_devices,
     "error": _error,
     "anomaly": _anomaly,
+    "forward-anomaly": _forward_anomaly,
     "grad-and-reentrant": _grad_and_reentrant,
 }
 
@@ -433,3 +449,60 @@ def test_save_keeps_the_previous_file_when_writing_fails(tmp_path: Path) -> None
         trace_file.save(trace, path)
     assert path.read_text(encoding="utf-8") == "old\n"
     assert not list(tmp_path.glob("*.tmp"))
+
+
+# -- forward anomaly events ----------------------------------------------------------------
+
+
+def test_forward_anomalies_are_recorded_outside_every_graph_task(tmp_path: Path) -> None:
+    trace = _forward_anomaly()
+    forward = [e for e in trace.events if e.kind == "anomaly" and e.data["phase"] == "forward"]
+    assert [(e.node_name, e.data["op"], e.data["value"], e.data["born"]) for e in forward] == [
+        ("LogBackward0", "log", "inf", True),
+        ("MulBackward0", "mul", "nan", False),  # -inf * 0 passes the log's Inf on, as NaN
+        ("SumBackward0", "sum", "nan", False),
+        ("AddBackward0", "add", "nan", False),
+        ("SqrtBackward0", "sqrt", "nan", True),
+    ]
+    assert all(e.graph_task == 0 and e.device == "cpu" for e in forward)
+    assert [e.data["raised"] for e in forward] == [False] * 4 + [True]
+    log = forward[0]
+    assert log.data["tensor"].inf_count == 1
+    assert log.data["tensor"].values == (-math.inf, float(np.log(np.float32(2.0))))
+    assert log.data["inputs"][0].values == (0.0, 2.0) and log.data["nonfinite_inputs"] == ()
+    mul = forward[1]
+    assert mul.data["inputs"][1] is None and mul.data["nonfinite_inputs"] == (0,)
+    path = tmp_path / "trace.jsonl"
+    trace.save(path)
+    assert Trace.load(path) == trace
+
+
+def test_forward_anomalies_replay_without_touching_the_graph_tasks() -> None:
+    trace = _forward_anomaly()
+    (gid,) = trace.graph_tasks
+    end = trace.state_at(len(trace))
+    assert len(end.anomalies) == trace.stats().anomalies
+    # Collected backward findings leave their nodes done; the graph task succeeded.
+    assert end.graph_tasks[gid].status == "ok"
+    assert all(n.status == "done" for n in end.nodes(gid).values())
+    # The last event is the raised forward finding; it names a node in no graph task.
+    assert end.event is not None and end.event.graph_task == 0
+    assert end.graph_task == gid
+    with pytest.raises(KeyError):
+        end.node(end.event.node_id, 0)
+    first = next(e.index for e in trace.events if e.kind == "anomaly")
+    assert trace.state_at(first + 1).graph_task == gid  # before the backward: the next one
+    assert trace.state_at(first + 1).anomalies[0].data["op"] == "log"
+
+
+def test_a_collected_backward_anomaly_does_not_fail_its_node() -> None:
+    x = engine.tensor([0.0, 1.0], requires_grad=True)
+    with warnings.catch_warnings(), record() as trace:
+        warnings.simplefilter("ignore")
+        with engine.detect_anomaly(mode="collect"):
+            (x.sqrt() * 0.0).sum().backward()
+    (anomaly,) = [e for e in trace.events if e.kind == "anomaly"]
+    assert anomaly.data["phase"] == "backward" and not anomaly.data["raised"]
+    state = trace.state_at(anomaly.index + 1)
+    assert state.node(anomaly.node_id).status == "done"
+    assert state.anomalies == (anomaly,)

@@ -35,7 +35,8 @@ class _Reentrant(engine.Function):
 
 
 def _sample_trace() -> Trace:
-    """Every event kind: grad() over two devices with a hook, NaN, reentrant, errors, anomaly."""
+    """Every event kind: grad() over two devices with a hook, NaN, reentrant, errors, anomalies
+    in backward and in forward."""
     x = engine.tensor([1.0, 2.0], requires_grad=True, name="x")
     y = engine.tensor([3.0], requires_grad=True, name="y")
     w = engine.tensor([0.0, 4.0], requires_grad=True, name="w")
@@ -50,6 +51,8 @@ def _sample_trace() -> Trace:
             warnings.simplefilter("ignore")
             with engine.detect_anomaly(), pytest.raises(RuntimeError, match="nan"):
                 (w.sqrt() * 0.0).sum().backward()
+            with engine.detect_anomaly(check_forward=True, check_inf=True, mode="collect"):
+                w.log() * 0.0
     return trace
 
 
@@ -150,10 +153,28 @@ def test_wrong_format(tmp_path: Path, records: list[dict[str, Any]]) -> None:
     _fails(path, 1, "not an autograd-viz trace", "'chrome-trace'", "autograd-viz-trace")
 
 
-@pytest.mark.parametrize("version", [0, 2, 99, "1", None, True])
+@pytest.mark.parametrize("version", [0, 3, 99, "1", None, True])
 def test_unknown_version(tmp_path: Path, records: list[dict[str, Any]], version: Any) -> None:
     path = _write(tmp_path / "t.jsonl", [{**records[0], "version": version}, *records[1:]])
-    _fails(path, 1, f"unknown trace schema version {version!r}", "reads version 1")
+    _fails(path, 1, f"unknown trace schema version {version!r}", "reads versions 1 and 2")
+
+
+def test_a_version_1_file_still_loads(tmp_path: Path, records: list[dict[str, Any]]) -> None:
+    """Version 1 had backward anomalies only, without the fields version 2 added."""
+    assert records[0]["version"] == 2
+    old = [{**records[0], "version": 1}]
+    for item in records[1:]:
+        if item.get("kind") == "anomaly":
+            if item["data"]["phase"] == "forward":
+                continue
+            kept = ("output_index", "value", "grad", "traceback")
+            item = {**item, "data": {k: item["data"][k] for k in kept}}  # noqa: PLW2901
+        old.append(item)
+    trace = Trace.load(_write(tmp_path / "t.jsonl", old))
+    assert trace.header["version"] == 1
+    state = trace.state_at(len(trace))
+    (anomaly,) = state.anomalies
+    assert state.node(anomaly.node_id, anomaly.graph_task).status == "failed"
 
 
 def test_a_second_header(tmp_path: Path, records: list[dict[str, Any]]) -> None:
@@ -208,6 +229,8 @@ def _field_cases(records: list[dict[str, Any]]) -> Iterator[tuple[int, str]]:
     seen: set[str] = set()
     for i, item in enumerate(records):
         label = item["type"] if item["type"] != "event" else f"event:{item['kind']}"
+        if item.get("kind") == "anomaly":
+            label += f":{item['data']['phase']}"  # forward and backward carry different fields
         if label in seen:
             continue
         seen.add(label)
