@@ -43,3 +43,9 @@ def test_two_devices_runs_nodes_on_each_device_thread() -> None:
     grad = [float(v) for v in re.search(r"x.grad = tensor\(\[(.*)\]\)", out).group(1).split(",")]  # type: ignore[union-attr]
     x = np.array([1.0, 2.0, 3.0])
     np.testing.assert_allclose(grad, 2 * np.exp(2 * x) + 2 * x, rtol=1e-4)
+
+
+def test_nan_log_zero_shows_the_nan_it_describes() -> None:
+    out = _run("nan_log_zero.py")
+    assert "loss = nan" in out
+    assert re.search(r"w\.grad = \[\[nan\], \[nan\], \[nan\]\]", out)

@@ -60,12 +60,19 @@ def threads_view(state: ExecutionState) -> RenderableType:
             lane.append(f"waits on task {thread.stack[-1].graph_task}", style="yellow")
         else:
             lane.append("idle", style="dim")
-        if thread.reentrant_depth:
-            lane.append(f"  reentrant depth {thread.reentrant_depth}", style="bold purple")
-        table.add_row(name, lane)
+        depth = _reentrant_depth(state, thread.stack[-1].graph_task) if thread.stack else 0
+        if depth:
+            lane.append(f"  reentrant depth {depth}", style="bold purple")
+        table.add_row(short_thread(name), lane)
     if not state.threads:
         table.add_row(Text("no engine thread has run yet", style="dim"), "")
     return table
+
+
+def _reentrant_depth(state: ExecutionState, graph_task: int) -> int:
+    """How deep ``graph_task`` is nested in reentrant backward calls."""
+    info = state.trace.graph_tasks.get(graph_task)
+    return info.reentrant_depth if info is not None else 0
 
 
 def inspect_node(

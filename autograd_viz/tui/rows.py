@@ -68,7 +68,7 @@ class RowList(ScrollView, can_focus=True):
     def set_row_count(self, count: int) -> None:
         """Change the number of rows (keeps the cursor inside)."""
         self._row_total = count
-        self.virtual_size = Size(self.size.width or 1, count)
+        self.virtual_size = Size(0, count)  # rows are cut to the width: never a horizontal bar
         if self.cursor >= count:
             self.set_reactive(RowList.cursor, max(0, count - 1))
         self.refresh()

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from textual.pilot import Pilot
 
+import engine
 from autograd_viz.trace import Trace
 from tests.viz.dotting import fresh_numbers  # noqa: F401 - a fixture
 from tests.viz.tui.tuiting import demo_trace, nan_program, replay_app, stepped_trace
@@ -22,6 +23,9 @@ SnapCompare = Callable[..., bool]
 
 @pytest.fixture
 def trace(fresh_numbers: None) -> Trace:  # noqa: F811 - the fixture above
+    # Sequence numbers count per thread: device workers that outlived an earlier
+    # test would number the reentrant task's nodes after that test's.
+    engine.get_default_engine().shutdown()
     return demo_trace()
 
 

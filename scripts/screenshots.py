@@ -1,0 +1,165 @@
+"""Take the README's screenshots of the real TUI: SVG from Textual, PNG from rsvg-convert.
+
+Run:  .venv/bin/python scripts/screenshots.py [--out screenshots]
+
+Each scene drives the app headless (Textual's Pilot) exactly as a user would:
+``autograd-viz demo`` live, stepping until something worth showing is on
+screen, and ``autograd-viz run examples/nan_log_zero.py``. The live engine is
+stepped one event at a time, so every run takes the same pictures. PNGs need
+``rsvg-convert`` (Debian's librsvg2-bin) and the Fira Code font Textual's SVG
+asks for (fonts-firacode); they are installed with apt-get when missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from textual.pilot import Pilot
+
+from autograd_viz.demo_program import demo_program
+from autograd_viz.live import LiveSession
+from autograd_viz.tui import LiveDriver, VizApp
+
+ROOT = Path(__file__).resolve().parents[1]
+SIZE = (150, 44)
+Scene = Callable[[Pilot[Any], VizApp], Awaitable[None]]
+
+
+async def settle(pilot: Pilot[Any], app: VizApp) -> None:
+    await pilot.pause()
+    while app.busy:
+        await pilot.pause(0.02)
+    await pilot.pause()
+
+
+async def step_until(
+    pilot: Pilot[Any], app: VizApp, done: Callable[[], bool], key: str = "s", limit: int = 400
+) -> None:
+    for _ in range(limit):
+        if done():
+            return
+        await pilot.press(key)
+        await settle(pilot, app)
+    raise RuntimeError("the scene never reached what it waits for")
+
+
+def queued(app: VizApp) -> int:
+    return sum(len(q) for q in app.driver.state().queues.values())
+
+
+async def first_screen(pilot: Pilot[Any], app: VizApp) -> None:
+    await settle(pilot, app)
+    await pilot.press("n")
+    await settle(pilot, app)
+
+
+async def queues_busy(pilot: Pilot[Any], app: VizApp) -> None:
+    await step_until(pilot, app, lambda: queued(app) >= 4)
+
+
+async def reentrant_call(pilot: Pilot[Any], app: VizApp) -> None:
+    def inside() -> bool:
+        task = app.driver.state().graph_task
+        info = app.driver.trace.graph_tasks.get(task) if task is not None else None
+        event = app.driver.state().event
+        return info is not None and info.reentrant_depth > 0 and event.kind == "node_start"
+
+    await step_until(pilot, app, inside)
+    await pilot.press("v", "v")  # the drawn DAG
+    await settle(pilot, app)
+
+
+async def nan_found(pilot: Pilot[Any], app: VizApp) -> None:
+    await settle(pilot, app)
+    await pilot.press("f", "c")
+    await settle(pilot, app)
+
+
+def export_scene(out: Path) -> Scene:
+    async def scene(pilot: Pilot[Any], app: VizApp) -> None:
+        await step_until(pilot, app, lambda: queued(app) >= 4)
+        await pilot.press("d")
+        await pilot.pause()
+        app.screen.query_one("#prompt-input").value = str(out / "dot-export.svg")  # type: ignore[attr-defined]
+        await pilot.press("enter")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+
+    return scene
+
+
+async def shoot(name: str, target: Any, scene: Scene, out: Path) -> Path:
+    app = VizApp(LiveDriver(LiveSession(target)), source=_source(target))
+    async with app.run_test(size=SIZE) as pilot:
+        await scene(pilot, app)
+        path = out / f"{name}.svg"
+        app.save_screenshot(str(path))
+    return path
+
+
+def _source(target: Any) -> str:
+    if callable(target):
+        return "demo: RNN cell + MLP on cpu, sim:0, sim:1"
+    return os.path.relpath(target, ROOT)
+
+
+def ensure_tools() -> None:
+    """rsvg-convert and Fira Code, through apt-get when they are missing."""
+    has_font = subprocess.run(["fc-list", "Fira Code"], capture_output=True, text=True, check=False)
+    if shutil.which("rsvg-convert") and has_font.stdout.strip():
+        return
+    if not shutil.which("apt-get"):
+        sys.exit("install rsvg-convert (librsvg2-bin) and the Fira Code font, then run again")
+    sudo = [] if os.geteuid() == 0 else ["sudo"]
+    packages = ["librsvg2-bin", "fonts-firacode"]
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    install = [*sudo, "apt-get", "install", "-y", "-qq", *packages]
+    if subprocess.run(install, env=env, check=False).returncode:
+        subprocess.run([*sudo, "apt-get", "update", "-qq"], env=env, check=True)
+        subprocess.run(install, env=env, check=True)
+
+
+def to_png(svg: Path) -> Path:
+    png = svg.with_suffix(".png")
+    subprocess.run(["rsvg-convert", "--zoom", "1.5", str(svg), "-o", str(png)], check=True)
+    return png
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=str(ROOT / "screenshots"), help="output directory")
+    parser.add_argument("--scene", default=None, help="take only this scene")
+    out = Path(parser.parse_args().out)
+    out.mkdir(parents=True, exist_ok=True)
+    ensure_tools()
+    nan_script = str(ROOT / "examples" / "nan_log_zero.py")
+    scenes: list[tuple[str, Any, Scene]] = [
+        ("demo-first-screen", demo_program, first_screen),
+        ("queues-busy", demo_program, queues_busy),
+        ("reentrant-call", demo_program, reentrant_call),
+        ("nan-found", nan_script, nan_found),
+        ("dot-export-tui", demo_program, export_scene(out)),
+    ]
+    chosen = parser.parse_args().scene
+    if chosen is None:
+        # One process per scene: node and graph-task ids start at 1 in each, as for a user.
+        for name, _, _ in scenes:
+            command = [sys.executable, __file__, "--out", str(out), "--scene", name]
+            subprocess.run(command, check=True)
+        print(f"{to_png(out / 'dot-export.svg').relative_to(ROOT)}")
+        return
+    name, target, scene = next(s for s in scenes if s[0] == chosen)
+    svg = asyncio.run(shoot(name, target, scene, out))
+    print(f"{to_png(svg).relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()
