@@ -12,7 +12,8 @@ session first, which releases every paused engine thread with
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 from rich.console import Group
 from rich.text import Text
@@ -42,6 +43,8 @@ WIDE = (120, 32)
 """From this size up (columns, rows), the wide layout."""
 
 VIEWS = ("topo", "tree", "dag")
+
+_NOTHING = object()
 
 
 class Moved(Message):
@@ -93,6 +96,7 @@ class VizApp(App[int]):
         """The last thing a move found, shown in the status bar."""
         self._query: str | None = None
         self._stopped = False
+        self._shown: dict[str, object] = {}
 
     # -- layout --------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -146,8 +150,8 @@ class VizApp(App[int]):
         graph.border_title = self._task_title(task, state)
         graph.border_subtitle = f"{nodes.view} view · v cycles"
         devices = sorted({t.device for t in state.threads.values()} | set(state.queues))
-        engine_body = self.query_one("#engine-body", Static)
-        engine_body.update(_engine_panel(state, devices))
+        lanes = tuple((name, t.stack) for name, t in sorted(state.threads.items()))
+        self._update("#engine-body", (devices, state.queues, lanes), _engine_panel, state, devices)
         self.query_one(EventLog).show(self.driver.trace, self.driver.position)
         self.refresh_inspector()
         self.refresh_status(state)
@@ -157,17 +161,26 @@ class VizApp(App[int]):
         state = self.driver.state()
         task = self.shown_task(state)
         nodes = self.query_one(NodeList)
-        body = self.query_one("#inspector-body", Static)
         node_id = nodes.selected
         if task is None or node_id is None or node_id not in task.nodes:
-            body.update(inspect_nothing(self.driver.trace, state))
+            started = bool(self.driver.trace.graph_tasks)
+            self._update("#inspector-body", started, inspect_nothing, self.driver.trace, state)
             return
         try:
             node_state = state.node(node_id, task.id)
         except KeyError:
             node_state = None
         breakpoint_ = node_id in self.driver.breakpoints.nodes
-        body.update(inspect_node(task.nodes[node_id], node_state, task, breakpoint_))
+        key = (task.id, node_id, node_state, breakpoint_)
+        info = task.nodes[node_id]
+        self._update("#inspector-body", key, inspect_node, info, node_state, task, breakpoint_)
+
+    def _update(self, selector: str, key: object, render: Callable[..., Any], *args: Any) -> None:
+        """Re-render a panel only when what it shows changed (a re-layout costs a frame)."""
+        if self._shown.get(selector, _NOTHING) == key:
+            return
+        self._shown[selector] = key
+        self.query_one(selector, Static).update(render(*args))
 
     def refresh_status(self, state: ExecutionState | None = None) -> None:
         """The status bar: step k of N, graph task, live or replay, breakpoints."""
@@ -195,7 +208,7 @@ class VizApp(App[int]):
         if self.message:
             parts.append(self.message)
         status = self.query_one("#status", Static)
-        status.update(" · ".join(parts))
+        status.update(" · ".join(parts), layout=False)  # one line, always
         status.set_class(self.busy, "-busy")
         status.set_class(bool(state.errors or state.anomalies), "-problem")
 
