@@ -36,7 +36,7 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture(scope="module")
 def demo() -> subprocess.CompletedProcess[str]:
-    return _run(sys.executable, "-m", "autograd_viz", "demo")
+    return _run(sys.executable, "-m", "autograd_viz", "demo", "--print")
 
 
 def test_demo_exits_cleanly(demo: subprocess.CompletedProcess[str]) -> None:
@@ -103,3 +103,24 @@ def test_a_script_records_and_draws_end_to_end(tmp_path: Path) -> None:
     assert drawn.returncode == 0, drawn.stderr
     source = drawing.read_text(encoding="utf-8")
     assert "step 20 of" in source and "sim:0" in source and "sim:1" in source
+
+
+def test_the_recorded_trace_opens_in_the_tui_headless(tmp_path: Path) -> None:
+    import asyncio
+
+    from autograd_viz.trace import Trace
+    from autograd_viz.tui import ReplayDriver, VizApp
+
+    example = Path(__file__).resolve().parents[1] / "examples" / "two_devices.py"
+    trace_path = tmp_path / "run.jsonl"
+    assert _run(*_command(), "record", str(example), "-o", str(trace_path)).returncode == 0
+    trace = Trace.load(trace_path)
+    app = VizApp(ReplayDriver(trace), source=str(trace_path))
+
+    async def main() -> None:
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.press("e", "q")
+
+    asyncio.run(main())
+    assert app.driver.position == len(trace.events)
+    assert app.return_value == 0
