@@ -91,6 +91,8 @@ def _open(driver: Driver, source: str) -> int:
         result = app.run()
     finally:
         app.stop_driver()
+        for to_stderr, text in app.output:  # the program's own output, now that the screen is back
+            (sys.stderr if to_stderr else sys.stdout).write(text)
     return result or 0
 
 

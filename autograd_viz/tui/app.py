@@ -37,7 +37,7 @@ from autograd_viz.tui.panels import (
     threads_view,
 )
 from autograd_viz.tui.rows import RowList
-from autograd_viz.tui.screens import HelpScreen, PromptScreen, TaskPicker
+from autograd_viz.tui.screens import HelpScreen, PromptScreen, TaskPicker, TextScreen
 
 WIDE = (120, 32)
 """From this size up (columns, rows), the wide layout."""
@@ -77,6 +77,7 @@ class VizApp(App[int]):
         Binding("slash", "search", "Find"),
         Binding("t", "pick_task", "Task"),
         Binding("v", "cycle_view", "View"),
+        Binding("o", "output", "Program output", show=False),
         Binding("P", "back_node", "Back a node", show=False),
         Binding("r", "rewind", "Rewind to step 0", show=False),
         Binding("z", "zoom", "Zoom panel", show=False),
@@ -97,6 +98,8 @@ class VizApp(App[int]):
         self._query: str | None = None
         self._stopped = False
         self._shown: dict[str, object] = {}
+        self.output: list[tuple[bool, str]] = []
+        """What the program printed while the app ran: ``(to stderr, text)`` pieces."""
 
     # -- layout --------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -118,6 +121,7 @@ class VizApp(App[int]):
         self.query_one("#events").border_title = "events"
         self._layout(self.size.width, self.size.height)
         self.query_one(NodeList).focus()
+        self.begin_capture_print(self)  # a live program's prints would tear the screen
         self.driver.start()
         self.refresh_view(follow=True)
         if self.driver.live and self.driver.position == 0:
@@ -205,6 +209,8 @@ class VizApp(App[int]):
             parts.append("break on NaN/Inf")
         if state.errors or state.anomalies:
             parts.append(f"⚠ {len(state.errors)} errors, {len(state.anomalies)} anomalies")
+        if self.output:
+            parts.append("o: program output")
         if self.message:
             parts.append(self.message)
         status = self.query_one("#status", Static)
@@ -401,6 +407,15 @@ class VizApp(App[int]):
             focused = focused.parent  # type: ignore[assignment]
         if focused is not None:
             self.screen.maximized = focused  # panels are containers, which Textual won't offer
+
+    def on_print(self, event: events.Print) -> None:
+        self.output.append((event.stderr, event.text))
+        if len(self.output) == 1:
+            self.refresh_status()  # says that `o` shows it
+
+    def action_output(self) -> None:
+        text = "".join(text for _, text in self.output) or "(nothing printed yet)"
+        self.push_screen(TextScreen("What the program printed", text))
 
     def action_help(self) -> None:
         keys = [

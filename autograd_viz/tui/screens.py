@@ -66,6 +66,22 @@ class HelpScreen(_Modal):
             )
 
 
+class TextScreen(_Modal):
+    """A titled page of plain text (a program's output), scrollable."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [*_CLOSE, Binding("o,q", "dismiss_none", "Close")]
+
+    def __init__(self, title: str, text: str) -> None:
+        super().__init__()
+        self.title_text = title
+        self.text = text
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="help-body"):
+            yield Static(Text(self.title_text, style="bold underline"))
+            yield Static(Text(self.text))
+
+
 class PromptScreen(_Modal):
     """Ask for one line of text; dismissed with it, or ``None`` on escape."""
 

@@ -18,6 +18,7 @@ from autograd_viz.cli import main
 from autograd_viz.demo_program import demo_program
 from autograd_viz.live import LiveSession, SessionCancelled
 from autograd_viz.tui import LiveDriver, VizApp
+from autograd_viz.tui.screens import TextScreen
 from tests.viz.tui.tuiting import inspector, node_list, run_app, settle, status
 
 RUN_KINDS = {"node_start", "node_end", "accumulate", "graph_task_end"}
@@ -52,6 +53,13 @@ def test_live_on_a_script_steps_and_runs_to_its_end() -> None:
         assert "program finished" in status(app)
         devices = {e.device for e in driver.trace.events}
         assert {"cpu", "sim:0", "sim:1"} <= devices
+        printed = "".join(text for _, text in app.output)
+        assert "x.grad =" in printed  # the script's prints are kept, not drawn over the screen
+        assert "o: program output" in status(app)
+        await pilot.press("o")
+        assert isinstance(app.screen, TextScreen)
+        assert "x.grad =" in app.screen.text
+        await pilot.press("escape")
 
     run_app(app, actions)
     assert driver.session.error is None
