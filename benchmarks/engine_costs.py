@@ -1,0 +1,167 @@
+"""What our engine's own features cost: EV (events) and TH (threads).
+
+EV times ``y.backward()`` through the W1 chain with no listener, with a
+listener that does nothing, and with ``autograd_viz``'s :class:`Recorder`
+recording, then measures a saved trace (bytes per event, load, seek) by
+running :func:`benchmarks.trace_seek.measure` on a 100k-node chain.
+
+Our engine cannot switch event emission off at import: ``engine/events.py``
+has no such setting, so every emitting site always pays its ``HUB.active``
+check and there is nothing to compare "no listener" with.
+
+TH runs a chain whose every step crosses to a simulated device and back,
+``y = (y.to("sim:0") * 1.0001).to("cpu") + 0.0``, against the same four nodes
+a step on the CPU alone (``clone`` in place of ``to``) and on ``sim:0`` alone.
+Each step hands the gradient from the caller's thread to the ``sim:0``
+worker and back: two hand-offs.
+
+Usage: ``python -m benchmarks.run --workload EV,TH``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from time import perf_counter
+from typing import Any
+
+from rich.console import Console
+
+import engine
+from autograd_viz import record
+from benchmarks import trace_seek
+from benchmarks.harness import Case, Cell, Timings, Workload, check_close
+from benchmarks.peers.common import STEP
+
+TRACE_STEPS = 50_000
+"""Chain steps of the trace EV saves, loads and seeks in: 100k nodes."""
+
+
+def _leaf() -> Any:
+    return engine.tensor([1.0], dtype=engine.float64, requires_grad=True)
+
+
+def _chain_cases(default: int, nodes_per_step: int) -> Callable[[list[int] | None], list[Case]]:
+    return lambda sizes: [
+        Case(f"n={n:,}", {"n": n}, nodes_per_step * n) for n in sizes or [default]
+    ]
+
+
+def _timed_backward(n: int, backward: Callable[[Any], None]) -> Timings:
+    x = _leaf()
+    y = x
+    for _ in range(n):
+        y = y * STEP + 0.0
+    start = perf_counter()
+    backward(y)
+    done = perf_counter()
+    check_close(f"events chain n={n}", float(x.grad.numpy()[0]), STEP**n, 1e-9)
+    return {"backward": done - start}
+
+
+def _no_op(event: engine.events.Event) -> None:
+    pass
+
+
+def _with_no_op(y: Any) -> None:
+    with engine.events.listen(_no_op):
+        y.backward()
+
+
+def _recording(y: Any) -> None:
+    with record():
+        y.backward()
+
+
+def events(sizes: list[int] | None) -> Workload:
+    """EV: backward with no listener, a no-op listener, and a recorder."""
+    variants = {
+        "no listener": lambda y: y.backward(),
+        "no-op listener": _with_no_op,
+        "recorder": _recording,
+    }
+    return Workload(
+        key="EV",
+        title="EV events: W1 chain backward by listener, µs per node",
+        unit="µs/node",
+        scale=1e6,
+        cases=_chain_cases(10_000, 2),
+        contenders={
+            name: lambda case, b=backward: _timed_backward(case.params["n"], b)
+            for name, backward in variants.items()
+        },
+        shown=("backward",),
+        references=("no listener",),
+        notes=("Emission cannot be switched off at import: engine/events.py has no such switch.",),
+    )
+
+
+def trace_figures(console: Console, steps: int = TRACE_STEPS) -> dict[str, float]:
+    """Record, save, load and seek a trace of a ``2 * steps``-node chain."""
+    return trace_seek.measure(steps, seeks=300, console=console)
+
+
+# -- TH ------------------------------------------------------------------------------
+
+
+def _hop(y: Any) -> Any:
+    return (y.to("sim:0") * STEP).to("cpu") + 0.0
+
+
+def _stay(y: Any) -> Any:
+    return (y.clone() * STEP).clone() + 0.0
+
+
+def _device_chain(n: int, start_on: str, step: Callable[[Any], Any]) -> Timings:
+    x = _leaf()
+    start = perf_counter()
+    y = x.to(start_on)
+    for _ in range(n):
+        y = step(y)
+    built = perf_counter()
+    y.backward()
+    done = perf_counter()
+    check_close(f"device chain n={n}", float(x.grad.numpy()[0]), STEP**n, 1e-9)
+    return {"forward": built - start, "backward": done - built}
+
+
+def _hand_off_cost(cells: list[Cell]) -> list[str]:
+    """Extra backward µs per hand-off: (alternating − CPU only) per node × 4 nodes / 2 hops."""
+    lines = []
+    by_key = {(c.case.label, c.collect, c.contender): c for c in cells}
+    for cell in cells:
+        if cell.contender != "cpu⇄sim:0":
+            continue
+        cpu = by_key.get((cell.case.label, cell.collect, "cpu"))
+        if cpu is None or not cpu.samples:
+            continue
+        extra = (cell.median("backward", 1e6) - cpu.median("backward", 1e6)) * 2
+        gc = "on" if cell.collect else "off"
+        lines.append(f"{cell.case.label} gc {gc}: a hand-off adds {extra:.1f} µs to backward")
+    return lines
+
+
+def threads(sizes: list[int] | None) -> Workload:
+    """TH: a chain hopping between the CPU and ``sim:0`` against one that stays put."""
+    variants = {"cpu": ("cpu", _stay), "sim:0": ("sim:0", _stay), "cpu⇄sim:0": ("cpu", _hop)}
+    return Workload(
+        key="TH",
+        title="TH threads: 4 nodes a step, CPU only, sim:0 only, or crossing, µs per node",
+        unit="µs/node",
+        scale=1e6,
+        cases=_chain_cases(10_000, 4),
+        contenders={
+            name: lambda case, where=where, step=step: _device_chain(case.params["n"], where, step)
+            for name, (where, step) in variants.items()
+        },
+        shown=("forward", "backward"),
+        references=("cpu",),
+        notes=(
+            "cpu, sim:0: y = (y.clone() * 1.0001).clone() + 0.0 on that device.",
+            "cpu⇄sim:0: y = (y.to('sim:0') * 1.0001).to('cpu') + 0.0, two hand-offs a step.",
+        ),
+        summarize=_hand_off_cost,
+    )
+
+
+BUILDERS: dict[str, Callable[[list[int] | None], Workload]] = {"EV": events, "TH": threads}
+"""Engine workloads by ``--workload`` key."""

@@ -1,0 +1,162 @@
+"""Timing machinery shared by the suite: cases, interleaved repeats, medians.
+
+Note [Interleaving]
+~~~~~~~~~~~~~~~~~~~
+The machine these numbers come from has two cores and other work on it, so a
+figure taken in one block of repeats drifts with whatever else ran then. Every
+repetition therefore runs each contender once, in turn (A B A B ...), with the
+cyclic garbage collector in the same mode and after a full collection, and a
+figure is the median over repetitions. Contenders see the same machine state,
+and a noisy moment spoils one sample of each instead of every sample of one.
+
+Usage: imported by ``benchmarks/run.py`` (``python -m benchmarks.run``).
+"""
+
+from __future__ import annotations
+
+import gc
+import statistics
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
+from typing import Any
+
+Timings = dict[str, float]
+"""Seconds per named phase of one run, such as ``{"forward": ..., "backward": ...}``."""
+
+Contender = Callable[["Case"], Timings]
+"""One peer (or variant) running one case once."""
+
+
+class UnsupportedError(Exception):
+    """This contender cannot run this case (such as a matrix on scalar values)."""
+
+
+class WrongResultError(RuntimeError):
+    """A contender computed a wrong gradient, so its timing would mean nothing."""
+
+
+@dataclass(frozen=True)
+class Case:
+    """One size (and variant) of a workload."""
+
+    label: str
+    """How the case reads in a table, such as ``"n=10,000"``."""
+    params: dict[str, Any]
+    """What the contenders need to run it."""
+    units: int
+    """What a figure is divided by: graph nodes, or 1 for a whole step."""
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A benchmark: its cases, its contenders and how its figures read."""
+
+    key: str
+    """The ``--workload`` name, such as ``"W1"``."""
+    title: str
+    """The table title."""
+    unit: str
+    """How figures read: ``"µs/node"`` or ``"ms/step"``."""
+    scale: float
+    """Seconds per unit times this is the figure (1e6 for µs, 1e3 for ms)."""
+    cases: Callable[[list[int] | None], list[Case]]
+    """The cases for the given ``--sizes`` (``None``: the defaults)."""
+    contenders: dict[str, Contender]
+    """By name, in the order they run (and are shown)."""
+    shown: tuple[str, ...]
+    """The phases the table shows; every phase goes to the JSON lines."""
+    references: tuple[str, ...]
+    """Contenders the others are divided by in the ratio columns."""
+    ratios: tuple[str, ...] = ()
+    """The phases the ratio columns show; empty: every shown phase."""
+    notes: tuple[str, ...] = ()
+    """Lines printed under the table."""
+    summarize: Callable[[list[Cell]], list[str]] | None = None
+    """Derived figures, as lines printed under the table."""
+
+
+@dataclass
+class Cell:
+    """Every sample of one (case, gc mode, contender)."""
+
+    case: Case
+    collect: bool
+    contender: str
+    samples: dict[str, list[float]] = field(default_factory=dict)
+    unsupported: str | None = None
+    """Why the contender cannot run this case, if it cannot."""
+
+    def add(self, timings: Timings) -> None:
+        for phase, seconds in timings.items():
+            self.samples.setdefault(phase, []).append(seconds)
+
+    def median(self, phase: str, scale: float) -> float:
+        """The median of ``phase`` in the workload's unit."""
+        return statistics.median(self.samples[phase]) / self.case.units * scale
+
+
+@contextmanager
+def gc_mode(enabled: bool) -> Iterator[None]:
+    """Run the block with Python's cyclic garbage collector on or off."""
+    was_enabled = gc.isenabled()
+    if enabled:
+        gc.enable()
+    else:
+        gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+        else:
+            gc.disable()
+
+
+def run_once(contender: Contender, case: Case, collect: bool) -> Timings:
+    """Run ``contender`` on ``case`` from a clean heap with the collector on or off."""
+    gc.collect()
+    with gc_mode(collect):
+        timings = contender(case)
+    gc.collect()
+    return timings
+
+
+def measure(
+    workload: Workload,
+    cases: list[Case],
+    repeat: int,
+    gc_modes: tuple[bool, ...],
+    on_sample: Callable[[str], None] = lambda _: None,
+) -> list[Cell]:
+    """Every cell of ``workload``, contenders interleaved (see Note [Interleaving]).
+
+    Each contender first runs the two smallest cases once, untimed, to warm up
+    imports, allocators, BLAS threads and engine worker threads.
+    """
+    for contender in workload.contenders.values():
+        for case in sorted(cases, key=lambda c: c.units)[:2]:
+            with suppress(UnsupportedError):
+                run_once(contender, case, collect=True)
+    cells: list[Cell] = []
+    for case in cases:
+        for collect in gc_modes:
+            row = {name: Cell(case, collect, name) for name in workload.contenders}
+            for _ in range(repeat):
+                for name, contender in workload.contenders.items():
+                    cell = row[name]
+                    if cell.unsupported is not None:
+                        continue
+                    on_sample(f"{workload.key} {case.label} gc={'on' if collect else 'off'} {name}")
+                    try:
+                        cell.add(run_once(contender, case, collect))
+                    except UnsupportedError as exc:
+                        cell.unsupported = str(exc)
+            cells.extend(row.values())
+    return cells
+
+
+def check_close(who: str, got: float, expected: float, rtol: float) -> None:
+    """Raise :class:`WrongResultError` unless ``got`` is within ``rtol`` of ``expected``."""
+    if not abs(got - expected) <= rtol * abs(expected):
+        raise WrongResultError(f"{who}: got {got!r}, expected {expected!r} (rtol {rtol})")

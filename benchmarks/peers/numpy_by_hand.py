@@ -1,0 +1,79 @@
+"""The limit: the same math written out by hand in NumPy, with no graph at all.
+
+The backward passes are the derivatives worked out on paper, one ufunc call
+per step, so the figures are what the arithmetic and NumPy's call overhead
+cost by themselves.
+
+Usage: ``python -m benchmarks.run --peer numpy``.
+"""
+
+from __future__ import annotations
+
+from time import perf_counter
+
+import numpy as np
+
+from benchmarks.harness import Timings
+from benchmarks.peers.common import STEP, MlpData, fan_constants, tree_sum
+
+
+def chain(n: int) -> tuple[Timings, float]:
+    x = np.array([1.0])
+    start = perf_counter()
+    y = x
+    for _ in range(n):
+        y = y * STEP + 0.0
+    built = perf_counter()
+    grad = np.ones_like(y)
+    for _ in range(n):  # d(y + 0)/dy is 1: only the multiply costs anything
+        grad = grad * STEP
+    done = perf_counter()
+    return {"forward": built - start, "backward": done - built}, float(grad[0])
+
+
+def fan_in(n: int, join: str) -> tuple[Timings, float]:
+    x = np.array([1.0])
+    constants = fan_constants(n)
+    start = perf_counter()
+    parts = [x * c for c in constants]
+    loss = tree_sum(parts, np.add) if join == "tree" else np.concatenate(parts).sum()
+    built = perf_counter()
+    seed = np.ones_like(loss)
+    # Every add passes its gradient on unchanged, so each part receives the seed.
+    part_grads = [seed] * n if join == "tree" else np.split(np.broadcast_to(seed, n), n)
+    grad = np.zeros_like(x)
+    for c, g in zip(constants, part_grads, strict=True):
+        grad = grad + g * c
+    done = perf_counter()
+    return {"forward": built - start, "backward": done - built}, float(grad[0])
+
+
+def mlp(data: MlpData) -> tuple[Timings, float]:
+    weights, biases, batch = data.weights, data.biases, len(data.targets)
+    rows = np.arange(batch)
+    start = perf_counter()
+    activations = [data.inputs]
+    h = data.inputs
+    for i, (w, b) in enumerate(zip(weights, biases, strict=True)):
+        h = h @ w + b
+        if i < len(weights) - 1:
+            h = np.tanh(h)
+            activations.append(h)
+    shifted = h - h.max(axis=1, keepdims=True)
+    logp = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+    loss = -logp[rows, data.targets].mean()
+    built = perf_counter()
+    delta = np.exp(logp)
+    delta[rows, data.targets] -= 1
+    delta /= batch
+    grads = []
+    for i in reversed(range(len(weights))):
+        grads.append((activations[i].T @ delta, delta.sum(axis=0)))
+        if i:
+            h = activations[i]
+            delta = (delta @ weights[i].T) * (1 - h * h)
+    done = perf_counter()
+    if not np.isfinite(loss):
+        raise FloatingPointError(f"the loss is {loss}")
+    timings = {"forward": built - start, "backward": done - built, "step": done - start}
+    return timings, float(np.linalg.norm(grads[-1][0]))
