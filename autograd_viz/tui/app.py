@@ -260,21 +260,11 @@ class VizApp(App[int]):
             self.refresh_status()
             self._run_move(action)
             return
-        try:
-            event = getattr(self.driver, action)()
-        except Exception as exc:  # noqa: BLE001 - shown to the user, the app goes on
-            self.on_moved(Moved(action, None, exc))
-            return
-        self.on_moved(Moved(action, event, None))
+        self.on_moved(_perform(self.driver, action))
 
     @work(thread=True, exclusive=True, group="engine", exit_on_error=False)
     def _run_move(self, action: str) -> None:
-        try:
-            event = getattr(self.driver, action)()
-        except Exception as exc:  # noqa: BLE001 - posted to the UI, the app goes on
-            self.post_message(Moved(action, None, exc))
-            return
-        self.post_message(Moved(action, event, None))
+        self.post_message(_perform(self.driver, action))
 
     def on_moved(self, message: Moved) -> None:
         self.busy = False
@@ -447,6 +437,14 @@ def _engine_panel(state: ExecutionState, devices: list[str]) -> Group:
         Text("engine threads", style="bold"),
         threads_view(state),
     )
+
+
+def _perform(driver: Driver, action: str) -> Moved:
+    """Run one of the driver's moves; what it raises is reported, and the app goes on."""
+    try:
+        return Moved(action, getattr(driver, action)(), None)
+    except Exception as exc:  # noqa: BLE001 - shown in the status bar
+        return Moved(action, None, exc)
 
 
 def _describe_move(message: Moved, driver: Driver) -> str:
