@@ -1,0 +1,331 @@
+"""Where a NaN was born, and why: provenance of non-finite values in a recorded trace.
+
+Record under anomaly mode's fullest settings and ask :func:`find_nans`::
+
+    with autograd_viz.record() as trace, engine.autograd.detect_anomaly(
+        check_inf=True, check_forward=True, mode="collect"
+    ):
+        loss.backward()
+    report = find_nans(trace)
+    report.first.cause, report.first.source, report.torch_node
+
+Note [First non-finite value]
+~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+A NaN spreads, so most findings only pass one on. The report starts from the
+one that came first in time: a forward output *born* non-finite (no input of
+the op held a checked value; see Note [Born non-finite] in engine/anomaly.py)
+happens before any backward pass; without one, it is the first backward
+output that held one. PyTorch's anomaly mode names a different node when the
+first value is an Inf, or is born in the forward: it raises at the first
+backward function that *returns NaN* (``Function 'PowBackward0' returned nan
+values``), so the report keeps that node apart, as :attr:`NanReport.torch_node`.
+
+A trace recorded without anomaly mode has no ``anomaly`` events; the report
+then falls back to the ``node_end`` events whose gradients are not finite.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import engine
+from autograd_viz import nan_cause
+from autograd_viz.trace import GraphTaskInfo, Trace, TraceEvent
+from engine.anomaly import op_name
+from engine.events import TensorSummary
+
+Summaries = tuple[TensorSummary | None, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRef:
+    """A backward node, by id and name."""
+
+    id: int
+    """The node's id in the trace."""
+    name: str
+    """``LogBackward0``, ..."""
+
+    def __str__(self) -> str:
+        return f"{self.name} #{self.id}"
+
+
+@dataclass(frozen=True, slots=True)
+class SourceLine:
+    """One frame of the user's code: where an op was called in the forward pass."""
+
+    file: str
+    """The file, as the traceback named it."""
+    line: int
+    """The line number."""
+    function: str
+    """The function the line is in (``<module>`` at the top level)."""
+    code: str
+    """The line's source text, stripped; empty when Python could not read it."""
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}"
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One node that held a NaN or Inf in the forward pass or returned one in backward."""
+
+    phase: str
+    """``"forward"`` (the op's output) or ``"backward"`` (a gradient the node returned)."""
+    node: NodeRef
+    """The op's backward node."""
+    op: str
+    """The op, from the node's name: ``LogBackward0`` is ``log``."""
+    value: str
+    """``"nan"`` or ``"inf"``: what was found (NaN when both were)."""
+    output_index: int
+    """The first output that held it."""
+    born: bool
+    """Whether this node created the value; otherwise one of its inputs already held one."""
+    cause: str
+    """Why, in words: ``"log of 0"``, ``"0 × inf"``, ... (see :mod:`autograd_viz.nan_cause`)."""
+    graph_task: int
+    """The backward call; 0 for a forward finding."""
+    event_index: int
+    """The index in :attr:`Trace.events` of its first event."""
+    source: SourceLine | None
+    """The user's line that called the op, from the forward traceback."""
+    inputs: Summaries
+    """Forward: the op's inputs. Backward: the gradients the node took."""
+    outputs: Summaries
+    """Forward: the op's output. Backward: the gradients it returned."""
+    saved: Summaries = ()
+    """The tensors the node saved for backward (backward findings only)."""
+
+
+@dataclass(frozen=True, slots=True)
+class NanReport:
+    """What :func:`find_nans` found in a trace (see Note [First non-finite value])."""
+
+    first: Finding | None
+    """The first non-finite value, forward or backward; ``None`` when there is none."""
+    torch_node: NodeRef | None
+    """The node PyTorch's anomaly mode would name: the first backward node that returned NaN."""
+    path: tuple[NodeRef, ...]
+    """From the loss (the graph task's root) to the first finding's node; empty if not reached."""
+    findings: tuple[Finding, ...]
+    """Every finding, in trace order, one per node and phase."""
+    backward_calls: int
+    """How many backward calls the trace holds."""
+
+    @property
+    def others(self) -> tuple[Finding, ...]:
+        """Every finding but the first."""
+        return tuple(f for f in self.findings if f is not self.first)
+
+    @property
+    def sources(self) -> tuple[Finding, ...]:
+        """The other findings that created their value rather than passing one on."""
+        return tuple(f for f in self.others if f.born)
+
+
+def find_nans(trace: Trace) -> NanReport:
+    """Find where the non-finite values of ``trace`` were born, and why.
+
+    Args:
+        trace: a trace, best recorded under ``detect_anomaly(check_inf=True,
+            check_forward=True, mode="collect")``.
+
+    Returns:
+        The report; its ``first`` is ``None`` when nothing was found.
+    """
+    index = _NodeRuns(trace)
+    findings = list(_anomaly_findings(trace, index)) or list(_gradient_findings(trace, index))
+    first = next((f for f in findings if f.phase == "forward" and f.born), None)
+    if first is None:
+        first = next((f for f in findings if f.phase == "backward"), None)
+    torch_node = next(
+        (f.node for f in findings if f.phase == "backward" and f.value == "nan"), None
+    )
+    path: tuple[NodeRef, ...] = ()
+    if first is not None:
+        task = _graph_task_of(trace, first)
+        path = () if task is None else path_from_root(task, first.node.id)
+    return NanReport(first, torch_node, path, tuple(findings), len(trace.graph_tasks))
+
+
+def path_from_root(task: GraphTaskInfo, node_id: int) -> tuple[NodeRef, ...]:
+    """The shortest path along ``next_edges`` from the task's root to ``node_id`` (BFS)."""
+    parents: dict[int, int | None] = {task.root: None}
+    queue = deque([task.root])
+    while queue:
+        current = queue.popleft()
+        if current == node_id:
+            break
+        info = task.nodes.get(current)
+        for edge in info.next_edges if info is not None else ():
+            if edge is not None and edge[0] not in parents:
+                parents[edge[0]] = current
+                queue.append(edge[0])
+    if node_id not in parents:
+        return ()
+    path: list[NodeRef] = []
+    step: int | None = node_id
+    while step is not None:
+        info = task.nodes.get(step)
+        path.append(NodeRef(step, info.name if info is not None else "?"))
+        step = parents[step]
+    return tuple(reversed(path))
+
+
+def _graph_task_of(trace: Trace, finding: Finding) -> GraphTaskInfo | None:
+    if finding.graph_task in trace.graph_tasks:
+        return trace.graph_tasks[finding.graph_task]
+    return next((t for t in trace.graph_tasks.values() if finding.node.id in t.nodes), None)
+
+
+class _NodeRuns:
+    """Where each node ran: its ``node_start`` and ``node_end`` events, by graph task and id."""
+
+    def __init__(self, trace: Trace) -> None:
+        self.starts: dict[tuple[int, int], TraceEvent] = {}
+        self.ends: dict[tuple[int, int], TraceEvent] = {}
+        for event in trace.events:
+            if event.node_id is None:
+                continue
+            key = (event.graph_task, event.node_id)
+            if event.kind == "node_start":
+                self.starts.setdefault(key, event)
+            elif event.kind == "node_end":
+                self.ends.setdefault(key, event)
+        self.trace = trace
+
+    def grads_in(self, graph_task: int, node_id: int) -> Summaries:
+        start = self.starts.get((graph_task, node_id))
+        return tuple(start.data.get("inputs", ())) if start is not None else ()
+
+    def grads_out(self, graph_task: int, node_id: int) -> Summaries | None:
+        end = self.ends.get((graph_task, node_id))
+        return tuple(end.data.get("outputs", ())) if end is not None else None
+
+    def saved(self, graph_task: int, node_id: int) -> Summaries:
+        task = self.trace.graph_tasks.get(graph_task)
+        info = task.nodes.get(node_id) if task is not None else None
+        return info.saved if info is not None else ()
+
+    def traceback(self, graph_task: int, node_id: int) -> tuple[str, ...] | None:
+        task = self.trace.graph_tasks.get(graph_task)
+        info = task.nodes.get(node_id) if task is not None else None
+        return info.traceback if info is not None else None
+
+
+def _anomaly_findings(trace: Trace, runs: _NodeRuns) -> Iterator[Finding]:
+    seen: set[tuple[str, int, int]] = set()
+    for event in trace.events:
+        if event.kind != "anomaly" or event.node_id is None:
+            continue
+        data = event.data
+        phase = data.get("phase", "backward")
+        key = (phase, event.graph_task, event.node_id)
+        if key in seen:
+            continue  # a later output of the same node: one finding per node
+        seen.add(key)
+        node = NodeRef(event.node_id, event.node_name or "?")
+        op = data.get("op") or op_name(node.name)
+        value = data["value"]
+        source = user_line(data.get("traceback"))
+        if phase == "forward":
+            inputs = tuple(data.get("inputs") or ())
+            output = data.get("tensor")
+            yield Finding(
+                phase,
+                node,
+                op,
+                value,
+                data["output_index"],
+                bool(data.get("born", False)),
+                nan_cause.forward_cause(op, value, inputs, output),
+                0,
+                event.index,
+                source,
+                inputs,
+                (output,),
+            )
+            continue
+        yield _backward_finding(runs, event, node, op, value, data["output_index"], source)
+
+
+def _backward_finding(
+    runs: _NodeRuns,
+    event: TraceEvent,
+    node: NodeRef,
+    op: str,
+    value: str,
+    output_index: int,
+    source: SourceLine | None,
+) -> Finding:
+    task = event.graph_task
+    grads = runs.grads_in(task, node.id)
+    saved = runs.saved(task, node.id)
+    outputs = runs.grads_out(task, node.id)
+    if outputs is None:
+        outputs = (event.data.get("grad"),)
+    known = [s for s in (*grads, *saved) if s is not None]
+    return Finding(
+        "backward",
+        node,
+        op,
+        value,
+        output_index,
+        all(nan_cause.finite(s) for s in known),
+        nan_cause.backward_cause(op, value, grads, saved),
+        task,
+        event.index,
+        source,
+        grads,
+        outputs,
+        saved,
+    )
+
+
+def _gradient_findings(trace: Trace, runs: _NodeRuns) -> Iterator[Finding]:
+    """Backward findings from ``node_end`` gradients, for a trace without anomaly events."""
+    for event in trace.events:
+        if event.kind != "node_end" or event.node_id is None:
+            continue
+        outputs = event.data.get("outputs") or ()
+        bad = [i for i, s in enumerate(outputs) if s is not None and not nan_cause.finite(s)]
+        if not bad:
+            continue
+        value = "nan" if any(outputs[i].nan_count for i in bad) else "inf"
+        node = NodeRef(event.node_id, event.node_name or "?")
+        source = user_line(runs.traceback(event.graph_task, node.id))
+        yield _backward_finding(runs, event, node, op_name(node.name), value, bad[0], source)
+
+
+# -- the user's line ---------------------------------------------------------------------
+
+_FRAME = re.compile(r'\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<function>[^\n]+)')
+_OUR_DIRS = tuple(
+    os.path.dirname(os.path.abspath(path)) + os.sep for path in (__file__, engine.__file__)
+)
+_NOT_USER = ("<frozen ", "runpy.py", "<string>")
+
+
+def user_line(traceback: tuple[str, ...] | list[str] | None) -> SourceLine | None:
+    """The last frame of ``traceback`` (formatted frames, innermost last) that is user code.
+
+    Frames of the engine, of autograd-viz (which runs a script) and of ``runpy``
+    are not the user's.
+    """
+    for frame in reversed(traceback or ()):
+        match = _FRAME.match(frame)
+        if match is None:
+            continue
+        file = match["file"]
+        if os.path.abspath(file).startswith(_OUR_DIRS) or any(s in file for s in _NOT_USER):
+            continue
+        lines = frame.splitlines()
+        code = lines[1].strip() if len(lines) > 1 else ""
+        return SourceLine(file, int(match["line"]), match["function"].strip(), code)
+    return None

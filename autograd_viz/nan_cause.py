@@ -1,0 +1,171 @@
+"""Why an op made a NaN or an Inf, in words, from the numbers a trace kept.
+
+A trace holds tensor summaries, not tensors: shape, min, max, NaN and Inf
+counts, and the values themselves when the tensor is small (``max_values``).
+Each rule here names a cause only when those numbers show it: ``log of 0``
+needs a 0 among the log's inputs, ``0/0`` a 0 in the numerator and the
+denominator at the same place (or, without values, a 0 in each and a NaN
+out). When the numbers do not show a known cause, the answer is the generic
+:data:`NON_FINITE_INPUT` or :func:`unexplained`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from engine.events import TensorSummary
+
+LOG_OF_ZERO = "log of 0"
+LOG_OF_NEGATIVE = "log of a negative number"
+ZERO_OVER_ZERO = "0/0"
+DIVISION_BY_ZERO = "division by zero"
+SQRT_AT_ZERO_BACKWARD = "sqrt at 0 in backward (1/(2·sqrt(0)))"
+SQRT_OF_NEGATIVE = "sqrt of a negative number"
+EXP_OVERFLOW = "exp overflow"
+INF_MINUS_INF = "inf − inf"
+ZERO_TIMES_INF = "0 × inf"
+NON_FINITE_INPUT = "a non-finite input"
+
+Summaries = Sequence[TensorSummary | None]
+
+
+def unexplained(op: str, value: str) -> str:
+    """The cause for an op that made ``value`` from finite numbers by no rule known here."""
+    return f"{op} produced {value} from finite inputs"
+
+
+def forward_cause(op: str, value: str, inputs: Summaries, output: TensorSummary | None) -> str:
+    """Why the forward op ``op`` produced ``value`` (``"nan"`` or ``"inf"``) from ``inputs``."""
+    first = inputs[0] if inputs else None
+    second = inputs[1] if len(inputs) > 1 else None
+    if any(s is not None and not finite(s) for s in inputs):
+        return _from_non_finite(op, value, first, second)
+    if op == "log" and first is not None:
+        if value == "nan" and has_negative(first):
+            return LOG_OF_NEGATIVE
+        if has_zero(first):
+            return LOG_OF_ZERO
+        if has_negative(first):
+            return LOG_OF_NEGATIVE
+    if op == "sqrt" and first is not None and has_negative(first):
+        return SQRT_OF_NEGATIVE
+    if op == "div" and first is not None and second is not None:
+        cause = _division(first, second, value)
+        if cause is not None:
+            return cause
+    if op == "exp" and value == "inf":
+        return EXP_OVERFLOW
+    return unexplained(op, value)
+
+
+def backward_cause(op: str, value: str, grads: Summaries, saved: Summaries) -> str:
+    """Why the backward of ``op`` returned ``value``, from its incoming ``grads`` and ``saved``."""
+    first = saved[0] if saved else None
+    if op == "sqrt" and first is not None and has_zero(first):
+        return SQRT_AT_ZERO_BACKWARD
+    if op == "log" and first is not None:
+        if has_zero(first):
+            return LOG_OF_ZERO
+        if has_negative(first):
+            return LOG_OF_NEGATIVE
+    if op == "div" and len(saved) > 1 and saved[1] is not None and has_zero(saved[1]):
+        return DIVISION_BY_ZERO
+    known = [s for s in (*grads, *saved) if s is not None]
+    if value == "nan" and any(has_inf(s) for s in known) and any(has_zero(s) for s in known):
+        # mul and pow multiply the incoming gradient by a saved value: 0 times inf.
+        return ZERO_TIMES_INF
+    if any(not finite(s) for s in known):
+        return NON_FINITE_INPUT
+    return unexplained(f"{op} backward", value)
+
+
+def _from_non_finite(
+    op: str, value: str, first: TensorSummary | None, second: TensorSummary | None
+) -> str:
+    if value == "nan" and first is not None and second is not None:
+        infinite = has_inf(first) and has_inf(second) and not (first.nan_count or second.nan_count)
+        if op in ("sub", "add") and infinite and _opposite_infinities(op, first, second):
+            return INF_MINUS_INF
+        if op == "mul" and _zero_times_inf(first, second):
+            return ZERO_TIMES_INF
+    return NON_FINITE_INPUT
+
+
+def _opposite_infinities(op: str, a: TensorSummary, b: TensorSummary) -> bool:
+    """Whether ``a op b`` meets ``inf - inf`` somewhere, as far as the numbers tell."""
+    left, right = values(a), values(b)
+    if left is None or right is None:
+        return True  # both hold an Inf and the result holds a NaN: nothing else makes one
+    try:
+        x, y = np.broadcast_arrays(left, right)
+    except ValueError:
+        return True
+    y = -y if op == "sub" else y
+    return bool(np.any(np.isinf(x) & np.isinf(y) & (np.sign(x) != np.sign(y))))
+
+
+def _zero_times_inf(a: TensorSummary, b: TensorSummary) -> bool:
+    left, right = values(a), values(b)
+    if left is not None and right is not None:
+        try:
+            x, y = np.broadcast_arrays(left, right)
+        except ValueError:
+            pass
+        else:
+            return bool(np.any((np.isinf(x) & (y == 0)) | ((x == 0) & np.isinf(y))))
+    return (has_inf(a) and has_zero(b)) or (has_zero(a) and has_inf(b))
+
+
+def _division(a: TensorSummary, b: TensorSummary, value: str) -> str | None:
+    left, right = values(a), values(b)
+    if left is not None and right is not None:
+        try:
+            x, y = np.broadcast_arrays(left, right)
+        except ValueError:
+            pass
+        else:
+            if np.any((x == 0) & (y == 0)):
+                return ZERO_OVER_ZERO
+            return DIVISION_BY_ZERO if np.any(y == 0) else None
+    if not has_zero(b):
+        return None
+    return ZERO_OVER_ZERO if value == "nan" and has_zero(a) else DIVISION_BY_ZERO
+
+
+# -- what a summary shows --------------------------------------------------------------
+
+
+def values(s: TensorSummary) -> np.ndarray | None:
+    """The tensor's values in its shape, when the summary kept them."""
+    if s.values is None:
+        return None
+    return np.asarray(s.values, dtype=np.float64).reshape(s.shape)
+
+
+def finite(s: TensorSummary) -> bool:
+    """Whether every element is finite."""
+    return not s.nan_count and not s.inf_count
+
+
+def has_inf(s: TensorSummary) -> bool:
+    """Whether some element is +Inf or -Inf."""
+    return s.inf_count > 0
+
+
+def has_zero(s: TensorSummary) -> bool:
+    """Whether some element is exactly 0, as the values, or the min or max, show."""
+    array = values(s)
+    if array is not None:
+        return bool(np.any(array == 0))
+    return s.min == 0 or s.max == 0
+
+
+def has_negative(s: TensorSummary) -> bool:
+    """Whether some element is below 0, as the values or the min show."""
+    array = values(s)
+    if array is not None:
+        return bool(np.any(array < 0))
+    return s.min is not None and not math.isnan(s.min) and s.min < 0
