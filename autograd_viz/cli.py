@@ -275,6 +275,7 @@ def note(message: str) -> None:
 def build_parser() -> argparse.ArgumentParser:
     """The parser for every ``autograd-viz`` subcommand."""
     from autograd_viz import __version__
+    from autograd_viz.cli_nan import add_nan_command
     from autograd_viz.cli_tui import add_tui_commands
     from autograd_viz.trace import DEFAULT_MAX_VALUES
 
@@ -333,6 +334,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     timeline.set_defaults(run=run_timeline)
     _add_graph_commands(commands)
+    add_nan_command(commands)
     return parser
 
 

@@ -1,0 +1,190 @@
+"""``autograd-viz nan SCRIPT [ARGS ...]``: where a NaN was born, and why.
+
+The script runs with recording on and anomaly mode at its fullest
+(``detect_anomaly(check_inf=True, check_forward=True, mode="collect")``), so
+every op's output and every backward output is checked and nothing stops the
+script. :func:`autograd_viz.nan.find_nans` then reads the trace, and the
+report shows the first non-finite value: its node, phase, op, the cause in
+words, the user's line that made it, the path from the loss, the tensors
+around it, and then the other findings. The exit status is 1 when something
+was found, 0 when nothing was.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import warnings
+from typing import TYPE_CHECKING
+
+from autograd_viz.cli import PROG, CommandError, UsageError, check_output, note
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from autograd_viz.nan import Finding, NanReport
+    from engine.events import TensorSummary
+
+_LISTED = 8
+"""How many other findings the report lists before it only counts them."""
+
+
+def add_nan_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``nan`` to the subcommands."""
+    nan = commands.add_parser(
+        "nan",
+        usage=f"{PROG} nan [-h] [-o TRACE] [--no-forward] SCRIPT [ARGS ...]",
+        help="run a script and report where its first NaN or Inf was born, and why",
+        description=(
+            "Run SCRIPT as __main__ with ARGS under anomaly mode (NaN and Inf, forward and "
+            "backward, collecting every finding) and report the first non-finite value: its "
+            "node, the cause in words, the source line, the path from the loss. Exit status 1 "
+            "when one is found, 0 when none is. Options go before SCRIPT."
+        ),
+    )
+    nan.add_argument(
+        "-o", "--output", default=None, metavar="TRACE", help="also save the trace to TRACE"
+    )
+    nan.add_argument(
+        "--no-forward",
+        action="store_true",
+        help="check only backward outputs, not each op's output as it is made",
+    )
+    nan.add_argument("script_and_args", nargs=argparse.REMAINDER, metavar="SCRIPT [ARGS ...]")
+    nan.set_defaults(run=run_nan)
+
+
+def run_nan(args: argparse.Namespace) -> int:
+    """``autograd-viz nan``: run the script, print the report, 1 when a NaN or Inf was found."""
+    import autograd_viz
+    from autograd_viz.nan import find_nans
+    from autograd_viz.script import ScriptFailedError, ScriptNotFoundError, check_script, run_script
+    from engine.anomaly import detect_anomaly
+
+    command = list(args.script_and_args)
+    if command[:1] == ["--"]:
+        del command[0]
+    if not command:
+        raise UsageError("nan: missing SCRIPT, the Python script to run")
+    script, *script_args = command
+    output: str | None = args.output
+    if output is not None:
+        check_output(output)
+    try:
+        check_script(script)
+    except ScriptNotFoundError as exc:
+        raise CommandError(str(exc)) from None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # anomaly mode's "this will be slow" warning
+        anomaly = detect_anomaly(check_inf=True, check_forward=not args.no_forward, mode="collect")
+    failure: ScriptFailedError | None = None
+    status = 0
+    with autograd_viz.record() as trace, anomaly:
+        try:
+            status = run_script(script, script_args)
+        except ScriptFailedError as exc:
+            failure = exc
+    sys.stdout.flush()  # the script's own output comes before the report
+    report = find_nans(trace)
+    if output is not None:
+        try:
+            trace.save(output)
+        except OSError as exc:
+            raise CommandError(f"cannot write trace {output}: {exc.strerror or exc}") from None
+    print_report(report, _console())
+    if output is not None:
+        note(f"trace saved to {output}; step it with '{PROG} replay {output}'")
+    if failure is not None:
+        raise CommandError(str(failure))
+    if report.first is None and status != 0:
+        note(f"{script} exited with status {status}")
+        return status
+    return 0 if report.first is None else 1
+
+
+def print_report(report: NanReport, console: Console) -> None:
+    """Print ``report``: the first finding in full, then a short list of the others."""
+    from rich.markup import escape
+
+    first = report.first
+    if first is None:
+        calls = report.backward_calls
+        console.print(
+            f"[bold green]no NaN or Inf found[/bold green] in {calls} backward "
+            f"call{'' if calls == 1 else 's'}"
+        )
+        return
+    value = "NaN" if first.value == "nan" else "Inf"
+    console.print(
+        f"[bold red]{value} born in the {first.phase} pass[/bold red] at "
+        f"[bold]{escape(str(first.node))}[/bold] (op {escape(first.op)})"
+    )
+    rows = [("why", f"[bold]{escape(first.cause)}[/bold]")]
+    if first.source is not None:
+        where = f"{escape(str(first.source))} in {escape(first.source.function)}"
+        if first.source.code:
+            where += f"\n{'':16}[cyan]{escape(first.source.code)}[/cyan]"
+        rows.append(("where", where))
+    if report.path:
+        rows.append(("path", " → ".join(escape(str(n)) for n in report.path)))
+    if report.torch_node is not None:
+        rows.append(("PyTorch", f"anomaly mode names {escape(str(report.torch_node))}"))
+    inputs = "gradients in" if first.phase == "backward" else "inputs"
+    outputs = "gradients out" if first.phase == "backward" else "output"
+    rows += _tensor_rows(inputs, first.inputs)
+    rows += _tensor_rows("saved", first.saved)
+    rows += _tensor_rows(outputs, first.outputs)
+    for label, text in rows:
+        console.print(f"  {label:<13} {text}", soft_wrap=True)
+    _print_others(report, console)
+
+
+def _print_others(report: NanReport, console: Console) -> None:
+    from rich.markup import escape
+
+    others = report.others
+    if not others:
+        return
+    sources = report.sources
+    passed = len(others) - len(sources)
+    console.print(f"[bold]Other findings[/bold]: {len(sources)} more born, {passed} passed one on")
+    for finding in sources[:_LISTED]:
+        console.print(f"  {escape(_one_line(finding))}", soft_wrap=True)
+    if len(sources) > _LISTED:
+        console.print(f"  ... and {len(sources) - _LISTED} more")
+
+
+def _one_line(finding: Finding) -> str:
+    where = f" at {finding.source}" if finding.source is not None else ""
+    return f"{finding.phase:<8} {finding.value:<3} {finding.node}: {finding.cause}{where}"
+
+
+def _tensor_rows(label: str, summaries: tuple[TensorSummary | None, ...]) -> list[tuple[str, str]]:
+    from rich.markup import escape
+
+    rows = []
+    for i, summary in enumerate(summaries):
+        text = "none" if summary is None else describe_tensor(summary)
+        rows.append((label if i == 0 else "", f"[{i}] {escape(text)}"))
+    return rows
+
+
+def describe_tensor(s: TensorSummary) -> str:
+    """``(2, 1) float32  min 0  max 0.413  [0, 0.413]``, with its NaN and Inf counts."""
+    shape = "(" + ", ".join(str(d) for d in s.shape) + ("," if len(s.shape) == 1 else "") + ")"
+    parts = [f"{shape} {s.dtype}"]
+    if s.min is not None and s.max is not None:
+        parts.append(f"min {s.min:.4g}  max {s.max:.4g}")
+    if s.nan_count:
+        parts.append(f"{s.nan_count} NaN")
+    if s.inf_count:
+        parts.append(f"{s.inf_count} Inf")
+    if s.values is not None and len(s.values) <= 8:
+        parts.append("[" + ", ".join(f"{v:.4g}" for v in s.values) + "]")
+    return "  ".join(parts)
+
+
+def _console() -> Console:
+    from rich.console import Console
+
+    return Console(highlight=False)
