@@ -17,7 +17,7 @@ import sys
 import warnings
 from typing import TYPE_CHECKING
 
-from autograd_viz.cli import PROG, CommandError, UsageError, check_output, note
+from autograd_viz.cli import PROG, ArgumentParser, CommandError, UsageError, check_output, note
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -29,7 +29,7 @@ _LISTED = 8
 """How many other findings the report lists before it only counts them."""
 
 
-def add_nan_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_nan_command(commands: argparse._SubParsersAction[ArgumentParser]) -> None:
     """Add ``nan`` to the subcommands."""
     nan = commands.add_parser(
         "nan",
