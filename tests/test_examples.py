@@ -49,3 +49,36 @@ def test_nan_log_zero_shows_the_nan_it_describes() -> None:
     out = _run("nan_log_zero.py")
     assert "loss = nan" in out
     assert re.search(r"w\.grad = \[\[nan\], \[nan\], \[nan\]\]", out)
+
+
+def _numbers(text: str) -> list[float]:
+    return [float(v) for v in re.findall(r"-?(?:nan|inf|\d+\.\d+(?:e[-+]?\d+)?)", text)]
+
+
+def test_nan_sqrt_zero_shows_the_nan_it_describes() -> None:
+    out = _run("nan_sqrt_zero.py")
+    assert "loss = 7.0" in out
+    assert re.search(r"a\.grad = \[\[-0\.6\d*, -0\.8\d*\], \[0\.0, 1\.0\], \[nan, nan\]\]", out)
+
+
+def test_nan_softmax_overflow_shows_the_nan_it_describes() -> None:
+    out = _run("nan_softmax_overflow.py")
+    assert "loss = nan" in out
+    assert all(np.isnan(_numbers(out.split("w.grad =")[1])))
+
+
+def test_nan_zero_norm_shows_the_nan_it_describes() -> None:
+    out = _run("nan_zero_norm.py")
+    assert "scores = [0.6000000238418579, 1.0, nan]" in out
+    grad = _numbers(out.split("emb.grad =")[1])
+    assert np.isnan(grad[6:]).all() and np.isfinite(grad[:6]).all()
+
+
+def test_each_fixed_nan_example_has_a_finite_loss_and_gradients() -> None:
+    for name in ("nan_log_zero", "nan_sqrt_zero", "nan_softmax_overflow", "nan_zero_norm"):
+        out = _run(f"{name}_fixed.py")
+        numbers = _numbers(out)
+        assert len(numbers) >= 6, out
+        assert np.isfinite(numbers).all(), f"{name}_fixed.py: {out}"
+    log_zero = _numbers(_run("nan_log_zero_fixed.py").split("w.grad =")[1])
+    np.testing.assert_allclose(log_zero, [0.02933088, 0.05866176, 0.08799264], rtol=1e-5)
