@@ -78,7 +78,7 @@ def test_each_fixed_nan_example_has_a_finite_loss_and_gradients() -> None:
     for name in ("nan_log_zero", "nan_sqrt_zero", "nan_softmax_overflow", "nan_zero_norm"):
         out = _run(f"{name}_fixed.py")
         numbers = _numbers(out)
-        assert len(numbers) >= 6, out
+        assert len(numbers) >= 4, out
         assert np.isfinite(numbers).all(), f"{name}_fixed.py: {out}"
     log_zero = _numbers(_run("nan_log_zero_fixed.py").split("w.grad =")[1])
     np.testing.assert_allclose(log_zero, [0.02933088, 0.05866176, 0.08799264], rtol=1e-5)
