@@ -316,6 +316,15 @@ class LiveSession:
             raise TimeoutError(f"the target still runs after {timeout} s")
         return hit
 
+    def pause(self) -> None:
+        """Make a :meth:`continue_` running on another thread stop at the next event.
+
+        Does nothing when no free run is in progress.
+        """
+        with self._cond:
+            if not self._gated:
+                self._active_breakpoints = (Breakpoint(),)  # matches every event
+
     def run_to_end(self, timeout: float | None = None) -> None:
         """Run the target to its end, ignoring breakpoints."""
         self.continue_(timeout, ignore_breakpoints=True)

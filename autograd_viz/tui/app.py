@@ -77,6 +77,7 @@ class VizApp(App[int]):
         Binding("slash", "search", "Find"),
         Binding("t", "pick_task", "Task"),
         Binding("v", "cycle_view", "View"),
+        Binding("x", "pause", "Pause a running continue", show=False),
         Binding("o", "output", "Program output", show=False),
         Binding("P", "back_node", "Back a node", show=False),
         Binding("r", "rewind", "Rewind to step 0", show=False),
@@ -193,7 +194,7 @@ class VizApp(App[int]):
         parts = [f"step {driver.position} of {driver.recorded}"]
         if driver.live:
             if self.busy:
-                parts.append("▶ engine running…")
+                parts.append("▶ engine running… (x pauses)")
             elif driver.finished:
                 parts.append("live · program finished")
             else:
@@ -253,7 +254,7 @@ class VizApp(App[int]):
     def action_move(self, action: str) -> None:
         """Run a forward move of the driver (in a worker when live)."""
         if self.busy:
-            self.notify("The engine is still running; wait, or press q to stop it.")
+            self.notify("The engine is running: x pauses it, q stops it.")
             return
         if self.driver.live:
             self.busy = True
@@ -272,6 +273,13 @@ class VizApp(App[int]):
             return
         self.message = _describe_move(message, self.driver)
         self.refresh_view(follow=True)
+
+    def action_pause(self) -> None:
+        if not self.busy:
+            self.message = "nothing is running"
+            self.refresh_status()
+            return
+        self.driver.pause()
 
     def action_step_back(self) -> None:
         self._move_back(self.driver.back)

@@ -131,6 +131,9 @@ class Driver:
     def stop(self) -> None:
         """End the session (a replay has nothing to stop)."""
 
+    def pause(self) -> None:
+        """Stop a running ``continue`` at the next event (a replay never runs on its own)."""
+
     def _advance(self, stop_at: Callable[[TraceEvent], bool]) -> TraceEvent | None:
         return self._find(stop_at, start=self.position, to_end=True)
 
@@ -222,6 +225,9 @@ class LiveDriver(Driver):
     def stop(self) -> None:
         if self._started:
             self.session.stop()
+
+    def pause(self) -> None:
+        self.session.pause()
 
     def _session_breakpoints(self) -> list[Breakpoint]:
         return [Breakpoint(predicate=self.breakpoints.matches)]

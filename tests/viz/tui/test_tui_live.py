@@ -141,6 +141,42 @@ def test_quitting_while_continue_runs_returns() -> None:
     assert driver.session.finished
 
 
+def test_pause_stops_a_free_run_and_stepping_goes_on() -> None:
+    def long_run() -> None:
+        x = engine.tensor([1.0], requires_grad=True)
+        y = x
+        for _ in range(2000):
+            y = y * 1.0
+        for _ in range(20):
+            y.sum().backward(retain_graph=True)
+
+    driver = LiveDriver(LiveSession(long_run))
+    app = VizApp(driver, source="long run")
+
+    async def actions(pilot: Pilot[Any]) -> None:
+        await settle(pilot)
+        await pilot.press("c")
+        await pilot.pause(0.2)
+        assert app.busy and "x pauses" in status(app)
+        await pilot.press("x")
+        await settle(pilot)
+        assert not driver.finished
+        assert "live · engine paused" in status(app)
+        paused_at = driver.position
+        assert paused_at == driver.recorded > 1
+        await pilot.press("s")
+        await settle(pilot)
+        assert driver.position == paused_at + 1
+        await pilot.press("x")  # nothing running: says so
+        assert "nothing is running" in status(app)
+        await pilot.press("e")
+        await settle(pilot)
+        assert driver.finished
+
+    run_app(app, actions)
+    assert driver.session.error is None
+
+
 def test_a_live_breakpoint_stops_the_engine_there() -> None:
     driver = LiveDriver(LiveSession(demo_program))
     app = VizApp(driver, source="demo")
