@@ -22,6 +22,7 @@ text goes through :func:`html_text`, other attributes through
 from __future__ import annotations
 
 import html
+import itertools
 import os
 import re
 import shutil
@@ -83,6 +84,10 @@ STATUS_STYLES: dict[str, Style] = {
 """Node colours by status (``"not run"`` is a graph drawn before any backward call)."""
 
 CAPTURED_BORDER = "#1d4ed8"
+PATH_COLOR = "#b91c1c"
+"""Nodes and edges of a highlighted path (``to_dot(highlight=...)``)."""
+PATH_NOTICE = "thick red: the path from the loss to the first NaN or Inf"
+
 NON_FINITE = Style("#f0abfc", "#dc2626", 4.0, meaning="NaN or Inf in a gradient")
 LEAF_FILL = "lightblue"
 OUTPUT_FILL = "darkolivegreen1"
@@ -121,6 +126,7 @@ def to_dot(
     depth: int = 2,
     collapse: bool = False,
     max_nodes: int | None = None,
+    highlight: Sequence[int] = (),
 ) -> graphviz.Digraph:
     """Draw a backward graph, before backward or at any step of a trace.
 
@@ -142,6 +148,8 @@ def to_dot(
         depth: with ``around``, how many edges away to go.
         collapse: fold repeated chains into one node with a count.
         max_nodes: draw at most this many nodes; a notice counts the rest.
+        highlight: node ids along a path (such as the loss to the first NaN, from
+            :func:`autograd_viz.nan.path_from_root`), drawn in thick red.
 
     Returns:
         The graph; ``.source`` is its DOT text, :func:`save` writes it.
@@ -156,7 +164,7 @@ def to_dot(
     """
     view = build_view(target, step, graph_task=graph_task)
     view = select(view, around=around, depth=depth, collapse=collapse, max_nodes=max_nodes)
-    return render(view, saved=saved, values=values, legend=legend)
+    return render(view, saved=saved, values=values, legend=legend, highlight=highlight)
 
 
 def build_view(target: Any, step: int | None = None, *, graph_task: int | None = None) -> GraphView:
@@ -293,7 +301,12 @@ def _visible(match: re.Match[str]) -> str:
 
 
 def render(
-    view: GraphView, *, saved: bool = False, values: bool = False, legend: bool = True
+    view: GraphView,
+    *,
+    saved: bool = False,
+    values: bool = False,
+    legend: bool = True,
+    highlight: Sequence[int] = (),
 ) -> graphviz.Digraph:
     """Draw ``view`` (see :func:`to_dot`)."""
     graph = graphviz.Digraph("backward", comment="autograd-viz backward graph")
@@ -311,7 +324,7 @@ def render(
         "node", shape="box", style="filled,rounded", color=BORDER, fontname=FONT, fontsize="11"
     )
     graph.attr("edge", color=PENDING, fontname=FONT, fontsize="9", arrowsize="0.7")
-    caption = _caption(view)
+    caption = _caption(view, PATH_NOTICE if highlight else None)
     if caption:
         graph.attr(label=caption)
     boxes = list(view.boxes)
@@ -335,8 +348,16 @@ def render(
                 _draw_devices(cluster, members, by_node, values, f"t{position}")
         else:
             _draw_devices(graph, members, by_node, values, f"t{position}")
+    on_path = set(itertools.pairwise(highlight))
     for edge in view.edges:
-        graph.edge(edge.tail, edge.head, **_edge_attrs(edge, view, values))
+        attrs = _edge_attrs(edge, view, values)
+        if (view.nodes[edge.tail].info.id, view.nodes[edge.head].info.id) in on_path:
+            attrs.update(color=PATH_COLOR, penwidth="3.5")
+        graph.edge(edge.tail, edge.head, **attrs)
+    marked = set(highlight)
+    for node in view.nodes.values():
+        if node.fold is None and node.info.id in marked:
+            graph.node(node.key, color=PATH_COLOR, penwidth="3.5")  # DOT merges the attributes
     for box in boxes:
         tail, head = (box.key, box.node) if box.kind == "output" else (box.node, box.key)
         if box.kind == "saved":
@@ -558,8 +579,8 @@ def _task_label(task: TaskView) -> str:
     return html_label(rows)
 
 
-def _caption(view: GraphView) -> str:
-    rows = []
+def _caption(view: GraphView, extra: str | None = None) -> str:
+    rows = [] if extra is None else [html_text(extra)]
     if view.step is not None:
         line = f"step {view.step:,} of {view.total or 0:,}"
         event = view.event

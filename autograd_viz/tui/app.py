@@ -25,7 +25,7 @@ from textual.message import Message
 from textual.widgets import Footer, Static
 
 from autograd_viz.replay import ExecutionState
-from autograd_viz.trace import GraphTaskInfo, TraceEvent
+from autograd_viz.trace import GraphTaskInfo, Trace, TraceEvent
 from autograd_viz.tui.dag import DagView
 from autograd_viz.tui.driver import Driver
 from autograd_viz.tui.nodes import NodeList
@@ -99,6 +99,8 @@ class VizApp(App[int]):
         self._query: str | None = None
         self._stopped = False
         self._shown: dict[str, object] = {}
+        self.path: tuple[int, ...] = ()
+        """Node ids from the loss to the first problem ``a`` found, highlighted everywhere."""
         self.output: list[tuple[bool, str]] = []
         """What the program printed while the app ran: ``(to stderr, text)`` pieces."""
 
@@ -140,7 +142,7 @@ class VizApp(App[int]):
         state = self.driver.state()
         task = self.shown_task(state)
         nodes = self.query_one(NodeList)
-        nodes.show(task, state, self.driver.breakpoints.nodes)
+        nodes.show(task, state, self.driver.breakpoints.nodes, frozenset(self.path))
         event = state.event
         if (
             follow
@@ -150,7 +152,7 @@ class VizApp(App[int]):
             and event.graph_task == task.id
         ):
             nodes.select(event.node_id, notify=False)
-        self.query_one(DagView).show(task, state, nodes.selected)
+        self.query_one(DagView).show(task, state, nodes.selected, self.path)
         graph = self.query_one("#graph")
         graph.border_title = self._task_title(task, state)
         graph.border_subtitle = f"{nodes.view} view · v cycles"
@@ -242,7 +244,8 @@ class VizApp(App[int]):
         if isinstance(message.rows, NodeList):
             self.refresh_inspector()
             state = self.driver.state()
-            self.query_one(DagView).show(self.shown_task(state), state, message.rows.selected)
+            dag = self.query_one(DagView)
+            dag.show(self.shown_task(state), state, message.rows.selected, self.path)
 
     def on_row_list_chosen(self, message: RowList.Chosen) -> None:
         if isinstance(message.rows, EventLog) and not self.busy:
@@ -272,6 +275,8 @@ class VizApp(App[int]):
         if self._stopped:
             return
         self.message = _describe_move(message, self.driver)
+        if message.action == "first_problem":
+            self.path = _path_to(self.driver.trace, message.event)
         self.refresh_view(follow=True)
 
     def action_pause(self) -> None:
@@ -390,7 +395,7 @@ class VizApp(App[int]):
         from autograd_viz.tui.search import export_step
 
         try:
-            written = export_step(state, graph_task, path)
+            written = export_step(state, graph_task, path, self.path)
         except Exception as exc:  # noqa: BLE001 - shown to the user, the app goes on
             self.call_from_thread(self.notify, str(exc), title="Export failed", severity="error")
             return
@@ -445,6 +450,20 @@ def _engine_panel(state: ExecutionState, devices: list[str]) -> Group:
         Text("engine threads", style="bold"),
         threads_view(state),
     )
+
+
+def _path_to(trace: Trace, event: TraceEvent | None) -> tuple[int, ...]:
+    """Node ids from the loss to ``event``'s node, in the graph task that runs it."""
+    from autograd_viz.nan import path_from_root
+
+    if event is None or event.node_id is None:
+        return ()
+    task = trace.graph_tasks.get(event.graph_task)
+    if task is None:  # a forward anomaly: the first backward call that runs the node
+        task = next((t for t in trace.graph_tasks.values() if event.node_id in t.nodes), None)
+    if task is None:
+        return ()
+    return tuple(ref.id for ref in path_from_root(task, event.node_id))
 
 
 def _perform(driver: Driver, action: str) -> Moved:

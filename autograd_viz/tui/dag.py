@@ -14,6 +14,7 @@ a step redraws labels and colours.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 from rich.segment import Segment
@@ -24,7 +25,7 @@ from textual.strip import Strip
 
 from autograd_viz.replay import ExecutionState, NodeState
 from autograd_viz.trace import GraphTaskInfo, NodeInfo
-from autograd_viz.tui.text import STATUS_GLYPHS, non_finite
+from autograd_viz.tui.text import PATH_STYLE, STATUS_GLYPHS, non_finite
 
 MAX_DRAWN = 150
 """Bigger graph tasks are not drawn (the node list handles any size)."""
@@ -132,7 +133,7 @@ class _Canvas:
     def line(self, row: int, col: int, mask: int, style: str) -> None:
         self.masks[row][col] |= mask
         # A delivered edge's colour wins where lines share a cell.
-        if (style and not self.styles[row][col]) or style == DELIVERED:
+        if (style and not self.styles[row][col]) or style in (DELIVERED, f"bold {PATH_STYLE}"):
             self.styles[row][col] = style
 
     def edge(self, start: tuple[int, int], end: tuple[int, int], style: str) -> None:
@@ -169,7 +170,11 @@ class _Canvas:
 
 
 def draw(
-    task: GraphTaskInfo, shape: Layout, state: ExecutionState | None, selected: int | None
+    task: GraphTaskInfo,
+    shape: Layout,
+    state: ExecutionState | None,
+    selected: int | None,
+    path: tuple[int, ...] = (),
 ) -> list[Text]:
     """The drawing's rows at ``state``: labels coloured by status, delivered edges bold."""
     columns, rows = shape.size
@@ -177,6 +182,7 @@ def draw(
     delivered: set[tuple[int, int]] = set()
     if state is not None:
         delivered = {(d.from_node, d.to_node) for d in state.deliveries(task.id)}
+    on_path = set(itertools.pairwise(path))
     for info in task.nodes.values():
         row, col = shape.position[info.id]
         start = (row, col + shape.width[info.id] // 2)
@@ -186,10 +192,15 @@ def draw(
             to_row, to_col = shape.position[edge[0]]
             end = (to_row, to_col + shape.width[edge[0]] // 2)
             style = DELIVERED if (info.id, edge[0]) in delivered else "grey50"
+            if (info.id, edge[0]) in on_path:
+                style = f"bold {PATH_STYLE}"
             canvas.edge(start, end, style)
     for info in task.nodes.values():
         node_state = _state(state, task, info.id)
-        canvas.text[shape.position[info.id]] = _label(info, node_state, info.id == selected)
+        label = _label(info, node_state, info.id == selected)
+        if info.id in path:
+            label.stylize(f"underline {PATH_STYLE}", 2)
+        canvas.text[shape.position[info.id]] = label
     return [canvas.row(r) for r in range(rows)]
 
 
@@ -228,7 +239,11 @@ class DagView(ScrollView, can_focus=True):
         self._drawn_rows: list[Text] = []
 
     def show(
-        self, task: GraphTaskInfo | None, state: ExecutionState | None, selected: int | None
+        self,
+        task: GraphTaskInfo | None,
+        state: ExecutionState | None,
+        selected: int | None,
+        path: tuple[int, ...] = (),
     ) -> None:
         """Draw ``task`` at ``state`` with ``selected`` highlighted (only while visible)."""
         if not self.display:
@@ -246,7 +261,7 @@ class DagView(ScrollView, can_focus=True):
         else:
             if task is not self._drawn_task or self._drawn_layout is None:
                 self._drawn_task, self._drawn_layout = task, layout(task)
-            self._drawn_rows = draw(task, self._drawn_layout, state, selected)
+            self._drawn_rows = draw(task, self._drawn_layout, state, selected, path)
         width = max((row.cell_len for row in self._drawn_rows), default=1)
         self.virtual_size = Size(width, len(self._drawn_rows))
         shape = self._drawn_layout

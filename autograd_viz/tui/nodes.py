@@ -17,7 +17,13 @@ from rich.text import Text
 from autograd_viz.replay import ExecutionState, NodeState
 from autograd_viz.trace import GraphTaskInfo, NodeInfo
 from autograd_viz.tui.rows import RowList
-from autograd_viz.tui.text import NON_FINITE_STYLE, non_finite, sequence_nr, status_text
+from autograd_viz.tui.text import (
+    NON_FINITE_STYLE,
+    PATH_STYLE,
+    non_finite,
+    sequence_nr,
+    status_text,
+)
 
 MAX_INDENT = 16
 """Tree rows deeper than this are drawn at this depth with their depth written out."""
@@ -92,14 +98,21 @@ class NodeList(RowList):
         """The state the rows describe."""
         self.breakpoints: set[int] = set()
         """Node ids with a breakpoint, marked in their rows."""
+        self.path: frozenset[int] = frozenset()
+        """Node ids on the highlighted path (the loss to the first NaN), marked with »."""
         self._row_of_node: dict[int, int] = {}
 
     def show(
-        self, task: GraphTaskInfo | None, state: ExecutionState, breakpoints: set[int]
+        self,
+        task: GraphTaskInfo | None,
+        state: ExecutionState,
+        breakpoints: set[int],
+        path: frozenset[int] = frozenset(),
     ) -> None:
         """Show ``task`` at ``state``; rebuilds the rows only when the task or view changed."""
         self.state = state
         self.breakpoints = breakpoints
+        self.path = path
         if task is not self.shown_task:
             self.shown_task = task
             self._rebuild()
@@ -155,7 +168,8 @@ class NodeList(RowList):
         if entry.repeat:
             text.append(f"↺ {info.name} #{info.id} (shown above)", style="dim italic")
             return text
-        return text.append_text(node_row(info, state, info.id in self.breakpoints))
+        mark = info.id in self.breakpoints
+        return text.append_text(node_row(info, state, mark, on_path=info.id in self.path))
 
     def _state(self, node_id: int) -> NodeState | None:
         if self.state is None or self.shown_task is None:
@@ -166,9 +180,14 @@ class NodeList(RowList):
             return None
 
 
-def node_row(info: NodeInfo, state: NodeState | None, breakpoint_: bool) -> Text:
+def node_row(
+    info: NodeInfo, state: NodeState | None, breakpoint_: bool, *, on_path: bool = False
+) -> Text:
     """``● MulBackward0 #7  seq 3 topo 2  deps 0/2  cpu``, with a breakpoint dot."""
-    text = Text().append("⏺ " if breakpoint_ else "  ", style="bold red")
+    if breakpoint_:
+        text = Text().append("⏺ ", style="bold red")
+    else:
+        text = Text().append("» " if on_path else "  ", style=f"bold {PATH_STYLE}")
     text.append_text(status_text(state.status if state is not None else "not started"))
     if state is not None and non_finite(state):
         text.append(" ⚠", style=NON_FINITE_STYLE)

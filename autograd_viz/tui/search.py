@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from autograd_viz.replay import ExecutionState
 from autograd_viz.trace import GraphTaskInfo, NodeInfo, Trace
 from autograd_viz.tui.nodes import NodeList
@@ -47,7 +49,9 @@ def find_next(
     return None
 
 
-def export_step(state: ExecutionState, graph_task: int | None, path: str) -> str:
+def export_step(
+    state: ExecutionState, graph_task: int | None, path: str, highlight: Sequence[int] = ()
+) -> str:
     """Draw the step with Graphviz and write it; returns what was written, for a notice.
 
     Raises:
@@ -60,7 +64,9 @@ def export_step(state: ExecutionState, graph_task: int | None, path: str) -> str
     task = state.trace.graph_tasks.get(graph_task) if graph_task is not None else None
     size = len(task.nodes) if task is not None else 0
     limit = EXPORT_MAX_NODES if size > EXPORT_MAX_NODES else None
-    graph = dot.to_dot(state, graph_task=graph_task, values=True, max_nodes=limit)
+    graph = dot.to_dot(
+        state, graph_task=graph_task, values=True, max_nodes=limit, highlight=highlight
+    )
     fmt = dot.save(graph, path)
     cut = f" (first {EXPORT_MAX_NODES} of {size} nodes)" if limit else ""
     return f"step {state.step} written to {path} as {fmt.upper()}{cut}"

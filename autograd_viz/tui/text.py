@@ -24,6 +24,9 @@ STATUS_GLYPHS: dict[NodeStatus | str, tuple[str, str]] = {
 
 NON_FINITE_STYLE = "bold magenta"
 
+PATH_STYLE = "red1"
+"""The path from the loss to the first NaN, after ``a`` found one."""
+
 KIND_STYLES = {
     "graph_task_start": "bold cyan",
     "graph_task_end": "bold cyan",
