@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -107,29 +108,32 @@ def _opposite_infinities(op: str, a: TensorSummary, b: TensorSummary) -> bool:
     return bool(np.any(np.isinf(x) & np.isinf(y) & (np.sign(x) != np.sign(y))))
 
 
-def _zero_times_inf(a: TensorSummary, b: TensorSummary) -> bool:
+def _paired(a: TensorSummary, b: TensorSummary) -> tuple[Any, Any] | None:
+    """Both tensors' recorded values, broadcast together; ``None`` when they can't be."""
     left, right = values(a), values(b)
-    if left is not None and right is not None:
-        try:
-            x, y = np.broadcast_arrays(left, right)
-        except ValueError:
-            pass
-        else:
-            return bool(np.any((np.isinf(x) & (y == 0)) | ((x == 0) & np.isinf(y))))
+    if left is None or right is None:
+        return None
+    try:
+        return tuple(np.broadcast_arrays(left, right))  # type: ignore[return-value]
+    except ValueError:
+        return None
+
+
+def _zero_times_inf(a: TensorSummary, b: TensorSummary) -> bool:
+    pair = _paired(a, b)
+    if pair is not None:
+        x, y = pair
+        return bool(np.any((np.isinf(x) & (y == 0)) | ((x == 0) & np.isinf(y))))
     return (has_inf(a) and has_zero(b)) or (has_zero(a) and has_inf(b))
 
 
 def _division(a: TensorSummary, b: TensorSummary, value: str) -> str | None:
-    left, right = values(a), values(b)
-    if left is not None and right is not None:
-        try:
-            x, y = np.broadcast_arrays(left, right)
-        except ValueError:
-            pass
-        else:
-            if np.any((x == 0) & (y == 0)):
-                return ZERO_OVER_ZERO
-            return DIVISION_BY_ZERO if np.any(y == 0) else None
+    pair = _paired(a, b)
+    if pair is not None:
+        x, y = pair
+        if np.any((x == 0) & (y == 0)):
+            return ZERO_OVER_ZERO
+        return DIVISION_BY_ZERO if np.any(y == 0) else None
     if not has_zero(b):
         return None
     return ZERO_OVER_ZERO if value == "nan" and has_zero(a) else DIVISION_BY_ZERO

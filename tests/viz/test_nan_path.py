@@ -16,8 +16,13 @@ from autograd_viz.dot import PATH_COLOR, PATH_NOTICE
 from autograd_viz.nan import find_nans, path_from_root
 from autograd_viz.trace import Trace
 from autograd_viz.tui.dag import DagView
-from autograd_viz.tui.screens import PromptScreen
-from tests.viz.tui.tuiting import node_list, replay_app, run_app, stepped_trace
+from tests.viz.tui.tuiting import (
+    export_via_prompt,
+    node_list,
+    replay_app,
+    run_app,
+    stepped_trace,
+)
 
 
 def two_branches() -> None:
@@ -80,12 +85,7 @@ def test_jump_to_first_anomaly_highlights_the_path_and_the_export_keeps_it(
         drawn = app.query_one(DagView)._drawn_rows
         underlined = sum(1 for row in drawn for span in row.spans if "underline" in str(span.style))
         assert underlined == len(path)
-        await pilot.press("d")
-        assert isinstance(app.screen, PromptScreen)
-        app.screen.query_one("#prompt-input").value = str(exported)  # type: ignore[attr-defined]
-        await pilot.press("enter")
-        await app.workers.wait_for_complete()
-        await pilot.pause()
+        await export_via_prompt(pilot, str(exported))
 
     run_app(app, actions)
     source = exported.read_text()

@@ -20,6 +20,7 @@ from tests.viz.dotting import needs_dot
 from tests.viz.tui.tuiting import (
     demo_trace,
     event_log,
+    export_via_prompt,
     inspector,
     nan_program,
     node_list,
@@ -292,12 +293,8 @@ def test_export_writes_the_step_shown(trace: Trace, tmp_path: Path, suffix: str)
     path = tmp_path / f"step{suffix}"
 
     async def actions(pilot: Pilot[Any]) -> None:
-        await pilot.press("n", "n", "d")
-        assert isinstance(app.screen, PromptScreen)
-        app.screen.query_one("#prompt-input").value = str(path)  # type: ignore[attr-defined]
-        await pilot.press("enter")
-        await app.workers.wait_for_complete()
-        await pilot.pause()
+        await pilot.press("n", "n")
+        await export_via_prompt(pilot, str(path))
 
     run_app(app, actions)
     text = path.read_text()

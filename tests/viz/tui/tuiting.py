@@ -99,3 +99,16 @@ def node_list(app: VizApp) -> NodeList:
 def event_log(app: VizApp) -> EventLog:
     """The event timeline widget."""
     return app.query_one(EventLog)
+
+
+async def export_via_prompt(pilot: Pilot[Any], path: str) -> None:
+    """Press ``d``, type ``path`` into the prompt, and wait for the file to be written."""
+    from autograd_viz.tui.screens import PromptScreen
+
+    app = pilot.app
+    await pilot.press("d")
+    assert isinstance(app.screen, PromptScreen)
+    app.screen.query_one("#prompt-input").value = path  # type: ignore[attr-defined]
+    await pilot.press("enter")
+    await app.workers.wait_for_complete()
+    await pilot.pause()
