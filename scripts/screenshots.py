@@ -79,7 +79,7 @@ async def reentrant_call(pilot: Pilot[Any], app: VizApp) -> None:
 
 async def nan_found(pilot: Pilot[Any], app: VizApp) -> None:
     await settle(pilot, app)
-    await pilot.press("f", "c")
+    await pilot.press("a")  # runs to the first NaN/Inf gradient and marks the path to it
     await settle(pilot, app)
 
 
