@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import gc
 import statistics
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any
+
+from benchmarks.chain import gc_mode
 
 Timings = dict[str, float]
 """Seconds per named phase of one run, such as ``{"forward": ..., "backward": ...}``."""
@@ -94,23 +96,6 @@ class Cell:
     def median(self, phase: str, scale: float) -> float:
         """The median of ``phase`` in the workload's unit."""
         return statistics.median(self.samples[phase]) / self.case.units * scale
-
-
-@contextmanager
-def gc_mode(enabled: bool) -> Iterator[None]:
-    """Run the block with Python's cyclic garbage collector on or off."""
-    was_enabled = gc.isenabled()
-    if enabled:
-        gc.enable()
-    else:
-        gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-        else:
-            gc.disable()
 
 
 def run_once(contender: Contender, case: Case, collect: bool) -> Timings:

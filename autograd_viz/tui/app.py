@@ -160,12 +160,12 @@ class VizApp(App[int]):
         lanes = tuple((name, t.stack) for name, t in sorted(state.threads.items()))
         self._update("#engine-body", (devices, state.queues, lanes), _engine_panel, state, devices)
         self.query_one(EventLog).show(self.driver.trace, self.driver.position)
-        self.refresh_inspector()
+        self.refresh_inspector(state)
         self.refresh_status(state)
 
-    def refresh_inspector(self) -> None:
+    def refresh_inspector(self, state: ExecutionState | None = None) -> None:
         """Show the selected node in the inspector."""
-        state = self.driver.state()
+        state = state or self.driver.state()
         task = self.shown_task(state)
         nodes = self.query_one(NodeList)
         node_id = nodes.selected
@@ -242,8 +242,8 @@ class VizApp(App[int]):
 
     def on_row_list_highlighted(self, message: RowList.Highlighted) -> None:
         if isinstance(message.rows, NodeList):
-            self.refresh_inspector()
             state = self.driver.state()
+            self.refresh_inspector(state)
             dag = self.query_one(DagView)
             dag.show(self.shown_task(state), state, message.rows.selected, self.path)
 
@@ -295,10 +295,9 @@ class VizApp(App[int]):
     def action_rewind(self) -> None:
         self._move_back(lambda: self.driver.goto(0))
 
-    def _move_back(self, move: object) -> None:
+    def _move_back(self, move: Callable[[], object]) -> None:
         if self.busy:
             return
-        assert callable(move)
         move()
         self.message = ""
         self.refresh_view(follow=True)

@@ -180,22 +180,13 @@ class LiveDriver(Driver):
         return position
 
     def step(self) -> TraceEvent | None:
-        if self.position < self.recorded:
-            return self._sync(super().step())
-        with self._lock:
-            self.session.position = self.position
-            return self._sync(self.session.step())
+        return self._live(super().step, self.session.step)
 
     def step_node(self) -> TraceEvent | None:
-        return self._live(lambda: super(LiveDriver, self).step_node(), self.session.step_node)
+        return self._live(super().step_node, self.session.step_node)
 
     def continue_(self) -> TraceEvent | None:
-        def run() -> TraceEvent | None:
-            session_points = self._session_breakpoints()
-            self.session.breakpoints[:] = session_points
-            return self.session.continue_()
-
-        return self._live(lambda: super(LiveDriver, self).continue_(), run)
+        return self._live(super().continue_, lambda: self._run_until(self.breakpoints.matches))
 
     def run_to_end(self) -> None:
         super().run_to_end()
@@ -210,11 +201,7 @@ class LiveDriver(Driver):
         if found is not None or self.session.finished:
             return found
 
-        def run() -> TraceEvent | None:
-            self.session.breakpoints[:] = [Breakpoint(predicate=is_problem)]
-            return self.session.continue_()
-
-        return self._live(lambda: None, run)
+        return self._live(lambda: None, lambda: self._run_until(is_problem))
 
     def start(self) -> None:
         """Start the program; it pauses at its first engine event."""
@@ -229,8 +216,10 @@ class LiveDriver(Driver):
     def pause(self) -> None:
         self.session.pause()
 
-    def _session_breakpoints(self) -> list[Breakpoint]:
-        return [Breakpoint(predicate=self.breakpoints.matches)]
+    def _run_until(self, stop_at: Callable[[TraceEvent], bool]) -> TraceEvent | None:
+        """Let the engine run freely until an event matches ``stop_at`` (or the end)."""
+        self.session.breakpoints[:] = [Breakpoint(predicate=stop_at)]
+        return self.session.continue_()
 
     def _live(
         self,

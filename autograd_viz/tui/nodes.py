@@ -8,7 +8,6 @@ redraws the rows on screen and nothing else.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from itertools import groupby
 
@@ -200,8 +199,3 @@ def node_row(
     if info.leaf is not None and info.leaf.name:
         text.append(f"  {info.leaf.name}", style="cyan")
     return text
-
-
-def task_nodes(task: GraphTaskInfo | None) -> Mapping[int, NodeInfo]:
-    """A task's nodes by id (empty without a task)."""
-    return {} if task is None else task.nodes

@@ -7,8 +7,7 @@ from rich.text import Text
 from autograd_viz.replay import NodeState, NodeStatus
 from autograd_viz.trace import TraceEvent
 from engine.events import TensorSummary
-
-UINT64_MAX = 2**64 - 1
+from engine.graph import UINT64_MAX
 
 STATUS_GLYPHS: dict[NodeStatus | str, tuple[str, str]] = {
     NodeStatus.WAITING: ("○", "grey70"),

@@ -6,6 +6,7 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -117,16 +118,22 @@ def test_quitting_mid_backward_cancels_it_and_leaves_no_thread() -> None:
     assert x.grad is not None and x.grad.tolist() == [3.0, 3.0]
 
 
-def test_quitting_while_continue_runs_returns() -> None:
-    def slow() -> None:
+def repeated_backward(length: int, calls: int) -> Callable[[], None]:
+    """A program that runs backward ``calls`` times through a chain of ``length`` nodes."""
+
+    def program() -> None:
         x = engine.tensor([1.0], requires_grad=True)
         y = x
-        for _ in range(3000):
+        for _ in range(length):
             y = y * 1.0
-        for _ in range(50):
+        for _ in range(calls):
             y.sum().backward(retain_graph=True)
 
-    driver = LiveDriver(LiveSession(slow))
+    return program
+
+
+def test_quitting_while_continue_runs_returns() -> None:
+    driver = LiveDriver(LiveSession(repeated_backward(3000, 50)))
     app = VizApp(driver, source="slow")
 
     async def actions(pilot: Pilot[Any]) -> None:
@@ -142,15 +149,7 @@ def test_quitting_while_continue_runs_returns() -> None:
 
 
 def test_pause_stops_a_free_run_and_stepping_goes_on() -> None:
-    def long_run() -> None:
-        x = engine.tensor([1.0], requires_grad=True)
-        y = x
-        for _ in range(2000):
-            y = y * 1.0
-        for _ in range(20):
-            y.sum().backward(retain_graph=True)
-
-    driver = LiveDriver(LiveSession(long_run))
+    driver = LiveDriver(LiveSession(repeated_backward(2000, 20)))
     app = VizApp(driver, source="long run")
 
     async def actions(pilot: Pilot[Any]) -> None:
