@@ -30,6 +30,9 @@ from engine.tensor import Tensor
 from engine.validation import check_hook_result, check_hook_results, validate_outputs
 from engine.workers import WorkerThreads
 
+_DONE: Any = object()
+"""Returned by ``pass_outputs`` when the graph task's last task finished."""
+
 MAX_RECURSION_DEPTH = 60
 """Reentrant backward calls nested on one thread before handing over to the pool."""
 
@@ -83,7 +86,7 @@ class Engine(WorkerThreads):
         accumulate_grad: bool,
         outputs: Sequence[Edge],
     ) -> list[Tensor | None]:
-        validate_outputs(roots, inputs, lambda msg: msg)
+        inputs = list(validate_outputs(roots, inputs, None))
         reentrant = TLS.worker_device is not None
         cpu_queue = TLS.local_ready_queue if reentrant else ReadyQueue()
         graph_task = GraphTask(
@@ -170,24 +173,49 @@ class Engine(WorkerThreads):
     def thread_main(self, graph_task: GraphTask | None) -> None:
         """Pop and run tasks until ``graph_task`` completes (forever for device threads)."""
         queue: ReadyQueue = TLS.local_ready_queue
-        while graph_task is None or not graph_task.future_completed:
-            task = queue.pop()
-            if task.is_shutdown:
-                break
-            local = task.base
-            assert local is not None
-            if task.fn is not None and not local.has_error:
-                self._run_task(local, task.fn, task.inputs)
-            del task
-            with local._count_lock:
-                local.outstanding_tasks -= 1
-                done = local.outstanding_tasks == 0
-            if done:
-                self.mark_as_completed(local)
-                if TLS.worker_device is not local.owner:
-                    # See Note [Owner wake-up]
-                    owner_queue = self.ready_queue(local.cpu_ready_queue, local.owner)
-                    self._push(owner_queue, NodeTask(local, None, None), "wake-up")
+        state = grad_mode._state
+        outer_task, outer_mode = TLS.graph_task, state.enabled
+        try:
+            while graph_task is None or not graph_task.future_completed:
+                task: NodeTask | None = queue.pop()
+                if task.is_shutdown:  # type: ignore[union-attr]
+                    break
+                while task is not None:
+                    local = task.base
+                    fn = task.fn
+                    assert local is not None
+                    if fn is None or local.has_error:
+                        after = self._task_done(local)
+                    else:
+                        TLS.graph_task = local
+                        state.enabled = local.grad_mode
+                        try:
+                            inputs: Any = task.inputs
+                            after = self.evaluate_function(local, fn, inputs, queue)
+                        except BaseException as exc:  # noqa: BLE001 - carried to the caller
+                            self.thread_on_exception(local, fn, exc)
+                            after = self._task_done(local)
+                    task = None  # free the gradients before running the next node
+                    if after is _DONE:
+                        self._complete(local)
+                    elif after is not None:
+                        if graph_task is None or not graph_task.future_completed:
+                            task = after  # See Note [Running the next node directly]
+                        else:
+                            queue.push(after)
+        finally:
+            TLS.graph_task = outer_task
+            state.enabled = outer_mode
+
+    # Note [Running the next node directly]
+    # ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+    # When a node makes exactly one node ready, for this thread's own queue,
+    # and that queue is empty, pushing the task and popping it straight back
+    # would give the same order: the thread runs it next without the queue
+    # (the enqueue event is still emitted). A push by another thread that
+    # lands meanwhile is simply ordered after it, as it would be had it come
+    # a moment later. Only the task counting (outstanding_tasks) sees every
+    # task; a chain runs with no queue traffic at all.
 
     # Note [Owner wake-up]
     # ~~~~~~~~~~~~~~~~~~~~
@@ -197,129 +225,149 @@ class Engine(WorkerThreads):
     # an empty task to the owner's queue; popping it, the owner sees the
     # future completed and returns.
 
-    def _run_task(self, graph_task: GraphTask, fn: Node, inputs: Any) -> None:
-        outer_task = TLS.graph_task
-        TLS.graph_task = graph_task
-        prev_mode = grad_mode._state.enabled
-        grad_mode._state.enabled = graph_task.grad_mode
-        try:
-            self.evaluate_function(graph_task, fn, inputs, graph_task.cpu_ready_queue)
-        except BaseException as exc:  # noqa: BLE001 - carried to the caller, see set_exception
-            self.thread_on_exception(graph_task, fn, exc)
-        finally:
-            grad_mode._state.enabled = prev_mode
-            TLS.graph_task = outer_task
+    def _task_done(self, graph_task: GraphTask) -> Any:
+        """Count one task of ``graph_task`` as finished; ``_DONE`` if it was the last."""
+        with graph_task.lock:
+            graph_task.outstanding_tasks -= 1
+            return _DONE if graph_task.outstanding_tasks == 0 else None
+
+    def _complete(self, graph_task: GraphTask) -> None:
+        """The last task finished: complete the future and wake the owner if elsewhere."""
+        self.mark_as_completed(graph_task)
+        if TLS.worker_device is not graph_task.owner:
+            # See Note [Owner wake-up]
+            owner_queue = self.ready_queue(graph_task.cpu_ready_queue, graph_task.owner)
+            self._push(owner_queue, NodeTask(graph_task, None, None), "wake-up")
 
     def evaluate_function(
-        self, graph_task: GraphTask, fn: Node, inputs: InputBuffer, cpu_ready_queue: ReadyQueue
-    ) -> None:
-        """Run one node and pass its outputs on, releasing the nodes that become ready."""
-        active = HUB.active
+        self, graph_task: GraphTask, fn: Node, inputs: InputBuffer, queue: ReadyQueue
+    ) -> Any:
+        """Run one node and pass its outputs on, releasing the nodes that become ready.
+
+        Returns what :meth:`pass_outputs` returns.
+        """
+        grads: list[Any] = inputs.buffer
         exec_info = graph_task.exec_info
         if exec_info:
             fn_info = exec_info[fn]
-            grads = inputs.buffer
             if not fn_info.needed:
                 grads = self.call_tensor_pre_hooks(graph_task, fn, grads)
             if fn_info.captures is not None:
                 self._capture(graph_task, fn, fn_info.captures, grads)
             if not fn_info.needed:
-                return
-        outputs = self.call_function(graph_task, fn, inputs)
+                return self.pass_outputs(graph_task, fn, (), queue)
+        outputs = self.call_function(graph_task, fn, grads)
         if not graph_task.keep_graph:
             fn.release_variables()
-            if active and fn._saved:
-                _emit(
-                    "release_variables",
-                    graph_task,
-                    fn,
-                    count=len(fn._saved),
-                )
-        if not outputs:
-            return
-        if anomaly.STATE.enabled and (anomaly.STATE.check_nan or anomaly.STATE.check_inf):
+            if fn._saved and HUB.active:
+                _emit("release_variables", graph_task, fn, count=len(fn._saved))
+        checks = anomaly.STATE
+        if outputs and checks.enabled and (checks.check_nan or checks.check_inf):
             self._check_values(graph_task, fn, outputs)
+        return self.pass_outputs(graph_task, fn, outputs, queue)
+
+    def pass_outputs(
+        self, graph_task: GraphTask, fn: Node, outputs: Sequence[Any], queue: ReadyQueue
+    ) -> Any:
+        """Route ``fn``'s outputs to the nodes they feed and count ``fn``'s task finished.
+
+        All under the graph task's lock (Note [Locks]): each edge's node has its
+        dependency count decremented and the gradient added to its input
+        buffer; a node whose count reaches zero is queued on the device of its
+        buffer. Returns ``_DONE`` if this was the graph task's last task, a
+        task this thread should run next (Note [Running the next node
+        directly]), or ``None``.
+        """
+        active = HUB.active
+        edges = fn._next_edges
+        cpu_queue = graph_task.cpu_ready_queue
+        direct: NodeTask | None = None
         with graph_task.lock:
+            dependencies = graph_task.dependencies
+            not_ready = graph_task.not_ready
             for i, output in enumerate(outputs):
-                edge = fn._next_edges[i]
+                edge = edges[i]
                 if edge is None:
                     continue
-                self._pass_gradient(graph_task, fn, edge, output, cpu_ready_queue, active)
-
-    def _pass_gradient(
-        self,
-        graph_task: GraphTask,
-        fn: Node,
-        edge: Edge,
-        output: Tensor | None,
-        cpu_ready_queue: ReadyQueue,
-        active: bool,
-    ) -> None:
-        """Decrement ``edge``'s node dependencies and route ``output`` to its buffer (lock held)."""
-        nxt = edge.function
-        dependencies = graph_task.dependencies
-        count = dependencies.get(nxt)
-        if count is None:
-            raise RuntimeError(f"dependency not found for {nxt.name()}")
-        count -= 1
-        is_ready = count == 0
-        if is_ready:
-            del dependencies[nxt]
-        else:
-            dependencies[nxt] = count
-        if active:
-            _emit(
-                "dependency_decrement",
-                graph_task,
-                nxt,
-                from_node=fn._id,
-                from_name=fn.name(),
-                input_nr=edge.input_nr,
-                remaining=count,
-            )
-        not_ready = graph_task.not_ready
-        buffer = not_ready.get(nxt)
-        if buffer is None:
-            exec_info = graph_task.exec_info
-            if exec_info:
-                info = exec_info.get(nxt)
-                if info is None or not info.should_execute():
+                nxt = edge.function
+                count = dependencies.get(nxt)
+                if count is None:
+                    raise RuntimeError(f"dependency not found for {nxt.name()}")
+                count -= 1
+                if count:
+                    dependencies[nxt] = count
+                else:
+                    del dependencies[nxt]
+                if active:
+                    _emit(
+                        "dependency_decrement",
+                        graph_task,
+                        nxt,
+                        from_node=fn._id,
+                        from_name=fn.name(),
+                        input_nr=edge.input_nr,
+                        remaining=count,
+                    )
+                buffer = not_ready.pop(nxt, None) if count == 0 else not_ready.get(nxt)
+                if buffer is None:
+                    if graph_task.exec_info and not self._should_execute(graph_task, nxt):
+                        if active:
+                            _emit(
+                                "skip",
+                                graph_task,
+                                nxt,
+                                from_node=fn._id,
+                                input_nr=edge.input_nr,
+                                reason="not needed for the requested inputs",
+                            )
+                        continue
+                    buffer = InputBuffer(len(nxt._input_metadata))
+                    if count:
+                        not_ready[nxt] = buffer
+                if output is not None:
+                    slots = buffer.buffer
+                    old = slots[edge.input_nr]
+                    slots[edge.input_nr] = output if old is None else old + output
                     if active:
                         _emit(
-                            "skip",
+                            "accumulate",
                             graph_task,
                             nxt,
+                            target="buffer",
+                            slot=edge.input_nr,
+                            action="created" if old is None else "added",
                             from_node=fn._id,
-                            input_nr=edge.input_nr,
-                            reason="not needed for the requested inputs",
+                            grad=_summary(output),
+                            total=_summary(slots[edge.input_nr]),
                         )
-                    return
-            buffer = InputBuffer(len(nxt._input_metadata))
-        action = buffer.add(edge.input_nr, output)
-        if active and action is not None:
-            assert output is not None
-            _emit(
-                "accumulate",
-                graph_task,
-                nxt,
-                target="buffer",
-                slot=edge.input_nr,
-                action=action,
-                from_node=fn._id,
-                grad=_summary(output),
-                total=_summary(buffer.buffer[edge.input_nr]),
-            )
-        if is_ready:
-            not_ready.pop(nxt, None)
-            queue = self.ready_queue(cpu_ready_queue, buffer.device())
-            self._push(queue, NodeTask(graph_task, nxt, buffer), "ready")
-        else:
-            not_ready[nxt] = buffer
+                if count:
+                    continue
+                device = buffer.device()
+                target = cpu_queue if device is CPU else self.ready_queue(cpu_queue, device)
+                task = NodeTask(graph_task, nxt, buffer)
+                graph_task.outstanding_tasks += 1
+                if target is queue and direct is None and queue.empty():
+                    direct = task
+                    if active:
+                        self._emit_enqueue(queue, task, "ready")
+                    continue
+                if direct is not None and target is queue:
+                    queue.push(direct)  # two ready for this queue: let its order decide
+                    direct = None
+                self._push(target, task, "ready", counted=True)
+            graph_task.outstanding_tasks -= 1
+            if graph_task.outstanding_tasks == 0:
+                return _DONE
+        return direct
 
-    def call_function(self, graph_task: GraphTask, fn: Node, inputs: InputBuffer) -> list[Any]:
+    @staticmethod
+    def _should_execute(graph_task: GraphTask, fn: Node) -> bool:
+        info = graph_task.exec_info.get(fn)
+        return info is not None and info.should_execute()
+
+    def call_function(self, graph_task: GraphTask, fn: Node, grads: list[Any]) -> Sequence[Any]:
         """Hooks, ``apply``, output validation and post hooks of one node."""
         active = HUB.active
-        grads: list[Any] = inputs.buffer
         if fn.has_tensor_hooks():
             grads = self.call_tensor_pre_hooks(graph_task, fn, grads)
         if fn._pre_hooks:
@@ -331,15 +379,19 @@ class Engine(WorkerThreads):
                 fn,
                 inputs=[_summary(g) for g in grads],
             )
-        if fn.skips_undefined_grads and all(g is None for g in grads):
-            outputs: list[Any] = [None] * len(fn._next_edges)
+        outputs: Sequence[Any]
+        if fn.skips_undefined_grads:
+            for g in grads:
+                if g is not None:
+                    outputs = fn.apply(grads)
+                    break
+            else:
+                outputs = [None] * len(fn._next_edges)
         else:
-            outputs = list(fn.apply(grads))
-        outputs = validate_outputs(
-            fn._next_edges, outputs, lambda msg: f"Function {fn.name()} returned an {msg}"
-        )
+            outputs = fn.apply(grads)
+        outputs = validate_outputs(fn._next_edges, outputs, fn)
         if fn._post_hooks:
-            outputs = self._call_post_hooks(graph_task, fn, outputs, grads)
+            outputs = self._call_post_hooks(graph_task, fn, list(outputs), grads)
         if active:
             _emit(
                 "node_end",
@@ -417,7 +469,7 @@ class Engine(WorkerThreads):
                         grad=_summary(grad),
                     )
 
-    def _check_values(self, graph_task: GraphTask, fn: Node, outputs: list[Any]) -> None:
+    def _check_values(self, graph_task: GraphTask, fn: Node, outputs: Sequence[Any]) -> None:
         """Anomaly mode: raise at the first non-finite output, or report each one."""
         if anomaly.collecting_unheard():
             return
@@ -500,25 +552,41 @@ class Engine(WorkerThreads):
                 if TLS.worker_device is not graph_task.owner:
                     # See Note [Owner wake-up]
                     owner_queue = self.ready_queue(graph_task.cpu_ready_queue, graph_task.owner)
+                    with graph_task.lock:
+                        graph_task.outstanding_tasks += 1
                     owner_queue.push(NodeTask(graph_task, None, None))
 
     # -- queues and threads --------------------------------------------------
-    def _push(self, queue: ReadyQueue, task: NodeTask, reason: str) -> None:
+    def _push(self, queue: ReadyQueue, task: NodeTask, reason: str, counted: bool = False) -> None:
+        """Count ``task`` in its graph task (unless ``counted``), emit ``enqueue``, push it."""
+        base = task.base
+        assert base is not None
+        if not counted:
+            with base.lock:
+                base.outstanding_tasks += 1
+        if HUB.active:
+            self._emit_enqueue(queue, task, reason)
+        queue.push(task)
+
+    def _emit_enqueue(self, queue: ReadyQueue, task: NodeTask, reason: str) -> None:
         # The event comes first so that listeners see enqueue before the node starts on
-        # another thread; the push happens even if a listener cancels (no task is lost).
+        # another thread. If a listener cancels, the task is still queued (no task is lost)
+        # before the exception goes on.
+        base = task.base
+        assert base is not None
         try:
-            if HUB.active and task.base is not None:
-                _emit(
-                    "enqueue",
-                    task.base,
-                    task.fn,
-                    queue=str(queue.device),
-                    queue_owner=f"graph_task {task.base.id}" if queue.device is CPU else "device",
-                    reason=reason,
-                    queue_length=len(queue) + 1,
-                )
-        finally:
+            _emit(
+                "enqueue",
+                base,
+                task.fn,
+                queue=str(queue.device),
+                queue_owner=f"graph_task {base.id}" if queue.device is CPU else "device",
+                reason=reason,
+                queue_length=len(queue) + 1,
+            )
+        except BaseException:
             queue.push(task)
+            raise
 
     # -- events ------------------------------------------------------------
     def _emit_graph_task_start(

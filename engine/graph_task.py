@@ -66,14 +66,14 @@ class GraphTask:
 
     Note [Locks]
     ~~~~~~~~~~~~
-    ``lock`` guards ``dependencies``, ``not_ready``, ``captured_vars`` and the
-    future. ``outstanding_tasks`` has its own leaf lock because queues bump it
-    while the graph task lock may be held by the pushing thread; no other lock
-    is ever taken while holding it, so the two cannot deadlock.
+    ``lock`` guards ``dependencies``, ``not_ready``, ``outstanding_tasks``,
+    ``captured_vars`` and the future. A node's outputs are passed on, and the
+    node's own task counted as finished, in one hold of it (see
+    ``Engine.pass_outputs``). A ready queue's lock may be taken while holding
+    it (to push), never the other way round.
     """
 
     __slots__ = (
-        "_count_lock",
         "captured_vars",
         "cpu_ready_queue",
         "dependencies",
@@ -108,7 +108,6 @@ class GraphTask:
         self.cpu_ready_queue = cpu_ready_queue
         self.owner: Device | None = None
         self.outstanding_tasks = 0
-        self._count_lock = threading.Lock()
         self.lock = ACTIVITY.new_lock()
         self.dependencies: dict[Node, int] = {}
         self.not_ready: dict[Node, InputBuffer] = {}
@@ -195,37 +194,42 @@ class NodeTask:
         self.is_shutdown = is_shutdown
 
 
+_SHUTDOWN_KEY = -(1 << 200)
+_WAKE_UP_KEY = -(1 << 199)
+
+
 class ReadyQueue:
     """A priority queue of NodeTasks with a condition to wait on.
 
     Order (PyTorch's CompareNodeTaskTime): shutdown tasks first, then wake-up
     (empty) tasks, then the deeper reentrant depth, then the higher
-    sequence_nr; ties in arrival order.
+    sequence_nr; ties in arrival order. The first three criteria are folded
+    into one integer key (smaller runs first), so the heap compares ints.
+
+    Pushing does not count the task in its graph task's ``outstanding_tasks``:
+    the engine does that under the graph task's lock (Note [Locks]).
     """
 
-    __slots__ = ("_arrival", "_cond", "_heap", "_waiting", "device")
+    __slots__ = ("_arrival", "_cond", "_heap", "_lock", "_waiting", "device")
 
     def __init__(self, device: Device = CPU) -> None:
-        self._heap: list[tuple[int, int, int, int, int, NodeTask]] = []
-        self._cond = threading.Condition(threading.Lock())
+        self._heap: list[tuple[int, int, NodeTask]] = []
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
         self._arrival = itertools.count()
         self._waiting = 0
         self.device = device
 
-    def push(self, task: NodeTask, increment_outstanding: bool = True) -> None:
-        if increment_outstanding and task.base is not None:
+    def push(self, task: NodeTask) -> None:
+        fn = task.fn
+        if fn is not None:
             base = task.base
-            with base._count_lock:
-                base.outstanding_tasks += 1
-        if task.is_shutdown:
-            key = (0, 0, 0, 0)
-        elif task.fn is None:
-            key = (1, 0, 0, 0)
+            depth = 0 if base is None else base.reentrant_depth
+            key = -((depth << 64) | fn.sequence_nr)
         else:
-            depth = task.base.reentrant_depth if task.base is not None else 0
-            key = (1, 1, -depth, -task.fn.sequence_nr)
-        with self._cond:
-            heapq.heappush(self._heap, (*key, next(self._arrival), task))
+            key = _SHUTDOWN_KEY if task.is_shutdown else _WAKE_UP_KEY
+        with self._lock:
+            heapq.heappush(self._heap, (key, next(self._arrival), task))
             if self._waiting:
                 # The sleeper counts as running from now on; see Note [Quiescence].
                 self._waiting -= 1
@@ -233,12 +237,17 @@ class ReadyQueue:
                 self._cond.notify()
 
     def pop(self) -> NodeTask:
-        with self._cond:
-            while not self._heap:
+        with self._lock:
+            heap = self._heap
+            while not heap:
                 self._waiting += 1
                 ACTIVITY.block()
                 self._cond.wait()
-            return heapq.heappop(self._heap)[-1]
+            return heapq.heappop(heap)[2]
+
+    def empty(self) -> bool:
+        """Whether nothing is queued (a snapshot: other threads may push at any time)."""
+        return not self._heap
 
     def __len__(self) -> int:
         return len(self._heap)

@@ -2,23 +2,25 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from engine.graph import Edge
+from engine.graph import Edge, InputMetadata, Node
 from engine.tensor import Tensor
 
 
 def validate_outputs(
-    edges: Sequence[Edge | None],
-    grads: list[Tensor | None],
-    format_error: Callable[[str], str],
-) -> list[Tensor | None]:
+    edges: Sequence[Edge | None], grads: Sequence[Tensor | None], fn: Node | None
+) -> Sequence[Tensor | None]:
     """Check (and conform) the gradients flowing along ``edges``, as PyTorch does.
 
     Gradients whose shape broadcasts to the expected one are summed down to it
     (so every op's backward gets broadcasting right for free); dtypes are cast;
-    0-dim gradients move to the expected device.
+    0-dim gradients move to the expected device. ``fn`` is the node that
+    produced the gradients (named in errors), ``None`` for root gradients.
+
+    Returns ``grads`` itself when every gradient already fits (the common
+    case, checked without a call), else a list with the conformed ones.
 
     Raises:
         RuntimeError: wrong number of gradients, an incompatible shape, or a
@@ -26,47 +28,68 @@ def validate_outputs(
     """
     if len(grads) != len(edges):
         raise RuntimeError(
-            format_error(
-                f"invalid number of gradients - expected {len(edges)}, but got {len(grads)}"
+            _message(
+                fn, f"invalid number of gradients - expected {len(edges)}, but got {len(grads)}"
             )
         )
-    for i, given in enumerate(grads):
-        edge = edges[i]
-        grad = given
+    conformed: list[Tensor | None] | None = None
+    for i, edge in enumerate(edges):
+        grad = grads[i]
         if edge is None or grad is None:
             continue
-        if not isinstance(grad, Tensor):
+        if type(grad) is not Tensor and not isinstance(grad, Tensor):
             raise TypeError(
-                format_error(
+                _message(
+                    fn,
                     f"invalid gradient at index {i} - expected a Tensor or None, but got "
-                    f"{type(grad).__name__}"
+                    f"{type(grad).__name__}",
                 )
             )
         meta = edge.function._input_metadata[edge.input_nr]
-        shape = grad.data.shape
-        if shape != meta.shape:
-            if not _expandable_to(meta.shape, shape):
-                raise RuntimeError(
-                    format_error(
-                        f"invalid gradient at index {i} - got {list(shape)} but expected shape "
-                        f"compatible with {list(meta.shape)}"
-                    )
+        data = grad.data
+        if (
+            data.shape == meta[0]
+            and (data.dtype is meta[1] or data.dtype == meta[1])
+            and grad.device is meta[2]
+        ):
+            continue
+        if conformed is None:
+            conformed = list(grads)
+        conformed[i] = _conform(i, grad, meta, fn)
+    return grads if conformed is None else conformed
+
+
+def _message(fn: Node | None, msg: str) -> str:
+    return msg if fn is None else f"Function {fn.name()} returned an {msg}"
+
+
+def _conform(i: int, grad: Tensor, meta: InputMetadata, fn: Node | None) -> Tensor:
+    """``grad`` summed, cast and moved to what ``meta`` expects, or PyTorch's error."""
+    shape = grad.data.shape
+    if shape != meta.shape:
+        if not _expandable_to(meta.shape, shape):
+            raise RuntimeError(
+                _message(
+                    fn,
+                    f"invalid gradient at index {i} - got {list(shape)} but expected shape "
+                    f"compatible with {list(meta.shape)}",
                 )
-            grad = grad.sum_to_size(meta.shape)
-        if grad.data.dtype != meta.dtype:
-            grad = grad.to(meta.dtype)
-        if grad.device is not meta.device:
-            if grad.data.ndim == 0:
-                grad = grad.to(meta.device)
-            else:
-                raise RuntimeError(
-                    format_error(
-                        f"invalid device for value at index {i} - expected device {meta.device} "
-                        f"but got {grad.device}"
-                    )
+            )
+        grad = grad.sum_to_size(meta.shape)
+    if grad.data.dtype != meta.dtype:
+        grad = grad.to(meta.dtype)
+    if grad.device is not meta.device:
+        if grad.data.ndim == 0:
+            grad = grad.to(meta.device)
+        else:
+            raise RuntimeError(
+                _message(
+                    fn,
+                    f"invalid device for value at index {i} - expected device {meta.device} "
+                    f"but got {grad.device}",
                 )
-        grads[i] = grad
-    return grads
+            )
+    return grad
 
 
 def _expandable_to(shape: tuple[int, ...], desired: tuple[int, ...]) -> bool:

@@ -141,9 +141,7 @@ class WorkerThreads(abc.ABC):
         with self._start_lock:
             threads = list(self._device_threads.values())
             for queue in self._device_queues.values():
-                queue.push(
-                    NodeTask(None, None, None, is_shutdown=True), increment_outstanding=False
-                )
+                queue.push(NodeTask(None, None, None, is_shutdown=True))
             self._device_queues.clear()
             self._device_threads.clear()
         with self._pool_lock:
