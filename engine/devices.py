@@ -14,6 +14,7 @@ Three device types exist:
 from __future__ import annotations
 
 import threading
+from contextlib import AbstractContextManager, nullcontext
 from types import ModuleType
 from typing import Any, ClassVar
 
@@ -174,19 +175,49 @@ def device_of_array(array: Any) -> Device:
     """The device an array lives on, for arrays handed to ``engine.tensor``."""
     if isinstance(array, np.ndarray | np.generic):
         return CPU
-    mod = type(array).__module__
-    if mod.startswith("cupy"):
+    if type(array).__module__.startswith("cupy") or (
+        _cupy_module is not None and isinstance(array, _cupy_module.ndarray)
+    ):
         return Device("cuda", int(array.device.id))
     return CPU
 
 
+def device_context(device: Device) -> AbstractContextManager[Any]:
+    """Make ``device`` CuPy's current device inside a ``with`` block (a no-op off ``cuda``).
+
+    CuPy allocates new arrays, and runs kernels, on the calling thread's current device;
+    code that creates ``cuda:N`` data does it inside this context.
+
+    Raises:
+        RuntimeError: without CuPy or a GPU, or when ``device`` is past the last GPU.
+    """
+    if device.type != "cuda":
+        return nullcontext()
+    cp = _cupy()
+    count = int(cp.cuda.runtime.getDeviceCount())
+    if device.index is None or device.index >= count:
+        gpus = "cuda:0" if count == 1 else f"cuda:0 to cuda:{count - 1}"
+        raise RuntimeError(
+            f"CUDA error: invalid device ordinal: {device} does not exist: CuPy sees {count} "
+            f"GPU{'s' if count != 1 else ''} ({gpus})"
+        )
+    return cp.cuda.Device(device.index)
+
+
 def move_array(array: Any, src: Device, dst: Device) -> Any:
-    """Copy ``array`` from ``src`` to ``dst`` (a new array; never aliases the source)."""
+    """Copy ``array`` from ``src`` to ``dst`` (a new array; never aliases the source).
+
+    A copy to the host (``cupy.asnumpy``) waits for the GPU, so a gradient moved off a
+    GPU is complete when it arrives. Between two GPUs the copy goes through the host,
+    which needs no peer access between them.
+    """
     if src.type != "cuda" and dst.type != "cuda":
         return np.array(array, copy=True)
     cp = _cupy()
+    if src.type == "cuda" and dst.type == "cuda" and src is not dst:
+        array = cp.asnumpy(array)
     if dst.type == "cuda":
-        with cp.cuda.Device(dst.index):
+        with device_context(dst):
             return cp.array(array, copy=True)
     return cp.asnumpy(array)
 

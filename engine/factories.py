@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.devices import CPU, Device, device_of_array
+from engine.devices import CPU, Device, device_context, device_of_array, move_array
 from engine.tensor import Tensor
 
 float16 = np.dtype(np.float16)
@@ -49,15 +49,24 @@ def _resolve_device(device: str | Device | None, fallback: Device = CPU) -> Devi
 
 
 def as_array(data: Any, dtype: Any, device: str | Device | None) -> tuple[Any, Device]:
-    """Turn user data into an array on ``device`` with PyTorch's dtype inference."""
+    """A copy of user data as an array on ``device``, with PyTorch's dtype inference.
+
+    Host data (numbers, nested sequences, NumPy arrays) is converted on the host, then
+    copied to the device; device arrays are cast on their device, then moved if needed.
+    """
     if isinstance(data, Tensor):
         src, src_device = data.data, data.device
     else:
         src, src_device = data, device_of_array(data)
     target = _resolve_device(device, src_device)
-    if src_device.type == "cuda" and target.type != "cuda":
-        src = src.get()
-    if isinstance(src, np.ndarray | np.generic) or src_device.type == "cuda":
+    if src_device.type == "cuda":
+        if dtype is not None and np.dtype(dtype) != src.dtype:
+            with device_context(src_device):
+                src = src.astype(np.dtype(dtype))
+            if target is src_device:
+                return src, target
+        return move_array(src, src_device, target), target
+    if isinstance(src, np.ndarray | np.generic):
         array = src
     else:
         array = np.asarray(src)
@@ -70,13 +79,7 @@ def as_array(data: Any, dtype: Any, device: str | Device | None) -> tuple[Any, D
             array = array.astype(_default_dtype)
     if dtype is not None:
         array = array.astype(np.dtype(dtype), copy=False)
-    xp = target.xp
-    if target.type == "cuda":
-        with xp.cuda.Device(target.index):
-            array = xp.array(array, copy=True)
-    else:
-        array = np.array(array, copy=True)
-    return array, target
+    return move_array(array, CPU, target), target
 
 
 def tensor(
@@ -112,16 +115,38 @@ def _size(size: tuple[Any, ...]) -> tuple[int, ...]:
     return tuple(int(s) for s in size)
 
 
-def _new(array: Any, device: str | Device | None, requires_grad: bool, name: str | None) -> Tensor:
-    dev = _resolve_device(device)
-    if dev.type == "cuda":
-        with dev.xp.cuda.Device(dev.index):
-            array = dev.xp.asarray(array)
-    out = Tensor._make(array, dev)
+def _new(array: Any, device: Device, requires_grad: bool, name: str | None) -> Tensor:
+    """A leaf holding ``array``, which already lives on ``device``."""
+    out = Tensor._make(array, device)
     out.name = name
     if requires_grad:
         out.requires_grad = True
     return out
+
+
+def _from_host(
+    array: np.ndarray[Any, Any], device: str | Device | None, requires_grad: bool, name: str | None
+) -> Tensor:
+    """A leaf holding host values, copied to the GPU for a ``cuda`` device."""
+    dev = _resolve_device(device)
+    if dev.type == "cuda":
+        array = move_array(array, CPU, dev)
+    return _new(array, dev, requires_grad, name)
+
+
+def _filled(
+    fill: str,
+    shape: tuple[int, ...],
+    dtype: Any,
+    device: str | Device | None,
+    requires_grad: bool,
+    name: str | None,
+) -> Tensor:
+    """``zeros`` or ``ones`` made directly in ``device``'s memory."""
+    dev = _resolve_device(device)
+    with device_context(dev):
+        array = getattr(dev.xp, fill)(shape, dtype)
+    return _new(array, dev, requires_grad, name)
 
 
 def zeros(
@@ -132,7 +157,7 @@ def zeros(
     name: str | None = None,
 ) -> Tensor:
     """A tensor of zeros."""
-    return _new(np.zeros(_size(size), dtype or _default_dtype), device, requires_grad, name)
+    return _filled("zeros", _size(size), dtype or _default_dtype, device, requires_grad, name)
 
 
 def ones(
@@ -143,7 +168,7 @@ def ones(
     name: str | None = None,
 ) -> Tensor:
     """A tensor of ones."""
-    return _new(np.ones(_size(size), dtype or _default_dtype), device, requires_grad, name)
+    return _filled("ones", _size(size), dtype or _default_dtype, device, requires_grad, name)
 
 
 def full(
@@ -159,7 +184,7 @@ def full(
         dtype = np.asarray(fill_value).dtype
         if np.issubdtype(dtype, np.floating):
             dtype = _default_dtype
-    return _new(np.full(tuple(size), fill_value, dtype), device, requires_grad, name)
+    return _from_host(np.full(tuple(size), fill_value, dtype), device, requires_grad, name)
 
 
 def arange(
@@ -179,7 +204,7 @@ def arange(
         dtype = _default_dtype
     if dtype is not None:
         array = array.astype(dtype)
-    return _new(array, device, requires_grad, name)
+    return _from_host(array, device, requires_grad, name)
 
 
 def rand(
@@ -189,9 +214,9 @@ def rand(
     requires_grad: bool = False,
     name: str | None = None,
 ) -> Tensor:
-    """Uniform samples in ``[0, 1)``."""
+    """Uniform samples in ``[0, 1)`` (drawn on the host: one seed, the same values anywhere)."""
     array = _rng.random(_size(size)).astype(dtype or _default_dtype)
-    return _new(array, device, requires_grad, name)
+    return _from_host(array, device, requires_grad, name)
 
 
 def randn(
@@ -201,9 +226,9 @@ def randn(
     requires_grad: bool = False,
     name: str | None = None,
 ) -> Tensor:
-    """Standard normal samples."""
+    """Standard normal samples (drawn on the host: one seed, the same values anywhere)."""
     array = _rng.standard_normal(_size(size)).astype(dtype or _default_dtype)
-    return _new(array, device, requires_grad, name)
+    return _from_host(array, device, requires_grad, name)
 
 
 def zeros_like(
@@ -213,9 +238,8 @@ def zeros_like(
     requires_grad: bool = False,
 ) -> Tensor:
     """Zeros with ``input``'s shape, dtype and device."""
-    xp = input.device.xp
-    return _new(
-        xp.zeros(input.shape, dtype or input.dtype), device or input.device, requires_grad, None
+    return _filled(
+        "zeros", input.shape, dtype or input.dtype, device or input.device, requires_grad, None
     )
 
 
@@ -226,7 +250,6 @@ def ones_like(
     requires_grad: bool = False,
 ) -> Tensor:
     """Ones with ``input``'s shape, dtype and device."""
-    xp = input.device.xp
-    return _new(
-        xp.ones(input.shape, dtype or input.dtype), device or input.device, requires_grad, None
+    return _filled(
+        "ones", input.shape, dtype or input.dtype, device or input.device, requires_grad, None
     )

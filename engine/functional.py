@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from engine.devices import Device, move_array
 from engine.graph import Node
 from engine.ops._core import check_same_device, make_node, save, wrap
 from engine.tensor import Tensor
@@ -24,6 +25,11 @@ _REDUCTIONS = ("none", "mean", "sum")
 def _check_reduction(reduction: str) -> None:
     if reduction not in _REDUCTIONS:
         raise ValueError(f"{reduction} is not a valid value for reduction")
+
+
+def _data_on(t: Tensor, device: Device) -> Any:
+    """``t``'s array on ``device`` (a 0-dim CPU tensor may meet a tensor of any device)."""
+    return t.data if t.device is device else move_array(t.data, t.device, device)
 
 
 def _constant(data: Any, like: Tensor) -> Tensor:
@@ -102,7 +108,7 @@ def mse_loss(input: Tensor, target: Tensor, *, reduction: str = "mean") -> Tenso
             stacklevel=2,
         )
     device = check_same_device(input, target)
-    diff = input.data - target.data
+    diff = _data_on(input, device) - _data_on(target, device)
     losses = diff * diff
     node = make_node(MseLossBackward0, input, target)
     if node is not None:
@@ -140,7 +146,7 @@ def _nll_loss_2d(
     """``nll_loss`` for input ``(N, C)`` and target ``(N,)``."""
     xp = input.device.xp
     n, classes = input.shape
-    labels = target.data
+    labels = _data_on(target, input.device)
     valid = labels != ignore_index
     out_of_range = valid & ((labels < 0) | (labels >= classes))
     if out_of_range.any():
@@ -192,7 +198,7 @@ def nll_loss(
         raise RuntimeError(
             f"expected target dtype to be Long or Byte, but got {dtype_name(target.dtype)}"
         )
-    check_same_device(input, target)
+    check_same_device(input, target, *(() if weight is None else (weight,)))
     if input.ndim == 1:
         if target.numel() != 1:
             raise ValueError(

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from engine.autograd import grad as autograd_grad
+from engine.devices import CPU, Device, device_context, move_array
 from engine.tensor import Tensor
 
 
@@ -21,11 +22,24 @@ def _as_outputs(result: Any) -> tuple[Tensor, ...]:
     return tuple(r for r in result if isinstance(r, Tensor))
 
 
+def _host_float64(t: Tensor) -> np.ndarray[Any, Any]:
+    """A flat float64 NumPy copy of ``t``'s values (a copy: the inputs are perturbed in place
+    and an output may be a view of one)."""
+    data = move_array(t.data, t.device, CPU) if t.device.type == "cuda" else t.data
+    return np.array(data, dtype=np.float64).ravel()
+
+
+def _on_device(array: np.ndarray[Any, Any], device: Device) -> Tensor:
+    """A tensor holding host values on ``device`` (a copy for ``cuda``)."""
+    return Tensor._make(move_array(array, CPU, device) if device.type == "cuda" else array, device)
+
+
 def _float64_inputs(inputs: Sequence[Any]) -> list[Any]:
     converted = []
     for x in inputs:
         if isinstance(x, Tensor) and x.requires_grad:
-            t = Tensor._make(x.device.xp.array(x.data, dtype=np.float64), x.device)
+            with device_context(x.device):
+                t = Tensor._make(x.data.astype(np.float64), x.device)
             t.name = x.name
             t.requires_grad = True
             converted.append(t)
@@ -45,7 +59,7 @@ def numerical_jacobian(
     diff_inputs = [x for x in inputs if isinstance(x, Tensor) and x.requires_grad]
 
     def evaluate() -> list[np.ndarray[Any, Any]]:
-        return [np.array(o.data, dtype=np.float64).ravel() for o in _as_outputs(fn(*inputs))]
+        return [_host_float64(o) for o in _as_outputs(fn(*inputs))]
 
     base = evaluate()
     jac = [[np.zeros((o.size, x.numel())) for x in diff_inputs] for o in base]
@@ -76,11 +90,11 @@ def analytical_jacobian(
         for r in range(out.numel()):
             seed = np.zeros(out.numel(), dtype=out.dtype)
             seed[r] = 1.0
-            g = Tensor._make(out.device.xp.asarray(seed.reshape(out.shape)), out.device)
+            g = _on_device(seed.reshape(out.shape), out.device)
             grads = autograd_grad(out, diff_inputs, g, retain_graph=True, allow_unused=True)
             for j, gj in enumerate(grads):
                 if gj is not None:
-                    jac[i][j][r, :] = np.asarray(gj.data, dtype=np.float64).ravel()
+                    jac[i][j][r, :] = _host_float64(gj)
     return jac
 
 
@@ -166,10 +180,7 @@ def gradgradcheck(
     outputs = _as_outputs(fn(*args64))
     if grad_outputs is None:
         rng = np.random.default_rng(0)
-        seeds = [
-            Tensor._make(o.device.xp.asarray(rng.standard_normal(o.shape)), o.device)
-            for o in outputs
-        ]
+        seeds = [_on_device(rng.standard_normal(o.shape), o.device) for o in outputs]
     else:
         seeds = list((grad_outputs,) if isinstance(grad_outputs, Tensor) else grad_outputs)
 

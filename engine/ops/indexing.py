@@ -20,10 +20,12 @@ from typing import Any
 
 import numpy as np
 
+from engine.devices import CPU, Device
 from engine.graph import Node
 from engine.ops._core import (
     as_tensor_like,
     check_inplace,
+    check_same_device,
     make_node,
     needs_grad,
     normalize_dim,
@@ -101,15 +103,26 @@ def _check_bounds(positions: Any, size: int, dim: int) -> None:
         )
 
 
-def _as_index_item(item: Any, xp: Any) -> Any:
-    """An item of a key as ``None``, ``Ellipsis``, an int, a slice, or an array."""
+def _as_index_item(item: Any, device: Device) -> Any:
+    """An item of a key as ``None``, ``Ellipsis``, an int, a slice, or an array on ``device``.
+
+    Raises:
+        RuntimeError: PyTorch's message for an index tensor on another device than ``device``,
+            unless the index is on the CPU (it is copied over, as in PyTorch).
+    """
+    xp = device.xp
     if item is None or item is Ellipsis or isinstance(item, slice):
         return item
     if isinstance(item, bool):
         # PyTorch reads a Python bool as a 0-dim mask: a new dimension of size 1 or 0.
         return xp.asarray(item)
     if isinstance(item, Tensor):
-        array = item.data
+        if item.device is not device and item.device is not CPU:
+            raise RuntimeError(
+                f"indices should be either on cpu or on the same device as the indexed tensor "
+                f"({device})"
+            )
+        array = item.data if item.device is device else xp.asarray(item.data)
     elif isinstance(item, int | np.integer):
         return int(item)
     elif isinstance(item, list | tuple | np.ndarray) or hasattr(item, "__array__"):
@@ -136,7 +149,7 @@ def parse_index(key: Any, input: Tensor) -> Index:
     """
     xp = input.device.xp
     raw = key if isinstance(key, tuple) else (key,)
-    items = [_as_index_item(item, xp) for item in raw]
+    items = [_as_index_item(item, input.device) for item in raw]
     if sum(item is Ellipsis for item in items) > 1:
         raise IndexError("an index can only have a single ellipsis ('...')")
     consumed = sum(
@@ -401,13 +414,26 @@ def _index_put(
     accumulate: bool,
     node_cls: type[IndexPutBackward0] = IndexPutBackward0,
 ) -> Tensor:
-    values_t = as_tensor_like(values, input)
+    values_t = _values_on(input, values)
     out = input.data.copy()
     index.write(input.device.xp, out, values_t.data, accumulate)
     node = make_node(node_cls, input, values_t)
     if node is not None:
         node.index, node.accumulate = index, accumulate
     return wrap(out, input.device, node)
+
+
+def _values_on(input: Tensor, values: Any) -> Tensor:
+    """``values`` as a tensor on ``input``'s device; a 0-dim CPU tensor is moved (recorded).
+
+    Raises:
+        RuntimeError: PyTorch's message for values with dimensions on another device.
+    """
+    values_t = as_tensor_like(values, input)
+    if values_t.device is not input.device:
+        check_same_device(input, values_t)
+        values_t = values_t.to(input.device)
+    return values_t
 
 
 def index_put(input: Tensor, indices: Any, values: Any, accumulate: bool = False) -> Tensor:
@@ -446,7 +472,7 @@ def setitem(input: Tensor, key: Any, value: Any) -> None:
         node_cls = CopySlices if index.advanced is None else IndexPutBackward0
         rebase_history(input, _index_put(input, index, value, False, node_cls))
         return
-    values = value.data if isinstance(value, Tensor) else input.device.xp.asarray(value)
+    values = _values_on(input, value).data
     index.write(input.device.xp, input.data, values, accumulate=False)
     input._bump_version()
 

@@ -47,7 +47,7 @@ def reshape(input: Tensor, *shape: Any) -> Tensor:
     """The same elements in a new shape (``-1`` infers one dimension)."""
     target = _shape_arg(shape)
     data = _reshaped(input, target)
-    shares = _shares(data, input.data)
+    shares = _shares(data, input.data, input.device.xp)
     node = make_node(ViewBackward0 if shares else UnsafeViewBackward0, input)
     if node is not None:
         node.self_sym_sizes = input.shape
@@ -64,7 +64,7 @@ def view(input: Tensor, *shape: Any) -> Tensor:
     """
     target = _shape_arg(shape)
     data = _reshaped(input, target)
-    if not _shares(data, input.data):
+    if not _shares(data, input.data, input.device.xp):
         raise RuntimeError(
             "view size is not compatible with input tensor's size and stride (at least one "
             "dimension spans across two contiguous subspaces). Use .reshape(...) instead."
@@ -75,9 +75,9 @@ def view(input: Tensor, *shape: Any) -> Tensor:
     return wrap_view(data, input, node)
 
 
-def _shares(a: Any, b: Any) -> bool:
+def _shares(a: Any, b: Any, xp: Any) -> bool:
     """Whether the reshaped array still reads the input's memory (a true view)."""
-    return bool(a.size == 0 or np.may_share_memory(a, b))
+    return bool(a.size == 0 or xp.may_share_memory(a, b))
 
 
 class ExpandBackward0(Node):
