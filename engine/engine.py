@@ -25,7 +25,14 @@ from engine.activity import ACTIVITY
 from engine.devices import CPU
 from engine.events import HUB, LazySummary
 from engine.graph import Edge, GraphRoot, Node
-from engine.graph_task import GraphTask, InputBuffer, NodeTask, ReadyQueue, compute_dependencies
+from engine.graph_task import (
+    SHUTDOWN_TASK,
+    GraphTask,
+    InputBuffer,
+    NodeTask,
+    ReadyQueue,
+    compute_dependencies,
+)
 from engine.tensor import Tensor
 from engine.validation import check_hook_result, check_hook_results, validate_outputs
 from engine.workers import WorkerThreads
@@ -98,7 +105,7 @@ class Engine(WorkerThreads):
         compute_dependencies(graph_root, graph_task, min_topo_nr)
         if outputs:
             graph_task.init_to_execute(graph_root, outputs, accumulate_grad, min_topo_nr)
-        input_buffer = InputBuffer(graph_root.num_inputs if skip_dummy_node else 0)
+        input_buffer = InputBuffer.empty(graph_root.num_inputs if skip_dummy_node else 0)
         if skip_dummy_node:
             input_buffer.add(roots[0].input_nr, inputs[0])
         if HUB.active:
@@ -118,7 +125,7 @@ class Engine(WorkerThreads):
             TLS.local_ready_queue = graph_task.cpu_ready_queue
             graph_task.owner = CPU
             try:
-                self._push(queue, NodeTask(graph_task, graph_root, input_buffer), "root")
+                self._push(queue, (graph_task, graph_root, input_buffer), "root")
                 self.thread_main(graph_task)
             finally:
                 TLS.worker_device = None
@@ -135,8 +142,9 @@ class Engine(WorkerThreads):
                 current_depth=TLS.current_depth,
                 on_pool=TLS.current_depth >= MAX_RECURSION_DEPTH,
             )
-        self._push(queue, NodeTask(graph_task, graph_root, input_buffer), "root")
+        self._push(queue, (graph_task, graph_root, input_buffer), "root")
         if TLS.current_depth >= MAX_RECURSION_DEPTH:
+            graph_task.shared = True  # See Note [Graph tasks one thread runs]
             self.add_thread_pool_task(graph_task)
             graph_task.done.wait()
         else:
@@ -178,11 +186,10 @@ class Engine(WorkerThreads):
         try:
             while graph_task is None or not graph_task.future_completed:
                 task: NodeTask | None = queue.pop()
-                if task.is_shutdown:  # type: ignore[union-attr]
+                if task is SHUTDOWN_TASK:
                     break
                 while task is not None:
-                    local = task.base
-                    fn = task.fn
+                    local, fn, inputs = task
                     assert local is not None
                     if fn is None or local.has_error:
                         after = self._task_done(local)
@@ -190,12 +197,11 @@ class Engine(WorkerThreads):
                         TLS.graph_task = local
                         state.enabled = local.grad_mode
                         try:
-                            inputs: Any = task.inputs
                             after = self.evaluate_function(local, fn, inputs, queue)
                         except BaseException as exc:  # noqa: BLE001 - carried to the caller
                             self.thread_on_exception(local, fn, exc)
                             after = self._task_done(local)
-                    task = None  # free the gradients before running the next node
+                    task = inputs = None  # free the gradients before running the next node
                     if after is _DONE:
                         self._complete(local)
                     elif after is not None:
@@ -237,16 +243,16 @@ class Engine(WorkerThreads):
         if TLS.worker_device is not graph_task.owner:
             # See Note [Owner wake-up]
             owner_queue = self.ready_queue(graph_task.cpu_ready_queue, graph_task.owner)
-            self._push(owner_queue, NodeTask(graph_task, None, None), "wake-up")
+            self._push(owner_queue, (graph_task, None, None), "wake-up")
 
     def evaluate_function(
-        self, graph_task: GraphTask, fn: Node, inputs: InputBuffer, queue: ReadyQueue
+        self, graph_task: GraphTask, fn: Node, inputs: Any, queue: ReadyQueue
     ) -> Any:
         """Run one node and pass its outputs on, releasing the nodes that become ready.
 
         Returns what :meth:`pass_outputs` returns.
         """
-        grads: list[Any] = inputs.buffer
+        grads: list[Any] = inputs
         exec_info = graph_task.exec_info
         if exec_info:
             fn_info = exec_info[fn]
@@ -282,7 +288,11 @@ class Engine(WorkerThreads):
         edges = fn._next_edges
         cpu_queue = graph_task.cpu_ready_queue
         direct: NodeTask | None = None
-        with graph_task.lock:
+        lock = graph_task.lock
+        locked = graph_task.shared  # See Note [Graph tasks one thread runs]
+        if locked:
+            lock.acquire()
+        try:
             dependencies = graph_task.dependencies
             not_ready = graph_task.not_ready
             for i, output in enumerate(outputs):
@@ -321,13 +331,12 @@ class Engine(WorkerThreads):
                                 reason="not needed for the requested inputs",
                             )
                         continue
-                    buffer = InputBuffer(len(nxt._input_metadata))
+                    buffer = InputBuffer((None,) * len(nxt._input_metadata))
                     if count:
                         not_ready[nxt] = buffer
                 if output is not None:
-                    slots = buffer.buffer
-                    old = slots[edge.input_nr]
-                    slots[edge.input_nr] = output if old is None else old + output
+                    old = buffer[edge.input_nr]
+                    buffer[edge.input_nr] = output if old is None else old + output
                     if active:
                         _emit(
                             "accumulate",
@@ -338,19 +347,23 @@ class Engine(WorkerThreads):
                             action="created" if old is None else "added",
                             from_node=fn._id,
                             grad=_summary(output),
-                            total=_summary(slots[edge.input_nr]),
+                            total=_summary(buffer[edge.input_nr]),
                         )
                 if count:
                     continue
                 device = buffer.device()
                 target = cpu_queue if device is CPU else self.ready_queue(cpu_queue, device)
-                task = NodeTask(graph_task, nxt, buffer)
+                task = (graph_task, nxt, buffer)
                 graph_task.outstanding_tasks += 1
                 if target is queue and direct is None and queue.empty():
                     direct = task
                     if active:
                         self._emit_enqueue(queue, task, "ready")
                     continue
+                if target is not queue and not locked:
+                    graph_task.shared = True  # another thread will see it from now on
+                    lock.acquire()
+                    locked = True
                 if direct is not None and target is queue:
                     queue.push(direct)  # two ready for this queue: let its order decide
                     direct = None
@@ -358,7 +371,20 @@ class Engine(WorkerThreads):
             graph_task.outstanding_tasks -= 1
             if graph_task.outstanding_tasks == 0:
                 return _DONE
-        return direct
+            return direct
+        finally:
+            if locked:
+                lock.release()
+
+    # Note [Graph tasks one thread runs]
+    # ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+    # Most graph tasks never leave the thread that runs them: every node is
+    # on that thread's device and no reentrant call went to the pool. Until a
+    # task of the graph task is handed to another thread, no other thread can
+    # reach its state, so pass_outputs skips the lock. The hand-over itself
+    # (pushing to another thread's queue, or to the pool) first sets
+    # ``shared``, and pass_outputs takes the lock before that push; from then
+    # on every thread locks. Completion and errors always lock.
 
     @staticmethod
     def _should_execute(graph_task: GraphTask, fn: Node) -> bool:
@@ -554,13 +580,15 @@ class Engine(WorkerThreads):
                     owner_queue = self.ready_queue(graph_task.cpu_ready_queue, graph_task.owner)
                     with graph_task.lock:
                         graph_task.outstanding_tasks += 1
-                    owner_queue.push(NodeTask(graph_task, None, None))
+                    owner_queue.push((graph_task, None, None))
 
     # -- queues and threads --------------------------------------------------
     def _push(self, queue: ReadyQueue, task: NodeTask, reason: str, counted: bool = False) -> None:
         """Count ``task`` in its graph task (unless ``counted``), emit ``enqueue``, push it."""
-        base = task.base
+        base = task[0]
         assert base is not None
+        if queue is not TLS.local_ready_queue:
+            base.shared = True  # See Note [Graph tasks one thread runs]
         if not counted:
             with base.lock:
                 base.outstanding_tasks += 1
@@ -572,13 +600,13 @@ class Engine(WorkerThreads):
         # The event comes first so that listeners see enqueue before the node starts on
         # another thread. If a listener cancels, the task is still queued (no task is lost)
         # before the exception goes on.
-        base = task.base
+        base, fn, _ = task
         assert base is not None
         try:
             _emit(
                 "enqueue",
                 base,
-                task.fn,
+                fn,
                 queue=str(queue.device),
                 queue_owner=f"graph_task {base.id}" if queue.device is CPU else "device",
                 reason=reason,

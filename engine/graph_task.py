@@ -10,7 +10,7 @@ import heapq
 import itertools
 import threading
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeAlias
 
 from engine import _context
 from engine.activity import ACTIVITY, Completion
@@ -21,28 +21,34 @@ from engine.tensor import Tensor
 _graph_task_ids = itertools.count(1)
 
 
-class InputBuffer:
-    """The gradients gathered for one node, one slot per node input."""
+class InputBuffer(list[Any]):
+    """The gradients gathered for one node, one slot per node input.
 
-    __slots__ = ("buffer",)
+    A list, so the engine hands it to ``Node.apply`` as the node's ``grads``
+    without copying.
+    """
 
-    def __init__(self, size: int) -> None:
-        self.buffer: list[Tensor | None] = [None] * size
+    __slots__ = ()
+
+    @classmethod
+    def empty(cls, size: int) -> InputBuffer:
+        """A buffer of ``size`` empty (``None``) slots."""
+        return cls((None,) * size)
 
     def add(self, pos: int, var: Tensor | None) -> str | None:
         """Accumulate ``var`` into slot ``pos``; returns ``"created"`` or ``"added"``."""
         if var is None:
             return None
-        old = self.buffer[pos]
+        old = self[pos]
         if old is None:
-            self.buffer[pos] = var
+            self[pos] = var
             return "created"
-        self.buffer[pos] = old + var
+        self[pos] = old + var
         return "added"
 
     def device(self) -> Device:
         """The first non-CPU device among the gradients, else ``cpu`` (as in PyTorch)."""
-        for var in self.buffer:
+        for var in self:
             if var is not None and var.device is not CPU:
                 return var.device
         return CPU
@@ -92,6 +98,7 @@ class GraphTask:
         "owner",
         "parent_id",
         "reentrant_depth",
+        "shared",
     )
 
     def __init__(
@@ -108,6 +115,8 @@ class GraphTask:
         self.cpu_ready_queue = cpu_ready_queue
         self.owner: Device | None = None
         self.outstanding_tasks = 0
+        self.shared = False
+        """Whether another thread may touch this graph task (Note [Graph tasks one thread runs])."""
         self.lock = ACTIVITY.new_lock()
         self.dependencies: dict[Node, int] = {}
         self.not_ready: dict[Node, InputBuffer] = {}
@@ -176,23 +185,15 @@ class GraphTask:
                     mark_needed(stack[-1][0])
 
 
-class NodeTask:
-    """One node ready to run with its gathered inputs (fn ``None``: a wake-up task)."""
+NodeTask: TypeAlias = tuple[GraphTask | None, Node | None, InputBuffer | None]
+"""``(graph_task, node, inputs)``: one node ready to run with its gathered inputs.
 
-    __slots__ = ("base", "fn", "inputs", "is_shutdown")
+A plain tuple (one is made per node run). ``(graph_task, None, None)`` is a
+wake-up task; :data:`SHUTDOWN_TASK` tells a device thread to exit.
+"""
 
-    def __init__(
-        self,
-        base: GraphTask | None,
-        fn: Node | None,
-        inputs: InputBuffer | None,
-        is_shutdown: bool = False,
-    ) -> None:
-        self.base = base
-        self.fn = fn
-        self.inputs = inputs
-        self.is_shutdown = is_shutdown
-
+SHUTDOWN_TASK: NodeTask = (None, None, None)
+"""Pushed by ``shutdown()`` to stop a device thread."""
 
 _SHUTDOWN_KEY = -(1 << 200)
 _WAKE_UP_KEY = -(1 << 199)
@@ -221,13 +222,12 @@ class ReadyQueue:
         self.device = device
 
     def push(self, task: NodeTask) -> None:
-        fn = task.fn
+        base, fn, _ = task
         if fn is not None:
-            base = task.base
             depth = 0 if base is None else base.reentrant_depth
             key = -((depth << 64) | fn.sequence_nr)
         else:
-            key = _SHUTDOWN_KEY if task.is_shutdown else _WAKE_UP_KEY
+            key = _SHUTDOWN_KEY if task is SHUTDOWN_TASK else _WAKE_UP_KEY
         with self._lock:
             heapq.heappush(self._heap, (key, next(self._arrival), task))
             if self._waiting:
@@ -254,9 +254,14 @@ class ReadyQueue:
 
 
 def compute_dependencies(root: Node, task: GraphTask, min_topo_nr: int) -> None:
-    """Count, for every node reachable from ``root``, the edges arriving at it."""
+    """Count, for every node reachable from ``root``, the edges arriving at it.
+
+    Nodes with a topological number below ``min_topo_nr`` cannot lead to any
+    requested output; they are counted but not walked (PyTorch's pruning).
+    The counts double as the set of nodes already seen (the root, having no
+    edge arriving at it in a DAG, is never met again).
+    """
     dependencies = task.dependencies
-    seen = {root}
     stack = [root]
     while stack:
         fn = stack.pop()
@@ -266,7 +271,9 @@ def compute_dependencies(root: Node, task: GraphTask, min_topo_nr: int) -> None:
             if edge is None:
                 continue
             nxt = edge.function
-            dependencies[nxt] = dependencies.get(nxt, 0) + 1
-            if nxt not in seen:
-                seen.add(nxt)
+            count = dependencies.get(nxt)
+            if count is None:
+                dependencies[nxt] = 1
                 stack.append(nxt)
+            else:
+                dependencies[nxt] = count + 1

@@ -17,7 +17,7 @@ from typing import Any
 from engine import _context
 from engine.activity import ACTIVITY
 from engine.devices import CPU, Device
-from engine.graph_task import GraphTask, NodeTask, ReadyQueue
+from engine.graph_task import SHUTDOWN_TASK, GraphTask, ReadyQueue
 
 TLS = _context.TLS
 
@@ -141,7 +141,7 @@ class WorkerThreads(abc.ABC):
         with self._start_lock:
             threads = list(self._device_threads.values())
             for queue in self._device_queues.values():
-                queue.push(NodeTask(None, None, None, is_shutdown=True))
+                queue.push(SHUTDOWN_TASK)
             self._device_queues.clear()
             self._device_threads.clear()
         with self._pool_lock:
