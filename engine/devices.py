@@ -4,7 +4,8 @@ Three device types exist:
 
 * ``cpu``: NumPy arrays, executed by the thread that called ``backward()``.
 * ``cuda:N``: CuPy arrays, one engine worker thread per device. CuPy is
-  imported lazily, the first time a ``cuda`` device is used.
+  imported lazily, the first time a ``cuda`` device is used; without CuPy or a
+  GPU, using one is a clear ``RuntimeError`` and everything else works.
 * ``sim:N``: a simulated accelerator backed by NumPy. Each ``sim`` device gets
   its own engine worker thread and ready queue, exactly as a GPU would, so the
   engine's cross-device routing, owner wake-up and per-device threads run (and
@@ -13,6 +14,7 @@ Three device types exist:
 
 from __future__ import annotations
 
+import os
 import threading
 from contextlib import AbstractContextManager, nullcontext
 from types import ModuleType
@@ -139,12 +141,32 @@ def sim_device_count() -> int:
 
 CPU = Device("cpu")
 
+# Note [CUDA streams]
+# ~~~~~~~~~~~~~~~~~~~
+# A tensor's forward kernels are queued by the thread that ran the op; its
+# backward kernels by the engine's worker thread of its device. Nothing but
+# the stream orders the two: the engine relies on CuPy's default, the legacy
+# default stream, which is one per device and shared by every host thread (and
+# waits for the blocking streams a user may create). CuPy's per-thread default
+# streams would give the worker a stream of its own, racing the forward, so
+# they are refused. Work leaves a GPU only through cupy.asnumpy, which waits
+# for the copy; leaves on a GPU are synchronized before backward() returns
+# (GraphTask.leaf_devices), so their .grad is complete when the caller reads it.
+
+_PER_THREAD_STREAMS = "CUPY_CUDA_PER_THREAD_DEFAULT_STREAM"
+
 _cupy_module: ModuleType | None = None
 
 
 def _cupy() -> ModuleType:
     global _cupy_module
     if _cupy_module is None:
+        if os.environ.get(_PER_THREAD_STREAMS, "0") != "0":
+            raise RuntimeError(
+                f"cuda devices need CuPy's legacy default stream, shared by the engine's "
+                f"threads, but {_PER_THREAD_STREAMS}={os.environ[_PER_THREAD_STREAMS]} gives "
+                f"each thread its own: unset it (see Note [CUDA streams] in engine/devices.py)"
+            )
         try:
             import cupy
         except ImportError as exc:

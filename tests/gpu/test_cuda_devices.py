@@ -503,3 +503,17 @@ def test_losses_take_a_zero_dim_cpu_target(backend: Backend) -> None:
         engine.functional.nll_loss(
             on_cuda([[0.0, 1.0]]), engine.tensor([1], device="cuda"), engine.tensor([1.0, 2.0])
         )
+
+
+def test_per_thread_default_streams_are_refused(
+    fake_cupy: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    monkeypatch.setattr(devices, "_cupy_module", None)
+    monkeypatch.setitem(sys.modules, "cupy", fake_cupy)
+    monkeypatch.setenv("CUPY_CUDA_PER_THREAD_DEFAULT_STREAM", "1")
+    with pytest.raises(RuntimeError, match="need CuPy's legacy default stream"):
+        engine.tensor([1.0], device="cuda")
+    monkeypatch.delenv("CUPY_CUDA_PER_THREAD_DEFAULT_STREAM")
+    assert engine.tensor([1.0], device="cuda").device.type == "cuda"
