@@ -31,6 +31,8 @@ from engine.graph_task import (
     InputBuffer,
     NodeTask,
     ReadyQueue,
+    accumulate_into,
+    buffer_device,
     compute_dependencies,
 )
 from engine.tensor import Tensor
@@ -105,9 +107,9 @@ class Engine(WorkerThreads):
         compute_dependencies(graph_root, graph_task, min_topo_nr)
         if outputs:
             graph_task.init_to_execute(graph_root, outputs, accumulate_grad, min_topo_nr)
-        input_buffer = InputBuffer.empty(graph_root.num_inputs if skip_dummy_node else 0)
+        input_buffer: InputBuffer = [None] * (graph_root.num_inputs if skip_dummy_node else 0)
         if skip_dummy_node:
-            input_buffer.add(roots[0].input_nr, inputs[0])
+            accumulate_into(input_buffer, roots[0].input_nr, inputs[0])
         if HUB.active:
             self._emit_graph_task_start(graph_task, graph_root, roots, inputs, outputs)
         self.execute_with_graph_task(graph_task, graph_root, input_buffer)
@@ -118,7 +120,7 @@ class Engine(WorkerThreads):
     def execute_with_graph_task(
         self, graph_task: GraphTask, graph_root: Node, input_buffer: InputBuffer
     ) -> None:
-        queue = self.ready_queue(graph_task.cpu_ready_queue, input_buffer.device())
+        queue = self.ready_queue(graph_task.cpu_ready_queue, buffer_device(input_buffer))
         if TLS.worker_device is None:
             # A fresh call from a user thread: this thread becomes the CPU worker.
             TLS.worker_device = CPU
@@ -183,6 +185,7 @@ class Engine(WorkerThreads):
         queue: ReadyQueue = TLS.local_ready_queue
         state = grad_mode._state
         outer_task, outer_mode = TLS.graph_task, state.enabled
+        current = outer_task
         try:
             while graph_task is None or not graph_task.future_completed:
                 task: NodeTask | None = queue.pop()
@@ -194,7 +197,8 @@ class Engine(WorkerThreads):
                     if fn is None or local.has_error:
                         after = self._task_done(local)
                     else:
-                        TLS.graph_task = local
+                        if local is not current:
+                            TLS.graph_task = current = local
                         state.enabled = local.grad_mode
                         try:
                             after = self.evaluate_function(local, fn, inputs, queue)
@@ -331,7 +335,7 @@ class Engine(WorkerThreads):
                                 reason="not needed for the requested inputs",
                             )
                         continue
-                    buffer = InputBuffer((None,) * len(nxt._input_metadata))
+                    buffer = [None] * len(nxt._input_metadata)
                     if count:
                         not_ready[nxt] = buffer
                 if output is not None:
@@ -351,7 +355,7 @@ class Engine(WorkerThreads):
                         )
                 if count:
                     continue
-                device = buffer.device()
+                device = buffer_device(buffer)
                 target = cpu_queue if device is CPU else self.ready_queue(cpu_queue, device)
                 task = (graph_task, nxt, buffer)
                 graph_task.outstanding_tasks += 1
@@ -394,7 +398,11 @@ class Engine(WorkerThreads):
     def call_function(self, graph_task: GraphTask, fn: Node, grads: list[Any]) -> Sequence[Any]:
         """Hooks, ``apply``, output validation and post hooks of one node."""
         active = HUB.active
-        if fn.has_tensor_hooks():
+        if (
+            fn._tensor_pre_hooks
+            or fn._retains_grad_hooks
+            or (fn.hooks_on_variable and fn.has_tensor_hooks())
+        ):
             grads = self.call_tensor_pre_hooks(graph_task, fn, grads)
         if fn._pre_hooks:
             grads = self._call_pre_hooks(graph_task, fn, grads)

@@ -37,7 +37,7 @@ _node_ids = itertools.count(1)
 
 class _SequenceCounter(threading.local):
     def __init__(self) -> None:
-        self.value = 0
+        self.next: Callable[[], int] = itertools.count().__next__
 
 
 _sequence = _SequenceCounter()
@@ -45,8 +45,13 @@ _sequence = _SequenceCounter()
 
 def next_sequence_nr() -> int:
     """Take the next sequence number of this thread."""
-    nr = _sequence.value
-    _sequence.value = nr + 1
+    return _sequence.next()
+
+
+def restart_sequence_nr(start: int) -> int:
+    """Number this thread's next node ``start``; returns the number it would have had."""
+    nr = _sequence.next()
+    _sequence.next = itertools.count(start).__next__
     return nr
 
 
@@ -176,13 +181,17 @@ class Node:
         "topological_nr",
     )
 
+    hooks_on_variable = False
+    """Whether the node keeps tensor hooks outside ``_tensor_pre_hooks`` (``AccumulateGrad``
+    keeps them on its leaf), so :meth:`has_tensor_hooks` must be asked."""
+
     skips_undefined_grads = True
     """When every incoming gradient is ``None``, the engine returns ``None`` for all
     outputs without calling ``apply`` (PyTorch's ``any_grad_defined`` check)."""
 
     def __init__(self, sequence_nr: int | None = None) -> None:
         self._next_edges: tuple[Edge | None, ...] = ()
-        self.sequence_nr: int = next_sequence_nr() if sequence_nr is None else sequence_nr
+        self.sequence_nr: int = _sequence.next() if sequence_nr is None else sequence_nr
         self.topological_nr: int = 0
         self._id: int = next(_node_ids)
         self._metadata: dict[str, Any] | None = None
@@ -352,6 +361,7 @@ class AccumulateGrad(Node):
     __slots__ = ("variable",)
 
     _lock = threading.Lock()
+    hooks_on_variable = True
 
     def __init__(self, variable: Tensor) -> None:
         super().__init__(sequence_nr=UINT64_MAX)

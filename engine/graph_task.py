@@ -21,37 +21,33 @@ from engine.tensor import Tensor
 _graph_task_ids = itertools.count(1)
 
 
-class InputBuffer(list[Any]):
-    """The gradients gathered for one node, one slot per node input.
+InputBuffer: TypeAlias = list[Any]
+"""The gradients gathered for one node: a plain list, one slot per node input.
 
-    A list, so the engine hands it to ``Node.apply`` as the node's ``grads``
-    without copying.
-    """
+A list (made per node run, so it must be cheap) that the engine hands to
+``Node.apply`` as the node's ``grads`` without copying; see
+:func:`accumulate_into` and :func:`buffer_device`.
+"""
 
-    __slots__ = ()
 
-    @classmethod
-    def empty(cls, size: int) -> InputBuffer:
-        """A buffer of ``size`` empty (``None``) slots."""
-        return cls((None,) * size)
+def accumulate_into(buffer: InputBuffer, pos: int, var: Tensor | None) -> str | None:
+    """Add ``var`` into slot ``pos``; returns ``"created"``, ``"added"`` or ``None`` (no var)."""
+    if var is None:
+        return None
+    old = buffer[pos]
+    if old is None:
+        buffer[pos] = var
+        return "created"
+    buffer[pos] = old + var
+    return "added"
 
-    def add(self, pos: int, var: Tensor | None) -> str | None:
-        """Accumulate ``var`` into slot ``pos``; returns ``"created"`` or ``"added"``."""
-        if var is None:
-            return None
-        old = self[pos]
-        if old is None:
-            self[pos] = var
-            return "created"
-        self[pos] = old + var
-        return "added"
 
-    def device(self) -> Device:
-        """The first non-CPU device among the gradients, else ``cpu`` (as in PyTorch)."""
-        for var in self:
-            if var is not None and var.device is not CPU:
-                return var.device
-        return CPU
+def buffer_device(buffer: InputBuffer) -> Device:
+    """Where the node runs: its first non-CPU gradient's device, else ``cpu`` (as in PyTorch)."""
+    for var in buffer:
+        if var is not None and var.device is not CPU:
+            return var.device
+    return CPU
 
 
 class ExecInfo:

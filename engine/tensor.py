@@ -41,22 +41,29 @@ class Tensor:
     """
 
     __slots__ = (
+        "__dict__",
         "__weakref__",
-        "_backward_hooks",
-        "_base",
-        "_grad",
-        "_grad_accumulator",
-        "_is_inference",
         "_output_nr",
         "_requires_grad",
-        "_retains_grad",
         "_version_counter",
-        "_views",
         "data",
         "device",
         "grad_fn",
-        "name",
     )
+
+    # Note [Lean tensors]
+    # ~~~~~~~~~~~~~~~~~~~
+    # Every op makes a tensor, forward and backward, so making one must be
+    # cheap: only the fields every tensor needs are slots set at creation.
+    # The rest are class-level defaults until a tensor sets its own (a leaf's
+    # hooks, a name, a view's base), which lands in its ``__dict__``.
+    _grad: Tensor | None = None
+    _grad_accumulator: weakref.ref[AccumulateGrad] | None = None
+    _backward_hooks: dict[int, Any] | None = None
+    _retains_grad: bool = False
+    _is_inference: bool = False
+    _base: Tensor | None = None
+    _views: weakref.WeakSet[Tensor] | None = None
 
     if TYPE_CHECKING:
         # Operations are installed on the class by ``engine.ops`` at import time.
@@ -104,7 +111,7 @@ class Tensor:
     """The device the data lives on."""
     grad_fn: Node | None
     """The node that computes this tensor's gradient contribution; ``None`` for leaves."""
-    name: str | None
+    name: str | None = None
     """An optional name, shown by the visualizer."""
 
     def __init__(
@@ -126,24 +133,16 @@ class Tensor:
         self.data = data
         self.device = device
         self.grad_fn = None
-        self._grad: Tensor | None = None
         self._requires_grad = False
         self._output_nr = 0
         self._version_counter = [0]
-        self._grad_accumulator: weakref.ref[AccumulateGrad] | None = None
-        self._backward_hooks: dict[int, Any] | None = None
-        self._retains_grad = False
-        self.name = None
-        self._is_inference: bool = grad_mode._state.inference
-        self._base: Tensor | None = None
-        self._views: weakref.WeakSet[Tensor] | None = None
+        if grad_mode._state.inference:
+            self._is_inference = True
 
-    @classmethod
-    def _make(cls, data: Any, device: Device = CPU) -> Tensor:
+    @staticmethod
+    def _make(data: Any, device: Device = CPU) -> Tensor:
         """Wrap an array without copying or checking (for the engine and ops)."""
-        t = object.__new__(cls)
-        t._init(data, device)
-        return t
+        return make_tensor(data, device)
 
     # -- shape and type ----------------------------------------------------
     @property
@@ -422,3 +421,23 @@ class Tensor:
         if self.name:
             extras.append(f"name={self.name!r}")
         return "tensor(" + body + "".join(", " + e for e in extras) + ")"
+
+
+_new_tensor = object.__new__
+
+
+def make_tensor(data: Any, device: Device) -> Tensor:
+    """A tensor wrapping ``data`` as is: :meth:`Tensor._make` without the method call.
+
+    The fields are :meth:`Tensor._init`'s, written out: this runs once per op.
+    """
+    t: Tensor = _new_tensor(Tensor)
+    t.data = data
+    t.device = device
+    t.grad_fn = None
+    t._requires_grad = False
+    t._output_nr = 0
+    t._version_counter = [0]
+    if grad_mode._state.inference:
+        t._is_inference = True
+    return t

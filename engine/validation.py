@@ -32,12 +32,32 @@ def validate_outputs(
                 fn, f"invalid number of gradients - expected {len(edges)}, but got {len(grads)}"
             )
         )
-    conformed: list[Tensor | None] | None = None
+    for edge, grad in zip(edges, grads):  # noqa: B905 - lengths checked above; strict is slow
+        if grad is None or edge is None:
+            continue
+        if type(grad) is not Tensor:
+            return _validate_each(edges, grads, fn)
+        meta = edge.function._input_metadata[edge.input_nr]
+        data = grad.data
+        if (
+            data.shape != meta[0]
+            or grad.device is not meta[2]
+            or (data.dtype is not meta[1] and data.dtype != meta[1])
+        ):
+            return _validate_each(edges, grads, fn)
+    return grads
+
+
+def _validate_each(
+    edges: Sequence[Edge | None], grads: Sequence[Tensor | None], fn: Node | None
+) -> list[Tensor | None]:
+    """:func:`validate_outputs` once something does not fit: check and conform each one."""
+    conformed = list(grads)
     for i, edge in enumerate(edges):
         grad = grads[i]
         if edge is None or grad is None:
             continue
-        if type(grad) is not Tensor and not isinstance(grad, Tensor):
+        if not isinstance(grad, Tensor):
             raise TypeError(
                 _message(
                     fn,
@@ -45,18 +65,8 @@ def validate_outputs(
                     f"{type(grad).__name__}",
                 )
             )
-        meta = edge.function._input_metadata[edge.input_nr]
-        data = grad.data
-        if (
-            data.shape == meta[0]
-            and (data.dtype is meta[1] or data.dtype == meta[1])
-            and grad.device is meta[2]
-        ):
-            continue
-        if conformed is None:
-            conformed = list(grads)
-        conformed[i] = _conform(i, grad, meta, fn)
-    return grads if conformed is None else conformed
+        conformed[i] = _conform(i, grad, edge.function._input_metadata[edge.input_nr], fn)
+    return conformed
 
 
 def _message(fn: Node | None, msg: str) -> str:
@@ -66,6 +76,8 @@ def _message(fn: Node | None, msg: str) -> str:
 def _conform(i: int, grad: Tensor, meta: InputMetadata, fn: Node | None) -> Tensor:
     """``grad`` summed, cast and moved to what ``meta`` expects, or PyTorch's error."""
     shape = grad.data.shape
+    if shape == meta.shape and grad.data.dtype == meta.dtype and grad.device is meta.device:
+        return grad
     if shape != meta.shape:
         if not _expandable_to(meta.shape, shape):
             raise RuntimeError(

@@ -33,13 +33,14 @@ import numpy as np
 
 from engine import anomaly, grad_mode
 from engine.devices import CPU, Device
-from engine.graph import Edge, Node
+from engine.graph import Edge, InputMetadata, Node
 from engine.saved import SavedTensor
-from engine.tensor import Tensor
+from engine.tensor import Tensor, make_tensor
 
 N = TypeVar("N", bound=Node)
 
 _ANOMALY = anomaly.STATE
+_new_tuple = tuple.__new__
 
 
 def needs_grad(*tensors: Tensor | None) -> bool:
@@ -58,10 +59,28 @@ def make_node(cls: type[N], *inputs: Tensor | None) -> N | None:
     Edge ``i`` of the node is the gradient edge of ``inputs[i]`` (``None`` for
     inputs that do not require grad or are not tensors).
     """
-    if not needs_grad(*inputs):
+    if not grad_mode._state.enabled:
+        return None
+    for t in inputs:
+        if t is not None and t._requires_grad:
+            break
+    else:
         return None
     node = cls()
-    node.set_next_edges([_edge(t) for t in inputs])
+    # Node.set_next_edges, written out (this runs once per op): edges and topological_nr.
+    edges: list[Edge | None] = []
+    topo = -1
+    for t in inputs:
+        if t is None or not t._requires_grad:
+            edges.append(None)
+            continue
+        fn = t.grad_fn
+        edge = Edge(fn, t._output_nr) if fn is not None else Edge(t._get_grad_accumulator(), 0)
+        edges.append(edge)
+        if edge.function.topological_nr > topo:  # noqa: PLR1730 - max() costs a call
+            topo = edge.function.topological_nr
+    node._next_edges = tuple(edges)
+    node.topological_nr = topo + 1
     if _ANOMALY.check_forward and _ANOMALY.enabled:  # see Note [Born non-finite] in engine.anomaly
         anomaly.note_forward_inputs(node, inputs)
     return node
@@ -86,10 +105,12 @@ def wrap(data: Any, device: Device, node: Node | None = None) -> Tensor:
 
     Anomaly mode with ``check_forward`` checks the output here, as it is born.
     """
-    out = Tensor._make(data, device)
+    out = make_tensor(data, device)
     if node is not None:
         out.grad_fn = node
-        out._output_nr = node.add_input_metadata(tuple(data.shape), data.dtype, device)
+        metadata = node._input_metadata  # Node.add_input_metadata, written out (once per op)
+        out._output_nr = len(metadata)
+        metadata.append(_new_tuple(InputMetadata, (data.shape, data.dtype, device)))
         out._requires_grad = True
         if _ANOMALY.check_forward and _ANOMALY.enabled:
             anomaly.check_forward_output(node, out)

@@ -30,6 +30,9 @@ class AddBackward0(Node):
 
 
 def _is_scalar(value: Any) -> bool:
+    cls = type(value)
+    if cls is float or cls is int:  # the common case first: one type check
+        return True
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
@@ -38,9 +41,10 @@ def _data_for_scalar(t: Tensor, scalar: float) -> Any:
 
     PyTorch gives ``int64 tensor * 0.5`` the default dtype (float32); NumPy would give float64.
     """
-    if isinstance(scalar, float) and t.data.dtype.kind in "biu":
-        return t.data.astype(get_default_dtype())
-    return t.data
+    data = t.data
+    if isinstance(scalar, float) and data.dtype.kind in "biu":
+        return data.astype(get_default_dtype())
+    return data
 
 
 def add(input: Any, other: Any, *, alpha: float = 1) -> Tensor:

@@ -30,10 +30,9 @@ def fresh_numbers(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Node and graph task ids and sequence numbers start again, so DOT text is reproducible."""
     monkeypatch.setattr(graph, "_node_ids", itertools.count(1))
     monkeypatch.setattr(graph_task, "_graph_task_ids", itertools.count(1))
-    saved = graph._sequence.value
-    graph._sequence.value = 0
+    saved = graph.restart_sequence_nr(0)
     yield
-    graph._sequence.value = saved
+    graph.restart_sequence_nr(saved)
 
 
 @dataclass(frozen=True)

@@ -352,7 +352,7 @@ def test_golden_dot_mid_backward_with_values_and_saved_tensors() -> None:
 def test_the_same_graph_built_twice_gives_the_same_dot(monkeypatch: pytest.MonkeyPatch) -> None:
     first = to_dot(paper_rnn()).source
     monkeypatch.setattr(graph, "_node_ids", itertools.count(1))
-    graph._sequence.value = 0
+    graph.restart_sequence_nr(0)
     assert to_dot(paper_rnn()).source == first
 
 
