@@ -267,7 +267,7 @@ class Engine(WorkerThreads):
             if not fn_info.needed:
                 return self.pass_outputs(graph_task, fn, (), queue)
         outputs = self.call_function(graph_task, fn, grads)
-        if not graph_task.keep_graph:
+        if not graph_task.keep_graph and (fn._saved or fn.releases_more):
             fn.release_variables()
             if fn._saved and HUB.active:
                 _emit("release_variables", graph_task, fn, count=len(fn._saved))
@@ -355,11 +355,15 @@ class Engine(WorkerThreads):
                         )
                 if count:
                     continue
-                device = buffer_device(buffer)
-                target = cpu_queue if device is CPU else self.ready_queue(cpu_queue, device)
+                # buffer_device() written out: the node runs on its first non-CPU gradient's device.
+                target = cpu_queue
+                for g in buffer:
+                    if g is not None and g.device is not CPU:
+                        target = self.ready_queue(cpu_queue, g.device)
+                        break
                 task = (graph_task, nxt, buffer)
                 graph_task.outstanding_tasks += 1
-                if target is queue and direct is None and queue.empty():
+                if target is queue and direct is None and not queue.heap:
                     direct = task
                     if active:
                         self._emit_enqueue(queue, task, "ready")

@@ -181,6 +181,10 @@ class Node:
         "topological_nr",
     )
 
+    releases_more = False
+    """Whether :meth:`release_variables` frees more than ``_saved`` (set for subclasses that
+    override it), so the engine must call it even when ``_saved`` is empty."""
+
     hooks_on_variable = False
     """Whether the node keeps tensor hooks outside ``_tensor_pre_hooks`` (``AccumulateGrad``
     keeps them on its leaf), so :meth:`has_tensor_hooks` must be asked."""
@@ -188,6 +192,10 @@ class Node:
     skips_undefined_grads = True
     """When every incoming gradient is ``None``, the engine returns ``None`` for all
     outputs without calling ``apply`` (PyTorch's ``any_grad_defined`` check)."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.releases_more = cls.release_variables is not Node.release_variables
 
     def __init__(self, sequence_nr: int | None = None) -> None:
         self._next_edges: tuple[Edge | None, ...] = ()

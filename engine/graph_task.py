@@ -207,10 +207,11 @@ class ReadyQueue:
     the engine does that under the graph task's lock (Note [Locks]).
     """
 
-    __slots__ = ("_arrival", "_cond", "_heap", "_lock", "_waiting", "device")
+    __slots__ = ("_arrival", "_cond", "_lock", "_waiting", "device", "heap")
 
     def __init__(self, device: Device = CPU) -> None:
-        self._heap: list[tuple[int, int, NodeTask]] = []
+        self.heap: list[tuple[int, int, NodeTask]] = []
+        """``(key, arrival, task)`` entries; read without the lock only as a snapshot."""
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
         self._arrival = itertools.count()
@@ -225,7 +226,7 @@ class ReadyQueue:
         else:
             key = _SHUTDOWN_KEY if task is SHUTDOWN_TASK else _WAKE_UP_KEY
         with self._lock:
-            heapq.heappush(self._heap, (key, next(self._arrival), task))
+            heapq.heappush(self.heap, (key, next(self._arrival), task))
             if self._waiting:
                 # The sleeper counts as running from now on; see Note [Quiescence].
                 self._waiting -= 1
@@ -234,19 +235,15 @@ class ReadyQueue:
 
     def pop(self) -> NodeTask:
         with self._lock:
-            heap = self._heap
+            heap = self.heap
             while not heap:
                 self._waiting += 1
                 ACTIVITY.block()
                 self._cond.wait()
             return heapq.heappop(heap)[2]
 
-    def empty(self) -> bool:
-        """Whether nothing is queued (a snapshot: other threads may push at any time)."""
-        return not self._heap
-
     def __len__(self) -> int:
-        return len(self._heap)
+        return len(self.heap)
 
 
 def compute_dependencies(root: Node, task: GraphTask, min_topo_nr: int) -> None:
