@@ -204,6 +204,9 @@ def device_of_array(array: Any) -> Device:
     return CPU
 
 
+_NO_CONTEXT = nullcontext()
+
+
 def device_context(device: Device) -> AbstractContextManager[Any]:
     """Make ``device`` CuPy's current device inside a ``with`` block (a no-op off ``cuda``).
 
@@ -214,7 +217,7 @@ def device_context(device: Device) -> AbstractContextManager[Any]:
         RuntimeError: without CuPy or a GPU, or when ``device`` is past the last GPU.
     """
     if device.type != "cuda":
-        return nullcontext()
+        return _NO_CONTEXT
     cp = _cupy()
     count = int(cp.cuda.runtime.getDeviceCount())
     if device.index is None or device.index >= count:

@@ -65,12 +65,15 @@ def to(input: Tensor, *args: Any, **kwargs: Any) -> Tensor:
     if device is input.device and dtype == input.dtype and not copy:
         return input
     data = input.data
+    if dtype != data.dtype:
+        # Cast where the data is, then move: CuPy runs the cast on the current device.
+        with devices.device_context(input.device):
+            data = data.astype(dtype)
     if device is not input.device:
         data = devices.move_array(data, input.device, device)
-    if dtype != data.dtype:
-        data = data.astype(dtype)
     elif data is input.data:
-        data = data.copy()
+        with devices.device_context(input.device):
+            data = data.copy()
     node = make_node(ToCopyBackward0, input) if is_differentiable_dtype(dtype) else None
     if node is not None:
         node.self_device = input.device

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.devices import CPU, Device
+from engine.devices import CPU, Device, move_array
 from engine.graph import Node
 from engine.ops._core import (
     as_tensor_like,
@@ -122,7 +122,7 @@ def _as_index_item(item: Any, device: Device) -> Any:
                 f"indices should be either on cpu or on the same device as the indexed tensor "
                 f"({device})"
             )
-        array = item.data if item.device is device else xp.asarray(item.data)
+        array = item.data if item.device is device else move_array(item.data, CPU, device)
     elif isinstance(item, int | np.integer):
         return int(item)
     elif isinstance(item, list | tuple | np.ndarray) or hasattr(item, "__array__"):

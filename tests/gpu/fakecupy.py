@@ -376,11 +376,14 @@ class ndarray:
 
     # -- conversions and copies
     def astype(self, dtype: Any, order: str = "K", casting: Any = None, copy: bool = True) -> Any:
-        result = self._a.astype(dtype, order=order, copy=copy)
-        return self if result is self._a else _wrap(result, self._device)
+        """A cast (or copy) made by a kernel on the current device, as CuPy does."""
+        if not copy and np.dtype(dtype) == self.dtype:
+            return self
+        return _wrap(_on_current_device(self).astype(dtype, order=order))
 
     def copy(self, order: str = "C") -> ndarray:
-        return _wrap(self._a.copy(order=order), self._device)
+        """A copy on the current device, from any device (CuPy copies between devices)."""
+        return _wrap(self._a.copy(order=order))
 
     def fill(self, value: Any) -> None:
         _on_current_device(self).fill(_operand(value))

@@ -420,6 +420,8 @@ def test_each_cuda_device_has_its_own_worker_thread(two_fake_gpus: Any) -> None:
     a = on_cuda([1.0, 2.0])
     b = Where.apply(a).to("cuda:1")
     assert b.device == engine.device("cuda:1") and b.data.device.id == 1
+    cast = a.to("cuda:1", dtype=engine.float32)  # cast on cuda:0, then moved
+    assert cast.data.device.id == 1 and cast.dtype == engine.float32
     with cp.cuda.Device(1):  # CuPy computes on the current device (as a CuPy user writes)
         loss = (Where.apply(b) * 3.0).sum()
     loss.backward()
