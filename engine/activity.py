@@ -105,22 +105,31 @@ class TrackedLock:
         self._held = False
         self._waiting = 0
 
-    def __enter__(self) -> TrackedLock:
+    def acquire(self) -> bool:
+        """Take the lock, waiting (counted as blocked) while another thread holds it."""
         with self._cond:
             while self._held:
                 self._waiting += 1
                 ACTIVITY.block()
                 self._cond.wait()  # the releaser counted us as running again
             self._held = True
-        return self
+        return True
 
-    def __exit__(self, *exc: object) -> None:
+    def release(self) -> None:
+        """Give the lock back, counting one waiter as running before waking it."""
         with self._cond:
             self._held = False
             if self._waiting:
                 self._waiting -= 1
                 ACTIVITY.unblock()
                 self._cond.notify()
+
+    def __enter__(self) -> TrackedLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
 
 
 class Completion:

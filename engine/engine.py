@@ -49,12 +49,13 @@ TLS = _context.TLS
 
 
 def _summary(t: Tensor | None) -> LazySummary | None:
-    return None if t is None else LazySummary(t.data, str(t.device))
+    return None if t is None else LazySummary(t.data, t.device._str)
 
 
 def _emit(kind: str, graph_task: GraphTask, node: Node | None = None, **data: Any) -> None:
     """Emit from this engine thread; callers check ``HUB.active`` first (zero cost otherwise)."""
-    HUB.emit(kind, str(TLS.worker_device or CPU), graph_task.id, node, **data)
+    device = TLS.worker_device
+    HUB.emit(kind, "cpu" if device is None else device._str, graph_task.id, node, **data)
 
 
 def _emit_hook(

@@ -27,9 +27,9 @@ import warnings
 import weakref
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -181,14 +181,16 @@ class LazySummary:
     listener that wants them calls ``resolve()`` inside its callback.
     """
 
-    __slots__ = ("_lock", "_ref", "_strong", "_summary", "device", "dtype", "shape")
+    __slots__ = ("_ref", "_strong", "_summary", "device", "dtype", "shape")
+
+    _lock = threading.Lock()  # one for all: summaries are resolved rarely, made often
 
     def __init__(self, array: Any, device: str) -> None:
-        self.shape: tuple[int, ...] = tuple(array.shape)
-        self.dtype: str = str(array.dtype)
+        shape = array.shape
+        self.shape: tuple[int, ...] = shape if type(shape) is tuple else tuple(shape)
+        self.dtype: str = _dtype_name(array.dtype)
         self.device: str = device
         self._summary: TensorSummary | None = None
-        self._lock = threading.Lock()
         try:
             self._ref: Callable[[], Any] | None = weakref.ref(array)
         except TypeError:  # NumPy scalars cannot be weakly referenced; they are tiny.
@@ -214,14 +216,14 @@ class LazySummary:
         return f"LazySummary(shape={self.shape}, dtype={self.dtype}, device={self.device})"
 
 
-@dataclass(frozen=True, slots=True)
-class Event:
-    """One step of the engine.
+class Event(NamedTuple):
+    """One step of the engine (immutable).
 
     Node events (``node_start``, ``node_end``, ``enqueue``, ...) name the node
     by ``node_id`` (stable for the node's lifetime and unique in the process),
     ``node_name``, ``sequence_nr`` and ``topological_nr``. Everything specific
-    to a kind is in ``data``.
+    to a kind is in ``data``. A named tuple, because the engine makes one per
+    step while somebody listens.
     """
 
     kind: str
@@ -244,8 +246,21 @@ class Event:
     """The node's sequence number."""
     topological_nr: int | None = None
     """The node's topological number."""
-    data: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+    data: Mapping[str, Any] = _EMPTY
     """Kind-specific fields (read-only)."""
+
+
+_new_event = tuple.__new__
+
+
+class _ThreadName(threading.local):
+    """The current thread's name, looked up once per thread (events name their thread)."""
+
+    def __init__(self) -> None:
+        self.name = threading.current_thread().name
+
+
+_thread_name = _ThreadName()
 
 
 def resolve_summaries(event: Event, max_values: int = 0) -> Event:
@@ -309,29 +324,40 @@ class _Hub:
         **data: Any,
     ) -> None:
         """Build one event and hand it to every listener (call only when ``active``)."""
+        proxy = MappingProxyType(data) if data else _EMPTY
         if node is not None:
-            event = Event(
-                kind,
-                next(self._seq),
-                time.perf_counter_ns(),
-                threading.current_thread().name,
-                device,
-                graph_task,
-                node._id,
-                node.name(),
-                node.sequence_nr,
-                node.topological_nr,
-                MappingProxyType(data) if data else _EMPTY,
+            event = _new_event(
+                Event,
+                (
+                    kind,
+                    next(self._seq),
+                    time.perf_counter_ns(),
+                    _thread_name.name,
+                    device,
+                    graph_task,
+                    node._id,
+                    node.name(),
+                    node.sequence_nr,
+                    node.topological_nr,
+                    proxy,
+                ),
             )
         else:
-            event = Event(
-                kind,
-                next(self._seq),
-                time.perf_counter_ns(),
-                threading.current_thread().name,
-                device,
-                graph_task,
-                data=MappingProxyType(data) if data else _EMPTY,
+            event = _new_event(
+                Event,
+                (
+                    kind,
+                    next(self._seq),
+                    time.perf_counter_ns(),
+                    _thread_name.name,
+                    device,
+                    graph_task,
+                    None,
+                    None,
+                    None,
+                    None,
+                    proxy,
+                ),
             )
         for listener in self.listeners:
             try:

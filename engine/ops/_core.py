@@ -242,9 +242,9 @@ def operands(a: Any, b: Any, promote: bool = True) -> tuple[Tensor, Tensor, Devi
         b = as_tensor_like(b, a)
     device = check_same_device(a, b)
     if a.device is not device:
-        a = Tensor._make(device.xp.asarray(a.data), device)
+        a = a.to(device)  # a 0-dim CPU operand: recorded, so its gradient comes back
     if b.device is not device:
-        b = Tensor._make(device.xp.asarray(b.data), device)
+        b = b.to(device)
     if promote and a.data.dtype != b.data.dtype:
         a, b = promoted(a, b)
     return a, b, device

@@ -178,11 +178,6 @@ def test_a_zero_dim_cpu_tensor_goes_with_a_cuda_tensor(backend: Backend) -> None
     np.testing.assert_array_equal(host(x.grad), [3.0, 3.0])
 
 
-@pytest.mark.xfail(
-    reason="needs operands() to move a 0-dim CPU operand with Tensor.to (a recorded move) "
-    "in engine/ops/_core.py",
-    strict=True,
-)
 def test_a_zero_dim_cpu_tensor_with_a_cuda_tensor_gets_its_gradient(backend: Backend) -> None:
     scale = engine.tensor(3.0, dtype=engine.float64, requires_grad=True)
     (on_cuda([1.0, 2.0]) * scale).sum().backward()
