@@ -21,7 +21,8 @@ import threading
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import engine
 from engine import events
@@ -123,11 +124,16 @@ class GraphTaskInfo:
     """Every node reachable from the root, by id, in discovery order from the root."""
 
 
-@dataclass(frozen=True, slots=True)
-class TraceEvent:
-    """An engine event as recorded: its tensors are summaries, its data plain values."""
+_NO_DATA: Mapping[str, Any] = MappingProxyType({})
 
-    index: int
+
+class TraceEvent(NamedTuple):
+    """An engine event as recorded: its tensors are summaries, its data plain values.
+
+    A named tuple (immutable, and cheap to make: a recorder makes one per event).
+    """
+
+    index: int  # type: ignore[assignment]  # the field shadows tuple.index, on purpose
     """Position in the trace (step ``index + 1`` is the state after this event)."""
     kind: str
     """One of :data:`engine.events.EVENT_KINDS`."""
@@ -149,7 +155,7 @@ class TraceEvent:
     """Its sequence number."""
     topological_nr: int | None = None
     """Its topological number."""
-    data: Mapping[str, Any] = field(default_factory=dict)
+    data: Mapping[str, Any] = _NO_DATA
     """Kind-specific fields (see ``docs/trace-format.md``)."""
 
 
@@ -390,7 +396,7 @@ class Recorder:
 
 
 def _reindex(event: TraceEvent, index: int) -> TraceEvent:
-    return TraceEvent(index, *(getattr(event, f) for f in TraceEvent.__slots__[1:]))
+    return event._replace(index=index)
 
 
 def _with_first_event(info: GraphTaskInfo, index: int) -> GraphTaskInfo:

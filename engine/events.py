@@ -120,7 +120,9 @@ def summarize(array: Any, device: str = "cpu", max_values: int = 0) -> TensorSum
         The summary. Statistics of non-numeric arrays (booleans) are taken on
         their integer values. Statistics are computed in float64.
     """
-    shape = tuple(int(d) for d in array.shape)
+    shape = array.shape
+    if type(shape) is not tuple or (shape and type(shape[0]) is not int):
+        shape = tuple(int(d) for d in shape)
     dtype = _dtype_name(array.dtype)
     if array.size == 0:
         return TensorSummary(shape, dtype, device, norm=0.0)
@@ -160,17 +162,29 @@ def _summarize_small(
     host: np.ndarray, shape: tuple[int, ...], dtype: str, device: str, max_values: int
 ) -> TensorSummary:
     """:func:`summarize` for a few real numbers, with NumPy's NaN and Inf semantics."""
-    floats = [float(v) for v in host.ravel().tolist()]
-    nan_count = sum(1 for v in floats if math.isnan(v))
-    inf_count = sum(1 for v in floats if v in (math.inf, -math.inf))
+    floats = host.ravel().tolist()
+    if host.dtype.kind != "f":
+        floats = [float(v) for v in floats]
+    nan_count = inf_count = 0
+    total = squares = 0.0
+    for v in floats:  # one pass: NaN is the value unequal to itself
+        if v != v:  # noqa: PLR0124 - NaN test without a call
+            nan_count += 1
+        elif v in (_INF, -_INF):
+            inf_count += 1
+        total += v
+        squares += v * v
     if nan_count:
         low = high = mean = norm = math.nan
     else:
         low, high = min(floats), max(floats)
-        mean = sum(floats) / len(floats)
-        norm = math.sqrt(sum(v * v for v in floats))
+        mean = total / len(floats)
+        norm = math.sqrt(squares)
     values = tuple(floats) if max_values and len(floats) <= max_values else None
     return TensorSummary(shape, dtype, device, low, high, mean, norm, nan_count, inf_count, values)
+
+
+_INF = math.inf
 
 
 class LazySummary:
