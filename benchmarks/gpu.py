@@ -48,8 +48,9 @@ from rich.console import Console
 import engine
 import engine.functional as F
 from benchmarks.harness import Case, Contender, Timings, Workload, check_close, measure
+from benchmarks.peers import numpy_by_hand
 from benchmarks.peers.common import STEP, MlpData
-from benchmarks.run import GC_MODES, cell_record, environment, parse_sizes, render
+from benchmarks.run import GC_MODES, cell_record, environment, parse_list, parse_sizes, render
 from engine import devices
 
 HERE = Path(__file__).resolve().parent
@@ -85,47 +86,6 @@ class Gpu:
 def mlp_host_data(batch: int, width: int) -> MlpData:
     """The batch and parameters of a ``width``-``width``-``width``-10 MLP, float32, on the host."""
     return MlpData.random(batch, (width, width, width, 10), np.dtype(np.float32))
-
-
-def mlp_by_hand(xp: ModuleType, data: MlpData, sync: Callable[[], None]) -> tuple[Timings, float]:
-    """The MLP step written out in ``xp`` (the floor): see :mod:`benchmarks.peers.numpy_by_hand`.
-
-    ``data`` holds ``xp`` arrays. Returns the phase timings and ‖∂loss/∂W₀‖.
-    """
-    weights, biases, batch = data.weights, data.biases, len(data.targets)
-    rows = xp.arange(batch)
-    sync()
-    start = perf_counter()
-    activations = [data.inputs]
-    h = data.inputs
-    for i, (w, b) in enumerate(zip(weights, biases, strict=True)):
-        h = h @ w + b
-        if i < len(weights) - 1:
-            h = xp.tanh(h)
-            activations.append(h)
-    shifted = h - h.max(axis=1, keepdims=True)
-    logp = shifted - xp.log(xp.exp(shifted).sum(axis=1, keepdims=True))
-    loss = -logp[rows, data.targets].mean()
-    sync()
-    built = perf_counter()
-    delta = xp.exp(logp)
-    delta[rows, data.targets] -= 1
-    delta /= batch
-    first = None
-    for i in reversed(range(len(weights))):
-        grad_w = activations[i].T @ delta
-        if i:
-            h = activations[i]
-            delta = (delta @ weights[i].T) * (1 - h * h)
-        else:
-            first = grad_w
-    sync()
-    done = perf_counter()
-    if not bool(xp.isfinite(loss)):
-        raise FloatingPointError(f"the loss is {float(loss)}")
-    assert first is not None
-    timings = {"forward": built - start, "backward": done - built, "step": done - start}
-    return timings, float(xp.sqrt((first * first).sum()))
 
 
 def _on_device(xp: ModuleType, data: MlpData, dtype: Any = None) -> MlpData:
@@ -171,7 +131,7 @@ def mlp(gpu: Gpu, peers: list[str], batch: int, width: int) -> Workload:
     @cache
     def expected() -> float:
         data64 = _on_device(gpu.xp, mlp_host_data(batch, width), np.float64)
-        return mlp_by_hand(gpu.xp, data64, gpu.sync)[1]
+        return numpy_by_hand.mlp(data64, gpu.xp, gpu.sync)[1]
 
     @cache
     def ours_leaves() -> tuple[tuple[Any, ...], Any, Any]:
@@ -212,7 +172,7 @@ def mlp(gpu: Gpu, peers: list[str], batch: int, width: int) -> Workload:
 
     runs: dict[str, Callable[[], tuple[Timings, float]]] = {
         "ours": lambda: mlp_step(engine, F, *ours_leaves(), sync=gpu.sync),
-        "cupy": lambda: mlp_by_hand(gpu.xp, cupy_data(), gpu.sync),
+        "cupy": lambda: numpy_by_hand.mlp(cupy_data(), gpu.xp, gpu.sync),
     }
     if gpu.torch is not None:
         import torch.nn.functional as torch_functional
@@ -347,28 +307,17 @@ def _gpu_name(xp: ModuleType) -> str:
 # -- command line --------------------------------------------------------------------------
 
 
-def _parse_list(text: str, allowed: tuple[str, ...], what: str) -> list[str]:
-    items = [item.strip() for item in text.split(",") if item.strip()]
-    unknown = [item for item in items if item not in allowed]
-    if unknown or not items:
-        raise argparse.ArgumentTypeError(
-            f"unknown {what} {', '.join(unknown) or '(none given)'}; "
-            f"choose from {','.join(allowed)}"
-        )
-    return items
-
-
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--workload",
-        type=lambda text: _parse_list(text, WORKLOADS, "workload"),
+        type=lambda text: parse_list(text, WORKLOADS, "workload"),
         default=list(WORKLOADS),
         help="comma-separated, from W1,W3 (default: both)",
     )
     parser.add_argument(
         "--peer",
-        type=lambda text: _parse_list(text, PEERS, "peer"),
+        type=lambda text: parse_list(text, PEERS, "peer"),
         default=list(PEERS),
         help="comma-separated, from ours,cupy,torch (default: all)",
     )

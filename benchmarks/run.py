@@ -136,7 +136,8 @@ def parse_sizes(text: str) -> list[int]:
     return sizes
 
 
-def _parse_list(text: str, allowed: tuple[str, ...], what: str) -> list[str]:
+def parse_list(text: str, allowed: tuple[str, ...], what: str) -> list[str]:
+    """Comma-separated ``text`` as a list, each item one of ``allowed`` (an argparse type)."""
     items = [item.strip() for item in text.split(",") if item.strip()]
     unknown = [item for item in items if item not in allowed]
     if unknown or not items:
@@ -151,13 +152,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--workload",
-        type=lambda text: _parse_list(text, WORKLOADS, "workload"),
+        type=lambda text: parse_list(text, WORKLOADS, "workload"),
         default=list(WORKLOADS),
         help=f"comma-separated, from {','.join(WORKLOADS)} (default: all)",
     )
     parser.add_argument(
         "--peer",
-        type=lambda text: _parse_list(text, tuple(peers.PEERS), "peer"),
+        type=lambda text: parse_list(text, tuple(peers.PEERS), "peer"),
         default=list(peers.PEERS),
         help=f"comma-separated, from {','.join(peers.PEERS)} (default: all)",
     )
