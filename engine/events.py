@@ -265,6 +265,7 @@ class Event(NamedTuple):
 
 
 _new_event = tuple.__new__
+_NO_NODE = (None, None, None, None)
 
 
 class _ThreadName(threading.local):
@@ -338,41 +339,23 @@ class _Hub:
         **data: Any,
     ) -> None:
         """Build one event and hand it to every listener (call only when ``active``)."""
-        proxy = MappingProxyType(data) if data else _EMPTY
         if node is not None:
-            event = _new_event(
-                Event,
-                (
-                    kind,
-                    next(self._seq),
-                    time.perf_counter_ns(),
-                    _thread_name.name,
-                    device,
-                    graph_task,
-                    node._id,
-                    node.name(),
-                    node.sequence_nr,
-                    node.topological_nr,
-                    proxy,
-                ),
-            )
+            node_fields = (node._id, node.name(), node.sequence_nr, node.topological_nr)
         else:
-            event = _new_event(
-                Event,
-                (
-                    kind,
-                    next(self._seq),
-                    time.perf_counter_ns(),
-                    _thread_name.name,
-                    device,
-                    graph_task,
-                    None,
-                    None,
-                    None,
-                    None,
-                    proxy,
-                ),
-            )
+            node_fields = _NO_NODE
+        event = _new_event(
+            Event,
+            (
+                kind,
+                next(self._seq),
+                time.perf_counter_ns(),
+                _thread_name.name,
+                device,
+                graph_task,
+                *node_fields,
+                MappingProxyType(data) if data else _EMPTY,
+            ),
+        )
         for listener in self.listeners:
             try:
                 listener(event)
