@@ -600,9 +600,9 @@ class Engine(WorkerThreads):
         """Count ``task`` in its graph task (unless ``counted``), emit ``enqueue``, push it."""
         base = task[0]
         assert base is not None
-        if queue is not TLS.local_ready_queue:
-            base.shared = True  # See Note [Graph tasks one thread runs]
-        if not counted:
+        if not counted:  # pass_outputs counts its tasks, and marks the hand-over, itself
+            if queue is not TLS.local_ready_queue:
+                base.shared = True  # See Note [Graph tasks one thread runs]
             with base.lock:
                 base.outstanding_tasks += 1
         if HUB.active:

@@ -43,11 +43,6 @@ class _SequenceCounter(threading.local):
 _sequence = _SequenceCounter()
 
 
-def next_sequence_nr() -> int:
-    """Take the next sequence number of this thread."""
-    return _sequence.next()
-
-
 def restart_sequence_nr(start: int) -> int:
     """Number this thread's next node ``start``; returns the number it would have had."""
     nr = _sequence.next()

@@ -71,8 +71,9 @@ class GraphTask:
     ``lock`` guards ``dependencies``, ``not_ready``, ``outstanding_tasks``,
     ``captured_vars`` and the future. A node's outputs are passed on, and the
     node's own task counted as finished, in one hold of it (see
-    ``Engine.pass_outputs``). A ready queue's lock may be taken while holding
-    it (to push), never the other way round.
+    ``Engine.pass_outputs``), which skips the lock while no other thread can
+    reach the graph task (Note [Graph tasks one thread runs]). A ready queue's
+    lock may be taken while holding it (to push), never the other way round.
     """
 
     __slots__ = (
