@@ -57,24 +57,25 @@ def _validate_each(
         grad = grads[i]
         if edge is None or grad is None:
             continue
-        if not isinstance(grad, Tensor):
-            raise TypeError(
-                _message(
-                    fn,
-                    f"invalid gradient at index {i} - expected a Tensor or None, but got "
-                    f"{type(grad).__name__}",
-                )
-            )
-        conformed[i] = _conform(i, grad, edge.function._input_metadata[edge.input_nr], fn)
+        conformed[i] = conform_output(i, grad, edge.function._input_metadata[edge.input_nr], fn)
     return conformed
 
 
-def _message(fn: Node | None, msg: str) -> str:
-    return msg if fn is None else f"Function {fn.name()} returned an {msg}"
+def conform_output(i: int, grad: Any, meta: InputMetadata, fn: Node | None) -> Tensor:
+    """Gradient ``i`` summed, cast and moved to what ``meta`` expects, or PyTorch's error.
 
-
-def _conform(i: int, grad: Tensor, meta: InputMetadata, fn: Node | None) -> Tensor:
-    """``grad`` summed, cast and moved to what ``meta`` expects, or PyTorch's error."""
+    Raises:
+        TypeError: ``grad`` is not a tensor.
+        RuntimeError: an incompatible shape, or a gradient on the wrong device.
+    """
+    if not isinstance(grad, Tensor):
+        raise TypeError(
+            _message(
+                fn,
+                f"invalid gradient at index {i} - expected a Tensor or None, but got "
+                f"{type(grad).__name__}",
+            )
+        )
     shape = grad.data.shape
     if shape != meta.shape:
         if not _expandable_to(meta.shape, shape):
@@ -100,6 +101,10 @@ def _conform(i: int, grad: Tensor, meta: InputMetadata, fn: Node | None) -> Tens
                 )
             )
     return grad
+
+
+def _message(fn: Node | None, msg: str) -> str:
+    return msg if fn is None else f"Function {fn.name()} returned an {msg}"
 
 
 def _expandable_to(shape: tuple[int, ...], desired: tuple[int, ...]) -> bool:
