@@ -537,10 +537,10 @@ class Engine(WorkerThreads):
     # Most graph tasks never leave the thread that runs them: every node is
     # on that thread's device and no reentrant call went to the pool. Until a
     # task of the graph task is handed to another thread, no other thread can
-    # reach its state, so pass_outputs (and the plain path in _run) skips the lock. The hand-over itself
-    # (pushing to another thread's queue, or to the pool) first sets
-    # ``shared``, and pass_outputs takes the lock before that push; from then
-    # on every thread locks. Completion and errors always lock.
+    # reach its state, so pass_outputs (and the plain path in _run) skips the
+    # lock. The hand-over itself (pushing to another thread's queue, or to the
+    # pool) first sets ``shared``, and the lock is taken before that push;
+    # from then on every thread locks. Completion and errors always lock.
 
     @staticmethod
     def _should_execute(graph_task: GraphTask, fn: Node) -> bool:
