@@ -188,9 +188,21 @@ class Node:
     """When every incoming gradient is ``None``, the engine returns ``None`` for all
     outputs without calling ``apply`` (PyTorch's ``any_grad_defined`` check)."""
 
+    bare_init = True
+    """Whether the class keeps :meth:`Node.__init__` (set for subclasses), so that
+    ``make_node`` may create it field by field (Note [Bare nodes])."""
+
+    # Note [Bare nodes]
+    # ~~~~~~~~~~~~~~~~~
+    # Every forward op makes a node, so ``engine.ops._core.make_node`` does
+    # not call the class: for classes that keep Node.__init__ it allocates
+    # the object and sets the fields __init__ would set, itself. A field
+    # added to __init__ must be added there too; a test compares the two.
+
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         cls.releases_more = cls.release_variables is not Node.release_variables
+        cls.bare_init = cls.__init__ is Node.__init__
 
     def __init__(self, sequence_nr: int | None = None) -> None:
         self._next_edges: tuple[Edge | None, ...] = ()

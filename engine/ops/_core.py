@@ -32,15 +32,17 @@ from typing import Any, TypeVar
 import numpy as np
 
 from engine import anomaly, grad_mode
+from engine import graph as _graph
 from engine.devices import CPU, Device
-from engine.graph import Edge, InputMetadata, Node
+from engine.graph import Edge, InputMetadata, Node, _sequence
 from engine.saved import SavedTensor
-from engine.tensor import Tensor, make_tensor
+from engine.tensor import Tensor
 
 N = TypeVar("N", bound=Node)
 
 _ANOMALY = anomaly.STATE
 _new_tuple = tuple.__new__
+_new_object = object.__new__
 
 
 def needs_grad(*tensors: Tensor | None) -> bool:
@@ -66,19 +68,40 @@ def make_node(cls: type[N], *inputs: Tensor | None) -> N | None:
             break
     else:
         return None
-    node = cls()
-    # Node.set_next_edges, written out (this runs once per op): edges and topological_nr.
+    if cls.bare_init:
+        # Node.__init__, written out (this runs once per op); see Note [Bare nodes].
+        node = _new_object(cls)
+        node.sequence_nr = _sequence.next()
+        node._id = next(_graph._node_ids)  # a module attribute: tests restart it
+        node._metadata = None
+        node._pre_hooks = None
+        node._post_hooks = None
+        node._tensor_pre_hooks = None
+        node._retains_grad_hooks = None
+        node._input_metadata = []
+        node._saved = ()
+        if _ANOMALY.enabled:
+            node._metadata = {"traceback_": anomaly.forward_stack()}
+    else:
+        node = cls()
+    # Node.set_next_edges, written out: edges and topological_nr.
     edges: list[Edge | None] = []
     topo = -1
     for t in inputs:
         if t is None or not t._requires_grad:
             edges.append(None)
             continue
+        edge = _new_object(Edge)
         fn = t.grad_fn
-        edge = Edge(fn, t._output_nr) if fn is not None else Edge(t._get_grad_accumulator(), 0)
+        if fn is None:
+            fn = t._get_grad_accumulator()
+            edge.input_nr = 0
+        else:
+            edge.input_nr = t._output_nr
+        edge.function = fn
         edges.append(edge)
-        if edge.function.topological_nr > topo:  # noqa: PLR1730 - max() costs a call
-            topo = edge.function.topological_nr
+        if fn.topological_nr > topo:  # noqa: PLR1730 - max() costs a call
+            topo = fn.topological_nr
     node._next_edges = tuple(edges)
     node.topological_nr = topo + 1
     if _ANOMALY.check_forward and _ANOMALY.enabled:  # see Note [Born non-finite] in engine.anomaly
@@ -105,13 +128,23 @@ def wrap(data: Any, device: Device, node: Node | None = None) -> Tensor:
 
     Anomaly mode with ``check_forward`` checks the output here, as it is born.
     """
-    out = make_tensor(data, device)
-    if node is not None:
+    # make_tensor and Node.add_input_metadata, written out (this runs once per op).
+    out: Tensor = _new_object(Tensor)
+    out.data = data
+    out.device = device
+    out._version_counter = [0]
+    if grad_mode._state.inference:
+        out._is_inference = True
+    if node is None:
+        out.grad_fn = None
+        out._requires_grad = False
+        out._output_nr = 0
+    else:
         out.grad_fn = node
-        metadata = node._input_metadata  # Node.add_input_metadata, written out (once per op)
+        out._requires_grad = True
+        metadata = node._input_metadata
         out._output_nr = len(metadata)
         metadata.append(_new_tuple(InputMetadata, (data.shape, data.dtype, device)))
-        out._requires_grad = True
         if _ANOMALY.check_forward and _ANOMALY.enabled:
             anomaly.check_forward_output(node, out)
     return out

@@ -49,12 +49,16 @@ def _data_for_scalar(t: Tensor, scalar: float) -> Any:
 
 def add(input: Any, other: Any, *, alpha: float = 1) -> Tensor:
     """``input + alpha * other``, broadcasting."""
-    if isinstance(input, Tensor) and _is_scalar(other):
+    kind = type(other)
+    if isinstance(input, Tensor) and (kind is float or kind is int or _is_scalar(other)):
         # A Python scalar never needs a gradient: no tensor is made for it, no edge.
         node = make_node(AddBackward0, input, None)
         if node is not None:
             node.alpha = alpha
-        return wrap(_data_for_scalar(input, other) + alpha * other, input.device, node)
+        data = input.data
+        if data.dtype.kind in "biu":
+            data = _data_for_scalar(input, other)
+        return wrap(data + alpha * other, input.device, node)
     a, b, device = operands(input, other)
     node = make_node(AddBackward0, a, b)
     if node is not None:
@@ -104,13 +108,17 @@ class MulBackward0(Node):
 
 def mul(input: Any, other: Any) -> Tensor:
     """Elementwise product, broadcasting."""
-    if isinstance(input, Tensor) and _is_scalar(other):
+    kind = type(other)
+    if isinstance(input, Tensor) and (kind is float or kind is int or _is_scalar(other)):
         # A Python scalar is kept as a number, not saved as a tensor (PyTorch's MulBackward0
         # also only keeps the scalar here).
         node = make_node(MulBackward0, input, None)
         if node is not None:
             node._scalar = other
-        return wrap(_data_for_scalar(input, other) * other, input.device, node)
+        data = input.data
+        if data.dtype.kind in "biu":
+            data = _data_for_scalar(input, other)
+        return wrap(data * other, input.device, node)
     a, b, device = operands(input, other)
     node = make_node(MulBackward0, a, b)
     if node is not None:
