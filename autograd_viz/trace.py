@@ -331,6 +331,9 @@ def new_header(max_values: int) -> dict[str, Any]:
 # -- recording -------------------------------------------------------------------------
 
 
+_new_trace_event = tuple.__new__
+
+
 class Recorder:
     """An engine listener that records every event into :attr:`trace`.
 
@@ -368,20 +371,8 @@ class Recorder:
             if events_ and events_[-1].seq > event.seq and not self._arrival_order:
                 # Another thread emitted later but recorded first; keep engine order.
                 position = bisect.bisect(events_, event.seq, key=lambda e: e.seq)
-            record = TraceEvent(
-                position,
-                event.kind,
-                event.seq,
-                event.t_ns,
-                event.thread,
-                event.device,
-                event.graph_task,
-                event.node_id,
-                event.node_name,
-                event.sequence_nr,
-                event.topological_nr,
-                data,
-            )
+            # The event's fields, kind to topological_nr, between the index and the data.
+            record = _new_trace_event(TraceEvent, (position, *event[:10], data))
             if position == len(events_):
                 events_.append(record)
             else:
@@ -559,10 +550,17 @@ def node_info(
     )
 
 
-def _dtype_name(dtype: Any) -> str:
-    import numpy as np
+_DTYPE_NAMES: dict[Any, str] = {}
 
-    try:
-        return str(np.dtype(dtype))
-    except TypeError:
-        return str(dtype)
+
+def _dtype_name(dtype: Any) -> str:
+    name = _DTYPE_NAMES.get(dtype)
+    if name is None:
+        import numpy as np
+
+        try:
+            name = str(np.dtype(dtype))
+        except TypeError:
+            name = str(dtype)
+        _DTYPE_NAMES[dtype] = name
+    return name
