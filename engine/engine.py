@@ -35,7 +35,7 @@ from engine.graph_task import (
     buffer_device,
     compute_dependencies,
 )
-from engine.tensor import Tensor
+from engine.tensor import Tensor, make_tensor
 from engine.validation import (
     check_hook_result,
     check_hook_results,
@@ -304,7 +304,13 @@ class Engine(WorkerThreads):
                                     buffer = [None] * len(nxt._input_metadata)
                             if grad is not None:
                                 old = buffer[slot]
-                                buffer[slot] = grad if old is None else old + grad
+                                if old is None:
+                                    buffer[slot] = grad
+                                elif grad_on:
+                                    buffer[slot] = old + grad  # differentiable: create_graph
+                                else:
+                                    # Both fit the same metadata: the sum needs no op.
+                                    buffer[slot] = make_tensor(old.data + grad.data, old.device)
                             if count > 1:
                                 continue
                             task = (graph_task, nxt, buffer)

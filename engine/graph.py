@@ -24,7 +24,8 @@ import weakref
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from engine import anomaly
+from engine import _context, anomaly
+from engine.events import HUB, LazySummary
 
 if TYPE_CHECKING:
     from engine.saved import SavedTensor
@@ -301,8 +302,6 @@ class Node:
         edge = self._next_edges[i]
         if edge is None:
             return False
-        from engine import _context
-
         task = _context.TLS.graph_task
         if task is not None and task.exec_info:
             info = task.exec_info.get(edge.function)
@@ -393,9 +392,6 @@ class AccumulateGrad(Node):
         return bool(self.variable._backward_hooks)
 
     def apply(self, grads: list[Any]) -> list[Any]:
-        from engine import _context
-        from engine.events import HUB, LazySummary
-
         new_grad = grads[0]
         if new_grad is None:
             return []

@@ -223,7 +223,8 @@ class ReadyQueue:
         base, fn, _ = task
         if fn is not None:
             depth = 0 if base is None else base.reentrant_depth
-            key = -((depth << 64) | fn.sequence_nr)
+            # Deeper reentrant depth first, then the higher sequence_nr (below 2**64).
+            key = -((depth << 64) | fn.sequence_nr) if depth else -fn.sequence_nr
         else:
             key = _SHUTDOWN_KEY if task is SHUTDOWN_TASK else _WAKE_UP_KEY
         with self._lock:

@@ -325,10 +325,11 @@ class SliceBackward0(Node):
 
 def _slice(input: Tensor, dim: int, where: slice) -> Tensor:
     """The view ``input[..., where]`` at dimension ``dim`` (``where`` has a positive step)."""
-    start, end, step = where.indices(input.shape[dim])
+    shape = input.data.shape
+    start, end, step = where.indices(shape[dim])
     node = make_node(SliceBackward0, input)
     if node is not None:
-        node.self_sym_sizes, node.dim = input.shape, dim
+        node.self_sym_sizes, node.dim = tuple(shape), dim
         node.start, node.end, node.step = start, end, step
     return wrap_view(input.data[(_FULL,) * dim + (slice(start, end, step),)], input, node)
 
@@ -340,8 +341,9 @@ def narrow(input: Tensor, dim: int, start: int, length: int) -> Tensor:
         IndexError: when ``start`` is out of range.
         RuntimeError: when the range runs past the end of the dimension.
     """
-    d = normalize_dim(dim, input.ndim)
-    size = input.shape[d]
+    shape = input.data.shape
+    d = normalize_dim(dim, len(shape))
+    size = shape[d]
     if not -size <= start <= size:
         raise IndexError(
             f"start out of range (expected to be in range of [{-size}, {size}], but got {start})"

@@ -228,3 +228,18 @@ def test_plain_path_hands_over_to_a_device_thread_and_back() -> None:
     assert plain_order == general_order == ["cpu", "sim"]
     x = np.array([1.0, -2.0])
     np.testing.assert_allclose(plain, np.exp(3 * x) * (3 * x + 1))
+
+
+def test_fan_in_sums_stay_differentiable_with_create_graph() -> None:
+    x = _leaf([0.5, -2.0])
+    # x reaches its AccumulateGrad along three paths: the buffer adds their gradients.
+    y = (x * x * 3.0 + x.sin() + x * 2.0).sum()
+    y.backward(create_graph=True)  # no inputs=: the plain path, with grad mode on
+    g = x.grad
+    assert g is not None and g.requires_grad
+    x.grad = None
+    g.sum().backward()
+    x0 = np.array([0.5, -2.0])
+    np.testing.assert_allclose(g.detach().numpy(), 6 * x0 + np.cos(x0) + 2)
+    assert x.grad is not None
+    np.testing.assert_allclose(x.grad.numpy(), 6 - np.sin(x0))
