@@ -435,11 +435,23 @@ def _plain(value: Any, max_values: int) -> Any:
     return value
 
 
+_KEPT_AS_IS = frozenset({int, float, str, bool, type(None)})
+
+
 def _plain_data(event: Event, max_values: int) -> dict[str, Any]:
     dropped = _DROPPED.get(event.kind, ())
-    return {
-        key: _plain(value, max_values) for key, value in event.data.items() if key not in dropped
-    }
+    plain = {}
+    for key, value in event.data.items():
+        kind = type(value)
+        if kind is LazySummary:  # the common cases without a call to _plain
+            plain[key] = value.resolve(max_values)
+        elif key in dropped:
+            continue
+        elif kind in _KEPT_AS_IS:
+            plain[key] = value
+        else:
+            plain[key] = _plain(value, max_values)
+    return plain
 
 
 def snapshot(event: Event, max_values: int) -> GraphTaskInfo:

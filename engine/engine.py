@@ -60,7 +60,7 @@ def _summary(t: Tensor | None) -> LazySummary | None:
 def _emit(kind: str, graph_task: GraphTask, node: Node | None = None, **data: Any) -> None:
     """Emit from this engine thread; callers check ``HUB.active`` first (zero cost otherwise)."""
     device = TLS.worker_device
-    HUB.emit(kind, "cpu" if device is None else device._str, graph_task.id, node, **data)
+    HUB.emit_data(kind, "cpu" if device is None else device._str, graph_task.id, node, data)
 
 
 def _emit_hook(
@@ -496,6 +496,7 @@ class Engine(WorkerThreads):
                     old = buffer[edge.input_nr]
                     buffer[edge.input_nr] = output if old is None else old + output
                     if active:
+                        grad = _summary(output)
                         _emit(
                             "accumulate",
                             graph_task,
@@ -504,8 +505,8 @@ class Engine(WorkerThreads):
                             slot=edge.input_nr,
                             action="created" if old is None else "added",
                             from_node=fn._id,
-                            grad=_summary(output),
-                            total=_summary(buffer[edge.input_nr]),
+                            grad=grad,
+                            total=grad if old is None else _summary(buffer[edge.input_nr]),
                         )
                 if count:
                     continue

@@ -172,9 +172,12 @@ def summarize(array: Any, device: str = "cpu", max_values: int = 0) -> TensorSum
     dtype = _dtype_name(array.dtype)
     if array.size == 0:
         return TensorSummary(shape, dtype, device, norm=0.0)
-    if not hasattr(array, "get") and not isinstance(array, np.ndarray):
-        array = np.asarray(array)
-    host = array.get() if hasattr(array, "get") and not isinstance(array, np.ndarray) else array
+    if isinstance(array, np.ndarray):  # first: hasattr() on an ndarray raises inside
+        host = array
+    elif hasattr(array, "get"):  # CuPy: statistics on a host copy
+        host = array.get()
+    else:
+        host = np.asarray(array)
     kind = host.dtype.kind
     if host.size <= _SMALL and kind in "fiub":
         return _summarize_small(host, shape, dtype, device, max_values)
@@ -385,6 +388,12 @@ class _Hub:
         **data: Any,
     ) -> None:
         """Build one event and hand it to every listener (call only when ``active``)."""
+        self.emit_data(kind, device, graph_task, node, data)
+
+    def emit_data(
+        self, kind: str, device: str, graph_task: int, node: Any, data: dict[str, Any]
+    ) -> None:
+        """:meth:`emit` with the kind-specific fields as a dict the event may keep."""
         if node is not None:
             node_fields = (node._id, node.name(), node.sequence_nr, node.topological_nr)
         else:
