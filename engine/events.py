@@ -317,14 +317,16 @@ _new_event = tuple.__new__
 _NO_NODE = (None, None, None, None)
 
 
-class _ThreadName(threading.local):
-    """The current thread's name, looked up once per thread (events name their thread)."""
+_thread_name = threading.local()
+"""``_thread_name.name``: the current thread's name, looked up on the thread's first event.
 
-    def __init__(self) -> None:
-        self.name = threading.current_thread().name
+A plain ``threading.local`` (a subclass's attributes cost twice as much to read)."""
 
 
-_thread_name = _ThreadName()
+def _current_thread_name() -> str:
+    name: str = threading.current_thread().name
+    _thread_name.name = name
+    return name
 
 
 def resolve_summaries(event: Event, max_values: int = 0) -> Event:
@@ -398,13 +400,17 @@ class _Hub:
             node_fields = (node._id, node.name(), node.sequence_nr, node.topological_nr)
         else:
             node_fields = _NO_NODE
+        try:
+            thread = _thread_name.name
+        except AttributeError:
+            thread = _current_thread_name()
         event = _new_event(
             Event,
             (
                 kind,
                 next(self._seq),
                 time.perf_counter_ns(),
-                _thread_name.name,
+                thread,
                 device,
                 graph_task,
                 *node_fields,

@@ -34,7 +34,7 @@ import numpy as np
 from engine import anomaly, grad_mode
 from engine import graph as _graph
 from engine.devices import CPU, Device
-from engine.graph import Edge, InputMetadata, Node, _sequence
+from engine.graph import Edge, InputMetadata, Node, _sequence, next_sequence_nr
 from engine.saved import SavedTensor
 from engine.tensor import Tensor
 
@@ -71,7 +71,10 @@ def make_node(cls: type[N], *inputs: Tensor | None) -> N | None:
     if cls.bare_init:
         # Node.__init__, written out (this runs once per op); see Note [Bare nodes].
         node = _new_object(cls)
-        node.sequence_nr = _sequence.next()
+        try:
+            node.sequence_nr = _sequence.next()
+        except AttributeError:  # this thread's first node
+            node.sequence_nr = next_sequence_nr()
         node._id = next(_graph._node_ids)  # a module attribute: tests restart it
         node._metadata = None
         node._pre_hooks = None
