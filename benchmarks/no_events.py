@@ -139,20 +139,23 @@ def main(argv: list[str] | None = None) -> None:
     if args.gc == "off":
         gc.disable()
     # The first run only warms the process up (its allocator arenas, the interpreter's
-    # specialized code), as the parent process that runs "no listener" already is.
-    for _ in range(2):
+    # specialized code), as the parent process that runs "no listener" already is. A fresh
+    # process's timings are bimodal here (some runs 1.7x slower), so the best of the next
+    # three is reported: if anything, that favours the compiled-out engine.
+    times = []
+    for _ in range(4):
         x = engine.tensor([1.0], dtype=engine.float64, requires_grad=True)
         y = x
         for _ in range(args.n):
             y = y * STEP + 0.0
         start = perf_counter()
         y.backward()
-        done = perf_counter()
+        times.append(perf_counter() - start)
         del y
-    grad = float(x.grad.numpy()[0])
-    if abs(grad - STEP**args.n) > 1e-9 * abs(STEP**args.n):
-        raise SystemExit(f"wrong gradient {grad}")
-    print(json.dumps({"backward": done - start, "stripped_sites": stripped_sites()}))
+        grad = float(x.grad.numpy()[0])
+        if abs(grad - STEP**args.n) > 1e-9 * abs(STEP**args.n):
+            raise SystemExit(f"wrong gradient {grad}")
+    print(json.dumps({"backward": min(times[1:]), "stripped_sites": stripped_sites()}))
 
 
 if __name__ == "__main__":
