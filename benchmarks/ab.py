@@ -1,0 +1,180 @@
+"""Our engine at two commits, side by side: did a change make it faster?
+
+The working tree's engine ("new") runs against the engine of another
+revision ("old", checked out into a temporary git worktree). Each
+measurement runs in a fresh child process that imports the engine from one
+tree; old and new alternate, and each child reports its best of several
+runs, so that a machine whose speed drifts over minutes hurts both sides
+alike. Workloads: W1's chain (forward and backward), W2's add tree and cat
+(backward), and W1's backward under a recorder.
+
+Usage::
+
+    python -m benchmarks.ab f9101d2                  # old = that revision, new = this tree
+    python -m benchmarks.ab HEAD~3 --repeat 5 --workload W1,REC
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import operator
+import statistics
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from time import perf_counter
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKLOADS = ("W1", "W2", "REC")
+STEP = 1.0001
+
+
+def _chain(engine: Any, n: int) -> tuple[Any, Any]:
+    x = engine.tensor([1.0], dtype=engine.float64, requires_grad=True)
+    y = x
+    for _ in range(n):
+        y = y * STEP + 0.0
+    return x, y
+
+
+def _check(x: Any, expected: float) -> None:
+    grad = float(x.grad.numpy().sum())
+    if abs(grad - expected) > 1e-9 * abs(expected):
+        raise SystemExit(f"wrong gradient: {grad}, expected {expected}")
+
+
+def _best(runs: int, once: Callable[[], dict[str, float]]) -> dict[str, float]:
+    best: dict[str, float] = {}
+    for _ in range(runs):
+        for key, value in once().items():
+            best[key] = min(best.get(key, value), value)
+    return best
+
+
+def measure(workload: str, n: int, runs: int) -> dict[str, float]:
+    """µs per node of ``workload`` with the engine this process imported; best of ``runs``."""
+    import engine
+
+    def w1() -> dict[str, float]:
+        start = perf_counter()
+        x, y = _chain(engine, n)
+        built = perf_counter()
+        y.backward()
+        done = perf_counter()
+        _check(x, STEP**n)
+        return {"W1 forward": (built - start) / (2 * n), "W1 backward": (done - built) / (2 * n)}
+
+    def w2() -> dict[str, float]:
+        out = {}
+        for join in ("tree", "cat"):
+            x = engine.tensor([1.0], dtype=engine.float64, requires_grad=True)
+            parts = [x * (1.0 + i / n) for i in range(n)]
+            if join == "tree":
+                while len(parts) > 1:
+                    pairs = [
+                        operator.add(a, b) for a, b in zip(parts[::2], parts[1::2], strict=False)
+                    ]
+                    parts = pairs + ([parts[-1]] if len(parts) % 2 else [])
+                loss = parts[0]
+            else:
+                loss = engine.cat(parts).sum()
+            del parts
+            start = perf_counter()
+            loss.backward()
+            nodes = 2 * n - 1 if join == "tree" else n + 2  # as W2 counts them
+            out[f"W2 {join} backward"] = (perf_counter() - start) / nodes
+            _check(x, sum(1.0 + i / n for i in range(n)))
+        return out
+
+    def rec() -> dict[str, float]:
+        from autograd_viz import record
+
+        x, y = _chain(engine, n)
+        with record():
+            start = perf_counter()
+            y.backward()
+            done = perf_counter()
+        _check(x, STEP**n)
+        return {"W1 backward, recorded": (done - start) / (2 * n)}
+
+    once = {"W1": w1, "W2": w2, "REC": rec}[workload]
+    once()  # warm the process up: allocator arenas, specialized bytecode
+    return {key: value * 1e6 for key, value in _best(runs, once).items()}
+
+
+def _child(tree: Path, workload: str, n: int, runs: int) -> dict[str, float]:
+    # This file is loaded by path, so that everything else (engine, autograd_viz) comes from
+    # ``tree``, which may predate it.
+    code = (
+        "import gc, importlib.util, json, sys; sys.path.insert(0, sys.argv[1]); "
+        "spec = importlib.util.spec_from_file_location('_ab', sys.argv[2]); "
+        "ab = importlib.util.module_from_spec(spec); spec.loader.exec_module(ab); gc.disable(); "
+        "print(json.dumps(ab.measure(sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(tree), __file__, workload, str(n), str(runs)],
+        cwd=tempfile.gettempdir(),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return dict(json.loads(out.stdout.splitlines()[-1]))
+
+
+SIZES = {"W1": 10_000, "W2": 3_000, "REC": 3_000}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("old", help="the revision to compare with (a commit, tag or HEAD~N)")
+    parser.add_argument("--workload", default=",".join(WORKLOADS), help="W1, W2 and/or REC")
+    parser.add_argument("--repeat", type=int, default=3, help="alternations of old and new")
+    parser.add_argument("--runs", type=int, default=5, help="runs per child (its best counts)")
+    parser.add_argument("--scale", type=float, default=1.0, help="multiplies every size")
+    args = parser.parse_args(argv)
+    from rich.console import Console
+    from rich.table import Table
+
+    from benchmarks.run import parse_list
+
+    workloads = parse_list(args.workload, WORKLOADS, "workload")
+    with tempfile.TemporaryDirectory(prefix="ab-") as tmp:
+        old_tree = Path(tmp) / "old"
+        checkout = subprocess.run(
+            ["git", "worktree", "add", "--detach", "--force", str(old_tree), args.old],
+            cwd=ROOT,
+            check=False,
+            capture_output=True,
+            text=True,
+        )
+        if checkout.returncode:
+            raise SystemExit(f"cannot check out {args.old!r}: {checkout.stderr.strip()}")
+        try:
+            samples: dict[tuple[str, str], list[float]] = {}
+            for _ in range(args.repeat):
+                for workload in workloads:
+                    n = max(2, int(SIZES[workload] * args.scale))
+                    for side, tree in (("old", old_tree), ("new", ROOT)):
+                        for key, value in _child(tree, workload, n, args.runs).items():
+                            samples.setdefault((key, side), []).append(value)
+        finally:
+            subprocess.run(
+                ["git", "worktree", "remove", "--force", str(old_tree)], cwd=ROOT, check=False
+            )
+    table = Table(title=f"µs per node, median of {args.repeat} (old = {args.old}, new = this tree)")
+    for column in ("measure", "old", "new", "new/old"):
+        table.add_column(column, justify="left" if column == "measure" else "right")
+    for key in dict.fromkeys(k for k, _ in samples):
+        old = statistics.median(samples[key, "old"])
+        new = statistics.median(samples[key, "new"])
+        table.add_row(key, f"{old:.2f}", f"{new:.2f}", f"{new / old:.2f}×")
+    Console().print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,41 @@
+"""``python -m benchmarks.ab``: our engine at two commits, side by side."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks import ab
+
+
+def test_measure_reports_every_workload_in_microseconds_per_node() -> None:
+    results = {}
+    for workload in ab.WORKLOADS:
+        results.update(ab.measure(workload, 40, 2))
+    assert set(results) == {
+        "W1 forward",
+        "W1 backward",
+        "W2 tree backward",
+        "W2 cat backward",
+        "W1 backward, recorded",
+    }
+    assert all(0 < value < 1e5 for value in results.values())
+
+
+def test_ab_against_head_prints_both_sides_and_their_ratio(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert (
+        ab.main(["HEAD", "--workload", "W1", "--repeat", "1", "--runs", "1", "--scale", "0.01"])
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert "old = HEAD" in out
+    for row in ("W1 forward", "W1 backward"):
+        line = next(line for line in out.splitlines() if row in line)
+        old, new, ratio = line.split("│")[2:5]
+        assert float(old) > 0 and float(new) > 0 and ratio.strip().endswith("×")
+
+
+def test_an_unknown_revision_is_refused() -> None:
+    with pytest.raises(SystemExit, match="cannot check out 'no-such-revision': .*no-such-revision"):
+        ab.main(["no-such-revision", "--repeat", "1"])
