@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import sys
 import threading
 from collections.abc import Sequence
 from typing import Any, TypeAlias
@@ -192,8 +193,12 @@ wake-up task; :data:`SHUTDOWN_TASK` tells a device thread to exit.
 SHUTDOWN_TASK: NodeTask = (None, None, None)
 """Pushed by ``shutdown()`` to stop a device thread."""
 
-_SHUTDOWN_KEY = -(1 << 200)
-_WAKE_UP_KEY = -(1 << 199)
+_SHUTDOWN_PRIORITY = -(1 << 200)
+_WAKE_UP_PRIORITY = -(1 << 199)
+_ARRIVAL_BITS = 64
+
+_HEAPQ_IS_ATOMIC = getattr(sys, "_is_gil_enabled", lambda: True)()
+"""Whether one ``heapq`` call on int keys runs whole (Note [Lock-free queue ends])."""
 
 
 class ReadyQueue:
@@ -201,18 +206,22 @@ class ReadyQueue:
 
     Order (PyTorch's CompareNodeTaskTime): shutdown tasks first, then wake-up
     (empty) tasks, then the deeper reentrant depth, then the higher
-    sequence_nr; ties in arrival order. The first three criteria are folded
-    into one integer key (smaller runs first), so the heap compares ints.
+    sequence_nr; ties in arrival order. All four criteria are folded into one
+    integer key (smaller runs first, unique per push), so the heap holds ints
+    only and compares them without a tuple: the tasks wait in a dict under
+    their keys.
 
     Pushing does not count the task in its graph task's ``outstanding_tasks``:
     the engine does that under the graph task's lock (Note [Locks]).
     """
 
-    __slots__ = ("_arrival", "_cond", "_lock", "_waiting", "device", "heap")
+    __slots__ = ("_arrival", "_cond", "_lock", "_waiting", "device", "heap", "tasks")
 
     def __init__(self, device: Device = CPU) -> None:
-        self.heap: list[tuple[int, int, NodeTask]] = []
-        """``(key, arrival, task)`` entries; read without the lock only as a snapshot."""
+        self.heap: list[int] = []
+        """The keys of the waiting tasks; read without the lock only as a snapshot."""
+        self.tasks: dict[int, NodeTask] = {}
+        """The waiting tasks by key."""
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
         self._arrival = itertools.count()
@@ -224,11 +233,19 @@ class ReadyQueue:
         if fn is not None:
             depth = 0 if base is None else base.reentrant_depth
             # Deeper reentrant depth first, then the higher sequence_nr (below 2**64).
-            key = -((depth << 64) | fn.sequence_nr) if depth else -fn.sequence_nr
+            priority = -((depth << 64) | fn.sequence_nr) if depth else -fn.sequence_nr
         else:
-            key = _SHUTDOWN_KEY if task is SHUTDOWN_TASK else _WAKE_UP_KEY
+            priority = _SHUTDOWN_PRIORITY if task is SHUTDOWN_TASK else _WAKE_UP_PRIORITY
+        key = (priority << _ARRIVAL_BITS) + next(self._arrival)
+        if _HEAPQ_IS_ATOMIC:
+            self.tasks[key] = task  # before the key: whoever pops the key finds the task
+            heapq.heappush(self.heap, key)
+            if not self._waiting:
+                return
         with self._lock:
-            heapq.heappush(self.heap, (key, next(self._arrival), task))
+            if not _HEAPQ_IS_ATOMIC:
+                self.tasks[key] = task
+                heapq.heappush(self.heap, key)
             if self._waiting:
                 # The sleeper counts as running from now on; see Note [Quiescence].
                 self._waiting -= 1
@@ -236,16 +253,37 @@ class ReadyQueue:
                 self._cond.notify()
 
     def pop(self) -> NodeTask:
+        heap = self.heap
+        if _HEAPQ_IS_ATOMIC and heap:
+            try:
+                return self.tasks.pop(heapq.heappop(heap))
+            except IndexError:  # another consumer of this queue took the last one
+                pass
         with self._lock:
-            heap = self.heap
-            while not heap:
+            while True:
+                if heap:
+                    return self.tasks.pop(heapq.heappop(heap))
                 self._waiting += 1
+                if heap:  # pushed between the check and the count: no wake-up is coming
+                    self._waiting -= 1
+                    continue
                 ACTIVITY.block()
                 self._cond.wait()
-            return heapq.heappop(heap)[2]
 
     def __len__(self) -> int:
         return len(self.heap)
+
+    # Note [Lock-free queue ends]
+    # ~~~~~~~~~~~~~~~~~~~~~~~~~~~
+    # Every node run passes through a push and a pop, so their locks were a
+    # tenth of a fan-in backward. Under the GIL one heappush or heappop on a
+    # list of ints runs whole (int comparisons call no Python code), so both
+    # ends skip the lock unless a consumer sleeps. What the lock still orders
+    # is the sleep: a consumer counts itself in ``_waiting`` and then looks at
+    # the heap again, all under the lock; a pusher pushes and then reads
+    # ``_waiting``. Either the consumer's second look sees the key, or the
+    # pusher sees the count and wakes it (taking the lock, which the consumer
+    # releases only by waiting). Without a GIL every push and pop locks.
 
 
 def compute_dependencies(root: Node, task: GraphTask, min_topo_nr: int) -> None:

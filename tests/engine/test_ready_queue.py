@@ -1,0 +1,202 @@
+"""ReadyQueue: PyTorch's task order, and no task lost between threads."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from engine.activity import ACTIVITY
+from engine.graph_task import _HEAPQ_IS_ATOMIC, SHUTDOWN_TASK, ReadyQueue
+
+
+class _Node:
+    def __init__(self, sequence_nr: int) -> None:
+        self.sequence_nr = sequence_nr
+
+
+class _Task:
+    def __init__(self, reentrant_depth: int = 0) -> None:
+        self.reentrant_depth = reentrant_depth
+
+
+def _drain(queue: ReadyQueue) -> list[Any]:
+    return [queue.pop() for _ in range(len(queue))]
+
+
+def test_order_is_shutdown_wake_up_depth_sequence_then_arrival() -> None:
+    queue = ReadyQueue()
+    shallow, deep = _Task(0), _Task(2)
+    low = (shallow, _Node(3), [])
+    high = (shallow, _Node(9), [])
+    tie_first = (shallow, _Node(5), [])
+    tie_second = (shallow, _Node(5), [])
+    reentrant = (deep, _Node(1), [])
+    wake_up = (shallow, None, None)
+    accumulate = (shallow, _Node(2**64 - 1), [])  # AccumulateGrad's sequence_nr
+    for task in (low, tie_first, high, reentrant, wake_up, tie_second, accumulate, SHUTDOWN_TASK):
+        queue.push(task)  # type: ignore[arg-type]
+    assert len(queue) == 8
+    order = _drain(queue)
+    expected = [SHUTDOWN_TASK, wake_up, reentrant, accumulate, high, tie_first, tie_second, low]
+    assert [id(t) for t in order] == [id(t) for t in expected]
+    assert len(queue) == 0
+    assert not queue.tasks
+
+
+def test_same_priority_stays_first_in_first_out_across_many_pushes() -> None:
+    queue = ReadyQueue()
+    base = _Task()
+    tasks = [(base, _Node(7), [i]) for i in range(500)]
+    for task in tasks:
+        queue.push(task)  # type: ignore[arg-type]
+    assert [t[2][0] for t in _drain(queue)] == list(range(500))
+
+
+class _PreemptedHeap(list):  # type: ignore[type-arg]
+    """A heap whose ``n``-th emptiness check is followed by another thread's push.
+
+    It stands for the thread switch that lets a push land right after pop()
+    found the queue empty and before it went to sleep.
+    """
+
+    def __init__(self, at_check: int, push: Any) -> None:
+        super().__init__()
+        self.checks = 0
+        self.at_check = at_check
+        self.push = push
+
+    def __len__(self) -> int:
+        n = list.__len__(self)
+        if n == 0:
+            self.checks += 1
+            if self.checks == self.at_check:
+                pusher = threading.Thread(target=self.push)
+                pusher.start()
+                pusher.join()
+        return n  # what the check saw, before the push
+
+
+@pytest.mark.skipif(not _HEAPQ_IS_ATOMIC, reason="pushes lock when heapq calls are not atomic")
+@pytest.mark.parametrize("at_check", [1, 2])
+def test_a_push_right_after_pop_saw_an_empty_queue_is_not_missed(at_check: int) -> None:
+    # Check 1 is the lock-free look, check 2 the last look under the lock.
+    queue = ReadyQueue()
+    task = (_Task(), _Node(1), [])
+    queue.heap = _PreemptedHeap(at_check, lambda: queue.push(task))  # type: ignore[arg-type]
+    got: list[Any] = []
+    consumer = threading.Thread(target=lambda: got.append(queue.pop()), daemon=True)
+    consumer.start()
+    consumer.join(10)
+    if consumer.is_alive():
+        queue.push(SHUTDOWN_TASK)  # let the thread go before failing
+        consumer.join(10)
+        pytest.fail("pop() slept although a task was pushed")
+    assert got == [task]
+
+
+@pytest.fixture
+def fast_switching() -> Iterator[None]:
+    """Switch threads every few bytecodes, so that pushes land inside pop's checks."""
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(before)
+
+
+@pytest.mark.usefixtures("fast_switching")
+def test_consumer_that_sleeps_is_woken_for_every_push_from_other_threads() -> None:
+    queue = ReadyQueue()
+    base = _Task()
+    producers, per_producer = 4, 3000
+    blocked_before = ACTIVITY.blocked
+    received: list[Any] = []
+
+    def consume() -> None:
+        while True:
+            task = queue.pop()
+            if task is SHUTDOWN_TASK:
+                return
+            received.append(task[2])
+
+    def produce(p: int) -> None:
+        for i in range(per_producer):
+            queue.push((base, _Node(i % 5), (p, i)))  # type: ignore[arg-type]
+
+    consumer = threading.Thread(target=consume, daemon=True)
+    consumer.start()
+    threads = [threading.Thread(target=produce, args=(p,), daemon=True) for p in range(producers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    # The shutdown task comes first in order, so send it only once the rest is taken.
+    for _ in range(3000):
+        if len(received) == producers * per_producer:
+            break
+        threading.Event().wait(0.01)
+    queue.push(SHUTDOWN_TASK)
+    consumer.join(30)
+    assert not consumer.is_alive(), "the consumer slept through a push"
+    assert sorted(received) == [(p, i) for p in range(producers) for i in range(per_producer)]
+    assert ACTIVITY.blocked == blocked_before
+    assert not queue.heap and not queue.tasks
+
+
+@pytest.mark.usefixtures("fast_switching")
+def test_each_push_to_an_empty_queue_reaches_the_sleeping_consumer() -> None:
+    # Ping-pong: the consumer empties the queue and goes to sleep before nearly
+    # every push, so pushes land at every point of its way into the sleep. A
+    # lost wake-up leaves a task in the queue with the consumer asleep.
+    queue = ReadyQueue()
+    base = _Task()
+    taken = threading.Semaphore(0)
+
+    def consume() -> None:
+        while queue.pop() is not SHUTDOWN_TASK:
+            taken.release()
+
+    consumer = threading.Thread(target=consume, daemon=True)
+    consumer.start()
+    for i in range(5000):
+        queue.push((base, _Node(1), i))  # type: ignore[arg-type]
+        assert taken.acquire(timeout=10), f"push {i} did not wake the consumer"
+    queue.push(SHUTDOWN_TASK)
+    consumer.join(30)
+    assert not consumer.is_alive()
+
+
+@pytest.mark.usefixtures("fast_switching")
+def test_two_consumers_share_one_queue_without_losing_or_doubling_a_task() -> None:
+    queue = ReadyQueue()
+    base = _Task()
+    n = 20000
+    taken: list[list[Any]] = [[], []]
+
+    def consume(mine: list[Any]) -> None:
+        while True:
+            task = queue.pop()
+            if task is SHUTDOWN_TASK:
+                return
+            mine.append(task[2])
+
+    consumers = [threading.Thread(target=consume, args=(t,), daemon=True) for t in taken]
+    for thread in consumers:
+        thread.start()
+    for i in range(n):
+        queue.push((base, _Node(1), i))  # type: ignore[arg-type]
+    for _ in range(3000):
+        if len(taken[0]) + len(taken[1]) == n:
+            break
+        threading.Event().wait(0.01)
+    queue.push(SHUTDOWN_TASK)
+    queue.push(SHUTDOWN_TASK)
+    for thread in consumers:
+        thread.join(30)
+        assert not thread.is_alive()
+    assert sorted(taken[0] + taken[1]) == list(range(n))
