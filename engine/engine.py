@@ -192,9 +192,11 @@ class Engine(WorkerThreads):
         state = grad_mode._state
         outer_task, outer_mode = TLS.graph_task, state.enabled
         current = outer_task
+        task: NodeTask | None = None
         try:
             while graph_task is None or not graph_task.future_completed:
-                task = queue.pop()
+                if task is None:
+                    task = queue.pop()
                 if task is SHUTDOWN_TASK:
                     break
                 local, fn, inputs = task
@@ -205,9 +207,13 @@ class Engine(WorkerThreads):
                     if local is not current:
                         TLS.graph_task = current = local
                     finished = self._run(local, fn, inputs, queue, graph_task)
-                task = inputs = None  # type: ignore[assignment]
+                task = inputs = None
                 if finished is _DONE:
                     self._complete(local)
+                elif finished is not None:
+                    task = finished  # popped by _run for this loop to run
+            if task is not None:
+                queue.push(task)  # popped just as graph_task completed elsewhere
         finally:
             TLS.graph_task = outer_task
             state.enabled = outer_mode
@@ -326,13 +332,10 @@ class Engine(WorkerThreads):
                                     graph_task.lock.acquire()
                                     locked = True
                                 self._push(target, task, "ready", counted=True)
-                            elif after is None and not heap:
-                                after = task
                             else:
                                 if after is not None:
                                     queue.push(after)
-                                    after = None
-                                queue.push(task)
+                                after = task  # the last one waits for push_pop below
                         graph_task.outstanding_tasks -= 1
                         if graph_task.outstanding_tasks == 0:
                             after = _DONE
@@ -343,12 +346,19 @@ class Engine(WorkerThreads):
                     if release and (fn._saved or fn.releases_more):
                         fn.release_variables()
                 grads = None  # type: ignore[assignment]
-                if after is None or after is _DONE:
-                    return after
+                if after is _DONE:
+                    return _DONE
                 if awaited is not None and awaited.future_completed:
-                    queue.push(after)
+                    if after is not None:
+                        queue.push(after)
                     return None
-                _, fn, grads = after  # See Note [Running the next node directly]
+                if heap:  # See Note [Running the next node directly]
+                    after = queue.take() if after is None else queue.push_pop(after)
+                if after is None:
+                    return None
+                if after[0] is not graph_task or after[1] is None or graph_task.has_error:
+                    return after  # thread_main runs it, or counts it done
+                _, fn, grads = after
                 after = None
         except BaseException as exc:  # noqa: BLE001 - carried to the caller
             if locked:
@@ -380,6 +390,14 @@ class Engine(WorkerThreads):
     # lands meanwhile is simply ordered after it, as it would be had it come
     # a moment later. Only the task counting (outstanding_tasks) sees every
     # task; a chain runs with no queue traffic at all.
+    #
+    # When the queue is not empty, _run still does not go back to
+    # thread_main: it pushes the last task it readied and pops the first in
+    # one step (push_pop, which leaves the heap alone when that task comes
+    # first), or pops if it readied none, and runs what it got if that is a
+    # node of the same graph task. Anything else (another graph task's node,
+    # a wake-up, a graph task that failed) goes back to thread_main, which
+    # runs it next: the order is the queue's either way.
 
     # Note [Owner wake-up]
     # ~~~~~~~~~~~~~~~~~~~~

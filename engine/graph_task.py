@@ -228,7 +228,7 @@ class ReadyQueue:
         self._waiting = 0
         self.device = device
 
-    def push(self, task: NodeTask) -> None:
+    def _key(self, task: NodeTask) -> int:
         base, fn, _ = task
         if fn is not None:
             depth = 0 if base is None else base.reentrant_depth
@@ -236,7 +236,10 @@ class ReadyQueue:
             priority = -((depth << 64) | fn.sequence_nr) if depth else -fn.sequence_nr
         else:
             priority = _SHUTDOWN_PRIORITY if task is SHUTDOWN_TASK else _WAKE_UP_PRIORITY
-        key = (priority << _ARRIVAL_BITS) + next(self._arrival)
+        return (priority << _ARRIVAL_BITS) + next(self._arrival)
+
+    def push(self, task: NodeTask) -> None:
+        key = self._key(task)
         if _HEAPQ_IS_ATOMIC:
             self.tasks[key] = task  # before the key: whoever pops the key finds the task
             heapq.heappush(self.heap, key)
@@ -252,13 +255,43 @@ class ReadyQueue:
                 ACTIVITY.unblock()
                 self._cond.notify()
 
-    def pop(self) -> NodeTask:
-        heap = self.heap
-        if _HEAPQ_IS_ATOMIC and heap:
+    def take(self) -> NodeTask | None:
+        """Pop the first task without waiting; ``None`` if there is none."""
+        if _HEAPQ_IS_ATOMIC:
             try:
-                return self.tasks.pop(heapq.heappop(heap))
-            except IndexError:  # another consumer of this queue took the last one
-                pass
+                return self.tasks.pop(heapq.heappop(self.heap))
+            except IndexError:  # empty, or another consumer took the last one
+                return None
+        with self._lock:
+            return self.tasks.pop(heapq.heappop(self.heap)) if self.heap else None
+
+    def push_pop(self, task: NodeTask) -> NodeTask:
+        """Push ``task`` and pop the first task (the caller consumes this queue).
+
+        When ``task`` comes first it is handed back without touching the heap.
+        """
+        key = self._key(task)
+        heap = self.heap
+        if _HEAPQ_IS_ATOMIC:
+            try:
+                if key < heap[0]:
+                    return task
+            except IndexError:
+                return task
+            self.tasks[key] = task
+            return self.tasks.pop(heapq.heappushpop(heap, key))
+        with self._lock:
+            if not heap or key < heap[0]:
+                return task
+            self.tasks[key] = task
+            return self.tasks.pop(heapq.heappushpop(heap, key))
+
+    def pop(self) -> NodeTask:
+        """Pop the first task, sleeping while the queue is empty."""
+        task = self.take()
+        if task is not None:
+            return task
+        heap = self.heap
         with self._lock:
             while True:
                 if heap:

@@ -95,12 +95,27 @@ def _two_leaves_several_uses(log: list[str]) -> tuple[engine.Tensor, list[engine
     return (s.tanh() * s).sum() + (x * x).sum(), [x, y]
 
 
+def _tree(log: list[str]) -> tuple[engine.Tensor, list[engine.Tensor]]:
+    # Each sum readies two nodes while others wait: the order is the queue's.
+    x = _leaf([1.0, 2.0])
+    level = [Tag.apply(x * float(i + 1), f"p{i}", log) for i in range(16)]
+    depth = 0
+    while len(level) > 1:
+        depth += 1
+        level = [
+            Tag.apply(level[i] + level[i + 1], f"s{depth}.{i}", log)
+            for i in range(0, len(level), 2)
+        ]
+    return (level[0] * level[0]).sum(), [x]
+
+
 GRAPHS = {
     "diamond": _diamond,
     "wide": _wide,
     "chain": _chain,
     "broadcast_and_cast": _broadcast_and_cast,
     "two_leaves_several_uses": _two_leaves_several_uses,
+    "tree": _tree,
 }
 
 
