@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from engine import grad_mode
 from engine.factories import get_default_dtype
 from engine.graph import Node
 from engine.ops._core import (
@@ -17,7 +18,7 @@ from engine.ops._core import (
     save,
     wrap,
 )
-from engine.tensor import Tensor
+from engine.tensor import Tensor, make_tensor
 
 
 class AddBackward0(Node):
@@ -98,7 +99,9 @@ class MulBackward0(Node):
     def apply(self, grads: list[Any]) -> tuple[Any, ...]:
         g = grads[0]
         if self._scalar is not None:
-            return (g * self._scalar, None)
+            if grad_mode._state.enabled:  # create_graph: through the op, which records
+                return (g * self._scalar, None)
+            return (make_tensor(g.data * self._scalar, g.device), None)  # what mul() makes
         a, b = self.saved_tensors()
         return (
             g * b if self.should_compute_output(0) else None,

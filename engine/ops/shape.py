@@ -8,9 +8,12 @@ from typing import Any
 
 import numpy as np
 
+from engine import _context, grad_mode
 from engine.graph import Node
 from engine.ops._core import check_same_device, make_node, normalize_dim, wrap, wrap_view
 from engine.tensor import Tensor
+
+_FULL = slice(None)
 
 
 def _shape_arg(shape: tuple[Any, ...]) -> tuple[int, ...]:
@@ -315,13 +318,28 @@ class CatBackward0(Node):
     sizes: tuple[int, ...]
 
     def apply(self, grads: list[Any]) -> tuple[Any, ...]:
+        g = grads[0]
         out: list[Any] = []
         start = 0
+        if grad_mode._state.enabled:  # create_graph: differentiable views
+            for i, size in enumerate(self.sizes):
+                needed = self.should_compute_output(i)
+                out.append(g.narrow(self.dim, start, size) if needed else None)
+                start += size
+            return tuple(out)
+        # What narrow() makes without grad mode, without its checks (the sizes are g's own).
+        data = g.data
+        lead = (_FULL,) * self.dim
+        task = _context.TLS.graph_task
+        pruned = task is not None and bool(task.exec_info)
+        edges = self._next_edges
         for i, size in enumerate(self.sizes):
-            out.append(
-                grads[0].narrow(self.dim, start, size) if self.should_compute_output(i) else None
-            )
-            start += size
+            end = start + size
+            if edges[i] is None or (pruned and not self.should_compute_output(i)):
+                out.append(None)
+            else:
+                out.append(wrap_view(data[(*lead, slice(start, end))], g))
+            start = end
         return tuple(out)
 
 

@@ -72,6 +72,42 @@ def test_cat_of_different_lengths_and_a_constant() -> None:
     np.testing.assert_array_equal(b.grad.numpy(), w.numpy()[3:])
 
 
+def test_cat_gradient_pieces_are_views_of_the_incoming_gradient() -> None:
+    a, b = leaf(2, 3), leaf(2, 2)
+    seen: dict[str, Tensor] = {}
+    mid_a, mid_b = a * 1.0, b * 1.0
+    mid_a.register_hook(lambda g: seen.setdefault("a", g))
+    mid_b.register_hook(lambda g: seen.setdefault("b", g))
+    out = engine.cat([mid_a, mid_b], dim=1)
+    w = weights(2, 5)
+    (out * w).sum().backward()
+    base = seen["a"]._base
+    assert base is not None and seen["b"]._base is base
+    assert base.shape == (2, 5) and seen["a"]._version_counter is base._version_counter
+    np.testing.assert_array_equal(seen["a"].numpy(), w.numpy()[:, :3])
+    np.testing.assert_array_equal(b.grad.numpy(), w.numpy()[:, 3:])
+
+
+def test_cat_grad_of_some_inputs_only() -> None:
+    a, b, c = leaf(2), leaf(3), leaf(1)
+    w = weights(6)
+    loss = (engine.cat([a, b, c]) * w).sum()
+    (gb,) = engine.autograd.grad(loss, [b])
+    np.testing.assert_array_equal(gb.numpy(), w.numpy()[2:5])
+    assert a.grad is None and b.grad is None and c.grad is None
+
+
+def test_cat_second_order_through_create_graph() -> None:
+    x = leaf(3)
+    out = engine.cat([x * x, x * 3.0, x.sin()])
+    (g,) = engine.autograd.grad(out.sum(), [x], create_graph=True)
+    xs = x.detach().numpy()
+    np.testing.assert_allclose(g.detach().numpy(), 2 * xs + 3.0 + np.cos(xs))
+    assert g.grad_fn is not None
+    g.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), 2.0 - np.sin(xs))
+
+
 @pytest.mark.parametrize("dim", [0, 1, 2, -1])
 def test_stack_gradcheck(dim: int) -> None:
     a, b = leaf(2, 3), leaf(2, 3)
