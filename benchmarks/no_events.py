@@ -105,8 +105,13 @@ def stripped_sites() -> int:
     return sum(_Loader.stripped.values())
 
 
-def chain_backward(n: int, collect: bool) -> dict[str, float]:
-    """Run W1's chain backward in a child process with the stripped engine; its timings."""
+def chain_backward(n: int, collect: bool, strip: bool = True) -> dict[str, float]:
+    """Run W1's chain backward in a child process; its timings.
+
+    With ``strip`` the child imports the engine with its emit sites compiled
+    out, without it the engine as it is: the two run the same protocol in
+    the same kind of process, so their ratio is what the emit sites cost.
+    """
     out = subprocess.run(
         [
             sys.executable,
@@ -116,6 +121,7 @@ def chain_backward(n: int, collect: bool) -> dict[str, float]:
             str(n),
             "--gc",
             "on" if collect else "off",
+            *(() if strip else ("--keep-emits",)),
         ],
         cwd=ROOT,
         capture_output=True,
@@ -129,19 +135,22 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=10_000, help="chain steps (2 nodes each)")
     parser.add_argument("--gc", choices=("on", "off"), default="off")
+    parser.add_argument(
+        "--keep-emits", action="store_true", help="import the engine as it is (the reference)"
+    )
     args = parser.parse_args(argv)
-    install()
+    if not args.keep_emits:
+        install()
     import engine
     from benchmarks.peers.common import STEP
 
-    if stripped_sites() < 10:
+    if not args.keep_emits and stripped_sites() < 10:
         raise SystemExit(f"only {stripped_sites()} emit sites were found; the engine changed")
     if args.gc == "off":
         gc.disable()
     # The first run only warms the process up (its allocator arenas, the interpreter's
-    # specialized code), as the parent process that runs "no listener" already is. A fresh
-    # process's timings are bimodal here (some runs 1.7x slower), so the best of the next
-    # three is reported: if anything, that favours the compiled-out engine.
+    # specialized code). A fresh process's timings are bimodal here (some runs 1.7x
+    # slower), so the best of the next three is reported, for both engines alike.
     times = []
     for _ in range(4):
         x = engine.tensor([1.0], dtype=engine.float64, requires_grad=True)

@@ -49,7 +49,7 @@ GC_MODES = {"both": (True, False), "on": (True,), "off": (False,)}
 def _ratio(value: float, reference: Cell | None, phase: str, scale: float) -> str:
     if reference is None or reference.unsupported is not None or not reference.samples:
         return ""
-    return f"{value / reference.median(phase, scale):.1f}×"
+    return f"{value / reference.median(phase, scale):.2f}×"
 
 
 def render(workload: Workload, cells: list[Cell]) -> Table:
