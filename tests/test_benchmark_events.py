@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+
 import pytest
 
 from benchmarks import no_events
@@ -29,8 +31,6 @@ def test_stripping_turns_every_hub_active_guard_into_dead_code() -> None:
         "        return 1\n"
         "    return 2\n"
     )
-    import ast
-
     strip = no_events._StripEmits()
     tree = ast.fix_missing_locations(strip.visit(ast.parse(source)))
     text = ast.unparse(tree)
