@@ -12,6 +12,7 @@ Usage::
 
     python -m benchmarks.ab f9101d2                  # old = that revision, new = this tree
     python -m benchmarks.ab HEAD~3 --repeat 5 --workload W1,REC
+    python -m benchmarks.ab HEAD --gc on             # with the cyclic collector running
 """
 
 from __future__ import annotations
@@ -106,17 +107,28 @@ def measure(workload: str, n: int, runs: int) -> dict[str, float]:
     return {key: value * 1e6 for key, value in _best(runs, once).items()}
 
 
-def _child(tree: Path, workload: str, n: int, runs: int) -> dict[str, float]:
+def _child(tree: Path, workload: str, n: int, runs: int, collect: bool) -> dict[str, float]:
     # This file is loaded by path, so that everything else (engine, autograd_viz) comes from
     # ``tree``, which may predate it.
     code = (
         "import gc, importlib.util, json, sys; sys.path.insert(0, sys.argv[1]); "
         "spec = importlib.util.spec_from_file_location('_ab', sys.argv[2]); "
-        "ab = importlib.util.module_from_spec(spec); spec.loader.exec_module(ab); gc.disable(); "
+        "ab = importlib.util.module_from_spec(spec); spec.loader.exec_module(ab); "
+        "gc.enable() if sys.argv[6] == 'on' else gc.disable(); "
         "print(json.dumps(ab.measure(sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))))"
     )
     out = subprocess.run(
-        [sys.executable, "-c", code, str(tree), __file__, workload, str(n), str(runs)],
+        [
+            sys.executable,
+            "-c",
+            code,
+            str(tree),
+            __file__,
+            workload,
+            str(n),
+            str(runs),
+            "on" if collect else "off",
+        ],
         cwd=tempfile.gettempdir(),
         capture_output=True,
         text=True,
@@ -135,6 +147,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3, help="alternations of old and new")
     parser.add_argument("--runs", type=int, default=5, help="runs per child (its best counts)")
     parser.add_argument("--scale", type=float, default=1.0, help="multiplies every size")
+    parser.add_argument(
+        "--gc", choices=("on", "off"), default="off", help="the cyclic garbage collector"
+    )
     args = parser.parse_args(argv)
     from rich.console import Console
     from rich.table import Table
@@ -159,13 +174,17 @@ def main(argv: list[str] | None = None) -> int:
                 for workload in workloads:
                     n = max(2, int(SIZES[workload] * args.scale))
                     for side, tree in (("old", old_tree), ("new", ROOT)):
-                        for key, value in _child(tree, workload, n, args.runs).items():
+                        got = _child(tree, workload, n, args.runs, args.gc == "on")
+                        for key, value in got.items():
                             samples.setdefault((key, side), []).append(value)
         finally:
             subprocess.run(
                 ["git", "worktree", "remove", "--force", str(old_tree)], cwd=ROOT, check=False
             )
-    table = Table(title=f"µs per node, median of {args.repeat} (old = {args.old}, new = this tree)")
+    table = Table(
+        title=f"µs per node, median of {args.repeat}, gc {args.gc} "
+        f"(old = {args.old}, new = this tree)"
+    )
     for column in ("measure", "old", "new", "new/old"):
         table.add_column(column, justify="left" if column == "measure" else "right")
     for key in dict.fromkeys(k for k, _ in samples):

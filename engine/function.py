@@ -183,7 +183,7 @@ def _attach_output(ctx: BackwardCFunction, out: Any, args: tuple[Any, ...]) -> A
     elif is_input:
         # Returning an input unchanged: hand back a new tensor on the same data.
         target = Tensor._make(out.data, out.device)
-        target._version_counter = out._version_counter
+        target._version_counter = out._shared_version_counter()
     else:
         target = out
     if any(out is n for n in ctx._non_differentiable):

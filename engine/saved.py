@@ -70,18 +70,19 @@ class SavedTensor:
         if tensor._is_inference:
             raise RuntimeError(ERR_INFERENCE_SAVED)
         self.data: Any = tensor.data
-        self._version_counter = tensor._version_counter
-        self._saved_version: int = tensor._version_counter[0]
+        self._version_counter = tensor._shared_version_counter()
+        self._saved_version: int = self._version_counter[0]
         self._device = tensor.device
-        grad_fn = tensor.grad_fn
-        # PyTorch 2.x names the forward op here ("output 0 of Tanh"), not the node.
-        self._producer_name = None if grad_fn is None else _forward_name(grad_fn.name())
         if is_output:
-            # The node is this tensor's grad_fn: keep the array, not the tensor (no cycle).
+            # The node is this tensor's grad_fn: keep the array, not the tensor (no cycle),
+            # and the node's name for the "modified by an inplace operation" message.
+            grad_fn = tensor.grad_fn
+            self._producer_name: str | None = None if grad_fn is None else grad_fn.name()
             self._tensor: Tensor | None = None
             self._output_nr = tensor._output_nr
             self._requires_grad = tensor._requires_grad
         else:
+            self._producer_name = None  # the message names the tensor's grad_fn as it is then
             self._tensor = tensor
             self._output_nr = 0
             self._requires_grad = False
@@ -124,11 +125,16 @@ class SavedTensor:
         from engine import anomaly
 
         what = type_description(self.data, self._device)
-        producer = (
-            f", which is output {self._output_nr} of {self._producer_name},"
-            if self._producer_name is not None
-            else ""
-        )
+        # PyTorch 2.x names the forward op ("output 0 of Tanh"), not the node: of a saved
+        # output, the op that made it; of a saved input, its grad_fn as it is now.
+        name, output_nr = self._producer_name, self._output_nr
+        if self._tensor is not None:
+            grad_fn = self._tensor.grad_fn
+            name = None if grad_fn is None else grad_fn.name()
+            output_nr = self._tensor._output_nr
+        if name is not None:
+            name = _forward_name(name)
+        producer = f", which is output {output_nr} of {name}," if name is not None else ""
         if anomaly.STATE.enabled:
             hint = (
                 "Hint: the backtrace further above shows the operation that failed to compute its "

@@ -6,6 +6,7 @@ class as methods and operators when ``engine`` is imported.
 
 from __future__ import annotations
 
+import threading
 import warnings
 import weakref
 from collections.abc import Callable, Sequence
@@ -19,6 +20,9 @@ from engine.graph import AccumulateGrad, Edge, RemovableHandle, add_hook, new_ho
 
 if TYPE_CHECKING:
     from engine.graph import Node
+
+_COUNTER_LOCK = threading.Lock()
+"""Makes each lazy version counter once; see Note [Lazy version counters]."""
 
 _NONLEAF_GRAD_WARNING = (
     "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. Its .grad "
@@ -135,7 +139,7 @@ class Tensor:
         self.grad_fn = None
         self._requires_grad = False
         self._output_nr = 0
-        self._version_counter = [0]
+        self._version_counter: list[int] | None = None  # Note [Lazy version counters]
         if grad_mode._state.inference:
             self._is_inference = True
 
@@ -248,10 +252,31 @@ class Tensor:
     @property
     def _version(self) -> int:
         """How many in-place changes this tensor's data has seen."""
-        return self._version_counter[0]
+        counter = self._version_counter
+        return 0 if counter is None else counter[0]
 
     def _bump_version(self) -> None:
-        self._version_counter[0] += 1
+        self._shared_version_counter()[0] += 1
+
+    def _shared_version_counter(self) -> list[int]:
+        """The version counter, made now if the tensor had none (Note [Lazy version counters])."""
+        counter = self._version_counter
+        if counter is None:
+            with _COUNTER_LOCK:  # two threads must not make two counters for one tensor
+                counter = self._version_counter
+                if counter is None:
+                    counter = self._version_counter = [0]
+        return counter
+
+    # Note [Lazy version counters]
+    # ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+    # Every tensor has a version counter (PyTorch's VariableVersion): a one-item
+    # list that views, detached tensors and saved tensors share, so that an
+    # in-place change through any of them is seen by all. Most tensors are
+    # never modified in place, viewed or saved, yet a list per tensor was a
+    # quarter of the objects the cyclic collector tracks per op, and 88 bytes.
+    # So a tensor starts with ``None``, meaning version 0 and shared by no one,
+    # and the list is made the first time something shares it or bumps it.
 
     def _get_grad_accumulator(self) -> AccumulateGrad:
         """The leaf's one ``AccumulateGrad`` node, created on first use."""
@@ -302,7 +327,7 @@ class Tensor:
     def detach(self) -> Tensor:
         """A new tensor sharing data (and version counter), cut from the graph."""
         out = Tensor._make(self.data, self.device)
-        out._version_counter = self._version_counter
+        out._version_counter = self._shared_version_counter()
         return out
 
     def detach_(self) -> Tensor:
@@ -437,7 +462,7 @@ def make_tensor(data: Any, device: Device) -> Tensor:
     t.grad_fn = None
     t._requires_grad = False
     t._output_nr = 0
-    t._version_counter = [0]
+    t._version_counter = None
     if grad_mode._state.inference:
         t._is_inference = True
     return t

@@ -135,7 +135,7 @@ def wrap(data: Any, device: Device, node: Node | None = None) -> Tensor:
     out: Tensor = _new_object(Tensor)
     out.data = data
     out.device = device
-    out._version_counter = [0]
+    out._version_counter = None  # Note [Lazy version counters]
     if grad_mode._state.inference:
         out._is_inference = True
     if node is None:
@@ -156,7 +156,7 @@ def wrap(data: Any, device: Device, node: Node | None = None) -> Tensor:
 def wrap_view(data: Any, base: Tensor, node: Node | None = None) -> Tensor:
     """Like :func:`wrap` for a view: shares ``base``'s version counter."""
     out = wrap(data, base.device, node)
-    out._version_counter = base._version_counter
+    out._version_counter = base._shared_version_counter()
     root = base if base._base is None else base._base
     out._base = root
     if node is not None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -105,3 +107,57 @@ def test_saved_value_changed_through_a_view_still_raises() -> None:
     h[1].add_(1.0)
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         z.sum().backward()
+
+
+# -- version counters (Note [Lazy version counters]) ----------------------------------
+
+
+def test_versions_are_shared_by_views_detached_and_saved_tensors_made_before_a_change(
+    torch: Any,
+) -> None:
+    def run(lib: Any) -> tuple[list[int], str]:
+        x = lib.tensor([1.0, 2.0, 3.0], requires_grad=True)
+        h = x * 2.0  # a fresh op result, never viewed nor changed yet
+        view, detached = h[1:], h.detach()
+        y = h * h  # saves h
+        before = [h._version, view._version, detached._version]
+        detached.add_(1.0)
+        after = [h._version, view._version, detached._version]
+        view.mul_(2.0)
+        with pytest.raises(RuntimeError) as info:
+            y.sum().backward()
+        return before + after + [h._version], str(info.value)
+
+    ours, ours_error = run(engine)
+    theirs, their_error = run(torch)
+    assert ours == theirs == [0, 0, 0, 1, 1, 1, 2]
+    # The saved input's grad_fn as it is now, PyTorch's CopySlices after the view's change.
+    assert (
+        "[engine.FloatTensor [3]], which is output 0 of CopySlices, is at version 2" in ours_error
+    )
+    assert "which is output 0 of torch::autograd::CopySlices, is at version 2" in their_error
+
+
+def _detach_many(h: engine.Tensor, start: threading.Barrier, out: list[engine.Tensor]) -> None:
+    start.wait()
+    out.extend(h.detach() for _ in range(50))
+
+
+def test_threads_sharing_a_fresh_tensor_share_one_version_counter() -> None:
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        for _ in range(20):
+            h = engine.tensor([1.0], requires_grad=True) * 2.0
+            detached: list[list[engine.Tensor]] = [[] for _ in range(4)]
+            start = threading.Barrier(4)
+            threads = [threading.Thread(target=_detach_many, args=(h, start, d)) for d in detached]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(10)
+            h.data[0] = 0.0
+            h._bump_version()
+            assert all(d._version == 1 for ds in detached for d in ds)
+    finally:
+        sys.setswitchinterval(before)
