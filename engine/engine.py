@@ -70,6 +70,13 @@ def _emit_hook(
     _emit("hook", graph_task, fn, hook=kind, replaced=replaced, hook_name=name, **data)
 
 
+def _any_defined(grads: list[Any]) -> bool:
+    for g in grads:  # noqa: SIM110 - a loop beats any() over a generator
+        if g is not None:
+            return True
+    return False
+
+
 class Engine(WorkerThreads):
     """Runs backward graphs. One process-wide instance: :func:`get_default_engine`."""
 
@@ -342,7 +349,9 @@ class Engine(WorkerThreads):
                         if locked:
                             graph_task.lock.release()
                             locked = False
-                    outputs = None  # type: ignore[assignment]
+                    # Hold no gradient past routing: AccumulateGrad steals a gradient only
+                    # its input buffer holds (Note [Stealing the first gradient]).
+                    outputs = output = grad = old = g = None  # type: ignore[assignment]
                     if release and (fn._saved or fn.releases_more):
                         fn.release_variables()
                 grads = None  # type: ignore[assignment]
@@ -591,15 +600,11 @@ class Engine(WorkerThreads):
                 inputs=[_summary(g) for g in grads],
             )
         outputs: Sequence[Any]
-        if fn.skips_undefined_grads:
-            for g in grads:
-                if g is not None:
-                    outputs = fn.apply(grads)
-                    break
-            else:
-                outputs = [None] * len(fn._next_edges)
-        else:
+        # No loop variable may hold a gradient into apply (Note [Stealing the first gradient]).
+        if not fn.skips_undefined_grads or _any_defined(grads):
             outputs = fn.apply(grads)
+        else:
+            outputs = [None] * len(fn._next_edges)
         outputs = validate_outputs(fn._next_edges, outputs, fn)
         if fn._post_hooks:
             outputs = self._call_post_hooks(graph_task, fn, list(outputs), grads)

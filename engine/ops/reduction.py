@@ -7,10 +7,11 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from engine import grad_mode
 from engine.graph import Node
 from engine.ops._core import dtype_name, make_node, normalize_dim, save, save_output, wrap
 from engine.ops.pointwise import maximum, minimum, where
-from engine.tensor import Tensor
+from engine.tensor import Tensor, make_tensor
 
 
 def _dims(dim: int | Sequence[int] | None, ndim: int) -> tuple[int, ...]:
@@ -89,11 +90,20 @@ def sum_to_size(input: Tensor, size: Sequence[int]) -> Tensor:
             f"size {{{', '.join(map(str, size))}}} is not expandable to size "
             f"{{{', '.join(map(str, shape))}}}."
         )
-    reduce = tuple(range(lead)) + tuple(
-        lead + i for i, s in enumerate(size) if s == 1 and shape[lead + i] != 1
-    )
+    kept = tuple(lead + i for i, s in enumerate(size) if s == 1 and shape[lead + i] != 1)
+    if input.data.dtype.kind in "fc" and not (input._requires_grad and grad_mode._state.enabled):
+        # Nothing to record (a backward pass, mostly): the same sums, dropping the leading
+        # dims instead of reshaping, so that the result owns its memory and AccumulateGrad
+        # keeps it as is (Note [Stealing the first gradient]).
+        data = input.data
+        if kept:
+            data = data.sum(axis=kept, keepdims=True)
+        if lead:
+            data = data.sum(axis=tuple(range(lead)))
+        return make_tensor(data, input.device)
+    reduce = tuple(range(lead)) + kept
     out = sum(input, reduce, keepdim=True) if reduce else input
-    return out.reshape(size) if out.shape != size else out
+    return out.reshape(size) if out.shape != size else out  # PyTorch's SumBackward1, View
 
 
 # -- mean ------------------------------------------------------------------------
