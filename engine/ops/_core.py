@@ -88,12 +88,9 @@ def make_node(cls: type[N], *inputs: Tensor | None) -> N | None:
     else:
         node = cls()
     # Node.set_next_edges, written out: edges and topological_nr.
-    edges: list[Edge | None] = []
-    topo = -1
-    for t in inputs:
-        if t is None or not t._requires_grad:
-            edges.append(None)
-            continue
+    first = inputs[0]
+    if len(inputs) <= 2 and first is t and (len(inputs) == 1 or inputs[1] is None):
+        # One input, or one and a Python scalar (most ops): no loop, no list.
         edge = _new_object(Edge)
         fn = t.grad_fn
         if fn is None:
@@ -102,11 +99,28 @@ def make_node(cls: type[N], *inputs: Tensor | None) -> N | None:
         else:
             edge.input_nr = t._output_nr
         edge.function = fn
-        edges.append(edge)
-        if fn.topological_nr > topo:  # noqa: PLR1730 - max() costs a call
-            topo = fn.topological_nr
-    node._next_edges = tuple(edges)
-    node.topological_nr = topo + 1
+        node._next_edges = (edge,) if len(inputs) == 1 else (edge, None)
+        node.topological_nr = fn.topological_nr + 1
+    else:
+        edges: list[Edge | None] = []
+        topo = -1
+        for t in inputs:
+            if t is None or not t._requires_grad:
+                edges.append(None)
+                continue
+            edge = _new_object(Edge)
+            fn = t.grad_fn
+            if fn is None:
+                fn = t._get_grad_accumulator()
+                edge.input_nr = 0
+            else:
+                edge.input_nr = t._output_nr
+            edge.function = fn
+            edges.append(edge)
+            if fn.topological_nr > topo:  # noqa: PLR1730 - max() costs a call
+                topo = fn.topological_nr
+        node._next_edges = tuple(edges)
+        node.topological_nr = topo + 1
     if _ANOMALY.check_forward and _ANOMALY.enabled:  # see Note [Born non-finite] in engine.anomaly
         anomaly.note_forward_inputs(node, inputs)
     return node
