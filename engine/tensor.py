@@ -47,6 +47,7 @@ class Tensor:
     __slots__ = (
         "__dict__",
         "__weakref__",
+        "_base",
         "_output_nr",
         "_requires_grad",
         "_version_counter",
@@ -60,13 +61,14 @@ class Tensor:
     # Every op makes a tensor, forward and backward, so making one must be
     # cheap: only the fields every tensor needs are slots set at creation.
     # The rest are class-level defaults until a tensor sets its own (a leaf's
-    # hooks, a name, a view's base), which lands in its ``__dict__``.
+    # hooks, a name), which lands in its ``__dict__``. A view's base is a slot
+    # too: a backward through ``cat`` makes one view per input, and a dict for
+    # each was a second object for the cyclic collector to track.
     _grad: Tensor | None = None
     _grad_accumulator: weakref.ref[AccumulateGrad] | None = None
     _backward_hooks: dict[int, Any] | None = None
     _retains_grad: bool = False
     _is_inference: bool = False
-    _base: Tensor | None = None
     _views: weakref.WeakSet[Tensor] | None = None
 
     if TYPE_CHECKING:
@@ -140,6 +142,7 @@ class Tensor:
         self._requires_grad = False
         self._output_nr = 0
         self._version_counter: list[int] | None = None  # Note [Lazy version counters]
+        self._base: Tensor | None = None  # the tensor a view views (a slot: every view sets it)
         if grad_mode._state.inference:
             self._is_inference = True
 
@@ -463,6 +466,7 @@ def make_tensor(data: Any, device: Device) -> Tensor:
     t._requires_grad = False
     t._output_nr = 0
     t._version_counter = None
+    t._base = None
     if grad_mode._state.inference:
         t._is_inference = True
     return t

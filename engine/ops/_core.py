@@ -150,6 +150,7 @@ def wrap(data: Any, device: Device, node: Node | None = None) -> Tensor:
     out.data = data
     out.device = device
     out._version_counter = None  # Note [Lazy version counters]
+    out._base = None
     if grad_mode._state.inference:
         out._is_inference = True
     if node is None:
