@@ -20,7 +20,7 @@ import os
 import threading
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -94,6 +94,22 @@ class NodeInfo:
     """The forward stack recorded by anomaly mode, if any."""
     leaf: LeafInfo | None = None
     """For ``AccumulateGrad``: the leaf tensor."""
+
+
+_NODE_INFO_SETTERS = tuple(getattr(NodeInfo, f.name).__set__ for f in fields(NodeInfo))
+
+
+def _new_node_info(*values: Any) -> NodeInfo:
+    """``NodeInfo(*values)``, every field given in order, set through the slots.
+
+    The frozen dataclass's ``__init__`` sets each field with
+    ``object.__setattr__``, half of what a recording spends per node on the
+    snapshot of the graph.
+    """
+    info: NodeInfo = object.__new__(NodeInfo)
+    for set_field, value in zip(_NODE_INFO_SETTERS, values):  # noqa: B905 - one call site
+        set_field(info, value)
+    return info
 
 
 @dataclass(frozen=True, slots=True)
@@ -515,15 +531,23 @@ def node_info(
     """What a trace keeps of ``node``: names, numbers, edges, saved tensors, hooks, leaf."""
     metadata = node._input_metadata
     device = str(metadata[0].device) if metadata else "cpu"
-    saved = tuple(
-        None if s.data is None else events.summarize(s.data, str(s._device), max_values)
-        for s in node._saved
+    saved = (
+        tuple(
+            None if s.data is None else events.summarize(s.data, str(s._device), max_values)
+            for s in node._saved
+        )
+        if node._saved
+        else ()
     )
     hooks = []
     for kind, table in (("pre", node._pre_hooks), ("post", node._post_hooks)):
         if table:
             hooks.append((kind, len(table)))
-    tensor_hooks = sum(len(node.tensor_pre_hooks(i) or ()) for i in range(node.num_inputs))
+    tensor_hooks = (
+        sum(len(node.tensor_pre_hooks(i) or ()) for i in range(node.num_inputs))
+        if node.has_tensor_hooks()
+        else 0
+    )
     if tensor_hooks:
         hooks.append(("tensor_pre", tensor_hooks))
     if node._retains_grad_hooks:
@@ -542,23 +566,21 @@ def node_info(
             if grad is None
             else events.summarize(grad.data, str(grad.device), max_values),
         )
-    return NodeInfo(
-        id=node._id,
-        name=node.name(),
-        sequence_nr=node.sequence_nr,
-        topological_nr=node.topological_nr,
-        device=device,
-        next_edges=tuple(
-            None if e is None else (e.function._id, e.input_nr) for e in node._next_edges
-        ),
-        inputs=tuple((tuple(m.shape), _dtype_name(m.dtype), str(m.device)) for m in metadata),
-        dependencies=dependencies,
-        status=status,
-        captures=captures,
-        saved=saved,
-        hooks=tuple(hooks),
-        traceback=None if stack is None else tuple(stack),
-        leaf=leaf,
+    return _new_node_info(  # NodeInfo's fields in order
+        node._id,
+        node.name(),
+        node.sequence_nr,
+        node.topological_nr,
+        device,
+        tuple(None if e is None else (e.function._id, e.input_nr) for e in node._next_edges),
+        tuple((tuple(m.shape), _dtype_name(m.dtype), str(m.device)) for m in metadata),
+        dependencies,
+        status,
+        captures,
+        saved,
+        tuple(hooks),
+        None if stack is None else tuple(stack),
+        leaf,
     )
 
 
