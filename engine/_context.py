@@ -8,8 +8,15 @@ the graph task whose node this thread is running now.
 
 from __future__ import annotations
 
+import sys
 import threading
 from typing import Any
+
+GIL = getattr(sys, "_is_gil_enabled", lambda: True)()
+"""Whether this interpreter runs with a GIL (a free-threaded build may not).
+
+The lock-free queue ends and AccumulateGrad's stealing rely on it.
+"""
 
 
 class _EngineThreadState(threading.local):

@@ -373,7 +373,7 @@ class GraphRoot(Node):
         return self.outputs
 
 
-_STEALS = getattr(sys, "_is_gil_enabled", lambda: True)()
+_STEALS = _context.GIL
 """Whether reference counts can tell an unshared gradient (Note [Stealing the first gradient])."""
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import heapq
 import itertools
-import sys
 import threading
 from collections.abc import Sequence
 from typing import Any, TypeAlias
@@ -197,7 +196,7 @@ _SHUTDOWN_PRIORITY = -(1 << 200)
 _WAKE_UP_PRIORITY = -(1 << 199)
 _ARRIVAL_BITS = 64
 
-_HEAPQ_IS_ATOMIC = getattr(sys, "_is_gil_enabled", lambda: True)()
+_HEAPQ_IS_ATOMIC = _context.GIL
 """Whether one ``heapq`` call on int keys runs whole (Note [Lock-free queue ends])."""
 
 
