@@ -192,3 +192,33 @@ def test_summaries_of_small_and_large_arrays_agree_with_numpy(
     assert got.values is not None
     np.testing.assert_array_equal(got.values, as_float)
     assert got.dtype == str(array.dtype) and got.shape == array.shape
+
+
+def test_a_remembered_summary_follows_an_in_place_change() -> None:
+    # Note [Remembered summaries]: the key is the bytes, so a change is never missed.
+    array = np.array([1.0, -2.0])
+    first = summarize(array, "cpu", max_values=8)
+    assert summarize(array, "cpu", max_values=8) is first
+    array[1] = 5.0
+    changed = summarize(array, "cpu", max_values=8)
+    assert changed.values == (1.0, 5.0) and changed.max == 5.0
+    array.shape = (2, 1)
+    assert summarize(array, "cpu", max_values=8).shape == (2, 1)
+    assert summarize(array.astype(np.float32), "cpu", max_values=8).dtype == "float32"
+    assert summarize(array, "sim:0", max_values=8).device == "sim:0"
+    assert summarize(array, "cpu", max_values=0).values is None
+
+
+def test_remembered_summaries_stay_bounded() -> None:
+    for i in range(3 * events._REMEMBER):
+        summarize(np.array([float(i)]), "cpu")
+    assert 0 < len(events._REMEMBERED) <= events._REMEMBER
+
+
+def test_equal_arrays_share_a_summary_and_nan_ones_too() -> None:
+    nan = np.array([np.nan, 1.0])
+    assert summarize(nan, "cpu") is summarize(nan.copy(), "cpu")
+    assert summarize(nan, "cpu").nan_count == 1
+    assert summarize(np.array([0.0]), "cpu").min == 0.0
+    negative_zero = summarize(np.array([-0.0]), "cpu", max_values=1)
+    assert str(negative_zero.values) == "(-0.0,)"  # other bits: not 0.0's summary
