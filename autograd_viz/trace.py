@@ -377,14 +377,14 @@ class Recorder:
     def __call__(self, event: Event) -> None:
         """Record ``event``; call it on the engine thread that emitted it."""
         info = None
-        if event.kind == "graph_task_start":
+        if event[0] == "graph_task_start":
             info = snapshot(event, self.max_values)
         data = _plain_data(event, self.max_values)
         with self._lock:
             trace = self.trace
             events_ = trace.events
             position = len(events_)
-            if events_ and events_[-1].seq > event.seq and not self._arrival_order:
+            if events_ and events_[-1][2] > event[1] and not self._arrival_order:
                 # Another thread emitted later but recorded first; keep engine order.
                 position = bisect.bisect(events_, event.seq, key=lambda e: e.seq)
             # The event's fields, kind to topological_nr, between the index and the data.
@@ -454,10 +454,22 @@ def _plain(value: Any, max_values: int) -> Any:
 _KEPT_AS_IS = frozenset({int, float, str, bool, type(None)})
 
 
-def _plain_data(event: Event, max_values: int) -> dict[str, Any]:
-    dropped = _DROPPED.get(event.kind, ())
+def _plain_data(event: Event, max_values: int) -> Mapping[str, Any]:
+    """``event.data`` with summaries resolved and sequences as tuples.
+
+    Data that is already plain (an ``enqueue``'s, a ``dependency_decrement``'s)
+    is kept as it is: the engine's read-only mapping, which nothing changes.
+    """
+    data = event.data
+    for value in data.values():
+        if type(value) not in _KEPT_AS_IS:
+            break
+    else:
+        if event[0] not in _DROPPED:
+            return data
+    dropped = _DROPPED.get(event[0], ())
     plain = {}
-    for key, value in event.data.items():
+    for key, value in data.items():
         kind = type(value)
         if kind is LazySummary:  # the common cases without a call to _plain
             plain[key] = value.resolve(max_values)
@@ -465,6 +477,13 @@ def _plain_data(event: Event, max_values: int) -> dict[str, Any]:
             continue
         elif kind in _KEPT_AS_IS:
             plain[key] = value
+        elif kind is list:
+            plain[key] = tuple(
+                [
+                    v.resolve(max_values) if type(v) is LazySummary else _plain(v, max_values)
+                    for v in value
+                ]
+            )
         else:
             plain[key] = _plain(value, max_values)
     return plain

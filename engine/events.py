@@ -274,8 +274,6 @@ class LazySummary:
 
     __slots__ = ("_ref", "_strong", "_summary", "device", "dtype", "shape")
 
-    _lock = threading.Lock()  # one for all: summaries are resolved rarely, made often
-
     def __init__(self, array: Any, device: str) -> None:
         shape = array.shape
         self.shape: tuple[int, ...] = shape if type(shape) is tuple else tuple(shape)
@@ -291,17 +289,19 @@ class LazySummary:
             self._strong = None
 
     def resolve(self, max_values: int = 0) -> TensorSummary:
-        """The summary; only shape, dtype and device if the array is already gone."""
-        with self._lock:
-            if self._summary is not None and (not max_values or self._summary.values is not None):
-                return self._summary
-            array = self._strong if self._ref is None else self._ref()
-            if array is None:
-                if self._summary is not None:
-                    return self._summary
-                return TensorSummary(self.shape, self.dtype, self.device)
-            self._summary = summarize(array, self.device, max_values)
-            return self._summary
+        """The summary; only shape, dtype and device if the array is already gone.
+
+        Thread-safe without a lock: two threads resolving at once compute the
+        same summary, and either may be kept.
+        """
+        summary = self._summary
+        if summary is not None and (not max_values or summary.values is not None):
+            return summary
+        array = self._strong if self._ref is None else self._ref()
+        if array is None:
+            return summary or TensorSummary(self.shape, self.dtype, self.device)
+        summary = self._summary = summarize(array, self.device, max_values)
+        return summary
 
     def __repr__(self) -> str:
         return f"LazySummary(shape={self.shape}, dtype={self.dtype}, device={self.device})"

@@ -148,16 +148,44 @@ def test_quitting_while_continue_runs_returns() -> None:
     assert driver.session.finished
 
 
+def gated_backward(entered: threading.Event, gate: threading.Event) -> Callable[[], None]:
+    """A program whose first backward waits in a hook, halfway, until ``gate`` is set."""
+
+    def program() -> None:
+        x = engine.tensor([1.0], requires_grad=True)
+        y = x
+        for i in range(200):
+            y = y * 1.0
+            if i == 100:
+
+                def wait(grad: engine.Tensor) -> None:
+                    entered.set()
+                    gate.wait(30)
+
+                y.register_hook(wait)
+        for _ in range(3):
+            y.sum().backward(retain_graph=True)
+
+    return program
+
+
 def test_pause_stops_a_free_run_and_stepping_goes_on() -> None:
-    driver = LiveDriver(LiveSession(repeated_backward(2000, 20)))
+    # The engine waits in a hook until the pause is asked for, so the run cannot
+    # finish first however fast the machine is.
+    entered, gate = threading.Event(), threading.Event()
+    driver = LiveDriver(LiveSession(gated_backward(entered, gate)))
     app = VizApp(driver, source="long run")
 
     async def actions(pilot: Pilot[Any]) -> None:
         await settle(pilot)
         await pilot.press("c")
-        await pilot.pause(0.2)
-        assert app.busy and "x pauses" in status(app)
+        for _ in range(200):
+            if entered.is_set():
+                break
+            await pilot.pause(0.05)
+        assert entered.is_set() and app.busy and "x pauses" in status(app)
         await pilot.press("x")
+        gate.set()
         await settle(pilot)
         assert not driver.finished
         assert "live · engine paused" in status(app)
@@ -172,7 +200,10 @@ def test_pause_stops_a_free_run_and_stepping_goes_on() -> None:
         await settle(pilot)
         assert driver.finished
 
-    run_app(app, actions)
+    try:
+        run_app(app, actions)
+    finally:
+        gate.set()  # never leave the engine waiting
     assert driver.session.error is None
 
 
