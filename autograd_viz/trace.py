@@ -20,7 +20,7 @@ import os
 import threading
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -96,19 +96,43 @@ class NodeInfo:
     """For ``AccumulateGrad``: the leaf tensor."""
 
 
-_NODE_INFO_SETTERS = tuple(getattr(NodeInfo, f.name).__set__ for f in fields(NodeInfo))
+_NodeInfoFields = events.slot_twin(NodeInfo)
+_new_object = object.__new__
 
 
-def _new_node_info(*values: Any) -> NodeInfo:
-    """``NodeInfo(*values)``, every field given in order, set through the slots.
-
-    The frozen dataclass's ``__init__`` sets each field with
-    ``object.__setattr__``, half of what a recording spends per node on the
-    snapshot of the graph.
-    """
-    info: NodeInfo = object.__new__(NodeInfo)
-    for set_field, value in zip(_NODE_INFO_SETTERS, values):  # noqa: B905 - one call site
-        set_field(info, value)
+def _new_node_info(
+    node_id: int,
+    name: str,
+    sequence_nr: int,
+    topological_nr: int,
+    device: str,
+    next_edges: tuple[tuple[int, int] | None, ...],
+    inputs: tuple[tuple[tuple[int, ...], str, str], ...],
+    dependencies: int,
+    status: str,
+    captures: tuple[tuple[int, int], ...],
+    saved: tuple[TensorSummary | None, ...],
+    hooks: tuple[tuple[str, int], ...],
+    traceback: tuple[str, ...] | None,
+    leaf: LeafInfo | None,
+) -> NodeInfo:
+    """``NodeInfo(...)`` with every field given (Note [Building frozen records])."""
+    info: Any = _new_object(_NodeInfoFields)
+    info.id = node_id
+    info.name = name
+    info.sequence_nr = sequence_nr
+    info.topological_nr = topological_nr
+    info.device = device
+    info.next_edges = next_edges
+    info.inputs = inputs
+    info.dependencies = dependencies
+    info.status = status
+    info.captures = captures
+    info.saved = saved
+    info.hooks = hooks
+    info.traceback = traceback
+    info.leaf = leaf
+    info.__class__ = NodeInfo
     return info
 
 
@@ -549,7 +573,7 @@ def node_info(
 ) -> NodeInfo:
     """What a trace keeps of ``node``: names, numbers, edges, saved tensors, hooks, leaf."""
     metadata = node._input_metadata
-    device = str(metadata[0].device) if metadata else "cpu"
+    device = metadata[0][2]._str if metadata else "cpu"
     saved = (
         tuple(
             None if s.data is None else events.summarize(s.data, str(s._device), max_values)
@@ -559,9 +583,10 @@ def node_info(
         else ()
     )
     hooks = []
-    for kind, table in (("pre", node._pre_hooks), ("post", node._post_hooks)):
-        if table:
-            hooks.append((kind, len(table)))
+    if node._pre_hooks:
+        hooks.append(("pre", len(node._pre_hooks)))
+    if node._post_hooks:
+        hooks.append(("post", len(node._post_hooks)))
     tensor_hooks = (
         sum(len(node.tensor_pre_hooks(i) or ()) for i in range(node.num_inputs))
         if node.has_tensor_hooks()
@@ -591,8 +616,8 @@ def node_info(
         node.sequence_nr,
         node.topological_nr,
         device,
-        tuple(None if e is None else (e.function._id, e.input_nr) for e in node._next_edges),
-        tuple((tuple(m.shape), _dtype_name(m.dtype), str(m.device)) for m in metadata),
+        tuple([None if e is None else (e.function._id, e.input_nr) for e in node._next_edges]),
+        tuple([_slot_info(m) for m in metadata]),
         dependencies,
         status,
         captures,
@@ -601,6 +626,21 @@ def node_info(
         None if stack is None else tuple(stack),
         leaf,
     )
+
+
+_SLOT_INFOS: dict[Any, tuple[tuple[int, ...], str, str]] = {}
+
+
+def _slot_info(metadata: Any) -> tuple[tuple[int, ...], str, str]:
+    """``(shape, dtype, device)`` of an input slot; equal metadata share one tuple."""
+    info = _SLOT_INFOS.get(metadata)
+    if info is None:
+        shape, dtype, device = metadata
+        info = (tuple(shape), _dtype_name(dtype), str(device))
+        if len(_SLOT_INFOS) >= 4096:
+            _SLOT_INFOS.clear()
+        _SLOT_INFOS[metadata] = info
+    return info
 
 
 _DTYPE_NAMES: dict[Any, str] = {}

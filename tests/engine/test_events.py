@@ -222,3 +222,14 @@ def test_equal_arrays_share_a_summary_and_nan_ones_too() -> None:
     assert summarize(np.array([0.0]), "cpu").min == 0.0
     negative_zero = summarize(np.array([-0.0]), "cpu", max_values=1)
     assert str(negative_zero.values) == "(-0.0,)"  # other bits: not 0.0's summary
+
+
+def test_summaries_built_through_the_twin_class_equal_the_constructors() -> None:
+    # Note [Building frozen records]: the fast builder makes a real, frozen TensorSummary.
+    values = ((2, 3), "float32", "sim:0", -1.0, 4.0, 0.5, 7.0, 1, 2, (1.0, 2.0))
+    built = events._new_summary(*values)
+    assert type(built) is events.TensorSummary
+    assert built == events.TensorSummary(*values)
+    with pytest.raises(AttributeError):
+        built.min = 0.0  # type: ignore[misc]
+    assert not hasattr(built, "__dict__")

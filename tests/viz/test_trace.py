@@ -506,3 +506,17 @@ def test_a_collected_backward_anomaly_does_not_fail_its_node() -> None:
     state = trace.state_at(anomaly.index + 1)
     assert state.node(anomaly.node_id).status == "done"
     assert state.anomalies == (anomaly,)
+
+
+def test_node_infos_built_through_the_twin_class_equal_the_constructors() -> None:
+    # Note [Building frozen records]: every field lands where NodeInfo's constructor puts it.
+    import dataclasses
+
+    from autograd_viz.trace import NodeInfo, _new_node_info
+
+    values = tuple(f"field {i}" for i in range(len(dataclasses.fields(NodeInfo))))
+    built = _new_node_info(*values)
+    assert type(built) is NodeInfo and built == NodeInfo(*values)
+    assert dataclasses.astuple(built) == values
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        built.name = "x"  # type: ignore[misc]
