@@ -196,6 +196,10 @@ def summarize(array: Any, device: str = "cpu", max_values: int = 0) -> TensorSum
     kind = host.dtype.kind
     if host.size <= _SMALL and kind in "fiub":
         return _summarize_small(host, shape, dtype, device, max_values)
+    if kind == "f":
+        summary = _summarize_finite(host, shape, dtype, device, max_values)
+        if summary is not None:
+            return summary
     if host.dtype == np.bool_:
         host = host.astype(np.int8)
     if kind in "fc":
@@ -220,6 +224,38 @@ def summarize(array: Any, device: str = "cpu", max_values: int = 0) -> TensorSum
             inf_count,
             values,
         )
+
+
+def _summarize_finite(
+    host: np.ndarray, shape: tuple[int, ...], dtype: str, device: str, max_values: int
+) -> TensorSummary | None:
+    """:func:`summarize` of a float array in four passes; ``None`` if it has a NaN or an Inf.
+
+    The float64 sum comes first: it is finite exactly when no element is NaN or
+    Inf (or the sum overflowed, which the general path then sorts out), so the
+    NaN and Inf counts need no passes of their own. Minimum and maximum are
+    taken in the array's dtype (exact), the norm with a float64 dot product
+    (as ``np.linalg.norm`` does).
+    """
+    flat = host.astype(np.float64, copy=False).ravel()
+    with np.errstate(all="ignore"):
+        total = float(np.add.reduce(flat))
+        if not math.isfinite(total):
+            return None
+        norm = math.sqrt(float(np.dot(flat, flat)))
+    values = tuple(flat.tolist()) if max_values and flat.size <= max_values else None
+    return _new_summary(
+        shape,
+        dtype,
+        device,
+        float(np.min(host)),
+        float(np.max(host)),
+        total / flat.size,
+        norm,
+        0,
+        0,
+        values,
+    )
 
 
 # Note [Remembered summaries]
