@@ -1,9 +1,12 @@
-"""What our engine's own features cost: EV (events) and TH (threads).
+"""What our engine's own features cost: EV and ER (events) and TH (threads).
 
 EV times ``y.backward()`` through the W1 chain with no listener, with a
 listener that does nothing, and with ``autograd_viz``'s :class:`Recorder`
 recording, then measures a saved trace (bytes per event, load, seek) by
 running :func:`benchmarks.trace_seek.measure` on a 100k-node chain.
+
+ER times the backward of W3's MLP (big tensors, few nodes) the same three
+ways: there the recorder's cost is in summarizing gradients, not per event.
 
 "emit sites compiled out" is the same engine imported, in a child process,
 with every ``HUB.active`` guard and what it guards removed
@@ -17,7 +20,7 @@ a step on the CPU alone (``clone`` in place of ``to``) and on ``sim:0`` alone.
 Each step hands the gradient from the caller's thread to the ``sim:0``
 worker and back: two hand-offs.
 
-Usage: ``python -m benchmarks.run --workload EV,TH``.
+Usage: ``python -m benchmarks.run --workload EV,ER,TH``.
 """
 
 from __future__ import annotations
@@ -27,11 +30,13 @@ from collections.abc import Callable
 from time import perf_counter
 from typing import Any
 
+import numpy as np
 from rich.console import Console
 
 import engine
+import engine.functional
 from autograd_viz import record
-from benchmarks import no_events, trace_seek
+from benchmarks import no_events, trace_seek, workloads
 from benchmarks.harness import Case, Cell, Timings, Workload, check_close
 from benchmarks.peers.common import STEP
 
@@ -118,6 +123,67 @@ def trace_figures(console: Console, steps: int = TRACE_STEPS) -> dict[str, float
     return trace_seek.measure(steps, seeks=300, console=console)
 
 
+# -- ER ------------------------------------------------------------------------------
+
+
+def _mlp_backward(batch: int, dtype: str, backward: Callable[[Any], None]) -> Timings:
+    """W3's MLP built with our engine; only the backward is timed."""
+    data = workloads.mlp_data(batch, dtype)
+    weights = [engine.tensor(w, requires_grad=True) for w in data.weights]
+    biases = [engine.tensor(b, requires_grad=True) for b in data.biases]
+    h = engine.tensor(data.inputs)
+    for i, (w, b) in enumerate(zip(weights, biases, strict=True)):
+        h = h @ w + b
+        if i < len(weights) - 1:
+            h = h.tanh()
+    loss = engine.functional.cross_entropy(h, engine.tensor(data.targets))
+    start = perf_counter()
+    backward(loss)
+    done = perf_counter()
+    grad = weights[0].grad
+    assert grad is not None
+    norm = float(np.sqrt((grad.numpy().astype(np.float64) ** 2).sum()))
+    expected = workloads.mlp_expected(batch, dtype)
+    check_close(f"recorded mlp {dtype}", norm, expected, workloads.CHECK_RTOL[dtype])
+    return {"backward": done - start}
+
+
+def _plain_backward(y: Any) -> None:
+    y.backward()
+
+
+def recorded_mlp(sizes: list[int] | None) -> Workload:
+    """ER: W3's MLP backward with no listener, a no-op listener, and a recorder."""
+    variants = {
+        "no listener": _plain_backward,
+        "no-op listener": _with_no_op,
+        "recorder": _recording,
+    }
+    return Workload(
+        key="ER",
+        title="ER events on big tensors: W3 MLP backward by listener, ms per backward",
+        unit="ms",
+        scale=1e3,
+        cases=lambda sizes: [
+            Case(f"batch {batch} {dtype}", {"batch": batch, "dtype": dtype}, 1)
+            for batch in sizes or [256]
+            for dtype in workloads.MLP_DTYPES
+        ],
+        contenders={
+            name: lambda case, b=backward: _mlp_backward(
+                case.params["batch"], case.params["dtype"], b
+            )
+            for name, backward in variants.items()
+        },
+        shown=("backward",),
+        references=("no listener",),
+        notes=(
+            "The recorder summarizes every gradient it sees (min, max, mean, norm, NaN and "
+            "Inf counts), several times per gradient: as an output, in a buffer, as an input.",
+        ),
+    )
+
+
 # -- TH ------------------------------------------------------------------------------
 
 
@@ -181,5 +247,9 @@ def threads(sizes: list[int] | None) -> Workload:
     )
 
 
-BUILDERS: dict[str, Callable[[list[int] | None], Workload]] = {"EV": events, "TH": threads}
+BUILDERS: dict[str, Callable[[list[int] | None], Workload]] = {
+    "EV": events,
+    "ER": recorded_mlp,
+    "TH": threads,
+}
 """Engine workloads by ``--workload`` key."""

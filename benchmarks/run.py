@@ -1,7 +1,8 @@
 """The benchmark suite: our engine against its peers, and what its features cost.
 
 Workloads (see README.md): W1 chain, W2 fan-in, W3 MLP step (peers against
-each other), W4 a million-node chain's memory, EV events, TH thread hand-offs.
+each other), W4 a million-node chain's memory, EV events on a chain, ER events on
+the MLP, TH thread hand-offs.
 Peers: ``ours``, ``torch``, ``hips`` (HIPS autograd), ``micrograd``, ``tape``
 (the floor, :mod:`benchmarks.tape`) and ``numpy`` (written by hand, the
 limit). Peers that are not installed are skipped with a note.
@@ -11,7 +12,7 @@ Contenders alternate within every repetition and each figure is a median
 with the cyclic garbage collector on and off unless ``--gc`` says otherwise.
 
 Usage:
-    python -m benchmarks.run [--workload W1,W2,W3,W4,EV,TH] [--peer ours,torch,...]
+    python -m benchmarks.run [--workload W1,W2,W3,W4,EV,ER,TH] [--peer ours,torch,...]
         [--repeat 5] [--gc both|on|off] [--sizes 1e3,1e4] [--out results/run.jsonl]
         [--trace-steps 50000]
 
@@ -39,7 +40,7 @@ from benchmarks import engine_costs, memory, peers, trace_seek, workloads
 from benchmarks.harness import Cell, Workload, measure
 
 HERE = Path(__file__).resolve().parent
-WORKLOADS = ("W1", "W2", "W3", "W4", "EV", "TH")
+WORKLOADS = ("W1", "W2", "W3", "W4", "EV", "ER", "TH")
 SHORT = {"forward": "fwd", "backward": "bwd", "step": "step"}
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 """Environment variables that set BLAS and OpenMP thread counts, recorded with every figure."""

@@ -112,7 +112,7 @@ def mlp_data(batch: int, dtype: str) -> MlpData:
 
 
 @cache
-def _mlp_expected(batch: int, dtype: str) -> float:
+def mlp_expected(batch: int, dtype: str) -> float:
     """‖∂loss/∂W₀‖ from the hand-written NumPy step, in float64."""
     data = mlp_data(batch, dtype)
     as64 = MlpData(
@@ -130,7 +130,7 @@ def mlp(peers: dict[str, ModuleType], sizes: list[int] | None) -> Workload:
     def run(name: str, impl: Callable[..., tuple[Timings, float]], case: Case) -> Timings:
         batch, dtype = case.params["batch"], case.params["dtype"]
         timings, norm = impl(mlp_data(batch, dtype))
-        check_close(f"{name} mlp {dtype}", norm, _mlp_expected(batch, dtype), CHECK_RTOL[dtype])
+        check_close(f"{name} mlp {dtype}", norm, mlp_expected(batch, dtype), CHECK_RTOL[dtype])
         return timings
 
     def cases(sizes: list[int] | None) -> list[Case]:
