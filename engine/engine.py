@@ -57,6 +57,21 @@ def _summary(t: Tensor | None) -> LazySummary | None:
     return None if t is None else LazySummary(t.data, t.device._str)
 
 
+def _summaries(tensors: Sequence[Tensor | None]) -> list[LazySummary | None]:
+    """One summary per tensor, the same object where a tensor repeats (``AddBackward0``'s)."""
+    made: dict[int, LazySummary] = {}
+    summaries: list[LazySummary | None] = []
+    for t in tensors:
+        if t is None:
+            summaries.append(None)
+            continue
+        summary = made.get(id(t))
+        if summary is None:
+            summary = made[id(t)] = LazySummary(t.data, t.device._str)
+        summaries.append(summary)
+    return summaries
+
+
 def _emit(kind: str, graph_task: GraphTask, node: Node | None = None, **data: Any) -> None:
     """Emit from this engine thread; callers check ``HUB.active`` first (zero cost otherwise)."""
     device = TLS.worker_device
@@ -448,6 +463,10 @@ class Engine(WorkerThreads):
             if not fn_info.needed:
                 return self.pass_outputs(graph_task, fn, (), queue)
         outputs = self.call_function(graph_task, fn, grads)
+        summaries = None
+        if HUB.active:  # here, so that pass_outputs's accumulate events share the summaries
+            summaries = _summaries(outputs)
+            _emit("node_end", graph_task, fn, outputs=summaries)
         if not graph_task.keep_graph and (fn._saved or fn.releases_more):
             fn.release_variables()
             if fn._saved and HUB.active:
@@ -455,10 +474,15 @@ class Engine(WorkerThreads):
         checks = anomaly.STATE
         if outputs and checks.enabled and (checks.check_nan or checks.check_inf):
             self._check_values(graph_task, fn, outputs)
-        return self.pass_outputs(graph_task, fn, outputs, queue)
+        return self.pass_outputs(graph_task, fn, outputs, queue, summaries)
 
     def pass_outputs(
-        self, graph_task: GraphTask, fn: Node, outputs: Sequence[Any], queue: ReadyQueue
+        self,
+        graph_task: GraphTask,
+        fn: Node,
+        outputs: Sequence[Any],
+        queue: ReadyQueue,
+        summaries: Sequence[LazySummary | None] | None = None,
     ) -> Any:
         """Route ``fn``'s outputs to the nodes they feed and count ``fn``'s task finished.
 
@@ -467,7 +491,9 @@ class Engine(WorkerThreads):
         buffer; a node whose count reaches zero is queued on the device of its
         buffer. Returns ``_DONE`` if this was the graph task's last task, a
         task this thread should run next (Note [Running the next node
-        directly]), or ``None``.
+        directly]), or ``None``. ``summaries`` are the ``node_end`` event's,
+        which the ``accumulate`` events reuse: no code but the engine's runs
+        in between, so the outputs cannot have changed.
         """
         active = HUB.active
         edges = fn._next_edges
@@ -523,7 +549,7 @@ class Engine(WorkerThreads):
                     old = buffer[edge.input_nr]
                     buffer[edge.input_nr] = output if old is None else old + output
                     if active:
-                        grad = _summary(output)
+                        grad = _summary(output) if summaries is None else summaries[i]
                         _emit(
                             "accumulate",
                             graph_task,
@@ -608,14 +634,7 @@ class Engine(WorkerThreads):
         outputs = validate_outputs(fn._next_edges, outputs, fn)
         if fn._post_hooks:
             outputs = self._call_post_hooks(graph_task, fn, list(outputs), grads)
-        if active:
-            _emit(
-                "node_end",
-                graph_task,
-                fn,
-                outputs=[_summary(g) for g in outputs],
-            )
-        return outputs
+        return outputs  # evaluate_function emits node_end
 
     def call_tensor_pre_hooks(self, graph_task: GraphTask, fn: Node, grads: list[Any]) -> list[Any]:
         """Tensor hooks (``Tensor.register_hook``) then ``retain_grad`` of the node's inputs."""

@@ -226,6 +226,9 @@ def summarize(array: Any, device: str = "cpu", max_values: int = 0) -> TensorSum
         )
 
 
+_BLOCK = 1 << 15  # float64 elements: 256 KiB
+
+
 def _summarize_finite(
     host: np.ndarray, shape: tuple[int, ...], dtype: str, device: str, max_values: int
 ) -> TensorSummary | None:
@@ -235,14 +238,21 @@ def _summarize_finite(
     Inf (or the sum overflowed, which the general path then sorts out), so the
     NaN and Inf counts need no passes of their own. Minimum and maximum are
     taken in the array's dtype (exact), the norm with a float64 dot product
-    (as ``np.linalg.norm`` does).
+    (as ``np.linalg.norm`` does). Narrower floats are widened a block at a time.
     """
-    flat = host.astype(np.float64, copy=False).ravel()
+    flat = host.ravel()
     with np.errstate(all="ignore"):
-        total = float(np.add.reduce(flat))
+        if flat.dtype == np.float64:
+            total = float(np.add.reduce(flat))
+            squares = float(np.dot(flat, flat))
+        else:  # float64 in blocks that stay in cache, not a full-size copy
+            total = squares = 0.0
+            for start in range(0, flat.size, _BLOCK):
+                block = flat[start : start + _BLOCK].astype(np.float64)
+                total += float(np.add.reduce(block))
+                squares += float(np.dot(block, block))
         if not math.isfinite(total):
             return None
-        norm = math.sqrt(float(np.dot(flat, flat)))
     values = tuple(flat.tolist()) if max_values and flat.size <= max_values else None
     return _new_summary(
         shape,
@@ -251,7 +261,7 @@ def _summarize_finite(
         float(np.min(host)),
         float(np.max(host)),
         total / flat.size,
-        norm,
+        math.sqrt(squares),
         0,
         0,
         values,

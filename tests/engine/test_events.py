@@ -254,3 +254,24 @@ def test_a_large_strided_array_is_summarized_like_numpy() -> None:
         [as_float.min(), as_float.max(), as_float.mean(), np.sqrt((as_float**2).sum())],
         rtol=1e-12,
     )
+
+
+def test_a_gradient_routed_twice_is_summarized_once() -> None:
+    # AddBackward0 passes one tensor to both inputs: node_end shows one summary twice, and the
+    # accumulate events that route it reuse node_end's (nothing but the engine runs between).
+    a = engine.tensor([1.0, 2.0], requires_grad=True)
+    b = engine.tensor([3.0, 4.0], requires_grad=True)
+    loss = ((a * 2.0) + (b * 3.0)).sum()
+    got: list[events.Event] = []
+    with events.listen(lambda e: got.append(events.resolve_summaries(e))):
+        loss.backward()
+    add_end = next(e for e in got if e.kind == "node_end" and e.node_name == "AddBackward0")
+    first, second = add_end.data["outputs"]
+    assert first is second and first is not None
+    routed = [
+        e for e in got if e.kind == "accumulate" and e.data.get("from_node") == add_end.node_id
+    ]
+    assert len(routed) == 2 and all(e.data["grad"] is first for e in routed)
+    assert first.resolve().values is None and first.resolve().max == 1.0
+    np.testing.assert_allclose(a.grad.numpy(), [2.0, 2.0])
+    np.testing.assert_allclose(b.grad.numpy(), [3.0, 3.0])
