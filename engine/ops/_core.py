@@ -34,14 +34,20 @@ import numpy as np
 from engine import anomaly, grad_mode
 from engine import graph as _graph
 from engine.devices import CPU, Device
-from engine.graph import Edge, InputMetadata, Node, _sequence, next_sequence_nr
+from engine.graph import (
+    _SHARED_METADATA,
+    Edge,
+    Node,
+    _sequence,
+    next_sequence_nr,
+    shared_metadata,
+)
 from engine.saved import SavedTensor
 from engine.tensor import Tensor
 
 N = TypeVar("N", bound=Node)
 
 _ANOMALY = anomaly.STATE
-_new_tuple = tuple.__new__
 _new_object = object.__new__
 
 
@@ -81,7 +87,7 @@ def make_node(cls: type[N], *inputs: Tensor | None) -> N | None:
         node._post_hooks = None
         node._tensor_pre_hooks = None
         node._retains_grad_hooks = None
-        node._input_metadata = []
+        node._input_metadata = ()
         node._saved = ()
         if _ANOMALY.enabled:
             node._metadata = {"traceback_": anomaly.forward_stack()}
@@ -161,8 +167,15 @@ def wrap(data: Any, device: Device, node: Node | None = None) -> Tensor:
         out.grad_fn = node
         out._requires_grad = True
         metadata = node._input_metadata
-        out._output_nr = len(metadata)
-        metadata.append(_new_tuple(InputMetadata, (data.shape, data.dtype, device)))
+        single = _SHARED_METADATA.get((data.shape, data.dtype, device))
+        if single is None:
+            single = shared_metadata(data.shape, data.dtype, device)
+        if metadata:
+            out._output_nr = len(metadata)
+            node._input_metadata = metadata + single
+        else:
+            out._output_nr = 0
+            node._input_metadata = single  # Note [Shared input metadata]
         if _ANOMALY.check_forward and _ANOMALY.enabled:
             anomaly.check_forward_output(node, out)
     return out
