@@ -29,6 +29,7 @@ from engine import _context, anomaly, grad_mode
 from engine.events import HUB, LazySummary
 
 if TYPE_CHECKING:
+    from engine.devices import Device
     from engine.saved import SavedTensor
     from engine.tensor import Tensor
 
@@ -106,10 +107,10 @@ class InputMetadata(NamedTuple):
     """Expected gradient device."""
 
 
-_SHARED_METADATA: dict[tuple[Any, Any, Any], tuple[InputMetadata]] = {}
+_SHARED_METADATA: dict[tuple[Any, Any, str], tuple[InputMetadata]] = {}
 
 
-def shared_metadata(shape: tuple[int, ...], dtype: Any, device: Any) -> tuple[InputMetadata]:
+def shared_metadata(shape: tuple[int, ...], dtype: Any, device: Device) -> tuple[InputMetadata]:
     """``(InputMetadata(shape, dtype, device),)``, one object for all nodes that expect it.
 
     Note [Shared input metadata]
@@ -121,7 +122,7 @@ def shared_metadata(shape: tuple[int, ...], dtype: Any, device: Any) -> tuple[In
     two objects fewer for the cyclic collector to scan while a graph is
     built. The table is cleared when it grows past 4096 entries.
     """
-    key = (shape, dtype, device)
+    key = (shape, dtype, device._str)  # Device's __hash__ is Python's; its name's is not
     single = _SHARED_METADATA.get(key)
     if single is None:
         single = (InputMetadata(shape, dtype, device),)

@@ -167,7 +167,7 @@ def wrap(data: Any, device: Device, node: Node | None = None) -> Tensor:
         out.grad_fn = node
         out._requires_grad = True
         metadata = node._input_metadata
-        single = _SHARED_METADATA.get((data.shape, data.dtype, device))
+        single = _SHARED_METADATA.get((data.shape, data.dtype, device._str))
         if single is None:
             single = shared_metadata(data.shape, data.dtype, device)
         if metadata:
