@@ -59,16 +59,13 @@ def _summary(t: Tensor | None) -> LazySummary | None:
 
 def _summaries(tensors: Sequence[Tensor | None]) -> list[LazySummary | None]:
     """One summary per tensor, the same object where a tensor repeats (``AddBackward0``'s)."""
-    made: dict[int, LazySummary] = {}
+    made: dict[int, LazySummary | None] = {}
     summaries: list[LazySummary | None] = []
     for t in tensors:
-        if t is None:
-            summaries.append(None)
-            continue
-        summary = made.get(id(t))
-        if summary is None:
-            summary = made[id(t)] = LazySummary(t.data, t.device._str)
-        summaries.append(summary)
+        key = id(t)
+        if key not in made:
+            made[key] = _summary(t)
+        summaries.append(made[key])
     return summaries
 
 
