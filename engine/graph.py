@@ -231,8 +231,9 @@ class Node:
     # ~~~~~~~~~~~~~~~~~
     # Every forward op makes a node, so ``engine.ops._core.make_node`` does
     # not call the class: for classes that keep Node.__init__ it allocates
-    # the object and sets the fields __init__ would set, itself. A field
-    # added to __init__ must be added there too; a test compares the two.
+    # the object and sets the fields __init__ would set, itself, and so does
+    # ``scalar_op`` next to it (Note [Scalar ops in one call]). A field added
+    # to __init__ must be added in both; tests compare the three.
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

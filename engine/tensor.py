@@ -190,6 +190,10 @@ class Tensor:
         """True for tensors not produced by a recorded operation."""
         return self.grad_fn is None
 
+    def is_inference(self) -> bool:
+        """Whether the tensor was made in inference mode (PyTorch's ``Tensor.is_inference``)."""
+        return self._is_inference
+
     @property
     def requires_grad(self) -> bool:
         """Whether gradients flow to this tensor."""

@@ -94,9 +94,7 @@ def make_node(cls: type[N], *inputs: Tensor | None) -> N | None:
     else:
         node = cls()
     # Node.set_next_edges, written out: edges and topological_nr.
-    first = inputs[0]
-    if len(inputs) <= 2 and first is t and (len(inputs) == 1 or inputs[1] is None):
-        # One input, or one and a Python scalar (most ops): no loop, no list.
+    if len(inputs) == 1:  # most ops: no loop, no list
         edge = _new_object(Edge)
         fn = t.grad_fn
         if fn is None:
@@ -105,7 +103,7 @@ def make_node(cls: type[N], *inputs: Tensor | None) -> N | None:
         else:
             edge.input_nr = t._output_nr
         edge.function = fn
-        node._next_edges = (edge,) if len(inputs) == 1 else (edge, None)
+        node._next_edges = (edge,)
         node.topological_nr = fn.topological_nr + 1
     else:
         edges: list[Edge | None] = []
@@ -130,6 +128,77 @@ def make_node(cls: type[N], *inputs: Tensor | None) -> N | None:
     if _ANOMALY.check_forward and _ANOMALY.enabled:  # see Note [Born non-finite] in engine.anomaly
         anomaly.note_forward_inputs(node, inputs)
     return node
+
+
+def scalar_op(cls: type[N], input: Tensor, data: Any) -> tuple[Tensor, N | None]:
+    """``node = make_node(cls, input, None)`` and ``wrap(data, input.device, node)`` in one call.
+
+    For an op of one tensor and a Python scalar (``y * 2.0``, ``y + 1``):
+    the node's second edge, the scalar's, is ``None``. Returns the output and
+    the node (``None`` when none is needed), whose own fields the caller sets.
+
+    Note [Scalar ops in one call]
+    ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+    A chain of scalar arithmetic is the smallest graph there is, and there
+    the two calls (make_node, wrap), the argument tuple and make_node's
+    input loop were a seventh of the op. This is make_node and wrap written
+    out for exactly that case. Its fields must stay those of make_node and
+    wrap (Note [Bare nodes]); a test compares the three ways to make a node.
+    """
+    device = input.device
+    out: Tensor = _new_object(Tensor)
+    out.data = data
+    out.device = device
+    out._version_counter = None  # Note [Lazy version counters]
+    out._base = None
+    state = grad_mode._state
+    if state.inference:
+        out._is_inference = True
+    if not (state.enabled and input._requires_grad):
+        out.grad_fn = None
+        out._requires_grad = False
+        out._output_nr = 0
+        return out, None
+    node: N
+    if cls.bare_init:
+        node = _new_object(cls)
+        try:
+            node.sequence_nr = _sequence.next()
+        except AttributeError:  # this thread's first node
+            node.sequence_nr = next_sequence_nr()
+        node._id = next(_graph._node_ids)
+        node._metadata = None
+        node._pre_hooks = None
+        node._post_hooks = None
+        node._tensor_pre_hooks = None
+        node._retains_grad_hooks = None
+        node._saved = ()
+        if _ANOMALY.enabled:
+            node._metadata = {"traceback_": anomaly.forward_stack()}
+    else:
+        node = cls()
+    edge = _new_object(Edge)
+    fn = input.grad_fn
+    if fn is None:
+        fn = input._get_grad_accumulator()
+        edge.input_nr = 0
+    else:
+        edge.input_nr = input._output_nr
+    edge.function = fn
+    node._next_edges = (edge, None)
+    node.topological_nr = fn.topological_nr + 1
+    if _ANOMALY.check_forward and _ANOMALY.enabled:
+        anomaly.note_forward_inputs(node, (input, None))
+    single = _SHARED_METADATA.get((data.shape, data.dtype, device._str))
+    if single is None:
+        single = shared_metadata(data.shape, data.dtype, device)
+    node._input_metadata = single  # Note [Shared input metadata]
+    out.grad_fn = node
+    out._requires_grad = True
+    out._output_nr = 0
+    if _ANOMALY.check_forward and _ANOMALY.enabled:
+        anomaly.check_forward_output(node, out)
+    return out, node
 
 
 def link(node: N, inputs: Sequence[Tensor | None]) -> N:

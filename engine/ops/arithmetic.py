@@ -16,6 +16,7 @@ from engine.ops._core import (
     operands,
     rebase_history,
     save,
+    scalar_op,
     wrap,
 )
 from engine.tensor import Tensor, make_tensor
@@ -53,13 +54,13 @@ def add(input: Any, other: Any, *, alpha: float = 1) -> Tensor:
     kind = type(other)
     if isinstance(input, Tensor) and (kind is float or kind is int or _is_scalar(other)):
         # A Python scalar never needs a gradient: no tensor is made for it, no edge.
-        node = make_node(AddBackward0, input, None)
-        if node is not None:
-            node.alpha = alpha
         data = input.data
         if data.dtype.kind in "biu":
             data = _data_for_scalar(input, other)
-        return wrap(data + alpha * other, input.device, node)
+        out, node = scalar_op(AddBackward0, input, data + alpha * other)
+        if node is not None:
+            node.alpha = alpha
+        return out
     a, b, device = operands(input, other)
     node = make_node(AddBackward0, a, b)
     if node is not None:
@@ -80,10 +81,10 @@ class SubBackward0(Node):
 def sub(input: Any, other: Any, *, alpha: float = 1) -> Tensor:
     """``input - alpha * other``, broadcasting."""
     if isinstance(input, Tensor) and _is_scalar(other):
-        node = make_node(SubBackward0, input, None)
+        out, node = scalar_op(SubBackward0, input, _data_for_scalar(input, other) - alpha * other)
         if node is not None:
             node.alpha = alpha
-        return wrap(_data_for_scalar(input, other) - alpha * other, input.device, node)
+        return out
     a, b, device = operands(input, other)
     node = make_node(SubBackward0, a, b)
     if node is not None:
@@ -115,13 +116,13 @@ def mul(input: Any, other: Any) -> Tensor:
     if isinstance(input, Tensor) and (kind is float or kind is int or _is_scalar(other)):
         # A Python scalar is kept as a number, not saved as a tensor (PyTorch's MulBackward0
         # also only keeps the scalar here).
-        node = make_node(MulBackward0, input, None)
-        if node is not None:
-            node._scalar = other
         data = input.data
         if data.dtype.kind in "biu":
             data = _data_for_scalar(input, other)
-        return wrap(data * other, input.device, node)
+        out, node = scalar_op(MulBackward0, input, data * other)
+        if node is not None:
+            node._scalar = other
+        return out
     a, b, device = operands(input, other)
     node = make_node(MulBackward0, a, b)
     if node is not None:
@@ -151,12 +152,12 @@ class DivBackward0(Node):
 def div(input: Any, other: Any) -> Tensor:
     """Elementwise true division, broadcasting."""
     if isinstance(input, Tensor) and _is_scalar(other):
-        node = make_node(DivBackward0, input, None)
-        if node is not None:
-            node._scalar = other
         with np.errstate(divide="ignore", invalid="ignore"):
             data = _data_for_scalar(input, float(other)) / other
-        return wrap(data, input.device, node)
+        out, node = scalar_op(DivBackward0, input, data)
+        if node is not None:
+            node._scalar = other
+        return out
     a, b, device = operands(input, other)
     node = make_node(DivBackward0, a, b)
     if node is not None:

@@ -1,4 +1,5 @@
-"""Nodes that ``make_node`` builds field by field (Note [Bare nodes] in engine.graph)."""
+"""Nodes built field by field: ``make_node`` (Note [Bare nodes] in engine.graph) and
+``scalar_op`` (Note [Scalar ops in one call] in engine.ops._core)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,9 @@ import pytest
 
 import engine
 from engine.graph import Node
-from engine.ops._core import make_node
-from engine.ops.arithmetic import MulBackward0
+from engine.ops._core import make_node, scalar_op, wrap
+from engine.ops.arithmetic import AddBackward0, MulBackward0
+from engine.tensor import Tensor
 
 _NUMBERED = {"__weakref__", "_id", "sequence_nr", "_next_edges", "topological_nr"}
 
@@ -45,3 +47,52 @@ def test_classes_with_their_own_init_are_called() -> None:
     x = engine.tensor([1.0], requires_grad=True)
     node = make_node(Custom, x)
     assert not Custom.bare_init and node is not None and node.extra == 7
+
+
+def _tensor_fields(t: Tensor) -> dict[str, object]:
+    skipped = {"__weakref__", "data", "grad_fn"}
+    fields = {name: getattr(t, name, None) for name in Tensor.__slots__ if name not in skipped}
+    return fields
+
+
+@pytest.mark.parametrize("requires_grad", [True, False])
+def test_scalar_op_makes_what_make_node_and_wrap_make(requires_grad: bool) -> None:
+    x = engine.tensor([1.0, 2.0], requires_grad=requires_grad)
+    y = x * 3.0  # a non-leaf input, whose edge points at its grad_fn
+    out, node = scalar_op(AddBackward0, y, y.data + 1.0)
+    built = make_node(AddBackward0, y, None)
+    wrapped = wrap(y.data + 1.0, y.device, built)
+    assert (node is None) == (built is None) == (not requires_grad)
+    assert _tensor_fields(out) == _tensor_fields(wrapped)
+    assert out.requires_grad is requires_grad and out.grad_fn is node
+    if node is not None and built is not None:
+        assert _fields(node) == _fields(built)
+        assert node.next_functions == built.next_functions == ((y.grad_fn, 0), (None, 0))
+        assert node.topological_nr == built.topological_nr == y.grad_fn.topological_nr + 1
+        assert node.sequence_nr + 1 == built.sequence_nr
+
+
+def test_scalar_op_makes_no_node_without_grad_mode() -> None:
+    x = engine.tensor([1.0], requires_grad=True)
+    with engine.no_grad():
+        out, node = scalar_op(MulBackward0, x, x.data * 2.0)
+    assert node is None and out.grad_fn is None and not out.requires_grad
+    with engine.inference_mode():
+        out, node = scalar_op(MulBackward0, x, x.data * 2.0)
+    assert node is None and out.is_inference()
+
+
+def test_scalar_ops_keep_their_scalar_and_differentiate() -> None:
+    x = engine.tensor([1.5, -2.0], dtype=engine.float64, requires_grad=True)
+    y = ((x * 3.0 + 2.0) - 0.5) / 4.0
+    assert type(y.grad_fn).__name__ == "DivBackward0"
+    y.sum().backward()
+    assert x.grad is not None and x.grad.tolist() == [0.75, 0.75]
+
+
+def test_a_scalar_op_node_keeps_the_forward_stack_in_anomaly_mode() -> None:
+    x = engine.tensor([1.0], requires_grad=True)
+    with pytest.warns(UserWarning, match="Anomaly Detection"), engine.autograd.detect_anomaly():
+        _, node = scalar_op(MulBackward0, x, x.data * 2.0)
+    assert node is not None
+    assert "test_bare_nodes.py" in "".join(node.metadata["traceback_"])

@@ -257,6 +257,7 @@ def test_inference_mode_tensors_cannot_be_saved_for_backward() -> None:
         frozen = engine.tensor([1.0, 2.0])
         assert engine.is_inference_mode_enabled() and not engine.is_grad_enabled()
     x = engine.tensor([1.0, 2.0], requires_grad=True)
+    assert frozen.is_inference() and not x.is_inference()
     with pytest.raises(RuntimeError, match="Inference tensors cannot be saved for backward"):
         x * frozen
 
