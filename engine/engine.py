@@ -26,12 +26,14 @@ from engine.devices import CPU
 from engine.events import HUB, LazySummary
 from engine.graph import Edge, GraphRoot, Node
 from engine.graph_task import (
+    IN_PLACE_MIN,
     SHUTDOWN_TASK,
     GraphTask,
     InputBuffer,
     NodeTask,
     ReadyQueue,
     accumulate_into,
+    add_into,
     buffer_device,
     compute_dependencies,
 )
@@ -333,9 +335,13 @@ class Engine(WorkerThreads):
                                     buffer[slot] = grad
                                 elif grad_on:
                                     buffer[slot] = old + grad  # differentiable: create_graph
-                                else:
-                                    # Both fit the same metadata: the sum needs no op.
+                                elif old.data.size <= IN_PLACE_MIN:
+                                    # add_into's small case, written out: both fit the same
+                                    # metadata, so the sum needs no op.
                                     buffer[slot] = make_tensor(old.data + grad.data, old.device)
+                                else:  # Note [Adding into a buffer in place]
+                                    old = None
+                                    add_into(buffer, slot, grad)
                             if count > 1:
                                 continue
                             task = (graph_task, nxt, buffer)
@@ -544,7 +550,14 @@ class Engine(WorkerThreads):
                         not_ready[nxt] = buffer
                 if output is not None:
                     old = buffer[edge.input_nr]
-                    buffer[edge.input_nr] = output if old is None else old + output
+                    created = old is None
+                    if created:
+                        buffer[edge.input_nr] = output
+                    elif grad_mode._state.enabled:
+                        buffer[edge.input_nr] = old + output  # differentiable: create_graph
+                    else:
+                        old = None
+                        add_into(buffer, edge.input_nr, output)
                     if active:
                         grad = _summary(output) if summaries is None else summaries[i]
                         _emit(
@@ -553,10 +566,10 @@ class Engine(WorkerThreads):
                             nxt,
                             target="buffer",
                             slot=edge.input_nr,
-                            action="created" if old is None else "added",
+                            action="created" if created else "added",
                             from_node=fn._id,
                             grad=grad,
-                            total=grad if old is None else _summary(buffer[edge.input_nr]),
+                            total=grad if created else _summary(buffer[edge.input_nr]),
                         )
                 if count:
                     continue

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import sys
 import threading
 from collections.abc import Sequence
 from typing import Any, TypeAlias
@@ -15,8 +16,8 @@ from typing import Any, TypeAlias
 from engine import _context
 from engine.activity import ACTIVITY, Completion
 from engine.devices import CPU, Device
-from engine.graph import Edge, Node
-from engine.tensor import Tensor
+from engine.graph import _STEALS, Edge, Node, _memory_only_it_reaches
+from engine.tensor import Tensor, make_tensor
 
 _graph_task_ids = itertools.count(1)
 
@@ -40,6 +41,47 @@ def accumulate_into(buffer: InputBuffer, pos: int, var: Tensor | None) -> str | 
         return "created"
     buffer[pos] = old + var
     return "added"
+
+
+IN_PLACE_MIN = 64
+"""Elements up to which :func:`add_into` makes a new array: an in-place add costs more there."""
+
+
+def add_into(buffer: InputBuffer, slot: int, grad: Tensor) -> None:
+    """Add ``grad`` to the gradient in ``buffer[slot]``, recording no graph.
+
+    The caller must hold no reference to the gradient in the slot, and both
+    must fit the slot's metadata (same shape, dtype and device).
+
+    Note [Adding into a buffer in place]
+    ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+    A node whose output feeds several others (a residual branch, a shared
+    weight, an RNN's weights over time) gets one gradient per use, summed in
+    its input buffer. A new array per sum costs an allocation and, for large
+    tensors, the page faults of fresh memory: 4 MiB of float64 add in 0.25 ms
+    into an existing array against 1.6 ms into a new one here. PyTorch's
+    InputBuffer adds in place when nothing else uses the buffered tensor or
+    its storage, and so does this: the tensor must be held only by the buffer
+    (and this function), its array only by the tensor, and the array must own
+    its memory (or view one nothing else holds), be contiguous and writeable.
+    A gradient a hook kept, one routed to two places (``AddBackward0`` hands
+    the same tensor to both inputs), or the one passed to ``backward()``
+    shows in the counts and gets a new array, as does anything up to
+    :data:`IN_PLACE_MIN` elements. Without a GIL the counts are not exact, so
+    it always makes a new array.
+    """
+    old = buffer[slot]
+    data = old.data
+    if (
+        _STEALS
+        and data.size > IN_PLACE_MIN
+        and sys.getrefcount(old) <= 3  # the buffer, old, the argument
+        and sys.getrefcount(data) <= 3  # old's slot, data, the argument
+        and _memory_only_it_reaches(data)
+    ):
+        data += grad.data
+    else:
+        buffer[slot] = make_tensor(data + grad.data, old.device)
 
 
 def buffer_device(buffer: InputBuffer) -> Device:
