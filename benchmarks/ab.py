@@ -6,7 +6,9 @@ measurement runs in a fresh child process that imports the engine from one
 tree; old and new alternate, and each child reports its best of several
 runs, so that a machine whose speed drifts over minutes hurts both sides
 alike. Workloads: W1's chain (forward and backward), W2's add tree and cat
-(backward), and W1's backward under a recorder.
+(backward), W1's backward under a recorder, and FAN: the backward of one
+large tensor (2**21 float64 elements) used eight times, whose gradients
+meet in one input buffer.
 
 Usage::
 
@@ -30,7 +32,8 @@ from time import perf_counter
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-WORKLOADS = ("W1", "W2", "REC")
+WORKLOADS = ("W1", "W2", "REC", "FAN")
+FAN_USES = 8
 STEP = 1.0001
 
 
@@ -58,6 +61,8 @@ def _best(runs: int, once: Callable[[], dict[str, float]]) -> dict[str, float]:
 
 def measure(workload: str, n: int, runs: int) -> dict[str, float]:
     """µs per node of ``workload`` with the engine this process imported; best of ``runs``."""
+    import numpy as np
+
     import engine
 
     def w1() -> dict[str, float]:
@@ -102,7 +107,24 @@ def measure(workload: str, n: int, runs: int) -> dict[str, float]:
         _check(x, STEP**n)
         return {"W1 backward, recorded": (done - start) / (2 * n)}
 
-    once = {"W1": w1, "W2": w2, "REC": rec}[workload]
+    def fan() -> dict[str, float]:
+        # One large tensor used FAN_USES times: its gradients meet in one input buffer.
+        values = np.arange(n, dtype=np.float64) / n
+        x = engine.tensor(values, requires_grad=True)
+        a = x.tanh()
+        loss = a * 1.0
+        for i in range(1, FAN_USES):
+            loss = loss + a * float(i + 1)
+        loss = loss.sum()
+        start = perf_counter()
+        loss.backward()
+        done = perf_counter()
+        nodes = 2 * FAN_USES + 2  # tanh, the products, the adds, sum
+        expected = sum(range(1, FAN_USES + 1)) * float(np.sum(1 - np.tanh(values) ** 2))
+        _check(x, expected)
+        return {"large fan-in backward": (done - start) / nodes}
+
+    once = {"W1": w1, "W2": w2, "REC": rec, "FAN": fan}[workload]
     once()  # warm the process up: allocator arenas, specialized bytecode
     return {key: value * 1e6 for key, value in _best(runs, once).items()}
 
@@ -137,13 +159,13 @@ def _child(tree: Path, workload: str, n: int, runs: int, collect: bool) -> dict[
     return dict(json.loads(out.stdout.splitlines()[-1]))
 
 
-SIZES = {"W1": 10_000, "W2": 3_000, "REC": 3_000}
+SIZES = {"W1": 10_000, "W2": 3_000, "REC": 3_000, "FAN": 1 << 21}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("old", help="the revision to compare with (a commit, tag or HEAD~N)")
-    parser.add_argument("--workload", default=",".join(WORKLOADS), help="W1, W2 and/or REC")
+    parser.add_argument("--workload", default=",".join(WORKLOADS), help="W1, W2, REC and/or FAN")
     parser.add_argument("--repeat", type=int, default=3, help="alternations of old and new")
     parser.add_argument("--runs", type=int, default=5, help="runs per child (its best counts)")
     parser.add_argument("--scale", type=float, default=1.0, help="multiplies every size")
