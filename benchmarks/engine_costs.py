@@ -30,14 +30,13 @@ from collections.abc import Callable
 from time import perf_counter
 from typing import Any
 
-import numpy as np
 from rich.console import Console
 
 import engine
-import engine.functional
 from autograd_viz import record
 from benchmarks import no_events, trace_seek, workloads
 from benchmarks.harness import Case, Cell, Timings, Workload, check_close
+from benchmarks.peers import ours
 from benchmarks.peers.common import STEP
 
 TRACE_STEPS = 50_000
@@ -127,25 +126,11 @@ def trace_figures(console: Console, steps: int = TRACE_STEPS) -> dict[str, float
 
 
 def _mlp_backward(batch: int, dtype: str, backward: Callable[[Any], None]) -> Timings:
-    """W3's MLP built with our engine; only the backward is timed."""
-    data = workloads.mlp_data(batch, dtype)
-    weights = [engine.tensor(w, requires_grad=True) for w in data.weights]
-    biases = [engine.tensor(b, requires_grad=True) for b in data.biases]
-    h = engine.tensor(data.inputs)
-    for i, (w, b) in enumerate(zip(weights, biases, strict=True)):
-        h = h @ w + b
-        if i < len(weights) - 1:
-            h = h.tanh()
-    loss = engine.functional.cross_entropy(h, engine.tensor(data.targets))
-    start = perf_counter()
-    backward(loss)
-    done = perf_counter()
-    grad = weights[0].grad
-    assert grad is not None
-    norm = float(np.sqrt((grad.numpy().astype(np.float64) ** 2).sum()))
+    """W3's MLP step with our engine (``ours.mlp``); only the backward is timed."""
+    timings, norm = ours.mlp(workloads.mlp_data(batch, dtype), backward)
     expected = workloads.mlp_expected(batch, dtype)
     check_close(f"recorded mlp {dtype}", norm, expected, workloads.CHECK_RTOL[dtype])
-    return {"backward": done - start}
+    return {"backward": timings["backward"]}
 
 
 def _plain_backward(y: Any) -> None:

@@ -7,7 +7,7 @@ in :mod:`benchmarks.peers.pytorch`.
 from __future__ import annotations
 
 import operator
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from time import perf_counter
 from types import ModuleType
 from typing import Any
@@ -49,7 +49,17 @@ def fan_in(lib: ModuleType, n: int, join: str) -> tuple[Timings, float]:
     return {"forward": built - start, "backward": done - built}, grad_of(x)
 
 
-def mlp(lib: ModuleType, functional: ModuleType, data: MlpData) -> tuple[Timings, float]:
+def _backward(loss: Any) -> None:
+    loss.backward()
+
+
+def mlp(
+    lib: ModuleType,
+    functional: ModuleType,
+    data: MlpData,
+    backward: Callable[[Any], None] = _backward,
+) -> tuple[Timings, float]:
+    """One MLP step; ``backward(loss)`` runs the backward (a listener's, say)."""
     weights = [lib.tensor(w, requires_grad=True) for w in data.weights]
     biases = [lib.tensor(b, requires_grad=True) for b in data.biases]
     inputs, targets = lib.tensor(data.inputs), lib.tensor(data.targets)
@@ -61,7 +71,7 @@ def mlp(lib: ModuleType, functional: ModuleType, data: MlpData) -> tuple[Timings
             h = h.tanh()
     loss = functional.cross_entropy(h, targets)
     built = perf_counter()
-    loss.backward()
+    backward(loss)
     done = perf_counter()
     timings = {"forward": built - start, "backward": done - built, "step": done - start}
     return timings, float((weights[0].grad * weights[0].grad).sum().item()) ** 0.5
