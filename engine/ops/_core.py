@@ -187,8 +187,6 @@ def scalar_op(cls: type[N], input: Tensor, data: Any) -> tuple[Tensor, N | None]
     edge.function = fn
     node._next_edges = (edge, None)
     node.topological_nr = fn.topological_nr + 1
-    if _ANOMALY.check_forward and _ANOMALY.enabled:
-        anomaly.note_forward_inputs(node, (input, None))
     single = _SHARED_METADATA.get((data.shape, data.dtype, device._str))
     if single is None:
         single = shared_metadata(data.shape, data.dtype, device)
@@ -196,7 +194,8 @@ def scalar_op(cls: type[N], input: Tensor, data: Any) -> tuple[Tensor, N | None]
     out.grad_fn = node
     out._requires_grad = True
     out._output_nr = 0
-    if _ANOMALY.check_forward and _ANOMALY.enabled:
+    if _ANOMALY.check_forward and _ANOMALY.enabled:  # make_node's and wrap's checks, in order
+        anomaly.note_forward_inputs(node, (input, None))
         anomaly.check_forward_output(node, out)
     return out, node
 

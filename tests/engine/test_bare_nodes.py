@@ -51,8 +51,7 @@ def test_classes_with_their_own_init_are_called() -> None:
 
 def _tensor_fields(t: Tensor) -> dict[str, object]:
     skipped = {"__weakref__", "data", "grad_fn"}
-    fields = {name: getattr(t, name, None) for name in Tensor.__slots__ if name not in skipped}
-    return fields
+    return {name: getattr(t, name, None) for name in Tensor.__slots__ if name not in skipped}
 
 
 @pytest.mark.parametrize("requires_grad", [True, False])
