@@ -7,20 +7,12 @@ running backward with a :class:`LiveSession`.
 
 from __future__ import annotations
 
-from autograd_viz.dot import to_dot
+from autograd_viz.draw.dot import to_dot
 from autograd_viz.live import Breakpoint, LiveSession, SessionCancelled
-from autograd_viz.replay import ExecutionState, NodeState, NodeStatus
-from autograd_viz.trace import (
-    GraphTaskInfo,
-    NodeInfo,
-    Recorder,
-    Trace,
-    TraceEvent,
-    TraceFormatError,
-    record,
-)
-
-__version__ = "0.1.0"
+from autograd_viz.sources.recorder import Recorder, record
+from autograd_viz.trace import GraphTaskInfo, NodeInfo, Trace, TraceEvent, TraceFormatError
+from autograd_viz.trace.replay import ExecutionState, NodeState, NodeStatus
+from autograd_viz.version import __version__
 
 __all__ = [
     "Breakpoint",

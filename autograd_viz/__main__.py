@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from autograd_viz.cli import main
+from autograd_viz.cli.main import main
 
 if __name__ == "__main__":
     sys.exit(main())

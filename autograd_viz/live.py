@@ -34,9 +34,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import engine
-from autograd_viz.replay import ExecutionState
-from autograd_viz.script import ScriptFailedError, check_script, run_script
-from autograd_viz.trace import DEFAULT_MAX_VALUES, Recorder, Trace, TraceEvent
+from autograd_viz.sources.recorder import Recorder
+from autograd_viz.sources.script import ScriptFailedError, check_script, run_script
+from autograd_viz.trace import DEFAULT_MAX_VALUES, Trace, TraceEvent
+from autograd_viz.trace.replay import ExecutionState
 from engine import events
 from engine.activity import ACTIVITY
 from engine.events import Event, TensorSummary

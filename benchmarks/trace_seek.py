@@ -32,7 +32,7 @@ from rich.table import Table
 
 import engine
 from autograd_viz import Trace, record
-from autograd_viz.replay import Replayer
+from autograd_viz.trace.replay import Replayer
 
 RESULTS = Path(__file__).resolve().parent / "results" / "trace_seek.jsonl"
 

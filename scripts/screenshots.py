@@ -24,7 +24,7 @@ from typing import Any
 
 from textual.pilot import Pilot
 
-from autograd_viz.demo_program import demo_program
+from autograd_viz.cli.demo_program import demo_program
 from autograd_viz.live import LiveSession
 from autograd_viz.tui import LiveDriver, VizApp
 

@@ -24,8 +24,8 @@ from textual.containers import Container, VerticalScroll
 from textual.message import Message
 from textual.widgets import Footer, Static
 
-from autograd_viz.replay import ExecutionState
 from autograd_viz.trace import GraphTaskInfo, Trace, TraceEvent
+from autograd_viz.trace.replay import ExecutionState
 from autograd_viz.tui.dag import DagView
 from autograd_viz.tui.driver import Driver
 from autograd_viz.tui.nodes import NodeList
@@ -453,7 +453,7 @@ def _engine_panel(state: ExecutionState, devices: list[str]) -> Group:
 
 def _path_to(trace: Trace, event: TraceEvent | None) -> tuple[int, ...]:
     """Node ids from the loss to ``event``'s node, in the graph task that runs it."""
-    from autograd_viz.nan import path_from_root
+    from autograd_viz.nan.report import path_from_root
 
     if event is None or event.node_id is None:
         return ()

@@ -23,8 +23,8 @@ from textual.geometry import Region, Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from autograd_viz.replay import ExecutionState, NodeState
 from autograd_viz.trace import GraphTaskInfo, NodeInfo
+from autograd_viz.trace.replay import ExecutionState, NodeState
 from autograd_viz.tui.text import PATH_STYLE, STATUS_GLYPHS, non_finite
 
 MAX_DRAWN = 150

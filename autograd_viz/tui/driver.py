@@ -1,7 +1,7 @@
 """What the TUI steps through: a recorded trace, or a program running live.
 
 Both drivers move a position over a trace's events and answer with the
-:class:`~autograd_viz.replay.ExecutionState` there. A :class:`ReplayDriver`
+:class:`~autograd_viz.trace.replay.ExecutionState` there. A :class:`ReplayDriver`
 only moves over events already recorded, so it never blocks. A
 :class:`LiveDriver` moves over what its :class:`~autograd_viz.live.LiveSession`
 has recorded and, past that, lets the engine take its next steps; those calls
@@ -19,8 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from autograd_viz.live import Breakpoint, LiveSession, non_finite
-from autograd_viz.replay import ExecutionState
 from autograd_viz.trace import Trace, TraceEvent
+from autograd_viz.trace.replay import ExecutionState
 
 PROBLEM_KINDS = frozenset({"anomaly", "error"})
 """Event kinds that ``jump to the first anomaly or error`` looks for."""

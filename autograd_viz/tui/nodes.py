@@ -2,7 +2,7 @@
 
 Rows are built once per graph task and view (a tuple per row); what a row
 says about its node (status, dependencies left) is read from the current
-:class:`~autograd_viz.replay.ExecutionState` when the row is drawn, so a step
+:class:`~autograd_viz.trace.replay.ExecutionState` when the row is drawn, so a step
 redraws the rows on screen and nothing else.
 """
 
@@ -13,8 +13,8 @@ from itertools import groupby
 
 from rich.text import Text
 
-from autograd_viz.replay import ExecutionState, NodeState
 from autograd_viz.trace import GraphTaskInfo, NodeInfo
+from autograd_viz.trace.replay import ExecutionState, NodeState
 from autograd_viz.tui.rows import RowList
 from autograd_viz.tui.text import (
     NON_FINITE_STYLE,

@@ -7,8 +7,8 @@ from rich.table import Table
 from rich.text import Text
 
 from autograd_viz.live import LIVE_THREAD
-from autograd_viz.replay import ExecutionState, NodeState
 from autograd_viz.trace import GraphTaskInfo, NodeInfo, Trace
+from autograd_viz.trace.replay import ExecutionState, NodeState
 from autograd_viz.tui.rows import RowList
 from autograd_viz.tui.text import (
     NON_FINITE_STYLE,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from autograd_viz.replay import ExecutionState
 from autograd_viz.trace import GraphTaskInfo, NodeInfo, Trace
+from autograd_viz.trace.replay import ExecutionState
 from autograd_viz.tui.nodes import NodeList
 
 EXPORT_MAX_NODES = 2000
@@ -58,7 +58,7 @@ def export_step(
         ValueError: the suffix is not a format the exporter writes.
         GraphvizNotFoundError: the format needs ``dot`` and it is missing.
     """
-    from autograd_viz import dot
+    from autograd_viz.draw import dot
 
     dot.output_format(path)
     task = state.trace.graph_tasks.get(graph_task) if graph_task is not None else None

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from autograd_viz.replay import NodeState, NodeStatus
 from autograd_viz.trace import TraceEvent
+from autograd_viz.trace.replay import NodeState, NodeStatus
 from engine.events import TensorSummary
 from engine.graph import UINT64_MAX
 

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import engine
-from autograd_viz.trace import Recorder
+from autograd_viz.sources.recorder import Recorder
 from engine import Tensor, devices, events
 from engine.autograd import detect_anomaly
 from tests.gpu.conftest import Backend

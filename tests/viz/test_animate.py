@@ -18,9 +18,9 @@ import pytest
 
 import autograd_viz
 import engine
-from autograd_viz import animate as animation
-from autograd_viz import dot, frames
-from autograd_viz.animate import (
+from autograd_viz.draw import animate as animation
+from autograd_viz.draw import dot, frames
+from autograd_viz.draw.animate import (
     LAST_FRAME_MS,
     GraphvizError,
     GraphvizNotFoundError,

@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 
 from autograd_viz import cli
+from autograd_viz.cli import record as cli_record
+from autograd_viz.cli.record import DEFAULT_TRACE
 from autograd_viz.trace import Trace
 
 REPO = Path(__file__).resolve().parents[2]
@@ -93,7 +95,7 @@ def test_a_final_output_option_after_the_script_names_the_trace(
     assert cli.main(["record", str(script), "--lr", "0.1", "-o", "mine.jsonl"]) == 0
     seen = json.loads((tmp_path / "seen.json").read_text(encoding="utf-8"))
     assert seen["argv"][1:] == ["--lr", "0.1"]
-    assert (tmp_path / "mine.jsonl").exists() and not (tmp_path / cli.DEFAULT_TRACE).exists()
+    assert (tmp_path / "mine.jsonl").exists() and not (tmp_path / DEFAULT_TRACE).exists()
     assert capsys.readouterr().err == ""
 
 
@@ -106,7 +108,7 @@ def test_after_a_double_dash_an_output_option_goes_to_the_script_with_a_hint(
     assert cli.main(["record", str(script), "--", "-o", "mine.jsonl"]) == 0
     seen = json.loads((tmp_path / "seen.json").read_text(encoding="utf-8"))
     assert seen["argv"][1:] == ["--", "-o", "mine.jsonl"]
-    assert (tmp_path / cli.DEFAULT_TRACE).exists() and not (tmp_path / "mine.jsonl").exists()
+    assert (tmp_path / DEFAULT_TRACE).exists() and not (tmp_path / "mine.jsonl").exists()
     assert capsys.readouterr().err == (
         f"autograd-viz: -o after {script} goes to the script; "
         f"put it before {script} to name the trace\n"
@@ -229,7 +231,9 @@ def test_the_spinner_counts_events_when_stderr_is_a_terminal(
     screen = io.StringIO()
     terminal = Console(file=screen, force_terminal=True, width=400)
     monkeypatch.setattr(
-        cli, "_console", lambda stderr=False: terminal if stderr else Console(file=io.StringIO())
+        cli_record,
+        "rich_console",
+        lambda stderr=False: terminal if stderr else Console(file=io.StringIO()),
     )
     monkeypatch.setenv("SEEN", str(tmp_path / "seen.json"))
     script = _script(tmp_path, TWO_DEVICES)

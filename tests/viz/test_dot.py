@@ -16,8 +16,8 @@ import pytest
 
 import autograd_viz
 import engine
-from autograd_viz import dot
-from autograd_viz.dot import to_dot
+from autograd_viz.draw import dot
+from autograd_viz.draw.dot import to_dot
 from autograd_viz.trace import Trace
 from engine import graph
 from tests.graphs import FailsInBackward, Reentrant, reachable

@@ -8,9 +8,10 @@ import pytest
 
 import autograd_viz
 import engine
-from autograd_viz import dot, graph_select
-from autograd_viz.dot import to_dot
-from autograd_viz.graph_view import GraphViewError
+from autograd_viz.draw import dot
+from autograd_viz.draw import select as graph_select
+from autograd_viz.draw.dot import to_dot
+from autograd_viz.draw.graph_view import GraphViewError
 from autograd_viz.trace import Trace
 from tests.viz.dotting import drawn_edges, drawn_nodes
 

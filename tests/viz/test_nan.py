@@ -1,4 +1,4 @@
-"""NaN provenance (``autograd_viz.nan``) and ``autograd-viz nan``, checked against PyTorch."""
+"""NaN provenance (``autograd_viz.nan.report``) and ``autograd-viz nan``, checked against PyTorch."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import pytest
 import autograd_viz
 import engine
 from autograd_viz import cli
-from autograd_viz.nan import NanReport, find_nans
+from autograd_viz.nan.report import NanReport, find_nans
 from autograd_viz.trace import Trace
 from engine.anomaly import detect_anomaly
 

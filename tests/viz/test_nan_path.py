@@ -12,8 +12,8 @@ from textual.pilot import Pilot
 
 import autograd_viz
 import engine
-from autograd_viz.dot import PATH_COLOR, PATH_NOTICE
-from autograd_viz.nan import find_nans, path_from_root
+from autograd_viz.draw.dot import PATH_COLOR, PATH_NOTICE
+from autograd_viz.nan.report import find_nans, path_from_root
 from autograd_viz.trace import Trace
 from autograd_viz.tui.dag import DagView
 from tests.viz.tui.tuiting import (

@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 
 import engine
-from autograd_viz.replay import ExecutionState, Frame, NodeStatus, Replayer
-from autograd_viz.trace import Trace, record
+from autograd_viz.sources.recorder import record
+from autograd_viz.trace import Trace
+from autograd_viz.trace.replay import ExecutionState, Frame, NodeStatus, Replayer
 from engine.engine import MAX_RECURSION_DEPTH
 from engine.events import TensorSummary
 from tests.graphs import FailsInBackward, Reentrant

@@ -12,8 +12,10 @@ import numpy as np
 import pytest
 
 import engine
-from autograd_viz import trace_file
-from autograd_viz.trace import FORMAT, SCHEMA_VERSION, Recorder, Trace, TraceEvent, record
+from autograd_viz.sources.recorder import Recorder, record
+from autograd_viz.trace import Trace, TraceEvent
+from autograd_viz.trace import file as trace_file
+from autograd_viz.trace.records import FORMAT, SCHEMA_VERSION
 from engine import events
 from tests.graphs import reachable
 
@@ -512,7 +514,8 @@ def test_node_infos_built_through_the_twin_class_equal_the_constructors() -> Non
     # Note [Building frozen records]: every field lands where NodeInfo's constructor puts it.
     import dataclasses
 
-    from autograd_viz.trace import NodeInfo, _new_node_info
+    from autograd_viz.trace import NodeInfo
+    from autograd_viz.trace.records import new_node_info as _new_node_info
 
     values = tuple(f"field {i}" for i in range(len(dataclasses.fields(NodeInfo))))
     built = _new_node_info(*values)

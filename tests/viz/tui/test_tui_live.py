@@ -15,8 +15,8 @@ from textual.pilot import Pilot
 
 import autograd_viz
 import engine
-from autograd_viz.cli import main
-from autograd_viz.demo_program import demo_program
+from autograd_viz.cli.demo_program import demo_program
+from autograd_viz.cli.main import main
 from autograd_viz.live import LiveSession, SessionCancelled
 from autograd_viz.tui import LiveDriver, VizApp
 from autograd_viz.tui.screens import TextScreen

@@ -11,7 +11,7 @@ from textual.pilot import Pilot
 from textual.widgets import Static
 
 import engine
-from autograd_viz.demo_program import demo_program
+from autograd_viz.cli.demo_program import demo_program
 from autograd_viz.live import LiveSession
 from autograd_viz.trace import Trace
 from autograd_viz.tui import ReplayDriver, VizApp

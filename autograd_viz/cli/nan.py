@@ -17,12 +17,12 @@ import sys
 import warnings
 from typing import TYPE_CHECKING
 
-from autograd_viz.cli import PROG, ArgumentParser, CommandError, UsageError, check_output, note
+from autograd_viz.cli.base import PROG, ArgumentParser, CommandError, UsageError, check_output, note
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from autograd_viz.nan import Finding, NanReport
+    from autograd_viz.nan.report import Finding, NanReport
     from engine.events import TensorSummary
 
 _LISTED = 8
@@ -56,9 +56,14 @@ def add_nan_command(commands: argparse._SubParsersAction[ArgumentParser]) -> Non
 
 def run_nan(args: argparse.Namespace) -> int:
     """``autograd-viz nan``: run the script, print the report, 1 when a NaN or Inf was found."""
-    import autograd_viz
-    from autograd_viz.nan import find_nans
-    from autograd_viz.script import ScriptFailedError, ScriptNotFoundError, check_script, run_script
+    from autograd_viz.nan.report import find_nans
+    from autograd_viz.sources import record
+    from autograd_viz.sources.script import (
+        ScriptFailedError,
+        ScriptNotFoundError,
+        check_script,
+        run_script,
+    )
     from engine.anomaly import detect_anomaly
 
     command = list(args.script_and_args)
@@ -79,7 +84,7 @@ def run_nan(args: argparse.Namespace) -> int:
         anomaly = detect_anomaly(check_inf=True, check_forward=not args.no_forward, mode="collect")
     failure: ScriptFailedError | None = None
     status = 0
-    with autograd_viz.record() as trace, anomaly:
+    with record() as trace, anomaly:
         try:
             status = run_script(script, script_args)
         except ScriptFailedError as exc:

@@ -13,10 +13,18 @@ import os
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from autograd_viz.cli import CommandError, UsageError, check_output, load_trace, note
+from autograd_viz.cli.base import (
+    PROG,
+    ArgumentParser,
+    CommandError,
+    UsageError,
+    check_output,
+    load_trace,
+    note,
+)
 
 if TYPE_CHECKING:
-    from autograd_viz.graph_view import GraphView
+    from autograd_viz.draw.graph_view import GraphView
     from autograd_viz.trace import Trace
 
 
@@ -81,7 +89,7 @@ def add_graph_options(parser: argparse.ArgumentParser, animate: bool = False) ->
 
 def run_dot(args: argparse.Namespace) -> int:
     """``autograd-viz dot``: write the graph of one step as DOT, SVG, PNG or PDF."""
-    from autograd_viz import dot
+    from autograd_viz.draw import dot
 
     source, trace = _prepare(args, ".svg", dot.output_format)
     output: str = args.output
@@ -108,7 +116,7 @@ def run_dot(args: argparse.Namespace) -> int:
 
 def run_animate(args: argparse.Namespace) -> int:
     """``autograd-viz animate``: one frame per engine step, as an HTML page or a GIF."""
-    from autograd_viz import animate, dot
+    from autograd_viz.draw import animate, dot
 
     source, trace = _prepare(args, ".html", animate.output_format)
     output: str = args.output
@@ -203,11 +211,11 @@ def _split_options(
 
 
 def _record(script: str, script_args: list[str]) -> Trace:
-    import autograd_viz
-    from autograd_viz.script import ScriptFailedError, ScriptNotFoundError, run_script
+    from autograd_viz.sources import record
+    from autograd_viz.sources.script import ScriptFailedError, ScriptNotFoundError, run_script
 
     try:
-        with autograd_viz.record() as trace:
+        with record() as trace:
             status = run_script(script, script_args)
     except ScriptNotFoundError as exc:
         raise CommandError(str(exc)) from None
@@ -232,7 +240,7 @@ def _load(path: str) -> Trace:
 
 
 def _view(trace: Trace, step: int, args: argparse.Namespace) -> GraphView:
-    from autograd_viz import dot
+    from autograd_viz.draw import dot
 
     try:
         view = dot.build_view(trace, step, graph_task=args.graph_task)
@@ -267,11 +275,44 @@ def _integer(text: str, least: int, what: str) -> int:
 
 def options_parser(animate: bool) -> argparse.ArgumentParser:
     """A parser of the options alone, for the ones that come after SOURCE."""
-    from autograd_viz.cli import ArgumentParser
-
     parser = ArgumentParser(prog="autograd-viz", add_help=False)
     add_graph_options(parser, animate)
     return parser
 
 
-__all__ = ["add_graph_options", "options_parser", "run_animate", "run_dot"]
+def add_graph_commands(commands: argparse._SubParsersAction[ArgumentParser]) -> None:
+    """Register ``dot`` and ``animate``."""
+    source_help = "a trace file, or a Python script to run (with its ARGS) while recording"
+    dot = commands.add_parser(
+        "dot",
+        usage=f"{PROG} dot [OPTIONS] SOURCE [ARGS ...]",
+        help="draw the backward graph at any step as DOT, SVG, PNG or PDF (Graphviz)",
+        description=(
+            "Draw the backward graph of SOURCE at one step: each node's name, sequence_nr, "
+            "topological_nr, dependencies remaining/total, device and status. Options may "
+            "come before or after SOURCE; the format follows the output file's suffix."
+        ),
+    )
+    add_graph_options(dot)
+    dot.add_argument(
+        "source_and_args", nargs=argparse.REMAINDER, metavar="SOURCE", help=source_help
+    )
+    dot.set_defaults(run=run_dot, option_parser=options_parser(animate=False))
+
+    animate = commands.add_parser(
+        "animate",
+        usage=f"{PROG} animate [OPTIONS] SOURCE [ARGS ...]",
+        help="animate a backward pass, one frame per engine step (HTML page or GIF)",
+        description=(
+            "Write one self-contained HTML page (or an animated GIF, by the suffix) with a "
+            "drawing of the graph after every engine step, with play, pause, step and a slider."
+        ),
+    )
+    add_graph_options(animate, animate=True)
+    animate.add_argument(
+        "source_and_args", nargs=argparse.REMAINDER, metavar="SOURCE", help=source_help
+    )
+    animate.set_defaults(run=run_animate, option_parser=options_parser(animate=True))
+
+
+__all__ = ["add_graph_commands", "add_graph_options", "options_parser", "run_animate", "run_dot"]

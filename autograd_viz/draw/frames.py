@@ -20,7 +20,7 @@ from typing import Any, cast
 
 import graphviz
 
-from autograd_viz import dot
+from autograd_viz.draw import dot
 
 MIN_BATCH = 16
 """Fewest frames worth a ``dot`` process of their own (one starts in about 20 ms)."""
@@ -33,7 +33,7 @@ class GraphvizError(RuntimeError):
 class GraphvizNotFoundError(dot.GraphvizNotFoundError):
     """Graphviz's ``dot`` program is not on ``PATH``.
 
-    A :class:`autograd_viz.dot.GraphvizNotFoundError`, so that callers handle a
+    A :class:`autograd_viz.draw.dot.GraphvizNotFoundError`, so that callers handle a
     missing ``dot`` the same way whether they draw one graph or animate many.
     """
 

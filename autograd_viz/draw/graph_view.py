@@ -5,13 +5,13 @@ built from one of three sources:
 
 * tensors (:func:`from_tensors`): the graph the forward pass built, before any
   backward call; every node is waiting with all its dependencies to come;
-* an :class:`~autograd_viz.replay.ExecutionState` (:func:`from_state`): one
+* an :class:`~autograd_viz.trace.replay.ExecutionState` (:func:`from_state`): one
   graph task (and the reentrant graph tasks its nodes started) at a step of
   a trace, with each node's status, remaining dependencies and input buffer,
   and which edges have delivered their gradient.
 
-:mod:`autograd_viz.graph_select` trims a view (a neighbourhood, folded
-chains, a node budget); :mod:`autograd_viz.dot` draws it.
+:mod:`autograd_viz.draw.select` trims a view (a neighbourhood, folded
+chains, a node budget); :mod:`autograd_viz.draw.dot` draws it.
 
 Every node gets a key that names it in the drawing. Keys are stable: they
 follow the order in which a depth-first walk from the root discovers the
@@ -25,8 +25,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from autograd_viz.replay import ExecutionState, NodeState, NodeStatus
-from autograd_viz.trace import GraphTaskInfo, NodeInfo, TraceEvent, node_info, walk_graph
+from autograd_viz.sources.engine import node_info, walk_graph
+from autograd_viz.trace import GraphTaskInfo, NodeInfo, TraceEvent
+from autograd_viz.trace.replay import ExecutionState, NodeState, NodeStatus
 
 if TYPE_CHECKING:
     from engine import Tensor

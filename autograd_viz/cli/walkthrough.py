@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from autograd_viz.demo_program import rnn_cell
+from autograd_viz.cli.demo_program import rnn_cell
 
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType

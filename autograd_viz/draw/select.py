@@ -1,6 +1,6 @@
 """Trimming a big graph down to a drawing someone can read.
 
-Three independent steps, applied by :func:`autograd_viz.dot.to_dot` in this
+Three independent steps, applied by :func:`autograd_viz.draw.dot.to_dot` in this
 order:
 
 * :func:`around`: the nodes within ``depth`` edges of one node;
@@ -17,8 +17,8 @@ from collections import Counter, deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 
-from autograd_viz.graph_view import Fold, GraphView, GraphViewError, ViewEdge, ViewNode
-from autograd_viz.replay import NodeStatus
+from autograd_viz.draw.graph_view import Fold, GraphView, GraphViewError, ViewEdge, ViewNode
+from autograd_viz.trace.replay import NodeStatus
 
 MAX_PERIOD = 4
 """The longest repeating pattern :func:`collapse` looks for, in nodes."""

@@ -1,15 +1,9 @@
-"""The ``autograd-viz`` command line.
+"""``autograd-viz record`` and ``timeline``: a trace file of a script, a timeline of a trace.
 
-* ``autograd-viz demo``, ``run SCRIPT`` and ``replay TRACE`` open the TUI
-  (see ``autograd_viz.cli_tui``); ``demo --print`` walks through one backward
-  pass of a small recurrent cell in plain text.
 * ``autograd-viz record [-o TRACE] SCRIPT [ARGS ...]`` runs a script with
   recording on and saves every backward call it makes as a trace file.
 * ``autograd-viz timeline TRACE [-o JSON]`` turns a trace into a timeline for
   Perfetto or ``chrome://tracing`` (see ``autograd_viz.timeline``).
-
-A user mistake (a missing file, a bad trace, a script that raises) ends in one
-line on stderr, ``autograd-viz: error: ...``, and a non-zero exit status.
 """
 
 from __future__ import annotations
@@ -17,55 +11,28 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING
+
+from autograd_viz.cli.base import (
+    PROG,
+    ArgumentParser,
+    CommandError,
+    UsageError,
+    check_output,
+    load_trace,
+    note,
+    rich_console,
+)
 
 if TYPE_CHECKING:
-    from rich.console import Console
     from rich.text import Text
 
     from autograd_viz.trace import Trace, TraceStats
 
-PROG = "autograd-viz"
 DEFAULT_TRACE = "trace.jsonl"
 """Where ``record`` writes its trace when not told."""
-
-
-class UsageError(Exception):
-    """The command line was wrong: an unknown command, a missing or bad argument."""
-
-
-class CommandError(Exception):
-    """A command could not do its job; the message is the one line ``main`` prints."""
-
-
-class ArgumentParser(argparse.ArgumentParser):
-    """An argument parser that raises instead of printing usage and exiting.
-
-    ``main`` turns the error into one line on stderr, so a typo gives one line
-    to read instead of a usage block.
-    """
-
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(message)
-
-
-def run_dot(args: argparse.Namespace) -> int:
-    """``autograd-viz dot``."""
-    from autograd_viz.cli_graph import run_dot as draw
-
-    return draw(args)
-
-
-def run_animate(args: argparse.Namespace) -> int:
-    """``autograd-viz animate``."""
-    from autograd_viz.cli_graph import run_animate as play
-
-    return play(args)
-
-
-# -- record --------------------------------------------------------------------------
 
 
 def _trailing_output(script_args: list[str]) -> bool:
@@ -78,8 +45,13 @@ def _trailing_output(script_args: list[str]) -> bool:
 
 def run_record(args: argparse.Namespace) -> int:
     """``autograd-viz record``: run a script with recording on and save its trace."""
-    import autograd_viz
-    from autograd_viz.script import ScriptFailedError, ScriptNotFoundError, check_script, run_script
+    from autograd_viz.sources import record
+    from autograd_viz.sources.script import (
+        ScriptFailedError,
+        ScriptNotFoundError,
+        check_script,
+        run_script,
+    )
 
     command = list(args.script_and_args)
     if command[:1] == ["--"]:  # `record -o t.jsonl -- SCRIPT`: argparse keeps the marker here
@@ -103,7 +75,7 @@ def run_record(args: argparse.Namespace) -> int:
     status = 0
     failure: ScriptFailedError | None = None
     interrupted = False
-    with autograd_viz.record(args.max_values) as trace, _progress(trace, script):
+    with record(args.max_values) as trace, _progress(trace, script):
         try:
             status = run_script(script, script_args)
         except ScriptFailedError as exc:
@@ -148,7 +120,7 @@ class _RecordingStatus:
 @contextmanager
 def _progress(trace: Trace, script: str) -> Iterator[None]:
     """A spinner with a live event count on stderr, when stderr is a terminal."""
-    console = _console(stderr=True)
+    console = rich_console(stderr=True)
     if not console.is_terminal:
         yield
         return
@@ -162,7 +134,7 @@ def _print_record_summary(
     from rich.filesize import decimal
     from rich.markup import escape
 
-    console = _console()
+    console = rich_console()
     title = "Recorded" if complete else "Partial trace of"
     console.print(f"[bold]{title} {escape(script)}[/bold]", soft_wrap=True)
     rows = [
@@ -234,58 +206,9 @@ def _timeline_name(trace_path: str) -> str:
     return f"{root if ext else trace_path}.timeline.json"
 
 
-# -- shared helpers --------------------------------------------------------------------
-
-
-def load_trace(path: str) -> Trace:
-    """Load a trace file; what is wrong with it becomes the one line ``main`` prints.
-
-    Raises:
-        CommandError: the file cannot be read or is not a valid trace.
-    """
-    from autograd_viz.trace import Trace, TraceFormatError
-
-    try:
-        return Trace.load(path)
-    except TraceFormatError as exc:
-        raise CommandError(f"invalid trace file {exc}") from None
-    except OSError as exc:
-        raise CommandError(f"cannot read trace {path}: {exc.strerror or exc}") from None
-
-
-def check_output(path: str) -> None:
-    """Fail before doing any work when ``path`` cannot be an output file."""
-    if os.path.isdir(path):
-        raise CommandError(f"cannot write {path}: it is a directory")
-    directory = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(directory):
-        raise CommandError(f"cannot write {path}: directory {directory} does not exist")
-
-
-def _console(stderr: bool = False) -> Console:
-    from rich.console import Console
-
-    return Console(stderr=stderr, highlight=False)
-
-
-def note(message: str) -> None:
-    print(f"{PROG}: {message}", file=sys.stderr)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The parser for every ``autograd-viz`` subcommand."""
-    from autograd_viz import __version__
-    from autograd_viz.cli_nan import add_nan_command
-    from autograd_viz.cli_tui import add_tui_commands
+def add_record_commands(commands: argparse._SubParsersAction[ArgumentParser]) -> None:
+    """Register ``record`` and ``timeline``."""
     from autograd_viz.trace import DEFAULT_MAX_VALUES
-
-    parser = ArgumentParser(
-        prog=PROG,
-        description="See, step through and debug a backward pass.",
-    )
-    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    add_tui_commands(commands)
 
     record = commands.add_parser(
         "record",
@@ -333,79 +256,3 @@ def build_parser() -> argparse.ArgumentParser:
         help="the timeline file to write (default: TRACE with .timeline.json)",
     )
     timeline.set_defaults(run=run_timeline)
-    _add_graph_commands(commands)
-    add_nan_command(commands)
-    return parser
-
-
-def _add_graph_commands(commands: argparse._SubParsersAction[ArgumentParser]) -> None:
-    from autograd_viz.cli_graph import add_graph_options, options_parser
-
-    source_help = "a trace file, or a Python script to run (with its ARGS) while recording"
-    dot = commands.add_parser(
-        "dot",
-        usage=f"{PROG} dot [OPTIONS] SOURCE [ARGS ...]",
-        help="draw the backward graph at any step as DOT, SVG, PNG or PDF (Graphviz)",
-        description=(
-            "Draw the backward graph of SOURCE at one step: each node's name, sequence_nr, "
-            "topological_nr, dependencies remaining/total, device and status. Options may "
-            "come before or after SOURCE; the format follows the output file's suffix."
-        ),
-    )
-    add_graph_options(dot)
-    dot.add_argument(
-        "source_and_args", nargs=argparse.REMAINDER, metavar="SOURCE", help=source_help
-    )
-    dot.set_defaults(run=run_dot, option_parser=options_parser(animate=False))
-
-    animate = commands.add_parser(
-        "animate",
-        usage=f"{PROG} animate [OPTIONS] SOURCE [ARGS ...]",
-        help="animate a backward pass, one frame per engine step (HTML page or GIF)",
-        description=(
-            "Write one self-contained HTML page (or an animated GIF, by the suffix) with a "
-            "drawing of the graph after every engine step, with play, pause, step and a slider."
-        ),
-    )
-    add_graph_options(animate, animate=True)
-    animate.add_argument(
-        "source_and_args", nargs=argparse.REMAINDER, metavar="SOURCE", help=source_help
-    )
-    animate.set_defaults(run=run_animate, option_parser=options_parser(animate=True))
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run ``autograd-viz`` with ``argv`` (default: the process arguments).
-
-    Returns:
-        The exit status: 0 on success, 1 when a command fails, 2 for a usage
-        error, 130 when interrupted; ``record`` returns the script's own
-        ``SystemExit`` status.
-    """
-    parser = build_parser()
-    try:
-        args = parser.parse_args(argv)
-    except UsageError as exc:
-        print(f"{PROG}: error: {exc} (see '{PROG} --help')", file=sys.stderr)
-        return 2
-    run: Callable[[argparse.Namespace], int] | None = getattr(args, "run", None)
-    if run is None:
-        parser.print_help()
-        return 0
-    try:
-        return run(args)
-    except UsageError as exc:
-        print(f"{PROG}: error: {exc} (see '{PROG} --help')", file=sys.stderr)
-        return 2
-    except CommandError as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print(f"{PROG}: interrupted", file=sys.stderr)
-        return 130
-    except BrokenPipeError:
-        # The reader went away (`autograd-viz demo | head`); Python would
-        # otherwise complain again while flushing stdout at exit.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return 1

@@ -13,10 +13,7 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
-from autograd_viz import schema as s
 from autograd_viz.trace import (
-    FORMAT,
-    READABLE_VERSIONS,
     GraphTaskInfo,
     LeafInfo,
     NodeInfo,
@@ -25,6 +22,8 @@ from autograd_viz.trace import (
     TraceFormatError,
     paused_gc,
 )
+from autograd_viz.trace import schema as s
+from autograd_viz.trace.records import FORMAT, READABLE_VERSIONS
 from engine.events import TensorSummary
 
 # -- writing ---------------------------------------------------------------------------

@@ -33,7 +33,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import engine
-from autograd_viz import nan_cause
+from autograd_viz.nan import cause as nan_cause
 from autograd_viz.trace import GraphTaskInfo, Trace, TraceEvent
 from engine.anomaly import op_name
 from engine.events import TensorSummary
@@ -88,7 +88,7 @@ class Finding:
     born: bool
     """Whether this node created the value; otherwise one of its inputs already held one."""
     cause: str
-    """Why, in words: ``"log of 0"``, ``"0 × inf"``, ... (see :mod:`autograd_viz.nan_cause`)."""
+    """Why, in words: ``"log of 0"``, ``"0 × inf"``, ... (see :mod:`autograd_viz.nan.cause`)."""
     graph_task: int
     """The backward call; 0 for a forward finding."""
     event_index: int

@@ -1,11 +1,11 @@
 """A backward pass as an animation: one graph frame per engine step.
 
-:func:`animate` draws the graph (:func:`autograd_viz.dot.to_dot`) after each
+:func:`animate` draws the graph (:func:`autograd_viz.draw.dot.to_dot`) after each
 selected step of a trace and writes either one self-contained HTML page (SVG
 frames, play / pause / step / slider controls, no network access needed) or
 an animated GIF, chosen by the output's suffix.
 
-Frames are rendered by :func:`autograd_viz.frames.render_frames`: a few
+Frames are rendered by :func:`autograd_viz.draw.frames.render_frames`: a few
 ``dot`` processes, and a layout that stays still from frame to frame.
 """
 
@@ -24,8 +24,13 @@ from typing import TYPE_CHECKING, Any
 
 import graphviz
 
-from autograd_viz import dot
-from autograd_viz.frames import GraphvizError, GraphvizNotFoundError, dot_executable, render_frames
+from autograd_viz.draw import dot
+from autograd_viz.draw.frames import (
+    GraphvizError,
+    GraphvizNotFoundError,
+    dot_executable,
+    render_frames,
+)
 
 if TYPE_CHECKING:
     from autograd_viz.trace import Trace
@@ -103,7 +108,7 @@ def animate(
             evenly, its first and last step always kept.
         frame_ms: milliseconds per frame at normal speed.
         title: the page's title (the script or trace name); ``output``'s name if ``None``.
-        to_dot: draws the graph at a step; :func:`autograd_viz.dot.to_dot` if ``None``.
+        to_dot: draws the graph at a step; :func:`autograd_viz.draw.dot.to_dot` if ``None``.
         **dot_options: passed on to ``to_dot`` (``values=True``, ``saved=True``, ...).
 
     Returns:

@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING, Any
 
 import graphviz
 
-from autograd_viz import graph_select
-from autograd_viz.graph_view import (
+from autograd_viz.draw import select as graph_select
+from autograd_viz.draw.graph_view import (
     GraphView,
     GraphViewError,
     TaskView,
@@ -43,8 +43,8 @@ from autograd_viz.graph_view import (
     from_state,
     from_tensors,
 )
-from autograd_viz.replay import ExecutionState, NodeStatus
 from autograd_viz.trace import Trace
+from autograd_viz.trace.replay import ExecutionState, NodeStatus
 from engine.graph import UINT64_MAX
 
 if TYPE_CHECKING:
@@ -200,7 +200,7 @@ def select(
     collapse: bool = False,
     max_nodes: int | None = None,
 ) -> GraphView:
-    """Apply :mod:`autograd_viz.graph_select` in order: neighbourhood, folding, budget."""
+    """Apply :mod:`autograd_viz.draw.select` in order: neighbourhood, folding, budget."""
     if around is not None:
         view = graph_select.around(view, around, depth)
     if collapse:

@@ -1,10 +1,11 @@
-"""Recording engine events into a :class:`Trace`, and trace files.
+"""The records of a trace, and the :class:`Trace` that holds them.
 
-A :class:`Recorder` is an engine event listener. At every ``graph_task_start``
-it snapshots the graph reachable from the roots (a :class:`GraphTaskInfo`
-with one :class:`NodeInfo` per node); every event becomes a
-:class:`TraceEvent` whose tensors are :class:`~engine.events.TensorSummary`
-values computed while the engine still holds the arrays.
+A trace is plain data: one :class:`GraphTaskInfo` per backward call (the
+graph as it was when the call started, one :class:`NodeInfo` per node) and
+one :class:`TraceEvent` per engine step, its tensors as
+:class:`~engine.events.TensorSummary` values. Sources
+(:mod:`autograd_viz.sources`) fill it; views read it and never need to know
+which source it came from.
 
 A trace is saved as JSON Lines (``docs/trace-format.md``) and loaded back
 with full validation: :meth:`Trace.load` raises :class:`TraceFormatError`
@@ -13,12 +14,10 @@ naming the line and the problem for anything it does not understand.
 
 from __future__ import annotations
 
-import bisect
 import gc
 import math
 import os
-import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -26,10 +25,10 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import engine
 from engine import events
-from engine.events import Event, LazySummary, TensorSummary
+from engine.events import TensorSummary
 
 if TYPE_CHECKING:
-    from autograd_viz.replay import ExecutionState, Replayer
+    from autograd_viz.trace.replay import ExecutionState, Replayer
 
 FORMAT = "autograd-viz-trace"
 """The ``format`` field of every trace file's header."""
@@ -100,7 +99,7 @@ _NodeInfoFields = events.slot_twin(NodeInfo)
 _new_object = object.__new__
 
 
-def _new_node_info(
+def new_node_info(
     node_id: int,
     name: str,
     sequence_nr: int,
@@ -222,7 +221,7 @@ class Trace:
 
     Build one with :func:`record` or a :class:`Recorder`, or load one with
     :meth:`load`. ``trace.state_at(k)`` is the engine's state after ``k``
-    events (see :mod:`autograd_viz.replay`).
+    events (see :mod:`autograd_viz.trace.replay`).
     """
 
     def __init__(
@@ -262,7 +261,7 @@ class Trace:
         Raises:
             IndexError: ``step`` is outside ``0 .. len(trace)``.
         """
-        from autograd_viz.replay import Replayer
+        from autograd_viz.trace.replay import Replayer
 
         if self._replayer is None or self._replayed_len != len(self.events):
             if self._replayer is None:
@@ -296,7 +295,7 @@ class Trace:
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write the trace as JSON Lines (see ``docs/trace-format.md``)."""
-        from autograd_viz.trace_file import save
+        from autograd_viz.trace.file import save
 
         save(self, path)
 
@@ -309,7 +308,7 @@ class Trace:
                 the message names the line and what was wrong.
             OSError: the file cannot be read.
         """
-        from autograd_viz.trace_file import load
+        from autograd_viz.trace.file import load
 
         return load(path)
 
@@ -366,294 +365,3 @@ def new_header(max_values: int) -> dict[str, Any]:
         "engine": engine.__version__,
         "max_values": max_values,
     }
-
-
-# -- recording -------------------------------------------------------------------------
-
-
-_new_trace_event = tuple.__new__
-
-
-class Recorder:
-    """An engine listener that records every event into :attr:`trace`.
-
-    Use it with ``engine.events.listen(recorder)``, or through :func:`record`.
-    It is safe to call from several engine threads at once.
-
-    Args:
-        max_values: tensors with at most this many elements keep their values
-            in summaries; 0 keeps none.
-        arrival_order: keep events in the order they reach the recorder
-            instead of the engine's emission order (``seq``). A debugger that
-            lets paused threads go one by one records in the order it chose.
-    """
-
-    def __init__(self, max_values: int = DEFAULT_MAX_VALUES, arrival_order: bool = False) -> None:
-        if isinstance(max_values, bool) or not isinstance(max_values, int) or max_values < 0:
-            raise ValueError(f"max_values must be a non-negative integer, got {max_values!r}")
-        self.max_values = max_values
-        """The element count below which values are kept."""
-        self.trace = Trace(new_header(max_values))
-        """The trace being filled."""
-        self._lock = threading.Lock()
-        self._arrival_order = arrival_order
-
-    def __call__(self, event: Event) -> None:
-        """Record ``event``; call it on the engine thread that emitted it."""
-        info = None
-        if event[0] == "graph_task_start":
-            info = snapshot(event, self.max_values)
-        data = _plain_data(event, self.max_values)
-        with self._lock:
-            trace = self.trace
-            events_ = trace.events
-            position = len(events_)
-            if events_ and events_[-1][2] > event[1] and not self._arrival_order:
-                # Another thread emitted later but recorded first; keep engine order.
-                position = bisect.bisect(events_, event.seq, key=lambda e: e.seq)
-            # The event's fields, kind to topological_nr, between the index and the data.
-            record = _new_trace_event(TraceEvent, (position, *event[:10], data))
-            if position == len(events_):
-                events_.append(record)
-            else:
-                events_.insert(position, record)
-                for i in range(position + 1, len(events_)):
-                    events_[i] = _reindex(events_[i], i)
-                _shift_first_events(trace, position)
-                if position < trace._replayed_len:
-                    trace._replayer = None  # it indexed the events that moved
-            if info is not None:
-                trace.graph_tasks[info.id] = _with_first_event(info, position)
-
-
-def _reindex(event: TraceEvent, index: int) -> TraceEvent:
-    return event._replace(index=index)
-
-
-def _with_first_event(info: GraphTaskInfo, index: int) -> GraphTaskInfo:
-    fields = {name: getattr(info, name) for name in GraphTaskInfo.__slots__}
-    fields["first_event"] = index
-    return GraphTaskInfo(**fields)
-
-
-def _shift_first_events(trace: Trace, position: int) -> None:
-    for gid, info in list(trace.graph_tasks.items()):
-        if info.first_event >= position:
-            trace.graph_tasks[gid] = _with_first_event(info, info.first_event + 1)
-
-
-@contextmanager
-def record(max_values: int = DEFAULT_MAX_VALUES) -> Iterator[Trace]:
-    """Record every backward call made inside the ``with`` block.
-
-    Example:
-        >>> with autograd_viz.record() as trace:
-        ...     loss.backward()
-        >>> trace.state_at(len(trace)).leaves
-
-    Args:
-        max_values: tensors with at most this many elements keep their values.
-
-    Yields:
-        The :class:`Trace`, filled as the engine runs.
-    """
-    recorder = Recorder(max_values)
-    with events.listen(recorder):
-        yield recorder.trace
-
-
-# -- turning live objects into plain values -------------------------------------------
-
-_DROPPED = {"graph_task_start": ("graph_root", "dependencies", "needed", "captures")}
-
-
-def _plain(value: Any, max_values: int) -> Any:
-    if isinstance(value, LazySummary):
-        return value.resolve(max_values)
-    if isinstance(value, list | tuple):
-        return tuple(_plain(v, max_values) for v in value)
-    return value
-
-
-_KEPT_AS_IS = frozenset({int, float, str, bool, type(None)})
-
-
-def _plain_data(event: Event, max_values: int) -> Mapping[str, Any]:
-    """``event.data`` with summaries resolved and sequences as tuples.
-
-    Data that is already plain (an ``enqueue``'s, a ``dependency_decrement``'s)
-    is kept as it is: the engine's read-only mapping, which nothing changes.
-    """
-    data = event.data
-    for value in data.values():
-        if type(value) not in _KEPT_AS_IS:
-            break
-    else:
-        if event[0] not in _DROPPED:
-            return data
-    dropped = _DROPPED.get(event[0], ())
-    plain = {}
-    for key, value in data.items():
-        kind = type(value)
-        if kind is LazySummary:  # the common cases without a call to _plain
-            plain[key] = value.resolve(max_values)
-        elif key in dropped:
-            continue
-        elif kind in _KEPT_AS_IS:
-            plain[key] = value
-        elif kind is list:
-            plain[key] = tuple(
-                [
-                    v.resolve(max_values) if type(v) is LazySummary else _plain(v, max_values)
-                    for v in value
-                ]
-            )
-        else:
-            plain[key] = _plain(value, max_values)
-    return plain
-
-
-def snapshot(event: Event, max_values: int) -> GraphTaskInfo:
-    """The graph of a ``graph_task_start`` event, walked from its root (iteratively)."""
-    data = event.data
-    root = data["graph_root"]()
-    dependencies: Mapping[int, int] = data["dependencies"]
-    needed = None if data["needed"] is None else set(data["needed"])
-    captures: dict[int, list[tuple[int, int]]] = {}
-    for node_id, slot, output_index in data["captures"] or ():
-        captures.setdefault(node_id, []).append((slot, output_index))
-    nodes: dict[int, NodeInfo] = {}
-    for node in walk_graph([] if root is None else [root]):
-        in_task = node is root or node._id in dependencies
-        is_needed = in_task and (needed is None or node._id in needed)
-        nodes[node._id] = node_info(
-            node,
-            dependencies.get(node._id, 0),
-            "needed" if is_needed else "pruned",
-            tuple(captures.get(node._id, ())),
-            max_values,
-        )
-    return GraphTaskInfo(
-        id=event.graph_task,
-        parent=data["parent_graph_task"] or None,
-        reentrant_depth=data["reentrant_depth"],
-        keep_graph=data["keep_graph"],
-        create_graph=data["create_graph"],
-        root=event.node_id if event.node_id is not None else -1,
-        roots=tuple(tuple(r) for r in data["roots"]),
-        outputs=tuple(tuple(o) for o in data["outputs"]),
-        thread=event.thread,
-        first_event=0,
-        nodes=nodes,
-    )
-
-
-def walk_graph(roots: Iterable[engine.Node]) -> Iterator[engine.Node]:
-    """Every node reachable from ``roots``, once each, in depth-first discovery order.
-
-    Iterative, so a million-node chain does not reach the recursion limit.
-    """
-    stack = list(reversed(list(roots)))
-    seen = {node._id for node in stack}
-    while stack:
-        node = stack.pop()
-        yield node
-        for edge in reversed(node._next_edges):
-            if edge is not None and edge.function._id not in seen:
-                seen.add(edge.function._id)
-                stack.append(edge.function)
-
-
-def node_info(
-    node: engine.Node,
-    dependencies: int,
-    status: str,
-    captures: tuple[tuple[int, int], ...],
-    max_values: int,
-) -> NodeInfo:
-    """What a trace keeps of ``node``: names, numbers, edges, saved tensors, hooks, leaf."""
-    metadata = node._input_metadata
-    device = metadata[0][2]._str if metadata else "cpu"
-    saved = (
-        tuple(
-            None if s.data is None else events.summarize(s.data, str(s._device), max_values)
-            for s in node._saved
-        )
-        if node._saved
-        else ()
-    )
-    hooks = []
-    if node._pre_hooks:
-        hooks.append(("pre", len(node._pre_hooks)))
-    if node._post_hooks:
-        hooks.append(("post", len(node._post_hooks)))
-    tensor_hooks = (
-        sum(len(node.tensor_pre_hooks(i) or ()) for i in range(node.num_inputs))
-        if node.has_tensor_hooks()
-        else 0
-    )
-    if tensor_hooks:
-        hooks.append(("tensor_pre", tensor_hooks))
-    if node._retains_grad_hooks:
-        hooks.append(("retain_grad", len(node._retains_grad_hooks)))
-    stack = node._metadata.get("traceback_") if node._metadata else None
-    leaf = None
-    variable = getattr(node, "variable", None)
-    if variable is not None:
-        grad = variable._grad
-        leaf = LeafInfo(
-            name=variable.name,
-            shape=tuple(variable.shape),
-            dtype=str(variable.data.dtype),
-            device=str(variable.device),
-            grad=None
-            if grad is None
-            else events.summarize(grad.data, str(grad.device), max_values),
-        )
-    return _new_node_info(  # NodeInfo's fields in order
-        node._id,
-        node.name(),
-        node.sequence_nr,
-        node.topological_nr,
-        device,
-        tuple([None if e is None else (e.function._id, e.input_nr) for e in node._next_edges]),
-        tuple([_slot_info(m) for m in metadata]),
-        dependencies,
-        status,
-        captures,
-        saved,
-        tuple(hooks),
-        None if stack is None else tuple(stack),
-        leaf,
-    )
-
-
-_SLOT_INFOS: dict[Any, tuple[tuple[int, ...], str, str]] = {}
-
-
-def _slot_info(metadata: Any) -> tuple[tuple[int, ...], str, str]:
-    """``(shape, dtype, device)`` of an input slot; equal metadata share one tuple."""
-    info = _SLOT_INFOS.get(metadata)
-    if info is None:
-        shape, dtype, device = metadata
-        info = (tuple(shape), _dtype_name(dtype), str(device))
-        if len(_SLOT_INFOS) >= 4096:
-            _SLOT_INFOS.clear()
-        _SLOT_INFOS[metadata] = info
-    return info
-
-
-_DTYPE_NAMES: dict[Any, str] = {}
-
-
-def _dtype_name(dtype: Any) -> str:
-    name = _DTYPE_NAMES.get(dtype)
-    if name is None:
-        import numpy as np
-
-        try:
-            name = str(np.dtype(dtype))
-        except TypeError:
-            name = str(dtype)
-        _DTYPE_NAMES[dtype] = name
-    return name

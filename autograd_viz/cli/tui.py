@@ -12,7 +12,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from autograd_viz.cli import PROG, ArgumentParser, CommandError, UsageError, load_trace, note
+from autograd_viz.cli.base import PROG, ArgumentParser, CommandError, UsageError, load_trace, note
 
 if TYPE_CHECKING:
     from autograd_viz.tui.driver import Driver
@@ -28,10 +28,10 @@ def run_demo(args: argparse.Namespace) -> int:
     if args.print or not has_terminal():
         if not args.print:
             note("not a terminal: printing the walk-through (run it in a terminal for the TUI)")
-        from autograd_viz.walkthrough import run_demo as walkthrough
+        from autograd_viz.cli.walkthrough import run_demo as walkthrough
 
         return walkthrough(args)
-    from autograd_viz.demo_program import demo_program
+    from autograd_viz.cli.demo_program import demo_program
     from autograd_viz.live import LiveSession
     from autograd_viz.tui.driver import LiveDriver
 
@@ -41,7 +41,7 @@ def run_demo(args: argparse.Namespace) -> int:
 def run_live(args: argparse.Namespace) -> int:
     """``autograd-viz run SCRIPT [ARGS...]``: the TUI live on a script's backward calls."""
     from autograd_viz.live import LiveSession
-    from autograd_viz.script import ScriptNotFoundError, check_script
+    from autograd_viz.sources.script import ScriptNotFoundError, check_script
     from autograd_viz.tui.driver import LiveDriver
 
     command = list(args.script_and_args)
@@ -60,7 +60,7 @@ def run_live(args: argparse.Namespace) -> int:
     error = session.error
     if error is not None and not isinstance(error, SystemExit):
         from autograd_viz.live import SessionCancelled
-        from autograd_viz.script import describe
+        from autograd_viz.sources.script import describe
 
         if not isinstance(error, SessionCancelled):
             raise CommandError(f"{script} raised {describe(error)}")

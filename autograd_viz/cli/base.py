@@ -1,0 +1,75 @@
+"""What every ``autograd-viz`` command shares: its errors, its parser, its helpers.
+
+A user mistake (a missing file, a bad trace, a script that raises) ends in one
+line on stderr, ``autograd-viz: error: ...``, and a non-zero exit status:
+commands raise :class:`UsageError` or :class:`CommandError` and
+:func:`autograd_viz.cli.main.main` prints it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import TYPE_CHECKING, NoReturn
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from autograd_viz.trace import Trace
+
+PROG = "autograd-viz"
+
+
+class UsageError(Exception):
+    """The command line was wrong: an unknown command, a missing or bad argument."""
+
+
+class CommandError(Exception):
+    """A command could not do its job; the message is the one line ``main`` prints."""
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """An argument parser that raises instead of printing usage and exiting.
+
+    ``main`` turns the error into one line on stderr, so a typo gives one line
+    to read instead of a usage block.
+    """
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
+
+
+def load_trace(path: str) -> Trace:
+    """Load a trace file; what is wrong with it becomes the one line ``main`` prints.
+
+    Raises:
+        CommandError: the file cannot be read or is not a valid trace.
+    """
+    from autograd_viz.trace import Trace, TraceFormatError
+
+    try:
+        return Trace.load(path)
+    except TraceFormatError as exc:
+        raise CommandError(f"invalid trace file {exc}") from None
+    except OSError as exc:
+        raise CommandError(f"cannot read trace {path}: {exc.strerror or exc}") from None
+
+
+def check_output(path: str) -> None:
+    """Fail before doing any work when ``path`` cannot be an output file."""
+    if os.path.isdir(path):
+        raise CommandError(f"cannot write {path}: it is a directory")
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise CommandError(f"cannot write {path}: directory {directory} does not exist")
+
+
+def rich_console(stderr: bool = False) -> Console:
+    from rich.console import Console
+
+    return Console(stderr=stderr, highlight=False)
+
+
+def note(message: str) -> None:
+    print(f"{PROG}: {message}", file=sys.stderr)

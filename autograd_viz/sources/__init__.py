@@ -1,0 +1,14 @@
+"""Where events come from, and how they become a trace.
+
+Our engine emits its events through :mod:`engine.events`;
+:mod:`~autograd_viz.sources.engine` reads its graph when a graph task starts.
+:mod:`~autograd_viz.sources.recorder` turns any source's events into a
+:class:`~autograd_viz.trace.Trace`, and :mod:`~autograd_viz.sources.script`
+runs a user's script, the program being watched.
+"""
+
+from __future__ import annotations
+
+from autograd_viz.sources.recorder import Recorder, record
+
+__all__ = ["Recorder", "record"]

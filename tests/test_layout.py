@@ -1,0 +1,124 @@
+"""The package layout: dependencies between rooms run one way.
+
+``cli → tui → draw, nan, timeline → live → sources → trace → engine``: a room
+may import from rooms below it, never from a room above or beside it, and
+``engine`` imports nothing of ``autograd_viz``. Imports inside functions count
+too: a lazy import is still a dependency.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+RANKS = {
+    "engine": 0,
+    "version": 0,
+    "trace": 1,
+    "sources": 2,
+    "live": 3,
+    "draw": 4,
+    "nan": 4,
+    "timeline": 4,
+    "tui": 5,
+    "cli": 6,
+    "autograd_viz": 7,  # the package's own __init__ and __main__: the public facade
+}
+"""A room may import rooms of a strictly lower rank (or itself)."""
+
+
+def room_of(module: str) -> str | None:
+    """``autograd_viz.draw.dot`` → ``draw``; ``engine.ops`` → ``engine``; others → None."""
+    parts = module.split(".")
+    if parts[0] == "engine":
+        return "engine"
+    if parts[0] != "autograd_viz":
+        return None
+    if len(parts) == 1 or parts[1] in ("__init__", "__main__"):
+        return "autograd_viz"
+    return parts[1]
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts)
+
+
+def imports(path: Path) -> list[tuple[int, str]]:
+    """Every module ``path`` imports, at any depth, with the line it is on."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    package = module_name(path).rsplit(".", 1)[0]
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                target = f"{base}.{node.module}" if node.module else base
+            else:
+                target = node.module or ""
+            found.append((node.lineno, target))
+            # `from autograd_viz import draw` imports the room draw
+            if target == "autograd_viz":
+                found += [(node.lineno, f"autograd_viz.{alias.name}") for alias in node.names]
+    return found
+
+
+def sources() -> list[Path]:
+    return sorted(
+        p for package in ("engine", "autograd_viz") for p in (ROOT / package).rglob("*.py")
+    )
+
+
+def violations() -> list[str]:
+    bad = []
+    for path in sources():
+        here = room_of(module_name(path))
+        assert here is not None and here in RANKS, f"{path}: a module outside every room"
+        for line, target in imports(path):
+            there = room_of(target)
+            if there is None or there == here:
+                continue
+            if there not in RANKS:
+                bad.append(f"{path.relative_to(ROOT)}:{line} imports {target}: not a room")
+            elif RANKS[there] >= RANKS[here]:
+                bad.append(f"{path.relative_to(ROOT)}:{line} ({here}) imports {target} ({there})")
+    return bad
+
+
+def test_every_module_belongs_to_a_room_and_imports_only_rooms_below_it() -> None:
+    assert violations() == []
+
+
+def test_the_engine_never_imports_autograd_viz() -> None:
+    for path in (ROOT / "engine").rglob("*.py"):
+        for line, target in imports(path):
+            assert not target.startswith("autograd_viz"), f"{path}:{line} imports {target}"
+
+
+@pytest.mark.parametrize(
+    ("room", "source", "target"),
+    [
+        ("engine", "engine/engine.py", "autograd_viz.trace"),
+        ("trace", "autograd_viz/trace/records.py", "autograd_viz.sources.recorder"),
+        ("sources", "autograd_viz/sources/recorder.py", "autograd_viz.live"),
+        ("draw", "autograd_viz/draw/dot.py", "autograd_viz.nan.report"),
+        ("tui", "autograd_viz/tui/app.py", "autograd_viz.cli.base"),
+    ],
+)
+def test_the_check_catches_an_import_upward_or_sideways(
+    room: str, source: str, target: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = imports
+
+    def with_one_more(path: Path) -> list[tuple[int, str]]:
+        found = real(path)
+        return [*found, (0, target)] if path == ROOT / source else found
+
+    monkeypatch.setitem(globals(), "imports", with_one_more)
+    assert any(f"imports {target}" in v and source in v for v in violations()), room
