@@ -20,9 +20,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from engine import _context, anomaly, devices, grad_mode
+from engine import _context, anomaly, grad_mode
 from engine.activity import ACTIVITY
+from engine.completion import DONE, Completion
 from engine.devices import CPU
+from engine.emitting import EventEmission, emit, summaries_of, summary_of
 from engine.events import HUB, LazySummary
 from engine.graph import Edge, GraphRoot, Node
 from engine.graph_task import (
@@ -37,17 +39,13 @@ from engine.graph_task import (
     buffer_device,
     compute_dependencies,
 )
+from engine.node_steps import NodeSteps
 from engine.tensor import Tensor, make_tensor
 from engine.validation import (
-    check_hook_result,
-    check_hook_results,
     conform_output,
     validate_outputs,
 )
 from engine.workers import WorkerThreads
-
-_DONE: Any = object()
-"""Returned by ``pass_outputs`` when the graph task's last task finished."""
 
 MAX_RECURSION_DEPTH = 60
 """Reentrant backward calls nested on one thread before handing over to the pool."""
@@ -55,43 +53,7 @@ MAX_RECURSION_DEPTH = 60
 TLS = _context.TLS
 
 
-def _summary(t: Tensor | None) -> LazySummary | None:
-    return None if t is None else LazySummary(t.data, t.device._str)
-
-
-def _summaries(tensors: Sequence[Tensor | None]) -> list[LazySummary | None]:
-    """One summary per tensor, the same object where a tensor repeats (``AddBackward0``'s)."""
-    made: dict[int, LazySummary | None] = {}
-    summaries: list[LazySummary | None] = []
-    for t in tensors:
-        key = id(t)
-        if key not in made:
-            made[key] = _summary(t)
-        summaries.append(made[key])
-    return summaries
-
-
-def _emit(kind: str, graph_task: GraphTask, node: Node | None = None, **data: Any) -> None:
-    """Emit from this engine thread; callers check ``HUB.active`` first (zero cost otherwise)."""
-    device = TLS.worker_device
-    HUB.emit_data(kind, "cpu" if device is None else device._str, graph_task.id, node, data)
-
-
-def _emit_hook(
-    graph_task: GraphTask, fn: Node, kind: str, hook: Any, replaced: bool, **data: Any
-) -> None:
-    name = hook if isinstance(hook, str) else getattr(hook, "__qualname__", repr(hook))
-    _emit("hook", graph_task, fn, hook=kind, replaced=replaced, hook_name=name, **data)
-
-
-def _any_defined(grads: list[Any]) -> bool:
-    for g in grads:  # noqa: SIM110 - a loop beats any() over a generator
-        if g is not None:
-            return True
-    return False
-
-
-class Engine(WorkerThreads):
+class Engine(WorkerThreads, NodeSteps, Completion, EventEmission):
     """Runs backward graphs. One process-wide instance: :func:`get_default_engine`."""
 
     # -- entry point -------------------------------------------------------
@@ -163,7 +125,7 @@ class Engine(WorkerThreads):
         # Reentrant backward from inside a running node; see Note [Reentrant backward].
         graph_task.owner = TLS.worker_device
         if HUB.active:
-            _emit(
+            emit(
                 "reentrant_enter",
                 graph_task,
                 parent_graph_task=graph_task.parent_id,
@@ -187,7 +149,7 @@ class Engine(WorkerThreads):
                 TLS.total_depth -= 1
                 TLS.graph_task = outer_task
         if HUB.active:
-            _emit(
+            emit(
                 "reentrant_exit",
                 graph_task,
                 parent_graph_task=graph_task.parent_id,
@@ -229,7 +191,7 @@ class Engine(WorkerThreads):
                         TLS.graph_task = current = local
                     finished = self._run(local, fn, inputs, queue, graph_task)
                 task = inputs = None
-                if finished is _DONE:
+                if finished is DONE:
                     self._complete(local)
                 elif finished is not None:
                     task = finished  # popped by _run for this loop to run
@@ -251,7 +213,7 @@ class Engine(WorkerThreads):
 
         Nodes go through :meth:`evaluate_function`, or the plain path when it
         applies (Note [The plain path]). An error is recorded in the graph
-        task (the first one completes its future). Returns ``_DONE`` if the
+        task (the first one completes its future). Returns ``DONE`` if the
         graph task's last task finished, else ``None``.
         """
         state = grad_mode._state
@@ -363,7 +325,7 @@ class Engine(WorkerThreads):
                                 after = task  # the last one waits for push_pop below
                         graph_task.outstanding_tasks -= 1
                         if graph_task.outstanding_tasks == 0:
-                            after = _DONE
+                            after = DONE
                         if locked:
                             graph_task.lock.release()
                             locked = False
@@ -373,8 +335,8 @@ class Engine(WorkerThreads):
                     if release and (fn._saved or fn.releases_more):
                         fn.release_variables()
                 grads = None  # type: ignore[assignment]
-                if after is _DONE:
-                    return _DONE
+                if after is DONE:
+                    return DONE
                 if awaited is not None and awaited.future_completed:
                     if after is not None:
                         queue.push(after)
@@ -426,28 +388,6 @@ class Engine(WorkerThreads):
     # a wake-up, a graph task that failed) goes back to thread_main, which
     # runs it next: the order is the queue's either way.
 
-    # Note [Owner wake-up]
-    # ~~~~~~~~~~~~~~~~~~~~
-    # The thread that runs the last task of a graph task may not be its owner
-    # (the thread that called backward and waits in thread_main). The owner
-    # may be asleep in pop() on an empty queue, so the finishing thread pushes
-    # an empty task to the owner's queue; popping it, the owner sees the
-    # future completed and returns.
-
-    def _task_done(self, graph_task: GraphTask) -> Any:
-        """Count one task of ``graph_task`` as finished; ``_DONE`` if it was the last."""
-        with graph_task.lock:
-            graph_task.outstanding_tasks -= 1
-            return _DONE if graph_task.outstanding_tasks == 0 else None
-
-    def _complete(self, graph_task: GraphTask) -> None:
-        """The last task finished: complete the future and wake the owner if elsewhere."""
-        self.mark_as_completed(graph_task)
-        if TLS.worker_device is not graph_task.owner:
-            # See Note [Owner wake-up]
-            owner_queue = self.ready_queue(graph_task.cpu_ready_queue, graph_task.owner)
-            self._push(owner_queue, (graph_task, None, None), "wake-up")
-
     def evaluate_function(
         self, graph_task: GraphTask, fn: Node, inputs: Any, queue: ReadyQueue
     ) -> Any:
@@ -468,12 +408,12 @@ class Engine(WorkerThreads):
         outputs = self.call_function(graph_task, fn, grads)
         summaries = None
         if HUB.active:  # here, so that pass_outputs's accumulate events share the summaries
-            summaries = _summaries(outputs)
-            _emit("node_end", graph_task, fn, outputs=summaries)
+            summaries = summaries_of(outputs)
+            emit("node_end", graph_task, fn, outputs=summaries)
         if not graph_task.keep_graph and (fn._saved or fn.releases_more):
             fn.release_variables()
             if fn._saved and HUB.active:
-                _emit("release_variables", graph_task, fn, count=len(fn._saved))
+                emit("release_variables", graph_task, fn, count=len(fn._saved))
         checks = anomaly.STATE
         if outputs and checks.enabled and (checks.check_nan or checks.check_inf):
             self._check_values(graph_task, fn, outputs)
@@ -492,7 +432,7 @@ class Engine(WorkerThreads):
         All under the graph task's lock (Note [Locks]): each edge's node has its
         dependency count decremented and the gradient added to its input
         buffer; a node whose count reaches zero is queued on the device of its
-        buffer. Returns ``_DONE`` if this was the graph task's last task, a
+        buffer. Returns ``DONE`` if this was the graph task's last task, a
         task this thread should run next (Note [Running the next node
         directly]), or ``None``. ``summaries`` are the ``node_end`` event's,
         which the ``accumulate`` events reuse: no code but the engine's runs
@@ -523,7 +463,7 @@ class Engine(WorkerThreads):
                 else:
                     del dependencies[nxt]
                 if active:
-                    _emit(
+                    emit(
                         "dependency_decrement",
                         graph_task,
                         nxt,
@@ -536,7 +476,7 @@ class Engine(WorkerThreads):
                 if buffer is None:
                     if graph_task.exec_info and not self._should_execute(graph_task, nxt):
                         if active:
-                            _emit(
+                            emit(
                                 "skip",
                                 graph_task,
                                 nxt,
@@ -559,8 +499,8 @@ class Engine(WorkerThreads):
                         old = None
                         add_into(buffer, edge.input_nr, output)
                     if active:
-                        grad = _summary(output) if summaries is None else summaries[i]
-                        _emit(
+                        grad = summary_of(output) if summaries is None else summaries[i]
+                        emit(
                             "accumulate",
                             graph_task,
                             nxt,
@@ -569,7 +509,7 @@ class Engine(WorkerThreads):
                             action="created" if created else "added",
                             from_node=fn._id,
                             grad=grad,
-                            total=grad if created else _summary(buffer[edge.input_nr]),
+                            total=grad if created else summary_of(buffer[edge.input_nr]),
                         )
                 if count:
                     continue
@@ -596,7 +536,7 @@ class Engine(WorkerThreads):
                 self._push(target, task, "ready", counted=True)
             graph_task.outstanding_tasks -= 1
             if graph_task.outstanding_tasks == 0:
-                return _DONE
+                return DONE
             return direct
         finally:
             if locked:
@@ -612,195 +552,6 @@ class Engine(WorkerThreads):
     # pool) first sets ``shared``, and the lock is taken before that push;
     # from then on every thread locks. Completion and errors always lock.
 
-    @staticmethod
-    def _should_execute(graph_task: GraphTask, fn: Node) -> bool:
-        info = graph_task.exec_info.get(fn)
-        return info is not None and info.should_execute()
-
-    def call_function(self, graph_task: GraphTask, fn: Node, grads: list[Any]) -> Sequence[Any]:
-        """Hooks, ``apply``, output validation and post hooks of one node."""
-        active = HUB.active
-        if (
-            fn._tensor_pre_hooks
-            or fn._retains_grad_hooks
-            or (fn.hooks_on_variable and fn.has_tensor_hooks())
-        ):
-            grads = self.call_tensor_pre_hooks(graph_task, fn, grads)
-        if fn._pre_hooks:
-            grads = self._call_pre_hooks(graph_task, fn, grads)
-        if active:
-            _emit(
-                "node_start",
-                graph_task,
-                fn,
-                inputs=[_summary(g) for g in grads],
-            )
-        outputs: Sequence[Any]
-        # No loop variable may hold a gradient into apply (Note [Stealing the first gradient]).
-        if not fn.skips_undefined_grads or _any_defined(grads):
-            outputs = fn.apply(grads)
-        else:
-            outputs = [None] * len(fn._next_edges)
-        outputs = validate_outputs(fn._next_edges, outputs, fn)
-        if fn._post_hooks:
-            outputs = self._call_post_hooks(graph_task, fn, list(outputs), grads)
-        return outputs  # evaluate_function emits node_end
-
-    def call_tensor_pre_hooks(self, graph_task: GraphTask, fn: Node, grads: list[Any]) -> list[Any]:
-        """Tensor hooks (``Tensor.register_hook``) then ``retain_grad`` of the node's inputs."""
-        grads = list(grads)
-        for i in range(len(grads)):
-            hooks = fn.tensor_pre_hooks(i)
-            if hooks:
-                for hook in list(hooks.values()):
-                    if grads[i] is None:
-                        break
-                    result = hook(grads[i])
-                    if HUB.active:
-                        _emit_hook(graph_task, fn, "tensor_pre", hook, result is not None, slot=i)
-                    if result is not None:
-                        grads[i] = check_hook_result(result, grads[i], "hook")
-        retains = fn._retains_grad_hooks
-        if retains:
-            for i, ref in list(retains.items()):
-                tensor = ref()
-                if tensor is None or grads[i] is None:
-                    continue
-                grad = grads[i]
-                if tensor._grad is None:
-                    tensor._grad = grad.detach_copy_for_grad()
-                else:
-                    tensor._grad = tensor._grad + grad
-                if HUB.active:
-                    _emit_hook(graph_task, fn, "retain_grad", "retain_grad", False, slot=i)
-        return grads
-
-    def _call_pre_hooks(self, graph_task: GraphTask, fn: Node, grads: list[Any]) -> list[Any]:
-        assert fn._pre_hooks is not None
-        for hook in list(fn._pre_hooks.values()):
-            result = hook(tuple(grads))
-            if HUB.active:
-                _emit_hook(graph_task, fn, "pre", hook, result is not None)
-            if result is not None:
-                grads = check_hook_results(result, grads, "prehook")
-        return grads
-
-    def _call_post_hooks(
-        self, graph_task: GraphTask, fn: Node, outputs: list[Any], grads: list[Any]
-    ) -> list[Any]:
-        assert fn._post_hooks is not None
-        for hook in list(fn._post_hooks.values()):
-            result = hook(tuple(outputs), tuple(grads))
-            if HUB.active:
-                _emit_hook(graph_task, fn, "post", hook, result is not None)
-            if result is not None:
-                outputs = check_hook_results(result, outputs, "hook")
-        return outputs
-
-    def _capture(
-        self, graph_task: GraphTask, fn: Node, captures: list[tuple[int, int]], grads: list[Any]
-    ) -> None:
-        with graph_task.lock:
-            for input_idx, output_idx in captures:
-                grad = grads[input_idx]
-                graph_task.captured_vars[output_idx] = grad
-                if HUB.active:
-                    _emit(
-                        "capture",
-                        graph_task,
-                        fn,
-                        slot=input_idx,
-                        output_index=output_idx,
-                        grad=_summary(grad),
-                    )
-
-    def _check_values(self, graph_task: GraphTask, fn: Node, outputs: Sequence[Any]) -> None:
-        """Anomaly mode: raise at the first non-finite output, or report each one."""
-        if anomaly.collecting_unheard():
-            return
-        collect = anomaly.STATE.mode == "collect"
-        for i, output in enumerate(outputs):
-            if output is None:
-                continue
-            value = anomaly.non_finite_value(output)
-            if value is None:
-                continue
-            if HUB.active:
-                _emit(
-                    "anomaly",
-                    graph_task,
-                    fn,
-                    phase="backward",
-                    output_index=i,
-                    value=value,
-                    raised=not collect,
-                    grad=_summary(output),
-                    traceback=fn._metadata.get("traceback_") if fn._metadata else None,
-                )
-            if not collect:
-                raise RuntimeError(
-                    f"Function '{fn.name()}' returned {value} values in its {i}th output."
-                )
-
-    # -- completion and errors -------------------------------------------------
-    def mark_as_completed(self, graph_task: GraphTask) -> None:
-        """Complete the future once: run post-processing and wake anyone waiting."""
-        with graph_task.lock:
-            if graph_task.future_completed:
-                return
-            try:
-                for device in graph_task.leaf_devices:
-                    devices.synchronize(device)
-            except BaseException as exc:  # noqa: BLE001
-                graph_task.error = exc
-                graph_task.has_error = True
-            graph_task.future_completed = True
-        try:
-            self._emit_graph_task_end(graph_task)
-        finally:
-            graph_task.done.set()
-
-    def thread_on_exception(
-        self, graph_task: GraphTask, fn: Node | None, exc: BaseException
-    ) -> None:
-        """Record the first error of ``graph_task`` and complete its future with it."""
-        with graph_task.lock:
-            first = not graph_task.has_error
-            graph_task.has_error = True
-            complete = first and not graph_task.future_completed
-            if complete:
-                graph_task.error = exc
-                graph_task.future_completed = True
-        try:
-            if HUB.active:
-                traceback = (
-                    fn.metadata.get("traceback_") if fn is not None and fn._metadata else None
-                )
-                _emit(
-                    "error",
-                    graph_task,
-                    fn,
-                    exc_type=type(exc).__name__,
-                    message=str(exc),
-                    first=first,
-                    traceback=traceback,
-                )
-            if first and anomaly.STATE.enabled and fn is not None:
-                anomaly.warn_forward_traceback(fn)
-            if complete:
-                self._emit_graph_task_end(graph_task)
-        except BaseException:  # noqa: BLE001
-            pass  # the graph task already carries its error; a listener cancelling changes nothing
-        finally:
-            if complete:
-                graph_task.done.set()
-                if TLS.worker_device is not graph_task.owner:
-                    # See Note [Owner wake-up]
-                    owner_queue = self.ready_queue(graph_task.cpu_ready_queue, graph_task.owner)
-                    with graph_task.lock:
-                        graph_task.outstanding_tasks += 1
-                    owner_queue.push((graph_task, None, None))
-
     # -- queues and threads --------------------------------------------------
     def _push(self, queue: ReadyQueue, task: NodeTask, reason: str, counted: bool = False) -> None:
         """Count ``task`` in its graph task (unless ``counted``), emit ``enqueue``, push it."""
@@ -814,78 +565,6 @@ class Engine(WorkerThreads):
         if HUB.active:
             self._emit_enqueue(queue, task, reason)
         queue.push(task)
-
-    def _emit_enqueue(self, queue: ReadyQueue, task: NodeTask, reason: str) -> None:
-        # The event comes first so that listeners see enqueue before the node starts on
-        # another thread. If a listener cancels, the task is still queued (no task is lost)
-        # before the exception goes on.
-        base, fn, _ = task
-        assert base is not None
-        try:
-            _emit(
-                "enqueue",
-                base,
-                fn,
-                queue=str(queue.device),
-                queue_owner=f"graph_task {base.id}" if queue.device is CPU else "device",
-                reason=reason,
-                queue_length=len(queue) + 1,
-            )
-        except BaseException:
-            queue.push(task)
-            raise
-
-    # -- events ------------------------------------------------------------
-    def _emit_graph_task_start(
-        self,
-        graph_task: GraphTask,
-        graph_root: Node,
-        roots: Sequence[Edge],
-        inputs: Sequence[Tensor | None],
-        outputs: Sequence[Edge],
-    ) -> None:
-        import weakref
-
-        needed = None
-        if graph_task.exec_info:
-            needed = sorted(n._id for n, info in graph_task.exec_info.items() if info.needed)
-        captures = None
-        if graph_task.exec_info:
-            captures = sorted(
-                (n._id, inp, out)
-                for n, info in graph_task.exec_info.items()
-                if info.captures
-                for inp, out in info.captures
-            )
-        _emit(
-            "graph_task_start",
-            graph_task,
-            graph_root,
-            graph_root=weakref.ref(graph_root),
-            roots=[(e.function._id, e.function.name(), e.input_nr) for e in roots],
-            root_grads=[_summary(g) for g in inputs],
-            dependencies={n._id: c for n, c in graph_task.dependencies.items()},
-            needed=needed,
-            captures=captures,
-            outputs=[(e.function._id, e.input_nr) for e in outputs],
-            keep_graph=graph_task.keep_graph,
-            create_graph=graph_task.grad_mode,
-            reentrant_depth=graph_task.reentrant_depth,
-            parent_graph_task=graph_task.parent_id,
-        )
-
-    def _emit_graph_task_end(self, graph_task: GraphTask) -> None:
-        if not HUB.active:
-            return
-        err = graph_task.error
-        _emit(
-            "graph_task_end",
-            graph_task,
-            status="ok" if err is None else "error",
-            exc_type=None if err is None else type(err).__name__,
-            message=None if err is None else str(err),
-            captured=[_summary(g) for g in graph_task.captured_vars],
-        )
 
 
 _default_engine = Engine()

@@ -1,0 +1,133 @@
+"""Building the engine's events: tensor summaries, and one call per kind of event.
+
+The engine loop calls these only after checking ``HUB.active`` (Note [Free
+when nobody listens] in :mod:`engine.events`), so none of this costs anything
+while nobody listens. Events are emitted on the engine thread where the step
+happens; ``TLS.worker_device`` names its device.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from engine import _context
+from engine.devices import CPU
+from engine.events import HUB, LazySummary
+
+if TYPE_CHECKING:
+    from engine.graph import Edge, Node
+    from engine.graph_task import GraphTask, NodeTask, ReadyQueue
+    from engine.tensor import Tensor
+
+TLS = _context.TLS
+
+
+def summary_of(t: Tensor | None) -> LazySummary | None:
+    return None if t is None else LazySummary(t.data, t.device._str)
+
+
+def summaries_of(tensors: Sequence[Tensor | None]) -> list[LazySummary | None]:
+    """One summary per tensor, the same object where a tensor repeats (``AddBackward0``'s)."""
+    made: dict[int, LazySummary | None] = {}
+    summaries: list[LazySummary | None] = []
+    for t in tensors:
+        key = id(t)
+        if key not in made:
+            made[key] = summary_of(t)
+        summaries.append(made[key])
+    return summaries
+
+
+def emit(kind: str, graph_task: GraphTask, node: Node | None = None, **data: Any) -> None:
+    """Emit from this engine thread; callers check ``HUB.active`` first (zero cost otherwise)."""
+    device = TLS.worker_device
+    HUB.emit_data(kind, "cpu" if device is None else device._str, graph_task.id, node, data)
+
+
+def emit_hook(
+    graph_task: GraphTask, fn: Node, kind: str, hook: Any, replaced: bool, **data: Any
+) -> None:
+    name = hook if isinstance(hook, str) else getattr(hook, "__qualname__", repr(hook))
+    emit("hook", graph_task, fn, hook=kind, replaced=replaced, hook_name=name, **data)
+
+
+def any_defined(grads: list[Any]) -> bool:
+    for g in grads:  # noqa: SIM110 - a loop beats any() over a generator
+        if g is not None:
+            return True
+    return False
+
+
+class EventEmission:
+    """The engine's events that take more than one line to build."""
+
+    def _emit_enqueue(self, queue: ReadyQueue, task: NodeTask, reason: str) -> None:
+        # The event comes first so that listeners see enqueue before the node starts on
+        # another thread. If a listener cancels, the task is still queued (no task is lost)
+        # before the exception goes on.
+        base, fn, _ = task
+        assert base is not None
+        try:
+            emit(
+                "enqueue",
+                base,
+                fn,
+                queue=str(queue.device),
+                queue_owner=f"graph_task {base.id}" if queue.device is CPU else "device",
+                reason=reason,
+                queue_length=len(queue) + 1,
+            )
+        except BaseException:
+            queue.push(task)
+            raise
+
+    def _emit_graph_task_start(
+        self,
+        graph_task: GraphTask,
+        graph_root: Node,
+        roots: Sequence[Edge],
+        inputs: Sequence[Tensor | None],
+        outputs: Sequence[Edge],
+    ) -> None:
+        needed = None
+        if graph_task.exec_info:
+            needed = sorted(n._id for n, info in graph_task.exec_info.items() if info.needed)
+        captures = None
+        if graph_task.exec_info:
+            captures = sorted(
+                (n._id, inp, out)
+                for n, info in graph_task.exec_info.items()
+                if info.captures
+                for inp, out in info.captures
+            )
+        emit(
+            "graph_task_start",
+            graph_task,
+            graph_root,
+            graph_root=weakref.ref(graph_root),
+            roots=[(e.function._id, e.function.name(), e.input_nr) for e in roots],
+            root_grads=[summary_of(g) for g in inputs],
+            dependencies={n._id: c for n, c in graph_task.dependencies.items()},
+            needed=needed,
+            captures=captures,
+            outputs=[(e.function._id, e.input_nr) for e in outputs],
+            keep_graph=graph_task.keep_graph,
+            create_graph=graph_task.grad_mode,
+            reentrant_depth=graph_task.reentrant_depth,
+            parent_graph_task=graph_task.parent_id,
+        )
+
+    def _emit_graph_task_end(self, graph_task: GraphTask) -> None:
+        if not HUB.active:
+            return
+        err = graph_task.error
+        emit(
+            "graph_task_end",
+            graph_task,
+            status="ok" if err is None else "error",
+            exc_type=None if err is None else type(err).__name__,
+            message=None if err is None else str(err),
+            captured=[summary_of(g) for g in graph_task.captured_vars],
+        )
