@@ -16,7 +16,7 @@ from typing import Any, TypeAlias
 from engine import _context
 from engine.activity import ACTIVITY, Completion
 from engine.devices import CPU, Device
-from engine.graph import _STEALS, Edge, Node, _memory_only_it_reaches
+from engine.graph import _STEALS, UINT64_MAX, Edge, Node, _memory_only_it_reaches
 from engine.tensor import Tensor, make_tensor
 
 _graph_task_ids = itertools.count(1)
@@ -234,12 +234,57 @@ wake-up task; :data:`SHUTDOWN_TASK` tells a device thread to exit.
 SHUTDOWN_TASK: NodeTask = (None, None, None)
 """Pushed by ``shutdown()`` to stop a device thread."""
 
-_SHUTDOWN_PRIORITY = -(1 << 200)
-_WAKE_UP_PRIORITY = -(1 << 199)
-_ARRIVAL_BITS = 64
+_SHUTDOWN_PRIORITY = -(2.0**200)
+_WAKE_UP_PRIORITY = -(2.0**199)
+_EXACT_FLOAT = 2**53
+"""Sequence numbers below this are exact as floats (as is AccumulateGrad's, 2**64 - 1, alone)."""
 
 _HEAPQ_IS_ATOMIC = _context.GIL
-"""Whether one ``heapq`` call on int keys runs whole (Note [Lock-free queue ends])."""
+"""Whether one ``heapq`` call on queue entries runs whole (Note [Lock-free queue ends])."""
+
+
+class QueueEntry(float):
+    """A task's priority as a number (smaller runs first), carrying the task as ``.task``.
+
+    A ``float`` subclass that adds no comparison: ``heapq`` compares entries
+    with ``float``'s own C code, and two tasks of the same priority compare
+    equal, so that ties stay where the heap algorithm leaves them
+    (Note [Ties in heap order]). A float with a slot is the cheapest such
+    object to make; priorities a float cannot hold exactly are
+    :class:`ExactQueueEntry` ints, which floats compare with exactly.
+    """
+
+    __slots__ = ("task",)
+    task: NodeTask
+
+
+class ExactQueueEntry(int):
+    """A :class:`QueueEntry` for a reentrant task or an unusual sequence_nr, as an exact int."""
+
+    task: NodeTask
+
+
+def _entry(task: NodeTask) -> QueueEntry | ExactQueueEntry:
+    """``task`` in its queue entry (a function, not a method: this runs once per node)."""
+    base, fn, _ = task
+    entry: QueueEntry | ExactQueueEntry
+    if fn is not None:
+        nr = fn.sequence_nr
+        depth = base.reentrant_depth  # type: ignore[union-attr]  # a node's task has a graph task
+        if not depth and (nr < _EXACT_FLOAT or nr == UINT64_MAX):
+            entry = QueueEntry(-nr)  # 2**64 - 1 rounds to 2**64, above every other depth-0 nr
+        else:
+            # Deeper reentrant depth first (below -2**64 even at depth 1, past
+            # AccumulateGrad's float), then the higher sequence_nr.
+            entry = ExactQueueEntry(-((depth << 65) | nr))
+    else:
+        entry = QueueEntry(_SHUTDOWN_PRIORITY if task is SHUTDOWN_TASK else _WAKE_UP_PRIORITY)
+    entry.task = task
+    return entry
+
+
+_heappush = heapq.heappush
+_heappop = heapq.heappop
 
 
 class ReadyQueue:
@@ -247,49 +292,34 @@ class ReadyQueue:
 
     Order (PyTorch's CompareNodeTaskTime): shutdown tasks first, then wake-up
     (empty) tasks, then the deeper reentrant depth, then the higher
-    sequence_nr; ties in arrival order. All four criteria are folded into one
-    integer key (smaller runs first, unique per push), so the heap holds ints
-    only and compares them without a tuple: the tasks wait in a dict under
-    their keys.
+    sequence_nr; ties in heap order, as PyTorch's ``std::priority_queue``
+    (Note [Ties in heap order]). All four criteria are folded into one
+    number, the :class:`QueueEntry` that carries the task, so the heap holds
+    numbers only and compares them without a tuple.
 
     Pushing does not count the task in its graph task's ``outstanding_tasks``:
     the engine does that under the graph task's lock (Note [Locks]).
     """
 
-    __slots__ = ("_arrival", "_cond", "_lock", "_waiting", "device", "heap", "tasks")
+    __slots__ = ("_cond", "_lock", "_waiting", "device", "heap")
 
     def __init__(self, device: Device = CPU) -> None:
-        self.heap: list[int] = []
-        """The keys of the waiting tasks; read without the lock only as a snapshot."""
-        self.tasks: dict[int, NodeTask] = {}
-        """The waiting tasks by key."""
+        self.heap: list[QueueEntry | ExactQueueEntry] = []
+        """The waiting tasks' entries; read without the lock only as a snapshot."""
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
-        self._arrival = itertools.count()
         self._waiting = 0
         self.device = device
 
-    def _key(self, task: NodeTask) -> int:
-        base, fn, _ = task
-        if fn is not None:
-            depth = 0 if base is None else base.reentrant_depth
-            # Deeper reentrant depth first, then the higher sequence_nr (below 2**64).
-            priority = -((depth << 64) | fn.sequence_nr) if depth else -fn.sequence_nr
-        else:
-            priority = _SHUTDOWN_PRIORITY if task is SHUTDOWN_TASK else _WAKE_UP_PRIORITY
-        return (priority << _ARRIVAL_BITS) + next(self._arrival)
-
     def push(self, task: NodeTask) -> None:
-        key = self._key(task)
+        entry = _entry(task)
         if _HEAPQ_IS_ATOMIC:
-            self.tasks[key] = task  # before the key: whoever pops the key finds the task
-            heapq.heappush(self.heap, key)
+            _heappush(self.heap, entry)
             if not self._waiting:
                 return
         with self._lock:
             if not _HEAPQ_IS_ATOMIC:
-                self.tasks[key] = task
-                heapq.heappush(self.heap, key)
+                _heappush(self.heap, entry)
             if self._waiting:
                 # The sleeper counts as running from now on; see Note [Quiescence].
                 self._waiting -= 1
@@ -300,32 +330,34 @@ class ReadyQueue:
         """Pop the first task without waiting; ``None`` if there is none."""
         if _HEAPQ_IS_ATOMIC:
             try:
-                return self.tasks.pop(heapq.heappop(self.heap))
+                return _heappop(self.heap).task
             except IndexError:  # empty, or another consumer took the last one
                 return None
         with self._lock:
-            return self.tasks.pop(heapq.heappop(self.heap)) if self.heap else None
+            return _heappop(self.heap).task if self.heap else None
 
-    def push_pop(self, task: NodeTask) -> NodeTask:
+    def push_pop(self, task: NodeTask) -> NodeTask | None:
         """Push ``task`` and pop the first task (the caller consumes this queue).
 
-        When ``task`` comes first it is handed back without touching the heap.
+        On an empty queue ``task`` is handed back without touching the heap.
+        Otherwise it is a push and a pop, never ``heapq.heappushpop``: that one
+        hands back a task of the first priority without moving the heap, where
+        PyTorch's push and pop move its ties (Note [Ties in heap order]).
+        Returns ``None`` when another consumer took every task in between.
         """
-        key = self._key(task)
         heap = self.heap
+        if not heap:
+            return task
+        entry = _entry(task)
         if _HEAPQ_IS_ATOMIC:
+            _heappush(heap, entry)
             try:
-                if key < heap[0]:
-                    return task
-            except IndexError:
-                return task
-            self.tasks[key] = task
-            return self.tasks.pop(heapq.heappushpop(heap, key))
+                return _heappop(heap).task
+            except IndexError:  # another consumer took them all, this one included
+                return None
         with self._lock:
-            if not heap or key < heap[0]:
-                return task
-            self.tasks[key] = task
-            return self.tasks.pop(heapq.heappushpop(heap, key))
+            _heappush(heap, entry)
+            return _heappop(heap).task
 
     def pop(self) -> NodeTask:
         """Pop the first task, sleeping while the queue is empty."""
@@ -336,7 +368,7 @@ class ReadyQueue:
         with self._lock:
             while True:
                 if heap:
-                    return self.tasks.pop(heapq.heappop(heap))
+                    return _heappop(heap).task
                 self._waiting += 1
                 if heap:  # pushed between the check and the count: no wake-up is coming
                     self._waiting -= 1
@@ -347,11 +379,26 @@ class ReadyQueue:
     def __len__(self) -> int:
         return len(self.heap)
 
+    # Note [Ties in heap order]
+    # ~~~~~~~~~~~~~~~~~~~~~~~~~
+    # PyTorch's ready queue is a std::priority_queue, which breaks no ties:
+    # tasks of equal priority (AccumulateGrads all have sequence_nr 2**64-1)
+    # come out in whatever order the heap's sift moves leave them. Five
+    # leaves ready at once run as 1,3,5,2,4; eight as 1,3,7,6,8,5,2,4.
+    # heapq's push and pop are the same algorithms (libstdc++'s push_heap and
+    # pop_heap: on a tie the hole moves to the right child), so a heap whose
+    # entries compare equal on ties runs the same order, provided every push
+    # and pop PyTorch makes is made here too: a shortcut that hands a task
+    # back without its push and pop (as heappushpop does) leaves the heap's
+    # ties where PyTorch's moves would not. Only an empty queue may be
+    # skipped: a push and a pop there leave it empty either way.
+
     # Note [Lock-free queue ends]
     # ~~~~~~~~~~~~~~~~~~~~~~~~~~~
     # Every node run passes through a push and a pop, so their locks were a
     # tenth of a fan-in backward. Under the GIL one heappush or heappop on a
-    # list of ints runs whole (int comparisons call no Python code), so both
+    # list of numbers runs whole (queue entries compare with float's and int's C
+    # code, no Python code; they are made and freed outside heapq calls), so both
     # ends skip the lock unless a consumer sleeps. What the lock still orders
     # is the sleep: a consumer counts itself in ``_waiting`` and then looks at
     # the heap again, all under the lock; a pusher pushes and then reads

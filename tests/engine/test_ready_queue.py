@@ -27,33 +27,76 @@ def _drain(queue: ReadyQueue) -> list[Any]:
     return [queue.pop() for _ in range(len(queue))]
 
 
-def test_order_is_shutdown_wake_up_depth_sequence_then_arrival() -> None:
+def test_order_is_shutdown_wake_up_depth_then_sequence() -> None:
     queue = ReadyQueue()
     shallow, deep = _Task(0), _Task(2)
     low = (shallow, _Node(3), [])
     high = (shallow, _Node(9), [])
-    tie_first = (shallow, _Node(5), [])
-    tie_second = (shallow, _Node(5), [])
+    middle = (shallow, _Node(5), [])
     reentrant = (deep, _Node(1), [])
     wake_up = (shallow, None, None)
     accumulate = (shallow, _Node(2**64 - 1), [])  # AccumulateGrad's sequence_nr
-    for task in (low, tie_first, high, reentrant, wake_up, tie_second, accumulate, SHUTDOWN_TASK):
+    for task in (low, middle, high, reentrant, wake_up, accumulate, SHUTDOWN_TASK):
         queue.push(task)  # type: ignore[arg-type]
-    assert len(queue) == 8
+    assert len(queue) == 7
     order = _drain(queue)
-    expected = [SHUTDOWN_TASK, wake_up, reentrant, accumulate, high, tie_first, tie_second, low]
+    expected = [SHUTDOWN_TASK, wake_up, reentrant, accumulate, high, middle, low]
     assert [id(t) for t in order] == [id(t) for t in expected]
     assert len(queue) == 0
-    assert not queue.tasks
 
 
-def test_same_priority_stays_first_in_first_out_across_many_pushes() -> None:
+def _heap_order(count: int) -> list[int]:
+    """Which of ``count`` equal items a binary heap's pushes and pops give back, in order.
+
+    libstdc++'s push_heap and pop_heap (std::priority_queue), written out: a pushed item rises
+    past strictly lower priorities only; a pop moves the hole down to the right child unless
+    the left one comes strictly first, then lets the last item rise from there.
+    """
+    heap: list[int] = []
+    for i in range(count):
+        heap.append(i)  # all equal: a push never rises
+    out = []
+    while heap:
+        out.append(heap[0])
+        last = heap.pop()
+        if not heap:
+            break
+        hole, n = 0, len(heap)
+        while 2 * hole + 2 < n:
+            hole = 2 * hole + 2  # equal children: the right one
+            heap[(hole - 1) // 2] = heap[hole]
+        if 2 * hole + 1 < n:  # only a left child
+            heap[hole] = heap[2 * hole + 1]
+            hole = 2 * hole + 1
+        heap[hole] = last
+    return out
+
+
+@pytest.mark.parametrize("count", [5, 8, 100])
+def test_same_priority_pops_in_std_priority_queue_order(count: int) -> None:
     queue = ReadyQueue()
     base = _Task()
-    tasks = [(base, _Node(7), [i]) for i in range(500)]
-    for task in tasks:
-        queue.push(task)  # type: ignore[arg-type]
-    assert [t[2][0] for t in _drain(queue)] == list(range(500))
+    for i in range(count):
+        queue.push((base, _Node(7), [i]))  # type: ignore[arg-type]
+    order = [t[2][0] for t in _drain(queue)]
+    assert order == _heap_order(count)
+    if count == 5:
+        assert order == [0, 2, 4, 1, 3]
+    if count == 8:
+        assert order == [0, 2, 6, 5, 7, 4, 1, 3]
+
+
+def test_push_pop_on_a_tie_pops_the_waiting_task_and_moves_the_ties_as_a_push_and_pop() -> None:
+    def run(push_pop: bool) -> list[int]:
+        queue = ReadyQueue()
+        base = _Task()
+        for i in range(4):
+            queue.push((base, _Node(7), [i]))  # type: ignore[arg-type]
+        first = (base, _Node(9), [9])
+        got = queue.push_pop(first) if push_pop else (queue.push(first), queue.pop())[1]  # type: ignore[arg-type, func-returns-value]
+        return [got[2][0]] + [t[2][0] for t in _drain(queue)]  # type: ignore[index]
+
+    assert run(push_pop=True) == run(push_pop=False)
 
 
 def test_push_pop_hands_back_a_task_that_comes_first_and_keeps_one_that_does_not() -> None:
@@ -73,7 +116,6 @@ def test_push_pop_hands_back_a_task_that_comes_first_and_keeps_one_that_does_not
     assert queue.push_pop(tie) is later  # type: ignore[arg-type]
     assert queue.take() is tie
     assert queue.take() is None
-    assert not queue.tasks
 
 
 class _PreemptedHeap(list):  # type: ignore[type-arg]
@@ -165,7 +207,7 @@ def test_consumer_that_sleeps_is_woken_for_every_push_from_other_threads() -> No
     assert not consumer.is_alive(), "the consumer slept through a push"
     assert sorted(received) == [(p, i) for p in range(producers) for i in range(per_producer)]
     assert ACTIVITY.blocked == blocked_before
-    assert not queue.heap and not queue.tasks
+    assert not queue.heap
 
 
 @pytest.mark.usefixtures("fast_switching")
