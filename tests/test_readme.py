@@ -1,0 +1,131 @@
+"""Everything the README shows runs: its Python snippets and its commands.
+
+Each ```python block runs as a script of its own, in a scratch directory that
+sees the repository's examples/ (the README's paths are relative to the
+repository). Each concrete ``autograd-viz`` command line runs for real, in
+README order; the TUI commands, which need a terminal, are checked up to the
+point where the app would open.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+TUI_COMMANDS = {"demo", "run", "replay"}
+"""Commands that open the TUI: run as far as a headless process allows."""
+
+
+def blocks(language: str) -> list[str]:
+    return re.findall(rf"^```{language}\n(.*?)^```", README, flags=re.S | re.M)
+
+
+def command_lines() -> list[list[str]]:
+    """Every ``autograd-viz ...`` line of the README's bash blocks, without comments."""
+    found = []
+    for block in blocks("bash"):
+        for line in block.splitlines():
+            line = line.split("#", 1)[0].strip()
+            if line.startswith("autograd-viz "):
+                found.append(shlex.split(line))
+    return found
+
+
+def needs(snippet: str) -> str | None:
+    """Why a snippet cannot run here, or None."""
+    if "import torch" in snippet and not _has("torch"):
+        return "needs PyTorch"
+    return None
+
+
+def _has(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
+
+
+@pytest.fixture
+def scratch(tmp_path: Path) -> Path:
+    (tmp_path / "examples").symlink_to(ROOT / "examples")
+    return tmp_path
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1", "COLUMNS": "120"}
+
+
+@pytest.mark.parametrize("index", range(len(blocks("python"))))
+def test_every_python_snippet_runs(index: int, scratch: Path) -> None:
+    snippet = blocks("python")[index]
+    reason = needs(snippet)
+    if reason:
+        pytest.skip(reason)
+    (scratch / "snippet.py").write_text(snippet, encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "snippet.py"],
+        cwd=scratch,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, f"snippet {index} failed:\n{snippet}\n{done.stderr}"
+
+
+def test_the_readme_has_snippets_and_commands() -> None:
+    assert len(blocks("python")) >= 4
+    assert len(command_lines()) >= 10
+
+
+def test_every_command_line_names_a_command_that_exists() -> None:
+    from autograd_viz.cli import build_parser
+
+    commands = build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    for argv in command_lines():
+        assert argv[1] in commands, argv
+
+
+def _concrete(argv: list[str]) -> bool:
+    """A line with real paths, not the Commands table's SCRIPT / TRACE placeholders."""
+    return not any(word.isupper() or word.startswith("[") for word in argv[1:])
+
+
+def test_every_concrete_command_runs(scratch: Path) -> None:
+    exe = Path(sys.executable).with_name("autograd-viz")
+    launcher = [str(exe)] if exe.exists() else [sys.executable, "-m", "autograd_viz"]
+    ran = 0
+    for argv in command_lines():
+        if not _concrete(argv):
+            continue
+        if any("torch" in word for word in argv) and not _has("torch"):
+            continue
+        command, args = argv[1], argv[2:]
+        if command in TUI_COMMANDS:
+            # Without a terminal these refuse to open the app; the arguments must still be good.
+            for word in args:
+                if not word.startswith("-") and "." in word:
+                    assert (scratch / word).exists(), f"{argv}: {word} does not exist"
+            continue
+        done = subprocess.run(
+            [*launcher, command, *args],
+            cwd=scratch,
+            env=_env(),
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        expected = 1 if command == "nan" else 0  # nan exits 1 when it finds something
+        assert done.returncode == expected, f"{argv}:\n{done.stdout}\n{done.stderr}"
+        ran += 1
+    assert ran >= 3
