@@ -1,0 +1,43 @@
+"""The PyTorch bridge: PyTorch's own backward, as a source of our engine's events.
+
+Armed with :func:`watch_torch`, every ``Tensor.backward``,
+``torch.autograd.backward`` and ``torch.autograd.grad`` call made while
+somebody listens to :data:`engine.events.HUB` becomes a graph task whose
+events have the kinds and data fields our engine's have, so
+``autograd_viz.record()``, replay and the views work on an unmodified
+PyTorch program. What PyTorch shows through hooks is observed; what it does
+unseen between two nodes is derived by replaying its bookkeeping, marked
+``"derived": True`` and checked against what is observed next (a
+``derived_mismatch`` event and a :class:`DerivedMismatchWarning` when PyTorch
+disagrees).
+
+Example:
+    >>> import autograd_viz
+    >>> from autograd_viz.sources.pytorch import watch_torch
+    >>> with watch_torch(), autograd_viz.record() as trace:
+    ...     loss.backward()
+
+Only this package imports torch; importing it without PyTorch installed raises
+PyTorch's own ImportError.
+"""
+
+from __future__ import annotations
+
+from autograd_viz.sources.pytorch.arming import TorchWatch, watch_torch
+from autograd_viz.sources.pytorch.graph import ACCUMULATE_GRAD, GRAPH_ROOT, node_id
+from autograd_viz.sources.pytorch.naming import name
+from autograd_viz.sources.pytorch.watch import (
+    DERIVED_MISMATCH,
+    DerivedMismatchWarning,
+)
+
+__all__ = [
+    "ACCUMULATE_GRAD",
+    "DERIVED_MISMATCH",
+    "GRAPH_ROOT",
+    "DerivedMismatchWarning",
+    "TorchWatch",
+    "name",
+    "node_id",
+    "watch_torch",
+]

@@ -1,0 +1,207 @@
+"""Arming: routing every PyTorch backward call through the watcher.
+
+Note [The chokepoint]
+~~~~~~~~~~~~~~~~~~~~~
+``Tensor.backward``, ``torch.autograd.backward`` and ``torch.autograd.grad``
+all call ``torch.autograd.graph._engine_run_backward``, by the name
+``torch.autograd`` imported it under, so both names are replaced (as
+``torch/compiler/__init__.py`` does itself). The replacement reads
+``engine.events.HUB.active`` first: with nobody listening it calls straight
+through, and PyTorch runs exactly as unwatched. Not caught: direct
+``Variable._execution_engine.run_backward`` calls, backward started from
+C++, compiled autograd (let through with one warning).
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import threading
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.autograd
+import torch.autograd.graph
+
+from autograd_viz.sources.pytorch import watch as _watch
+from autograd_viz.sources.pytorch.graph import plan_graph_task
+from autograd_viz.sources.pytorch.naming import LeafNamer
+from engine.events import HUB
+
+_ARGUMENTS = (
+    "grad_tensors",
+    "keep_graph",
+    "create_graph",
+    "inputs",
+    "allow_unreachable",
+    "accumulate_grad",
+)
+"""``run_backward``'s parameters after the root tensors, in order."""
+
+_lock = threading.Lock()
+_armed = 0
+_original: Callable[..., Any] | None = None
+_patched: Callable[..., Any] | None = None
+_warned: set[str] = set()
+
+
+class TorchWatch:
+    """The handle :func:`watch_torch` returns; :meth:`close` it (or leave a ``with``) to stop.
+
+    Handles are counted: PyTorch is watched while any handle is open.
+    """
+
+    def __init__(self, watching: bool) -> None:
+        self.watching = watching
+        """Whether this PyTorch's backward calls can be watched at all."""
+        self._open = True
+
+    def close(self) -> None:
+        """Stop watching (once all open handles are closed); safe to call twice."""
+        if self._open:
+            self._open = False
+            _release()
+
+    def __enter__(self) -> TorchWatch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def watch_torch() -> TorchWatch:
+    """Turn every PyTorch backward call into a graph task of our event hub.
+
+    While armed, each ``Tensor.backward``, ``torch.autograd.backward`` and
+    ``torch.autograd.grad`` call made while somebody listens
+    (``engine.events.HUB.active``: ``autograd_viz.record()``, a
+    ``LiveSession``, ``engine.events.listen``) emits the same events our
+    engine emits; with nobody listening, PyTorch runs untouched.
+
+    Example:
+        >>> with watch_torch(), autograd_viz.record() as trace:
+        ...     loss.backward()
+
+    Returns:
+        A handle; ``close()`` it or use it in a ``with`` block. On a PyTorch
+        without the chokepoint it warns once and watches nothing.
+    """
+    global _armed
+    with _lock:
+        if _armed == 0 and not _arm():
+            return TorchWatch(watching=False)
+        _armed += 1
+    return TorchWatch(watching=True)
+
+
+def _arm() -> bool:
+    global _original, _patched
+    original = getattr(torch.autograd.graph, "_engine_run_backward", None)
+    if not callable(original):
+        _warn_once(
+            f"autograd-viz: PyTorch {torch.__version__} has no "
+            "torch.autograd.graph._engine_run_backward; its backward calls cannot be watched"
+        )
+        return False
+
+    @functools.wraps(original)
+    def watched_run_backward(t_outputs: Any, *args: Any, **kwargs: Any) -> Any:
+        if not HUB.active:
+            return original(t_outputs, *args, **kwargs)
+        return _run_watched(original, t_outputs, args, kwargs)
+
+    _original, _patched = original, watched_run_backward
+    torch.autograd.graph._engine_run_backward = watched_run_backward
+    if getattr(torch.autograd, "_engine_run_backward", None) is original:
+        torch.autograd._engine_run_backward = watched_run_backward
+    return True
+
+
+def _release() -> None:
+    global _armed, _original, _patched
+    with _lock:
+        _armed -= 1
+        if _armed or _original is None:
+            return
+        # Put PyTorch's function back only where ours still is (another patch may sit on top).
+        for module in (torch.autograd.graph, torch.autograd):
+            if getattr(module, "_engine_run_backward", None) is _patched:
+                module._engine_run_backward = _original  # type: ignore[attr-defined]
+        _original = _patched = None
+
+
+def _warn_once(message: str) -> None:
+    if message not in _warned:
+        _warned.add(message)
+        warnings.warn(message, RuntimeWarning, stacklevel=3)
+
+
+def _unwatchable(bound: dict[str, Any]) -> str | None:
+    """Why this call cannot be watched, or ``None``."""
+    compiled = sys.modules.get("torch._dynamo.compiled_autograd")
+    if compiled is not None and getattr(compiled, "compiled_autograd_enabled", False):
+        return "compiled autograd runs this backward"
+    functorch = getattr(torch._C, "_functorch", None)
+    if functorch is not None:
+        for grad in bound["grad_tensors"] or ():
+            if isinstance(grad, torch.Tensor) and functorch.is_batchedtensor(grad):
+                return "a batched grad() (is_grads_batched=True) runs under vmap"
+    return None
+
+
+def _edge(item: Any) -> tuple[Any, int] | None:
+    """The ``(node, input_nr)`` a root stands for, as PyTorch's ``gradient_edge`` finds it."""
+    if isinstance(item, torch.autograd.graph.GradientEdge):
+        return item.node, item.output_nr
+    if not isinstance(item, torch.Tensor) or not item.requires_grad:
+        return None
+    edge = torch.autograd.graph.get_gradient_edge(item)
+    return edge.node, edge.output_nr
+
+
+def _input_edge(item: Any) -> Any:
+    if isinstance(item, torch.autograd.graph.GradientEdge):
+        return item.node, item.output_nr
+    if item.grad_fn is not None:
+        return item.grad_fn, item.output_nr
+    return item  # a leaf: its AccumulateGrad is looked up in the graph
+
+
+def _run_watched(original: Callable[..., Any], t_outputs: Any, args: Any, kwargs: Any) -> Any:
+    _watch.forget_leftovers()
+    bound = dict(zip(_ARGUMENTS, args, strict=False))
+    bound.update(kwargs)
+    bound.setdefault("inputs", ())
+    bound.setdefault("accumulate_grad", True)
+    why = _unwatchable(bound)
+    roots = [_edge(t) for t in t_outputs]
+    if why is not None or any(r is None or r[0] is None for r in roots):
+        if why is not None:
+            _warn_once(f"autograd-viz: cannot watch a backward call: {why}")
+        return original(t_outputs, *args, **kwargs)  # PyTorch reports a bad root itself
+    try:
+        plan = plan_graph_task(
+            roots,  # type: ignore[arg-type]
+            [_input_edge(i) for i in bound["inputs"] or ()],
+            bool(bound["accumulate_grad"]),
+            LeafNamer(sys._getframe(2)),
+        )
+    except Exception as exc:  # noqa: BLE001 - never break the user's backward for a view
+        _warn_once(f"autograd-viz: cannot read this backward graph ({exc!r}); not watching it")
+        return original(t_outputs, *args, **kwargs)
+    keep_graph = bool(bound.get("keep_graph"))
+    create_graph = bool(bound.get("create_graph"))
+    watch = _watch.GraphTaskWatch(plan, keep_graph, create_graph)
+    try:
+        watch.start(list(bound["grad_tensors"]), threading.current_thread().name)
+        result = original(t_outputs, *args, **kwargs)
+    except BaseException as exc:
+        watch.fail(exc)
+        raise
+    else:
+        watch.finish(result)
+    finally:
+        watch.close()  # every hook goes, whatever happened
+    return result

@@ -1,0 +1,393 @@
+"""PyTorch's backward graph as one graph task sees it.
+
+:func:`plan_graph_task` walks the graph from the roots of a backward call
+(iteratively: ``next_functions``) and computes what PyTorch's engine computes
+before it runs a node, the way ``engine.cpp`` does: each node's
+``topological_nr`` (PyTorch does not expose it), the dependency counts
+(``compute_dependencies``, with the same ``min_topo_nr`` cut-off) and, for
+``inputs=`` and ``grad()``, which nodes run and which input slots are
+captured (``GraphTask::init_to_execute``). :meth:`GraphPlan.snapshot` turns
+the plan into the :class:`~autograd_viz.trace.GraphTaskInfo` a trace keeps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from autograd_viz.sources.pytorch.naming import LeafNamer
+from autograd_viz.sources.pytorch.summary import dtype_name, summarize_tensor
+from autograd_viz.trace import GraphTaskInfo, LeafInfo, NodeInfo
+from engine.graph import _node_ids
+
+ACCUMULATE_GRAD = "AccumulateGrad"
+"""How an ``AccumulateGrad`` node is named (PyTorch says ``torch::autograd::AccumulateGrad``)."""
+GRAPH_ROOT = "GraphRoot"
+"""The node PyTorch makes for a call with several roots (invisible from Python)."""
+
+_ID_KEY = "autograd_viz.node_id"
+
+# Note [Node ids]
+# ~~~~~~~~~~~~~~~
+# A PyTorch node is always the same Python object, but it cannot be weakly
+# referenced and id() is reused after it is freed. Its id is therefore kept
+# in the node's own ``metadata`` dict (PyTorch's place for per-node user
+# data), which lives and dies with the node: the same node keeps its id over
+# several backward calls (retain_graph) and no table grows. The ids come from
+# our engine's counter, so a trace of a program that uses both engines never
+# gives two nodes one id.
+
+
+def node_id(fn: Any) -> int:
+    """The process-unique id of a PyTorch node (Note [Node ids])."""
+    metadata = fn.metadata
+    nid = metadata.get(_ID_KEY)
+    if nid is None:
+        nid = metadata[_ID_KEY] = next(_node_ids)
+    return int(nid)
+
+
+class TorchNode:
+    """A PyTorch node as the event hub reads it (``_id``, ``name()``, numbers) plus its edges.
+
+    One per node and graph task; ``fn`` is ``None`` for the ``GraphRoot`` of a
+    call with several roots, which PyTorch makes in C++ and never shows.
+    """
+
+    __slots__ = (
+        "_id",
+        "_name",
+        "device",
+        "fn",
+        "leaf_name",
+        "next_edges",
+        "num_inputs",
+        "sequence_nr",
+        "topological_nr",
+        "variable",
+    )
+
+    def __init__(self, fn: Any, name: str, sequence_nr: int, device: str) -> None:
+        self.fn = fn
+        """The PyTorch node (``None`` for a ``GraphRoot``)."""
+        self._id = next(_node_ids) if fn is None else node_id(fn)
+        self._name = name
+        self.sequence_nr = sequence_nr
+        """PyTorch's ``_sequence_nr()``; 2**64-1 for ``AccumulateGrad``."""
+        self.topological_nr = 0
+        """The longest path to a leaf, computed by :func:`plan_graph_task`."""
+        self.device = device
+        """The device of its first input slot: where PyTorch runs it."""
+        self.next_edges: list[tuple[TorchNode, int] | None] = []
+        """Per output: the node it feeds and that node's input slot, or ``None``."""
+        self.num_inputs = 0
+        """How many input slots its buffer has."""
+        self.variable: torch.Tensor | None = None
+        """For ``AccumulateGrad``: the leaf."""
+        self.leaf_name: str | None = None
+        """For ``AccumulateGrad``: the leaf's name."""
+
+    def name(self) -> str:
+        """``MulBackward0``, ``AccumulateGrad``, ... (read by the event hub)."""
+        return self._name
+
+    def __repr__(self) -> str:
+        return f"<TorchNode {self._id} {self._name}>"
+
+
+@dataclass(eq=False)
+class GraphPlan:
+    """What PyTorch's engine knows about a graph task before its first node runs."""
+
+    root: TorchNode
+    """The node the engine starts from (a ``GraphRoot`` when there are several roots)."""
+    roots: list[tuple[TorchNode, int]]
+    """Each root edge: node and input slot."""
+    outputs: list[tuple[TorchNode, int]]
+    """Each ``inputs=`` edge: node and input slot."""
+    nodes: list[TorchNode]
+    """Every node reachable from the root, in discovery order."""
+    dependencies: dict[TorchNode, int]
+    """Edges of the graph task arriving at each node (``GraphTask::dependencies_``)."""
+    pruned: bool
+    """Whether ``exec_info`` is in use (``inputs=`` or ``grad()``)."""
+    needed: set[TorchNode] = field(default_factory=set)
+    """Nodes that run (all of the graph task's nodes when not ``pruned``)."""
+    captures: dict[TorchNode, list[tuple[int, int]]] = field(default_factory=dict)
+    """``(input slot, output index)`` captured at each node, for ``grad()``."""
+    fan_in: dict[tuple[TorchNode, int], int] = field(default_factory=dict)
+    """How many edges of the graph task arrive at each input slot."""
+
+    def should_execute(self, node: TorchNode) -> bool:
+        """PyTorch's ``ExecInfo::should_execute``: the node runs or is captured."""
+        return not self.pruned or node in self.needed or node in self.captures
+
+    def snapshot(
+        self,
+        graph_task: int,
+        parent: int | None,
+        depth: int,
+        keep_graph: bool,
+        create_graph: bool,
+        thread: str,
+        max_values: int,
+    ) -> GraphTaskInfo:
+        """The :class:`~autograd_viz.trace.GraphTaskInfo` of this plan.
+
+        Call it while the graph task starts (inside the ``graph_task_start``
+        listener): leaves' ``.grad`` are read as they are then.
+        """
+        in_task = self.dependencies.keys() | {self.root}
+        nodes: dict[int, NodeInfo] = {}
+        for node in self.nodes:
+            status = "needed" if node in in_task and node in self.needed else "pruned"
+            nodes[node._id] = _node_info(
+                node,
+                self.dependencies.get(node, 0),
+                status,
+                tuple(self.captures.get(node, ())),
+                max_values,
+            )
+        return GraphTaskInfo(
+            id=graph_task,
+            parent=parent,
+            reentrant_depth=depth,
+            keep_graph=keep_graph,
+            create_graph=create_graph,
+            root=self.root._id,
+            roots=tuple((n._id, n._name, nr) for n, nr in self.roots),
+            outputs=tuple((n._id, nr) for n, nr in self.outputs),
+            thread=thread,
+            first_event=0,
+            nodes=nodes,
+        )
+
+
+def _node_info(
+    node: TorchNode,
+    dependencies: int,
+    status: str,
+    captures: tuple[tuple[int, int], ...],
+    max_values: int,
+) -> NodeInfo:
+    fn = node.fn
+    inputs: tuple[tuple[tuple[int, ...], str, str], ...] = ()
+    traceback = None
+    if fn is not None:
+        inputs = tuple(
+            (tuple(m.shape), dtype_name(m.dtype), str(m.device)) for m in fn._input_metadata
+        )
+        stack = fn.metadata.get("traceback_")
+        traceback = None if stack is None else tuple(str(line) for line in stack)
+    leaf = None
+    variable = node.variable
+    if variable is not None:
+        grad = variable.grad
+        leaf = LeafInfo(
+            name=node.leaf_name,
+            shape=tuple(variable.shape),
+            dtype=dtype_name(variable.dtype),
+            device=str(variable.device),
+            grad=None if grad is None else summarize_tensor(grad, str(grad.device), max_values),
+        )
+    return NodeInfo(
+        id=node._id,
+        name=node._name,
+        sequence_nr=node.sequence_nr,
+        topological_nr=node.topological_nr,
+        device=node.device,
+        next_edges=tuple(None if e is None else (e[0]._id, e[1]) for e in node.next_edges),
+        inputs=inputs,
+        dependencies=dependencies,
+        status=status,
+        captures=captures,
+        hooks=(),
+        traceback=traceback,
+        leaf=leaf,
+    )
+
+
+def _adapt(fn: Any, namer: Callable[[torch.Tensor], str]) -> TorchNode:
+    name = fn.name()
+    metadata = fn._input_metadata
+    device = str(metadata[0].device) if metadata else "cpu"
+    if name == "torch::autograd::AccumulateGrad":
+        node = TorchNode(fn, ACCUMULATE_GRAD, fn._sequence_nr(), device)
+        node.variable = fn.variable
+        node.leaf_name = namer(fn.variable)
+    else:
+        node = TorchNode(fn, name, fn._sequence_nr(), device)
+    node.num_inputs = len(metadata)
+    return node
+
+
+def plan_graph_task(
+    roots: Sequence[tuple[Any, int]],
+    outputs: Sequence[tuple[Any, int] | torch.Tensor],
+    accumulate_grad: bool,
+    namer: LeafNamer,
+) -> GraphPlan:
+    """Walk a backward call's graph and compute PyTorch's bookkeeping for it.
+
+    Args:
+        roots: ``(node, input_nr)`` of each root edge (PyTorch node objects).
+        outputs: each ``inputs=`` entry: a ``(node, input_nr)`` edge, or a leaf
+            tensor (its ``AccumulateGrad`` is looked up in the graph, as
+            PyTorch's ``try_get_grad_accumulator`` does; a leaf the graph
+            does not reach is an unreachable input).
+        accumulate_grad: ``backward()`` (``True``) or ``grad()`` (``False``).
+        namer: names leaves.
+
+    Returns:
+        The plan.
+    """
+    by_fn: dict[int, TorchNode] = {}
+    order: list[TorchNode] = []
+
+    def adapt(fn: Any) -> TorchNode:
+        node = by_fn.get(id(fn))
+        if node is None:
+            node = by_fn[id(fn)] = _adapt(fn, namer)
+            order.append(node)
+        return node
+
+    root_edges = [(adapt(fn), nr) for fn, nr in roots]
+    if len(root_edges) == 1:
+        root = root_edges[0][0]
+    else:
+        root = TorchNode(None, GRAPH_ROOT, 0, "cpu")
+        root.next_edges = list(root_edges)
+        order.insert(0, root)
+    # Walk every node reachable from the roots (the fns stay alive: the graph holds them).
+    stack = [n for n, _ in reversed(root_edges)]
+    walked = {id(n) for n in stack}
+    while stack:
+        node = stack.pop()
+        edges: list[tuple[TorchNode, int] | None] = []
+        for fn, nr in node.fn.next_functions:
+            edges.append(None if fn is None else (adapt(fn), nr))
+        node.next_edges = edges
+        for edge in reversed(edges):
+            if edge is not None and id(edge[0]) not in walked:
+                walked.add(id(edge[0]))
+                stack.append(edge[0])
+    _topological_nrs(order)
+    if root.fn is None:
+        root.topological_nr = 1 + max((n.topological_nr for n, _ in root_edges), default=-1)
+        # PyTorch numbers its GraphRoot when the call starts: after every node made before.
+        ordinary = [n.sequence_nr for n in order if n._name != ACCUMULATE_GRAD]
+        root.sequence_nr = max(ordinary, default=-1) + 1
+    output_edges = [_output_edge(o, by_fn) for o in outputs]
+    min_topo = min((n.topological_nr for n, _ in output_edges), default=0)
+    plan = GraphPlan(root, root_edges, output_edges, order, {}, pruned=bool(output_edges))
+    _dependencies(plan, min_topo)
+    if output_edges:
+        _init_to_execute(plan, accumulate_grad, min_topo)
+    else:
+        plan.needed = set(plan.dependencies) | {root}
+    return plan
+
+
+def _output_edge(output: Any, by_fn: dict[int, TorchNode]) -> tuple[TorchNode, int]:
+    if isinstance(output, torch.Tensor):
+        for node in by_fn.values():
+            if node.variable is output:
+                return node, 0
+        # PyTorch gives an input the graph does not reach an Identity node of its own.
+        return TorchNode(None, "Identity", 0, str(output.device)), 0
+    fn, nr = output
+    found = by_fn.get(id(fn))
+    if found is None:  # not reachable from the roots: never runs, captures nothing
+        found = TorchNode(fn, fn.name(), fn._sequence_nr(), "cpu")
+    return found, nr
+
+
+def _topological_nrs(order: list[TorchNode]) -> None:
+    """Longest path to a leaf, children first, without recursion."""
+    done: set[TorchNode] = set()
+    for start in order:
+        if start in done:
+            continue
+        stack: list[tuple[TorchNode, int]] = [(start, 0)]
+        while stack:
+            node, i = stack.pop()
+            edges = node.next_edges
+            while i < len(edges) and (edges[i] is None or edges[i][0] in done):  # type: ignore[index]
+                i += 1
+            if i < len(edges):
+                stack.append((node, i + 1))
+                stack.append((edges[i][0], 0))  # type: ignore[index]
+                continue
+            children = [e[0].topological_nr for e in edges if e is not None]
+            node.topological_nr = 1 + max(children) if children else 0
+            done.add(node)
+
+
+def _dependencies(plan: GraphPlan, min_topo: int) -> None:
+    """``Engine::compute_dependencies``: nodes below ``min_topo`` are counted, not expanded."""
+    dependencies = plan.dependencies
+    fan_in = plan.fan_in
+    queue = [plan.root]
+    seen = {plan.root}
+    while queue:
+        node = queue.pop()
+        if node.topological_nr < min_topo:
+            continue
+        for edge in node.next_edges:
+            if edge is None:
+                continue
+            nxt = edge[0]
+            dependencies[nxt] = dependencies.get(nxt, 0) + 1
+            fan_in[edge] = fan_in.get(edge, 0) + 1
+            if nxt not in seen:
+                seen.add(nxt)
+                queue.append(nxt)
+
+
+def _init_to_execute(plan: GraphPlan, accumulate_grad: bool, min_topo: int) -> None:
+    """``GraphTask::init_to_execute``: a node runs iff a path from it reaches an input.
+
+    The root always runs; with ``backward(inputs=)`` the input nodes run
+    too, with ``grad()`` their slots are captured instead.
+    """
+    needed = plan.needed
+    needed.add(plan.root)
+    for index, (node, slot) in enumerate(plan.outputs):
+        if accumulate_grad:
+            needed.add(node)
+        else:
+            plan.captures.setdefault(node, []).append((slot, index))
+    finished: set[TorchNode] = set()
+    stack: list[tuple[TorchNode, int]] = [(plan.root, 0)]
+    on_stack = {plan.root}
+    while stack:
+        node, i = stack.pop()
+        edges = node.next_edges
+        descended = False
+        while i < len(edges):
+            edge = edges[i]
+            i += 1
+            if edge is None:
+                continue
+            child = edge[0]
+            if child in finished or child in on_stack or child.topological_nr < min_topo:
+                # Seen already, or never expanded (it cannot reach an input): its
+                # answer is final, as PyTorch's nodeShouldExecute reads it.
+                finished.add(child)
+                if child in needed or child in plan.captures:
+                    needed.add(node)
+                continue
+            stack.append((node, i))
+            stack.append((child, 0))
+            on_stack.add(child)
+            descended = True
+            break
+        if descended:
+            continue
+        on_stack.discard(node)
+        finished.add(node)
+        if stack and (node in needed or node in plan.captures):
+            needed.add(stack[-1][0])
