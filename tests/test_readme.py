@@ -33,8 +33,8 @@ def command_lines() -> list[list[str]]:
     """Every ``autograd-viz ...`` line of the README's bash blocks, without comments."""
     found = []
     for block in blocks("bash"):
-        for line in block.splitlines():
-            line = line.split("#", 1)[0].strip()
+        for text in block.splitlines():
+            line = text.split("#", 1)[0].strip()
             if line.startswith("autograd-viz "):
                 found.append(shlex.split(line))
     return found
