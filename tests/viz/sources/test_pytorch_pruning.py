@@ -1,0 +1,216 @@
+"""The bridge on grad(), inputs=, errors, retain_graph, create_graph and stealing."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from autograd_viz.sources.pytorch import DerivedMismatchWarning, watch_torch  # noqa: E402
+from autograd_viz.sources.pytorch.graph import node_id  # noqa: E402
+from autograd_viz.sources.recorder import record  # noqa: E402
+from engine import events  # noqa: E402
+from tests.viz.sources.pytorch_programs import (  # noqa: E402
+    hook_handles,
+    independent_order,
+    left_registered,
+    mismatches,
+    started,
+    walk,
+)
+
+
+def _watched(call: Any) -> tuple[list[events.Event], Any, list[int], Any]:
+    seen: list[events.Event] = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DerivedMismatchWarning)
+        with (
+            watch_torch(),
+            events.listen(seen.append),
+            record() as trace,
+            independent_order() as order,
+        ):
+            result = call()
+    return seen, trace, list(order), result
+
+
+def _engine_would_run(loss: Any) -> dict[int, bool]:
+    """PyTorch's own answer, asked inside a hook on the first node that runs."""
+    answers: dict[int, bool] = {}
+    nodes = walk([loss.grad_fn])
+
+    def ask(grads: Any) -> None:
+        for fn in nodes:  # PyTorch answers for neither leaves (in grad()) nor the root
+            if fn.name() != "torch::autograd::AccumulateGrad" and fn is not loss.grad_fn:
+                answers[node_id(fn)] = torch._C._will_engine_execute_node(fn)
+
+    handle = loss.grad_fn.register_prehook(ask)
+    return answers, handle  # type: ignore[return-value]
+
+
+def test_grad_prunes_and_captures_as_pytorch_does() -> None:
+    torch.manual_seed(0)
+    w = torch.randn(4, 4, requires_grad=True)
+    x = torch.randn(4, requires_grad=True)
+    h = torch.tanh(w @ x)
+    loss = (h * h).sum() + (x * 3).sum()
+    expected = torch.autograd.grad(loss, [x, h], retain_graph=True)
+    answers, handle = _engine_would_run(loss)
+    try:
+        seen, trace, order, result = _watched(lambda: torch.autograd.grad(loss, [x, h]))
+    finally:
+        handle.remove()
+    assert started(seen) == order
+    assert mismatches(seen) == []
+    assert all(torch.equal(a, b) for a, b in zip(result, expected, strict=True))
+    (task,) = trace.graph_tasks.values()
+    assert answers
+    for nid, runs in answers.items():
+        assert (task.nodes[nid].status == "needed") == runs, task.nodes[nid].name
+    captures = [e for e in trace.events if e.kind == "capture"]
+    assert sorted(e.data["output_index"] for e in captures) == [0, 1]
+    end = trace.events[-1]
+    assert end.kind == "graph_task_end" and end.data["status"] == "ok"
+    final = trace.state_at(len(trace))
+    assert final.graph_tasks[task.id].status == "ok"
+    assert w.grad is None and x.grad is None
+
+
+def test_backward_with_inputs_runs_only_what_reaches_them() -> None:
+    torch.manual_seed(1)
+    w = torch.randn(3, requires_grad=True)
+    b = torch.randn(3, requires_grad=True)
+    loss = ((w * 2).sin() + b.exp()).sum()
+    seen, _, order, _ = _watched(lambda: loss.backward(inputs=[w]))
+    assert started(seen) == order
+    assert mismatches(seen) == []
+    assert b.grad is None and w.grad is not None
+    assert any(e.kind == "skip" and e.data["derived"] for e in seen)
+
+
+def test_an_error_in_a_node_ends_the_graph_task_and_removes_every_hook(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    class Fails(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: Any, x: Any) -> Any:
+            return x * 1
+
+        @staticmethod
+        def backward(ctx: Any, grad: Any) -> Any:
+            raise ValueError("no gradient today")
+
+    x = torch.randn(3, requires_grad=True)
+    loss = (Fails.apply(x * 2) * 3).sum()
+    seen: list[events.Event] = []
+    with (
+        hook_handles(monkeypatch) as handles,
+        watch_torch(),
+        events.listen(seen.append),
+        pytest.raises(ValueError, match="no gradient today"),
+    ):
+        loss.backward()
+    error = next(e for e in seen if e.kind == "error")
+    assert error.node_name == "FailsBackward"
+    assert seen[-1].kind == "graph_task_end" and seen[-1].data["status"] == "error"
+    assert left_registered(handles) == 0
+    # PyTorch stays usable, watched or not.
+    y = torch.randn(2, requires_grad=True)
+    with watch_torch(), events.listen(seen.append):
+        (y * y).sum().backward()
+    assert torch.equal(y.grad, 2 * y.detach())
+
+
+def test_retain_graph_twice_leaves_no_hook(monkeypatch: pytest.MonkeyPatch) -> None:
+    torch.manual_seed(2)
+    w = torch.randn(3, requires_grad=True)
+    loss = (w.sin() * w).sum()
+    seen: list[events.Event] = []
+    with hook_handles(monkeypatch) as handles, watch_torch(), events.listen(seen.append):
+        loss.backward(retain_graph=True)
+        loss.backward(retain_graph=True)
+    assert left_registered(handles) == 0
+    assert mismatches(seen) == []
+    ends = [e for e in seen if e.kind == "graph_task_end"]
+    assert [e.data["status"] for e in ends] == ["ok", "ok"]
+    # The same nodes keep their ids over both calls.
+    starts = [e for e in seen if e.kind == "graph_task_start"]
+    assert starts[0].node_id == starts[1].node_id
+    accumulate = [e for e in seen if e.kind == "accumulate" and e.data["target"] == "leaf"]
+    assert [e.data["action"] for e in accumulate] == ["created", "added"]
+    # After the watch is closed, a listener hears nothing from PyTorch.
+    later: list[events.Event] = []
+    with events.listen(later.append):
+        loss.backward()
+    assert later == []
+
+
+def test_create_graph_stays_differentiable() -> None:
+    torch.manual_seed(3)
+    x = torch.randn(3, requires_grad=True)
+    (plain,) = torch.autograd.grad((x**3).sum(), [x], create_graph=True)
+    (plain2,) = torch.autograd.grad(plain.sum(), [x])
+    seen: list[events.Event] = []
+    with watch_torch(), events.listen(seen.append):
+        (g,) = torch.autograd.grad((x**3).sum(), [x], create_graph=True)
+        (g2,) = torch.autograd.grad(g.sum(), [x])
+    assert g.requires_grad
+    assert torch.equal(g, plain) and torch.equal(g2, plain2)
+    assert mismatches(seen) == []
+
+
+def _stolen(watched: bool) -> bool:
+    """Whether x.grad is the very buffer MulBackward0 produced (AccumulateGrad stole it)."""
+    x = torch.randn(1000, requires_grad=True)
+    loss = (x * 2).sum()
+    mul = loss.grad_fn.next_functions[0][0]
+    produced: list[int] = []
+    handle = mul.register_hook(lambda outs, ins: produced.append(outs[0].data_ptr()) or None)
+    try:
+        if watched:
+            with watch_torch(), record():
+                loss.backward()
+        else:
+            loss.backward()
+    finally:
+        handle.remove()
+    return x.grad.data_ptr() == produced[0]
+
+
+def test_grad_is_still_stolen_when_watched() -> None:
+    assert _stolen(watched=False)
+    assert _stolen(watched=True)
+
+
+def test_reentrant_checkpoint_is_a_nested_graph_task() -> None:
+    torch.manual_seed(4)
+    inner = torch.nn.Linear(4, 4)
+    x = torch.randn(2, 4, requires_grad=True)
+    y = torch.utils.checkpoint.checkpoint(inner, x, use_reentrant=True)
+    loss = y.pow(2).sum()
+    seen, trace, order, _ = _watched(loss.backward)
+    outer, nested = trace.graph_tasks.values()
+    assert nested.parent == outer.id and nested.reentrant_depth == 1
+    enter = next(e for e in seen if e.kind == "reentrant_enter")
+    assert enter.data["parent_graph_task"] == outer.id
+    running = [e for e in seen if e.kind in ("node_start", "node_end") and e.graph_task == outer.id]
+    checkpoint_start = next(
+        i for i, e in enumerate(seen) if e.node_name == "CheckpointFunctionBackward"
+    )
+    nested_start = next(i for i, e in enumerate(seen) if e.kind == "graph_task_start"
+                        and e.graph_task == nested.id)  # fmt: skip
+    assert checkpoint_start < nested_start
+    assert running and started(seen) == order
+
+
+def test_unsupported_torch_warns_once_and_watches_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import torch.autograd.graph as graph
+
+    monkeypatch.delattr(graph, "_engine_run_backward")
+    with pytest.warns(RuntimeWarning, match="cannot be watched"), watch_torch() as handle:
+        assert not handle.watching
