@@ -56,7 +56,7 @@ class TorchWatch:
     def __init__(self, watching: bool) -> None:
         self.watching = watching
         """Whether this PyTorch's backward calls can be watched at all."""
-        self._open = True
+        self._open = watching  # a handle that armed nothing releases nothing
 
     def close(self) -> None:
         """Stop watching (once all open handles are closed); safe to call twice."""

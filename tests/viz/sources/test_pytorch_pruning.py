@@ -214,3 +214,22 @@ def test_unsupported_torch_warns_once_and_watches_nothing(
     monkeypatch.delattr(graph, "_engine_run_backward")
     with pytest.warns(RuntimeWarning, match="cannot be watched"), watch_torch() as handle:
         assert not handle.watching
+
+
+def test_a_contradicted_derivation_is_an_event_and_a_warning() -> None:
+    w = torch.randn(3, requires_grad=True)
+    h = w * 2
+    loss = (h.sin() + h.cos()).sum()
+    # A tensor hook replaces the sum PyTorch delivers to h's node: the derived
+    # buffer total is then wrong, and the bridge must say so.
+    h.register_hook(lambda grad: grad * 0)
+    seen: list[events.Event] = []
+    with (
+        watch_torch(),
+        events.listen(seen.append),
+        pytest.warns(DerivedMismatchWarning, match="differs from the sum"),
+    ):
+        loss.backward()
+    (mismatch,) = mismatches(seen)
+    assert mismatch.data["check"] == "buffer" and mismatch.data["derived"]
+    assert mismatch.node_name == "MulBackward0"
