@@ -25,7 +25,7 @@ from textual.strip import Strip
 
 from autograd_viz.trace import GraphTaskInfo, NodeInfo
 from autograd_viz.trace.replay import ExecutionState, NodeState
-from autograd_viz.tui.text import PATH_STYLE, STATUS_GLYPHS, non_finite
+from autograd_viz.tui.text import PATH_STYLE, STATUS_GLYPHS, non_finite, short_name
 
 MAX_DRAWN = 150
 """Bigger graph tasks are not drawn (the node list handles any size)."""
@@ -66,15 +66,6 @@ class Layout:
     """Node id → label width."""
     size: tuple[int, int]
     """(columns, rows) of the drawing."""
-
-
-def short_name(info: NodeInfo) -> str:
-    """A node's name without ``Backward0``; ``AccumulateGrad`` as ``Acc(leaf name)``."""
-    if info.name == "AccumulateGrad":
-        leaf = info.leaf.name if info.leaf is not None and info.leaf.name else ""
-        return f"Acc({leaf})" if leaf else "Acc"
-    base, _, version = info.name.rpartition("Backward")
-    return base if base and (version.isdigit() or not version) else info.name
 
 
 def label_width(info: NodeInfo) -> int:

@@ -21,6 +21,7 @@ from autograd_viz.tui.text import (
     PATH_STYLE,
     non_finite,
     sequence_nr,
+    short_name,
     status_text,
 )
 
@@ -100,6 +101,7 @@ class NodeList(RowList):
         self.path: frozenset[int] = frozenset()
         """Node ids on the highlighted path (the loss to the first NaN), marked with »."""
         self._row_of_node: dict[int, int] = {}
+        self._row_format: tuple[int, RowFormat] | None = None
 
     def show(
         self,
@@ -147,6 +149,7 @@ class NodeList(RowList):
         else:
             self.rows = tree_rows(task) if self.view == "tree" else topo_rows(task)
         self._row_of_node = {}
+        self._row_format = None
         for i, row in enumerate(self.rows):
             if row.node_id is not None and not row.repeat:
                 self._row_of_node.setdefault(row.node_id, i)
@@ -161,14 +164,23 @@ class NodeList(RowList):
         assert self.shown_task is not None
         info = self.shown_task.nodes[entry.node_id]
         state = self._state(info.id)
-        text = Text(entry.prefix, style="dim")
-        if entry.depth > MAX_INDENT:
-            text.append(f"[{entry.depth}] ", style="dim")
+        fmt = self._format()
+        text = Text(guides(entry, fmt.guides), style="dim")
         if entry.repeat:
             text.append(f"↺ {info.name} #{info.id} (shown above)", style="dim italic")
             return text
         mark = info.id in self.breakpoints
-        return text.append_text(node_row(info, state, mark, on_path=info.id in self.path))
+        on_path = info.id in self.path
+        row_text = node_row(info, state, mark, on_path=on_path, fmt=fmt, prefix=text.cell_len)
+        return text.append_text(row_text)
+
+    def _format(self) -> RowFormat:
+        """The rows' format at the current width, worked out once per width and list."""
+        width = self.row_width
+        if self._row_format is None or self._row_format[0] != width:
+            assert self.shown_task is not None
+            self._row_format = (width, row_format(self.shown_task, self.rows, width))
+        return self._row_format[1]
 
     def _state(self, node_id: int) -> NodeState | None:
         if self.state is None or self.shown_task is None:
@@ -179,23 +191,130 @@ class NodeList(RowList):
             return None
 
 
+@dataclass(frozen=True, slots=True)
+class RowFormat:
+    """How the node rows of one list are written at one width, in aligned columns.
+
+    Every row keeps the name, seq, topo, deps (remaining/total) and device at
+    any width: when the full rows do not fit, the facts are written shorter
+    (``seq 3 topo 2`` without the double spaces, then ``s3 t2 d0/2``), then the
+    names (``Mul`` for ``MulBackward0``), and only then are names cut with ``…``.
+    """
+
+    short_names: bool
+    """Names without ``Backward0`` (``Acc(x)`` for an ``AccumulateGrad``)."""
+    facts: int
+    """0: ``  seq 3  topo 2  deps 0/2  cpu``; 1: single spaces; 2: ``s3 t2 d0/2 cpu``."""
+    left: int
+    """Columns for everything before the facts (guides, marks, name, id)."""
+    columns: tuple[int, int, int]
+    """Widths of the seq, topo and deps values."""
+    guides: int = 32
+    """Columns for a tree row's guides; deeper rows are cut with their depth written out."""
+
+
+_FACTS = (
+    ("  seq ", "  topo ", "  deps ", "  "),
+    (" seq ", " topo ", " deps ", " "),
+    (" s", " t", " d", " "),
+)
+_HEAD = 4
+"""Columns before a node's name: a mark (breakpoint, path), the status glyph, a space."""
+
+
+def guides(row: Row, room: int) -> str:
+    """A tree row's guides, cut to ``room`` columns (the depth written out when cut)."""
+    deep = row.depth > MAX_INDENT
+    if len(row.prefix) <= room and not deep:
+        return row.prefix
+    tag = f"[{row.depth}] "
+    return tag + row.prefix[len(row.prefix) - max(0, room - len(tag)) :]
+
+
+def row_name(info: NodeInfo, short: bool) -> str:
+    """The name a row gives a node: ``AccumulateGrad(x)`` or ``Acc(x)`` for a named leaf."""
+    if short:
+        return short_name(info)
+    leaf = info.leaf.name if info.leaf is not None and info.leaf.name else ""
+    return f"{info.name}({leaf})" if leaf else info.name
+
+
+def row_format(task: GraphTaskInfo, rows: list[Row], width: int) -> RowFormat:
+    """The widest :class:`RowFormat` whose rows fit in ``width`` columns (see there)."""
+    nodes = task.nodes
+    infos = [nodes[row.node_id] for row in rows if row.node_id is not None]
+    seq = max((len(sequence_nr(i.sequence_nr)) for i in infos), default=1)
+    topo = max((len(str(i.topological_nr)) for i in infos), default=1)
+    deps = max((2 * len(str(i.dependencies)) + 1 for i in infos), default=3)
+    device = max((len(i.device) for i in infos), default=3)
+    ident = max((len(f" #{i.id}") for i in infos), default=3)
+    shortest = sum(len(label) for label in _FACTS[-1]) + seq + topo + deps + device
+    room = max(4, min(width // 3, width - shortest - _HEAD - ident - 10))
+    for facts, labels in enumerate(_FACTS):
+        tail = sum(len(label) for label in labels) + seq + topo + deps + device
+        for short in (False, True):
+            left = max(
+                (
+                    len(guides(row, room))
+                    + _HEAD
+                    + len(row_name(nodes[row.node_id], short))
+                    + len(f" #{row.node_id}")
+                    for row in rows
+                    if row.node_id is not None and not row.repeat
+                ),
+                default=0,
+            )
+            if left + tail <= width:
+                return RowFormat(short, facts, left, (seq, topo, deps), room)
+    return RowFormat(True, 2, max(_HEAD + 4, width - tail), (seq, topo, deps), room)
+
+
 def node_row(
-    info: NodeInfo, state: NodeState | None, breakpoint_: bool, *, on_path: bool = False
+    info: NodeInfo,
+    state: NodeState | None,
+    breakpoint_: bool,
+    *,
+    on_path: bool = False,
+    fmt: RowFormat | None = None,
+    prefix: int = 0,
 ) -> Text:
-    """``● MulBackward0 #7  seq 3 topo 2  deps 0/2  cpu``, with a breakpoint dot."""
+    """``● MulBackward0 #7  seq 3  topo 2  deps 0/2  cpu``, with a breakpoint dot.
+
+    ``fmt`` says how to write it (the full form without one); ``prefix`` is
+    how many columns of tree guides come before the row.
+    """
+    fmt = fmt or RowFormat(False, 0, 0, (1, 1, 1))
+    text = Text()
     if breakpoint_:
-        text = Text().append("⏺ ", style="bold red")
+        text.append("⏺ ", style="bold red")
     else:
-        text = Text().append("» " if on_path else "  ", style=f"bold {PATH_STYLE}")
+        text.append("» " if on_path else "  ", style=f"bold {PATH_STYLE}")
     text.append_text(status_text(state.status if state is not None else "not started"))
     if state is not None and non_finite(state):
-        text.append(" ⚠", style=NON_FINITE_STYLE)
-    text.append(f" {info.name}", style="bold" if state and state.status == "running" else "")
-    text.append(f" #{info.id}", style="dim")
+        text.append("⚠", style=NON_FINITE_STYLE)
+    text.append(" ")
+    ident = f" #{info.id}"
+    name = row_name(info, fmt.short_names)
+    room = fmt.left - prefix - text.cell_len - len(ident)
+    if room < len(name):
+        base, paren, leaf = name.partition("(")
+        if paren and room >= len(leaf) + 2:  # keep a leaf's name whole, cut the node's
+            name = base[: room - len(leaf) - 2] + "…(" + leaf
+        else:
+            name = name[: max(1, room - 1)] + "…"
+    name_style = "bold" if state is not None and state.status == "running" else ""
+    base, paren, leaf = name.partition("(")
+    text.append(base, style=name_style)
+    if paren:
+        text.append(paren + leaf, style="cyan")
+    text.append(ident, style="dim")
+    text.pad_right(max(0, fmt.left - prefix - text.cell_len))
     remaining = state.remaining if state is not None else info.dependencies
-    text.append(f"  seq {sequence_nr(info.sequence_nr)} topo {info.topological_nr}")
-    text.append(f"  deps {remaining}/{info.dependencies}", style="yellow" if remaining else "")
-    text.append(f"  {info.device}", style="dim")
-    if info.leaf is not None and info.leaf.name:
-        text.append(f"  {info.leaf.name}", style="cyan")
+    seq_w, topo_w, deps_w = fmt.columns
+    seq_label, topo_label, deps_label, device_label = _FACTS[fmt.facts]
+    text.append(f"{seq_label}{sequence_nr(info.sequence_nr):<{seq_w}}")
+    text.append(f"{topo_label}{info.topological_nr:<{topo_w}}")
+    deps = f"{remaining}/{info.dependencies}"
+    text.append(f"{deps_label}{deps:<{deps_w}}", style="yellow" if remaining else "")
+    text.append(f"{device_label}{info.device}", style="dim")
     return text

@@ -73,8 +73,13 @@ class RowList(ScrollView, can_focus=True):
             self.set_reactive(RowList.cursor, max(0, count - 1))
         self.refresh()
 
+    @property
+    def row_width(self) -> int:
+        """The columns a row has on screen (rows are cut to it)."""
+        return self.scrollable_content_region.width or 200
+
     def row_text(self, row: int) -> Text:
-        """The text of ``row``; subclasses draw their rows here."""
+        """The text of ``row``; subclasses draw their rows here (in :attr:`row_width`)."""
         raise NotImplementedError
 
     def move_to(self, row: int, *, center: bool = False, notify: bool = True) -> None:

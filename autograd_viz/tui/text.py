@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from autograd_viz.trace import TraceEvent
+from autograd_viz.trace import NodeInfo, TraceEvent
 from autograd_viz.trace.replay import NodeState, NodeStatus
 from engine.events import TensorSummary
 from engine.graph import UINT64_MAX
@@ -50,6 +50,15 @@ def sequence_nr(value: int | None) -> str:
     if value is None:
         return "-"
     return "2⁶⁴−1" if value == UINT64_MAX else str(value)
+
+
+def short_name(info: NodeInfo) -> str:
+    """A node's name without ``Backward0``; ``AccumulateGrad`` as ``Acc(leaf name)``."""
+    if info.name == "AccumulateGrad":
+        leaf = info.leaf.name if info.leaf is not None and info.leaf.name else ""
+        return f"Acc({leaf})" if leaf else "Acc"
+    base, _, version = info.name.rpartition("Backward")
+    return base if base and (version.isdigit() or not version) else info.name
 
 
 def status_text(status: NodeStatus | str) -> Text:
