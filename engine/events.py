@@ -50,9 +50,12 @@ EVENT_KINDS = frozenset(
         "error",
         "reentrant_enter",
         "reentrant_exit",
+        "derived_mismatch",
     }
 )
-"""Every kind of event the engine emits."""
+"""Every kind of event: the engine's, and ``derived_mismatch``, which only a source
+that derives part of what it reports (the PyTorch bridge) emits, when what it
+observes contradicts what it derived."""
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 

@@ -17,6 +17,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
+from autograd_viz.sources.arming import every_source
 from autograd_viz.sources.engine import snapshot
 from autograd_viz.trace.records import (
     DEFAULT_MAX_VALUES,
@@ -82,6 +83,10 @@ class Recorder:
                     trace._replayer = None  # it indexed the events that moved
             if info is not None:
                 trace.graph_tasks[info.id] = _with_first_event(info, position)
+                sources = trace.header.setdefault("sources", [])
+                source = event.data.get("source", "engine")
+                if source not in sources:
+                    sources.append(source)
 
 
 def _reindex(event: TraceEvent, index: int) -> TraceEvent:
@@ -102,7 +107,7 @@ def _shift_first_events(trace: Trace, position: int) -> None:
 
 @contextmanager
 def record(max_values: int = DEFAULT_MAX_VALUES) -> Iterator[Trace]:
-    """Record every backward call made inside the ``with`` block.
+    """Record every backward call made inside the ``with`` block: our engine's and PyTorch's.
 
     Example:
         >>> with autograd_viz.record() as trace:
@@ -116,7 +121,7 @@ def record(max_values: int = DEFAULT_MAX_VALUES) -> Iterator[Trace]:
         The :class:`Trace`, filled as the engine runs.
     """
     recorder = Recorder(max_values)
-    with events.listen(recorder):
+    with every_source(), events.listen(recorder):
         yield recorder.trace
 
 

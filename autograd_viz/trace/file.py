@@ -158,7 +158,8 @@ _HEADER = s.record(
         "version": s.read_int,
         "engine": s.read_str,
         "max_values": s.read_count,
-    }
+    },
+    {"sources": s.list_of(s.read_str)},
 )
 
 _LEAF = s.record(
@@ -286,10 +287,13 @@ class _Loader:
         if isinstance(version, bool) or version not in READABLE_VERSIONS:
             raise s.SchemaError(
                 f"unknown trace schema version {s.show(version)}; this autograd-viz reads "
-                f"versions {' and '.join(str(v) for v in READABLE_VERSIONS)}"
+                f"versions {', '.join(str(v) for v in READABLE_VERSIONS[:-1])} "
+                f"and {READABLE_VERSIONS[-1]}"
             )
         header = _HEADER(item)
         del header["type"]
+        if "sources" in header:
+            header["sources"] = list(header["sources"])  # a recording header's list
         self.header = header
 
     def read_node(self, item: dict[str, Any]) -> None:

@@ -32,10 +32,12 @@ if TYPE_CHECKING:
 
 FORMAT = "autograd-viz-trace"
 """The ``format`` field of every trace file's header."""
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """The schema version this code writes."""
-READABLE_VERSIONS = (1, 2)
-"""The schema versions this code reads (version 2 added forward anomaly events)."""
+READABLE_VERSIONS = (1, 2, 3)
+"""The schema versions this code reads (2 added forward anomaly events; 3 the sources of
+events: the header's ``sources``, ``graph_task_start``'s ``source``, any event's
+``derived`` and the ``derived_mismatch`` kind)."""
 
 DEFAULT_MAX_VALUES = 16
 """Tensors with at most this many elements keep their values in summaries by default."""
@@ -364,4 +366,5 @@ def new_header(max_values: int) -> dict[str, Any]:
         "version": SCHEMA_VERSION,
         "engine": engine.__version__,
         "max_values": max_values,
+        "sources": [],
     }

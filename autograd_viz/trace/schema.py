@@ -285,7 +285,7 @@ EVENT_DATA: dict[str, tuple[dict[str, Reader], dict[str, Reader]]] = {
             "reentrant_depth": read_count,
             "parent_graph_task": optional(read_int),
         },
-        {},
+        {"source": read_str},
     ),
     "graph_task_end": (
         {
@@ -371,11 +371,23 @@ EVENT_DATA: dict[str, tuple[dict[str, Reader], dict[str, Reader]]] = {
         {"parent_graph_task": optional(read_int), "depth": read_count, "ok": read_bool},
         {},
     ),
+    "derived_mismatch": (
+        {
+            "check": read_str,
+            "expected": optional(tuple_of(read_int, read_str)),
+            "observed": optional(tuple_of(read_int, read_str)),
+            "message": read_str,
+        },
+        {},
+    ),
 }
 """For each event kind: its required data fields and its optional ones."""
 
 assert set(EVENT_DATA) == EVENT_KINDS, "the trace schema must cover every engine event kind"
 
+DERIVED: dict[str, Reader] = {"derived": read_bool}
+"""Any event may say it was derived rather than observed (a bridge's replayed bookkeeping)."""
+
 EVENT_DATA_READERS: dict[str, Reader] = {
-    kind: record(required, extra) for kind, (required, extra) in EVENT_DATA.items()
+    kind: record(required, {**extra, **DERIVED}) for kind, (required, extra) in EVENT_DATA.items()
 }

@@ -412,6 +412,7 @@ def test_file_layout_follows_the_format(tmp_path: Path) -> None:
         "version": SCHEMA_VERSION,
         "engine": engine.__version__,
         "max_values": 16,
+        "sources": ["engine"],
     }
     i = 1
     seqs = []

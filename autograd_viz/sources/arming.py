@@ -1,0 +1,132 @@
+"""Arming every source while somebody records or steps: PyTorch's engine as well as ours.
+
+Our engine emits its events by itself. PyTorch's backward calls are watched by
+the bridge (:mod:`autograd_viz.sources.pytorch`), which has to be armed; this
+module arms it for the duration of a recording or a live session, so that a
+PyTorch user ports nothing and passes no flag.
+
+Note [Arming without importing torch]
+~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+A program on our engine alone must never import PyTorch (it may not be
+installed, and importing it costs seconds). So the bridge is armed at once
+only when ``torch`` is already in ``sys.modules``; otherwise an import hook
+waits for the program's own ``import torch`` and arms the bridge right after
+PyTorch finished importing, before the program's next line runs. Without
+PyTorch installed, the program's ``import torch`` fails exactly as it would
+without us: the hook only looks at a module once it has loaded.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import sys
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from types import ModuleType
+from typing import Any
+
+_lock = threading.RLock()
+_holders = 0
+_watch: Any = None
+"""The bridge's open handle (a ``TorchWatch``), while armed."""
+
+
+@contextmanager
+def every_source() -> Iterator[None]:
+    """Arm the PyTorch bridge inside the block (now, or when the program imports torch).
+
+    Blocks nest and may overlap across threads: the bridge stays armed while
+    any is open.
+    """
+    acquire()
+    try:
+        yield
+    finally:
+        release()
+
+
+def acquire() -> None:
+    """Count one more holder; arm now or when ``torch`` is imported (Note [Arming without ...])."""
+    global _holders
+    with _lock:
+        _holders += 1
+        if _holders == 1:
+            if "torch" in sys.modules:
+                _arm()
+            else:
+                sys.meta_path.insert(0, _FINDER)
+
+
+def release() -> None:
+    """Count one holder less; disarm when none is left."""
+    global _holders, _watch
+    with _lock:
+        _holders -= 1
+        if _holders:
+            return
+        if _FINDER in sys.meta_path:
+            sys.meta_path.remove(_FINDER)
+        if _watch is not None:
+            _watch.close()
+            _watch = None
+
+
+def _arm() -> None:
+    global _watch
+    if _watch is not None:
+        return
+    torch = sys.modules.get("torch")
+    if torch is None or not hasattr(torch, "autograd"):
+        return  # a half-imported or foreign module named torch: nothing to watch
+    from autograd_viz.sources.pytorch import watch_torch
+
+    _watch = watch_torch()
+
+
+class _TorchImportFinder(importlib.abc.MetaPathFinder):
+    """Finds nothing itself; arms the bridge once the real ``torch`` has been executed."""
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if fullname != "torch":
+            return None
+        for finder in sys.meta_path:
+            if finder is self:
+                continue
+            find = getattr(finder, "find_spec", None)
+            spec = find(fullname, path, target) if find is not None else None
+            if spec is not None and spec.loader is not None:
+                spec.loader = _ArmingLoader(spec.loader)
+                return spec
+        return None  # not installed: the program's own ImportError follows
+
+
+class _ArmingLoader(importlib.abc.Loader):
+    """PyTorch's own loader, followed by arming the bridge."""
+
+    def __init__(self, loader: importlib.abc.Loader) -> None:
+        self._loader = loader
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module: ModuleType) -> None:
+        self._loader.exec_module(module)
+        # PyTorch keeps its own loader, as if we had never been there.
+        module.__loader__ = self._loader
+        if module.__spec__ is not None:
+            module.__spec__.loader = self._loader
+        with _lock:
+            if _holders:
+                if _FINDER in sys.meta_path:
+                    sys.meta_path.remove(_FINDER)
+                _arm()
+
+    def __getattr__(self, name: str) -> Any:  # is_package, get_code, get_resource_reader, ...
+        return getattr(self._loader, name)
+
+
+_FINDER = _TorchImportFinder()
