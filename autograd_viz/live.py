@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import engine
+from autograd_viz.sources import arming
 from autograd_viz.sources.recorder import Recorder
 from autograd_viz.sources.script import ScriptFailedError, check_script, run_script
 from autograd_viz.trace import DEFAULT_MAX_VALUES, Trace, TraceEvent
@@ -163,6 +164,7 @@ class LiveSession:
         self._thread: threading.Thread | None = None
         self._finished = False
         self._workers_before: set[threading.Thread] | None = None
+        self._armed = False
         self.breakpoints: list[Breakpoint] = []
         """Breakpoints :meth:`continue_` stops at."""
         self.position = 0
@@ -186,6 +188,8 @@ class LiveSession:
             raise RuntimeError("this live session was already started")
         self._workers_before = set(engine.get_default_engine().worker_threads())
         ACTIVITY.track(True)
+        arming.acquire()  # PyTorch's backward calls are gated too
+        self._armed = True
         events.subscribe(self._listener)
         self._thread = threading.Thread(target=self._main, name=LIVE_THREAD, daemon=True)
         self._thread.start()
@@ -223,6 +227,9 @@ class LiveSession:
         if self._thread is not None:
             self._thread.join(timeout)
         events.unsubscribe(self._listener)
+        if self._armed:
+            self._armed = False
+            arming.release()
         if self._workers_before is not None:
             ACTIVITY.track(False)
             started = set(engine.get_default_engine().worker_threads()) - self._workers_before
