@@ -343,12 +343,19 @@ def _kind(dtype: Any) -> int:
 def promoted(a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
     """``a`` and ``b`` cast to PyTorch's result dtype for them.
 
+    Of two operands of different kinds, the higher kind's dtype wins whatever the sizes
+    (``float32`` with ``int64`` is ``float32``; NumPy would say ``float64``).
+
     PyTorch lets a 0-dim operand (or a number) decide the dtype only when it is of a higher kind
     (bool < integer < floating) than the dimensioned one: ``int64[3]`` with ``0.5`` is float, but
     ``float32[3]`` with a float64 0-dim tensor stays float32. NumPy would promote both to float64.
     """
     if (a.ndim == 0) == (b.ndim == 0):
-        dtype = np.result_type(a.data.dtype, b.data.dtype)
+        kind_a, kind_b = _kind(a.dtype), _kind(b.dtype)
+        if kind_a == kind_b:
+            dtype = np.result_type(a.data.dtype, b.data.dtype)
+        else:  # a float meeting an integer keeps its own size: float32 with int64 is float32
+            dtype = a.dtype if kind_a > kind_b else b.dtype
     else:
         dimensioned, zero_dim = (a, b) if b.ndim == 0 else (b, a)
         if _kind(zero_dim.dtype) <= _kind(dimensioned.dtype):

@@ -1,4 +1,4 @@
-"""Matrix products: ``dot``, ``mv``, ``mm``, ``bmm`` and ``matmul`` (the ``@`` operator).
+"""Matrix products: ``dot``, ``mv``, ``mm``, ``addmm``, ``bmm`` and ``matmul`` (the ``@`` operator).
 
 ``matmul`` dispatches on the operands' ranks the way PyTorch's does, so the graph it records
 has PyTorch's nodes: ``DotBackward0`` (1-D @ 1-D), ``MvBackward0`` (2-D @ 1-D), ``MmBackward0``
@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from engine.graph import Node
-from engine.ops._core import dtype_name, make_node, operands, save, wrap
+from engine.ops._core import check_same_device, dtype_name, make_node, operands, save, wrap
 from engine.ops.arithmetic import UNUSED
 from engine.ops.conversion import clone
 from engine.ops.shape import UnsafeViewBackward0, expand, reshape, t, transpose, unsqueeze
@@ -156,6 +156,67 @@ def mm(input: Tensor, mat2: Tensor) -> Tensor:
     if node is not None:
         _save_pair(node, a, b)
     return wrap(a.data @ b.data, device, node)
+
+
+class AddmmBackward0(Node):
+    __slots__ = ("alpha", "beta")
+    alpha: float
+    beta: float
+
+    def apply(self, grads: list[Any]) -> tuple[Any, ...]:
+        g = grads[0]
+        mat1, mat2 = self.saved_tensors()
+        return (
+            _scaled(g, self.beta) if self.should_compute_output(0) else None,
+            _scaled(mm(g, t(mat2)), self.alpha) if self.should_compute_output(1) else None,
+            _scaled(mm(t(mat1), g), self.alpha) if self.should_compute_output(2) else None,
+        )
+
+
+def _scaled(x: Tensor, factor: float) -> Tensor:
+    return x if factor == 1 else x * factor
+
+
+def addmm(
+    input: Tensor, mat1: Tensor, mat2: Tensor, *, beta: float = 1, alpha: float = 1
+) -> Tensor:
+    """``beta * input + alpha * (mat1 @ mat2)``, ``input`` broadcast to the product's shape.
+
+    With ``beta == 0`` the values of ``input`` are ignored (NaN included), as in PyTorch.
+
+    Raises:
+        RuntimeError: PyTorch's messages for wrong ranks, sizes, dtypes or an ``input`` that
+            does not broadcast to ``(n, m)``.
+    """
+    a, b, device = operands(mat1, mat2, promote=False)
+    check_same_device(input, a, b)
+    _check_ndim(a, 2, f"mat1 must be a matrix, got {a.ndim}-D tensor")
+    _check_ndim(b, 2, f"mat2 must be a matrix, got {b.ndim}-D tensor")
+    if a.shape[1] != b.shape[0]:
+        raise RuntimeError(
+            f"mat1 and mat2 shapes cannot be multiplied ({_dims(a.shape)} and {_dims(b.shape)})"
+        )
+    if a.dtype != b.dtype:
+        raise RuntimeError(
+            f"mat1 and mat2 must have the same dtype, but got {dtype_name(a.dtype)} and "
+            f"{dtype_name(b.dtype)}"
+        )
+    if input.dtype != b.dtype:
+        raise RuntimeError(
+            f"self and mat2 must have the same dtype, but got {dtype_name(input.dtype)} and "
+            f"{dtype_name(b.dtype)}"
+        )
+    shape = (a.shape[0], b.shape[1])
+    bias = expand(input.detach(), shape).data  # PyTorch's message when it does not broadcast
+    product = a.data @ b.data
+    if alpha != 1:
+        product = product * alpha
+    data = product if beta == 0 else product + (bias if beta == 1 else bias * beta)
+    node = make_node(AddmmBackward0, input, a, b)
+    if node is not None:
+        node.alpha, node.beta = alpha, beta
+        _save_pair(node, a, b)
+    return wrap(data.astype(b.dtype, copy=False), device, node)
 
 
 class BmmBackward0(Node):
@@ -317,10 +378,11 @@ TENSOR_METHODS = {
     "mv": mv,
     "dot": dot,
     "bmm": bmm,
+    "addmm": addmm,
     "__matmul__": matmul,
     "__rmatmul__": _rmatmul,
 }
 """Installed on :class:`engine.Tensor` by ``engine.ops``."""
 
-FUNCTIONS = {"matmul": matmul, "mm": mm, "mv": mv, "dot": dot, "bmm": bmm}
+FUNCTIONS = {"matmul": matmul, "mm": mm, "mv": mv, "dot": dot, "bmm": bmm, "addmm": addmm}
 """Exported as ``engine.<name>`` by ``engine.ops``."""

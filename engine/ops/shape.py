@@ -47,16 +47,32 @@ def _reshaped(input: Tensor, shape: tuple[int, ...]) -> Any:
 
 
 def reshape(input: Tensor, *shape: Any) -> Tensor:
-    """The same elements in a new shape (``-1`` infers one dimension)."""
+    """The same elements in a new shape (``-1`` infers one dimension).
+
+    A view where one is possible (``ViewBackward0``); otherwise, as in PyTorch, a contiguous
+    copy reshaped (``UnsafeViewBackward0`` over ``CloneBackward0``).
+    """
     target = _shape_arg(shape)
     data = _reshaped(input, target)
-    shares = _shares(data, input.data, input.device.xp)
-    node = make_node(ViewBackward0 if shares else UnsafeViewBackward0, input)
+    if _shares(data, input.data, input.device.xp):
+        node = make_node(ViewBackward0, input)
+        if node is not None:
+            node.self_sym_sizes = input.shape
+        return wrap_view(data, input, node)
+    copy = contiguous(input)
+    node = make_node(UnsafeViewBackward0, copy)
     if node is not None:
         node.self_sym_sizes = input.shape
-    if shares:
-        return wrap_view(data, input, node)
-    return wrap(data, input.device, node)
+    return wrap(copy.data.reshape(target), input.device, node)
+
+
+def contiguous(input: Tensor) -> Tensor:
+    """``input`` itself if its elements lie in row-major order, else a copy that does."""
+    if input.data.flags.c_contiguous:
+        return input
+    from engine.ops.conversion import clone
+
+    return clone(input)
 
 
 def view(input: Tensor, *shape: Any) -> Tensor:
@@ -414,6 +430,7 @@ def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
 
 TENSOR_METHODS = {
     "reshape": reshape,
+    "contiguous": contiguous,
     "view": view,
     "view_as": view_as,
     "expand": expand,
