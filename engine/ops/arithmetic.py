@@ -181,6 +181,12 @@ def neg(input: Tensor) -> Tensor:
     return wrap(-input.data, input.device, node)
 
 
+def neg_(self: Tensor) -> Tensor:
+    """In-place :func:`neg`."""
+    check_inplace(self)
+    return rebase_history(self, neg(inplace_source(self)))
+
+
 class PowBackward0(Node):
     """Tensor ** scalar."""
 
@@ -255,6 +261,44 @@ def pow(input: Any, exponent: Any) -> Tensor:
     return wrap(a.data**b.data, device, node1)
 
 
+class MulBackward1(Node):
+    """``tensor * number`` as PyTorch's own composite ops record it (``mul.Scalar``): one edge."""
+
+    __slots__ = ("other",)
+    other: float
+
+    def apply(self, grads: list[Any]) -> tuple[Any, ...]:
+        return (grads[0] * self.other,)
+
+
+def mul_scalar(input: Tensor, other: float) -> Tensor:
+    """``input * other`` recorded as ``MulBackward1`` (``x * 2.0`` from Python is MulBackward0)."""
+    node = make_node(MulBackward1, input)
+    if node is not None:
+        node.other = other
+    return wrap(_data_for_scalar(input, other) * other, input.device, node)
+
+
+class DivBackward1(Node):
+    """``tensor / number`` as PyTorch's own composite ops record it (``div.Scalar``): one edge."""
+
+    __slots__ = ("other",)
+    other: float
+
+    def apply(self, grads: list[Any]) -> tuple[Any, ...]:
+        return (grads[0] / self.other,)
+
+
+def div_scalar(input: Tensor, other: float) -> Tensor:
+    """``input / other`` recorded as ``DivBackward1`` (``x / 2.0`` from Python is DivBackward0)."""
+    node = make_node(DivBackward1, input)
+    if node is not None:
+        node.other = other
+    with np.errstate(divide="ignore", invalid="ignore"):
+        data = _data_for_scalar(input, float(other)) / other
+    return wrap(data, input.device, node)
+
+
 class _UnusedSaved:
     """Stands in for a saved tensor that backward never unpacks."""
 
@@ -318,6 +362,11 @@ def _rmul(self: Tensor, other: Any) -> Tensor:
 
 
 def _rtruediv(self: Tensor, other: Any) -> Tensor:
+    if _is_scalar(other):
+        # PyTorch computes ``number / tensor`` as ``reciprocal(tensor) * number``.
+        from engine.ops.pointwise import reciprocal
+
+        return mul(reciprocal(self), other)
     return div(other, self)
 
 
@@ -332,6 +381,7 @@ TENSOR_METHODS = {
     "div": div,
     "neg": neg,
     "pow": pow,
+    "neg_": neg_,
     "add_": add_,
     "sub_": sub_,
     "mul_": mul_,
@@ -354,5 +404,13 @@ TENSOR_METHODS = {
 }
 """Installed on :class:`engine.Tensor` by ``engine.ops``."""
 
-FUNCTIONS = {"add": add, "sub": sub, "mul": mul, "div": div, "neg": neg, "pow": pow}
+FUNCTIONS = {
+    "add": add,
+    "sub": sub,
+    "mul": mul,
+    "div": div,
+    "neg": neg,
+    "pow": pow,
+    "neg_": neg_,
+}
 """Exported as ``engine.<name>`` by ``engine.ops``."""

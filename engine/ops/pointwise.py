@@ -1,5 +1,5 @@
-"""Elementwise functions: ``exp log sqrt abs sin cos tanh sigmoid relu clamp``,
-``maximum minimum where``, and the in-place ``clamp_ zero_ fill_``."""
+"""Elementwise functions: ``exp log sqrt abs sin cos tanh sigmoid relu reciprocal clamp``,
+``maximum minimum where masked_fill``, their in-place forms (``exp_`` ...) and ``zero_ fill_``."""
 
 from __future__ import annotations
 
@@ -176,6 +176,88 @@ def relu(input: Tensor) -> Tensor:
     return _unary(input, ReluBackward0, data, "output")
 
 
+class ReciprocalBackward0(Node):
+    __slots__ = ()
+
+    def apply(self, grads: list[Any]) -> tuple[Any, ...]:
+        (result,) = self.saved_tensors()
+        return (grads[0] * -(result * result),)
+
+
+def reciprocal(input: Tensor) -> Tensor:
+    """Elementwise ``1 / input`` (``inf`` at 0, as in PyTorch)."""
+    with np.errstate(divide="ignore"):
+        data = 1 / _floating(input)
+    return _unary(input, ReciprocalBackward0, data, "output")
+
+
+# -- in place ------------------------------------------------------------------
+def _unary_(self: Tensor, op: Any) -> Tensor:
+    """``self`` overwritten with ``op(self)``, recorded as PyTorch records the in-place op.
+
+    An op whose node saves its output saves ``self`` after the write, as PyTorch does: a
+    later in-place change of ``self`` then fails backward with the version-counter error.
+    An op that saves its input keeps a copy of the old values (PyTorch's ``original_self``).
+    """
+    check_inplace(self)
+    out = op(inplace_source(self))
+    node: Node | None = out.grad_fn
+    rebase_history(self, out)
+    if node is not None and self.grad_fn is node and node._saved[0]._tensor is None:
+        node._saved = (save_output(self),)  # the output was saved: now it is self
+    return self
+
+
+def exp_(self: Tensor) -> Tensor:
+    """In-place :func:`exp`."""
+    return _unary_(self, exp)
+
+
+def log_(self: Tensor) -> Tensor:
+    """In-place :func:`log`."""
+    return _unary_(self, log)
+
+
+def sqrt_(self: Tensor) -> Tensor:
+    """In-place :func:`sqrt`."""
+    return _unary_(self, sqrt)
+
+
+def abs_(self: Tensor) -> Tensor:
+    """In-place :func:`abs`."""
+    return _unary_(self, abs)
+
+
+def sin_(self: Tensor) -> Tensor:
+    """In-place :func:`sin`."""
+    return _unary_(self, sin)
+
+
+def cos_(self: Tensor) -> Tensor:
+    """In-place :func:`cos`."""
+    return _unary_(self, cos)
+
+
+def tanh_(self: Tensor) -> Tensor:
+    """In-place :func:`tanh`."""
+    return _unary_(self, tanh)
+
+
+def sigmoid_(self: Tensor) -> Tensor:
+    """In-place :func:`sigmoid`."""
+    return _unary_(self, sigmoid)
+
+
+def relu_(self: Tensor) -> Tensor:
+    """In-place :func:`relu`."""
+    return _unary_(self, relu)
+
+
+def reciprocal_(self: Tensor) -> Tensor:
+    """In-place :func:`reciprocal`."""
+    return _unary_(self, reciprocal)
+
+
 # -- clamp ---------------------------------------------------------------------
 class ClampBackward1(Node):
     """Backward of ``clamp`` with number bounds: the gradient passes where no bound was hit."""
@@ -345,6 +427,49 @@ def where(condition: Any, input: Any, other: Any) -> Tensor:
     return wrap(data, device, node)
 
 
+class MaskedFillBackward0(Node):
+    """Backward of ``masked_fill`` with a number: no gradient where the mask put it."""
+
+    __slots__ = ("mask",)
+    mask: Any  # bool array on the input's device
+
+    def apply(self, grads: list[Any]) -> tuple[Any, ...]:
+        g = grads[0]
+        return (where(_constant(self.mask, g), 0.0, g),)
+
+
+def masked_fill(input: Tensor, mask: Tensor, value: float) -> Tensor:
+    """``input`` with ``value`` where ``mask`` (a bool tensor broadcastable to it) holds.
+
+    Raises:
+        RuntimeError: PyTorch's message for a mask that is not boolean.
+        TypeError: for a ``value`` that is not a number.
+    """
+    if not isinstance(mask, Tensor) or mask.dtype != np.bool_:
+        got = dtype_name(mask.dtype) if isinstance(mask, Tensor) else type(mask).__name__
+        raise RuntimeError(
+            f"masked_fill_ only supports boolean masks, but got mask with dtype {got}"
+        )
+    if isinstance(value, bool) or not isinstance(value, int | float | np.number):
+        raise TypeError(
+            f"masked_fill(): argument 'value' must be a number, not {type(value).__name__}"
+        )
+    check_same_device(input, mask)
+    xp = input.device.xp
+    full_mask = xp.broadcast_to(mask.data, input.shape)
+    data = xp.where(full_mask, xp.asarray(value, dtype=input.data.dtype), input.data)
+    node = make_node(MaskedFillBackward0, input)
+    if node is not None:
+        node.mask = full_mask
+    return wrap(data, input.device, node)
+
+
+def masked_fill_(self: Tensor, mask: Tensor, value: float) -> Tensor:
+    """In-place :func:`masked_fill`."""
+    check_inplace(self)
+    return rebase_history(self, masked_fill(inplace_source(self), mask, value))
+
+
 # -- in place ------------------------------------------------------------------
 def _zeros_like(g: Tensor) -> Tensor:
     return _constant(g.device.xp.zeros_like(g.data), g)
@@ -425,10 +550,23 @@ TENSOR_METHODS = {
     "tanh": tanh,
     "sigmoid": sigmoid,
     "relu": relu,
+    "reciprocal": reciprocal,
     "clamp": clamp,
+    "masked_fill": masked_fill,
     "maximum": maximum,
     "minimum": minimum,
     "where": _where_method,
+    "exp_": exp_,
+    "log_": log_,
+    "sqrt_": sqrt_,
+    "abs_": abs_,
+    "sin_": sin_,
+    "cos_": cos_,
+    "tanh_": tanh_,
+    "sigmoid_": sigmoid_,
+    "relu_": relu_,
+    "reciprocal_": reciprocal_,
+    "masked_fill_": masked_fill_,
     "clamp_": clamp_,
     "zero_": zero_,
     "fill_": fill_,
@@ -438,6 +576,7 @@ TENSOR_METHODS = {
 
 FUNCTIONS = {
     **{k: v for k, v in TENSOR_METHODS.items() if not k.startswith("_") and not k.endswith("_")},
+    **{k: v for k, v in TENSOR_METHODS.items() if k.endswith("_") and k != "masked_fill_"},
     "where": where,  # the method form takes (condition, other); the function (condition, a, b)
 }
 """Exported as ``engine.<name>`` by ``engine.ops``."""
