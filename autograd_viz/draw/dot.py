@@ -24,8 +24,8 @@ from __future__ import annotations
 import html
 import itertools
 import os
-import re
 import shutil
+import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -42,9 +42,11 @@ from autograd_viz.draw.graph_view import (
     ViewNode,
     from_state,
     from_tensors,
+    from_torch_tensors,
 )
 from autograd_viz.trace import Trace
 from autograd_viz.trace.replay import ExecutionState, NodeStatus
+from autograd_viz.trace.text import printable, shorten
 from engine.graph import UINT64_MAX
 
 if TYPE_CHECKING:
@@ -180,15 +182,23 @@ def build_view(target: Any, step: int | None = None, *, graph_task: int | None =
                 "pass the trace to choose the step"
             )
         return from_state(target, graph_task)
-    tensors = [target] if isinstance(target, Tensor) else target
+    # PyTorch is looked for only when the program imported it (Note [Arming without importing
+    # torch] in autograd_viz/sources/arming.py).
+    torch = sys.modules.get("torch")
+    torch_tensor = getattr(torch, "Tensor", None) if torch is not None else None
+    kinds = tuple(k for k in (Tensor, torch_tensor) if k is not None)
+    tensors = [target] if isinstance(target, kinds) else target
     is_tensors = isinstance(tensors, list | tuple) and bool(tensors)
-    if is_tensors and all(isinstance(t, Tensor) for t in tensors):
-        if step is not None or graph_task is not None:
-            raise TypeError("step and graph_task need a trace; a tensor's graph has not run yet")
-        return from_tensors(tensors)
+    for kind in kinds:
+        if is_tensors and all(isinstance(t, kind) for t in tensors):
+            if step is not None or graph_task is not None:
+                raise TypeError(
+                    "step and graph_task need a trace; a tensor's graph has not run yet"
+                )
+            return from_tensors(tensors) if kind is Tensor else from_torch_tensors(tensors)
     raise TypeError(
-        "to_dot() draws a Tensor, a sequence of Tensors, a Trace or an ExecutionState, "
-        f"got {type(target).__name__}"
+        "to_dot() draws a Tensor (ours or PyTorch's), a sequence of Tensors, a Trace or an "
+        f"ExecutionState, got {type(target).__name__}"
     )
 
 
@@ -266,7 +276,14 @@ def pipe(graph: graphviz.Digraph, fmt: str) -> bytes:
 
 # -- escaping --------------------------------------------------------------------------
 
-_CONTROL = re.compile(r"[\x00-\x09\x0b-\x1f\x7f]")
+
+LABEL_TEXT_LIMIT = 200
+"""The most characters of one piece of text (a name, a message) a label shows.
+
+Graphviz refuses a label or quoted string longer than 16,384 characters, and a
+name may be 100,000 long."""
+TOOLTIP_LIMIT = 3000
+"""The most characters of text a tooltip shows (escaping at most doubles it)."""
 
 
 def html_text(text: object) -> str:
@@ -274,11 +291,13 @@ def html_text(text: object) -> str:
 
     ``&``, ``<``, ``>`` and quotes become entities, a backslash is doubled, a
     newline is a line break, and other control characters (which would make the
-    SVG invalid) a visible ``\\xNN``.
+    SVG invalid) a visible escape (Note [Names are text]). Text past
+    :data:`LABEL_TEXT_LIMIT` characters is cut.
     """
+    shown = shorten(printable(text, newlines=True), LABEL_TEXT_LIMIT)
     # Graphviz expands \N, \G and \L even in HTML-like labels; a doubled backslash is one.
-    escaped = html.escape(_CONTROL.sub(_visible, str(text)), quote=True).replace("\\", "\\\\")
-    return escaped.replace("\r\n", "\n").replace("\n", '<BR ALIGN="CENTER"/>')
+    escaped = html.escape(shown, quote=True).replace("\\", "\\\\")
+    return escaped.replace("\n", '<BR ALIGN="CENTER"/>')
 
 
 def plain_text(text: object) -> str:
@@ -287,14 +306,12 @@ def plain_text(text: object) -> str:
     Backslashes stay backslashes (DOT would read ``\\N`` as the node's name),
     newlines become DOT's ``\\n`` so each attribute stays on one line of
     source, and text that looks like ``<html>`` is still quoted as a string.
+    Text past :data:`TOOLTIP_LIMIT` characters is cut.
     """
-    lines = (graphviz.escape(_CONTROL.sub(_visible, line)) for line in str(text).split("\n"))
+    shown = shorten(printable(text, newlines=True), TOOLTIP_LIMIT)
+    lines = (graphviz.escape(line) for line in shown.split("\n"))
     joined: str = graphviz.nohtml("\\n".join(lines))
     return joined
-
-
-def _visible(match: re.Match[str]) -> str:
-    return f"\\x{ord(match.group()):02x}"
 
 
 # -- drawing ---------------------------------------------------------------------------

@@ -21,9 +21,11 @@ same DOT text.
 
 from __future__ import annotations
 
+import sys
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from autograd_viz.sources.engine import node_info, walk_graph
 from autograd_viz.trace import GraphTaskInfo, NodeInfo, TraceEvent
@@ -199,6 +201,67 @@ def from_tensors(tensors: Sequence[Tensor]) -> GraphView:
             if edge is not None:
                 incoming[edge.function._id] = incoming.get(edge.function._id, 0) + 1
     infos = [node_info(node, incoming.get(node._id, 0), "needed", (), 0) for node in graph]
+    outputs = [
+        Output(t.grad_fn._id, t.name, tuple(t.shape), str(t.dtype))  # type: ignore[union-attr]
+        for t in tensors
+    ]
+    return from_graph(infos, outputs)
+
+
+def from_torch_tensors(tensors: Sequence[Any]) -> GraphView:
+    """The graph PyTorch built for ``tensors`` (``torch.Tensor``), before any backward call.
+
+    Numbered as PyTorch's engine would number it when ``backward()`` starts:
+    ``_sequence_nr()`` as PyTorch gives it, ``topological_nr`` and dependency
+    counts computed from the graph, parameters named by their module.
+
+    Raises:
+        GraphViewError: a tensor has no ``grad_fn``.
+    """
+    from autograd_viz.sources.pytorch.graph import plan_graph_task
+    from autograd_viz.sources.pytorch.naming import LeafNamer
+
+    for i, tensor in enumerate(tensors):
+        if tensor.grad_fn is None:
+            what = "a leaf" if tensor.requires_grad else "does not require grad"
+            raise GraphViewError(
+                f"tensor {i} has no grad_fn ({what}), so there is no backward graph to draw; "
+                "pass a tensor computed from tensors that require grad"
+            )
+    plan = plan_graph_task(
+        [(t.grad_fn, t.output_nr) for t in tensors], [], True, LeafNamer(sys._getframe(1))
+    )
+    info = plan.snapshot(0, None, 0, False, False, threading.current_thread().name, 0)
+    # Several outputs meet in a GraphRoot only once backward starts; before it, each
+    # output is drawn on its own node.
+    infos = [n for n in info.nodes.values() if len(tensors) == 1 or n.id != info.root]
+    outputs = [
+        Output(node._id, None, tuple(t.shape), str(t.dtype).removeprefix("torch."))
+        for (node, _), t in zip(plan.roots, tensors, strict=True)
+    ]
+    return from_graph(infos, outputs)
+
+
+@dataclass(frozen=True, slots=True)
+class Output:
+    """A tensor whose graph is drawn before backward, drawn as a box above its node."""
+
+    node: int
+    """Id of its ``grad_fn``."""
+    name: str | None
+    """The name the user gave it, if any."""
+    shape: tuple[int, ...]
+    """Its shape."""
+    dtype: str
+    """Its dtype's name."""
+
+
+def from_graph(infos: Sequence[NodeInfo], outputs: Sequence[Output]) -> GraphView:
+    """A graph before backward: its nodes (with their dependency counts) and its outputs.
+
+    Every source of graphs draws through here: our engine's tensors
+    (:func:`from_tensors`) and PyTorch's (:func:`autograd_viz.draw.dot.to_dot`).
+    """
     keys = {info.id: f"n{i}" for i, info in enumerate(infos)}
     nodes = {
         keys[info.id]: ViewNode(keys[info.id], info, 0, None, info.dependencies) for info in infos
@@ -207,13 +270,13 @@ def from_tensors(tensors: Sequence[Tensor]) -> GraphView:
         TensorBox(
             f"out{i}",
             "output",
-            keys[t.grad_fn._id],  # type: ignore[union-attr]
-            t.name or (f"output {i}" if len(tensors) > 1 else "output"),
+            keys[output.node],
+            output.name or (f"output {i}" if len(outputs) > 1 else "output"),
             None,
-            tuple(t.shape),
-            str(t.dtype),
+            output.shape,
+            output.dtype,
         )
-        for i, t in enumerate(tensors)
+        for i, output in enumerate(outputs)
     ]
     return GraphView(
         (TaskView(0, 0, None),),
