@@ -1,0 +1,163 @@
+"""What watching PyTorch's backward costs: recorded against plain, in one process.
+
+Run: OMP_NUM_THREADS=1 .venv/bin/python -m benchmarks.torch_bridge [--repeat 15]
+
+Two workloads, each run plain, under bare node hooks (a no-op pre-hook and
+post hook on every node: the floor of any hook-based watcher) and under
+``autograd_viz.record()``, interleaved (Note [Interleaving] in harness.py):
+
+* MLP: W3's network (1024-1024-1024-10, tanh, cross entropy, batch 256,
+  float32): big tensors, few nodes; the figure is the backward's time.
+* GRU: a GRUCell (batch 8, 32 wide) unrolled 20 steps: small tensors, many
+  nodes; the figure is µs per node, and what watching adds per node.
+
+Forward passes are built fresh each repeat and not timed. Prints a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from rich.console import Console
+from rich.table import Table
+
+import autograd_viz
+
+Build = Callable[[], torch.Tensor]
+
+
+def mlp() -> tuple[str, Build]:
+    torch.manual_seed(0)
+    widths = (1024, 1024, 1024, 10)
+    layers: list[torch.nn.Module] = []
+    for a, b in zip(widths, widths[1:], strict=False):
+        layers += [torch.nn.Linear(a, b), torch.nn.Tanh()]
+    model = torch.nn.Sequential(*layers[:-1])
+    x = torch.randn(256, widths[0])
+    y = torch.randint(0, widths[-1], (256,))
+
+    def build() -> torch.Tensor:
+        model.zero_grad(set_to_none=True)
+        return torch.nn.functional.cross_entropy(model(x), y)
+
+    return "MLP 1024×3, batch 256", build
+
+
+def gru() -> tuple[str, Build]:
+    torch.manual_seed(0)
+    cell = torch.nn.GRUCell(32, 32)
+    xs = torch.randn(20, 8, 32)
+
+    def build() -> torch.Tensor:
+        cell.zero_grad(set_to_none=True)
+        h = torch.zeros(8, 32)
+        for x in xs:
+            h = cell(x, h)
+        return h.pow(2).sum()
+
+    return "GRUCell ×20, batch 8, 32 wide", build
+
+
+def count_nodes(loss: torch.Tensor) -> int:
+    seen: set[int] = set()
+    stack = [loss.grad_fn]
+    while stack:
+        fn = stack.pop()
+        if fn is None or id(fn) in seen:
+            continue
+        seen.add(id(fn))
+        stack += [f for f, _ in fn.next_functions]
+    return len(seen)
+
+
+def plain(loss: torch.Tensor) -> None:
+    loss.backward()
+
+
+def bare_hooks(loss: torch.Tensor) -> None:
+    handles = []
+    seen: set[int] = set()
+    stack = [loss.grad_fn]
+    while stack:
+        fn = stack.pop()
+        if fn is None or id(fn) in seen:
+            continue
+        seen.add(id(fn))
+        handles.append(fn.register_prehook(lambda grads: None))
+        handles.append(fn.register_hook(lambda grads_in, grads_out: None))
+        stack += [f for f, _ in fn.next_functions]
+    try:
+        loss.backward()
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def recorded(loss: torch.Tensor) -> None:
+    with autograd_viz.record():
+        loss.backward()
+
+
+WAYS: dict[str, Callable[[torch.Tensor], Any]] = {
+    "plain": plain,
+    "bare hooks": bare_hooks,
+    "record()": recorded,
+}
+
+
+def measure(build: Build, repeat: int) -> dict[str, float]:
+    """Median seconds of one backward per way, ways interleaved, the collector off."""
+    samples: dict[str, list[float]] = {way: [] for way in WAYS}
+    for _ in range(repeat):
+        for way, run in WAYS.items():
+            loss = build()
+            gc.collect()
+            gc.disable()
+            try:
+                started = time.perf_counter()
+                run(loss)
+                samples[way].append(time.perf_counter() - started)
+            finally:
+                gc.enable()
+    return {way: statistics.median(times) for way, times in samples.items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeat", type=int, default=15)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    table = Table(title="Watching PyTorch's backward: median of interleaved repeats, gc off")
+    for column in ("workload", "nodes", "way", "backward", "× plain", "µs/node", "+µs/node"):
+        table.add_column(column, justify="left" if column in ("workload", "way") else "right")
+    for make in (mlp, gru):
+        label, build = make()
+        nodes = count_nodes(build())
+        for _ in range(2):  # warm up every path once
+            for run in WAYS.values():
+                run(build())
+        medians = measure(build, args.repeat)
+        base = medians["plain"]
+        for way, seconds in medians.items():
+            table.add_row(
+                label,
+                f"{nodes}",
+                way,
+                f"{seconds * 1e3:.2f} ms",
+                f"{seconds / base:.2f}×",
+                f"{seconds / nodes * 1e6:.1f}",
+                "" if way == "plain" else f"{(seconds - base) / nodes * 1e6:.1f}",
+            )
+        table.add_section()
+    Console().print(table)
+    print(f"torch {torch.__version__}, one intra-op thread; {args.repeat} repeats")
+
+
+if __name__ == "__main__":
+    main()
