@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import itertools
 import statistics
 import time
 from collections.abc import Callable
@@ -36,7 +37,7 @@ def mlp() -> tuple[str, Build]:
     torch.manual_seed(0)
     widths = (1024, 1024, 1024, 10)
     layers: list[torch.nn.Module] = []
-    for a, b in zip(widths, widths[1:], strict=False):
+    for a, b in itertools.pairwise(widths):
         layers += [torch.nn.Linear(a, b), torch.nn.Tanh()]
     model = torch.nn.Sequential(*layers[:-1])
     x = torch.randn(256, widths[0])
