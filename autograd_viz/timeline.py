@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autograd_viz.trace import Trace, TraceEvent
+from autograd_viz.trace.text import printable
 from engine.events import TensorSummary
 
 PROCESS_ID = 1
@@ -111,7 +112,7 @@ def to_chrome_trace(trace: Trace) -> dict[str, Any]:
     # At one ts, enclosing slices come first, then the flows and instants that bind to them.
     timed.sort(key=lambda item: (item["ts"], item["ph"] != "X", -item.get("dur", 0)))
     stats = trace.stats()
-    return {
+    document = {
         "traceEvents": _metadata(lanes) + timed,
         "displayTimeUnit": "ns",
         "otherData": {
@@ -125,6 +126,24 @@ def to_chrome_trace(trace: Trace) -> dict[str, Any]:
             "origin_ns": origin,
         },
     }
+    shown: dict[str, Any] = _shown(document)
+    return shown
+
+
+def _shown(value: Any) -> Any:
+    """``value`` with every string :func:`printable`: names in a timeline are text.
+
+    A viewer shows the JSON's strings as they are; control characters among
+    them would reach whatever displays them (Note [Names are text]), and a
+    lone surrogate makes the file invalid for strict JSON readers.
+    """
+    if isinstance(value, str):
+        return printable(value)
+    if isinstance(value, dict):
+        return {key: _shown(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_shown(item) for item in value]
+    return value
 
 
 def save_chrome_trace(trace: Trace, path: str | os.PathLike[str]) -> dict[str, Any]:

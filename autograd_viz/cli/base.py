@@ -13,12 +13,17 @@ import os
 import sys
 from typing import TYPE_CHECKING, NoReturn
 
+from autograd_viz.trace.text import one_line, printable
+
 if TYPE_CHECKING:
     from rich.console import Console
 
     from autograd_viz.trace import Trace
 
 PROG = "autograd-viz"
+
+ERROR_LIMIT = 2000
+"""The longest error line printed, in characters (a name may be 100,000 long)."""
 
 
 class UsageError(Exception):
@@ -65,6 +70,22 @@ def check_output(path: str) -> None:
         raise CommandError(f"cannot write {path}: directory {directory} does not exist")
 
 
+def shown(text: object) -> str:
+    """``text`` from a program or a trace as rich markup that shows it as written.
+
+    Control characters become escapes and markup is escaped (Note [Names are
+    text] in :mod:`autograd_viz.trace.text`).
+    """
+    from rich.markup import escape
+
+    return escape(printable(text))
+
+
+def error_line(message: object) -> str:
+    """One line of a message for stderr: control characters escaped, cut to a readable length."""
+    return one_line(message, ERROR_LIMIT)
+
+
 def rich_console(stderr: bool = False) -> Console:
     from rich.console import Console
 
@@ -72,4 +93,5 @@ def rich_console(stderr: bool = False) -> Console:
 
 
 def note(message: str) -> None:
-    print(f"{PROG}: {message}", file=sys.stderr)
+    """A line on stderr about what happened (names in it are shown escaped)."""
+    print(f"{PROG}: {error_line(message)}", file=sys.stderr)

@@ -22,6 +22,7 @@ from autograd_viz.cli.base import (
     load_trace,
     note,
 )
+from autograd_viz.trace.text import printable
 
 if TYPE_CHECKING:
     from autograd_viz.draw.graph_view import GraphView
@@ -106,11 +107,11 @@ def run_dot(args: argparse.Namespace) -> int:
         raise CommandError(f"cannot write {output}: {exc}") from None
     tasks = ", ".join(str(t.id) for t in view.tasks)
     print(
-        f"Wrote {output} ({fmt}): {len(view.nodes):,} nodes, {len(view.edges):,} edges "
+        f"Wrote {printable(output)} ({fmt}): {len(view.nodes):,} nodes, {len(view.edges):,} edges "
         f"at step {step:,} of {len(trace):,}, graph task {tasks}."
     )
     for line in view.notices:
-        print(f"  {line}")
+        print(f"  {printable(line)}")
     return 0
 
 
@@ -142,7 +143,7 @@ def run_animate(args: argparse.Namespace) -> int:
     except (RuntimeError, OSError) as exc:
         raise CommandError(f"cannot write {output}: {exc}") from None
     skipped = f" ({result.skipped:,} steps skipped; see --max-frames)" if result.skipped else ""
-    print(f"Wrote {output}: {result.frames:,} frames of {source}{skipped}.")
+    print(f"Wrote {printable(output)}: {result.frames:,} frames of {printable(source)}{skipped}.")
     return 0
 
 

@@ -15,7 +15,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
-from autograd_viz.cli.base import PROG, ArgumentParser, CommandError, UsageError
+from autograd_viz.cli.base import PROG, ArgumentParser, CommandError, UsageError, error_line
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -52,7 +52,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = parser.parse_args(argv)
     except UsageError as exc:
-        print(f"{PROG}: error: {exc} (see '{PROG} --help')", file=sys.stderr)
+        print(f"{PROG}: error: {error_line(exc)} (see '{PROG} --help')", file=sys.stderr)
         return 2
     run: Callable[[argparse.Namespace], int] | None = getattr(args, "run", None)
     if run is None:
@@ -61,10 +61,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return run(args)
     except UsageError as exc:
-        print(f"{PROG}: error: {exc} (see '{PROG} --help')", file=sys.stderr)
+        print(f"{PROG}: error: {error_line(exc)} (see '{PROG} --help')", file=sys.stderr)
         return 2
     except CommandError as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        print(f"{PROG}: error: {error_line(exc)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)

@@ -17,7 +17,15 @@ import sys
 import warnings
 from typing import TYPE_CHECKING
 
-from autograd_viz.cli.base import PROG, ArgumentParser, CommandError, UsageError, check_output, note
+from autograd_viz.cli.base import (
+    PROG,
+    ArgumentParser,
+    CommandError,
+    UsageError,
+    check_output,
+    note,
+    shown,
+)
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -109,8 +117,6 @@ def run_nan(args: argparse.Namespace) -> int:
 
 def print_report(report: NanReport, console: Console) -> None:
     """Print ``report``: the first finding in full, then a short list of the others."""
-    from rich.markup import escape
-
     first = report.first
     if first is None:
         calls = report.backward_calls
@@ -122,18 +128,18 @@ def print_report(report: NanReport, console: Console) -> None:
     value = "NaN" if first.value == "nan" else "Inf"
     console.print(
         f"[bold red]{value} born in the {first.phase} pass[/bold red] at "
-        f"[bold]{escape(str(first.node))}[/bold] (op {escape(first.op)})"
+        f"[bold]{shown(str(first.node))}[/bold] (op {shown(first.op)})"
     )
-    rows = [("why", f"[bold]{escape(first.cause)}[/bold]")]
+    rows = [("why", f"[bold]{shown(first.cause)}[/bold]")]
     if first.source is not None:
-        where = f"{escape(str(first.source))} in {escape(first.source.function)}"
+        where = f"{shown(str(first.source))} in {shown(first.source.function)}"
         if first.source.code:
-            where += f"\n{'':16}[cyan]{escape(first.source.code)}[/cyan]"
+            where += f"\n{'':16}[cyan]{shown(first.source.code)}[/cyan]"
         rows.append(("where", where))
     if report.path:
-        rows.append(("path", " → ".join(escape(str(n)) for n in report.path)))
+        rows.append(("path", " → ".join(shown(str(n)) for n in report.path)))
     if report.torch_node is not None:
-        rows.append(("PyTorch", f"anomaly mode names {escape(str(report.torch_node))}"))
+        rows.append(("PyTorch", f"anomaly mode names {shown(str(report.torch_node))}"))
     inputs = "gradients in" if first.phase == "backward" else "inputs"
     outputs = "gradients out" if first.phase == "backward" else "output"
     rows += _tensor_rows(inputs, first.inputs)
@@ -145,8 +151,6 @@ def print_report(report: NanReport, console: Console) -> None:
 
 
 def _print_others(report: NanReport, console: Console) -> None:
-    from rich.markup import escape
-
     others = report.others
     if not others:
         return
@@ -154,7 +158,7 @@ def _print_others(report: NanReport, console: Console) -> None:
     passed = len(others) - len(sources)
     console.print(f"[bold]Other findings[/bold]: {len(sources)} more born, {passed} passed one on")
     for finding in sources[:_LISTED]:
-        console.print(f"  {escape(_one_line(finding))}", soft_wrap=True)
+        console.print(f"  {shown(_one_line(finding))}", soft_wrap=True)
     if len(sources) > _LISTED:
         console.print(f"  ... and {len(sources) - _LISTED} more")
 
@@ -165,12 +169,10 @@ def _one_line(finding: Finding) -> str:
 
 
 def _tensor_rows(label: str, summaries: tuple[TensorSummary | None, ...]) -> list[tuple[str, str]]:
-    from rich.markup import escape
-
     rows = []
     for i, summary in enumerate(summaries):
         text = "none" if summary is None else describe_tensor(summary)
-        rows.append((label if i == 0 else "", f"[{i}] {escape(text)}"))
+        rows.append((label if i == 0 else "", f"[{i}] {shown(text)}"))
     return rows
 
 

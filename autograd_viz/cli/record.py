@@ -24,7 +24,9 @@ from autograd_viz.cli.base import (
     load_trace,
     note,
     rich_console,
+    shown,
 )
+from autograd_viz.trace.text import printable
 
 if TYPE_CHECKING:
     from rich.text import Text
@@ -84,8 +86,8 @@ def run_record(args: argparse.Namespace) -> int:
             interrupted = True
     if failure is not None:
         sys.stdout.flush()  # the script's own output comes before its traceback
-        print(f"Traceback of {script}, which raised:", file=sys.stderr)
-        print(failure.script_traceback(), end="", file=sys.stderr)
+        print(f"Traceback of {printable(script)}, which raised:", file=sys.stderr)
+        print(printable(failure.script_traceback(), newlines=True), end="", file=sys.stderr)
     # The trace is saved whatever the script did: a partial trace is what shows where it failed.
     try:
         trace.save(output)
@@ -114,7 +116,7 @@ class _RecordingStatus:
     def __rich__(self) -> Text:
         from rich.text import Text
 
-        return Text(f"Running {self.script}: {len(self.trace.events):,} events recorded")
+        return Text(f"Running {printable(self.script)}: {len(self.trace.events):,} events recorded")
 
 
 @contextmanager
@@ -132,11 +134,10 @@ def _print_record_summary(
     stats: TraceStats, script: str, output: str, size: int, complete: bool
 ) -> None:
     from rich.filesize import decimal
-    from rich.markup import escape
 
     console = rich_console()
     title = "Recorded" if complete else "Partial trace of"
-    console.print(f"[bold]{title} {escape(script)}[/bold]", soft_wrap=True)
+    console.print(f"[bold]{title} {shown(script)}[/bold]", soft_wrap=True)
     rows = [
         ("graph tasks", f"{stats.graph_tasks:,}"),
         ("nodes run", f"{stats.nodes:,}"),
@@ -144,7 +145,7 @@ def _print_record_summary(
         ("duration", _duration(stats.duration_ns)),
         ("errors", _flagged(stats.errors)),
         ("anomalies", _flagged(stats.anomalies)),
-        ("saved to", f"{escape(output)} ({decimal(size)})"),
+        ("saved to", f"{shown(output)} ({decimal(size)})"),
     ]
     for label, value in rows:
         console.print(f"  {label:<12} {value}", soft_wrap=True)
@@ -194,7 +195,7 @@ def run_timeline(args: argparse.Namespace) -> int:
     flows = sum(1 for e in events if e["ph"] == "s")
     lanes = sum(1 for e in events if e["name"] == "thread_name")
     print(
-        f"Wrote {output}: {slices} node slices, {flows} flows, {lanes} threads. "
+        f"Wrote {printable(output)}: {slices} node slices, {flows} flows, {lanes} threads. "
         "Open it in https://ui.perfetto.dev or chrome://tracing."
     )
     return 0

@@ -31,6 +31,7 @@ from autograd_viz.draw.frames import (
     dot_executable,
     render_frames,
 )
+from autograd_viz.trace.text import printable
 
 if TYPE_CHECKING:
     from autograd_viz.trace import Trace
@@ -204,7 +205,9 @@ def describe_step(trace: Trace, step: int) -> str:
         return f"{head} · before backward"
     event = trace.events[step - 1]
     what = event.kind if event.node_name is None else f"{event.kind} {event.node_name}"
-    return f"{head} · {what} · thread {event.thread} · graph task {event.graph_task}"
+    # Names are text (Note [Names are text]); the page sets captions as textContent.
+    thread = printable(event.thread)
+    return f"{head} · {printable(what)} · thread {thread} · graph task {event.graph_task}"
 
 
 # -- HTML -----------------------------------------------------------------------------
@@ -240,7 +243,7 @@ def write_html(
     Raises:
         OSError: ``path`` cannot be written.
     """
-    heading = f"autograd-viz · {title}" if title else "autograd-viz · backward pass"
+    heading = f"autograd-viz · {printable(title)}" if title else "autograd-viz · backward pass"
     data = script_json({"frames": list(svgs), "captions": list(captions), "frameMs": frame_ms})
     page = (
         _PAGE.replace("{{title}}", html.escape(heading))

@@ -19,6 +19,7 @@ import engine
 from autograd_viz.draw import dot
 from autograd_viz.draw.dot import to_dot
 from autograd_viz.trace import Trace
+from autograd_viz.trace.text import printable
 from engine import graph
 from tests.graphs import FailsInBackward, Reentrant, reachable
 from tests.viz.dotting import (
@@ -303,7 +304,7 @@ def test_hostile_names_render_as_text_never_as_dot_or_html() -> None:
     assert set(texts) >= set(view.nodes)
     leaf_texts = [texts[b.key] for b in view.boxes if b.kind == "leaf"]
     for name in HOSTILE:
-        shown = name.replace("\x07", "\\x07").replace("\t", "\\x09")
+        shown = printable(name, newlines=True)
         lines = [line.strip() for line in shown.split("\n")]
         assert any(
             [line.strip() for line in text.splitlines()[: len(lines)]] == lines
