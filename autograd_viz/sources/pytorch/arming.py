@@ -40,6 +40,22 @@ _ARGUMENTS = (
 )
 """``run_backward``'s parameters after the root tensors, in order."""
 
+_CALLING_THREAD = frozenset({"cpu", "meta"})
+"""Devices whose nodes PyTorch runs on the thread that called backward."""
+
+# Note [Device threads]
+# ~~~~~~~~~~~~~~~~~~~~~
+# PyTorch runs the nodes of a CUDA (or other accelerator) tensor on one
+# engine thread per device, shared by every graph task, and the order
+# between the calling thread's queue and the device queues depends on
+# timing. The bridge follows a graph task on the thread that called
+# backward (its hooks recognise their graph task there, and its model of the
+# ready queue is that thread's), so it watches such a call only when
+# PyTorch's multithreading is off: then every node runs on the calling
+# thread from one ready queue, in the order the model replays. A live
+# session that gates a backward turns it off for that call. Otherwise the
+# call runs unwatched, after one warning.
+
 _lock = threading.Lock()
 _armed = 0
 _original: Callable[..., Any] | None = None
@@ -190,6 +206,16 @@ def _run_watched(original: Callable[..., Any], t_outputs: Any, args: Any, kwargs
         )
     except Exception as exc:  # noqa: BLE001 - never break the user's backward for a view
         _warn_once(f"autograd-viz: cannot read this backward graph ({exc!r}); not watching it")
+        return original(t_outputs, *args, **kwargs)
+    if torch._C._is_multithreading_enabled() and any(
+        node.device not in _CALLING_THREAD for node in plan.nodes
+    ):
+        # See Note [Device threads]
+        _warn_once(
+            "autograd-viz: not watching a backward with device tensors: PyTorch runs their "
+            "nodes on its device threads; wrap the call in "
+            "torch.autograd.set_multithreading_enabled(False) to watch it"
+        )
         return original(t_outputs, *args, **kwargs)
     keep_graph = bool(bound.get("keep_graph"))
     create_graph = bool(bound.get("create_graph"))

@@ -272,6 +272,11 @@ class GraphTaskWatch:
             )
         summaries = summaries_of(outputs)
         self._emit("node_end", node, {"outputs": summaries})
+        if _anomaly_rejects(outputs):
+            # PyTorch checks a node's outputs after its post hooks and raises: nothing
+            # is routed, and the error that follows names this node.
+            self._running.append(node)
+            return
         self._pass_outputs(node, outputs, summaries)
 
     # -- derived -----------------------------------------------------------------------
@@ -516,6 +521,17 @@ class GraphTaskWatch:
                 "message": message,
                 "derived": True,
             },
+        )
+
+
+def _anomaly_rejects(outputs: tuple[Any, ...]) -> bool:
+    """Whether anomaly mode will fail the node for a NaN in its outputs (``evaluate_function``)."""
+    if not (torch.is_anomaly_enabled() and torch.is_anomaly_check_nan_enabled()):
+        return False
+    with torch.no_grad():
+        return any(
+            isinstance(o, torch.Tensor) and o.is_floating_point() and bool(o.detach().isnan().any())
+            for o in outputs
         )
 
 

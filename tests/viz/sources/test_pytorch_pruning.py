@@ -233,3 +233,43 @@ def test_a_contradicted_derivation_is_an_event_and_a_warning() -> None:
     (mismatch,) = mismatches(seen)
     assert mismatch.data["check"] == "buffer" and mismatch.data["derived"]
     assert mismatch.node_name == "MulBackward0"
+
+
+def test_anomaly_mode_failing_a_node_routes_nothing_and_names_it() -> None:
+    x = torch.tensor([0.0, 1.0], requires_grad=True)
+    seen: list[events.Event] = []
+    with (
+        warnings.catch_warnings(),
+        torch.autograd.detect_anomaly(check_nan=True),
+    ):
+        warnings.simplefilter("ignore", UserWarning)  # anomaly mode's own warnings
+        warnings.simplefilter("error", DerivedMismatchWarning)
+        loss = (x.sqrt() * 0).sum()  # sqrt's backward at 0 gives inf * 0 = nan
+        with (
+            watch_torch(),
+            events.listen(seen.append),
+            pytest.raises(RuntimeError, match="returned nan values"),
+        ):
+            loss.backward()
+    (error,) = [e for e in seen if e.kind == "error"]
+    assert error.node_name == "SqrtBackward0"
+    assert error.data["traceback"]  # anomaly mode recorded the forward stack
+    end = [e for e in seen if e.node_name == "SqrtBackward0"][-2:]
+    assert [e.kind for e in end] == ["node_end", "error"]  # nothing routed in between
+    assert x.grad is None
+
+
+def test_a_recorded_torch_trace_survives_save_and_load(tmp_path: Any) -> None:
+    from autograd_viz.trace import Trace
+
+    torch.manual_seed(5)
+    w = torch.randn(3, 3, requires_grad=True)
+    x = torch.randn(3, requires_grad=True)
+    h = torch.tanh(w @ x)
+    loss = (h * h).sum() + h.sum()
+    with watch_torch(), record() as trace:
+        torch.autograd.grad(loss, [x, h], retain_graph=True)
+        loss.backward()
+    path = tmp_path / "torch.jsonl"
+    trace.save(path)
+    assert Trace.load(path) == trace
