@@ -26,6 +26,7 @@ from textual.widgets import Footer, Static
 
 from autograd_viz.trace import GraphTaskInfo, Trace, TraceEvent
 from autograd_viz.trace.replay import ExecutionState
+from autograd_viz.trace.text import one_line
 from autograd_viz.tui.dag import DagView
 from autograd_viz.tui.driver import Driver
 from autograd_viz.tui.nodes import NodeList
@@ -43,6 +44,9 @@ WIDE = (120, 32)
 """From this size up (columns, rows), the wide layout."""
 
 VIEWS = ("topo", "tree", "dag")
+
+STATUS_LIMIT = 500
+"""The most characters the status bar quotes (a name may be 100,000 long)."""
 
 _NOTHING = object()
 
@@ -118,7 +122,7 @@ class VizApp(App[int]):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.title = f"autograd-viz · {self.source}"
+        self.title = f"autograd-viz · {one_line(self.source)}"
         self.query_one("#engine").border_title = "ready queues · engine threads"
         self.query_one("#inspector").border_title = "inspector"
         self.query_one("#events").border_title = "events"
@@ -217,7 +221,9 @@ class VizApp(App[int]):
         if self.message:
             parts.append(self.message)
         status = self.query_one("#status", Static)
-        status.update(" · ".join(parts), layout=False)  # one line, always
+        # Text, not markup: the message quotes names and errors (Note [Names are text]).
+        line = Text(one_line(" · ".join(parts), STATUS_LIMIT))
+        status.update(line, layout=False)  # one line, always
         status.set_class(self.busy, "-busy")
         status.set_class(bool(state.errors or state.anomalies), "-problem")
 
@@ -338,7 +344,7 @@ class VizApp(App[int]):
             self.driver.trace, self.shown_task(state), self.query_one(NodeList), query
         )
         if found is None:
-            self.notify(f"No node matches {query!r}.", severity="warning")
+            self.notify(f"No node matches {one_line(query)!r}.", severity="warning", markup=False)
             return
         task_id, node_id = found
         shown = self.shown_task(state)
@@ -355,7 +361,7 @@ class VizApp(App[int]):
         choices = [("follow", "follow the current step")]
         for gid, task in tasks.items():
             depth = f", reentrant depth {task.reentrant_depth}" if task.reentrant_depth else ""
-            roots = ", ".join(name for _, name, _ in task.roots) or "?"
+            roots = one_line(", ".join(name for _, name, _ in task.roots) or "?", 80)
             label = f"graph task {gid}: from {roots}, {len(task.nodes)} nodes{depth}"
             choices.append((str(gid), label))
         self.push_screen(TaskPicker(choices), self._pin_task)
@@ -396,9 +402,11 @@ class VizApp(App[int]):
         try:
             written = export_step(state, graph_task, path, self.path)
         except Exception as exc:  # noqa: BLE001 - shown to the user, the app goes on
-            self.call_from_thread(self.notify, str(exc), title="Export failed", severity="error")
+            self.call_from_thread(
+                self.notify, one_line(exc), title="Export failed", severity="error", markup=False
+            )
             return
-        self.call_from_thread(self.notify, written, title="Exported")
+        self.call_from_thread(self.notify, one_line(written), title="Exported", markup=False)
 
     def action_zoom(self) -> None:
         if self.screen.maximized is not None:

@@ -15,6 +15,7 @@ from rich.text import Text
 
 from autograd_viz.trace import GraphTaskInfo, NodeInfo
 from autograd_viz.trace.replay import ExecutionState, NodeState
+from autograd_viz.trace.text import printable
 from autograd_viz.tui.rows import RowList
 from autograd_viz.tui.text import (
     NON_FINITE_STYLE,
@@ -22,6 +23,7 @@ from autograd_viz.tui.text import (
     non_finite,
     sequence_nr,
     short_name,
+    shown_name,
     status_text,
 )
 
@@ -167,7 +169,7 @@ class NodeList(RowList):
         fmt = self._format()
         text = Text(guides(entry, fmt.guides), style="dim")
         if entry.repeat:
-            text.append(f"↺ {info.name} #{info.id} (shown above)", style="dim italic")
+            text.append(f"↺ {printable(info.name)} #{info.id} (shown above)", style="dim italic")
             return text
         mark = info.id in self.breakpoints
         on_path = info.id in self.path
@@ -236,7 +238,7 @@ def row_name(info: NodeInfo, short: bool) -> str:
     if short:
         return short_name(info)
     leaf = info.leaf.name if info.leaf is not None and info.leaf.name else ""
-    return f"{info.name}({leaf})" if leaf else info.name
+    return f"{shown_name(info.name)}({shown_name(leaf)})" if leaf else shown_name(info.name)
 
 
 def row_format(task: GraphTaskInfo, rows: list[Row], width: int) -> RowFormat:
@@ -246,7 +248,7 @@ def row_format(task: GraphTaskInfo, rows: list[Row], width: int) -> RowFormat:
     seq = max((len(sequence_nr(i.sequence_nr)) for i in infos), default=1)
     topo = max((len(str(i.topological_nr)) for i in infos), default=1)
     deps = max((2 * len(str(i.dependencies)) + 1 for i in infos), default=3)
-    device = max((len(i.device) for i in infos), default=3)
+    device = max((len(printable(i.device)) for i in infos), default=3)
     ident = max((len(f" #{i.id}") for i in infos), default=3)
     shortest = sum(len(label) for label in _FACTS[-1]) + seq + topo + deps + device
     room = max(4, min(width // 3, width - shortest - _HEAD - ident - 10))
@@ -316,5 +318,5 @@ def node_row(
     text.append(f"{topo_label}{info.topological_nr:<{topo_w}}")
     deps = f"{remaining}/{info.dependencies}"
     text.append(f"{deps_label}{deps:<{deps_w}}", style="yellow" if remaining else "")
-    text.append(f"{device_label}{info.device}", style="dim")
+    text.append(f"{device_label}{printable(info.device)}", style="dim")
     return text

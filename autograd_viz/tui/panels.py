@@ -9,6 +9,7 @@ from rich.text import Text
 from autograd_viz.live import LIVE_THREAD
 from autograd_viz.trace import GraphTaskInfo, NodeInfo, Trace
 from autograd_viz.trace.replay import ExecutionState, NodeState
+from autograd_viz.trace.text import printable
 from autograd_viz.tui.rows import RowList
 from autograd_viz.tui.text import (
     NON_FINITE_STYLE,
@@ -33,13 +34,15 @@ def queues_view(state: ExecutionState, devices: list[str]) -> RenderableType:
         for entry in entries[:QUEUE_ROW_LIMIT]:
             if line:
                 line.append(" · ", style="dim")
-            line.append(entry.name, style="dodger_blue1")
+            line.append(printable(entry.name), style="dodger_blue1")
             line.append(f"#{entry.node_id}", style="dim")
             if entry.reentrant_depth:
                 line.append(f" d{entry.reentrant_depth}", style="purple")
         if len(entries) > QUEUE_ROW_LIMIT:
             line.append(f" +{len(entries) - QUEUE_ROW_LIMIT} more", style="dim")
-        table.add_row(f"{device} [{len(entries)}]", line or Text("empty", style="dim"))
+        # Text, not a str: a str cell is markup, and devices come from the trace.
+        head = Text(f"{printable(device)} [{len(entries)}]")
+        table.add_row(head, line or Text("empty", style="dim"))
     return table
 
 
@@ -54,7 +57,7 @@ def threads_view(state: ExecutionState) -> RenderableType:
         lane = Text()
         if running is not None:
             lane.append("▶ ", style="bold dark_orange")
-            lane.append(f"{running.name}#{running.node_id} ")
+            lane.append(f"{printable(running.name)}#{running.node_id} ")
             lane.append(f"task {running.graph_task}", style="dim")
         elif thread.stack:
             lane.append(f"waits on task {thread.stack[-1].graph_task}", style="yellow")
@@ -63,7 +66,7 @@ def threads_view(state: ExecutionState) -> RenderableType:
         depth = _reentrant_depth(state, thread.stack[-1].graph_task) if thread.stack else 0
         if depth:
             lane.append(f"  reentrant depth {depth}", style="bold purple")
-        table.add_row(short_thread(name), lane)
+        table.add_row(Text(short_thread(name)), lane)  # a str cell would be markup
     if not state.threads:
         table.add_row(Text("no engine thread has run yet", style="dim"), "")
     return table
@@ -81,16 +84,16 @@ def inspect_node(
     """Everything about one node at one step."""
     head = Text()
     head.append_text(status_text(state.status if state else "not started"))
-    head.append(f" {info.name}", style="bold")
+    head.append(f" {printable(info.name)}", style="bold")
     head.append(f" #{info.id}", style="dim")
     head.append(f"  {state.status if state else 'not started'}")
     if state is not None and state.thread:
-        head.append(f" on {state.thread}", style="dim")
+        head.append(f" on {printable(state.thread)}", style="dim")
     if breakpoint_:
         head.append("  ⏺ breakpoint", style="bold red")
     facts = Text(
         f"sequence_nr {sequence_nr(info.sequence_nr)} · topological_nr {info.topological_nr}"
-        f" · {info.device} · graph task {task.id}",
+        f" · {printable(info.device)} · graph task {task.id}",
         style="dim",
     )
     remaining = state.remaining if state is not None else info.dependencies
@@ -99,7 +102,11 @@ def inspect_node(
     if info.leaf is not None:
         leaf = info.leaf
         parts.append(
-            Text(f"leaf {leaf.name or '(unnamed)'}: {leaf.dtype}{list(leaf.shape)} {leaf.device}")
+            Text(
+                printable(
+                    f"leaf {leaf.name or '(unnamed)'}: {leaf.dtype}{list(leaf.shape)} {leaf.device}"
+                )
+            )
         )
     parts.append(_section("input buffer (gradients in)"))
     slots = state.slots if state is not None else (None,) * len(info.inputs)
@@ -123,7 +130,7 @@ def inspect_node(
             line.append("no edge (no gradient needed)", style="dim")
         else:
             target = task.nodes.get(edge[0])
-            line.append(f"{target.name if target else '?'}#{edge[0]} slot {edge[1]}")
+            line.append(f"{printable(target.name if target else '?')}#{edge[0]} slot {edge[1]}")
         if outputs is not None and i < len(outputs):
             line.append("  ")
             line.append_text(summary_text(outputs[i], brief=True))
@@ -150,10 +157,11 @@ def inspect_node(
             parts.append(Text(f"  input slot {slot_nr} → grad() output {output_nr}", style="blue"))
     if state is not None and state.error:
         parts.append(_section("error"))
-        parts.append(Text(state.error, style="bold red"))
+        parts.append(Text(printable(state.error, newlines=True), style="bold red"))
     if info.traceback:
         parts.append(_section("forward traceback (anomaly mode)"))
-        parts.append(Text("".join(info.traceback).rstrip(), style="dim"))
+        traceback = printable("".join(info.traceback).rstrip(), newlines=True)
+        parts.append(Text(traceback, style="dim"))
     return Group(*parts)
 
 
@@ -165,10 +173,10 @@ def inspect_nothing(trace: Trace, state: ExecutionState) -> RenderableType:
 
 
 def short_thread(name: str) -> str:
-    """An engine thread's name without the ``autograd-`` every worker has."""
+    """An engine thread's name without the ``autograd-`` every worker has, shown escaped."""
     if name == "MainThread":
         return "main"
-    return "program" if name == LIVE_THREAD else name.removeprefix("autograd-")
+    return "program" if name == LIVE_THREAD else printable(name.removeprefix("autograd-"))
 
 
 def _section(title: str) -> Text:

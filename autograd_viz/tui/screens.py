@@ -14,6 +14,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
+from autograd_viz.trace.text import printable
 from autograd_viz.tui.text import STATUS_GLYPHS
 
 _CLOSE: list[BindingType] = [Binding("escape", "dismiss_none", "Close")]
@@ -79,7 +80,7 @@ class TextScreen(_Modal):
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="help-body"):
             yield Static(Text(self.title_text, style="bold underline"))
-            yield Static(Text(self.text))
+            yield Static(Text(printable(self.text, newlines=True)))
 
 
 class PromptScreen(_Modal):
@@ -110,7 +111,8 @@ class TaskPicker(_Modal):
     def compose(self) -> ComposeResult:
         with Vertical(id="picker"):
             yield Label("Show which graph task?")
-            yield OptionList(*(Option(label, id=key) for key, label in self.choices))
+            # Text, not markup: a label quotes node names (Note [Names are text]).
+            yield OptionList(*(Option(Text(label), id=key) for key, label in self.choices))
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         self.dismiss(event.option.id)

@@ -6,6 +6,7 @@ from rich.text import Text
 
 from autograd_viz.trace import NodeInfo, TraceEvent
 from autograd_viz.trace.replay import NodeState, NodeStatus
+from autograd_viz.trace.text import printable, shorten
 from engine.events import TensorSummary
 from engine.graph import UINT64_MAX
 
@@ -53,12 +54,25 @@ def sequence_nr(value: int | None) -> str:
 
 
 def short_name(info: NodeInfo) -> str:
-    """A node's name without ``Backward0``; ``AccumulateGrad`` as ``Acc(leaf name)``."""
+    """A node's name without ``Backward0``; ``AccumulateGrad`` as ``Acc(leaf name)``.
+
+    Shown escaped (Note [Names are text]), as every name the TUI writes, and
+    cut at :data:`NAME_LIMIT` characters.
+    """
     if info.name == "AccumulateGrad":
         leaf = info.leaf.name if info.leaf is not None and info.leaf.name else ""
-        return f"Acc({leaf})" if leaf else "Acc"
+        return f"Acc({shown_name(leaf)})" if leaf else "Acc"
     base, _, version = info.name.rpartition("Backward")
-    return base if base and (version.isdigit() or not version) else info.name
+    return shown_name(base if base and (version.isdigit() or not version) else info.name)
+
+
+NAME_LIMIT = 80
+"""The most characters of a name a row or a drawn node shows (a name may be 100,000 long)."""
+
+
+def shown_name(name: str) -> str:
+    """A name as the TUI writes it: escaped (Note [Names are text]), cut at :data:`NAME_LIMIT`."""
+    return shorten(printable(name), NAME_LIMIT)
 
 
 def status_text(status: NodeStatus | str) -> Text:
@@ -78,9 +92,9 @@ def summary_text(summary: TensorSummary | None, *, brief: bool = False) -> Text:
     if summary is None:
         return Text("undefined", style="dim")
     shape = "×".join(str(d) for d in summary.shape) or "scalar"
-    text = Text().append(f"{summary.dtype}[{shape}]", style="cyan")
+    text = Text().append(f"{printable(summary.dtype)}[{shape}]", style="cyan")
     if not brief:
-        text.append(f" {summary.device}", style="dim")
+        text.append(f" {printable(summary.device)}", style="dim")
     if not summary.finite:
         if summary.nan_count:
             text.append(f" NaN×{summary.nan_count}", style=NON_FINITE_STYLE)
@@ -99,7 +113,7 @@ def event_text(event: TraceEvent) -> Text:
     """One event as a timeline row: kind, node, and what changed."""
     text = Text().append(f"{event.kind:<21}", style=KIND_STYLES.get(event.kind, ""))
     if event.node_name is not None:
-        text.append(f" {event.node_name}")
+        text.append(f" {printable(event.node_name)}")
         text.append(f" #{event.node_id}", style="dim")
     detail = _event_detail(event)
     if detail:
@@ -114,11 +128,12 @@ def _event_detail(event: TraceEvent) -> Text:
     if kind == "dependency_decrement":
         return Text(f"{data.get('remaining', '?')} left", style="dim")
     if kind == "enqueue":
-        return Text(f"→ queue {data.get('queue', '?')}", style="dim")
+        return Text(f"→ queue {printable(data.get('queue', '?'))}", style="dim")
     if kind == "accumulate":
         grad = data.get("grad")
         if data.get("target") == "leaf":
-            head = Text(f"{data.get('action', '')} {data.get('leaf_name') or 'leaf'}.grad ")
+            leaf = printable(data.get("leaf_name") or "leaf")
+            head = Text(f"{data.get('action', '')} {leaf}.grad ")
         else:
             head = Text().append(f"slot {data.get('slot')} {data.get('action', '')} ", style="dim")
         if isinstance(grad, TensorSummary):
@@ -126,7 +141,7 @@ def _event_detail(event: TraceEvent) -> Text:
         return head
     if kind in ("error", "anomaly"):
         message = str(data.get("message") or data.get("value") or "")
-        return Text(message.splitlines()[0] if message else "", style="red")
+        return Text(printable(message.splitlines()[0]) if message else "", style="red")
     if kind == "reentrant_enter":
         return Text(f"depth {data.get('depth', '?')}", style="dim")
     return Text("")
