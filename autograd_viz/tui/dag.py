@@ -1,21 +1,13 @@
-"""The graph drawn in the terminal: layers by topological number, edges in box lines.
+"""The graph drawn in the terminal: labels in layers by topological number, edges as lines.
 
-The layout is the engine's own order: a node's topological number is the
-longest path from it to a leaf, so every edge goes from a higher layer to a
-lower one and layers are drawn top (the root) to bottom (the leaves). Inside
-a layer, nodes sit in the order of the mean position of the nodes that send
-them a gradient (one barycentre sweep), which keeps most edges short. Edges
-run down from the sender, along the row above the receiver's layer and into
-it with an arrow; where lines meet, their box-drawing characters merge.
-
-Layouts depend on the graph only, so they are computed once per graph task;
-a step redraws labels and colours.
+Where labels go and how each edge runs is worked out once per graph task in
+:mod:`autograd_viz.tui.routing` (see Note [Every edge is drawn alone]); a step
+redraws labels and colours.
 """
 
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
 
 from rich.segment import Segment
 from rich.text import Text
@@ -25,6 +17,7 @@ from textual.strip import Strip
 
 from autograd_viz.trace import GraphTaskInfo, NodeInfo
 from autograd_viz.trace.replay import ExecutionState, NodeState
+from autograd_viz.tui.routing import DOWN, LEFT, RIGHT, UP, Layout, Route, layout
 from autograd_viz.tui.text import PATH_STYLE, STATUS_GLYPHS, non_finite, short_name
 
 MAX_DRAWN = 150
@@ -33,114 +26,30 @@ MAX_DRAWN = 150
 DELIVERED = "bold green3"
 """The style of an edge a gradient went along."""
 
-GAP = 2
-"""Columns between two nodes of a layer."""
-
-_UP, _DOWN, _LEFT, _RIGHT = 1, 2, 4, 8
 _BOX = {
-    _UP | _DOWN: "│",
-    _LEFT | _RIGHT: "─",
-    _DOWN | _RIGHT: "┌",
-    _DOWN | _LEFT: "┐",
-    _UP | _RIGHT: "└",
-    _UP | _LEFT: "┘",
-    _UP | _DOWN | _RIGHT: "├",
-    _UP | _DOWN | _LEFT: "┤",
-    _LEFT | _RIGHT | _DOWN: "┬",
-    _LEFT | _RIGHT | _UP: "┴",
-    _UP | _DOWN | _LEFT | _RIGHT: "┼",
-    _UP: "│",
-    _DOWN: "│",
-    _LEFT: "─",
-    _RIGHT: "─",
+    UP | DOWN: "│",
+    LEFT | RIGHT: "─",
+    DOWN | RIGHT: "┌",
+    DOWN | LEFT: "┐",
+    UP | RIGHT: "└",
+    UP | LEFT: "┘",
 }
-
-
-@dataclass(frozen=True, slots=True)
-class Layout:
-    """Where each node of a graph task is drawn."""
-
-    position: dict[int, tuple[int, int]]
-    """Node id → (row, first column) of its label."""
-    width: dict[int, int]
-    """Node id → label width."""
-    size: tuple[int, int]
-    """(columns, rows) of the drawing."""
-
-
-def label_width(info: NodeInfo) -> int:
-    """A node's label width, fixed for the whole pass: ``○ Mul#7 2/2``."""
-    deps = len(str(info.dependencies))
-    return 2 + len(short_name(info)) + 1 + len(str(info.id)) + 1 + 2 * deps + 1
-
-
-def layout(task: GraphTaskInfo) -> Layout:
-    """Place ``task``'s nodes in layers by topological number (see the module notes)."""
-    nodes = task.nodes
-    top = max(info.topological_nr for info in nodes.values())
-    layers: dict[int, list[NodeInfo]] = {}
-    for info in nodes.values():
-        layers.setdefault(top - info.topological_nr, []).append(info)
-    senders: dict[int, list[int]] = {}
-    for info in nodes.values():
-        for edge in info.next_edges:
-            if edge is not None and edge[0] in nodes:
-                senders.setdefault(edge[0], []).append(info.id)
-    centre: dict[int, float] = {}
-    ordered: dict[int, list[NodeInfo]] = {}
-    for depth in sorted(layers):
-        members = layers[depth]
-
-        def key(info: NodeInfo) -> tuple[float, int]:
-            placed = [centre[s] for s in senders.get(info.id, ()) if s in centre]
-            return (sum(placed) / len(placed) if placed else 0.0, -info.sequence_nr)
-
-        members.sort(key=key)
-        ordered[depth] = members
-        x = 0
-        for info in members:
-            centre[info.id] = x + label_width(info) / 2
-            x += label_width(info) + GAP
-    widths = {d: sum(label_width(i) + GAP for i in m) - GAP for d, m in ordered.items()}
-    total = max(widths.values())
-    position: dict[int, tuple[int, int]] = {}
-    for depth, members in ordered.items():
-        x = (total - widths[depth]) // 2
-        for info in members:
-            position[info.id] = (3 * depth, x)
-            x += label_width(info) + GAP
-    width = {info.id: label_width(info) for info in nodes.values()}
-    return Layout(position, width, (total, 3 * max(ordered) + 1))
+"""Every piece a line can have; lines never merge, so there are no junctions."""
 
 
 class _Canvas:
     def __init__(self, columns: int, rows: int) -> None:
         self.columns = columns
-        self.masks = [[0] * columns for _ in range(rows)]
-        self.styles: list[list[str]] = [[""] * columns for _ in range(rows)]
+        self.cells: dict[tuple[int, int], tuple[str, str]] = {}
         self.text: dict[tuple[int, int], Text] = {}
-        self.arrows: dict[tuple[int, int], str] = {}
 
-    def line(self, row: int, col: int, mask: int, style: str) -> None:
-        self.masks[row][col] |= mask
-        # A delivered edge's colour wins where lines share a cell.
-        if (style and not self.styles[row][col]) or style in (DELIVERED, f"bold {PATH_STYLE}"):
-            self.styles[row][col] = style
-
-    def edge(self, start: tuple[int, int], end: tuple[int, int], style: str) -> None:
-        (r0, c0), (r1, c1) = start, end
-        turn = r1 - 2  # the gap row just above the receiving layer's arrow row
-        for r in range(r0 + 1, turn):
-            self.line(r, c0, _UP | _DOWN, style)
-        if c0 == c1:
-            self.line(turn, c0, _UP | _DOWN, style)
-        else:
-            step = 1 if c1 > c0 else -1
-            self.line(turn, c0, _UP | (_RIGHT if step > 0 else _LEFT), style)
-            for c in range(c0 + step, c1, step):
-                self.line(turn, c, _LEFT | _RIGHT, style)
-            self.line(turn, c1, (_LEFT if step > 0 else _RIGHT) | _DOWN, style)
-        self.arrows[(r1 - 1, c1)] = style
+    def route(self, route: Route, style: str) -> None:
+        """Draw one edge; where it crosses another, the vertical line is drawn on top."""
+        for r, c, directions in route.pieces:
+            if directions == LEFT | RIGHT and (r, c) in self.cells:
+                continue  # a crossing: the other edge's vertical stays on top
+            self.cells[(r, c)] = (_BOX[directions], style)
+        self.cells[route.arrow] = ("▼", style)
 
     def row(self, r: int) -> Text:
         out = Text()
@@ -151,11 +60,8 @@ class _Canvas:
                 out.append_text(label)
                 c += label.cell_len
                 continue
-            if (r, c) in self.arrows:
-                out.append("▼", style=self.arrows[(r, c)])
-            else:
-                mask = self.masks[r][c]
-                out.append(_BOX.get(mask, " "), style=self.styles[r][c])
+            glyph, style = self.cells.get((r, c), (" ", ""))
+            out.append(glyph, style=style)
             c += 1
         return out
 
@@ -174,18 +80,15 @@ def draw(
     if state is not None:
         delivered = {(d.from_node, d.to_node) for d in state.deliveries(task.id)}
     on_path = set(itertools.pairwise(path))
-    for info in task.nodes.values():
-        row, col = shape.position[info.id]
-        start = (row, col + shape.width[info.id] // 2)
-        for edge in info.next_edges:
-            if edge is None or edge[0] not in shape.position:
-                continue
-            to_row, to_col = shape.position[edge[0]]
-            end = (to_row, to_col + shape.width[edge[0]] // 2)
-            style = DELIVERED if (info.id, edge[0]) in delivered else "grey50"
-            if (info.id, edge[0]) in on_path:
-                style = f"bold {PATH_STYLE}"
-            canvas.edge(start, end, style)
+
+    # Grey lines first, so that coloured ones are drawn over them where they cross.
+    def rank(route: Route) -> int:
+        pair = (route.sender, route.receiver)
+        return 2 if pair in on_path else 1 if pair in delivered else 0
+
+    for route in sorted(shape.routes, key=rank):
+        style = ("grey50", DELIVERED, f"bold {PATH_STYLE}")[rank(route)]
+        canvas.route(route, style)
     for info in task.nodes.values():
         node_state = _state(state, task, info.id)
         label = _label(info, node_state, info.id == selected)
