@@ -28,6 +28,7 @@ import torch.autograd.graph
 from autograd_viz.sources.pytorch import watch as _watch
 from autograd_viz.sources.pytorch.graph import plan_graph_task
 from autograd_viz.sources.pytorch.naming import LeafNamer
+from engine.activity import ACTIVITY
 from engine.events import HUB
 
 _ARGUMENTS = (
@@ -220,9 +221,21 @@ def _run_watched(original: Callable[..., Any], t_outputs: Any, args: Any, kwargs
     keep_graph = bool(bound.get("keep_graph"))
     create_graph = bool(bound.get("create_graph"))
     watch = _watch.GraphTaskWatch(plan, keep_graph, create_graph)
+    stepped = ACTIVITY.tracking > 0  # a live session gates events: see Note [Stepping PyTorch]
+    if stepped and any(node.device != "cpu" for node in plan.nodes):
+        _warn_once(
+            "autograd-viz: PyTorch's device threads are off while a live session steps a "
+            "backward (torch.autograd.set_multithreading_enabled(False)), so that nodes run "
+            "in a repeatable order on the calling thread"
+        )
+    ACTIVITY.enter()
     try:
         watch.start(list(bound["grad_tensors"]), threading.current_thread().name)
-        result = original(t_outputs, *args, **kwargs)
+        if stepped:
+            with torch.autograd.set_multithreading_enabled(False):
+                result = original(t_outputs, *args, **kwargs)
+        else:
+            result = original(t_outputs, *args, **kwargs)
     except BaseException as exc:
         watch.fail(exc)
         raise
@@ -230,4 +243,19 @@ def _run_watched(original: Callable[..., Any], t_outputs: Any, args: Any, kwargs
         watch.finish(result)
     finally:
         watch.close()  # every hook goes, whatever happened
+        ACTIVITY.leave()
     return result
+
+
+# Note [Stepping PyTorch]
+# ~~~~~~~~~~~~~~~~~~~~~~~
+# A live session releases one event at a time, and before each release waits
+# until every thread working for an engine is paused or blocked (Note
+# [Quiescence] in engine/activity.py). The thread that calls PyTorch's
+# backward works for PyTorch's engine for the whole call, so it is counted
+# inside (ACTIVITY.enter/leave); paused in a hook, it counts as blocked.
+# PyTorch runs CUDA nodes on device threads of its own, in an order between
+# queues that no model can predict; while a session steps, multithreading is
+# turned off for the call (documented by PyTorch), so every node runs on the
+# calling thread in the ready queue's order. Unstepped recordings keep
+# PyTorch's threads.
