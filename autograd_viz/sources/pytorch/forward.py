@@ -1,0 +1,759 @@
+"""Where a NaN or an Inf is born in a PyTorch program: every aten op checked as it runs.
+
+A :class:`TorchNanChecker` arms three things on the thread that enters it:
+
+* a ``TorchDispatchMode`` that sees every aten op (forward and, on the CPU,
+  backward) and checks its outputs with one cheap reduction each: the sum
+  of a tensor is finite exactly when every element is (or the sum overflowed,
+  which the exact check then sorts out); ops whose outputs only alias an
+  input (views) are skipped by schema;
+* a ``TorchFunctionMode`` that links each new ``grad_fn`` to the user's
+  ``file:line`` and to the module it was made in (kept in the node's own
+  ``metadata``), and ties a forward finding to the node of its op;
+* global module forward hooks that keep the qualified name of the module
+  running (``encoder.layers.0.self_attn``).
+
+It emits ``anomaly`` events into :data:`engine.events.HUB` with the data
+fields of our engine's (``phase``, ``op``, ``value``, ``born``, ``tensor``,
+``inputs``, ``nonfinite_inputs``, ``traceback``, ...) plus ``aten_op`` and
+``module``: a forward event for each output *born* non-finite, and, while the
+PyTorch bridge watches the backward, a backward event for each node output
+that is not finite, as anomaly mode checks them. Tensors are read, never
+changed and never kept: events carry summaries.
+
+Note [Born in PyTorch]
+~~~~~~~~~~~~~~~~~~~~~~
+As in our engine (Note [Born non-finite] in engine/anomaly.py), an output is
+born non-finite when it holds a checked value (NaN, or ±Inf with
+``check_inf``) and no input held one. The inputs of an in-place op are read
+before it runs. Inside a backward node the op's birth is kept and attached to
+the node's event (``born``, ``aten_op``, ``op_inputs``): the op and the numbers
+that say why.
+
+Note [Intentional -inf]
+~~~~~~~~~~~~~~~~~~~~~~~
+Masked attention fills scores with ``-inf`` on purpose, so that softmax gives
+them weight 0. A ``-inf`` is *intentional* when a fill op (``masked_fill``,
+``where``, ``full``, ``fill``, ``scalar_tensor``, a tensor literal, ...) put it
+there from a ``-inf`` fill value, or when an op made it only from intentional
+``-inf`` inputs (``mask + scores``, ``baddbmm(mask, q, k)``, views). It is not
+reported, and an intentional input does not count as non-finite, so a NaN
+made from it (softmax of a row that is all ``-inf``) is reported where that
+NaN is born. A NaN or ``+inf`` fill is not intentional; an op given to
+``ignore`` is treated as a fill op of any value. Intentional tensors are
+remembered by weak reference only.
+"""
+
+from __future__ import annotations
+
+import linecache
+import math
+import os
+import sys
+import threading
+import traceback
+import weakref
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from types import FrameType
+from typing import Any
+
+import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.weak import WeakIdKeyDictionary
+
+import engine
+from autograd_viz.sources.pytorch.graph import TorchNode, node_id
+from autograd_viz.sources.pytorch.summary import TorchSummary, summarize_tensor
+from engine.activity import ACTIVITY
+from engine.events import HUB, Event, TensorSummary
+
+ORIGIN_KEY = "autograd_viz.origin"
+"""The key of a node's ``metadata`` under which its :class:`Origin` is kept."""
+
+FILL_OPS = frozenset(
+    {
+        "masked_fill",
+        "where",
+        "full",
+        "full_like",
+        "new_full",
+        "fill",
+        "scalar_tensor",
+        "index_fill",
+        "constant_pad_nd",
+        "lift_fresh",
+        "lift_fresh_copy",
+    }
+)
+"""Ops whose ``-inf`` from a ``-inf`` fill value is intentional (Note [Intentional -inf])."""
+
+NORM_OPS = frozenset({"linalg_vector_norm", "norm", "frobenius_norm", "linalg_norm"})
+"""Ops whose outputs are remembered (weakly) as norms, so that a division by one is named."""
+
+_NAN, _POSINF, _NEGINF = "nan", "+inf", "-inf"
+_NO_KINDS: frozenset[str] = frozenset()
+_ACCUMULATE_GRAD_NR = 2**64 - 1
+
+
+class NonFiniteError(RuntimeError):
+    """A NaN or Inf was found while checking with ``first=True`` (anomaly mode's raise)."""
+
+    _engine_propagate = True
+    """Raised in an event listener, it fails the backward call (see ``engine.events.listen``)."""
+
+
+@dataclass(frozen=True)
+class TorchChecks:
+    """What :class:`TorchNanChecker` checks and what it does with a finding."""
+
+    check_nan: bool = True
+    """Flag NaN values."""
+    check_inf: bool = True
+    """Flag +Inf and -Inf values (intentional ``-inf`` excepted)."""
+    forward: bool = True
+    """Check every aten op's outputs, not only the backward nodes' outputs."""
+    first: bool = False
+    """Raise :class:`NonFiniteError` at the first finding instead of collecting them all."""
+    ignore: frozenset[str] = field(default_factory=frozenset)
+    """Ops whose non-finite outputs are meant: ``masked_fill``, ``aten.log.default``, ..."""
+    max_values: int = 16
+    """Tensors up to this many elements keep their values in the events' summaries."""
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """Where the forward op that made a node was called."""
+
+    file: str
+    """The user's file."""
+    line: int
+    """The line in it."""
+    function: str
+    """The function the line is in."""
+    module: str | None
+    """The qualified name of the module that was running, if any."""
+
+    def formatted(self) -> list[str]:
+        """The frame as :func:`traceback.format_list` writes it."""
+        code = linecache.getline(self.file, self.line).strip()
+        text = f'  File "{self.file}", line {self.line}, in {self.function}\n'
+        return [text + (f"    {code}\n" if code else "")]
+
+
+@dataclass(frozen=True, slots=True)
+class _OpInfo:
+    """What the schema says about an op, looked up once per overload."""
+
+    name: str
+    """``aten.log.default``."""
+    short: str
+    """``log``: the overload packet's name, without a leading or trailing underscore."""
+    view: bool
+    """Every output aliases an input and nothing is written: nothing new to check."""
+    mutated: tuple[tuple[int, str], ...]
+    """``(position, name)`` of each argument written in place."""
+    fresh: tuple[int, ...]
+    """Indices of the returns that alias nothing."""
+    several: bool
+    """The op returns several values (a tuple)."""
+    fills: bool
+    """A fill op (Note [Intentional -inf])."""
+    ignored: bool
+    """An op the user said makes non-finite values on purpose."""
+
+
+@dataclass(slots=True)
+class _Birth:
+    """A non-finite output born in one op, summarized at once."""
+
+    op: _OpInfo
+    output_index: int
+    value: str
+    output: TensorSummary
+    inputs: list[TensorSummary | None]
+    nonfinite_inputs: list[int]
+    input_ops: list[str | None]
+    """Per input, ``"norm"`` when a norm op made it."""
+    ref: Any
+    """A weak reference to the output, to find its ``grad_fn`` once autograd attached it."""
+    node_nr: int | None
+    """The ``sequence_nr`` autograd gave the op's node, if it made one."""
+    device: str
+    stack: list[str]
+    module: str | None
+
+
+class _ThreadState(threading.local):
+    def __init__(self) -> None:
+        self.depth = 0
+        self.pending: list[_Birth] = []
+        self.births: dict[int, list[_Birth]] = {}
+        """Backward births by ``id`` of the running node (Note [Born in PyTorch])."""
+        self.modules: list[str] = []
+        self.names: dict[int, str] = {}
+        """Qualified names of the modules under the outermost one running."""
+        self.busy = False
+        """This thread is checking: its own tensor ops pass unchecked."""
+
+
+_NOT_USER_DIRS = tuple(
+    os.path.dirname(os.path.abspath(path)) + os.sep
+    for path in (torch.__file__, engine.__file__, sys.modules["autograd_viz"].__file__ or "")
+)
+_user_files: dict[str, bool] = {}
+
+
+def _is_user_frame(filename: str) -> bool:
+    """Not torch, not autograd-viz or our engine, not runpy or a frozen module."""
+    mine = _user_files.get(filename)
+    if mine is None:
+        mine = not (
+            filename.startswith("<")
+            or filename.endswith("runpy.py")
+            or os.path.abspath(filename).startswith(_NOT_USER_DIRS)
+        )
+        _user_files[filename] = mine
+    return mine
+
+
+def user_frames(frame: FrameType | None) -> Iterator[FrameType]:
+    """The frames of the user's code from ``frame`` outwards (not torch, autograd-viz, runpy)."""
+    while frame is not None:
+        if _is_user_frame(frame.f_code.co_filename):
+            yield frame
+        frame = frame.f_back
+
+
+class TorchNanChecker:
+    """Checks a PyTorch program for NaN and Inf as it runs (see the module docstring).
+
+    Enter and leave it on the same thread; it watches that thread's ops, and
+    every PyTorch backward call the bridge watches. Findings are ``anomaly``
+    events: they go nowhere, and nothing is checked in collect mode, while
+    nobody listens to :data:`engine.events.HUB`.
+
+    Args:
+        checks: what to check and whether to raise at the first finding.
+    """
+
+    def __init__(self, checks: TorchChecks | None = None) -> None:
+        self.checks = checks or TorchChecks()
+        """The settings."""
+        self.findings = 0
+        """How many ``anomaly`` events this checker emitted."""
+        c = self.checks
+        self._checked = frozenset(
+            ([_NAN] if c.check_nan else []) + ([_POSINF, _NEGINF] if c.check_inf else [])
+        )
+        self._ops: dict[Any, _OpInfo] = {}
+        self._intentional: WeakIdKeyDictionary = WeakIdKeyDictionary()
+        self._norms: WeakIdKeyDictionary = WeakIdKeyDictionary()
+        self._local = _ThreadState()
+        self._modes: list[Any] = []
+        self._handles: list[Any] = []
+        self._names: weakref.WeakKeyDictionary[torch.nn.Module, dict[int, str]] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    # -- arming ------------------------------------------------------------------------
+    def __enter__(self) -> TorchNanChecker:
+        if self.checks.forward:
+            hooks = torch.nn.modules.module
+            self._handles += [
+                hooks.register_module_forward_pre_hook(self._module_enter),
+                hooks.register_module_forward_hook(self._module_leave, always_call=True),
+            ]
+            self._modes = [_Functions(self), _Dispatch(self)]
+            for mode in self._modes:
+                mode.__enter__()
+        HUB.subscribe(self._on_event)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        HUB.unsubscribe(self._on_event)
+        for mode in reversed(self._modes):
+            mode.__exit__(None, None, None)
+        self._modes.clear()
+        for handle in self._handles:
+            handle.remove()
+        self._handles.clear()
+
+    def _silent(self) -> bool:
+        """Collect mode with nobody listening: a finding would go nowhere."""
+        return not self.checks.first and not HUB.active
+
+    # -- modules -----------------------------------------------------------------------
+    def _module_enter(self, module: torch.nn.Module, args: Any) -> None:
+        local = self._local
+        if not local.modules:
+            names = self._names.get(module)
+            if names is None:
+                names = {id(m): n for n, m in module.named_modules() if n}
+                names[id(module)] = type(module).__name__
+                self._names[module] = names
+            local.names = names
+        local.modules.append(local.names.get(id(module)) or type(module).__name__)
+
+    def _module_leave(self, module: torch.nn.Module, args: Any, output: Any) -> None:
+        stack = self._local.modules
+        if stack:
+            stack.pop()
+
+    # -- torch functions: nodes, their origin, forward findings --------------------------
+    def function_call(self, func: Any, args: Any, kwargs: dict[str, Any]) -> Any:
+        """Run a torch function; tag the nodes it made and emit the births it had."""
+        local = self._local
+        start = torch._C._autograd._get_sequence_nr()
+        local.depth += 1
+        out = None
+        try:
+            out = func(*args, **kwargs)
+        finally:
+            local.depth -= 1
+            pending = local.pending if local.depth == 0 else None
+            made = torch._C._autograd._get_sequence_nr() != start
+            if made or pending:
+                nodes = _new_nodes(out, start) if made else {}
+                if made:
+                    self._tag(nodes.values())
+                if pending:
+                    local.pending = []
+                    self._emit_births(pending, nodes)
+        return out
+
+    def _tag(self, fns: Iterable[Any]) -> None:
+        frame = next(user_frames(sys._getframe(2)), None)
+        if frame is None:
+            return
+        modules = self._local.modules
+        origin = Origin(
+            frame.f_code.co_filename,
+            frame.f_lineno,
+            frame.f_code.co_name,
+            modules[-1] if modules else None,
+        )
+        for fn in fns:
+            metadata = fn.metadata
+            if ORIGIN_KEY not in metadata:
+                metadata[ORIGIN_KEY] = origin
+
+    def _emit_births(self, births: list[_Birth], nodes: dict[int, Any]) -> None:
+        for birth in births:
+            tensor = birth.ref() if birth.ref is not None else None
+            fn = tensor.grad_fn if tensor is not None else None
+            if fn is None and birth.node_nr is not None:
+                fn = nodes.get(birth.node_nr)
+            self._emit_forward(birth, fn)
+
+    # -- aten ops ------------------------------------------------------------------------
+    def dispatch(self, func: Any, args: Any, kwargs: dict[str, Any]) -> Any:
+        """Run an aten op and check what it wrote (Note [Born in PyTorch])."""
+        if self._local.busy:
+            return func(*args, **kwargs)
+        op = self._ops.get(func)
+        if op is None:
+            op = self._ops[func] = self._op_info(func)
+        if op.view:
+            out = func(*args, **kwargs)
+            if self._intentional:
+                self._carry(self._intentional, args, out)
+            if self._norms:
+                self._carry(self._norms, args, out)
+            return out
+        before = None
+        if op.mutated:
+            before = {id(t): self._kinds(t) for t in _mutated(op, args, kwargs) if not _finite(t)}
+        out = func(*args, **kwargs)
+        if op.short in NORM_OPS and isinstance(out, torch.Tensor):
+            self._norms[out] = _NO_KINDS
+        written = _results(op, out, args, kwargs)
+        bad = [(i, t) for i, t in enumerate(written) if t is not None and not _finite(t)]
+        if bad and not self._silent():
+            self._look(op, args, kwargs, written, bad, before or {})
+        elif self._intentional and written:
+            for t in written:
+                if t is not None:
+                    self._intentional.pop(t, None)  # overwritten with finite values
+        return out
+
+    def _op_info(self, func: Any) -> _OpInfo:
+        schema = func._schema
+        packet = func.overloadpacket.__name__
+        short = packet.strip("_")
+        mutated = tuple(
+            (i, a.name)
+            for i, a in enumerate(schema.arguments)
+            if a.alias_info is not None and a.alias_info.is_write
+        )
+        fresh = tuple(i for i, r in enumerate(schema.returns) if r.alias_info is None)
+        name = str(func)
+        names = {name, name.rsplit(".", 1)[0], short, packet, f"aten.{short}", f"aten.{packet}"}
+        return _OpInfo(
+            name=name,
+            short=short,
+            view=not mutated and not fresh and bool(schema.returns),
+            mutated=mutated,
+            fresh=fresh,
+            several=len(schema.returns) > 1,
+            fills=short in FILL_OPS,
+            ignored=bool(names & self.checks.ignore),
+        )
+
+    def _kinds(self, t: torch.Tensor) -> frozenset[str]:
+        """Which of NaN, +Inf, -Inf ``t`` holds (exact; for tensors that failed the sum)."""
+        with torch.no_grad():
+            kinds = []
+            if bool(torch.isnan(t).any()):
+                kinds.append(_NAN)
+            if not t.is_complex():
+                if bool(torch.isposinf(t).any()):
+                    kinds.append(_POSINF)
+                if bool(torch.isneginf(t).any()):
+                    kinds.append(_NEGINF)
+            elif bool(torch.isinf(t).any()):
+                kinds.append(_POSINF)
+        return frozenset(kinds)
+
+    @staticmethod
+    def _carry(marks: WeakIdKeyDictionary, args: Any, out: Any) -> None:
+        """A view of a marked tensor is marked too."""
+        found = [marks[t] for t in _tensors(args) if t in marks]
+        if found:
+            kinds = frozenset().union(*found)
+            for t in _tensors(out):
+                marks[t] = kinds
+
+    def _look(
+        self,
+        op: _OpInfo,
+        args: Any,
+        kwargs: dict[str, Any],
+        written: list[torch.Tensor | None],
+        bad: list[tuple[int, torch.Tensor]],
+        before: dict[int, frozenset[str]],
+    ) -> None:
+        """The slow path: some output is not finite; was it born here?"""
+        checked = self._checked
+        inputs = list(_tensors((args, kwargs)))
+        numbers = _scalar_kinds((args, kwargs))
+        # A fill value of -inf is meant; any other non-finite number the user wrote
+        # (x * inf) is where the value came from, so the output is not born here.
+        carried = set(numbers & {_NEGINF}) if op.fills else set()
+        flagged = not op.fills and bool(numbers & checked)
+        in_place = {id(t) for t in _mutated(op, args, kwargs)} if op.mutated else set()
+        nonfinite = []
+        for i, t in enumerate(inputs):
+            if not (t.is_floating_point() or t.is_complex()):
+                continue
+            if id(t) in in_place:
+                kinds = before.get(id(t), _NO_KINDS)
+            else:
+                kinds = _NO_KINDS if _finite(t) else self._kinds(t)
+            if not kinds:
+                continue
+            nonfinite.append(i)
+            meant = self._intentional.get(t)
+            if meant is not None:
+                carried |= meant
+            elif op.fills and (t.dim() == 0 or op.short.startswith("lift")):
+                carried |= kinds & {_NEGINF}  # a fill value, or a tensor literal
+            elif kinds & checked:
+                flagged = True
+        for index, t in bad:
+            kinds = self._kinds(t)
+            if op.ignored or (not flagged and carried and kinds <= carried):
+                self._intentional[t] = kinds
+            elif kinds & checked and not flagged:
+                self._born(op, index, t, kinds, inputs, nonfinite)
+
+    def _born(
+        self,
+        op: _OpInfo,
+        index: int,
+        t: torch.Tensor,
+        kinds: frozenset[str],
+        inputs: list[torch.Tensor],
+        nonfinite: list[int],
+    ) -> None:
+        value = _NAN if _NAN in kinds and self.checks.check_nan else "inf"
+        max_values = self.checks.max_values
+        device = str(t.device)
+        summaries: list[TensorSummary | None] = [
+            summarize_tensor(x, str(x.device), max_values) for x in inputs
+        ]
+        in_backward = torch._C._current_graph_task_id() != -1
+        local = self._local
+        node_nr = None
+        if not in_backward and torch.is_grad_enabled() and any(x.requires_grad for x in inputs):
+            node_nr = torch._C._autograd._get_sequence_nr() - 1
+        birth = _Birth(
+            op,
+            index,
+            value,
+            summarize_tensor(t, device, max_values),
+            summaries,
+            nonfinite,
+            ["norm" if x in self._norms else None for x in inputs],
+            weakref.ref(t),
+            node_nr,
+            device,
+            [] if in_backward else _stack(),
+            local.modules[-1] if local.modules else None,
+        )
+        if in_backward:
+            fn = torch._C._current_autograd_node()
+            if fn is not None:
+                local.births.setdefault(id(fn), []).append(birth)
+        elif local.depth and node_nr is not None:
+            local.pending.append(birth)  # its node is known once autograd attached it
+        else:
+            self._emit_forward(birth, None)
+
+    # -- events --------------------------------------------------------------------------
+    def _emit_forward(self, birth: _Birth, fn: Any) -> None:
+        op = birth.op
+        node = TorchNode(fn, fn.name(), fn._sequence_nr(), birth.device) if fn else None
+        if node is None:
+            node = TorchNode(None, op.name, 0, birth.device)
+        raises = self.checks.first
+        if HUB.active:
+            ACTIVITY.enter()  # a debugger may pause this thread here (Note [Quiescence])
+            try:
+                HUB.emit_data(
+                    "anomaly",
+                    birth.device,
+                    0,
+                    node,
+                    {
+                        "phase": "forward",
+                        "op": op.short,
+                        "aten_op": op.name,
+                        "output_index": birth.output_index,
+                        "value": birth.value,
+                        "born": True,
+                        "raised": raises,
+                        "tensor": birth.output,
+                        "inputs": birth.inputs,
+                        "nonfinite_inputs": birth.nonfinite_inputs,
+                        "input_ops": birth.input_ops,
+                        "traceback": birth.stack,
+                        "module": birth.module,
+                    },
+                )
+            finally:
+                ACTIVITY.leave()
+            self.findings += 1
+        if raises:
+            raise NonFiniteError(
+                f"Function '{node.name()}' produced {birth.value} values in its "
+                f"{birth.output_index}th forward output (op '{op.name}')."
+            )
+
+    def _on_event(self, event: Event) -> None:
+        """Anomaly mode's backward check, on each PyTorch node the bridge saw end."""
+        if event.kind != "node_end" or event.data.get("derived"):
+            return
+        local = self._local
+        local.busy = True
+        try:
+            with torch.no_grad():
+                self._check_node(event)
+        finally:
+            local.busy = False
+
+    def _check_node(self, event: Event) -> None:
+        births = self._local.births
+        fn = torch._C._current_autograd_node()
+        mine = births.pop(id(fn), None) if births and fn is not None else None
+        for index, summary in enumerate(event.data.get("outputs") or ()):
+            tensor = _tensor_of(summary)
+            if tensor is None or _finite(tensor):
+                continue
+            kinds = self._kinds(tensor)
+            if not kinds & self._checked:
+                continue
+            value = _NAN if _NAN in kinds and self.checks.check_nan else "inf"
+            self._emit_backward(event, fn, index, value, summary, mine)
+
+    def _emit_backward(
+        self,
+        event: Event,
+        fn: Any,
+        index: int,
+        value: str,
+        summary: TorchSummary,
+        births: list[_Birth] | None,
+    ) -> None:
+        origin = fn.metadata.get(ORIGIN_KEY) if fn is not None else None
+        data: dict[str, Any] = {
+            "phase": "backward",
+            "output_index": index,
+            "value": value,
+            "raised": self.checks.first,
+            "grad": summary,
+            "traceback": origin.formatted() if origin is not None else None,
+            "module": origin.module if origin is not None else None,
+        }
+        if self._modes:  # every op inside the node was checked: born is known
+            data["born"] = bool(births)
+        if births:
+            birth = births[0]
+            data.update(
+                aten_op=birth.op.name,
+                op_inputs=birth.inputs,
+                op_output=birth.output,
+            )
+        HUB.emit_data("anomaly", event.device, event.graph_task, _NodeFields(event), data)
+        self.findings += 1
+        if self.checks.first:
+            raise NonFiniteError(
+                f"Function '{event.node_name}' returned {value} values in its {index}th output."
+            )
+
+
+class _NodeFields:
+    """The node fields of an event, to emit another event about the same node."""
+
+    __slots__ = ("_id", "_name", "sequence_nr", "topological_nr")
+
+    def __init__(self, event: Event) -> None:
+        self._id = event.node_id
+        self._name = event.node_name
+        self.sequence_nr = event.sequence_nr
+        self.topological_nr = event.topological_nr
+
+    def name(self) -> str | None:
+        return self._name
+
+
+class _Dispatch(TorchDispatchMode):
+    def __init__(self, checker: TorchNanChecker) -> None:
+        super().__init__()
+        self.checker = checker
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        return self.checker.dispatch(func, args, kwargs or {})
+
+
+class _Functions(TorchFunctionMode):
+    def __init__(self, checker: TorchNanChecker) -> None:
+        super().__init__()
+        self.checker = checker
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        return self.checker.function_call(func, args, kwargs or {})
+
+
+# -- helpers ---------------------------------------------------------------------------
+
+
+def _finite(t: torch.Tensor) -> bool:
+    """One reduction: the sum is finite iff every element is (an overflow is sorted out later)."""
+    if not (t.is_floating_point() or t.is_complex()) or t.numel() == 0:
+        return True
+    if t.layout is not torch.strided:
+        return bool(torch.isfinite(t.to_dense()).all())
+    if t.dtype in (torch.float16, torch.bfloat16):
+        return bool(torch.sum(t, dtype=torch.float32).isfinite())
+    return bool(t.sum().isfinite())
+
+
+def _tensors(tree: Any) -> Iterator[torch.Tensor]:
+    """The tensors in nested tuples, lists and dicts, in order."""
+    if isinstance(tree, torch.Tensor):
+        yield tree
+    elif isinstance(tree, list | tuple):
+        for item in tree:
+            yield from _tensors(item)
+    elif isinstance(tree, dict):
+        for item in tree.values():
+            yield from _tensors(item)
+
+
+def _scalar_kinds(tree: Any) -> frozenset[str]:
+    """Which non-finite Python numbers the arguments hold (a fill value, ``x * inf``)."""
+    kinds = []
+    stack = [tree]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            kinds.append(_NAN if math.isnan(item) else _POSINF if item > 0 else _NEGINF)
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+    return frozenset(kinds)
+
+
+def _mutated(op: _OpInfo, args: Any, kwargs: dict[str, Any]) -> Iterator[torch.Tensor]:
+    for position, name in op.mutated:
+        value = args[position] if position < len(args) else kwargs.get(name)
+        yield from _tensors(value)
+
+
+def _results(op: _OpInfo, out: Any, args: Any, kwargs: dict[str, Any]) -> list[torch.Tensor | None]:
+    """The tensors the op wrote: its fresh returns, then its arguments written in place."""
+    written: list[torch.Tensor | None] = []
+    if op.fresh:
+        returns = out if op.several else (out,)
+        for i in op.fresh:
+            item = returns[i] if i < len(returns) else None
+            if isinstance(item, list | tuple):
+                written.extend(_tensors(item))
+            else:
+                written.append(item if isinstance(item, torch.Tensor) else None)
+    if op.mutated:
+        written.extend(_mutated(op, args, kwargs))
+    return written
+
+
+def _new_nodes(out: Any, start: int) -> dict[int, Any]:
+    """The nodes made since sequence number ``start`` that ``out`` reaches, by ``sequence_nr``."""
+    found: dict[int, Any] = {}
+    stack = [t.grad_fn for t in _tensors(out) if t.grad_fn is not None]
+    while stack:
+        fn = stack.pop()
+        nr = fn._sequence_nr()
+        if nr < start or nr == _ACCUMULATE_GRAD_NR or nr in found:
+            continue
+        found[nr] = fn
+        stack.extend(f for f, _ in fn.next_functions if f is not None)
+    return found
+
+
+def _stack() -> list[str]:
+    """The user's frames of the current stack, formatted, outermost first."""
+    frames = list(user_frames(sys._getframe(1)))
+    summary = traceback.StackSummary.extract(
+        ((f, f.f_lineno) for f in reversed(frames)), lookup_lines=True
+    )
+    return summary.format()
+
+
+def _tensor_of(summary: Any) -> torch.Tensor | None:
+    """The gradient a bridge summary stands for, if it is still alive (a weak reference)."""
+    if not isinstance(summary, TorchSummary):
+        return None
+    ref = getattr(summary, "_ref", None)
+    return ref() if ref is not None else None
+
+
+def node_origin(fn: Any) -> Origin | None:
+    """Where the forward op that made the PyTorch node ``fn`` was called, if it was checked."""
+    origin = fn.metadata.get(ORIGIN_KEY)
+    return origin if isinstance(origin, Origin) else None
+
+
+__all__ = [
+    "FILL_OPS",
+    "ORIGIN_KEY",
+    "NonFiniteError",
+    "Origin",
+    "TorchChecks",
+    "TorchNanChecker",
+    "node_id",
+    "node_origin",
+    "user_frames",
+]
