@@ -1,5 +1,9 @@
 """Why an op made a NaN or an Inf, in words, from the numbers a trace kept.
 
+Op names may be our engine's (``log``, taken from ``LogBackward0``) or
+PyTorch's aten overloads (``aten.log.default``, ``aten._softmax.default``):
+:func:`canonical_op` turns either into the same short name.
+
 A trace holds tensor summaries, not tensors: shape, min, max, NaN and Inf
 counts, and the values themselves when the tensor is small (``max_values``).
 Each rule here names a cause only when those numbers show it: ``log of 0``
@@ -29,6 +33,30 @@ EXP_OVERFLOW = "exp overflow"
 INF_MINUS_INF = "inf − inf"
 ZERO_TIMES_INF = "0 × inf"
 NON_FINITE_INPUT = "a non-finite input"
+DIVISION_BY_ZERO_NORM = "division by a zero norm"
+RSQRT_OF_ZERO = "rsqrt of 0"
+POW_AT_ZERO_BACKWARD = "x ** p at 0 with p < 1 in backward (p·0^(p−1))"
+ALL_MASKED = "softmax over a row that is all -inf (every position masked)"
+OVERFLOW = "overflow: the result is larger than the dtype's largest value"
+
+_ALIASES = {
+    "true_divide": "div",
+    "divide": "div",
+    "multiply": "mul",
+    "subtract": "sub",
+    "linalg_vector_norm": "norm",
+    "frobenius_norm": "norm",
+    "softmax_backward_data": "softmax",
+    "safe_softmax": "softmax",
+}
+_LOGS = frozenset({"log", "log2", "log10"})
+_EXPS = frozenset({"exp", "exp2", "expm1"})
+_OVERFLOWING = frozenset(
+    {"mul", "add", "sub", "sum", "mean", "mm", "matmul", "addmm", "bmm", "baddbmm", "pow",
+     "cumsum", "prod", "square", "linear", "norm", "sinh", "cosh"}
+)  # fmt: skip
+_FILLS = frozenset({"masked_fill", "where", "full", "full_like", "new_full", "fill", "index_fill"})
+_DIVISIONS = (DIVISION_BY_ZERO, ZERO_OVER_ZERO)
 
 Summaries = Sequence[TensorSummary | None]
 
@@ -38,32 +66,92 @@ def unexplained(op: str, value: str) -> str:
     return f"{op} produced {value} from finite inputs"
 
 
-def forward_cause(op: str, value: str, inputs: Summaries, output: TensorSummary | None) -> str:
-    """Why the forward op ``op`` produced ``value`` (``"nan"`` or ``"inf"``) from ``inputs``."""
+def canonical_op(name: str) -> str:
+    """``aten.log.default``, ``aten._softmax.default``, ``log`` → ``log``, ``softmax``, ``log``."""
+    if name.startswith("aten."):
+        name = name.split(".")[1]
+    name = name.strip("_")
+    return _ALIASES.get(name, name)
+
+
+def forward_cause(
+    op: str,
+    value: str,
+    inputs: Summaries,
+    output: TensorSummary | None,
+    input_ops: Sequence[str | None] = (),
+) -> str:
+    """Why the forward op ``op`` produced ``value`` (``"nan"`` or ``"inf"``) from ``inputs``.
+
+    Args:
+        op: the op, our engine's name or PyTorch's aten name.
+        value: ``"nan"`` or ``"inf"``.
+        inputs: the op's inputs.
+        output: its output.
+        input_ops: per input, the op that made it where that matters (``"norm"``).
+    """
+    op = canonical_op(op)
     first = inputs[0] if inputs else None
     second = inputs[1] if len(inputs) > 1 else None
+    masks = op in ("softmax", "log_softmax") or "attention" in op
+    if masks and value == "nan" and any(s is not None and _has_minus_inf(s) for s in inputs):
+        return ALL_MASKED
+    if op in _FILLS and (value == "nan" or (output is not None and _plus_inf(output))):
+        return f"{op} wrote {value}: its fill value"
     if any(s is not None and not finite(s) for s in inputs):
         return _from_non_finite(op, value, first, second)
-    if op == "log" and first is not None:
+    if op in _LOGS and first is not None:
         if value == "nan" and has_negative(first):
             return LOG_OF_NEGATIVE
         if has_zero(first):
             return LOG_OF_ZERO
         if has_negative(first):
             return LOG_OF_NEGATIVE
-    if op == "sqrt" and first is not None and has_negative(first):
+    if op in ("sqrt", "rsqrt") and first is not None and has_negative(first):
         return SQRT_OF_NEGATIVE
-    if op == "div" and first is not None and second is not None:
-        cause = _division(first, second, value)
+    if op == "rsqrt" and first is not None and has_zero(first):
+        return RSQRT_OF_ZERO
+    if op in ("div", "reciprocal") and first is not None:
+        cause = _division(first, second, value) if second is not None else None
+        if op == "reciprocal" and has_zero(first):
+            cause = DIVISION_BY_ZERO
         if cause is not None:
+            divisor = 1 if op == "div" else 0
+            if len(input_ops) > divisor and input_ops[divisor] == "norm":
+                return DIVISION_BY_ZERO_NORM
             return cause
-    if op == "exp" and value == "inf":
+    if op in _EXPS and value == "inf":
         return EXP_OVERFLOW
+    if op in _OVERFLOWING and value == "inf":
+        return OVERFLOW
     return unexplained(op, value)
+
+
+def backward_op_cause(
+    node_op: str, op: str, value: str, inputs: Summaries, output: TensorSummary | None
+) -> str:
+    """Why the op ``op``, run inside the backward of ``node_op``, made ``value`` from ``inputs``.
+
+    PyTorch's backward formulas are aten ops too: ``SqrtBackward0`` divides the
+    gradient by ``2 * sqrt(x)``, so a division by zero there is sqrt at 0.
+    """
+    node_op = canonical_op(node_op)
+    cause = forward_cause(op, value, inputs, output)
+    if cause in _DIVISIONS:
+        if node_op == "sqrt":
+            return SQRT_AT_ZERO_BACKWARD
+        if node_op in _LOGS:
+            return LOG_OF_ZERO
+        if node_op == "norm":
+            return DIVISION_BY_ZERO_NORM
+    if node_op == "pow" and canonical_op(op) == "pow" and value == "inf":
+        return POW_AT_ZERO_BACKWARD
+    return cause
 
 
 def backward_cause(op: str, value: str, grads: Summaries, saved: Summaries) -> str:
     """Why the backward of ``op`` returned ``value``, from its incoming ``grads`` and ``saved``."""
+    op = canonical_op(op)
     first = saved[0] if saved else None
     if op == "sqrt" and first is not None and has_zero(first):
         return SQRT_AT_ZERO_BACKWARD
@@ -165,6 +253,22 @@ def has_zero(s: TensorSummary) -> bool:
     if array is not None:
         return bool(np.any(array == 0))
     return s.min == 0 or s.max == 0
+
+
+def _has_minus_inf(s: TensorSummary) -> bool:
+    if not s.inf_count:
+        return False
+    array = values(s)
+    if array is not None:
+        return bool(np.any(np.isneginf(array)))
+    return s.min is not None and s.min == -math.inf
+
+
+def _plus_inf(s: TensorSummary) -> bool:
+    array = values(s)
+    if array is not None:
+        return bool(np.any(np.isposinf(array)))
+    return s.max is not None and s.max == math.inf
 
 
 def has_negative(s: TensorSummary) -> bool:

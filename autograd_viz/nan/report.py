@@ -22,6 +22,13 @@ values``), so the report keeps that node apart, as :attr:`NanReport.torch_node`.
 
 A trace recorded without anomaly mode has no ``anomaly`` events; the report
 then falls back to the ``node_end`` events whose gradients are not finite.
+
+A PyTorch program checked by
+:class:`~autograd_viz.sources.pytorch.forward.TorchNanChecker` gives the same
+events with a few more fields: ``aten_op`` (the aten op that made the value),
+``module`` (where it was made), and for a backward node that made one,
+``born`` and the aten op inside the node with its inputs (``op_inputs``),
+which say why.
 """
 
 from __future__ import annotations
@@ -29,7 +36,7 @@ from __future__ import annotations
 import os
 import re
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import engine
@@ -101,6 +108,11 @@ class Finding:
     """Forward: the op's output. Backward: the gradients it returned."""
     saved: Summaries = ()
     """The tensors the node saved for backward (backward findings only)."""
+    aten_op: str | None = None
+    """PyTorch: the aten op that made the value (``aten.log.default``); in backward, the one
+    inside the node."""
+    module: str | None = None
+    """PyTorch: the qualified name of the module the op ran in (``encoder.layers.0``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,29 +141,52 @@ class NanReport:
         return tuple(f for f in self.others if f.born)
 
 
-def find_nans(trace: Trace) -> NanReport:
+def find_nans(trace: Trace, ignore: Iterable[str] = ()) -> NanReport:
     """Find where the non-finite values of ``trace`` were born, and why.
 
     Args:
         trace: a trace, best recorded under ``detect_anomaly(check_inf=True,
-            check_forward=True, mode="collect")``.
+            check_forward=True, mode="collect")`` (or ``autograd_viz.watch_nan()``).
+        ignore: ops whose findings are left out (``log``, ``aten.log.default``).
 
     Returns:
         The report; its ``first`` is ``None`` when nothing was found.
     """
     index = _NodeRuns(trace)
     findings = list(_anomaly_findings(trace, index)) or list(_gradient_findings(trace, index))
+    ignored = {nan_cause.canonical_op(op) for op in ignore}
+    if ignored:
+        findings = [f for f in findings if not _ignored(f, ignored)]
     first = next((f for f in findings if f.phase == "forward" and f.born), None)
     if first is None:
         first = next((f for f in findings if f.phase == "backward"), None)
-    torch_node = next(
-        (f.node for f in findings if f.phase == "backward" and f.value == "nan"), None
-    )
+    torch_node = _anomaly_mode_node(trace, findings)
     path: tuple[NodeRef, ...] = ()
     if first is not None:
         task = _graph_task_of(trace, first)
         path = () if task is None else path_from_root(task, first.node.id)
     return NanReport(first, torch_node, path, tuple(findings), len(trace.graph_tasks))
+
+
+def _ignored(finding: Finding, ignored: set[str]) -> bool:
+    ops = {nan_cause.canonical_op(finding.op)}
+    if finding.aten_op is not None and finding.phase == "forward":
+        ops.add(nan_cause.canonical_op(finding.aten_op))
+    return bool(ops & ignored)
+
+
+def _anomaly_mode_node(trace: Trace, findings: list[Finding]) -> NodeRef | None:
+    """The first backward node that returned NaN in any output: where anomaly mode raises."""
+    kept = {(f.graph_task, f.node.id) for f in findings if f.phase == "backward"}
+    for event in trace.events:
+        if (
+            event.kind == "anomaly"
+            and event.data.get("phase", "backward") == "backward"
+            and event.data.get("value") == "nan"
+            and (event.graph_task, event.node_id) in kept
+        ):
+            return NodeRef(event.node_id or 0, event.node_name or "?")
+    return next((f.node for f in findings if f.phase == "backward" and f.value == "nan"), None)
 
 
 def path_from_root(task: GraphTaskInfo, node_id: int) -> tuple[NodeRef, ...]:
@@ -237,6 +272,7 @@ def _anomaly_findings(trace: Trace, runs: _NodeRuns) -> Iterator[Finding]:
         if phase == "forward":
             inputs = tuple(data.get("inputs") or ())
             output = data.get("tensor")
+            aten_op = data.get("aten_op")
             yield Finding(
                 phase,
                 node,
@@ -244,12 +280,16 @@ def _anomaly_findings(trace: Trace, runs: _NodeRuns) -> Iterator[Finding]:
                 value,
                 data["output_index"],
                 bool(data.get("born", False)),
-                nan_cause.forward_cause(op, value, inputs, output),
+                nan_cause.forward_cause(
+                    aten_op or op, value, inputs, output, data.get("input_ops") or ()
+                ),
                 0,
                 event.index,
                 source,
                 inputs,
                 (output,),
+                aten_op=aten_op,
+                module=data.get("module"),
             )
             continue
         yield _backward_finding(runs, event, node, op, value, data["output_index"], source)
@@ -271,20 +311,33 @@ def _backward_finding(
     if outputs is None:
         outputs = (event.data.get("grad"),)
     known = [s for s in (*grads, *saved) if s is not None]
+    data = event.data
+    born = data.get("born")
+    aten_op = data.get("aten_op")
+    if aten_op is not None:  # PyTorch: the aten op inside the node that made the value
+        cause = nan_cause.backward_op_cause(
+            op, aten_op, value, tuple(data.get("op_inputs") or ()), data.get("op_output")
+        )
+    elif born is False:
+        cause = nan_cause.NON_FINITE_INPUT
+    else:
+        cause = nan_cause.backward_cause(op, value, grads, saved)
     return Finding(
         "backward",
         node,
         op,
         value,
         output_index,
-        all(nan_cause.finite(s) for s in known),
-        nan_cause.backward_cause(op, value, grads, saved),
+        all(nan_cause.finite(s) for s in known) if born is None else bool(born),
+        cause,
         task,
         event.index,
         source,
         grads,
         outputs,
         saved,
+        aten_op=aten_op,
+        module=data.get("module"),
     )
 
 
