@@ -1,9 +1,11 @@
 """``autograd-viz nan SCRIPT [ARGS ...]``: where a NaN was born, and why.
 
-The script runs with recording on and anomaly mode at its fullest
-(``detect_anomaly(check_inf=True, check_forward=True, mode="collect")``), so
-every op's output and every backward output is checked and nothing stops the
-script. :func:`autograd_viz.nan.find_nans` then reads the trace, and the
+The script runs inside :func:`autograd_viz.nan.watch.watch_nan`: recording
+on, our engine's anomaly mode at its fullest (``detect_anomaly(check_inf=True,
+check_forward=True, mode="collect")``) and, once the script imports torch,
+PyTorch's backward watched and every aten op checked, so every op's output
+and every backward output is checked and nothing stops the script (unless
+``--first``). :func:`autograd_viz.nan.find_nans` then reads the trace, and the
 report shows the first non-finite value: its node, phase, op, the cause in
 words, the user's line that made it, the path from the loss, the tensors
 around it, and then the other findings. The exit status is 1 when something
@@ -14,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import warnings
 from typing import TYPE_CHECKING
 
 from autograd_viz.cli.base import (
@@ -41,13 +42,17 @@ def add_nan_command(commands: argparse._SubParsersAction[ArgumentParser]) -> Non
     """Add ``nan`` to the subcommands."""
     nan = commands.add_parser(
         "nan",
-        usage=f"{PROG} nan [-h] [-o TRACE] [--no-forward] SCRIPT [ARGS ...]",
+        usage=(
+            f"{PROG} nan [-h] [-o TRACE] [--no-forward] [--inf | --no-inf] [--first] "
+            "[--ignore OP] SCRIPT [ARGS ...]"
+        ),
         help="run a script and report where its first NaN or Inf was born, and why",
         description=(
             "Run SCRIPT as __main__ with ARGS under anomaly mode (NaN and Inf, forward and "
-            "backward, collecting every finding) and report the first non-finite value: its "
-            "node, the cause in words, the source line, the path from the loss. Exit status 1 "
-            "when one is found, 0 when none is. Options go before SCRIPT."
+            "backward, collecting every finding), on our engine or PyTorch, and report the "
+            "first non-finite value: its node and op, the cause in words, the source line, the "
+            "module, the path from the loss, and the node PyTorch's anomaly mode would name. "
+            "Exit status 1 when one is found, 0 when none is. Options go before SCRIPT."
         ),
     )
     nan.add_argument(
@@ -58,21 +63,39 @@ def add_nan_command(commands: argparse._SubParsersAction[ArgumentParser]) -> Non
         action="store_true",
         help="check only backward outputs, not each op's output as it is made",
     )
+    nan.add_argument(
+        "--inf",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="flag +Inf and -Inf as well as NaN (default: on; an intentional -inf, such as "
+        "a masked attention score, is never flagged)",
+    )
+    nan.add_argument(
+        "--first",
+        action="store_true",
+        help="stop the script at the first finding, raising as anomaly mode does "
+        "(default: collect every finding)",
+    )
+    nan.add_argument(
+        "--ignore",
+        action="append",
+        default=[],
+        metavar="OP",
+        help="an op that makes Inf or NaN on purpose (masked_fill, aten.log.default); repeatable",
+    )
     nan.add_argument("script_and_args", nargs=argparse.REMAINDER, metavar="SCRIPT [ARGS ...]")
     nan.set_defaults(run=run_nan)
 
 
 def run_nan(args: argparse.Namespace) -> int:
     """``autograd-viz nan``: run the script, print the report, 1 when a NaN or Inf was found."""
-    from autograd_viz.nan.report import find_nans
-    from autograd_viz.sources import record
+    from autograd_viz.nan.watch import stopped_at_finding, watch_nan
     from autograd_viz.sources.script import (
         ScriptFailedError,
         ScriptNotFoundError,
         check_script,
         run_script,
     )
-    from engine.anomaly import detect_anomaly
 
     command = list(args.script_and_args)
     if command[:1] == ["--"]:
@@ -87,18 +110,19 @@ def run_nan(args: argparse.Namespace) -> int:
         check_script(script)
     except ScriptNotFoundError as exc:
         raise CommandError(str(exc)) from None
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # anomaly mode's "this will be slow" warning
-        anomaly = detect_anomaly(check_inf=True, check_forward=not args.no_forward, mode="collect")
     failure: ScriptFailedError | None = None
     status = 0
-    with record() as trace, anomaly:
+    with watch_nan(
+        first=args.first, forward=not args.no_forward, inf=args.inf, ignore=args.ignore
+    ) as watch:
         try:
             status = run_script(script, script_args)
         except ScriptFailedError as exc:
-            failure = exc
+            if not (args.first and stopped_at_finding(exc.exception)):
+                failure = exc
     sys.stdout.flush()  # the script's own output comes before the report
-    report = find_nans(trace)
+    trace = watch.trace
+    report = watch.report
     if output is not None:
         try:
             trace.save(output)
@@ -126,20 +150,25 @@ def print_report(report: NanReport, console: Console) -> None:
         )
         return
     value = "NaN" if first.value == "nan" else "Inf"
+    born = "born" if first.born else "first seen"
+    op = first.aten_op if first.aten_op is not None and first.phase == "forward" else first.op
     console.print(
-        f"[bold red]{value} born in the {first.phase} pass[/bold red] at "
-        f"[bold]{shown(str(first.node))}[/bold] (op {shown(first.op)})"
+        f"[bold red]{value} {born} in the {first.phase} pass[/bold red] at "
+        f"[bold]{shown(str(first.node))}[/bold] (op {shown(op)})"
     )
     rows = [("why", f"[bold]{shown(first.cause)}[/bold]")]
+    if first.phase == "backward" and first.aten_op is not None:
+        rows.append(("made by", f"{shown(first.aten_op)} inside {shown(first.node.name)}"))
     if first.source is not None:
         where = f"{shown(str(first.source))} in {shown(first.source.function)}"
         if first.source.code:
             where += f"\n{'':16}[cyan]{shown(first.source.code)}[/cyan]"
         rows.append(("where", where))
+    if first.module is not None:
+        rows.append(("module", shown(first.module)))
     if report.path:
         rows.append(("path", " → ".join(shown(str(n)) for n in report.path)))
-    if report.torch_node is not None:
-        rows.append(("PyTorch", f"anomaly mode names {shown(str(report.torch_node))}"))
+    rows.append(("PyTorch", _anomaly_mode_says(report)))
     inputs = "gradients in" if first.phase == "backward" else "inputs"
     outputs = "gradients out" if first.phase == "backward" else "output"
     rows += _tensor_rows(inputs, first.inputs)
@@ -148,6 +177,23 @@ def print_report(report: NanReport, console: Console) -> None:
     for label, text in rows:
         console.print(f"  {label:<13} {text}", soft_wrap=True)
     _print_others(report, console)
+
+
+def _anomaly_mode_says(report: NanReport) -> str:
+    """What PyTorch's anomaly mode would name, and whether that is later than the birth."""
+    first, named = report.first, report.torch_node
+    if named is None:
+        return "anomaly mode names no node: no backward node returned NaN"
+    text = f"anomaly mode names {shown(str(named))}"
+    if first is None or (first.phase == "backward" and first.node.id == named.id):
+        return text
+    if first.phase == "forward":
+        why = "it checks only backward outputs"
+    elif first.value == "inf":
+        why = "it checks only for NaN, not Inf"
+    else:
+        why = "the NaN was passed on to it"
+    return f"{text} [yellow](later than the birth: {why})[/yellow]"
 
 
 def _print_others(report: NanReport, console: Console) -> None:
@@ -165,7 +211,8 @@ def _print_others(report: NanReport, console: Console) -> None:
 
 def _one_line(finding: Finding) -> str:
     where = f" at {finding.source}" if finding.source is not None else ""
-    return f"{finding.phase:<8} {finding.value:<3} {finding.node}: {finding.cause}{where}"
+    op = f" ({finding.aten_op})" if finding.aten_op is not None else ""
+    return f"{finding.phase:<8} {finding.value:<3} {finding.node}{op}: {finding.cause}{where}"
 
 
 def _tensor_rows(label: str, summaries: tuple[TensorSummary | None, ...]) -> list[tuple[str, str]]:

@@ -1,0 +1,212 @@
+"""``autograd_viz.watch_nan()``: check a block of code for NaN and Inf, on either engine.
+
+Around a training step, it records what runs, with every check on: our
+engine's anomaly mode at its fullest (``detect_anomaly(check_inf=True,
+check_forward=True)``), and for PyTorch the bridge (backward) with
+:class:`~autograd_viz.sources.pytorch.forward.TorchNanChecker` (every aten
+op). Afterwards :attr:`NanWatch.report` says where the first NaN or Inf was
+born, and why::
+
+    with autograd_viz.watch_nan() as watch:
+        loss = model(x).loss
+        loss.backward()
+    if watch.found:
+        print(watch.report.first.cause, watch.report.first.source)
+
+With ``first=True`` the first finding raises instead, as anomaly mode does
+(``RuntimeError``; from PyTorch code a
+:class:`~autograd_viz.sources.pytorch.forward.NonFiniteError`, a subclass).
+
+Note [Arming the PyTorch checks]
+~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+Code on our engine alone must never import PyTorch. The checker is armed at
+once when ``torch`` is already imported, else by an import hook right after
+the watched code's own ``import torch`` (as the bridge is, see
+autograd_viz/sources/arming.py). PyTorch's modes belong to a thread: the
+checker watches the thread that entered ``watch_nan`` and is armed only from
+it. :func:`torch_checks` is the one place that does this.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import re
+import sys
+import threading
+import warnings
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from types import ModuleType
+from typing import Any
+
+from autograd_viz.nan.report import NanReport, find_nans
+from autograd_viz.sources import record
+from autograd_viz.trace import Trace
+from autograd_viz.trace.records import DEFAULT_MAX_VALUES
+from engine.anomaly import detect_anomaly
+
+_FINDING = re.compile(r"Function '[^']*' (returned|produced) (nan|inf) values")
+
+
+class NanWatch:
+    """What :func:`watch_nan` saw: the trace and, once asked, the report."""
+
+    def __init__(self, trace: Trace, ignore: frozenset[str]) -> None:
+        self.trace = trace
+        """Everything recorded inside the block."""
+        self._ignore = ignore
+        self._report: tuple[int, NanReport] | None = None
+
+    @property
+    def report(self) -> NanReport:
+        """Where the first NaN or Inf was born, and why (recomputed when the trace grew)."""
+        length = len(self.trace.events)
+        if self._report is None or self._report[0] != length:
+            self._report = (length, find_nans(self.trace, self._ignore))
+        return self._report[1]
+
+    @property
+    def found(self) -> bool:
+        """Whether a NaN or Inf was found."""
+        return self.report.first is not None
+
+
+@contextmanager
+def watch_nan(
+    *,
+    first: bool = False,
+    forward: bool = True,
+    inf: bool = True,
+    ignore: Iterable[str] = (),
+    max_values: int = DEFAULT_MAX_VALUES,
+) -> Iterator[NanWatch]:
+    """Check everything the block runs for NaN (and Inf), on our engine and on PyTorch.
+
+    Args:
+        first: raise at the first finding (``RuntimeError``, as anomaly mode
+            does) instead of collecting every one.
+        forward: check each op's output as it is made, not only backward outputs.
+        inf: flag +Inf and -Inf as well as NaN (an intentional ``-inf``, such as
+            a masked attention score, is never flagged; see docs/nan.md).
+        ignore: ops that make non-finite values on purpose (``masked_fill``,
+            ``aten.log.default``): not reported.
+        max_values: tensors up to this many elements keep their values in the trace.
+
+    Yields:
+        A :class:`NanWatch`; read its ``report`` inside or after the block.
+
+    Raises:
+        RuntimeError: with ``first=True``, at the first NaN or Inf.
+    """
+    ignored = frozenset(ignore)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # anomaly mode's "this will be slow" warning
+        anomaly = detect_anomaly(
+            check_inf=inf, check_forward=forward, mode="raise" if first else "collect"
+        )
+    settings = {
+        "check_inf": inf,
+        "forward": forward,
+        "first": first,
+        "ignore": ignored,
+        "max_values": max_values,
+    }
+    with record(max_values) as trace, anomaly, torch_checks(settings):
+        yield NanWatch(trace, ignored)
+
+
+def stopped_at_finding(exc: BaseException) -> bool:
+    """Whether ``exc`` is a ``first=True`` check stopping the program, not a bug of its own."""
+    if type(exc).__name__ == "NonFiniteError":
+        return True
+    return isinstance(exc, RuntimeError) and _FINDING.match(str(exc)) is not None
+
+
+# -- arming the PyTorch side (Note [Arming the PyTorch checks]) -----------------------------
+
+
+@contextmanager
+def torch_checks(settings: dict[str, Any]) -> Iterator[None]:
+    """Check PyTorch's ops on this thread inside the block, from now or from ``import torch``.
+
+    Args:
+        settings: the keyword arguments of
+            :class:`~autograd_viz.sources.pytorch.forward.TorchChecks`.
+    """
+    armed: list[Any] = []
+    owner = threading.get_ident()
+
+    def arm() -> None:
+        if armed or threading.get_ident() != owner:
+            return
+        torch = sys.modules.get("torch")
+        if torch is None or not hasattr(torch, "autograd"):
+            return
+        from autograd_viz.sources.pytorch.forward import TorchChecks, TorchNanChecker
+
+        checker = TorchNanChecker(TorchChecks(**settings))
+        checker.__enter__()
+        armed.append(checker)
+
+    finder = None
+    if "torch" in sys.modules:
+        arm()
+    else:
+        finder = _ImportFinder(arm)
+        sys.meta_path.insert(0, finder)
+    try:
+        yield
+    finally:
+        if finder is not None and finder in sys.meta_path:
+            sys.meta_path.remove(finder)
+        for checker in armed:
+            checker.__exit__(None, None, None)
+
+
+class _ImportFinder(importlib.abc.MetaPathFinder):
+    """Finds nothing itself; calls ``then`` once the real ``torch`` has been executed."""
+
+    def __init__(self, then: Any) -> None:
+        self._then = then
+        self._searching = False
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if fullname != "torch" or self._searching:
+            return None
+        self._searching = True  # other finders that wrap loaders may ask the path again
+        try:
+            for finder in sys.meta_path:
+                find = getattr(finder, "find_spec", None)
+                spec = find(fullname, path, target) if finder is not self and find else None
+                if spec is not None and spec.loader is not None:
+                    spec.loader = _ThenLoader(spec.loader, self._then)
+                    return spec
+        finally:
+            self._searching = False
+        return None  # not installed: the program's own ImportError follows
+
+
+class _ThenLoader(importlib.abc.Loader):
+    """A module's own loader, followed by a call."""
+
+    def __init__(self, loader: Any, then: Any) -> None:
+        self._loader = loader
+        self._then = then
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module: ModuleType) -> None:
+        self._loader.exec_module(module)
+        # The module keeps its own loader, as if we had never been there.
+        if getattr(module, "__loader__", None) is self:
+            module.__loader__ = self._loader
+        if module.__spec__ is not None and module.__spec__.loader is self:
+            module.__spec__.loader = self._loader
+        self._then()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._loader, name)
