@@ -73,11 +73,13 @@ _LOCAL = _ThreadState()
 
 
 def forget_leftovers() -> None:
-    """Drop model tasks of graph tasks that failed (an unwatched call may have popped them).
+    """Drop the model tasks that graph tasks which failed left in this thread's queue.
 
     A failed graph task leaves its queued tasks in PyTorch's thread-local ready
-    queue; the next call on that thread pops and discards them, and the model
-    does the same while every call is watched.
+    queue, and a later call on that thread pops and discards them when they
+    come first. The model cannot know whether an unwatched call did so in
+    between, so a watched call starts without them; if they still sit in
+    PyTorch's heap and change how ties pop, the order check says so.
     """
     queue = _LOCAL.queue
     if any(task.watch.finished for task in queue):
@@ -86,7 +88,7 @@ def forget_leftovers() -> None:
 
 
 def current_watch() -> GraphTaskWatch | None:
-    """The graph task this thread is running, innermost first."""
+    """The innermost watched graph task this thread is running, if any."""
     stack = _LOCAL.stack
     return stack[-1] if stack else None
 

@@ -273,3 +273,39 @@ def test_a_recorded_torch_trace_survives_save_and_load(tmp_path: Any) -> None:
     path = tmp_path / "torch.jsonl"
     trace.save(path)
     assert Trace.load(path) == trace
+
+
+def test_armed_but_unheard_registers_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    x = torch.randn(3, requires_grad=True)
+    with hook_handles(monkeypatch) as handles, watch_torch():
+        (x * x).sum().backward()
+    assert handles == []
+
+
+def test_backward_into_a_non_leaf_input() -> None:
+    torch.manual_seed(6)
+    w = torch.randn(3, requires_grad=True)
+    h = w.exp()
+    loss = (h.sin() * h).sum()
+    seen, trace, order, _ = _watched(lambda: loss.backward(inputs=[h]))
+    assert started(seen) == order
+    assert mismatches(seen) == []
+    assert h.grad is not None and w.grad is None
+    (task,) = trace.graph_tasks.values()
+    assert task.outputs == ((node_id(h.grad_fn), 0),)
+
+
+def test_a_given_name_is_forgotten_with_its_tensor() -> None:
+    import gc
+
+    from autograd_viz.sources.pytorch import name
+    from autograd_viz.sources.pytorch.naming import _GIVEN, given_name
+
+    t = name(torch.randn(2), "temporary")
+    assert given_name(t) == "temporary"
+    before = len(_GIVEN)
+    del t
+    gc.collect()
+    assert len(_GIVEN) == before - 1
+    with pytest.raises(TypeError, match="names a torch.Tensor"):
+        name([1.0], "x")  # type: ignore[arg-type]
