@@ -238,11 +238,11 @@ def test_a_contradicted_derivation_is_an_event_and_a_warning() -> None:
 def test_anomaly_mode_failing_a_node_routes_nothing_and_names_it() -> None:
     x = torch.tensor([0.0, 1.0], requires_grad=True)
     seen: list[events.Event] = []
-    with (
-        warnings.catch_warnings(),
-        torch.autograd.detect_anomaly(check_nan=True),
-    ):
+    with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # anomaly mode's own warnings
+        anomaly = torch.autograd.detect_anomaly(check_nan=True)
+    with warnings.catch_warnings(), anomaly:
+        warnings.simplefilter("ignore", UserWarning)
         warnings.simplefilter("error", DerivedMismatchWarning)
         loss = (x.sqrt() * 0).sum()  # sqrt's backward at 0 gives inf * 0 = nan
         with (
@@ -309,3 +309,77 @@ def test_a_given_name_is_forgotten_with_its_tensor() -> None:
     assert len(_GIVEN) == before - 1
     with pytest.raises(TypeError, match="names a torch.Tensor"):
         name([1.0], "x")  # type: ignore[arg-type]
+
+
+def test_grad_into_a_gradient_edge() -> None:
+    torch.manual_seed(7)
+    w = torch.randn(3, requires_grad=True)
+    h = w.exp()
+    loss = (h.cos() * h).sum()
+    edge = torch.autograd.graph.get_gradient_edge(h)
+    (expected,) = torch.autograd.grad(loss, [edge], retain_graph=True)
+    seen, _, order, (got,) = _watched(lambda: torch.autograd.grad(loss, [edge]))
+    assert started(seen) == order
+    assert mismatches(seen) == []
+    assert torch.equal(got, expected)
+    (capture,) = [e for e in seen if e.kind == "capture"]
+    assert capture.node_id == node_id(h.grad_fn)
+
+
+def test_device_thread_graphs_run_unwatched_with_a_warning(monkeypatch: pytest.MonkeyPatch) -> None:
+    from autograd_viz.sources.pytorch import arming
+
+    # Pretend the CPU were a device PyTorch runs on its own threads.
+    monkeypatch.setattr(arming, "_CALLING_THREAD", frozenset({"meta"}))
+    monkeypatch.setattr(arming, "_warned", set())
+    x = torch.randn(3, requires_grad=True)
+    seen: list[events.Event] = []
+    with (
+        watch_torch(),
+        events.listen(seen.append),
+        pytest.warns(RuntimeWarning, match="set_multithreading_enabled"),
+    ):
+        (x * x).sum().backward()
+    assert seen == []
+    assert torch.equal(x.grad, 2 * x.detach())
+    with (
+        watch_torch(),
+        events.listen(seen.append),
+        torch.autograd.set_multithreading_enabled(False),
+    ):
+        (x * x).sum().backward()
+    assert [e.kind for e in seen][-1] == "graph_task_end"
+
+
+def test_threads_sharing_a_model_each_get_their_own_graph_task() -> None:
+    import threading
+
+    torch.manual_seed(8)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+    losses = [model(torch.randn(3, 4)).pow(2).sum() for _ in range(4)]
+    seen: list[events.Event] = []
+    lock = threading.Lock()
+
+    def listener(event: events.Event) -> None:
+        with lock:
+            seen.append(event)
+
+    with (
+        warnings.catch_warnings(),
+        watch_torch(),
+        events.listen(listener),
+    ):
+        warnings.simplefilter("error", DerivedMismatchWarning)
+        threads = [threading.Thread(target=loss.backward) for loss in losses]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert mismatches(seen) == []
+    ends = [e for e in seen if e.kind == "graph_task_end"]
+    assert len(ends) == 4 and all(e.data["status"] == "ok" for e in ends)
+    per_task: dict[int, int] = {}
+    for e in seen:
+        if e.kind == "node_start":
+            per_task[e.graph_task] = per_task.get(e.graph_task, 0) + 1
+    assert sorted(per_task.values()) == [11, 11, 11, 11]
