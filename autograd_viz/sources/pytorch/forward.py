@@ -89,6 +89,11 @@ FILL_OPS = frozenset(
 )
 """Ops whose ``-inf`` from a ``-inf`` fill value is intentional (Note [Intentional -inf])."""
 
+UNINITIALIZED_OPS = frozenset(
+    {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "resize"}
+)
+"""Ops whose outputs hold whatever was in memory: not checked (a NaN there is no birth)."""
+
 NORM_OPS = frozenset({"linalg_vector_norm", "norm", "frobenius_norm", "linalg_norm"})
 """Ops whose outputs are remembered (weakly) as norms, so that a division by one is named."""
 
@@ -151,7 +156,8 @@ class _OpInfo:
     short: str
     """``log``: the overload packet's name, without a leading or trailing underscore."""
     view: bool
-    """Every output aliases an input and nothing is written: nothing new to check."""
+    """Every output aliases an input and nothing is written (or the op allocates memory
+    without setting it): nothing new to check."""
     mutated: tuple[tuple[int, str], ...]
     """``(position, name)`` of each argument written in place."""
     fresh: tuple[int, ...]
@@ -393,7 +399,7 @@ class TorchNanChecker:
         return _OpInfo(
             name=name,
             short=short,
-            view=not mutated and not fresh and bool(schema.returns),
+            view=(not mutated and not fresh and bool(schema.returns)) or short in UNINITIALIZED_OPS,
             mutated=mutated,
             fresh=fresh,
             several=len(schema.returns) > 1,

@@ -1,0 +1,265 @@
+"""Where a NaN was born in unmodified PyTorch programs: ``watch_nan`` and ``autograd-viz nan``.
+
+The oracle is PyTorch itself: the node the report says anomaly mode would
+name is the one ``torch.autograd.detect_anomaly`` names on the same program,
+and the birth line is the example's line marked ``# born here``.
+"""
+
+from __future__ import annotations
+
+import re
+import runpy
+import subprocess
+import sys
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from autograd_viz import cli  # noqa: E402
+from autograd_viz.nan.report import NanReport  # noqa: E402
+from autograd_viz.nan.watch import watch_nan  # noqa: E402
+from autograd_viz.sources.pytorch.forward import NonFiniteError  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+MARK = "# born here"
+
+CASES = {
+    # name: (phase, node that holds the birth, words of the cause)
+    "torch_nan_log_zero": ("forward", "LogBackward0", "log of 0"),
+    "torch_nan_softmax_overflow": ("forward", "ExpBackward0", "exp overflow"),
+    "torch_nan_sqrt_zero": ("backward", "SqrtBackward0", "sqrt at 0 in backward"),
+    "torch_nan_zero_norm": ("forward", "DivBackward0", "division by a zero norm"),
+    "torch_nan_attention_mask": ("forward", "SoftmaxBackward0", "all -inf"),
+}
+
+
+def _main(name: str) -> Callable[[], None]:
+    main: Callable[[], None] = runpy.run_path(str(EXAMPLES / f"{name}.py"))["main"]
+    return main
+
+
+def _report(name: str, **options: Any) -> NanReport:
+    main = _main(name)
+    with watch_nan(**options) as watch:
+        main()
+    return watch.report
+
+
+def _marked_line(name: str) -> int:
+    lines = (EXAMPLES / f"{name}.py").read_text(encoding="utf-8").splitlines()
+    (number,) = [i + 1 for i, line in enumerate(lines) if line.rstrip().endswith(MARK)]
+    return number
+
+
+def _anomaly_mode_names(main: Callable[[], None]) -> str | None:
+    """The node ``torch.autograd.detect_anomaly`` raises at, or ``None`` when it is silent."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            with torch.autograd.detect_anomaly():
+                main()
+        except RuntimeError as exc:
+            match = re.search(r"Function '(\w+)' returned nan values", str(exc))
+            assert match is not None, str(exc)
+            return match.group(1)
+    return None
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_report_names_the_node_pytorch_anomaly_mode_names(
+    name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    report = _report(name)
+    expected = _anomaly_mode_names(_main(name))
+    capsys.readouterr()
+    assert (report.torch_node.name if report.torch_node else None) == expected
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_birth_is_the_marked_line_with_its_node_and_cause(name: str) -> None:
+    phase, node, cause = CASES[name]
+    first = _report(name).first
+    assert first is not None and first.born
+    assert (first.phase, first.node.name) == (phase, node)
+    assert cause in first.cause
+    assert first.source is not None
+    assert Path(first.source.file).name == f"{name}.py"
+    assert first.source.line == _marked_line(name)
+    if phase == "forward":
+        assert first.aten_op is not None and first.aten_op.startswith("aten.")
+
+
+def test_the_module_and_the_path_from_the_loss_are_named() -> None:
+    report = _report("torch_nan_attention_mask")
+    assert report.first is not None and report.first.module == "encoder.attention"
+    assert report.path[-1] == report.first.node
+    assert report.path[0].name == "MeanBackward0"
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_cli_reports_and_exits_1_then_0_on_the_fixed_version(
+    name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    phase, node, cause = CASES[name]
+    script = EXAMPLES / f"{name}.py"
+    assert cli.main(["nan", str(script)]) == 1
+    out = capsys.readouterr().out
+    assert f"born in the {phase} pass at {node}" in out
+    assert cause in out and f"{script}:{_marked_line(name)}" in out
+    assert "anomaly mode names" in out
+    assert cli.main(["nan", str(EXAMPLES / f"{name}_fixed.py")]) == 0
+    assert "no NaN or Inf found in 1 backward call" in capsys.readouterr().out
+
+
+def test_cli_saves_the_trace_and_stops_at_the_first_finding(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    output = tmp_path / "nan.jsonl"
+    script = EXAMPLES / "torch_nan_log_zero.py"
+    assert cli.main(["nan", "-o", str(output), str(script)]) == 1
+    assert output.stat().st_size > 0
+    capsys.readouterr()
+    assert cli.main(["nan", "--first", str(script)]) == 1
+    captured = capsys.readouterr()
+    assert "born in the forward pass at LogBackward0" in captured.out
+    assert "error" not in captured.err
+    assert "loss =" not in captured.out  # the script stopped at the log
+
+
+def test_first_raises_at_the_birth_like_anomaly_mode() -> None:
+    x = torch.tensor([0.0, 1.0], requires_grad=True)
+    with (
+        pytest.raises(NonFiniteError, match=r"Function 'LogBackward0' produced inf"),
+        watch_nan(first=True),
+    ):
+        torch.log(x).sum().backward()
+    a = torch.tensor([0.0, 2.0], requires_grad=True)
+    with (
+        pytest.raises(NonFiniteError, match=r"Function 'SqrtBackward0' returned inf"),
+        watch_nan(first=True),
+    ):
+        a.sqrt().sum().backward()
+
+
+def test_no_inf_reports_the_first_nan() -> None:
+    report = _report("torch_nan_sqrt_zero", inf=False)
+    assert report.first is not None
+    assert (report.first.phase, report.first.value) == ("backward", "nan")
+    assert report.first.node.name == "PowBackward0"
+
+
+def test_no_forward_checks_only_backward_nodes() -> None:
+    report = _report("torch_nan_log_zero", forward=False)
+    assert report.first is not None and report.first.phase == "backward"
+    assert report.first.node.name == "LogBackward0"
+
+
+def test_collect_mode_finds_several_sources() -> None:
+    x = torch.tensor([0.0, 1.0], requires_grad=True)
+    y = torch.tensor([-1.0, 4.0], requires_grad=True)
+    with watch_nan() as watch:
+        a = torch.log(x)  # Inf
+        b = torch.sqrt(y)  # NaN
+        (a.sum() + b.sum()).backward()
+    born = [f for f in watch.report.findings if f.born and f.phase == "forward"]
+    assert [(f.node.name, f.cause) for f in born] == [
+        ("LogBackward0", "log of 0"),
+        ("SqrtBackward0", "sqrt of a negative number"),
+    ]
+    assert len(watch.report.sources) >= 1
+
+
+def test_ignore_leaves_out_an_op_that_makes_inf_on_purpose() -> None:
+    x = torch.randn(3, 4, requires_grad=True)
+    mask = torch.tensor([True, False, False, True])
+
+    def step() -> None:
+        capped = x.masked_fill(mask, float("inf")).clamp(max=10.0)
+        capped.sum().backward()
+
+    with watch_nan() as watch:
+        step()
+    assert watch.report.first is not None and watch.report.first.aten_op is not None
+    assert "masked_fill" in watch.report.first.aten_op  # +inf is not a mask fill
+    with watch_nan(ignore=["masked_fill"]) as watch:
+        step()
+    assert watch.report.first is None
+
+
+def _masked_attention() -> dict[str, Any]:
+    torch.manual_seed(0)
+    attention = torch.nn.MultiheadAttention(8, 2, batch_first=True)
+    layer = torch.nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True)
+    x = torch.randn(2, 5, 8, requires_grad=True)
+    padding = torch.tensor([[False] * 5, [False, False, False, True, True]])
+    causal = torch.nn.Transformer.generate_square_subsequent_mask(5)
+    out, _ = attention(x, x, x, key_padding_mask=padding)
+    additive = torch.zeros(padding.shape).masked_fill(padding, float("-inf"))
+    out = layer(out, src_mask=causal, src_key_padding_mask=additive)
+    out.pow(2).mean().backward()
+    grads = {"x": x.grad}
+    for prefix, module in (("attention", attention), ("layer", layer)):
+        grads |= {f"{prefix}.{n}": p.grad for n, p in module.named_parameters()}
+    return {"out": out.detach(), **grads}
+
+
+def test_masked_attention_is_not_reported() -> None:
+    with watch_nan() as watch:
+        _masked_attention()
+    assert watch.report.first is None, watch.report.first
+
+
+def _bits(t: Any) -> Any:
+    return t.detach().contiguous().view(torch.int32)
+
+
+def test_watching_changes_no_result_bit_for_bit() -> None:
+    plain = _masked_attention()
+    with watch_nan():
+        watched = _masked_attention()
+    assert plain.keys() == watched.keys()
+    for key in plain:
+        assert torch.equal(_bits(plain[key]), _bits(watched[key])), key
+
+
+def test_forward_events_carry_our_engine_fields_and_the_aten_op() -> None:
+    import engine
+
+    with watch_nan() as watch:
+        torch.log(torch.tensor([0.0], requires_grad=True)).sum().backward()
+    (torch_event,) = [
+        e for e in watch.trace.events if e.kind == "anomaly" and e.data["phase"] == "forward"
+    ]
+    x = engine.tensor([0.0], requires_grad=True)
+    with watch_nan() as ours, np.errstate(all="ignore"):
+        x.log().sum().backward()
+    (engine_event,) = [
+        e
+        for e in ours.trace.events
+        if e.kind == "anomaly" and e.data["phase"] == "forward" and e.data["born"]
+    ]
+    assert set(engine_event.data) <= set(torch_event.data)
+    assert torch_event.data["aten_op"] == "aten.log.default"
+
+
+def test_watch_nan_on_our_engine_never_imports_torch() -> None:
+    code = (
+        "import sys, runpy\n"
+        "from autograd_viz.nan.watch import watch_nan\n"
+        "main = runpy.run_path('examples/nan_log_zero.py')['main']\n"
+        "with watch_nan() as watch:\n"
+        "    main()\n"
+        "assert watch.found and watch.report.first.cause == 'log of 0', watch.report.first\n"
+        "assert 'torch' not in sys.modules\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
