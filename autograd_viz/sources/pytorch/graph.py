@@ -350,11 +350,11 @@ def _dependencies(plan: GraphPlan, min_topo: int) -> None:
 def _init_to_execute(plan: GraphPlan, accumulate_grad: bool, min_topo: int) -> None:
     """``GraphTask::init_to_execute``: a node runs iff a path from it reaches an input.
 
-    The root always runs; with ``backward(inputs=)`` the input nodes run
-    too, with ``grad()`` their slots are captured instead.
+    With ``backward(inputs=)`` the input nodes run too; with ``grad()`` their
+    slots are captured instead. The root is no exception: a root from which
+    no input can be reached is popped and skipped (then nothing runs at all).
     """
     needed = plan.needed
-    needed.add(plan.root)
     for index, (node, slot) in enumerate(plan.outputs):
         if accumulate_grad:
             needed.add(node)

@@ -158,9 +158,10 @@ class GraphTaskWatch:
             # One root: PyTorch seeds its input buffer with the root gradient.
             self._keep_copy(root, plan.roots[0][1], root_grads[0])
         self._push(root, "root")
-        if root.fn is None:  # PyTorch's GraphRoot runs first, unseen
+        if root.fn is None:  # PyTorch's GraphRoot is popped first, unseen
             self._advance(root)
-            self._derive_graph_root(root_grads, summaries)
+            if self._runs(root):
+                self._derive_graph_root(root_grads, summaries)
 
     def finish(self, result: Any) -> None:
         """The call returned: play what is left in the model queue and emit the end."""
