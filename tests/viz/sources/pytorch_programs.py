@@ -46,18 +46,25 @@ def independent_order() -> Iterator[list[int]]:
 
     order: list[int] = []
     below = graph._engine_run_backward
+    hooked_nodes: set[int] = set()  # a node an outer call shares is hooked once
 
     def hooked(t_outputs: Any, *args: Any, **kwargs: Any) -> Any:
         roots = [t.grad_fn for t in t_outputs if isinstance(t, torch.Tensor)]
         handles = []
+        mine = []
         for fn in walk(roots):
+            if id(fn) in hooked_nodes:
+                continue
             nid = node_id(fn)
+            hooked_nodes.add(id(fn))
+            mine.append(id(fn))
             handles.append(fn.register_prehook(lambda grads, nid=nid: order.append(nid)))
         try:
             return below(t_outputs, *args, **kwargs)
         finally:
             for handle in handles:
                 handle.remove()
+            hooked_nodes.difference_update(mine)
 
     graph._engine_run_backward = hooked
     torch.autograd._engine_run_backward = hooked

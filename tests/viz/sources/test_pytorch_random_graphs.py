@@ -90,3 +90,31 @@ def test_random_graph(seed: int) -> None:
     assert started(seen) == order
     assert mismatches(seen) == []
     assert seen[-1].kind == "graph_task_end" and seen[-1].data["status"] == "ok"
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_nested_checkpoints_sharing_parameters(seed: int) -> None:
+    from torch.utils.checkpoint import checkpoint
+
+    torch.manual_seed(seed)
+    lin, lin2 = torch.nn.Linear(4, 4), torch.nn.Linear(4, 4)
+    x = torch.randn(3, 4, requires_grad=True)
+
+    def inner(t: Any) -> Any:
+        return torch.tanh(lin(t)) * lin.weight.sum()
+
+    def outer(t: Any) -> Any:
+        return checkpoint(inner, lin2(t), use_reentrant=True) + t
+
+    seen: list[events.Event] = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # checkpoint's note on inputs
+        warnings.simplefilter("error", DerivedMismatchWarning)
+        with watch_torch(), events.listen(seen.append), independent_order() as order:
+            # lin.bias is a leaf of the outermost graph task and of the innermost one.
+            y = checkpoint(outer, x, use_reentrant=True) * lin.bias.sum()
+            y.pow(2).sum().backward()
+    assert started(seen) == order
+    assert mismatches(seen) == []
+    depths = [e.data["reentrant_depth"] for e in seen if e.kind == "graph_task_start"]
+    assert depths == [0, 1, 2]
