@@ -363,22 +363,42 @@ _OUR_DIRS = tuple(
     os.path.dirname(os.path.abspath(path)) + os.sep for path in (__file__, engine.__file__)
 )
 _NOT_USER = ("<frozen ", "runpy.py", "<string>")
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_RUNNERS = tuple(
+    os.path.join(_PACKAGE, part) for part in ("cli" + os.sep, "sources" + os.sep, "live.py")
+)
+"""Where autograd-viz runs a program: its frames (and those above them) are not the user's."""
 
 
-def user_line(traceback: tuple[str, ...] | list[str] | None) -> SourceLine | None:
-    """The last frame of ``traceback`` (formatted frames, innermost last) that is user code.
+def user_frames(traceback: tuple[str, ...] | list[str] | None) -> tuple[SourceLine, ...]:
+    """The user's frames of ``traceback`` (formatted frames, innermost last), innermost first.
 
-    Frames of the engine, of autograd-viz (which runs a script) and of ``runpy``
-    are not the user's.
+    What ran the program is left out: the console script, autograd-viz's
+    command line and live session, ``runpy``, and the thread that started
+    them (every frame up to the last of those); so are the engine's frames.
+    The demo program, in autograd-viz's own ``cli``, counts as the user's.
     """
-    for frame in reversed(traceback or ()):
+    frames: list[SourceLine] = []
+    for frame in traceback or ():
         match = _FRAME.match(frame)
         if match is None:
             continue
-        file = match["file"]
-        if os.path.abspath(file).startswith(_OUR_DIRS) or any(s in file for s in _NOT_USER):
-            continue
         lines = frame.splitlines()
         code = lines[1].strip() if len(lines) > 1 else ""
-        return SourceLine(file, int(match["line"]), match["function"].strip(), code)
-    return None
+        frames.append(
+            SourceLine(match["file"], int(match["line"]), match["function"].strip(), code)
+        )
+    start = 0
+    for i, source in enumerate(frames):
+        path = os.path.abspath(source.file)
+        runs_program = path.startswith(_RUNNERS) and not path.endswith("demo_program.py")
+        if runs_program or any(s in source.file for s in _NOT_USER):
+            start = i + 1
+    user = [f for f in frames[start:] if not os.path.abspath(f.file).startswith(_OUR_DIRS)]
+    return tuple(reversed(user))
+
+
+def user_line(traceback: tuple[str, ...] | list[str] | None) -> SourceLine | None:
+    """The innermost frame of ``traceback`` that is user code (see :func:`user_frames`)."""
+    frames = user_frames(traceback)
+    return frames[0] if frames else None

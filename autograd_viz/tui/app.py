@@ -24,6 +24,7 @@ from textual.containers import Container, VerticalScroll
 from textual.message import Message
 from textual.widgets import Footer, Static
 
+from autograd_viz.nan.report import Finding
 from autograd_viz.trace import GraphTaskInfo, Trace, TraceEvent
 from autograd_viz.trace.replay import ExecutionState
 from autograd_viz.trace.text import one_line
@@ -39,6 +40,7 @@ from autograd_viz.tui.panels import (
 )
 from autograd_viz.tui.rows import RowList
 from autograd_viz.tui.screens import HelpScreen, PromptScreen, TaskPicker, TextScreen
+from autograd_viz.tui.text import non_finite
 
 WIDE = (120, 32)
 """From this size up (columns, rows), the wide layout."""
@@ -107,6 +109,7 @@ class VizApp(App[int]):
         """Node ids from the loss to the first problem ``a`` found, highlighted everywhere."""
         self.output: list[tuple[bool, str]] = []
         """What the program printed while the app ran: ``(to stderr, text)`` pieces."""
+        self._nan_report: tuple[int, tuple[Finding, ...]] | None = None
 
     # -- layout --------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -153,7 +156,7 @@ class VizApp(App[int]):
             and event is not None
             and event.node_id is not None
             and task is not None
-            and event.graph_task == task.id
+            and event.graph_task in (task.id, 0)  # 0: a forward anomaly, before any task
         ):
             nodes.select(event.node_id, notify=False)
         self.query_one(DagView).show(task, state, nodes.selected, self.path)
@@ -182,9 +185,27 @@ class VizApp(App[int]):
         except KeyError:
             node_state = None
         breakpoint_ = node_id in self.driver.breakpoints.nodes
-        key = (task.id, node_id, node_state, breakpoint_)
+        findings: tuple[Finding, ...] = ()
+        if node_id in nodes.flagged or (node_state is not None and non_finite(node_state)):
+            findings = self._nan_findings(task.id, node_id, state.step)
+        key = (task.id, node_id, node_state, breakpoint_, findings)
         info = task.nodes[node_id]
-        self._update("#inspector-body", key, inspect_node, info, node_state, task, breakpoint_)
+        self._update(
+            "#inspector-body", key, inspect_node, info, node_state, task, breakpoint_, findings
+        )
+
+    def _nan_findings(self, task_id: int, node_id: int, step: int) -> tuple[Finding, ...]:
+        """What ``autograd-viz nan`` finds at a node up to ``step``: NaN or Inf, and why."""
+        from autograd_viz.nan.report import find_nans
+
+        trace = self.driver.trace
+        if self._nan_report is None or self._nan_report[0] != len(trace.events):
+            self._nan_report = (len(trace.events), find_nans(trace).findings)
+        return tuple(
+            f
+            for f in self._nan_report[1]
+            if f.node.id == node_id and f.graph_task in (task_id, 0) and f.event_index < step
+        )
 
     def _update(self, selector: str, key: object, render: Callable[..., Any], *args: Any) -> None:
         """Re-render a panel only when what it shows changed (a re-layout costs a frame)."""
@@ -283,7 +304,23 @@ class VizApp(App[int]):
         self.message = _describe_move(message, self.driver)
         if message.action == "first_problem":
             self.path = _path_to(self.driver.trace, message.event)
+            self._show_task_of(message.event)
         self.refresh_view(follow=True)
+
+    def _show_task_of(self, event: TraceEvent | None) -> None:
+        """Pin the graph task that runs ``event``'s node when the list shows another.
+
+        A forward anomaly comes before any backward call: it belongs to no graph
+        task, and the node list would show nothing to select.
+        """
+        if event is None or event.node_id is None:
+            return
+        shown = self.shown_task(self.driver.state())
+        if shown is not None and event.node_id in shown.nodes:
+            return
+        task = _task_running(self.driver.trace, event)
+        if task is not None:
+            self.pinned_task = task.id
 
     def action_pause(self) -> None:
         if not self.busy:
@@ -463,14 +500,20 @@ def _path_to(trace: Trace, event: TraceEvent | None) -> tuple[int, ...]:
     """Node ids from the loss to ``event``'s node, in the graph task that runs it."""
     from autograd_viz.nan.report import path_from_root
 
-    if event is None or event.node_id is None:
-        return ()
-    task = trace.graph_tasks.get(event.graph_task)
-    if task is None:  # a forward anomaly: the first backward call that runs the node
-        task = next((t for t in trace.graph_tasks.values() if event.node_id in t.nodes), None)
-    if task is None:
+    task = _task_running(trace, event)
+    if event is None or event.node_id is None or task is None:
         return ()
     return tuple(ref.id for ref in path_from_root(task, event.node_id))
+
+
+def _task_running(trace: Trace, event: TraceEvent | None) -> GraphTaskInfo | None:
+    """The graph task ``event`` belongs to; for a forward anomaly, the first that runs its node."""
+    if event is None or event.node_id is None:
+        return None
+    task = trace.graph_tasks.get(event.graph_task)
+    if task is None:
+        task = next((t for t in trace.graph_tasks.values() if event.node_id in t.nodes), None)
+    return task
 
 
 def _perform(driver: Driver, action: str) -> Moved:

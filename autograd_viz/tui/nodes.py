@@ -102,6 +102,8 @@ class NodeList(RowList):
         """Node ids with a breakpoint, marked in their rows."""
         self.path: frozenset[int] = frozenset()
         """Node ids on the highlighted path (the loss to the first NaN), marked with »."""
+        self.flagged: frozenset[int] = frozenset()
+        """Node ids anomaly mode has reported so far, marked with ⚠."""
         self._row_of_node: dict[int, int] = {}
         self._row_format: tuple[int, RowFormat] | None = None
 
@@ -116,6 +118,7 @@ class NodeList(RowList):
         self.state = state
         self.breakpoints = breakpoints
         self.path = path
+        self.flagged = frozenset(e.node_id for e in state.anomalies if e.node_id is not None)
         if task is not self.shown_task:
             self.shown_task = task
             self._rebuild()
@@ -173,7 +176,10 @@ class NodeList(RowList):
             return text
         mark = info.id in self.breakpoints
         on_path = info.id in self.path
-        row_text = node_row(info, state, mark, on_path=on_path, fmt=fmt, prefix=text.cell_len)
+        flagged = info.id in self.flagged
+        row_text = node_row(
+            info, state, mark, on_path=on_path, fmt=fmt, prefix=text.cell_len, flagged=flagged
+        )
         return text.append_text(row_text)
 
     def _format(self) -> RowFormat:
@@ -279,11 +285,13 @@ def node_row(
     on_path: bool = False,
     fmt: RowFormat | None = None,
     prefix: int = 0,
+    flagged: bool = False,
 ) -> Text:
     """``● MulBackward0 #7  seq 3  topo 2  deps 0/2  cpu``, with a breakpoint dot.
 
     ``fmt`` says how to write it (the full form without one); ``prefix`` is
-    how many columns of tree guides come before the row.
+    how many columns of tree guides come before the row. ``flagged``: anomaly
+    mode reported the node (its forward output or a gradient is NaN or Inf).
     """
     fmt = fmt or RowFormat(False, 0, 0, (1, 1, 1))
     text = Text()
@@ -292,7 +300,7 @@ def node_row(
     else:
         text.append("» " if on_path else "  ", style=f"bold {PATH_STYLE}")
     text.append_text(status_text(state.status if state is not None else "not started"))
-    if state is not None and non_finite(state):
+    if flagged or (state is not None and non_finite(state)):
         text.append("⚠", style=NON_FINITE_STYLE)
     text.append(" ")
     ident = f" #{info.id}"

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Sequence
+
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
 from autograd_viz.live import LIVE_THREAD
+from autograd_viz.nan.report import Finding, user_frames
 from autograd_viz.trace import GraphTaskInfo, NodeInfo, Trace
 from autograd_viz.trace.replay import ExecutionState, NodeState
 from autograd_viz.trace.text import printable
@@ -79,9 +83,13 @@ def _reentrant_depth(state: ExecutionState, graph_task: int) -> int:
 
 
 def inspect_node(
-    info: NodeInfo, state: NodeState | None, task: GraphTaskInfo, breakpoint_: bool
+    info: NodeInfo,
+    state: NodeState | None,
+    task: GraphTaskInfo,
+    breakpoint_: bool,
+    findings: Sequence[Finding] = (),
 ) -> RenderableType:
-    """Everything about one node at one step."""
+    """Everything about one node at one step; ``findings``: its NaNs and Infs so far, and why."""
     head = Text()
     head.append_text(status_text(state.status if state else "not started"))
     head.append(f" {printable(info.name)}", style="bold")
@@ -98,7 +106,7 @@ def inspect_node(
     )
     remaining = state.remaining if state is not None else info.dependencies
     deps = Text(f"dependencies: {remaining} of {info.dependencies} still to arrive")
-    parts: list[RenderableType] = [head, facts, deps]
+    parts: list[RenderableType] = [head, *nan_lines(findings), facts, deps]
     if info.leaf is not None:
         leaf = info.leaf
         parts.append(
@@ -159,10 +167,53 @@ def inspect_node(
         parts.append(_section("error"))
         parts.append(Text(printable(state.error, newlines=True), style="bold red"))
     if info.traceback:
-        parts.append(_section("forward traceback (anomaly mode)"))
-        traceback = printable("".join(info.traceback).rstrip(), newlines=True)
-        parts.append(Text(traceback, style="dim"))
+        parts.append(_section("forward call (anomaly mode), your line first"))
+        parts.extend(forward_frames(info.traceback))
     return Group(*parts)
+
+
+def nan_lines(findings: Sequence[Finding]) -> list[Text]:
+    """What ``autograd-viz nan`` says about a node: NaN or Inf, born here or passed on, why."""
+    lines = []
+    for finding in findings:
+        value = "NaN" if finding.value == "nan" else "Inf"
+        where = "in the forward pass" if finding.phase == "forward" else "in backward"
+        if finding.phase == "backward":
+            where += f" (gradient out {finding.output_index})"
+        if finding.born:
+            line = Text(f"⚠ {value} born here {where}: ", style=f"bold {NON_FINITE_STYLE}")
+            line.append(printable(finding.cause), style="bold")
+        else:
+            line = Text(f"⚠ {value} passed on {where}: ", style=NON_FINITE_STYLE)
+            line.append(printable(finding.cause))
+        lines.append(line)
+    return lines
+
+
+def forward_frames(traceback: Sequence[str]) -> list[Text]:
+    """The user's frames of a forward traceback, the line that called the op first."""
+    frames = user_frames(tuple(traceback))
+    if not frames:  # nothing of the user's: show what there is, innermost last as Python does
+        return [Text(printable("".join(traceback).rstrip(), newlines=True), style="dim")]
+    lines = []
+    for i, frame in enumerate(frames):
+        where = Text(
+            f"  {printable(_short_path(frame.file))}:{frame.line}", style="bold" if i == 0 else ""
+        )
+        where.append(f" in {printable(frame.function)}", style="dim")
+        lines.append(where)
+        if frame.code:
+            lines.append(Text(f"    {printable(frame.code)}", style="" if i == 0 else "dim"))
+    return lines
+
+
+def _short_path(file: str) -> str:
+    """``file`` relative to the working directory when it is under it."""
+    try:
+        relative = os.path.relpath(file)
+    except ValueError:  # another drive on Windows
+        return file
+    return file if relative.startswith("..") else relative
 
 
 def inspect_nothing(trace: Trace, state: ExecutionState) -> RenderableType:

@@ -33,7 +33,7 @@ def shows_name(info: NodeInfo, row: str) -> bool:
     names = [row_name(info, short=False), row_name(info, short=True)]
     if any(re.search(rf"(?<!\S){re.escape(name)} #{info.id}\b", row) for name in names):
         return True
-    cut = re.search(rf"(\S+)…(\S*) #{info.id}\b", row)
+    cut = re.search(rf"(\S*)…(\S*) #{info.id}\b", row)
     return cut is not None and any(
         name.startswith(cut.group(1)) and name.endswith(cut.group(2)) for name in names
     )
