@@ -29,6 +29,7 @@ import functools
 import os
 import threading
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -45,6 +46,9 @@ from engine.events import Event, TensorSummary
 
 LIVE_THREAD = "autograd-viz-live"
 """The name of the thread a live session runs its target in."""
+
+_SETTLING = frozenset({"error", "graph_task_end", "reentrant_exit"})
+"""Events after which a graph task has nothing left to cancel (Note [Where a stop cancels])."""
 
 
 class SessionCancelled(RuntimeError):  # noqa: N818 - reads as what happened
@@ -162,6 +166,8 @@ class LiveSession:
         self._hit: TraceEvent | None = None
         self._last_thread: str | None = None
         self._thread: threading.Thread | None = None
+        self._target_ident: int | None = None
+        self._tasks: set[int] = set()  # see Note [Whose work a session gates]
         self._finished = False
         self._workers_before: set[threading.Thread] | None = None
         self._armed = False
@@ -196,6 +202,7 @@ class LiveSession:
         return self
 
     def _main(self) -> None:
+        self._target_ident = threading.get_ident()
         try:
             self.result = self._run()
         except SystemExit as exc:
@@ -205,7 +212,10 @@ class LiveSession:
             self.error = exc
         finally:
             with self._cond:
+                # A finished session gates nobody (Note [Whose work a session gates]):
+                # what still waits at the gate is let through.
                 self._finished = True
+                self._release_all()
                 self._cond.notify_all()
 
     def stop(self, timeout: float = 5.0) -> None:
@@ -226,15 +236,29 @@ class LiveSession:
             self._cond.notify_all()
         if self._thread is not None:
             self._thread.join(timeout)
+            if self._thread.is_alive():
+                warnings.warn(
+                    f"the live session's target still runs {timeout} s after stop(): it is "
+                    "blocked outside the engine (the session no longer pauses it)",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
         events.unsubscribe(self._listener)
         if self._armed:
             self._armed = False
             arming.release()
         if self._workers_before is not None:
+            # backward() raises at the first error while device threads may still be
+            # finishing a node of the cancelled task, and routing its gradients starts a
+            # device thread that is gone: wait for them, then shut down what the session
+            # started, again if finishing started another.
+            ACTIVITY.wait_quiescent(timeout)
+            engine_ = engine.get_default_engine()
+            for _ in range(3):
+                if not set(engine_.worker_threads()) - self._workers_before:
+                    break
+                engine_.shutdown(timeout)
             ACTIVITY.track(False)
-            started = set(engine.get_default_engine().worker_threads()) - self._workers_before
-            if started:
-                engine.get_default_engine().shutdown(timeout)
             self._workers_before = None
 
     # -- what the session has seen ---------------------------------------------------
@@ -311,10 +335,7 @@ class LiveSession:
             self._hit = None
             self._active_breakpoints = breakpoints
             self._gated = False
-            for paused in self._paused:
-                paused.permit = True
-                ACTIVITY.unblock()
-            self._paused.clear()
+            self._release_all()
             self._cond.notify_all()
             done = self._cond.wait_for(lambda: self._hit is not None or self._finished, timeout)
             hit = self._hit
@@ -353,10 +374,45 @@ class LiveSession:
         self.breakpoints.remove(breakpoint_)
 
     # -- the gate (runs on engine threads) -------------------------------------------
+
+    # Note [Whose work a session gates]
+    # ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+    # A session runs inside somebody's process, beside threads that are none
+    # of its business. It gates (pauses, records, cancels) only its target's
+    # engine work: events emitted on the target's thread, and events of the
+    # graph tasks the target started, wherever they run (a device thread, a
+    # reentrant pool thread) and including reentrant graph tasks started by
+    # their nodes. A graph task is the target's when its graph_task_start is
+    # emitted on the target's thread or names a parent graph task that is.
+    # Every other event passes untouched and unrecorded: another thread's
+    # backward never waits for a step. Once the target has returned or
+    # raised, the session gates nobody, whether or not stop() is called: a
+    # forgotten session (a notebook) never hangs a later backward.
+
+    def _owns(self, event: Event) -> bool:
+        """Whether ``event`` is the target's engine work (Note [Whose work a session gates])."""
+        if self._finished:
+            return False
+        gid = event.graph_task
+        if gid in self._tasks:
+            return True
+        on_target = threading.get_ident() == self._target_ident
+        if event.kind == "graph_task_start" and (
+            on_target or event.data.get("parent_graph_task") in self._tasks
+        ):
+            with self._cond:
+                self._tasks.add(gid)
+            return True
+        return on_target
+
     def _gate(self, event: Event) -> None:
+        if not self._owns(event):
+            return
         with self._cond:
             if self._cancelled:
                 self._after_cancel(event)
+                return
+            if self._finished:  # it finished while this thread waited for the lock
                 return
             if self._gated:
                 paused = _Paused(event)
@@ -365,7 +421,7 @@ class LiveSession:
                 self._cond.notify_all()
                 while not paused.permit and not paused.cancel:
                     self._cond.wait()
-                if paused.cancel:
+                if paused.cancel and self._cancellable(event):
                     self._cancel_task(event)
                 paused.record = record = self._record(event)
             else:
@@ -382,13 +438,37 @@ class LiveSession:
             self._settled_tasks.add(event.graph_task)
         return self._recorder.trace.events[-1]
 
+    def _release_all(self) -> None:
+        """Let every paused thread go on (lock held)."""
+        for paused in self._paused:
+            paused.permit = True
+            ACTIVITY.unblock()
+        self._paused.clear()
+
     def _after_cancel(self, event: Event) -> None:
         """After :meth:`stop`: fail every unfinished graph task at its next event."""
-        gid = event.graph_task
-        if event.kind in ("error", "graph_task_end", "reentrant_exit"):
-            self._settled_tasks.add(gid)
-        elif gid not in self._settled_tasks:
+        if event.kind in _SETTLING:
+            self._settled_tasks.add(event.graph_task)
+        elif self._cancellable(event):
             self._cancel_task(event)
+
+    def _cancellable(self, event: Event) -> bool:
+        """Whether raising at ``event`` fails its graph task (Note [Where a stop cancels])."""
+        if event.kind in _SETTLING or event.graph_task in self._settled_tasks:
+            return False
+        return not (event.kind == "enqueue" and event.data.get("reason") == "wake-up")
+
+    # Note [Where a stop cancels]
+    # ~~~~~~~~~~~~~~~~~~~~~~~~~~~
+    # stop() fails a graph task by raising SessionCancelled at its next event;
+    # the engine catches it where a node runs and fails the graph task, and
+    # raises it from backward() where the graph task starts. At an event that
+    # follows the end of a graph task there is nothing left to fail, and the
+    # engine does not expect a listener to raise there: graph_task_end (the
+    # thread that completes a task still has to wake its owner) and the
+    # wake-up enqueue that follows it. A raise there left the owner asleep in
+    # backward() forever. Those events, errors and reentrant exits are let
+    # through instead.
 
     def _cancel_task(self, event: Event) -> None:
         self._settled_tasks.add(event.graph_task)
