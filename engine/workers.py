@@ -129,7 +129,13 @@ class WorkerThreads(abc.ABC):
                 )
                 TLS.total_depth = graph_task.reentrant_depth
                 TLS.current_depth = 0
-                self.thread_main(graph_task)
+                try:
+                    self.thread_main(graph_task)
+                except BaseException:  # noqa: BLE001
+                    # As on a device thread: only a listener cancelling at a step outside a
+                    # node (graph_task_end) gets here. The graph task is complete and its
+                    # owner, waiting on its future, woken; the pool thread keeps serving.
+                    continue
         finally:
             ACTIVITY.leave()
 
