@@ -151,14 +151,12 @@ def print_report(report: NanReport, console: Console) -> None:
         return
     value = "NaN" if first.value == "nan" else "Inf"
     born = "born" if first.born else "first seen"
-    op = first.aten_op if first.aten_op is not None and first.phase == "forward" else first.op
+    op = first.aten_op or first.op
     console.print(
         f"[bold red]{value} {born} in the {first.phase} pass[/bold red] at "
         f"[bold]{shown(str(first.node))}[/bold] (op {shown(op)})"
     )
     rows = [("why", f"[bold]{shown(first.cause)}[/bold]")]
-    if first.phase == "backward" and first.aten_op is not None:
-        rows.append(("made by", f"{shown(first.aten_op)} inside {shown(first.node.name)}"))
     if first.source is not None:
         where = f"{shown(str(first.source))} in {shown(first.source.function)}"
         if first.source.code:
@@ -187,6 +185,8 @@ def _anomaly_mode_says(report: NanReport) -> str:
     text = f"anomaly mode names {shown(str(named))}"
     if first is None or (first.phase == "backward" and first.node.id == named.id):
         return text
+    if first.node.id == named.id:
+        return f"{text} [yellow](the same op, once its backward returns NaN)[/yellow]"
     if first.phase == "forward":
         why = "it checks only backward outputs"
     elif first.value == "inf":

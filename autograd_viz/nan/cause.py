@@ -56,7 +56,6 @@ _OVERFLOWING = frozenset(
      "cumsum", "prod", "square", "linear", "norm", "sinh", "cosh"}
 )  # fmt: skip
 _FILLS = frozenset({"masked_fill", "where", "full", "full_like", "new_full", "fill", "index_fill"})
-_DIVISIONS = (DIVISION_BY_ZERO, ZERO_OVER_ZERO)
 
 Summaries = Sequence[TensorSummary | None]
 
@@ -127,28 +126,6 @@ def forward_cause(
     return unexplained(op, value)
 
 
-def backward_op_cause(
-    node_op: str, op: str, value: str, inputs: Summaries, output: TensorSummary | None
-) -> str:
-    """Why the op ``op``, run inside the backward of ``node_op``, made ``value`` from ``inputs``.
-
-    PyTorch's backward formulas are aten ops too: ``SqrtBackward0`` divides the
-    gradient by ``2 * sqrt(x)``, so a division by zero there is sqrt at 0.
-    """
-    node_op = canonical_op(node_op)
-    cause = forward_cause(op, value, inputs, output)
-    if cause in _DIVISIONS:
-        if node_op == "sqrt":
-            return SQRT_AT_ZERO_BACKWARD
-        if node_op in _LOGS:
-            return LOG_OF_ZERO
-        if node_op == "norm":
-            return DIVISION_BY_ZERO_NORM
-    if node_op == "pow" and canonical_op(op) == "pow" and value == "inf":
-        return POW_AT_ZERO_BACKWARD
-    return cause
-
-
 def backward_cause(op: str, value: str, grads: Summaries, saved: Summaries) -> str:
     """Why the backward of ``op`` returned ``value``, from its incoming ``grads`` and ``saved``."""
     op = canonical_op(op)
@@ -162,6 +139,10 @@ def backward_cause(op: str, value: str, grads: Summaries, saved: Summaries) -> s
             return LOG_OF_NEGATIVE
     if op == "div" and len(saved) > 1 and saved[1] is not None and has_zero(saved[1]):
         return DIVISION_BY_ZERO
+    if op == "pow" and value == "inf" and first is not None and has_zero(first):
+        return POW_AT_ZERO_BACKWARD
+    if op == "norm" and any(s is not None and has_zero(s) for s in saved[1:2]):
+        return DIVISION_BY_ZERO_NORM  # saved: the input, then the norm itself
     known = [s for s in (*grads, *saved) if s is not None]
     if value == "nan" and any(has_inf(s) for s in known) and any(has_zero(s) for s in known):
         # mul and pow multiply the incoming gradient by a saved value: 0 times inf.

@@ -26,9 +26,9 @@ then falls back to the ``node_end`` events whose gradients are not finite.
 A PyTorch program checked by
 :class:`~autograd_viz.sources.pytorch.forward.TorchNanChecker` gives the same
 events with a few more fields: ``aten_op`` (the aten op that made the value),
-``module`` (where it was made), and for a backward node that made one,
-``born`` and the aten op inside the node with its inputs (``op_inputs``),
-which say why.
+``module`` (where it was made) and, for a backward node, ``saved``: the
+tensors it saved, which say why (PyTorch's graph shows them only while the
+node runs).
 """
 
 from __future__ import annotations
@@ -109,8 +109,7 @@ class Finding:
     saved: Summaries = ()
     """The tensors the node saved for backward (backward findings only)."""
     aten_op: str | None = None
-    """PyTorch: the aten op that made the value (``aten.log.default``); in backward, the one
-    inside the node."""
+    """PyTorch, forward: the aten op that made the value (``aten.log.default``)."""
     module: str | None = None
     """PyTorch: the qualified name of the module the op ran in (``encoder.layers.0``)."""
 
@@ -306,38 +305,26 @@ def _backward_finding(
 ) -> Finding:
     task = event.graph_task
     grads = runs.grads_in(task, node.id)
-    saved = runs.saved(task, node.id)
+    saved = tuple(event.data.get("saved") or ()) or runs.saved(task, node.id)
     outputs = runs.grads_out(task, node.id)
     if outputs is None:
         outputs = (event.data.get("grad"),)
     known = [s for s in (*grads, *saved) if s is not None]
-    data = event.data
-    born = data.get("born")
-    aten_op = data.get("aten_op")
-    if aten_op is not None:  # PyTorch: the aten op inside the node that made the value
-        cause = nan_cause.backward_op_cause(
-            op, aten_op, value, tuple(data.get("op_inputs") or ()), data.get("op_output")
-        )
-    elif born is False:
-        cause = nan_cause.NON_FINITE_INPUT
-    else:
-        cause = nan_cause.backward_cause(op, value, grads, saved)
     return Finding(
         "backward",
         node,
         op,
         value,
         output_index,
-        all(nan_cause.finite(s) for s in known) if born is None else bool(born),
-        cause,
+        all(nan_cause.finite(s) for s in known),
+        nan_cause.backward_cause(op, value, grads, saved),
         task,
         event.index,
         source,
         grads,
         outputs,
         saved,
-        aten_op=aten_op,
-        module=data.get("module"),
+        module=event.data.get("module"),
     )
 
 

@@ -2,8 +2,8 @@
 
 A :class:`TorchNanChecker` arms three things on the thread that enters it:
 
-* a ``TorchDispatchMode`` that sees every aten op (forward and, on the CPU,
-  backward) and checks its outputs with one cheap reduction each: the sum
+* a ``TorchDispatchMode`` that sees every aten op of the forward pass and
+  checks its outputs with one cheap reduction each: the sum
   of a tensor is finite exactly when every element is (or the sum overflowed,
   which the exact check then sorts out); ops whose outputs only alias an
   input (views) are skipped by schema;
@@ -18,17 +18,19 @@ fields of our engine's (``phase``, ``op``, ``value``, ``born``, ``tensor``,
 ``inputs``, ``nonfinite_inputs``, ``traceback``, ...) plus ``aten_op`` and
 ``module``: a forward event for each output *born* non-finite, and, while the
 PyTorch bridge watches the backward, a backward event for each node output
-that is not finite, as anomaly mode checks them. Tensors are read, never
-changed and never kept: events carry summaries.
+that is not finite, as anomaly mode checks them, with the tensors the node
+saved (``saved``: they say why). Tensors are read, never changed and never
+kept: events carry summaries.
 
 Note [Born in PyTorch]
 ~~~~~~~~~~~~~~~~~~~~~~
 As in our engine (Note [Born non-finite] in engine/anomaly.py), an output is
 born non-finite when it holds a checked value (NaN, or ±Inf with
 ``check_inf``) and no input held one. The inputs of an in-place op are read
-before it runs. Inside a backward node the op's birth is kept and attached to
-the node's event (``born``, ``aten_op``, ``op_inputs``): the op and the numbers
-that say why.
+before it runs. The backward is checked node by node, as anomaly mode does:
+aten ops run by a backward node are not dispatched to the checker at all
+(the mode steps aside while a backward call runs), so backward costs one
+reduction per node output and nothing per op.
 
 Note [Intentional -inf]
 ~~~~~~~~~~~~~~~~~~~~~~~
@@ -54,12 +56,14 @@ import threading
 import traceback
 import weakref
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
 
 import torch
 from torch.overrides import TorchFunctionMode
+from torch.utils import _python_dispatch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.weak import WeakIdKeyDictionary
 
@@ -98,6 +102,7 @@ NORM_OPS = frozenset({"linalg_vector_norm", "norm", "frobenius_norm", "linalg_no
 """Ops whose outputs are remembered (weakly) as norms, so that a division by one is named."""
 
 _NAN, _POSINF, _NEGINF = "nan", "+inf", "-inf"
+_BACKWARD_CALLS = frozenset({torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad})
 _NO_KINDS: frozenset[str] = frozenset()
 _ACCUMULATE_GRAD_NR = 2**64 - 1
 
@@ -195,13 +200,9 @@ class _ThreadState(threading.local):
     def __init__(self) -> None:
         self.depth = 0
         self.pending: list[_Birth] = []
-        self.births: dict[int, list[_Birth]] = {}
-        """Backward births by ``id`` of the running node (Note [Born in PyTorch])."""
         self.modules: list[str] = []
         self.names: dict[int, str] = {}
         """Qualified names of the modules under the outermost one running."""
-        self.busy = False
-        """This thread is checking: its own tensor ops pass unchecked."""
 
 
 _NOT_USER_DIRS = tuple(
@@ -259,6 +260,7 @@ class TorchNanChecker:
         self._local = _ThreadState()
         self._modes: list[Any] = []
         self._handles: list[Any] = []
+        self._listener = self._on_event  # one bound method: the hub unsubscribes by identity
         self._names: weakref.WeakKeyDictionary[torch.nn.Module, dict[int, str]] = (
             weakref.WeakKeyDictionary()
         )
@@ -274,11 +276,11 @@ class TorchNanChecker:
             self._modes = [_Functions(self), _Dispatch(self)]
             for mode in self._modes:
                 mode.__enter__()
-        HUB.subscribe(self._on_event)
+        HUB.subscribe(self._listener)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        HUB.unsubscribe(self._on_event)
+        HUB.unsubscribe(self._listener)
         for mode in reversed(self._modes):
             mode.__exit__(None, None, None)
         self._modes.clear()
@@ -315,7 +317,11 @@ class TorchNanChecker:
         local.depth += 1
         out = None
         try:
-            out = func(*args, **kwargs)
+            if func in _BACKWARD_CALLS and self._modes:
+                with self._outside_backward():
+                    out = func(*args, **kwargs)
+            else:
+                out = func(*args, **kwargs)
         finally:
             local.depth -= 1
             pending = local.pending if local.depth == 0 else None
@@ -328,6 +334,15 @@ class TorchNanChecker:
                     local.pending = []
                     self._emit_births(pending, nodes)
         return out
+
+    @contextmanager
+    def _outside_backward(self) -> Iterator[None]:
+        """Step the dispatch mode aside while a backward call runs (Note [Born in PyTorch])."""
+        if _python_dispatch._get_current_dispatch_mode() is not self._modes[-1]:
+            yield  # somebody's mode sits above ours: ours checks the graph task id instead
+            return
+        with _python_dispatch._pop_mode_temporarily():
+            yield
 
     def _tag(self, fns: Iterable[Any]) -> None:
         frame = next(user_frames(sys._getframe(2)), None)
@@ -356,8 +371,8 @@ class TorchNanChecker:
     # -- aten ops ------------------------------------------------------------------------
     def dispatch(self, func: Any, args: Any, kwargs: dict[str, Any]) -> Any:
         """Run an aten op and check what it wrote (Note [Born in PyTorch])."""
-        if self._local.busy:
-            return func(*args, **kwargs)
+        if torch._C._current_graph_task_id() != -1:
+            return func(*args, **kwargs)  # a backward node's op: checked by node
         op = self._ops.get(func)
         if op is None:
             op = self._ops[func] = self._op_info(func)
@@ -489,10 +504,9 @@ class TorchNanChecker:
         summaries: list[TensorSummary | None] = [
             summarize_tensor(x, str(x.device), max_values) for x in inputs
         ]
-        in_backward = torch._C._current_graph_task_id() != -1
         local = self._local
         node_nr = None
-        if not in_backward and torch.is_grad_enabled() and any(x.requires_grad for x in inputs):
+        if torch.is_grad_enabled() and any(x.requires_grad for x in inputs):
             node_nr = torch._C._autograd._get_sequence_nr() - 1
         birth = _Birth(
             op,
@@ -505,14 +519,10 @@ class TorchNanChecker:
             weakref.ref(t),
             node_nr,
             device,
-            [] if in_backward else _stack(),
+            _stack(),
             local.modules[-1] if local.modules else None,
         )
-        if in_backward:
-            fn = torch._C._current_autograd_node()
-            if fn is not None:
-                local.births.setdefault(id(fn), []).append(birth)
-        elif local.depth and node_nr is not None:
+        if local.depth and node_nr is not None:
             local.pending.append(birth)  # its node is known once autograd attached it
         else:
             self._emit_forward(birth, None)
@@ -561,39 +571,20 @@ class TorchNanChecker:
         """Anomaly mode's backward check, on each PyTorch node the bridge saw end."""
         if event.kind != "node_end" or event.data.get("derived"):
             return
-        local = self._local
-        local.busy = True
-        try:
-            with torch.no_grad():
-                self._check_node(event)
-        finally:
-            local.busy = False
+        with torch._C._DisableTorchDispatch(), torch.no_grad():
+            for index, summary in enumerate(event.data.get("outputs") or ()):
+                tensor = _tensor_of(summary)
+                if tensor is None or _finite(tensor):
+                    continue
+                kinds = self._kinds(tensor)
+                if kinds & self._checked:
+                    value = _NAN if _NAN in kinds and self.checks.check_nan else "inf"
+                    self._emit_backward(event, index, value, summary)
 
-    def _check_node(self, event: Event) -> None:
-        births = self._local.births
-        fn = torch._C._current_autograd_node()
-        mine = births.pop(id(fn), None) if births and fn is not None else None
-        for index, summary in enumerate(event.data.get("outputs") or ()):
-            tensor = _tensor_of(summary)
-            if tensor is None or _finite(tensor):
-                continue
-            kinds = self._kinds(tensor)
-            if not kinds & self._checked:
-                continue
-            value = _NAN if _NAN in kinds and self.checks.check_nan else "inf"
-            self._emit_backward(event, fn, index, value, summary, mine)
-
-    def _emit_backward(
-        self,
-        event: Event,
-        fn: Any,
-        index: int,
-        value: str,
-        summary: TorchSummary,
-        births: list[_Birth] | None,
-    ) -> None:
-        origin = fn.metadata.get(ORIGIN_KEY) if fn is not None else None
-        data: dict[str, Any] = {
+    def _emit_backward(self, event: Event, index: int, value: str, summary: Any) -> None:
+        fn = torch._C._current_autograd_node()  # the bridge's post hook runs on its thread
+        origin = node_origin(fn) if fn is not None else None
+        data = {
             "phase": "backward",
             "output_index": index,
             "value": value,
@@ -601,16 +592,8 @@ class TorchNanChecker:
             "grad": summary,
             "traceback": origin.formatted() if origin is not None else None,
             "module": origin.module if origin is not None else None,
+            "saved": _saved(fn, self.checks.max_values) if fn is not None else [],
         }
-        if self._modes:  # every op inside the node was checked: born is known
-            data["born"] = bool(births)
-        if births:
-            birth = births[0]
-            data.update(
-                aten_op=birth.op.name,
-                op_inputs=birth.inputs,
-                op_output=birth.output,
-            )
         HUB.emit_data("anomaly", event.device, event.graph_task, _NodeFields(event), data)
         self.findings += 1
         if self.checks.first:
@@ -657,13 +640,13 @@ class _Functions(TorchFunctionMode):
 
 def _finite(t: torch.Tensor) -> bool:
     """One reduction: the sum is finite iff every element is (an overflow is sorted out later)."""
-    if not (t.is_floating_point() or t.is_complex()) or t.numel() == 0:
-        return True
+    if not t.is_floating_point() or t.numel() == 0:
+        return t.is_floating_point() or not t.is_complex() or bool(torch.isfinite(t).all())
     if t.layout is not torch.strided:
         return bool(torch.isfinite(t.to_dense()).all())
     if t.dtype in (torch.float16, torch.bfloat16):
-        return bool(torch.sum(t, dtype=torch.float32).isfinite())
-    return bool(t.sum().isfinite())
+        return math.isfinite(float(torch.sum(t, dtype=torch.float32)))
+    return math.isfinite(float(t.sum()))
 
 
 def _tensors(tree: Any) -> Iterator[torch.Tensor]:
@@ -736,6 +719,27 @@ def _stack() -> list[str]:
         ((f, f.f_lineno) for f in reversed(frames)), lookup_lines=True
     )
     return summary.format()
+
+
+_SAVED_FIRST = ("_saved_self", "_saved_other", "_saved_result")
+
+
+def _saved(fn: Any, max_values: int) -> list[TensorSummary | None]:
+    """Summaries of the tensors a node saved for backward: ``self``, ``other``, ``result``, ...
+
+    Read in the node's post hook, before PyTorch releases them.
+    """
+    names = [n for n in dir(fn) if n.startswith("_saved_") and not n.startswith("_saved_raw")]
+    names.sort(key=lambda n: (_SAVED_FIRST.index(n) if n in _SAVED_FIRST else 3, n))
+    summaries: list[TensorSummary | None] = []
+    for name in names:
+        try:
+            value = getattr(fn, name)
+        except RuntimeError:  # already released
+            continue
+        for t in _tensors(value):
+            summaries.append(summarize_tensor(t, str(t.device), max_values))
+    return summaries
 
 
 def _tensor_of(summary: Any) -> torch.Tensor | None:
