@@ -24,12 +24,12 @@ PyTorch's own ImportError.
 from __future__ import annotations
 
 from autograd_viz.sources.pytorch.arming import TorchWatch, watch_torch
-from autograd_viz.sources.pytorch.graph import ACCUMULATE_GRAD, GRAPH_ROOT, node_id
-from autograd_viz.sources.pytorch.naming import name
-from autograd_viz.sources.pytorch.watch import (
+from autograd_viz.sources.pytorch.bookkeeping import (
     DERIVED_MISMATCH,
     DerivedMismatchWarning,
 )
+from autograd_viz.sources.pytorch.graph import ACCUMULATE_GRAD, GRAPH_ROOT, node_id
+from autograd_viz.sources.pytorch.naming import name
 
 __all__ = [
     "ACCUMULATE_GRAD",

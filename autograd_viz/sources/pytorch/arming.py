@@ -26,6 +26,7 @@ import torch.autograd
 import torch.autograd.graph
 
 from autograd_viz.sources.pytorch import watch as _watch
+from autograd_viz.sources.pytorch.bookkeeping import forget_leftovers
 from autograd_viz.sources.pytorch.graph import plan_graph_task
 from autograd_viz.sources.pytorch.naming import LeafNamer
 from engine.activity import ACTIVITY
@@ -187,7 +188,7 @@ def _input_edge(item: Any) -> Any:
 
 
 def _run_watched(original: Callable[..., Any], t_outputs: Any, args: Any, kwargs: Any) -> Any:
-    _watch.forget_leftovers()
+    forget_leftovers()
     bound = dict(zip(_ARGUMENTS, args, strict=False))
     bound.update(kwargs)
     bound.setdefault("inputs", ())

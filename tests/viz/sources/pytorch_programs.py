@@ -12,7 +12,12 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from autograd_viz.sources.pytorch import DERIVED_MISMATCH, name, watch_torch  # noqa: E402
+from autograd_viz.sources.pytorch import (  # noqa: E402
+    DERIVED_MISMATCH,
+    DerivedMismatchWarning,
+    name,
+    watch_torch,
+)
 from autograd_viz.sources.pytorch import watch as watch_module  # noqa: E402
 from autograd_viz.sources.pytorch.graph import node_id  # noqa: E402
 from autograd_viz.sources.recorder import record  # noqa: E402
@@ -131,7 +136,7 @@ def run_watched(program: Program, seed: int = 0) -> Watched:
         name(leaf, f"leaf{i}")
     out = Watched()
     with warnings.catch_warnings():
-        warnings.simplefilter("error", watch_module.DerivedMismatchWarning)
+        warnings.simplefilter("error", DerivedMismatchWarning)
         with (
             watch_torch(),
             events.listen(out.events.append),

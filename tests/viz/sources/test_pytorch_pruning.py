@@ -383,3 +383,26 @@ def test_threads_sharing_a_model_each_get_their_own_graph_task() -> None:
         if e.kind == "node_start":
             per_task[e.graph_task] = per_task.get(e.graph_task, 0) + 1
     assert sorted(per_task.values()) == [11, 11, 11, 11]
+
+
+def test_the_last_listener_leaving_mid_backward_stops_the_watch_quietly() -> None:
+    torch.manual_seed(9)
+    w = torch.randn(3, requires_grad=True)
+    seen: list[events.Event] = []
+
+    def leaves_at_second_start(event: events.Event) -> None:
+        seen.append(event)
+        if event.kind == "node_start" and sum(e.kind == "node_start" for e in seen) == 2:
+            events.unsubscribe(leaves_at_second_start)
+
+    with warnings.catch_warnings(), watch_torch():
+        warnings.simplefilter("error", DerivedMismatchWarning)
+        events.subscribe(leaves_at_second_start)
+        (w.sin() * w.cos()).sum().backward()
+        assert not events.HUB.active
+        assert sum(e.kind == "node_start" for e in seen) == 2
+        # The next watched call starts afresh.
+        later: list[events.Event] = []
+        with events.listen(later.append):
+            (w.sin() * w.cos()).sum().backward()
+    assert later[-1].kind == "graph_task_end" and mismatches(later) == []

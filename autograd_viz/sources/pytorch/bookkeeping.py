@@ -1,0 +1,362 @@
+"""PyTorch's bookkeeping between two nodes, replayed from the graph.
+
+What ``engine.cpp`` does between two nodes is invisible from Python but
+deterministic: a node's outputs decrement its successors' dependency
+counts, are summed into their input buffers, and a successor whose count
+reaches zero is pushed onto the ready queue. :class:`Bookkeeping` replays
+that from the graph for one graph task and emits it as our engine's events
+(``dependency_decrement``, ``accumulate`` into a buffer, ``skip``,
+``capture``, ``enqueue``), each with ``"derived": True``, and checks every
+prediction (Note [Checking what is derived]).
+
+Note [Checking what is derived]
+~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+PyTorch pops the ready queue in ``ReadyQueue``'s order: deeper reentrant
+calls first, then higher ``sequence_nr`` (``AccumulateGrad`` first), ties
+in ``std::priority_queue``'s heap order, which :mod:`heapq` reproduces when
+equal keys compare equal. The model queue is the calling thread's, shared by
+the graph tasks nested on it, as PyTorch's is; it is popped at every
+observed node start, and the task it predicts must be the node that starts.
+Tasks whose pop PyTorch does not show (the ``GraphRoot`` of several roots, a
+root or a ``grad()`` input that is popped but not run) are played as they
+come off the model queue. An input-buffer sum that several edges make is
+kept as a copy and compared bit for bit with what the node receives; a
+``grad()`` result with what the call returns. Any difference becomes a
+``derived_mismatch`` event and a :class:`DerivedMismatchWarning`, never a
+silent lie.
+"""
+
+from __future__ import annotations
+
+import heapq
+import threading
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from autograd_viz.sources.pytorch.graph import GraphPlan, TorchNode
+from autograd_viz.sources.pytorch.summary import TorchSummary, summary_of
+
+DERIVED_MISMATCH = "derived_mismatch"
+"""The event kind of a derived prediction PyTorch contradicted."""
+
+COPY_LIMIT = 1 << 24
+"""Elements up to which an input-buffer sum of several edges is copied to check and show it."""
+
+Emit = Callable[[str, "TorchNode | None", dict[str, Any]], None]
+"""Emits one event of the graph task: kind, node, data."""
+
+
+class DerivedMismatchWarning(RuntimeWarning):
+    """What PyTorch did differs from what replaying its bookkeeping predicted."""
+
+
+class _Task:
+    """A task in the model ready queue; compares on its key only (ties stay ties)."""
+
+    __slots__ = ("key", "node", "owner")
+
+    def __init__(self, owner: Bookkeeping, node: TorchNode) -> None:
+        self.key = (-owner.depth, -node.sequence_nr)
+        self.owner = owner
+        self.node = node
+
+    def __lt__(self, other: _Task) -> bool:
+        return self.key < other.key
+
+
+class _ThreadQueue(threading.local):
+    def __init__(self) -> None:
+        self.queue: list[_Task] = []
+
+
+_QUEUES = _ThreadQueue()
+"""Each thread's model of its PyTorch ready queue."""
+
+
+def forget_leftovers() -> None:
+    """Drop the model tasks that graph tasks which failed left in this thread's queue.
+
+    A failed graph task leaves its queued tasks in PyTorch's thread-local ready
+    queue, and a later call on that thread pops and discards them when they
+    come first. The model cannot know whether an unwatched call did so in
+    between, so a watched call starts without them; if they still sit in
+    PyTorch's heap and change how ties pop, the order check says so.
+    """
+    queue = _QUEUES.queue
+    if any(task.owner.finished for task in queue):
+        queue[:] = [task for task in queue if not task.owner.finished]
+        heapq.heapify(queue)
+
+
+class Bookkeeping:
+    """PyTorch's dependency counts, input buffers and ready queue for one graph task.
+
+    Args:
+        plan: the graph task's graph and PyTorch's numbers for it.
+        graph_task: our id of the graph task.
+        depth: its reentrant depth (the ready queue's first key).
+        emit: how its events are emitted.
+    """
+
+    def __init__(self, plan: GraphPlan, graph_task: int, depth: int, emit: Emit) -> None:
+        self.plan = plan
+        self.graph_task = graph_task
+        self.depth = depth
+        self.finished = False
+        """Set when the graph task ends: its tasks left in the queue are leftovers."""
+        self.mismatches = 0
+        """How many derived predictions PyTorch contradicted."""
+        self._emit = emit
+        self._remaining = dict(plan.dependencies)
+        self._not_ready: dict[TorchNode, list[bool]] = {}
+        self._copy_slots = {edge for edge, count in plan.fan_in.items() if count > 1}
+        for node, captures in plan.captures.items():
+            self._copy_slots.update((node, slot) for slot, _ in captures)
+        self._copies: dict[tuple[TorchNode, int], torch.Tensor] = {}
+        self.captured: dict[int, torch.Tensor | None] = {}
+        """Each ``grad()`` result as the model summed it, by output index."""
+
+    def check_results(self, results: list[Any]) -> None:
+        """Compare the ``grad()`` results PyTorch returned with the captured sums."""
+        for index, copy in self.captured.items():
+            got = results[index] if index < len(results) else None
+            if not _same_values(copy, got):
+                self.mismatch(
+                    "capture",
+                    None,
+                    None,
+                    f"grad() result {index} differs from the sum of the gradients "
+                    "the graph delivered to it",
+                )
+
+    def release(self) -> None:
+        """Drop every copy (the graph task is over)."""
+        self.finished = True
+        self._copies.clear()
+        self.captured.clear()
+
+    def run_graph_root(self, grads: list[Any], summaries: list[Any]) -> None:
+        """PyTorch's ``GraphRoot`` of several roots runs, unseen: it hands out their gradients."""
+        root = self.plan.root
+        self._emit("node_start", root, {"inputs": [], "derived": True})
+        self._emit("node_end", root, {"outputs": summaries, "derived": True})
+        self.pass_outputs(root, grads, summaries)
+
+    def pass_outputs(self, node: TorchNode, outputs: Any, summaries: list[Any]) -> None:
+        """``Engine::evaluate_function``'s routing of a node's outputs, derived."""
+        plan = self.plan
+        for i, edge in enumerate(node.next_edges):
+            if edge is None:
+                continue
+            nxt, slot = edge
+            output = outputs[i] if i < len(outputs) else None
+            count = self._remaining.get(nxt)
+            if count is None:
+                self.mismatch("dependencies", nxt, node, f"no dependency left for {nxt.name()}")
+                continue
+            count -= 1
+            if count:
+                self._remaining[nxt] = count
+            else:
+                del self._remaining[nxt]
+            self._emit(
+                "dependency_decrement",
+                nxt,
+                {
+                    "from_node": node._id,
+                    "from_name": node.name(),
+                    "input_nr": slot,
+                    "remaining": count,
+                    "derived": True,
+                },
+            )
+            buffer = self._not_ready.get(nxt)
+            if buffer is None:
+                if not plan.should_execute(nxt):
+                    self._emit(
+                        "skip",
+                        nxt,
+                        {
+                            "from_node": node._id,
+                            "input_nr": slot,
+                            "reason": "not needed for the requested inputs",
+                            "derived": True,
+                        },
+                    )
+                    continue
+                buffer = [False] * nxt.num_inputs
+                if count:
+                    self._not_ready[nxt] = buffer
+            elif not count:
+                del self._not_ready[nxt]
+            if output is not None and slot < len(buffer):
+                created = not buffer[slot]
+                buffer[slot] = True
+                self.keep_copy(nxt, slot, output)
+                data = {
+                    "target": "buffer",
+                    "slot": slot,
+                    "action": "created" if created else "added",
+                    "from_node": node._id,
+                    "grad": summaries[i],
+                    "derived": True,
+                }
+                total = self._copies.get((nxt, slot))
+                if created:
+                    data["total"] = summaries[i]
+                elif total is not None:
+                    data["total"] = TorchSummary(total)
+                self._emit("accumulate", nxt, data)
+            if not count:
+                self.push(nxt, "ready")
+
+    def keep_copy(self, node: TorchNode, slot: int, grad: torch.Tensor) -> None:
+        """Follow a buffer slot that several edges fill, or that ``grad()`` captures, by copy."""
+        key = (node, slot)
+        if key not in self._copy_slots:
+            return
+        with torch.no_grad():
+            old = self._copies.get(key)
+            if old is not None:
+                self._copies[key] = old + grad.detach()  # PyTorch's InputBuffer adds in this order
+            elif grad.numel() <= COPY_LIMIT:
+                self._copies[key] = grad.detach().clone()
+            else:
+                self._copy_slots.discard(key)
+
+    def push(self, node: TorchNode, reason: str) -> None:
+        """A task for ``node`` goes onto the thread's ready queue."""
+        queue = _QUEUES.queue
+        heapq.heappush(queue, _Task(self, node))
+        device = node.device
+        on_cpu = device == "cpu"
+        self._emit(
+            "enqueue",
+            node,
+            {
+                "queue": "cpu" if on_cpu else device,
+                "queue_owner": f"graph_task {self.graph_task}" if on_cpu else "device",
+                "reason": reason,
+                "queue_length": len(queue),
+                "derived": True,
+            },
+        )
+
+    def advance(self, node: TorchNode) -> None:
+        """Pop the model queue up to ``node``, which PyTorch starts now."""
+        queue = _QUEUES.queue
+        while queue:
+            task = heapq.heappop(queue)
+            if task.owner is not self:
+                if task.owner.finished:
+                    continue  # a failed graph task's leftover: PyTorch discards it too
+                heapq.heappush(queue, task)
+                break
+            if task.node is node:
+                return
+            if node.fn is not None and self.runs(task.node):
+                self.mismatch(
+                    "order",
+                    task.node,
+                    node,
+                    f"{node.name()} (node {node._id}) started where PyTorch's order "
+                    f"predicted {task.node.name()} (node {task.node._id})",
+                )
+                heapq.heappush(queue, task)
+                self._unqueue(node)
+                return
+            self._run_unseen(task.node)
+        self.mismatch(
+            "order", None, node, f"{node.name()} (node {node._id}) started but was never enqueued"
+        )
+
+    def runs(self, node: TorchNode) -> bool:
+        """Whether PyTorch runs ``node`` when it pops it (else it only captures, or skips)."""
+        return not self.plan.pruned or node in self.plan.needed
+
+    def _unqueue(self, node: TorchNode) -> None:
+        queue = _QUEUES.queue
+        kept = [t for t in queue if not (t.owner is self and t.node is node)]
+        if len(kept) != len(queue):
+            queue[:] = kept
+            heapq.heapify(queue)
+
+    def _run_unseen(self, node: TorchNode) -> None:
+        """A task PyTorch pops without running the node: a ``grad()`` input's capture."""
+        for slot, index in self.plan.captures.get(node, ()):
+            self.capture(node, slot, index)
+
+    def capture(self, node: TorchNode, slot: int, index: int) -> None:
+        """A ``grad()`` result is taken from ``node``'s buffer (``evaluate_function``)."""
+        copy = self._copies.pop((node, slot), None)
+        self.captured[index] = copy
+        self._emit(
+            "capture",
+            node,
+            {"slot": slot, "output_index": index, "grad": summary_of(copy), "derived": True},
+        )
+
+    def drain(self) -> None:
+        """The call returned: play the model tasks left, which PyTorch popped unseen."""
+        queue = _QUEUES.queue
+        while queue and queue[0].owner is self:
+            task = heapq.heappop(queue)
+            if self.runs(task.node):
+                self.mismatch(
+                    "order",
+                    task.node,
+                    None,
+                    f"{task.node.name()} (node {task.node._id}) was predicted to run but never did",
+                )
+            else:
+                self._run_unseen(task.node)
+
+    def check_buffer(self, node: TorchNode, grads: tuple[torch.Tensor | None, ...]) -> None:
+        """Compare what ``node`` receives with the sums the model followed by copy."""
+        for slot, grad in enumerate(grads):
+            copy = self._copies.pop((node, slot), None)
+            if copy is not None and not _same_values(copy, grad):
+                self.mismatch(
+                    "buffer",
+                    node,
+                    node,
+                    f"input {slot} of {node.name()} (node {node._id}) differs from the sum of "
+                    "the gradients delivered to it (a tensor hook may have replaced it)",
+                )
+
+    def mismatch(
+        self, check: str, expected: TorchNode | None, observed: TorchNode | None, message: str
+    ) -> None:
+        """Report a prediction PyTorch contradicted: an event and a warning."""
+        self.mismatches += 1
+        warnings.warn(f"autograd-viz: {message}", DerivedMismatchWarning, stacklevel=2)
+        self._emit(
+            DERIVED_MISMATCH,
+            observed,
+            {
+                "check": check,
+                "expected": None if expected is None else [expected._id, expected.name()],
+                "observed": None if observed is None else [observed._id, observed.name()],
+                "message": message,
+                "derived": True,
+            },
+        )
+
+
+def _same_values(a: torch.Tensor | None, b: torch.Tensor | None) -> bool:
+    """Bit-for-bit equality (a NaN equals the same NaN)."""
+    if a is None or b is None:
+        return a is None and b is None
+    with torch.no_grad():
+        b = b.detach()
+        if a.shape != b.shape or a.dtype != b.dtype or a.device != b.device:
+            return False
+        if a.is_floating_point():
+            bits = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+            as_int = bits.get(a.element_size())
+            if as_int is not None:
+                return bool(torch.equal(a.view(as_int), b.view(as_int)))
+        return bool(torch.equal(a, b))
