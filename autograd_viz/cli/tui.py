@@ -1,7 +1,9 @@
 """The commands that open the TUI: ``demo``, ``run SCRIPT`` and ``replay TRACE``.
 
 ``demo`` and ``run`` are live: the program runs in a background thread and
-every engine event waits for the UI (see :mod:`autograd_viz.live`). ``replay``
+every engine event waits for the UI (see :mod:`autograd_viz.live`). ``run``
+turns the NaN checks of ``autograd-viz nan`` on (collecting), so that a NaN or
+Inf born in the forward pass is an event to stop at (``f``) and jump to (``a``). ``replay``
 steps through a trace file. The TUI needs a terminal; without one, ``demo``
 prints its walk-through instead and the others say what to run.
 """
@@ -9,6 +11,7 @@ prints its walk-through instead and the others say what to run.
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from typing import TYPE_CHECKING
 
@@ -55,7 +58,7 @@ def run_live(args: argparse.Namespace) -> int:
     except ScriptNotFoundError as exc:
         raise CommandError(str(exc)) from None
     _need_terminal(f"'{PROG} record {script}' saves a trace to replay later")
-    session = LiveSession(script, script_args)
+    session = LiveSession(functools.partial(_run_checked, script, script_args))
     status = _open(LiveDriver(session), script)
     error = session.error
     if error is not None and not isinstance(error, SystemExit):
@@ -67,6 +70,18 @@ def run_live(args: argparse.Namespace) -> int:
     if isinstance(error, SystemExit) and isinstance(error.code, int):
         return error.code
     return status
+
+
+def _run_checked(script: str, args: list[str]) -> int:
+    """Run the script with the NaN checks on, so that ``f`` stops at a forward finding too."""
+    from autograd_viz.nan.watch import nan_checks
+    from autograd_viz.sources.script import ScriptFailedError, run_script
+
+    with nan_checks():
+        try:
+            return run_script(script, args)
+        except ScriptFailedError as exc:
+            raise exc.exception from None
 
 
 def run_replay(args: argparse.Namespace) -> int:

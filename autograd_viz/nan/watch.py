@@ -100,6 +100,27 @@ def watch_nan(
         RuntimeError: with ``first=True``, at the first NaN or Inf.
     """
     ignored = frozenset(ignore)
+    with (
+        record(max_values) as trace,
+        nan_checks(first=first, forward=forward, inf=inf, ignore=ignored, max_values=max_values),
+    ):
+        yield NanWatch(trace, ignored)
+
+
+@contextmanager
+def nan_checks(
+    *,
+    first: bool = False,
+    forward: bool = True,
+    inf: bool = True,
+    ignore: Iterable[str] = (),
+    max_values: int = DEFAULT_MAX_VALUES,
+) -> Iterator[None]:
+    """The checks of :func:`watch_nan` without its recording: findings are ``anomaly`` events.
+
+    For whoever already listens to the events (a live session: its ``f``
+    then stops at a forward finding too). The arguments are :func:`watch_nan`'s.
+    """
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # anomaly mode's "this will be slow" warning
         anomaly = detect_anomaly(
@@ -109,11 +130,11 @@ def watch_nan(
         "check_inf": inf,
         "forward": forward,
         "first": first,
-        "ignore": ignored,
+        "ignore": frozenset(ignore),
         "max_values": max_values,
     }
-    with record(max_values) as trace, anomaly, torch_checks(settings):
-        yield NanWatch(trace, ignored)
+    with anomaly, torch_checks(settings):
+        yield
 
 
 def stopped_at_finding(exc: BaseException) -> bool:

@@ -263,3 +263,24 @@ def test_watch_nan_on_our_engine_never_imports_torch() -> None:
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=False
     )
     assert done.returncode == 0, done.stderr
+
+
+def test_run_stops_at_a_forward_birth_with_f() -> None:
+    from autograd_viz.cli.tui import _run_checked
+    from autograd_viz.live import LiveSession
+    from autograd_viz.tui.driver import Breakpoints
+
+    name = "torch_nan_softmax_overflow"
+    marks = Breakpoints(non_finite=True)  # what f turns on
+    target = lambda: _run_checked(str(EXAMPLES / f"{name}.py"), [])  # noqa: E731
+    with LiveSession(target) as session:
+        session.add_breakpoint(predicate=marks.matches)
+        hit = session.continue_(timeout=60)
+        assert hit is not None
+        assert (hit.kind, hit.data["phase"], hit.data["aten_op"]) == (
+            "anomaly",
+            "forward",
+            "aten.exp.default",
+        )
+        assert session.trace.graph_tasks == {}  # stopped in the forward, before any backward
+        session.run_to_end(timeout=60)
