@@ -54,8 +54,9 @@ import os
 import sys
 import threading
 import traceback
+import warnings
 import weakref
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import FrameType
@@ -105,6 +106,7 @@ _NAN, _POSINF, _NEGINF = "nan", "+inf", "-inf"
 _BACKWARD_CALLS = frozenset({torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad})
 _NO_KINDS: frozenset[str] = frozenset()
 _ACCUMULATE_GRAD_NR = 2**64 - 1
+_WARNED: set[str] = set()
 
 
 class NonFiniteError(RuntimeError):
@@ -378,26 +380,55 @@ class TorchNanChecker:
             op = self._ops[func] = self._op_info(func)
         if op.view:
             out = func(*args, **kwargs)
-            if self._intentional:
-                self._carry(self._intentional, args, out)
-            if self._norms:
-                self._carry(self._norms, args, out)
+            if self._intentional or self._norms:
+                self._guarded(self._after_view, args, out)
             return out
-        before = None
-        if op.mutated:
-            before = {id(t): self._kinds(t) for t in _mutated(op, args, kwargs) if not _finite(t)}
+        before = self._guarded(self._before, op, args, kwargs) if op.mutated else None
         out = func(*args, **kwargs)
+        self._guarded(self._check, op, args, kwargs, out, before or {})
+        return out
+
+    def _guarded(self, check: Callable[..., Any], *args: Any) -> Any:
+        """Run a check; one that fails (an exotic tensor) warns once and never breaks the op."""
+        try:
+            return check(*args)
+        except NonFiniteError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a check never breaks the program it watches
+            message = f"autograd-viz: an op's output could not be checked for NaN ({exc!r})"
+            if message not in _WARNED:
+                _WARNED.add(message)
+                warnings.warn(message, RuntimeWarning, stacklevel=2)
+            return None
+
+    def _after_view(self, args: Any, out: Any) -> None:
+        if self._intentional:
+            self._carry(self._intentional, args, out)
+        if self._norms:
+            self._carry(self._norms, args, out)
+
+    def _before(self, op: _OpInfo, args: Any, kwargs: dict[str, Any]) -> dict[int, frozenset[str]]:
+        """What the tensors an in-place op writes held before it."""
+        return {id(t): self._kinds(t) for t in _mutated(op, args, kwargs) if not _finite(t)}
+
+    def _check(
+        self,
+        op: _OpInfo,
+        args: Any,
+        kwargs: dict[str, Any],
+        out: Any,
+        before: dict[int, frozenset[str]],
+    ) -> None:
         if op.short in NORM_OPS and isinstance(out, torch.Tensor):
             self._norms[out] = _NO_KINDS
         written = _results(op, out, args, kwargs)
         bad = [(i, t) for i, t in enumerate(written) if t is not None and not _finite(t)]
         if bad and not self._silent():
-            self._look(op, args, kwargs, written, bad, before or {})
+            self._look(op, args, kwargs, written, bad, before)
         elif self._intentional and written:
             for t in written:
                 if t is not None:
                     self._intentional.pop(t, None)  # overwritten with finite values
-        return out
 
     def _op_info(self, func: Any) -> _OpInfo:
         schema = func._schema
@@ -640,6 +671,8 @@ class _Functions(TorchFunctionMode):
 
 def _finite(t: torch.Tensor) -> bool:
     """One reduction: the sum is finite iff every element is (an overflow is sorted out later)."""
+    if t.device.type == "meta":
+        return True
     if not t.is_floating_point() or t.numel() == 0:
         return t.is_floating_point() or not t.is_complex() or bool(torch.isfinite(t).all())
     if t.layout is not torch.strided:
