@@ -12,6 +12,11 @@ post hook on every node: the floor of any hook-based watcher) and under
   nodes; the figure is µs per node, and what watching adds per node.
 
 Forward passes are built fresh each repeat and not timed. Prints a table.
+
+``--replay N`` also records a PyTorch trace of about N events (a GRUCell
+unrolled as far as it takes), saves it, and times what ``autograd-viz
+replay`` does before its first screen: loading the file and drawing the app
+headless (Textual's Pilot, 120×40).
 """
 
 from __future__ import annotations
@@ -129,11 +134,54 @@ def measure(build: Build, repeat: int) -> dict[str, float]:
     return {way: statistics.median(times) for way, times in samples.items()}
 
 
+def replay_first_screen(events: int) -> None:
+    """Record about ``events`` events of a PyTorch backward, then time load + first screen."""
+    import asyncio
+    import tempfile
+    from pathlib import Path
+
+    from autograd_viz.tui import ReplayDriver, VizApp
+
+    torch.manual_seed(0)
+    cell = torch.nn.GRUCell(8, 8)
+    steps = max(1, events // 85)  # about 85 events per unrolled step
+    h = torch.zeros(2, 8)
+    for x in torch.randn(steps, 2, 8):
+        h = cell(x, h)
+    with autograd_viz.record() as trace:
+        h.sum().backward()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "gru.jsonl"
+        trace.save(path)
+        size = path.stat().st_size
+        started = time.perf_counter()
+        loaded = autograd_viz.Trace.load(path)
+        load_s = time.perf_counter() - started
+
+        async def first_screen() -> float:
+            t0 = time.perf_counter()
+            app = VizApp(ReplayDriver(loaded), source=str(path))
+            async with app.run_test(size=(120, 40)) as pilot:
+                await pilot.pause()
+                return time.perf_counter() - t0
+
+        screen_s = asyncio.run(first_screen())
+    table = Table(title=f"replay of a PyTorch trace: {len(loaded):,} events, {size / 1e6:.1f} MB")
+    for column in ("load the file", "first screen", "total"):
+        table.add_column(column, justify="right")
+    table.add_row(f"{load_s:.2f} s", f"{screen_s:.2f} s", f"{load_s + screen_s:.2f} s")
+    Console().print(table)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=15)
+    parser.add_argument("--replay", type=int, default=0, metavar="EVENTS")
     args = parser.parse_args()
     torch.set_num_threads(1)
+    if args.replay:
+        replay_first_screen(args.replay)
+        return
     table = Table(title="Watching PyTorch's backward: median of interleaved repeats, gc off")
     for column in ("workload", "nodes", "way", "backward", "× plain", "µs/node", "+µs/node"):
         table.add_column(column, justify="left" if column in ("workload", "way") else "right")
