@@ -164,7 +164,9 @@ def _unwatchable(bound: dict[str, Any]) -> str | None:
     functorch = getattr(torch._C, "_functorch", None)
     if functorch is not None:
         for grad in bound["grad_tensors"] or ():
-            if isinstance(grad, torch.Tensor) and functorch.is_batchedtensor(grad):
+            if isinstance(grad, torch.Tensor) and (
+                functorch.is_batchedtensor(grad) or functorch.is_legacy_batchedtensor(grad)
+            ):
                 return "a batched grad() (is_grads_batched=True) runs under vmap"
     return None
 
@@ -231,7 +233,7 @@ def _run_watched(original: Callable[..., Any], t_outputs: Any, args: Any, kwargs
         )
     ACTIVITY.enter()
     try:
-        watch.start(list(bound["grad_tensors"]), threading.current_thread().name)
+        watch.guarded(watch.start, list(bound["grad_tensors"]), threading.current_thread().name)
         if stepped:
             with torch.autograd.set_multithreading_enabled(False):
                 result = original(t_outputs, *args, **kwargs)
@@ -241,7 +243,7 @@ def _run_watched(original: Callable[..., Any], t_outputs: Any, args: Any, kwargs
         watch.fail(exc)
         raise
     else:
-        watch.finish(result)
+        watch.guarded(watch.finish, result)
     finally:
         watch.close()  # every hook goes, whatever happened
         ACTIVITY.leave()

@@ -11,6 +11,8 @@ derived.
 from __future__ import annotations
 
 import threading
+import warnings
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -176,6 +178,22 @@ class GraphTaskWatch:
             if stack and stack[-1] is self:
                 stack.pop()
 
+    def guarded(self, step: Callable[..., None], *args: Any) -> None:
+        """Run one step of the watch; a failure of the watch itself never fails the backward.
+
+        An exception a listener means for the engine (``_engine_propagate``,
+        such as a live session's cancel) and ``KeyboardInterrupt`` go on into
+        PyTorch, which fails the call with them. Anything else stops this
+        watch, with one warning, and PyTorch goes on unwatched.
+        """
+        try:
+            step(*args)
+        except Exception as exc:
+            if getattr(exc, "_engine_propagate", False):
+                raise
+            self._live = False
+            _warn_once(f"autograd-viz: stopped watching a backward call after {exc!r}")
+
     # -- observed ----------------------------------------------------------------------
     def _hook(self, node: TorchNode) -> None:
         watch = self
@@ -185,7 +203,7 @@ class GraphTaskWatch:
             stack = _LOCAL.stack
             if watch._live and stack and stack[-1] is watch:
                 if HUB.active:
-                    watch._node_start(node, grads)
+                    watch.guarded(watch._node_start, node, grads)
                 else:
                     watch._live = False
 
@@ -193,7 +211,7 @@ class GraphTaskWatch:
             stack = _LOCAL.stack
             if watch._live and stack and stack[-1] is watch:
                 if HUB.active:
-                    watch._node_end(node, outputs)
+                    watch.guarded(watch._node_end, node, outputs)
                 else:
                     watch._live = False
 
@@ -278,6 +296,15 @@ class GraphTaskWatch:
     def _emit(self, kind: str, node: TorchNode | None, data: dict[str, Any]) -> None:
         if HUB.active:
             HUB.emit_data(kind, "cpu", self.id, node, data)
+
+
+_warned: set[str] = set()
+
+
+def _warn_once(message: str) -> None:
+    if message not in _warned:
+        _warned.add(message)
+        warnings.warn(message, RuntimeWarning, stacklevel=3)
 
 
 def _anomaly_rejects(outputs: tuple[Any, ...]) -> bool:
