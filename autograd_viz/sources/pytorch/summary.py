@@ -45,30 +45,39 @@ def summarize_tensor(tensor: torch.Tensor, device: str, max_values: int = 0) -> 
     Small tensors are summarized by :func:`engine.events.summarize` on a NumPy
     view (a host copy for a device tensor), so NaN and Inf are counted the
     same way as for our engine. Large floating-point tensors are reduced by
-    PyTorch where they live, in ``float64`` as :func:`~engine.events.summarize`
-    does (see Note [Summaries of large tensors]). Dtypes NumPy lacks
+    PyTorch where they live (Note [Summaries of large tensors]). Dtypes NumPy lacks
     (``bfloat16``) are widened to ``float32``; the summary keeps the tensor's
     own dtype. Tensors that have no plain strided values (sparse, nested,
     complex, meta) get shape, dtype and device only.
 
     Args:
-        tensor: the tensor; it is read through ``detach()`` and never kept.
+        tensor: the tensor; it is read through ``detach()`` (so nothing records a
+            graph, even under ``create_graph``) and never kept.
         device: the device name to record.
         max_values: keep the flattened values up to this many elements.
 
     Returns:
-        The summary.
+        The summary; shape, dtype and device only if the values cannot be read
+        (a tensor subclass), since a listener must never fail on one.
     """
     shape = tuple(tensor.shape)
     dtype = dtype_name(tensor.dtype)
-    if (
-        tensor.layout is not torch.strided
-        or tensor.is_nested
-        or tensor.is_complex()
-        or tensor.device.type == "meta"
-    ):
+    try:
+        if (
+            tensor.layout is not torch.strided
+            or tensor.is_nested
+            or tensor.is_complex()
+            or tensor.device.type == "meta"
+        ):
+            return TensorSummary(shape, dtype, device)
+        return _summarize_values(tensor.detach(), shape, dtype, device, max_values)
+    except Exception:  # noqa: BLE001 - a tensor subclass we cannot read: describe, never fail
         return TensorSummary(shape, dtype, device)
-    values = tensor.detach()  # nothing below records a graph, even under create_graph
+
+
+def _summarize_values(
+    values: torch.Tensor, shape: tuple[int, ...], dtype: str, device: str, max_values: int
+) -> TensorSummary:
     count = values.numel()
     if count >= LARGE and count > max_values and values.is_floating_point():
         return _summarize_large(values, shape, dtype, device)
