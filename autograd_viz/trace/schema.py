@@ -347,6 +347,12 @@ EVENT_DATA: dict[str, tuple[dict[str, Reader], dict[str, Reader]]] = {
             "tensor": summary,
             "inputs": optional(summaries),
             "nonfinite_inputs": list_of(read_count),
+            # PyTorch (autograd_viz.sources.pytorch.forward): the aten op, the module, and
+            # what says why: which inputs were norms, and a backward node's saved tensors.
+            "aten_op": read_str,
+            "module": optional(read_str),
+            "input_ops": list_of(optional(read_str)),
+            "saved": summaries,
         },
     ),
     "error": (

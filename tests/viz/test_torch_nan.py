@@ -22,9 +22,10 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from autograd_viz import cli  # noqa: E402
-from autograd_viz.nan.report import NanReport  # noqa: E402
+from autograd_viz.nan.report import NanReport, find_nans  # noqa: E402
 from autograd_viz.nan.watch import watch_nan  # noqa: E402
 from autograd_viz.sources.pytorch.forward import NonFiniteError  # noqa: E402
+from autograd_viz.trace import Trace  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -124,7 +125,9 @@ def test_cli_saves_the_trace_and_stops_at_the_first_finding(
     output = tmp_path / "nan.jsonl"
     script = EXAMPLES / "torch_nan_log_zero.py"
     assert cli.main(["nan", "-o", str(output), str(script)]) == 1
-    assert output.stat().st_size > 0
+    first = find_nans(Trace.load(output)).first
+    assert first is not None and first.aten_op == "aten.log.default"
+    assert first.source is not None and first.source.line == _marked_line("torch_nan_log_zero")
     capsys.readouterr()
     assert cli.main(["nan", "--first", str(script)]) == 1
     captured = capsys.readouterr()

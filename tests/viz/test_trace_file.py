@@ -155,15 +155,15 @@ def test_wrong_format(tmp_path: Path, records: list[dict[str, Any]]) -> None:
     _fails(path, 1, "not an autograd-viz trace", "'chrome-trace'", "autograd-viz-trace")
 
 
-@pytest.mark.parametrize("version", [0, 4, 99, "1", None, True])
+@pytest.mark.parametrize("version", [0, 5, 99, "1", None, True])
 def test_unknown_version(tmp_path: Path, records: list[dict[str, Any]], version: Any) -> None:
     path = _write(tmp_path / "t.jsonl", [{**records[0], "version": version}, *records[1:]])
-    _fails(path, 1, f"unknown trace schema version {version!r}", "reads versions 1, 2 and 3")
+    _fails(path, 1, f"unknown trace schema version {version!r}", "reads versions 1, 2, 3 and 4")
 
 
 def test_a_version_1_file_still_loads(tmp_path: Path, records: list[dict[str, Any]]) -> None:
     """Version 1 had backward anomalies only, without the fields version 2 added."""
-    assert records[0]["version"] == 3
+    assert records[0]["version"] == 4
     old = [{k: v for k, v in {**records[0], "version": 1}.items() if k != "sources"}]
     for item in records[1:]:
         if item.get("kind") == "anomaly":
