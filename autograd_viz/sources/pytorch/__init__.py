@@ -17,6 +17,22 @@ Example:
     >>> with watch_torch(), autograd_viz.record() as trace:
     ...     loss.backward()
 
+The modules, in the order a backward call meets them:
+
+- :mod:`~autograd_viz.sources.pytorch.arming`: :func:`watch_torch` and the
+  patched chokepoint, which turns a call into a graph task;
+- :mod:`~autograd_viz.sources.pytorch.graph`: the graph walked from the
+  roots, with PyTorch's numbers (``topological_nr``, dependencies, pruning),
+  and its snapshot for a trace;
+- :mod:`~autograd_viz.sources.pytorch.naming`: leaves named as the user knows
+  them (:func:`name`, a module's qualified parameter names, the shape);
+- :mod:`~autograd_viz.sources.pytorch.watch`: the hooks and the observed
+  events of one graph task;
+- :mod:`~autograd_viz.sources.pytorch.bookkeeping`: the derived events and
+  their checks;
+- :mod:`~autograd_viz.sources.pytorch.summary`: tensor summaries that hold no
+  gradient.
+
 Only this package imports torch; importing it without PyTorch installed raises
 PyTorch's own ImportError.
 """
