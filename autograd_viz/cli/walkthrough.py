@@ -14,12 +14,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from autograd_viz.cli.demo_program import rnn_cell
+from autograd_viz.draw.words import what_happened
 
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
 
     from engine import Node, Tensor
-    from engine.events import Event, TensorSummary
+    from engine.events import Event
 
 UINT64_MAX = 2**64 - 1
 
@@ -107,15 +108,6 @@ def _seq_nr(value: int | None) -> str:
     return "2⁶⁴−1" if value == UINT64_MAX else str(value)
 
 
-def _grad(summary: TensorSummary | None) -> str:
-    if summary is None:
-        return "None"
-    shape = "×".join(str(d) for d in summary.shape) or "scalar"
-    if summary.norm is None:
-        return shape
-    return f"{shape} ‖g‖={summary.norm:.4g}"
-
-
 _KIND_STYLE = {
     "graph_task_start": "bold magenta",
     "graph_task_end": "bold magenta",
@@ -136,45 +128,8 @@ _KIND_STYLE = {
 
 
 def describe(step: Step, label: Labels) -> str:
-    """One line saying what the engine did at this step."""
-    e, d = step.event, step.data
-    kind = e.kind
-    if kind == "graph_task_start":
-        waiting = sum(1 for count in d.get("dependencies", {}).values() if count)
-        return (
-            f"graph task {e.graph_task} starts at {label(e.node_id, e.node_name)}; "
-            f"{waiting} nodes wait for gradients; keep_graph={d.get('keep_graph')}"
-        )
-    if kind == "enqueue":
-        return f"→ {d.get('queue')} ready queue ({d.get('reason')})"
-    if kind == "node_start":
-        return "grads in: " + (" · ".join(_grad(g) for g in d.get("inputs", [])) or "none")
-    if kind == "node_end":
-        outputs = d.get("outputs", [])
-        return "grads out: " + (" · ".join(_grad(g) for g in outputs) or "none (leaf sink)")
-    if kind == "dependency_decrement":
-        remaining = d.get("remaining")
-        state = "ready" if remaining == 0 else "waits"
-        return (
-            f"from {label(d.get('from_node'), d.get('from_name'))} → input {d.get('input_nr')}; "
-            f"{remaining} left: {state}"
-        )
-    if kind == "accumulate":
-        if d.get("target") == "leaf":
-            return f"{d.get('leaf_name') or 'leaf'}.grad {d.get('action')}: {_grad(d.get('grad'))}"
-        return f"buffer[{d.get('slot')}] {d.get('action')}: {_grad(d.get('grad'))}"
-    if kind == "release_variables":
-        count = d.get("count")
-        return f"freed {count} saved tensor{'s' if count != 1 else ''}"
-    if kind == "graph_task_end":
-        if d.get("status") == "ok":
-            return "graph task done; backward() returns"
-        return f"graph task failed: {d.get('exc_type')}: {d.get('message')}"
-    if kind == "skip":
-        return f"skipped: {d.get('reason')}"
-    if kind == "error":
-        return f"{d.get('exc_type')}: {d.get('message')}"
-    return ", ".join(f"{k}={v}" for k, v in d.items() if not callable(v))
+    """One line saying what the engine did at this step (the TUI uses the same words)."""
+    return what_happened(step.event, step.data, label)
 
 
 class QueueView:

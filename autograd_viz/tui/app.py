@@ -22,14 +22,16 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Container, VerticalScroll
 from textual.message import Message
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
+from autograd_viz.draw.words import explain
 from autograd_viz.nan.report import Finding
 from autograd_viz.trace import GraphTaskInfo, Trace, TraceEvent
 from autograd_viz.trace.replay import ExecutionState
 from autograd_viz.trace.text import one_line
 from autograd_viz.tui.dag import DagView
 from autograd_viz.tui.driver import Driver
+from autograd_viz.tui.keybar import KeyBar
 from autograd_viz.tui.nodes import NodeList
 from autograd_viz.tui.panels import (
     EventLog,
@@ -121,8 +123,9 @@ class VizApp(App[int]):
             yield VerticalScroll(Static(id="inspector-body"), id="inspector", classes="panel")
             with Container(id="events", classes="panel"):
                 yield EventLog(id="timeline")
+        yield Static(id="explain")
         yield Static(id="status")
-        yield Footer()
+        yield KeyBar(id="keys")
 
     def on_mount(self) -> None:
         self.title = f"autograd-viz · {one_line(self.source)}"
@@ -167,6 +170,7 @@ class VizApp(App[int]):
         lanes = tuple((name, t.stack) for name, t in sorted(state.threads.items()))
         self._update("#engine-body", (devices, state.queues, lanes), _engine_panel, state, devices)
         self.query_one(EventLog).show(self.driver.trace, self.driver.position)
+        self._update("#explain", state.event, explain_line, self.driver.trace, state.event)
         self.refresh_inspector(state)
         self.refresh_status(state)
 
@@ -364,7 +368,7 @@ class VizApp(App[int]):
 
     def action_search(self) -> None:
         prompt = PromptScreen(
-            "Find a node: its id, or a name (case-insensitive, part of it is enough)",
+            "Find a node by id or name (any part of the name, any case)",
             value=self._query or "",
             placeholder="MulBackward0, 12, W_h",
         )
@@ -494,6 +498,30 @@ def _engine_panel(state: ExecutionState, devices: list[str]) -> Group:
         Text("engine threads", style="bold"),
         threads_view(state),
     )
+
+
+def explain_line(trace: Trace, event: TraceEvent | None) -> Text:
+    """The current step in plain English (the words ``demo --print`` uses, see draw.words)."""
+    if event is None:
+        return Text("Step 0: nothing has run yet. s steps one event; ? lists every key.")
+
+    def label(node_id: int | None, name: str | None) -> str:
+        if node_id is None:
+            return one_line(name or "")
+        if name is None:
+            info = next((t.nodes[node_id] for t in _tasks_with(trace, node_id)), None)
+            name = info.name if info is not None else "node"
+        return f"{one_line(name, 80)} #{node_id}"
+
+    text = Text(f"{event.index + 1}: ", style="bold")
+    text.append(one_line(explain(event, event.data, label), 400))
+    text.no_wrap = True
+    text.overflow = "ellipsis"
+    return text
+
+
+def _tasks_with(trace: Trace, node_id: int) -> list[GraphTaskInfo]:
+    return [t for t in trace.graph_tasks.values() if node_id in t.nodes]
 
 
 def _path_to(trace: Trace, event: TraceEvent | None) -> tuple[int, ...]:

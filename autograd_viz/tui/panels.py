@@ -258,7 +258,9 @@ class EventLog(RowList):
         event = self.trace.events[row]
         applied = row < self.position
         marker = "▸" if row == self.position - 1 else " "
-        text = Text().append(f"{marker}{row + 1:>6} ", style="bold" if marker != " " else "dim")
+        digits = max(4, len(str(len(self.trace.events))))  # a space always after the marker
+        number = f"{marker} {row + 1:>{digits}} "
+        text = Text().append(number, style="bold" if marker != " " else "dim")
         text.append(f"{short_thread(event.thread):<8.8} ", style="dim")
         text.append(f"t{event.graph_task} ", style="dim")
         body = event_text(event)

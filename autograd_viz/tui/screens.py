@@ -14,6 +14,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
+from autograd_viz.draw.words import KIND_MEANINGS
 from autograd_viz.trace.text import printable
 from autograd_viz.tui.text import STATUS_GLYPHS
 
@@ -40,31 +41,64 @@ class HelpScreen(_Modal):
         self.keys = list(keys)
 
     def compose(self) -> ComposeResult:
+        legend = Table.grid(padding=(0, 1))
+        for _ in range(3):
+            legend.add_column(no_wrap=True)
+            legend.add_column(no_wrap=True)
+        marks = [
+            *(
+                (Text(glyph, style=style), str(status))
+                for status, (glyph, style) in STATUS_GLYPHS.items()
+            ),
+            (Text("⚠", style="bold magenta"), "NaN or Inf here"),
+            (Text("⏺", style="bold red"), "breakpoint"),
+            (Text("»", style="bold red1"), "path to 1st NaN"),
+        ]
+        for i in range(0, len(marks), 3):
+            row: list[Text | str] = []
+            for glyph, what in marks[i : i + 3]:
+                row += [glyph, what]
+            legend.add_row(*row)
         keys = Table.grid(padding=(0, 2))
         keys.add_column(style="bold cyan", no_wrap=True)
         keys.add_column()
-        for key, what in self.keys:
+        for key, what in [*self.keys, *MOVING]:
             keys.add_row(key, what)
-        legend = Table.grid(padding=(0, 1))
-        legend.add_column(no_wrap=True)
-        legend.add_column()
-        for status, (glyph, style) in STATUS_GLYPHS.items():
-            legend.add_row(Text(glyph, style=style), str(status))
-        legend.add_row(Text("⚠", style="bold magenta"), "a gradient holds NaN or Inf")
-        legend.add_row(Text("⏺", style="bold red"), "breakpoint: continue stops when it starts")
+        kinds = Table.grid(padding=(0, 2))
+        kinds.add_column(style="bold", no_wrap=True)
+        kinds.add_column()
+        for kind, meaning in KIND_MEANINGS.items():
+            kinds.add_row(kind, meaning)
         with VerticalScroll(id="help-body"):
-            yield Static(Text("Keys", style="bold underline"))
-            yield Static(keys)
+            yield Static(Text(READING, style=""))
             yield Static(Text("\nNode status", style="bold underline"))
             yield Static(legend)
+            yield Static(Text("\nKeys", style="bold underline"))
+            yield Static(keys)
             yield Static(
                 Text(
-                    "\nA node runs once every gradient it waits for has arrived (deps reaches "
-                    "0). Each device's ready queue pops the deepest reentrant task first, then "
-                    "the highest sequence_nr. Press escape to close.",
-                    style="dim",
+                    "\nEvents (the line above the status bar explains the current one)",
+                    style="bold underline",
                 )
             )
+            yield Static(kinds)
+
+
+READING = (
+    "A node runs once every gradient it waits for has arrived: its deps (remaining/total) "
+    "reaches 0. Each device's ready queue pops the deepest reentrant task first, then the "
+    "highest sequence_nr (seq, s). topo (t) is the topological_nr: the longest path to a leaf. "
+    "Esc closes this page; arrows scroll it."
+)
+"""How to read the screen: first on the help page, above the fold."""
+
+MOVING = (
+    ("tab / shift+tab", "move between panels: node list or DAG, engine, inspector, events"),
+    ("↑ ↓ pgup pgdn home end", "move the cursor in the focused list; the inspector follows"),
+    ("enter", "in the events list: go to that step"),
+    ("mouse", "click a node or an event to select it; the wheel scrolls"),
+)
+"""Keys of the panels themselves, which the app's bindings do not list."""
 
 
 class TextScreen(_Modal):

@@ -18,7 +18,7 @@ STATUS_GLYPHS: dict[NodeStatus | str, tuple[str, str]] = {
     NodeStatus.DONE: ("●", "green3"),
     NodeStatus.PRUNED: ("·", "grey42"),
     NodeStatus.FAILED: ("✗", "bold red"),
-    "not started": ("○", "grey42"),
+    "not started": ("◌", "grey42"),
 }
 """A glyph and a style per node status (the same colours as the DOT legend)."""
 

@@ -62,9 +62,8 @@ def test_the_inspector_says_why_the_nan_was_born(nan_trace: Trace, size: tuple[i
         text = inspector(app)
         assert "⚠ Inf born here in the forward pass: log of 0" in text
         # near the top, where even the 80x24 inspector shows it
-        assert text.splitlines().index(
-            next(line for line in text.splitlines() if "born here" in line)
-        ) <= 1
+        lines = text.splitlines()
+        assert any("born here" in line for line in lines[:2])
         await pilot.press("e")  # at the end, the backward NaNs are there too
         nodes = node_list(app)
         nodes.select(log_node(nan_trace))
