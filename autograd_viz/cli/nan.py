@@ -128,7 +128,7 @@ def run_nan(args: argparse.Namespace) -> int:
             trace.save(output)
         except OSError as exc:
             raise CommandError(f"cannot write trace {output}: {exc.strerror or exc}") from None
-    print_report(report, _console())
+    print_report(report, _console(), stopped=args.first)
     if output is not None:
         note(f"trace saved to {output}; step it with '{PROG} replay {output}'")
     if failure is not None:
@@ -139,8 +139,11 @@ def run_nan(args: argparse.Namespace) -> int:
     return 0 if report.first is None else 1
 
 
-def print_report(report: NanReport, console: Console) -> None:
-    """Print ``report``: the first finding in full, then a short list of the others."""
+def print_report(report: NanReport, console: Console, stopped: bool = False) -> None:
+    """Print ``report``: the first finding in full, then a short list of the others.
+
+    ``stopped``: the program was stopped at the first finding (``--first``).
+    """
     first = report.first
     if first is None:
         calls = report.backward_calls
@@ -166,7 +169,7 @@ def print_report(report: NanReport, console: Console) -> None:
         rows.append(("module", shown(first.module)))
     if report.path:
         rows.append(("path", " → ".join(shown(str(n)) for n in report.path)))
-    rows.append(("PyTorch", _anomaly_mode_says(report)))
+    rows.append(("PyTorch", _anomaly_mode_says(report, stopped)))
     inputs = "gradients in" if first.phase == "backward" else "inputs"
     outputs = "gradients out" if first.phase == "backward" else "output"
     rows += _tensor_rows(inputs, first.inputs)
@@ -177,9 +180,11 @@ def print_report(report: NanReport, console: Console) -> None:
     _print_others(report, console)
 
 
-def _anomaly_mode_says(report: NanReport) -> str:
+def _anomaly_mode_says(report: NanReport, stopped: bool) -> str:
     """What PyTorch's anomaly mode would name, and whether that is later than the birth."""
     first, named = report.first, report.torch_node
+    if named is None and stopped:
+        return "anomaly mode: not reached (the program stopped at the first finding)"
     if named is None:
         return "anomaly mode names no node: no backward node returned NaN"
     text = f"anomaly mode names {shown(str(named))}"
