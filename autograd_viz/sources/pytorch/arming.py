@@ -56,7 +56,7 @@ _CALLING_THREAD = frozenset({"cpu", "meta"})
 # PyTorch's multithreading is off: then every node runs on the calling
 # thread from one ready queue, in the order the model replays. A live
 # session that gates a backward turns it off for that call. Otherwise the
-# call runs unwatched, after one warning.
+# call runs unwatched, after one warning (Note [Stepping PyTorch]).
 
 _lock = threading.Lock()
 _armed = 0
@@ -211,8 +211,11 @@ def _run_watched(original: Callable[..., Any], t_outputs: Any, args: Any, kwargs
     except Exception as exc:  # noqa: BLE001 - never break the user's backward for a view
         _warn_once(f"autograd-viz: cannot read this backward graph ({exc!r}); not watching it")
         return original(t_outputs, *args, **kwargs)
-    if torch._C._is_multithreading_enabled() and any(
-        node.device not in _CALLING_THREAD for node in plan.nodes
+    stepped = ACTIVITY.tracking > 0  # a live session gates events: see Note [Stepping PyTorch]
+    if (
+        not stepped
+        and torch._C._is_multithreading_enabled()
+        and any(node.device not in _CALLING_THREAD for node in plan.nodes)
     ):
         # See Note [Device threads]
         _warn_once(
@@ -224,7 +227,6 @@ def _run_watched(original: Callable[..., Any], t_outputs: Any, args: Any, kwargs
     keep_graph = bool(bound.get("keep_graph"))
     create_graph = bool(bound.get("create_graph"))
     watch = _watch.GraphTaskWatch(plan, keep_graph, create_graph)
-    stepped = ACTIVITY.tracking > 0  # a live session gates events: see Note [Stepping PyTorch]
     if stepped and any(node.device != "cpu" for node in plan.nodes):
         _warn_once(
             "autograd-viz: PyTorch's device threads are off while a live session steps a "

@@ -445,3 +445,21 @@ def test_a_failure_of_the_watch_never_fails_the_backward(
         (x.sin() * 2).sum().backward()
     assert torch.equal(x.grad, 2 * x.detach().cos())
     assert seen[-1].kind == "graph_task_end" and seen[-1].data["status"] == "ok"
+
+
+def test_a_stepped_device_graph_is_watched_on_the_calling_thread(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from autograd_viz.sources.pytorch import arming
+    from engine.activity import ACTIVITY
+
+    # Pretend the CPU were a device, and a live session were stepping.
+    monkeypatch.setattr(arming, "_CALLING_THREAD", frozenset({"meta"}))
+    monkeypatch.setattr(ACTIVITY, "tracking", 1)
+    monkeypatch.setattr(arming, "_warned", set())
+    x = torch.randn(3, requires_grad=True)
+    seen: list[events.Event] = []
+    with watch_torch(), events.listen(seen.append), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # the note that threads are off
+        (x * x).sum().backward()
+    assert seen[-1].kind == "graph_task_end" and mismatches(seen) == []
