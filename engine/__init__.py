@@ -12,31 +12,45 @@ Read it like ``torch.autograd``::
 
 from __future__ import annotations
 
-from engine import events, functional
+from engine import dtypes, events, functional
 from engine.anomaly import detect_anomaly, is_anomaly_enabled, set_detect_anomaly
 from engine.autograd import backward, grad
 from engine.devices import Device, cuda_is_available, set_sim_device_count
 from engine.devices import Device as device  # noqa: N813 - torch.device
+from engine.dtypes import bool_ as bool  # noqa: A004 - torch.bool
+from engine.dtypes import dtype
+from engine.dtypes import int16 as short
+from engine.dtypes import int32 as int  # noqa: A004 - torch.int
 from engine.engine import get_default_engine
 from engine.factories import (
     arange,
     bool_,
+    complex64,
+    complex128,
     double,
+    empty,
+    eye,
     float16,
     float32,
     float64,
     full,
     get_default_dtype,
+    half,
+    int8,
+    int16,
     int32,
     int64,
+    linspace,
     long,
     manual_seed,
     ones,
     ones_like,
     rand,
+    randint,
     randn,
     set_default_dtype,
     tensor,
+    uint8,
     zeros,
     zeros_like,
 )
@@ -53,7 +67,7 @@ from engine.grad_mode import (
 from engine.gradcheck import GradcheckError, gradcheck, gradgradcheck
 from engine.graph import AccumulateGrad, Edge, GraphRoot, Node
 from engine.ops import install as _install_ops
-from engine.tensor import Tensor
+from engine.tensor import Size, Tensor
 
 globals().update(_install_ops())
 
@@ -69,16 +83,25 @@ __all__ = [
     "GradcheckError",
     "GraphRoot",
     "Node",
+    "Size",
     "Tensor",
     "arange",
     "backward",
+    "bool",
     "bool_",
+    "complex64",
+    "complex128",
     "cuda_is_available",
     "detect_anomaly",
     "device",
     "double",
+    "dtype",
+    "dtypes",
+    "empty",
     "enable_grad",
     "events",
+    "eye",
+    "float",
     "float16",
     "float32",
     "float64",
@@ -89,12 +112,17 @@ __all__ = [
     "grad",
     "gradcheck",
     "gradgradcheck",
+    "half",
     "inference_mode",
+    "int",
+    "int8",
+    "int16",
     "int32",
     "int64",
     "is_anomaly_enabled",
     "is_grad_enabled",
     "is_inference_mode_enabled",
+    "linspace",
     "long",
     "manual_seed",
     "no_grad",
@@ -102,12 +130,15 @@ __all__ = [
     "ones",
     "ones_like",
     "rand",
+    "randint",
     "randn",
     "set_default_dtype",
     "set_detect_anomaly",
     "set_grad_enabled",
     "set_sim_device_count",
+    "short",
     "tensor",
+    "uint8",
     "zeros",
     "zeros_like",
 ]

@@ -7,20 +7,64 @@ from typing import Any
 
 import numpy as np
 
+from engine import dtypes
 from engine.devices import CPU, Device, device_context, device_of_array, move_array
+from engine.dtypes import (
+    bool_,
+    complex64,
+    complex128,
+    float16,
+    float32,
+    float64,
+    int8,
+    int16,
+    int32,
+    int64,
+    uint8,
+)
 from engine.tensor import Tensor
 
-float16 = np.dtype(np.float16)
-float32 = np.dtype(np.float32)
-float64 = np.dtype(np.float64)
-int32 = np.dtype(np.int32)
-int64 = np.dtype(np.int64)
-bool_ = np.dtype(np.bool_)
+__all__ = [
+    "arange",
+    "as_array",
+    "bool_",
+    "complex64",
+    "complex128",
+    "double",
+    "empty",
+    "eye",
+    "float",
+    "float16",
+    "float32",
+    "float64",
+    "full",
+    "get_default_dtype",
+    "half",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "linspace",
+    "long",
+    "manual_seed",
+    "ones",
+    "ones_like",
+    "rand",
+    "randint",
+    "randn",
+    "set_default_dtype",
+    "tensor",
+    "uint8",
+    "zeros",
+    "zeros_like",
+]
+
 float = float32
 double = float64
+half = float16
 long = int64
 
-_default_dtype = float32
+_default_dtype = np.dtype(np.float32)
 _rng = np.random.default_rng()
 
 
@@ -33,9 +77,9 @@ def set_default_dtype(dtype: Any) -> None:
     _default_dtype = dt
 
 
-def get_default_dtype() -> np.dtype[Any]:
+def get_default_dtype() -> dtypes.dtype:
     """The dtype of tensors made from Python floats."""
-    return _default_dtype
+    return dtypes.of(_default_dtype)
 
 
 def manual_seed(seed: int) -> None:
@@ -253,3 +297,81 @@ def ones_like(
     return _filled(
         "ones", input.shape, dtype or input.dtype, device or input.device, requires_grad, None
     )
+
+
+def empty(
+    *size: Any,
+    dtype: Any = None,
+    device: str | Device | None = None,
+    requires_grad: bool = False,
+    name: str | None = None,
+) -> Tensor:
+    """A tensor whose values are whatever the memory held (as ``torch.empty``: fill it first)."""
+    return _filled("empty", _size(size), dtype or _default_dtype, device, requires_grad, name)
+
+
+def eye(
+    n: int,
+    m: int | None = None,
+    *,
+    dtype: Any = None,
+    device: str | Device | None = None,
+    requires_grad: bool = False,
+    name: str | None = None,
+) -> Tensor:
+    """An ``n`` by ``m`` (default ``n``) matrix with ones on the diagonal, zeros elsewhere."""
+    array = np.eye(n, n if m is None else m, dtype=dtype or _default_dtype)
+    return _from_host(array, device, requires_grad, name)
+
+
+def linspace(
+    start: Any,
+    end: Any,
+    steps: int,
+    *,
+    dtype: Any = None,
+    device: str | Device | None = None,
+    requires_grad: bool = False,
+    name: str | None = None,
+) -> Tensor:
+    """``steps`` evenly spaced values from ``start`` to ``end``, both included.
+
+    Raises:
+        RuntimeError: for a negative number of steps, with PyTorch's message.
+    """
+    if steps < 0:
+        raise RuntimeError("number of steps must be non-negative")
+    array = np.linspace(start, end, steps).astype(dtype or _default_dtype)
+    return _from_host(array, device, requires_grad, name)
+
+
+def randint(
+    low: int,
+    high: int | Sequence[int] | None = None,
+    size: Sequence[int] | None = None,
+    *,
+    dtype: Any = None,
+    device: str | Device | None = None,
+    requires_grad: bool = False,
+    name: str | None = None,
+) -> Tensor:
+    """Integers drawn uniformly from ``[low, high)``: ``randint(high, size)`` or
+    ``randint(low, high, size)``, ``int64`` unless ``dtype`` says otherwise.
+
+    Raises:
+        RuntimeError: for an empty range, with PyTorch's message.
+    """
+    if size is None:  # randint(high, size)
+        if high is None or isinstance(high, int):
+            raise TypeError("randint() missing 1 required positional argument: 'size'")
+        shape, low, top = tuple(high), 0, low
+    elif isinstance(high, int):
+        shape, top = tuple(size), high
+    else:
+        raise TypeError("randint(): argument 'high' must be an int")
+    if low >= top:
+        raise RuntimeError(
+            f"random_ expects 'from' to be less than 'to', but got from={low} >= to={top}"
+        )
+    array = _rng.integers(low, top, shape).astype(dtype or int64)
+    return _from_host(array, device, requires_grad, name)

@@ -17,6 +17,13 @@ from engine.ops._core import check_inplace, link
 from engine.saved import SavedTensor
 from engine.tensor import Tensor
 
+__all__ = [
+    "BackwardCFunction",
+    "Function",
+    "FunctionCtx",
+    "once_differentiable",
+]
+
 
 class FunctionCtx:
     """What ``forward`` can record for ``backward``; mixed into every backward node."""
@@ -188,10 +195,10 @@ def _attach_output(ctx: BackwardCFunction, out: Any, args: tuple[Any, ...]) -> A
         target = out
     if any(out is n for n in ctx._non_differentiable):
         target._requires_grad = False
-        ctx.add_input_metadata(target.shape, target.dtype, target.device)
+        ctx.add_input_metadata(target.data.shape, target.data.dtype, target.device)
         return target
     target.grad_fn = ctx
-    target._output_nr = ctx.add_input_metadata(target.shape, target.dtype, target.device)
+    target._output_nr = ctx.add_input_metadata(target.data.shape, target.data.dtype, target.device)
     target._requires_grad = True
     return target
 
@@ -237,7 +244,7 @@ def once_differentiable(fn: Callable[..., Any]) -> Callable[..., Any]:
             if isinstance(item, Tensor):
                 out = item.detach()
                 out.grad_fn = err
-                out._output_nr = err.add_input_metadata(out.shape, out.dtype, out.device)
+                out._output_nr = err.add_input_metadata(out.data.shape, out.data.dtype, out.device)
                 out._requires_grad = True
                 item = out  # noqa: PLW2901 - the wrapped output replaces the raw one
             result.append(item)

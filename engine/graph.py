@@ -25,6 +25,8 @@ import weakref
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+import numpy as np
+
 from engine import _context, anomaly, grad_mode
 from engine.events import HUB, LazySummary
 
@@ -32,6 +34,21 @@ if TYPE_CHECKING:
     from engine.devices import Device
     from engine.saved import SavedTensor
     from engine.tensor import Tensor
+
+__all__ = [
+    "UINT64_MAX",
+    "AccumulateGrad",
+    "Edge",
+    "GraphRoot",
+    "InputMetadata",
+    "Node",
+    "RemovableHandle",
+    "add_hook",
+    "new_hook_dict",
+    "next_sequence_nr",
+    "restart_sequence_nr",
+    "shared_metadata",
+]
 
 UINT64_MAX = 2**64 - 1
 
@@ -125,6 +142,10 @@ def shared_metadata(shape: tuple[int, ...], dtype: Any, device: Device) -> tuple
     key = (shape, dtype, device._str)  # Device's __hash__ is Python's; its name's is not
     single = _SHARED_METADATA.get(key)
     if single is None:
+        # Plain tuple and NumPy dtype (not a Size, not an engine.dtype): the plain path compares
+        # gradients' ``data.shape`` and ``data.dtype`` with them at C speed.
+        shape, dtype = tuple(shape), np.dtype(dtype)
+        key = (shape, dtype, device._str)
         single = (InputMetadata(shape, dtype, device),)
         if len(_SHARED_METADATA) >= 4096:
             _SHARED_METADATA.clear()
@@ -457,7 +478,7 @@ class AccumulateGrad(Node):
     def __init__(self, variable: Tensor) -> None:
         super().__init__(sequence_nr=UINT64_MAX)
         self.variable = variable
-        self.add_input_metadata(variable.shape, variable.dtype, variable.device)
+        self.add_input_metadata(variable.data.shape, variable.data.dtype, variable.device)
 
     def tensor_pre_hooks(self, output_nr: int) -> dict[int, Any] | None:
         return self.variable._backward_hooks

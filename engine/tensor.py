@@ -6,6 +6,7 @@ class as methods and operators when ``engine`` is imported.
 
 from __future__ import annotations
 
+import math
 import threading
 import warnings
 import weakref
@@ -14,12 +15,33 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from engine import grad_mode
+from engine import dtypes, grad_mode
 from engine.devices import CPU, Device
 from engine.graph import AccumulateGrad, Edge, RemovableHandle, add_hook, new_hook_dict
 
 if TYPE_CHECKING:
     from engine.graph import Node
+
+__all__ = [
+    "Size",
+    "Tensor",
+    "is_differentiable_dtype",
+    "make_tensor",
+]
+
+
+class Size(tuple[int, ...]):
+    """A shape: a tuple of ints that prints as ``engine.Size([2, 3])``, like ``torch.Size``."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return f"engine.Size([{', '.join(map(str, self))}])"
+
+    def numel(self) -> int:
+        """The number of elements a tensor of this shape holds."""
+        return math.prod(self)
+
 
 _COUNTER_LOCK = threading.Lock()
 """Makes each lazy version counter once; see Note [Lazy version counters]."""
@@ -153,13 +175,13 @@ class Tensor:
 
     # -- shape and type ----------------------------------------------------
     @property
-    def shape(self) -> tuple[int, ...]:
-        """The shape, as a tuple."""
-        return tuple(self.data.shape)
+    def shape(self) -> Size:
+        """The shape, as a :class:`Size` (a tuple)."""
+        return Size(self.data.shape)
 
     def size(self, dim: int | None = None) -> Any:
-        """The shape, or the size of one dimension."""
-        return self.shape if dim is None else self.shape[dim]
+        """The shape as a :class:`Size`, or the size of dimension ``dim``."""
+        return Size(self.data.shape) if dim is None else self.data.shape[dim]
 
     @property
     def ndim(self) -> int:
@@ -175,9 +197,9 @@ class Tensor:
         return int(self.data.size)
 
     @property
-    def dtype(self) -> np.dtype[Any]:
-        """The element type (a NumPy dtype, e.g. ``engine.float32``)."""
-        return self.data.dtype
+    def dtype(self) -> dtypes.dtype:
+        """The element type, e.g. ``engine.float32`` (equal to NumPy's ``float32``)."""
+        return dtypes.of(self.data.dtype)
 
     def __len__(self) -> int:
         if self.data.ndim == 0:

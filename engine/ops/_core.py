@@ -350,30 +350,32 @@ def promoted(a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
     (bool < integer < floating) than the dimensioned one: ``int64[3]`` with ``0.5`` is float, but
     ``float32[3]`` with a float64 0-dim tensor stays float32. NumPy would promote both to float64.
     """
+    dtype_a, dtype_b = a.data.dtype, b.data.dtype
     if (a.ndim == 0) == (b.ndim == 0):
-        kind_a, kind_b = _kind(a.dtype), _kind(b.dtype)
+        kind_a, kind_b = _kind(dtype_a), _kind(dtype_b)
         if kind_a == kind_b:
-            dtype = np.result_type(a.data.dtype, b.data.dtype)
+            dtype = np.result_type(dtype_a, dtype_b)
         else:  # a float meeting an integer keeps its own size: float32 with int64 is float32
-            dtype = a.dtype if kind_a > kind_b else b.dtype
+            dtype = dtype_a if kind_a > kind_b else dtype_b
     else:
-        dimensioned, zero_dim = (a, b) if b.ndim == 0 else (b, a)
-        if _kind(zero_dim.dtype) <= _kind(dimensioned.dtype):
-            dtype = dimensioned.dtype
-        else:
-            dtype = zero_dim.dtype
+        dimensioned, zero_dim = (dtype_a, dtype_b) if b.ndim == 0 else (dtype_b, dtype_a)
+        dtype = dimensioned if _kind(zero_dim) <= _kind(dimensioned) else zero_dim
     return _cast(a, dtype), _cast(b, dtype)
 
 
 def _cast(t: Tensor, dtype: Any) -> Tensor:
-    return t if t.dtype == dtype else t.to(dtype)
+    return t if t.data.dtype == dtype else t.to(dtype)
 
 
 def operands(a: Any, b: Any, promote: bool = True) -> tuple[Tensor, Tensor, Device]:
     """Tensors for a binary op, checked to share a device.
 
-    With ``promote`` (elementwise ops) both are cast to PyTorch's result dtype;
-    matrix products pass ``False`` because PyTorch refuses mixed dtypes there.
+    With ``promote`` (elementwise ops) both are cast to PyTorch's result dtype and
+    their shapes must broadcast; matrix products pass ``False`` because PyTorch
+    refuses mixed dtypes there (and checks shapes its own way).
+
+    Raises:
+        RuntimeError: PyTorch's message for shapes that do not broadcast.
     """
     if not isinstance(a, Tensor):
         a = as_tensor_like(a, b)
@@ -384,9 +386,30 @@ def operands(a: Any, b: Any, promote: bool = True) -> tuple[Tensor, Tensor, Devi
         a = a.to(device)  # a 0-dim CPU operand: recorded, so its gradient comes back
     if b.device is not device:
         b = b.to(device)
-    if promote and a.data.dtype != b.data.dtype:
-        a, b = promoted(a, b)
+    if promote:
+        if a.data.shape != b.data.shape:
+            check_broadcast(a.data.shape, b.data.shape)
+        if a.data.dtype != b.data.dtype:
+            a, b = promoted(a, b)
     return a, b, device
+
+
+def check_broadcast(a: tuple[int, ...], b: tuple[int, ...]) -> None:
+    """Check that shapes ``a`` and ``b`` broadcast, from the last dimension (PyTorch's order).
+
+    Raises:
+        RuntimeError: PyTorch's message, naming the first mismatch from the right by its
+            dimension in the broadcast result.
+    """
+    ndim = len(a) if len(a) > len(b) else len(b)
+    for offset in range(ndim):
+        size_a = a[-1 - offset] if offset < len(a) else 1
+        size_b = b[-1 - offset] if offset < len(b) else 1
+        if size_a not in (size_b, 1) and size_b != 1:
+            raise RuntimeError(
+                f"The size of tensor a ({size_a}) must match the size of tensor b ({size_b}) at "
+                f"non-singleton dimension {ndim - 1 - offset}"
+            )
 
 
 def normalize_dim(dim: int, ndim: int) -> int:

@@ -12,6 +12,17 @@ from engine.graph import Node
 from engine.ops._core import make_node, wrap
 from engine.tensor import Tensor, is_differentiable_dtype
 
+__all__ = [
+    "FUNCTIONS",
+    "TENSOR_METHODS",
+    "CloneBackward0",
+    "ToCopyBackward0",
+    "clone",
+    "cpu",
+    "cuda",
+    "to",
+]
+
 
 class ToCopyBackward0(Node):
     """Backward of a device or dtype move: the gradient goes back where it came from."""
@@ -77,7 +88,7 @@ def to(input: Tensor, *args: Any, **kwargs: Any) -> Tensor:
     node = make_node(ToCopyBackward0, input) if is_differentiable_dtype(dtype) else None
     if node is not None:
         node.self_device = input.device
-        node.self_dtype = input.dtype
+        node.self_dtype = input.data.dtype
     return wrap(data, device, node)
 
 

@@ -1,7 +1,8 @@
-"""Reductions: ``sum``, ``sum_to_size``, ``mean``, ``amax``, ``amin``, ``max``, ``min``."""
+"""Reductions: ``sum sum_to_size mean norm amax amin max min argmax argmin``."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
@@ -12,6 +13,33 @@ from engine.graph import Node
 from engine.ops._core import dtype_name, make_node, normalize_dim, save, save_output, wrap
 from engine.ops.pointwise import maximum, minimum, where
 from engine.tensor import Tensor, make_tensor
+
+__all__ = [
+    "FUNCTIONS",
+    "TENSOR_METHODS",
+    "AmaxBackward0",
+    "AminBackward0",
+    "LinalgVectorNormBackward0",
+    "MaxBackward0",
+    "MaxBackward1",
+    "MeanBackward0",
+    "MeanBackward1",
+    "MinBackward0",
+    "MinBackward1",
+    "SumBackward0",
+    "SumBackward1",
+    "ValuesIndices",
+    "amax",
+    "amin",
+    "argmax",
+    "argmin",
+    "max",
+    "mean",
+    "min",
+    "norm",
+    "sum",
+    "sum_to_size",
+]
 
 
 def _dims(dim: int | Sequence[int] | None, ndim: int) -> tuple[int, ...]:
@@ -56,8 +84,23 @@ class SumBackward1(Node):
         return (g.expand(self.self_sym_sizes),)
 
 
-def sum(input: Tensor, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
-    """Sum of all elements, or over ``dim`` (keeping it with size 1 if ``keepdim``)."""
+def sum(
+    input: Tensor,
+    dim: int | Sequence[int] | None = None,
+    keepdim: bool = False,
+    *,
+    axis: int | Sequence[int] | None = None,
+    keepdims: bool | None = None,
+) -> Tensor:
+    """Sum of all elements, or over ``dim`` (keeping it with size 1 if ``keepdim``).
+
+    ``axis`` and ``keepdims`` are NumPy's names for ``dim`` and ``keepdim``, which PyTorch
+    accepts too (as do the other reductions here).
+    """
+    if axis is not None:
+        dim = axis
+    if keepdims is not None:
+        keepdim = keepdims
     if dim is None:
         node0 = make_node(SumBackward0, input)
         if node0 is not None:
@@ -141,12 +184,23 @@ class MeanBackward1(Node):
         return (g.expand(self.self_sym_sizes) / self.count,)
 
 
-def mean(input: Tensor, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+def mean(
+    input: Tensor,
+    dim: int | Sequence[int] | None = None,
+    keepdim: bool = False,
+    *,
+    axis: int | Sequence[int] | None = None,
+    keepdims: bool | None = None,
+) -> Tensor:
     """Mean of all elements, or over ``dim`` (keeping it with size 1 if ``keepdim``).
 
     Raises:
         RuntimeError: for integer or bool tensors, as in PyTorch.
     """
+    if axis is not None:
+        dim = axis
+    if keepdims is not None:
+        keepdim = keepdims
     if not np.issubdtype(input.dtype, np.inexact):
         raise RuntimeError(
             "mean(): could not infer output dtype. Input dtype must be either a floating point "
@@ -173,6 +227,80 @@ def mean(input: Tensor, dim: int | Sequence[int] | None = None, keepdim: bool = 
         node1.keepdim = keepdim
         node1.count = count
     return wrap(data, input.device, node1)
+
+
+# -- norm ------------------------------------------------------------------------
+class LinalgVectorNormBackward0(Node):
+    """Backward of a vector ``p``-norm (PyTorch's ``linalg_vector_norm_backward``)."""
+
+    __slots__ = ("dim", "keepdim", "ord")
+    dim: tuple[int, ...]
+    keepdim: bool
+    ord: float
+
+    def apply(self, grads: list[Any]) -> tuple[Any, ...]:
+        x, norm = self.saved_tensors()
+        g = _unsqueeze_reduced(grads[0], self.dim, self.keepdim)
+        norm = _unsqueeze_reduced(norm, self.dim, self.keepdim)
+        p = self.ord
+        xp = x.device.xp
+        sign = make_tensor(xp.sign(x.data), x.device)  # piecewise constant: a constant
+        if p == 0:
+            return (None,)  # PyTorch gives no gradient: x.grad stays None
+        if p == 1:
+            return (sign * g,)
+        if p in (math.inf, -math.inf):
+            # Shared evenly among the elements that reach the norm (or are NaN).
+            reached = xp.logical_or(xp.abs(x.data) == norm.data, xp.isnan(x.data))
+            count = reached.sum(axis=self.dim, keepdims=True)
+            return (sign * (g * make_tensor((reached / count).astype(x.data.dtype), x.device)),)
+        zero = make_tensor(xp.broadcast_to(norm.data == 0, x.shape), x.device)
+        with np.errstate(divide="ignore", invalid="ignore"):  # a zero norm: masked below
+            scale = g / norm if p == 2 else x.abs() ** (p - 2) * (g / norm ** (p - 1))
+            return (where(zero, 0.0, x * scale),)
+
+
+def norm(
+    input: Tensor,
+    p: float | str | None = "fro",
+    dim: int | Sequence[int] | None = None,
+    keepdim: bool = False,
+) -> Tensor:
+    """The vector ``p``-norm of all elements, or over ``dim``: ``sum(|x| ** p) ** (1 / p)``.
+
+    ``p`` may be any number, ``inf`` or ``-inf`` (the largest or smallest ``|x|``), ``0``
+    (the number of non-zero elements) or ``"fro"`` (2). Recorded as PyTorch records it,
+    ``LinalgVectorNormBackward0``; the gradient at a zero norm is 0, as in PyTorch.
+
+    Raises:
+        RuntimeError: for integer tensors, or a matrix norm (``"nuc"``) that is not supported.
+    """
+    if p is None or p == "fro":
+        p = 2.0
+    if isinstance(p, str):
+        raise RuntimeError(f"linalg.matrix_norm: Order {p} not supported.")
+    if not np.issubdtype(input.data.dtype, np.inexact):
+        raise RuntimeError(
+            "linalg.vector_norm: Expected a floating point or complex tensor as input. Got "
+            f"{dtype_name(input.data.dtype)}"
+        )
+    xp = input.device.xp
+    dims = _dims(dim, input.ndim)
+    magnitude = xp.abs(input.data)
+    if p == math.inf:
+        data = magnitude.max(axis=dims, keepdims=keepdim)
+    elif p == -math.inf:
+        data = magnitude.min(axis=dims, keepdims=keepdim)
+    elif p == 0:
+        data = (magnitude != 0).sum(axis=dims, keepdims=keepdim).astype(input.data.dtype)
+    else:
+        data = (magnitude**p).sum(axis=dims, keepdims=keepdim) ** (1 / p)
+    node = make_node(LinalgVectorNormBackward0, input)
+    out = wrap(xp.asarray(data, dtype=input.data.dtype), input.device, node)
+    if node is not None:
+        node.ord, node.dim, node.keepdim = float(p), dims, keepdim
+        node.save(save(input), save_output(out))
+    return out
 
 
 # -- max and min -----------------------------------------------------------------
@@ -246,7 +374,14 @@ def _amax_amin(
     return out
 
 
-def amax(input: Tensor, dim: int | Sequence[int] | None = (), keepdim: bool = False) -> Tensor:
+def amax(
+    input: Tensor,
+    dim: int | Sequence[int] | None = (),
+    keepdim: bool = False,
+    *,
+    axis: int | Sequence[int] | None = None,
+    keepdims: bool | None = None,
+) -> Tensor:
     """Largest element over ``dim`` (every dim when ``()`` or ``None``).
 
     Ties share the gradient evenly, as in PyTorch.
@@ -254,10 +389,21 @@ def amax(input: Tensor, dim: int | Sequence[int] | None = (), keepdim: bool = Fa
     Raises:
         IndexError: when a reduced dim is empty or out of range.
     """
+    if axis is not None:
+        dim = axis
+    if keepdims is not None:
+        keepdim = keepdims
     return _amax_amin(input, dim, keepdim, "amax", AmaxBackward0)
 
 
-def amin(input: Tensor, dim: int | Sequence[int] | None = (), keepdim: bool = False) -> Tensor:
+def amin(
+    input: Tensor,
+    dim: int | Sequence[int] | None = (),
+    keepdim: bool = False,
+    *,
+    axis: int | Sequence[int] | None = None,
+    keepdims: bool | None = None,
+) -> Tensor:
     """Smallest element over ``dim`` (every dim when ``()`` or ``None``).
 
     Ties share the gradient evenly, as in PyTorch.
@@ -265,6 +411,10 @@ def amin(input: Tensor, dim: int | Sequence[int] | None = (), keepdim: bool = Fa
     Raises:
         IndexError: when a reduced dim is empty or out of range.
     """
+    if axis is not None:
+        dim = axis
+    if keepdims is not None:
+        keepdim = keepdims
     return _amax_amin(input, dim, keepdim, "amin", AminBackward0)
 
 
@@ -355,7 +505,12 @@ def _extremum(input: Tensor, dim: Any, keepdim: bool, name: str) -> Tensor | Val
 
 
 def max(
-    input: Tensor, dim: int | Tensor | None = None, keepdim: bool = False
+    input: Tensor,
+    dim: int | Tensor | None = None,
+    keepdim: bool = False,
+    *,
+    axis: int | None = None,
+    keepdims: bool | None = None,
 ) -> Tensor | ValuesIndices:
     """The largest element, or ``(values, indices)`` of the largest along ``dim``.
 
@@ -366,11 +521,20 @@ def max(
         RuntimeError: full ``max()`` of an empty tensor.
         IndexError: ``dim`` out of range, or empty along ``dim``.
     """
+    if axis is not None:
+        dim = axis
+    if keepdims is not None:
+        keepdim = keepdims
     return _extremum(input, dim, keepdim, "max")
 
 
 def min(
-    input: Tensor, dim: int | Tensor | None = None, keepdim: bool = False
+    input: Tensor,
+    dim: int | Tensor | None = None,
+    keepdim: bool = False,
+    *,
+    axis: int | None = None,
+    keepdims: bool | None = None,
 ) -> Tensor | ValuesIndices:
     """The smallest element, or ``(values, indices)`` of the smallest along ``dim``.
 
@@ -381,6 +545,10 @@ def min(
         RuntimeError: full ``min()`` of an empty tensor.
         IndexError: ``dim`` out of range, or empty along ``dim``.
     """
+    if axis is not None:
+        dim = axis
+    if keepdims is not None:
+        keepdim = keepdims
     return _extremum(input, dim, keepdim, "min")
 
 
@@ -396,13 +564,35 @@ def _arg_extremum(input: Tensor, dim: int | None, keepdim: bool, which: str) -> 
     return wrap(xp.asarray(index, dtype=xp.int64), input.device)
 
 
-def argmax(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
+def argmax(
+    input: Tensor,
+    dim: int | None = None,
+    keepdim: bool = False,
+    *,
+    axis: int | None = None,
+    keepdims: bool | None = None,
+) -> Tensor:
     """Index of the largest element, flattened or along ``dim`` (not differentiable)."""
+    if axis is not None:
+        dim = axis
+    if keepdims is not None:
+        keepdim = keepdims
     return _arg_extremum(input, dim, keepdim, "max")
 
 
-def argmin(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
+def argmin(
+    input: Tensor,
+    dim: int | None = None,
+    keepdim: bool = False,
+    *,
+    axis: int | None = None,
+    keepdims: bool | None = None,
+) -> Tensor:
     """Index of the smallest element, flattened or along ``dim`` (not differentiable)."""
+    if axis is not None:
+        dim = axis
+    if keepdims is not None:
+        keepdim = keepdims
     return _arg_extremum(input, dim, keepdim, "min")
 
 
@@ -412,6 +602,7 @@ TENSOR_METHODS = {
     "sum": sum,
     "sum_to_size": sum_to_size,
     "mean": mean,
+    "norm": norm,
     "amax": amax,
     "amin": amin,
     "max": max,
@@ -424,6 +615,7 @@ FUNCTIONS = {
     "argmin": argmin,
     "sum": sum,
     "mean": mean,
+    "norm": norm,
     "amax": amax,
     "amin": amin,
     "max": max,

@@ -13,6 +13,37 @@ from engine.graph import Node
 from engine.ops._core import check_same_device, make_node, normalize_dim, wrap, wrap_view
 from engine.tensor import Tensor
 
+__all__ = [
+    "FUNCTIONS",
+    "TENSOR_METHODS",
+    "CatBackward0",
+    "ExpandBackward0",
+    "PermuteBackward0",
+    "SqueezeBackward0",
+    "SqueezeBackward1",
+    "SqueezeBackward2",
+    "StackBackward0",
+    "TBackward0",
+    "TransposeBackward0",
+    "UnsafeViewBackward0",
+    "UnsqueezeBackward0",
+    "ViewBackward0",
+    "cat",
+    "contiguous",
+    "expand",
+    "expand_as",
+    "flatten",
+    "permute",
+    "reshape",
+    "squeeze",
+    "stack",
+    "t",
+    "transpose",
+    "unsqueeze",
+    "view",
+    "view_as",
+]
+
 _FULL = slice(None)
 
 
@@ -269,8 +300,12 @@ class UnsqueezeBackward0(Node):
         return (squeeze(grads[0], self.dim),)
 
 
-def unsqueeze(input: Tensor, dim: int) -> Tensor:
+def unsqueeze(input: Tensor, dim: int | None = None, *, axis: int | None = None) -> Tensor:
     """A view with a new dimension of size 1 inserted at ``dim``."""
+    if axis is not None:
+        dim = axis
+    if dim is None:
+        raise TypeError("unsqueeze() missing 1 required positional argument: 'dim'")
     d = normalize_dim(dim, input.ndim + 1)
     node = make_node(UnsqueezeBackward0, input)
     if node is not None:
@@ -302,11 +337,18 @@ class SqueezeBackward2(SqueezeBackward0):
     dim: tuple[int, ...]
 
 
-def squeeze(input: Tensor, dim: int | Sequence[int] | None = None) -> Tensor:
+def squeeze(
+    input: Tensor,
+    dim: int | Sequence[int] | None = None,
+    *,
+    axis: int | Sequence[int] | None = None,
+) -> Tensor:
     """A view without the size-1 dimensions (all of them, or those among ``dim``).
 
     Dimensions in ``dim`` whose size is not 1 are kept, as in PyTorch.
     """
+    if axis is not None:
+        dim = axis
     shape = input.shape
     node: SqueezeBackward0 | None
     if dim is None:
@@ -359,13 +401,15 @@ class CatBackward0(Node):
         return tuple(out)
 
 
-def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
+def cat(tensors: Sequence[Tensor], dim: int = 0, *, axis: int | None = None) -> Tensor:
     """Concatenate ``tensors`` along an existing dimension ``dim``.
 
     Raises:
         ValueError: for an empty sequence.
         RuntimeError: PyTorch's messages for 0-dim tensors and mismatched shapes.
     """
+    if axis is not None:
+        dim = axis
     tensors = list(tensors)
     if not tensors:
         raise ValueError("torch.cat(): expected a non-empty list of Tensors")
@@ -404,12 +448,14 @@ class StackBackward0(Node):
         )
 
 
-def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
+def stack(tensors: Sequence[Tensor], dim: int = 0, *, axis: int | None = None) -> Tensor:
     """Join equally shaped ``tensors`` along a new dimension ``dim``.
 
     Raises:
         RuntimeError: for an empty sequence or tensors of different shapes.
     """
+    if axis is not None:
+        dim = axis
     tensors = list(tensors)
     if not tensors:
         raise RuntimeError("stack expects a non-empty TensorList")

@@ -11,6 +11,15 @@ from engine.ops._core import make_node, normalize_dim, save_output, wrap
 from engine.ops.pointwise import dtype_name, exp
 from engine.tensor import Tensor
 
+__all__ = [
+    "FUNCTIONS",
+    "TENSOR_METHODS",
+    "LogSoftmaxBackward0",
+    "SoftmaxBackward0",
+    "log_softmax",
+    "softmax",
+]
+
 
 def _axis(input: Tensor, dim: int | None, name: str) -> int | None:
     """The NumPy axis for ``dim`` (``None`` for a 0-dim tensor, which has one element).
@@ -51,13 +60,15 @@ class SoftmaxBackward0(Node):
         return (y * (g - (g * y).sum(self.dim, keepdim=True)),)
 
 
-def softmax(input: Tensor, dim: int | None = None) -> Tensor:
+def softmax(input: Tensor, dim: int | None = None, *, axis: int | None = None) -> Tensor:
     """``exp(input) / exp(input).sum(dim)``: each slice along ``dim`` becomes a distribution.
 
     Raises:
         TypeError: when ``dim`` is not given.
         IndexError: when ``dim`` is out of range.
     """
+    if axis is not None:
+        dim = axis
     axis = _axis(input, dim, "softmax")
     xp = input.device.xp
     e = xp.exp(_shifted(input, axis))
@@ -81,13 +92,15 @@ class LogSoftmaxBackward0(Node):
         return (g - exp(y) * g.sum(self.dim, keepdim=True),)
 
 
-def log_softmax(input: Tensor, dim: int | None = None) -> Tensor:
+def log_softmax(input: Tensor, dim: int | None = None, *, axis: int | None = None) -> Tensor:
     """``log(softmax(input, dim))``, computed directly so it stays finite for large inputs.
 
     Raises:
         TypeError: when ``dim`` is not given.
         IndexError: when ``dim`` is out of range.
     """
+    if axis is not None:
+        dim = axis
     axis = _axis(input, dim, "log_softmax")
     xp = input.device.xp
     shifted = _shifted(input, axis)

@@ -142,6 +142,7 @@ SAMPLES: dict[str, list[Sample]] = {
     "div_": [S(in_place("div_"), r(2, 3), pos(2, 3))],
     "neg": [S(engine.neg, r(2, 3))],
     "__neg__": [S(lambda a: -a, r(3))],
+    "neg_": [S(in_place("neg_"), r(2, 3))],
     "pow": [S(engine.pow, pos(3), r(3)), S(lambda a: engine.pow(a, 3), r(2, 2))],
     "__pow__": [S(lambda a: a**2, r(2, 3)), S(lambda a: a**0.5, pos(3))],
     "__rpow__": [S(lambda a: 2.0**a, r(3))],
@@ -156,6 +157,17 @@ SAMPLES: dict[str, list[Sample]] = {
     "tanh": [S(engine.tanh, r(2, 3)), S(engine.tanh, r(3).astype(np.float32))],
     "sigmoid": [S(engine.sigmoid, 10 * r(2, 3))],
     "relu": [S(engine.relu, r(2, 3))],
+    "reciprocal": [S(engine.reciprocal, pos(2, 3)), S(engine.reciprocal, ints(5, 3) + 1)],
+    **{
+        f"{name}_": [S(in_place(f"{name}_"), pos(2, 3))]
+        for name in ("exp", "log", "sqrt", "abs", "sin", "cos", "tanh", "sigmoid", "relu")
+    },
+    "reciprocal_": [S(in_place("reciprocal_"), pos(3))],
+    "masked_fill": [
+        S(lambda a, m: a.masked_fill(m, -1.0), r(2, 3), bools(2, 3)),
+        S(lambda a, m: engine.masked_fill(a, m, 0.5), r(2, 3), bools(3)),
+    ],
+    "masked_fill_": [S(lambda a, m: (a * 1.0).masked_fill_(m, 2.0), r(2, 3), bools(2, 3))],
     "clamp": [
         S(lambda a: a.clamp(-0.5, 0.5), r(2, 3)),
         S(lambda a: engine.clamp(a, min=0.1), r(4)),
@@ -189,6 +201,12 @@ SAMPLES: dict[str, list[Sample]] = {
     ],
     "sum_to_size": [S(lambda a: a.sum_to_size((1, 3)), r(2, 3))],
     "mean": [S(engine.mean, r(2, 3)), S(lambda a: a.mean(-1, keepdim=True), r(2, 3))],
+    "norm": [
+        S(engine.norm, r(2, 3)),
+        S(lambda a: a.norm(1, dim=1), r(2, 3)),
+        S(lambda a: a.norm(float("inf"), dim=0, keepdim=True), r(3, 2)),
+        S(lambda a: a.norm(3), r(4)),
+    ],
     "amax": [
         S(engine.amax, r(2, 3)),
         S(lambda a: a.amax(1), np.array([[1.0, 3.0, 3.0], [2.0, 0.0, 2.0]])),
@@ -205,6 +223,10 @@ SAMPLES: dict[str, list[Sample]] = {
     "argmax": [S(engine.argmax, r(3, 4)), S(lambda a: a.argmax(1, keepdim=True), r(3, 4))],
     "argmin": [S(lambda a: a.argmin(0), r(3, 4)), S(engine.argmin, ints(9, 5))],
     # -- shape
+    "contiguous": [
+        S(lambda a: a.t().contiguous(), r(2, 3)),
+        S(lambda a: a.contiguous() * 2.0, r(3)),
+    ],
     "reshape": [S(lambda a: a.reshape(3, 2), r(2, 3)), S(lambda a: a.t().reshape(-1), r(2, 3))],
     "view": [S(lambda a: a.view(6), r(2, 3))],
     "view_as": [S(lambda a, b: a.view_as(b), r(2, 3), Const(r(3, 2)))],
@@ -264,6 +286,10 @@ SAMPLES: dict[str, list[Sample]] = {
     "__matmul__": [S(lambda a, b: a @ b, r(2, 3), r(3, 2))],
     "__rmatmul__": [S(lambda a: np.ones((2, 3)) @ a, r(3, 2))],
     "mm": [S(engine.mm, r(2, 3), r(3, 4))],
+    "addmm": [
+        S(engine.addmm, r(4), r(2, 3), r(3, 4)),
+        S(lambda c, a, b: engine.addmm(c, a, b, beta=0.5, alpha=2.0), r(2, 4), r(2, 3), r(3, 4)),
+    ],
     "mv": [S(engine.mv, r(2, 3), r(3))],
     "dot": [S(engine.dot, r(4), r(4))],
     "bmm": [S(engine.bmm, r(2, 3, 4), r(2, 4, 2))],

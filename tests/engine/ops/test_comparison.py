@@ -156,7 +156,11 @@ ERRORS: list[tuple[Callable[[], Any], type[Exception], str]] = [
         "\"bitwise_or_cpu\" not implemented for 'Float'",
     ),
     (lambda: ~engine.ones(2), TypeError, "only implemented on integer and Boolean-type tensors"),
-    (lambda: engine.ones(2) < engine.ones(3), ValueError, "broadcast"),
+    (
+        lambda: engine.ones(2) < engine.ones(3),
+        RuntimeError,
+        "The size of tensor a (2) must match the size of tensor b (3) at non-singleton dimension 0",
+    ),
 ]
 
 

@@ -386,7 +386,11 @@ ERRORS: list[tuple[Callable[[], Any], type[Exception], str]] = [
         "fill_ only supports 0-dimension value tensor but got tensor with 1 dimensions",
     ),
     (lambda: engine.maximum(engine.ones(2), "a"), TypeError, "unsupported operand type"),
-    (lambda: engine.maximum(engine.ones(2), engine.ones(3)), ValueError, "broadcast"),
+    (
+        lambda: engine.maximum(engine.ones(2), engine.ones(3)),
+        RuntimeError,
+        "The size of tensor a (2) must match the size of tensor b (3) at non-singleton dimension 0",
+    ),
 ]
 
 
