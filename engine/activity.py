@@ -29,6 +29,13 @@ import threading
 import time
 from typing import Any
 
+__all__ = [
+    "ACTIVITY",
+    "Activity",
+    "Completion",
+    "TrackedLock",
+]
+
 
 class Activity:
     """The process-wide counts of Note [Quiescence]."""

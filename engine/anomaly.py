@@ -42,6 +42,24 @@ if TYPE_CHECKING:
     from engine.graph import Node
     from engine.tensor import Tensor
 
+__all__ = [
+    "MODES",
+    "STATE",
+    "AnomalySettings",
+    "anomaly_settings",
+    "check_forward_output",
+    "collecting_unheard",
+    "detect_anomaly",
+    "forward_stack",
+    "is_anomaly_check_nan_enabled",
+    "is_anomaly_enabled",
+    "non_finite_value",
+    "note_forward_inputs",
+    "op_name",
+    "set_detect_anomaly",
+    "warn_forward_traceback",
+]
+
 MODES = ("raise", "collect")
 """What anomaly mode does with a finding: raise a ``RuntimeError``, or emit an event and go on."""
 

@@ -10,6 +10,13 @@ from engine.engine import get_default_engine
 from engine.graph import Edge, Node
 from engine.tensor import Tensor
 
+__all__ = [
+    "Identity",
+    "TensorOrTensors",
+    "backward",
+    "grad",
+]
+
 TensorOrTensors = Tensor | Sequence[Tensor]
 
 

@@ -17,6 +17,12 @@ if TYPE_CHECKING:
     from engine.graph import Node
     from engine.graph_task import GraphTask, NodeTask, ReadyQueue
 
+__all__ = [
+    "DONE",
+    "TLS",
+    "Completion",
+]
+
 TLS = _context.TLS
 
 DONE: Any = object()

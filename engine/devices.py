@@ -22,6 +22,18 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+__all__ = [
+    "CPU",
+    "Device",
+    "cuda_is_available",
+    "device_context",
+    "device_of_array",
+    "move_array",
+    "set_sim_device_count",
+    "sim_device_count",
+    "synchronize",
+]
+
 #: Number of simulated accelerators (``sim:0`` ... ``sim:{N-1}``).
 _SIM_DEVICE_COUNT = 2
 

@@ -21,6 +21,16 @@ if TYPE_CHECKING:
     from engine.graph_task import GraphTask, NodeTask, ReadyQueue
     from engine.tensor import Tensor
 
+__all__ = [
+    "TLS",
+    "EventEmission",
+    "any_defined",
+    "emit",
+    "emit_hook",
+    "summaries_of",
+    "summary_of",
+]
+
 TLS = _context.TLS
 
 

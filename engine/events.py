@@ -33,6 +33,21 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+__all__ = [
+    "EVENT_KINDS",
+    "HUB",
+    "Event",
+    "LazySummary",
+    "Listener",
+    "TensorSummary",
+    "listen",
+    "resolve_summaries",
+    "slot_twin",
+    "subscribe",
+    "summarize",
+    "unsubscribe",
+]
+
 EVENT_KINDS = frozenset(
     {
         "graph_task_start",

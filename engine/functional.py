@@ -19,6 +19,21 @@ from engine.graph import Node
 from engine.ops._core import check_same_device, make_node, save, wrap
 from engine.tensor import Tensor
 
+__all__ = [
+    "MseLossBackward0",
+    "NllLoss2DBackward0",
+    "NllLossBackward0",
+    "cross_entropy",
+    "linear",
+    "log_softmax",
+    "mse_loss",
+    "nll_loss",
+    "relu",
+    "sigmoid",
+    "softmax",
+    "tanh",
+]
+
 _REDUCTIONS = ("none", "mean", "sum")
 
 

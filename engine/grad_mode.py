@@ -8,6 +8,15 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+__all__ = [
+    "enable_grad",
+    "inference_mode",
+    "is_grad_enabled",
+    "is_inference_mode_enabled",
+    "no_grad",
+    "set_grad_enabled",
+]
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 

@@ -11,6 +11,14 @@ from engine.autograd import grad as autograd_grad
 from engine.devices import CPU, Device, device_context, move_array
 from engine.tensor import Tensor
 
+__all__ = [
+    "GradcheckError",
+    "analytical_jacobian",
+    "gradcheck",
+    "gradgradcheck",
+    "numerical_jacobian",
+]
+
 
 class GradcheckError(RuntimeError):
     """Raised by :func:`gradcheck` when analytical and numerical gradients disagree."""

@@ -19,6 +19,22 @@ from engine.devices import CPU, Device
 from engine.graph import _STEALS, UINT64_MAX, Edge, Node, _memory_only_it_reaches
 from engine.tensor import Tensor, make_tensor
 
+__all__ = [
+    "IN_PLACE_MIN",
+    "SHUTDOWN_TASK",
+    "ExactQueueEntry",
+    "ExecInfo",
+    "GraphTask",
+    "InputBuffer",
+    "NodeTask",
+    "QueueEntry",
+    "ReadyQueue",
+    "accumulate_into",
+    "add_into",
+    "buffer_device",
+    "compute_dependencies",
+]
+
 _graph_task_ids = itertools.count(1)
 
 

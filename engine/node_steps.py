@@ -19,6 +19,10 @@ if TYPE_CHECKING:
     from engine.graph import Node
     from engine.graph_task import GraphTask
 
+__all__ = [
+    "NodeSteps",
+]
+
 
 class NodeSteps:
     """A node's apply with its hooks, captures and anomaly checks, as methods of the engine."""

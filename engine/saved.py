@@ -15,6 +15,13 @@ if TYPE_CHECKING:
     from engine.graph import Node
     from engine.tensor import Tensor
 
+__all__ = [
+    "ERR_BACKWARD_TWICE",
+    "ERR_INFERENCE_SAVED",
+    "SavedTensor",
+    "type_description",
+]
+
 ERR_BACKWARD_TWICE = (
     "Trying to backward through the graph a second time (or directly access saved tensors after "
     "they have already been freed). Saved intermediate values of the graph are freed when you call "

@@ -8,6 +8,13 @@ from typing import Any
 from engine.graph import Edge, InputMetadata, Node
 from engine.tensor import Tensor
 
+__all__ = [
+    "check_hook_result",
+    "check_hook_results",
+    "conform_output",
+    "validate_outputs",
+]
+
 
 def validate_outputs(
     edges: Sequence[Edge | None], grads: Sequence[Tensor | None], fn: Node | None

@@ -19,6 +19,11 @@ from engine.activity import ACTIVITY
 from engine.devices import CPU, Device
 from engine.graph_task import SHUTDOWN_TASK, GraphTask, ReadyQueue
 
+__all__ = [
+    "TLS",
+    "WorkerThreads",
+]
+
 TLS = _context.TLS
 
 _POOL_SHUTDOWN: Any = object()

@@ -11,6 +11,11 @@ from typing import Any
 
 from engine.tensor import Tensor
 
+__all__ = [
+    "FAMILIES",
+    "install",
+]
+
 FAMILIES = (
     "arithmetic",
     "pointwise",

@@ -21,6 +21,35 @@ from engine.ops._core import (
 )
 from engine.tensor import Tensor, make_tensor
 
+__all__ = [
+    "FUNCTIONS",
+    "TENSOR_METHODS",
+    "UNUSED",
+    "AddBackward0",
+    "DivBackward0",
+    "DivBackward1",
+    "MulBackward0",
+    "MulBackward1",
+    "NegBackward0",
+    "PowBackward0",
+    "PowBackward1",
+    "PowBackward2",
+    "SubBackward0",
+    "add",
+    "add_",
+    "div",
+    "div_",
+    "div_scalar",
+    "mul",
+    "mul_",
+    "mul_scalar",
+    "neg",
+    "neg_",
+    "pow",
+    "sub",
+    "sub_",
+]
+
 
 class AddBackward0(Node):
     __slots__ = ("alpha",)

@@ -13,6 +13,23 @@ import numpy as np
 from engine.ops._core import dtype_name, operands, wrap
 from engine.tensor import Tensor
 
+__all__ = [
+    "FUNCTIONS",
+    "TENSOR_METHODS",
+    "bitwise_and",
+    "bitwise_not",
+    "bitwise_or",
+    "eq",
+    "ge",
+    "gt",
+    "le",
+    "logical_and",
+    "logical_not",
+    "logical_or",
+    "lt",
+    "ne",
+]
+
 _OPERAND_TYPES = (Tensor, bool, int, float, np.number, np.ndarray, list, tuple)
 
 

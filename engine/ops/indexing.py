@@ -36,6 +36,27 @@ from engine.ops._core import (
 from engine.ops.shape import unsqueeze
 from engine.tensor import Tensor
 
+__all__ = [
+    "FUNCTIONS",
+    "TENSOR_METHODS",
+    "AliasBackward0",
+    "CopySlices",
+    "Index",
+    "IndexBackward0",
+    "IndexPutBackward0",
+    "SelectBackward0",
+    "SelectBackwardBackward0",
+    "SliceBackward0",
+    "SliceBackwardBackward0",
+    "getitem",
+    "index_put",
+    "narrow",
+    "parse_index",
+    "read",
+    "select",
+    "setitem",
+]
+
 _FULL = slice(None)
 
 _BAD_INDEX = (

@@ -21,6 +21,23 @@ from engine.ops.conversion import clone
 from engine.ops.shape import UnsafeViewBackward0, expand, reshape, t, transpose, unsqueeze
 from engine.tensor import Tensor
 
+__all__ = [
+    "FUNCTIONS",
+    "TENSOR_METHODS",
+    "AddmmBackward0",
+    "BmmBackward0",
+    "DotBackward0",
+    "MmBackward0",
+    "MvBackward0",
+    "SqueezeBackward4",
+    "addmm",
+    "bmm",
+    "dot",
+    "matmul",
+    "mm",
+    "mv",
+]
+
 
 def _dims(shape: tuple[int, ...]) -> str:
     return "x".join(map(str, shape))
