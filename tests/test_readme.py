@@ -30,11 +30,11 @@ def blocks(language: str) -> list[str]:
 
 
 def command_lines() -> list[list[str]]:
-    """Every ``autograd-viz ...`` line of the README's bash blocks, without comments."""
+    """Every ``autograd-viz ...`` line of the README's bash and console blocks, without comments."""
     found = []
-    for block in blocks("bash"):
+    for block in blocks("bash") + blocks("console"):
         for text in block.splitlines():
-            line = text.split("#", 1)[0].strip()
+            line = text.split("#", 1)[0].strip().removeprefix("$ ")
             if line.startswith("autograd-viz "):
                 found.append(shlex.split(line))
     return found
@@ -97,7 +97,7 @@ def test_every_command_line_names_a_command_that_exists() -> None:
 
 def _concrete(argv: list[str]) -> bool:
     """A line with real paths, not the Commands table's SCRIPT / TRACE placeholders."""
-    return not any(word.isupper() or word.startswith("[") for word in argv[1:])
+    return not any(word.split(".")[0].isupper() or word.startswith("[") for word in argv[1:])
 
 
 def test_every_concrete_command_runs(scratch: Path) -> None:
