@@ -287,3 +287,27 @@ def test_run_stops_at_a_forward_birth_with_f() -> None:
         )
         assert session.trace.graph_tasks == {}  # stopped in the forward, before any backward
         session.run_to_end(timeout=60)
+
+
+def test_a_in_the_tui_jumps_to_a_pytorch_birth_and_says_why(tmp_path: Path) -> None:
+    from textual.pilot import Pilot
+
+    from tests.viz.tui.tuiting import inspector, node_list, replay_app, run_app, status
+
+    path = tmp_path / "t.jsonl"
+    script = EXAMPLES / "torch_nan_attention_mask.py"
+    assert cli.main(["nan", "-o", str(path), str(script)]) == 1
+    trace = Trace.load(path)
+    first = find_nans(trace).first
+    assert first is not None
+    app = replay_app(trace)
+
+    async def actions(pilot: Pilot[Any]) -> None:
+        await pilot.press("a")
+        assert "SoftmaxBackward0" in status(app)
+        assert node_list(app).selected == first.node.id
+        text = inspector(app)
+        assert "softmax over a row that is all -inf" in text
+        assert f"torch_nan_attention_mask.py:{_marked_line('torch_nan_attention_mask')}" in text
+
+    run_app(app, actions, size=(120, 40))

@@ -9,7 +9,9 @@ A :class:`TorchNanChecker` arms three things on the thread that enters it:
   input (views) are skipped by schema;
 * a ``TorchFunctionMode`` that links each new ``grad_fn`` to the user's
   ``file:line`` and to the module it was made in (kept in the node's own
-  ``metadata``), and ties a forward finding to the node of its op;
+  ``metadata``: an :class:`Origin`, and the line under ``traceback_`` where
+  anomaly mode would keep its stack), and ties a forward finding to the node
+  of its op;
 * global module forward hooks that keep the qualified name of the module
   running (``encoder.layers.0.self_attn``).
 
@@ -357,10 +359,14 @@ class TorchNanChecker:
             frame.f_code.co_name,
             modules[-1] if modules else None,
         )
+        stack = origin.formatted()
         for fn in fns:
             metadata = fn.metadata
             if ORIGIN_KEY not in metadata:
                 metadata[ORIGIN_KEY] = origin
+                # Where anomaly mode keeps a node's forward stack: the bridge's graph
+                # snapshot (and so the TUI's inspector) shows the user's line from it.
+                metadata.setdefault("traceback_", stack)
 
     def _emit_births(self, births: list[_Birth], nodes: dict[int, Any]) -> None:
         for birth in births:
