@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from autograd_viz.cli.demo_program import rnn_cell
-from autograd_viz.draw.words import what_happened
+from autograd_viz.draw.words import thread_name, what_happened
 
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
@@ -212,7 +212,9 @@ def _events_table(steps: Sequence[Step], label: Labels) -> RenderableType:
 
     threads = sorted({step.event.thread for step in steps})
     one_thread = len(threads) == 1
-    title = "Every engine step" + (f" (all on thread {threads[0]})" if one_thread else "")
+    title = "Every engine step" + (
+        f" (all on thread {thread_name(threads[0])})" if one_thread else ""
+    )
     table = Table(title=title, title_justify="left", expand=False)
     table.add_column("#", justify="right", style="dim")
     if not one_thread:
@@ -229,7 +231,7 @@ def _events_table(steps: Sequence[Step], label: Labels) -> RenderableType:
         next_starts = i + 1 < len(steps) and steps[i + 1].event.kind == "node_start"
         table.add_row(
             str(e.seq - first_seq + 1),
-            *([] if one_thread else [e.thread]),
+            *([] if one_thread else [thread_name(e.thread)]),
             Text(e.kind, style=_KIND_STYLE.get(e.kind, "")),
             Text(label(e.node_id, e.node_name)),
             Text(describe(step, label)),

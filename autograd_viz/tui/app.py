@@ -70,6 +70,7 @@ class VizApp(App[int]):
 
     CSS_PATH = "app.tcss"
     TITLE = "autograd-viz"
+    ALLOW_IN_MAXIMIZED_VIEW = "#explain, #status, #keys"  # zoom keeps "step k of N"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("s,space,right", "move('step')", "Step"),
         Binding("n", "move('step_node')", "Next node"),
@@ -228,6 +229,8 @@ class VizApp(App[int]):
                 parts.append("▶ engine running… (x pauses)")
             elif driver.finished:
                 parts.append("live · program finished")
+            elif driver.recorded_all:
+                parts.append("live · program finished · stepping through what it recorded")
             else:
                 parts.append("live · engine paused")
         else:

@@ -81,6 +81,11 @@ class Driver:
         """Whether no event will ever come after the recorded ones."""
         return True
 
+    @property
+    def recorded_all(self) -> bool:
+        """Whether the trace is complete: the program behind it has ended (or there is none)."""
+        return True
+
     def state(self) -> ExecutionState:
         """The engine after :attr:`position` events."""
         return self.trace.state_at(self.position)
@@ -173,6 +178,10 @@ class LiveDriver(Driver):
     @property
     def finished(self) -> bool:
         return self.session.finished and self.position >= self.recorded
+
+    @property
+    def recorded_all(self) -> bool:
+        return self.session.finished
 
     def goto(self, step: int) -> int:
         position = super().goto(step)

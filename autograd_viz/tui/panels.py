@@ -9,7 +9,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from autograd_viz.live import LIVE_THREAD
+from autograd_viz.draw.words import thread_name
 from autograd_viz.nan.report import Finding, user_frames
 from autograd_viz.trace import GraphTaskInfo, NodeInfo, Trace
 from autograd_viz.trace.replay import ExecutionState, NodeState
@@ -96,7 +96,7 @@ def inspect_node(
     head.append(f" #{info.id}", style="dim")
     head.append(f"  {state.status if state else 'not started'}")
     if state is not None and state.thread:
-        head.append(f" on {printable(state.thread)}", style="dim")
+        head.append(f" on {short_thread(state.thread)}", style="dim")
     if breakpoint_:
         head.append("  ⏺ breakpoint", style="bold red")
     facts = Text(
@@ -224,10 +224,8 @@ def inspect_nothing(trace: Trace, state: ExecutionState) -> RenderableType:
 
 
 def short_thread(name: str) -> str:
-    """An engine thread's name without the ``autograd-`` every worker has, shown escaped."""
-    if name == "MainThread":
-        return "main"
-    return "program" if name == LIVE_THREAD else printable(name.removeprefix("autograd-"))
+    """An engine thread's name as every view writes it (:func:`thread_name`), shown escaped."""
+    return printable(thread_name(name))
 
 
 def _section(title: str) -> Text:

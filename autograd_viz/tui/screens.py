@@ -148,5 +148,7 @@ class TaskPicker(_Modal):
             # Text, not markup: a label quotes node names (Note [Names are text]).
             yield OptionList(*(Option(Text(label), id=key) for key, label in self.choices))
 
+    BINDINGS: ClassVar[list[BindingType]] = [*_CLOSE, Binding("t", "dismiss_none", "Close")]
+
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         self.dismiss(event.option.id)

@@ -128,7 +128,10 @@ def _event_detail(event: TraceEvent) -> Text:
     if kind == "dependency_decrement":
         return Text(f"{data.get('remaining', '?')} left", style="dim")
     if kind == "enqueue":
-        return Text(f"→ queue {printable(data.get('queue', '?'))}", style="dim")
+        queue = printable(data.get("queue", "?"))
+        if data.get("reason") == "wake-up":  # no node: wakes the thread waiting in backward()
+            return Text(f"wake-up → queue {queue}: graph task {event.graph_task} is done")
+        return Text(f"→ queue {queue}", style="dim")
     if kind == "accumulate":
         grad = data.get("grad")
         if data.get("target") == "leaf":

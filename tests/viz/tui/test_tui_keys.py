@@ -216,6 +216,11 @@ def test_switch_graph_task_pins_the_reentrant_task(trace: Trace) -> None:
         await pilot.press("t", "enter")  # back to following the step
         await pilot.pause()
         assert app.pinned_task is None
+        await pilot.press("t")
+        assert isinstance(app.screen, TaskPicker)
+        await pilot.press("t")  # the key that opened the picker closes it, changing nothing
+        assert not isinstance(app.screen, TaskPicker)
+        assert app.pinned_task is None
 
     run_app(app, actions)
 

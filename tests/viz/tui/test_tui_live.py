@@ -18,9 +18,17 @@ import engine
 from autograd_viz.cli.demo_program import demo_program
 from autograd_viz.cli.main import main
 from autograd_viz.live import LiveSession, SessionCancelled
-from autograd_viz.tui import LiveDriver, VizApp
+from autograd_viz.tui import LiveDriver, ReplayDriver, VizApp
 from autograd_viz.tui.screens import TextScreen
-from tests.viz.tui.tuiting import inspector, node_list, run_app, settle, status
+from tests.viz.tui.tuiting import (
+    engine_panel,
+    event_log,
+    inspector,
+    node_list,
+    run_app,
+    settle,
+    status,
+)
 
 RUN_KINDS = {"node_start", "node_end", "accumulate", "graph_task_end"}
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
@@ -52,6 +60,14 @@ def test_live_on_a_script_steps_and_runs_to_its_end() -> None:
         await settle(pilot)
         assert driver.finished
         assert "program finished" in status(app)
+        await pilot.press("r")  # back to step 0 of a program that has ended
+        assert driver.position == 0 and "engine paused" not in status(app)
+        assert "program finished · stepping through what it recorded" in status(app)
+        await pilot.press("z")  # zoomed in, the status bar still says where we are
+        assert app.screen.maximized is not None
+        assert app.query_one("#status").region.height == 1
+        assert status(app).startswith(f"step 0 of {driver.recorded}")
+        await pilot.press("z")
         devices = {e.device for e in driver.trace.events}
         assert {"cpu", "sim:0", "sim:1"} <= devices
         printed = "".join(text for _, text in app.output)
@@ -305,3 +321,40 @@ def test_demo_in_a_terminal_opens_the_tui_and_quits(tmp_path: Path) -> None:
     assert status_code == 0, text[-2000:]
     assert "graph task 1" in text
     assert "Traceback" not in text
+
+
+def test_the_programs_thread_has_one_name_live_and_replayed() -> None:
+    """``main``: not ``program`` live, ``MainThread`` recorded, nor the live session's own."""
+    from autograd_viz.tui.panels import short_thread
+
+    def shown_names(app: VizApp) -> str:
+        return " ".join(
+            [
+                engine_panel(app),
+                inspector(app),
+                *(event_log(app).row_text(i).plain for i in range(app.driver.position)),
+            ]
+        )
+
+    seen: list[str] = []
+
+    async def look(pilot: Pilot[Any]) -> None:
+        app = pilot.app
+        assert isinstance(app, VizApp)
+        await settle(pilot)
+        for _ in range(3):
+            await pilot.press("n")
+            await settle(pilot)
+        seen.append(shown_names(app))
+
+    live = LiveDriver(LiveSession(demo_program))
+    run_app(VizApp(live, source="demo"), look)
+    with autograd_viz.record() as recorded:
+        demo_program()
+    run_app(VizApp(ReplayDriver(recorded), source="trace"), look)
+    assert {e.thread for e in recorded.events} & {"MainThread"}
+    for text in seen:
+        assert " main " in f" {text} " and "on main" in text
+        for other in ("MainThread", "autograd-viz-live", "program "):
+            assert other not in text
+    assert short_thread("MainThread") == short_thread("autograd-viz-live") == "main"

@@ -148,6 +148,11 @@ def test_the_wake_up_enqueue_says_what_it_is(trace: Trace) -> None:
     assert wake, "the demo has a reentrant task, finished by a wake-up"
     text = explain_line(trace, wake[0]).plain
     assert "wake-up" in text and f"graph task {wake[0].graph_task}" in text
+    log = EventLog()
+    log.show(trace, 0)
+    row = log.row_text(wake[0].index).plain
+    assert "enqueue" in row
+    assert f"wake-up → queue cpu: graph task {wake[0].graph_task} is done" in row
 
 
 class _Repeated:

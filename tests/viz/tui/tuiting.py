@@ -78,6 +78,11 @@ def status(app: VizApp) -> str:
     return _plain(app.query_one("#status", Static))
 
 
+def engine_panel(app: VizApp) -> str:
+    """The ready queues and thread lanes, as text."""
+    return _plain(app.query_one("#engine-body", Static))
+
+
 def inspector(app: VizApp) -> str:
     """The inspector's text."""
     return _plain(app.query_one("#inspector-body", Static))
