@@ -232,6 +232,20 @@ def test_watching_changes_no_result_bit_for_bit() -> None:
         assert torch.equal(_bits(plain[key]), _bits(watched[key])), key
 
 
+def test_inference_keeps_pytorchs_fast_path_and_is_still_checked() -> None:
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(16, 2, 32, batch_first=True).eval()
+    x = torch.randn(2, 5, 16)
+    with torch.no_grad():
+        plain = layer(x)
+        with watch_nan() as watch:
+            watched = layer(x)
+            torch.log(torch.zeros(1))
+    assert torch.equal(_bits(plain), _bits(watched))
+    first = watch.report.first
+    assert first is not None and first.aten_op == "aten.log.default" and first.cause == "log of 0"
+
+
 def test_forward_events_carry_our_engine_fields_and_the_aten_op() -> None:
     import engine
 

@@ -71,7 +71,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.weak import WeakIdKeyDictionary
 
 import engine
-from autograd_viz.sources.pytorch.graph import TorchNode, node_id
+from autograd_viz.sources.pytorch.graph import TorchNode
 from autograd_viz.sources.pytorch.summary import TorchSummary, summarize_tensor
 from engine.activity import ACTIVITY
 from engine.events import HUB, Event, TensorSummary
@@ -207,6 +207,8 @@ class _ThreadState(threading.local):
         self.modules: list[str] = []
         self.names: dict[int, str] = {}
         """Qualified names of the modules under the outermost one running."""
+        self.aside_at = -1
+        """The module depth at which the function mode stepped aside (Note [Fast paths])."""
 
 
 _NOT_USER_DIRS = tuple(
@@ -297,8 +299,20 @@ class TorchNanChecker:
         return not self.checks.first and not HUB.active
 
     # -- modules -----------------------------------------------------------------------
+    # Note [Fast paths]
+    # ~~~~~~~~~~~~~~~~~
+    # With any TorchFunctionMode active, PyTorch's has_torch_function() is true, and
+    # nn.MultiheadAttention and the nn.Transformer layers skip their inference fast
+    # path (results then differ in the last bits). Without grad there is no node to
+    # tie to a line, so a module that runs without grad runs with the function mode
+    # off the stack, taking the path it takes unwatched; aten ops are checked all the
+    # same. The mode goes back when that module returns.
+
     def _module_enter(self, module: torch.nn.Module, args: Any) -> None:
         local = self._local
+        if local.aside_at < 0 and not torch.is_grad_enabled() and self._function_mode_on_top():
+            torch._C._pop_torch_function_stack()
+            local.aside_at = len(local.modules)
         if not local.modules:
             names = self._names.get(module)
             if names is None:
@@ -309,9 +323,20 @@ class TorchNanChecker:
         local.modules.append(local.names.get(id(module)) or type(module).__name__)
 
     def _module_leave(self, module: torch.nn.Module, args: Any, output: Any) -> None:
-        stack = self._local.modules
-        if stack:
-            stack.pop()
+        local = self._local
+        if local.modules:
+            local.modules.pop()
+        if local.aside_at == len(local.modules):
+            local.aside_at = -1
+            torch._C._push_on_torch_function_stack(self._modes[0])
+
+    def _function_mode_on_top(self) -> bool:
+        depth = torch._C._len_torch_function_stack()
+        return (
+            bool(self._modes)
+            and depth > 0
+            and (torch._C._get_function_stack_at(depth - 1) is self._modes[0])
+        )
 
     # -- torch functions: nodes, their origin, forward findings --------------------------
     def function_call(self, func: Any, args: Any, kwargs: dict[str, Any]) -> Any:
@@ -802,7 +827,6 @@ __all__ = [
     "Origin",
     "TorchChecks",
     "TorchNanChecker",
-    "node_id",
     "node_origin",
     "user_frames",
 ]
