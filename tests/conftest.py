@@ -4,12 +4,28 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 import engine
 from engine import anomaly, events
+
+GPU_SKIP = "needs CuPy and an NVIDIA GPU"
+"""The reason every test marked ``gpu`` gives when it is skipped (tests/gpu/conftest.py)."""
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Fold every GPU skip into one line of the summary, not one per test and line.
+
+    ``-ra`` lists skips by file, line and reason; a machine without a GPU
+    skips hundreds of parametrized GPU tests, which drowned the summary.
+    """
+    longrepr = report.longrepr
+    if report.skipped and isinstance(longrepr, tuple) and longrepr[2].endswith(GPU_SKIP):
+        where = str(Path(__file__).parent / "gpu")
+        report.longrepr = (where, None, f"Skipped: {GPU_SKIP} (run them with pytest -m gpu)")
 
 
 @pytest.fixture
