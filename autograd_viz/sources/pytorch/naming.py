@@ -1,8 +1,10 @@
 """Naming leaves the way the user knows them.
 
-A parameter of an ``nn.Module`` is named by its qualified name
-(``encoder.layers.0.linear1.weight``); a tensor given a name through
-:func:`name` by that name; any other leaf by its shape (``tensor[3, 4]``).
+A tensor given a name through :func:`name` is named by that name; a parameter
+of an ``nn.Module`` by its qualified name (``encoder.layers.0.linear1.weight``;
+``head.weight`` when several separate modules are in view); any other leaf by
+the variable it is bound to in the code that called backward (``x``), or by
+its shape (``tensor[3, 4]``).
 
 Note [Finding the user's modules]
 ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
@@ -11,9 +13,9 @@ backward call starts, the modules the user can name are the ones the calling
 code can reach: every ``nn.Module`` bound to a local variable of a frame on
 the calling thread's stack (``self`` in a training method included) and to a
 global of those frames' modules (``model`` in a script). Each such module's
-``named_parameters()`` gives the qualified names; the module with the most
-parameters is asked first, so that a parameter reachable both from ``model``
-and from ``model.encoder`` is named from ``model``. No garbage-collector scan
+``named_parameters()`` gives the qualified names; a module that is a
+submodule of another visible one is not asked, so that a parameter reachable
+both from ``model`` and from ``model.encoder`` is named from ``model``. No garbage-collector scan
 (its cost grows with the whole heap) and no reference is kept after the call.
 """
 
@@ -80,25 +82,72 @@ def shape_name(tensor: torch.Tensor) -> str:
 
 def visible_modules(frame: FrameType | None) -> list[torch.nn.Module]:
     """The modules reachable from ``frame`` and its callers (Note [Finding the user's modules])."""
-    found: dict[int, torch.nn.Module] = {}
+    return sorted(
+        (module for _, module in _visible(frame)[0].values()), key=_parameter_count, reverse=True
+    )
+
+
+def _visible(
+    frame: FrameType | None,
+) -> tuple[dict[int, tuple[str, torch.nn.Module]], dict[int, str]]:
+    """Modules and leaf tensors bound to a variable, innermost frame first, with that name."""
+    modules: dict[int, tuple[str, torch.nn.Module]] = {}
+    tensors: dict[int, str] = {}
     seen_globals: set[int] = set()
     while frame is not None:
-        _collect(frame.f_locals.values(), found)
+        _collect(frame.f_locals.items(), modules, tensors)
         if id(frame.f_globals) not in seen_globals:
             seen_globals.add(id(frame.f_globals))
-            _collect(frame.f_globals.values(), found)
+            _collect(frame.f_globals.items(), modules, tensors)
         frame = frame.f_back
-    return sorted(found.values(), key=_parameter_count, reverse=True)
+    return modules, tensors
 
 
-def _collect(values: Iterable[Any], found: dict[int, torch.nn.Module]) -> None:
-    for value in list(values):
+def _collect(
+    items: Iterable[tuple[str, Any]],
+    modules: dict[int, tuple[str, torch.nn.Module]],
+    tensors: dict[int, str],
+) -> None:
+    for variable, value in list(items):
         if isinstance(value, torch.nn.Module):
-            found.setdefault(id(value), value)
+            modules.setdefault(id(value), (variable, value))
+        elif (
+            isinstance(value, torch.Tensor)
+            and value.requires_grad
+            and value.grad_fn is None
+            and variable.isidentifier()
+            and not variable.startswith("_")
+        ):
+            tensors.setdefault(id(value), variable)
 
 
 def _parameter_count(module: torch.nn.Module) -> int:
     return sum(1 for _ in module.parameters())
+
+
+def _qualified_names(modules: dict[int, tuple[str, torch.nn.Module]]) -> dict[int, str]:
+    """``id(parameter)`` → its qualified name (Note [Finding the user's modules]).
+
+    Only modules that are no other visible module's submodule name parameters;
+    when there are several such (``block`` and ``head``), each name starts with
+    the variable the module is bound to (``head.weight``), so that no two
+    parameters read the same.
+    """
+    inner: set[int] = set()
+    for _, module in modules.values():
+        inner.update(id(m) for m in module.modules() if m is not module)
+    tops = sorted(
+        (entry for key, entry in modules.items() if key not in inner),
+        key=lambda entry: _parameter_count(entry[1]),
+        reverse=True,
+    )
+    tops = [(variable, module) for variable, module in tops if _parameter_count(module)]
+    names: dict[int, str] = {}
+    for variable, module in tops:
+        prefix = f"{variable}." if len(tops) > 1 else ""
+        for qualified, parameter in module.named_parameters():
+            names.setdefault(id(parameter), prefix + qualified)
+    return names
 
 
 class LeafNamer:
@@ -107,17 +156,16 @@ class LeafNamer:
     def __init__(self, frame: FrameType | None = None) -> None:
         self._frame: FrameType | None = sys._getframe(1) if frame is None else frame
         self._qualified: dict[int, str] | None = None
+        self._variables: dict[int, str] = {}
 
     def __call__(self, tensor: torch.Tensor) -> str:
-        """The leaf's name: given, qualified parameter name, or its shape."""
+        """The leaf's name: given, qualified parameter name, variable name, or its shape."""
         given = given_name(tensor)
         if given is not None:
             return given
         if self._qualified is None:
-            self._qualified = {}
-            for module in visible_modules(self._frame):
-                for qualified, parameter in module.named_parameters():
-                    self._qualified.setdefault(id(parameter), qualified)
+            modules, self._variables = _visible(self._frame)
+            self._qualified = _qualified_names(modules)
             self._frame = None  # keep no frame (and its locals) past the first lookup
-        found = self._qualified.get(id(tensor))
+        found = self._qualified.get(id(tensor)) or self._variables.get(id(tensor))
         return shape_name(tensor) if found is None else found

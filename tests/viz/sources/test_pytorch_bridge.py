@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -100,12 +102,41 @@ def test_parameters_are_named_by_their_qualified_names() -> None:
     assert "layers.1.self_attn.in_proj_weight" in names
 
 
-def test_unnamed_leaves_are_named_by_shape() -> None:
+def _leaf_names(trace: Any) -> list[str]:
+    return sorted(
+        info.leaf.name
+        for task in trace.graph_tasks.values()
+        for info in task.nodes.values()
+        if info.leaf is not None
+    )
+
+
+def test_a_leaf_is_named_by_its_variable_else_by_its_shape() -> None:
     a = torch.randn(2, 3, requires_grad=True)
+
+    def loss_of(t: Any) -> Any:
+        return (t * torch.ones(4, 1, requires_grad=True).sum()).sum()
+
     with watch_torch(), record() as trace:
-        (a * 2).sum().backward()
-    (task,) = trace.graph_tasks.values()
-    assert [i.leaf.name for i in task.nodes.values() if i.leaf] == ["tensor[2, 3]"]
+        loss_of(a).backward()  # the ones tensor is bound to no variable anywhere
+    assert _leaf_names(trace) == ["a", "tensor[4, 1]"]
+
+
+def test_several_separate_modules_prefix_their_parameters_with_their_variable() -> None:
+    block = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.Tanh())
+    head = torch.nn.Linear(3, 1)
+    with watch_torch(), record() as trace:
+        head(block(torch.randn(2, 3))).sum().backward()
+    assert _leaf_names(trace) == ["block.0.bias", "block.0.weight", "head.bias", "head.weight"]
+
+
+def test_a_submodule_in_view_does_not_rename_its_parameters() -> None:
+    model = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.Linear(3, 1))
+    first = model[0]  # a submodule bound to a variable of its own
+    with watch_torch(), record() as trace:
+        model(torch.randn(2, 3)).sum().backward()
+    assert first is model[0]
+    assert _leaf_names(trace) == ["0.bias", "0.weight", "1.bias", "1.weight"]
 
 
 def test_graph_task_start_names_its_source_and_snapshot() -> None:
