@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from autograd_viz.draw.dot import to_dot
 from autograd_viz.live import Breakpoint, LiveSession, SessionCancelled
+from autograd_viz.sources.names import name
 from autograd_viz.sources.recorder import Recorder, record
 from autograd_viz.trace import GraphTaskInfo, NodeInfo, Trace, TraceEvent, TraceFormatError
 from autograd_viz.trace.replay import ExecutionState, NodeState, NodeStatus
@@ -28,6 +29,7 @@ __all__ = [
     "TraceEvent",
     "TraceFormatError",
     "__version__",
+    "name",
     "record",
     "to_dot",
 ]

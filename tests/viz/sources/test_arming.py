@@ -107,3 +107,21 @@ def test_a_program_using_both_engines_records_both() -> None:
         """
     )
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
+
+
+def test_name_names_a_tensor_of_either_engine() -> None:
+    import autograd_viz
+    import engine
+
+    a = autograd_viz.name(engine.tensor([1.0], requires_grad=True), "a")
+    assert a.name == "a"
+    with pytest.raises(TypeError, match="engine.Tensor or a torch.Tensor, got list"):
+        autograd_viz.name([1.0], "a")
+    with pytest.raises(TypeError, match="must be a string, got int"):
+        autograd_viz.name(a, 3)  # type: ignore[arg-type]
+    torch = pytest.importorskip("torch")
+    t = autograd_viz.name(torch.randn(2, requires_grad=True), "weights")
+    with autograd_viz.record() as trace:
+        (t * t).sum().backward()
+    (task,) = trace.graph_tasks.values()
+    assert [n.leaf.name for n in task.nodes.values() if n.leaf] == ["weights"]
