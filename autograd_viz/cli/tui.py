@@ -59,7 +59,9 @@ def run_live(args: argparse.Namespace) -> int:
         raise CommandError(str(exc)) from None
     _need_terminal(f"'{PROG} record {script}' saves a trace to replay later")
     session = LiveSession(functools.partial(_run_checked, script, script_args))
-    status = _open(LiveDriver(session), script)
+    driver = LiveDriver(session)
+    driver.breakpoints.non_finite = args.anomaly
+    status = _open(driver, script)
     error = session.error
     if error is not None and not isinstance(error, SystemExit):
         from autograd_viz.live import SessionCancelled
@@ -131,12 +133,18 @@ def add_tui_commands(commands: argparse._SubParsersAction[ArgumentParser]) -> No
 
     run = commands.add_parser(
         "run",
-        usage=f"{PROG} run [-h] SCRIPT [ARGS ...]",
+        usage=f"{PROG} run [-h] [--anomaly] SCRIPT [ARGS ...]",
         help="open the TUI live on every backward call a Python script makes",
         description=(
             "Run SCRIPT as __main__ with ARGS; each engine event waits in the TUI until you "
             "step. Quitting cancels a backward pass in progress."
         ),
+    )
+    run.add_argument(
+        "--anomaly",
+        action="store_true",
+        help="stop at the first NaN or Inf: 'c' pauses where it is born, forward or backward "
+        "(as pressing f does; the checks are those of 'autograd-viz nan')",
     )
     run.add_argument("script_and_args", nargs=argparse.REMAINDER, metavar="SCRIPT [ARGS ...]")
     run.set_defaults(run=run_live)

@@ -563,7 +563,10 @@ def _describe_move(message: Moved, driver: Driver) -> str:
         if event is None:
             return "no anomaly, error or NaN/Inf gradient" + ("" if driver.finished else " so far")
         return f"first problem: {event.kind} at {event.node_name or 'graph task'}"
-    if message.action == "continue_" and event is not None:
+    stops = message.action == "continue_" or (
+        event is not None and driver.breakpoints.matches(event)  # a step that lands on one
+    )
+    if stops and event is not None:
         where = f"{event.node_name}#{event.node_id}" if event.node_name else "a graph task"
         return f"stopped: {event.kind} {where}"
     if event is None and message.action != "run_to_end" and driver.finished:

@@ -87,3 +87,44 @@ def test_the_forward_traceback_shows_the_users_frames_their_line_first(nan_trace
             assert ours not in section
 
     run_app(app, actions, size=(120, 40))
+
+
+def test_run_anomaly_stops_continue_where_the_nan_is_born(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``autograd-viz run --anomaly SCRIPT``: c stops at the birth, and the inspector says why."""
+    from autograd_viz.cli import tui as tui_commands
+    from autograd_viz.tui import VizApp
+    from autograd_viz.tui.driver import Driver
+    from tests.viz.tui.tuiting import settle
+
+    seen: dict[str, Any] = {}
+
+    def headless(driver: Driver, source: str) -> int:  # the TUI, without a terminal
+        app = VizApp(driver, source=source)
+
+        async def actions(pilot: Pilot[Any]) -> None:
+            await settle(pilot)  # the app lets the first event through: here, the birth
+            assert "break on NaN/Inf" in status(app)
+            seen["event"] = driver.trace.events[driver.position - 1]
+            seen["status"] = status(app)
+            await pilot.press("c")  # the next finding: the NaN the Inf makes downstream
+            await settle(pilot)
+            assert driver.trace.events[driver.position - 1].kind == "anomaly"
+            await pilot.press("e")
+            await settle(pilot)
+            await pilot.press("a")  # with the graph known, a selects the birth
+            await settle(pilot)
+            seen["selected"] = node_list(app).selected
+            seen["inspector"] = inspector(app)
+            await pilot.press("q")
+
+        run_app(app, actions, size=(120, 40))
+        return 0
+
+    monkeypatch.setattr(tui_commands, "has_terminal", lambda: True)
+    monkeypatch.setattr(tui_commands, "_open", headless)
+    assert main(["run", "--anomaly", str(ROOT / "examples" / "nan_log_zero.py")]) == 0
+    event = seen["event"]
+    assert event.kind == "anomaly" and event.node_name == "LogBackward0" and event.data["born"]
+    assert f"stopped: anomaly LogBackward0#{event.node_id}" in seen["status"]
+    assert seen["selected"] == event.node_id
+    assert "⚠ Inf born here in the forward pass: log of 0" in seen["inspector"]
