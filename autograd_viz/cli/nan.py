@@ -155,10 +155,11 @@ def print_report(report: NanReport, console: Console, stopped: bool = False) -> 
     value = "NaN" if first.value == "nan" else "Inf"
     born = "born" if first.born else "first seen"
     op = first.aten_op or first.op
-    console.print(
-        f"[bold red]{value} {born} in the {first.phase} pass[/bold red] at "
-        f"[bold]{shown(str(first.node))}[/bold] (op {shown(op)})"
-    )
+    if first.node.name == op:  # PyTorch: an op that made no autograd node (no grad through it)
+        where_born = f"[bold]{shown(op)}[/bold] (no autograd node)"
+    else:
+        where_born = f"[bold]{shown(str(first.node))}[/bold] (op {shown(op)})"
+    console.print(f"[bold red]{value} {born} in the {first.phase} pass[/bold red] at {where_born}")
     rows = [("why", f"[bold]{shown(first.cause)}[/bold]")]
     if first.source is not None:
         where = f"{shown(str(first.source))} in {shown(first.source.function)}"
