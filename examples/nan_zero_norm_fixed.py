@@ -1,12 +1,18 @@
-"""The fix for nan_zero_norm.py: clamp the norm away from 0 with an eps.
+"""The fix for nan_zero_norm.py: divide a zero row by 1, not by its zero norm.
 
-``x / max(‖x‖, eps)`` is 0 for the zero vector instead of ``0 / 0``. The
-clamp goes on the squared norm, before the ``sqrt``: clamping after it
-would still leave ``sqrt(0)``, whose gradient ``1/(2·sqrt(0))`` is infinite,
-and the clamp's zero gradient times it is ``0 × inf``, NaN again.
-``torch.nn.functional.normalize`` clamps the same way.
+A zero row's norm is replaced by 1 before the division, so the row stays 0
+instead of ``0 / 0``, and its gradient is the plain ``query`` (1 and 0 here).
+The replacement happens before the ``sqrt``, on the squared norm: ``sqrt(0)``
+would have an infinite gradient, ``1/(2·sqrt(0))``, and even a zero gradient
+times it is ``0 × inf``, NaN again.
 
-Run:    python examples/nan_zero_norm_fixed.py           (finite gradients)
+Why not an eps clamp, ``x / max(‖x‖, eps)``, as ``torch.nn.functional.normalize``
+does? It also makes the forward finite, but it clamps after the norm, and the
+zero row then divides by ``eps``: its gradient is ``query / eps``, 10¹² for
+``eps = 1e-12`` (PyTorch's ``normalize`` gives the same 1e12). Finite, and
+still enough to wreck an optimizer step. A padding row is better masked.
+
+Run:    python examples/nan_zero_norm_fixed.py           (finite, small gradients)
 Step:   autograd-viz run examples/nan_zero_norm_fixed.py
 Check:  autograd-viz nan examples/nan_zero_norm_fixed.py (exit status 0: nothing found)
 """
@@ -15,11 +21,10 @@ from __future__ import annotations
 
 import engine
 
-EPS = 1e-12
-
 
 def normalize(x: engine.Tensor) -> engine.Tensor:
-    norm = (x * x).sum(dim=1, keepdim=True).clamp(min=EPS * EPS).sqrt()
+    squared = (x * x).sum(dim=1, keepdim=True)
+    norm = squared.masked_fill(squared == 0.0, 1.0).sqrt()  # a zero row divides by 1
     return x / norm
 
 

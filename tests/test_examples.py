@@ -80,5 +80,7 @@ def test_each_fixed_nan_example_has_a_finite_loss_and_gradients() -> None:
         numbers = _numbers(out)
         assert len(numbers) >= 4, out
         assert np.isfinite(numbers).all(), f"{name}_fixed.py: {out}"
+    zero_norm = _numbers(_run("nan_zero_norm_fixed.py").split("emb.grad =")[1])
+    np.testing.assert_allclose(zero_norm[6:], [1.0, 0.0, 1.0])  # the padding row: not 1e12
     log_zero = _numbers(_run("nan_log_zero_fixed.py").split("w.grad =")[1])
     np.testing.assert_allclose(log_zero, [0.02933088, 0.05866176, 0.08799264], rtol=1e-5)
