@@ -52,11 +52,13 @@ _CALLING_THREAD = frozenset({"cpu", "meta"})
 # between the calling thread's queue and the device queues depends on
 # timing. The bridge follows a graph task on the thread that called
 # backward (its hooks recognise their graph task there, and its model of the
-# ready queue is that thread's), so it watches such a call only when
-# PyTorch's multithreading is off: then every node runs on the calling
-# thread from one ready queue, in the order the model replays. A live
-# session that gates a backward turns it off for that call. Otherwise the
-# call runs unwatched, after one warning (Note [Stepping PyTorch]).
+# ready queue is that thread's), so while it watches a call with device
+# nodes it turns PyTorch's multithreading off for that call (documented by
+# PyTorch): every node then runs on the calling thread from one ready
+# queue, in the order the model replays, and a live session can step it.
+# The gradients are the same; what is lost is the overlap of CPU and GPU
+# work during that one backward. One warning says so. With nobody
+# listening, PyTorch keeps its threads.
 
 _lock = threading.Lock()
 _armed = 0
@@ -211,32 +213,23 @@ def _run_watched(original: Callable[..., Any], t_outputs: Any, args: Any, kwargs
     except Exception as exc:  # noqa: BLE001 - never break the user's backward for a view
         _warn_once(f"autograd-viz: cannot read this backward graph ({exc!r}); not watching it")
         return original(t_outputs, *args, **kwargs)
-    stepped = ACTIVITY.tracking > 0  # a live session gates events: see Note [Stepping PyTorch]
-    if (
-        not stepped
-        and torch._C._is_multithreading_enabled()
-        and any(node.device not in _CALLING_THREAD for node in plan.nodes)
-    ):
-        # See Note [Device threads]
+    # See Note [Device threads]
+    single_thread = torch._C._is_multithreading_enabled() and any(
+        node.device not in _CALLING_THREAD for node in plan.nodes
+    )
+    if single_thread:
         _warn_once(
-            "autograd-viz: not watching a backward with device tensors: PyTorch runs their "
-            "nodes on its device threads; wrap the call in "
-            "torch.autograd.set_multithreading_enabled(False) to watch it"
+            "autograd-viz: this backward's device nodes run on the calling thread while it "
+            "is watched (torch.autograd.set_multithreading_enabled(False)): the same "
+            "results, in an order that can be followed, without CPU/GPU overlap"
         )
-        return original(t_outputs, *args, **kwargs)
     keep_graph = bool(bound.get("keep_graph"))
     create_graph = bool(bound.get("create_graph"))
     watch = _watch.GraphTaskWatch(plan, keep_graph, create_graph)
-    if stepped and any(node.device != "cpu" for node in plan.nodes):
-        _warn_once(
-            "autograd-viz: PyTorch's device threads are off while a live session steps a "
-            "backward (torch.autograd.set_multithreading_enabled(False)), so that nodes run "
-            "in a repeatable order on the calling thread"
-        )
     ACTIVITY.enter()
     try:
         watch.guarded(watch.start, list(bound["grad_tensors"]), threading.current_thread().name)
-        if stepped:
+        if single_thread:
             with torch.autograd.set_multithreading_enabled(False):
                 result = original(t_outputs, *args, **kwargs)
         else:
@@ -259,8 +252,5 @@ def _run_watched(original: Callable[..., Any], t_outputs: Any, args: Any, kwargs
 # [Quiescence] in engine/activity.py). The thread that calls PyTorch's
 # backward works for PyTorch's engine for the whole call, so it is counted
 # inside (ACTIVITY.enter/leave); paused in a hook, it counts as blocked.
-# PyTorch runs CUDA nodes on device threads of its own, in an order between
-# queues that no model can predict; while a session steps, multithreading is
-# turned off for the call (documented by PyTorch), so every node runs on the
-# calling thread in the ready queue's order. Unstepped recordings keep
-# PyTorch's threads.
+# With device nodes, multithreading is off for the call (Note [Device
+# threads]), so no thread of PyTorch's runs a node the session cannot see.
