@@ -119,6 +119,10 @@ def forward_cause(
             if len(input_ops) > divisor and input_ops[divisor] == "norm":
                 return DIVISION_BY_ZERO_NORM
             return cause
+    if op == "addcdiv" and len(inputs) > 2 and inputs[1] is not None and inputs[2] is not None:
+        cause = _division(inputs[1], inputs[2], value)  # self + value * tensor1 / tensor2
+        if cause is not None:
+            return cause
     if op in _EXPS and value == "inf":
         return EXP_OVERFLOW
     if op in _OVERFLOWING and value == "inf":

@@ -196,6 +196,21 @@ def test_ignore_leaves_out_an_op_that_makes_inf_on_purpose() -> None:
     assert watch.report.first is None
 
 
+def test_a_birth_in_an_in_place_optimizer_step_is_found() -> None:
+    w = torch.nn.Parameter(torch.ones(3))
+    optimizer = torch.optim.Adam([w], lr=0.1, eps=0.0, foreach=False)
+    with watch_nan() as watch:
+        (w * torch.tensor([0.0, 1.0, 2.0])).sum().backward()
+        optimizer.step()  # a zero gradient: 0 / (sqrt(0) + 0)
+    first = watch.report.first
+    assert first is not None and first.aten_op == "aten.addcdiv_.default"
+    assert first.cause == "0/0" and first.born
+    assert (
+        first.source is not None
+        and first.source.code == "optimizer.step()  # a zero gradient: 0 / (sqrt(0) + 0)"
+    )
+
+
 def _masked_attention() -> dict[str, Any]:
     torch.manual_seed(0)
     attention = torch.nn.MultiheadAttention(8, 2, batch_first=True)

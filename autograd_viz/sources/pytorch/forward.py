@@ -549,7 +549,7 @@ class TorchNanChecker:
             if op.ignored or (not flagged and carried and kinds <= carried):
                 self._intentional[t] = kinds
             elif kinds & checked and not flagged:
-                self._born(op, index, t, kinds, inputs, nonfinite)
+                self._born(op, index, t, kinds, inputs, nonfinite, in_place)
 
     def _born(
         self,
@@ -559,12 +559,17 @@ class TorchNanChecker:
         kinds: frozenset[str],
         inputs: list[torch.Tensor],
         nonfinite: list[int],
+        in_place: set[int],
     ) -> None:
         value = _NAN if _NAN in kinds and self.checks.check_nan else "inf"
         max_values = self.checks.max_values
         device = str(t.device)
+        # An input written in place holds the output now: only its shape is known.
         summaries: list[TensorSummary | None] = [
-            summarize_tensor(x, str(x.device), max_values) for x in inputs
+            TensorSummary(tuple(x.shape), str(x.dtype).removeprefix("torch."), str(x.device))
+            if id(x) in in_place
+            else summarize_tensor(x, str(x.device), max_values)
+            for x in inputs
         ]
         local = self._local
         node_nr = None
