@@ -2,13 +2,15 @@
 
 Record every backward call into a :class:`Trace`, replay any step as an
 :class:`ExecutionState`, draw any step with :func:`to_dot`, or pause a
-running backward with a :class:`LiveSession`.
+running backward with a :class:`LiveSession`, or find where a NaN was born
+with :func:`watch_nan`. Works on our engine and on PyTorch's.
 """
 
 from __future__ import annotations
 
 from autograd_viz.draw.dot import to_dot
 from autograd_viz.live import Breakpoint, LiveSession, SessionCancelled
+from autograd_viz.nan.watch import watch_nan
 from autograd_viz.sources.names import name
 from autograd_viz.sources.recorder import Recorder, record
 from autograd_viz.trace import GraphTaskInfo, NodeInfo, Trace, TraceEvent, TraceFormatError
@@ -32,4 +34,5 @@ __all__ = [
     "name",
     "record",
     "to_dot",
+    "watch_nan",
 ]

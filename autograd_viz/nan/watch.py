@@ -20,28 +20,26 @@ With ``first=True`` the first finding raises instead, as anomaly mode does
 Note [Arming the PyTorch checks]
 ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 Code on our engine alone must never import PyTorch. The checker is armed at
-once when ``torch`` is already imported, else by an import hook right after
-the watched code's own ``import torch`` (as the bridge is, see
-autograd_viz/sources/arming.py). PyTorch's modes belong to a thread: the
-checker watches the thread that entered ``watch_nan`` and is armed only from
-it. :func:`torch_checks` is the one place that does this.
+once when ``torch`` is already imported, else right after the watched
+code's own ``import torch``, through the one import hook the bridge uses too
+(:func:`autograd_viz.sources.arming.when_torch_is_imported`). PyTorch's
+modes belong to a thread: the checker watches the thread that entered
+``watch_nan`` and is armed only from it. :func:`torch_checks` is the one place that does this.
 """
 
 from __future__ import annotations
 
-import importlib.abc
-import importlib.machinery
 import re
 import sys
 import threading
 import warnings
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from types import ModuleType
 from typing import Any
 
 from autograd_viz.nan.report import NanReport, find_nans
 from autograd_viz.sources import record
+from autograd_viz.sources.arming import when_torch_is_imported
 from autograd_viz.trace import Trace
 from autograd_viz.trace.records import DEFAULT_MAX_VALUES
 from engine.anomaly import detect_anomaly
@@ -170,64 +168,9 @@ def torch_checks(settings: dict[str, Any]) -> Iterator[None]:
         checker.__enter__()
         armed.append(checker)
 
-    finder = None
-    if "torch" in sys.modules:
-        arm()
-    else:
-        finder = _ImportFinder(arm)
-        sys.meta_path.insert(0, finder)
-    try:
-        yield
-    finally:
-        if finder is not None and finder in sys.meta_path:
-            sys.meta_path.remove(finder)
-        for checker in armed:
-            checker.__exit__(None, None, None)
-
-
-class _ImportFinder(importlib.abc.MetaPathFinder):
-    """Finds nothing itself; calls ``then`` once the real ``torch`` has been executed."""
-
-    def __init__(self, then: Any) -> None:
-        self._then = then
-        self._searching = False
-
-    def find_spec(
-        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
-    ) -> importlib.machinery.ModuleSpec | None:
-        if fullname != "torch" or self._searching:
-            return None
-        self._searching = True  # other finders that wrap loaders may ask the path again
+    with when_torch_is_imported(arm):
         try:
-            for finder in sys.meta_path:
-                find = getattr(finder, "find_spec", None)
-                spec = find(fullname, path, target) if finder is not self and find else None
-                if spec is not None and spec.loader is not None:
-                    spec.loader = _ThenLoader(spec.loader, self._then)
-                    return spec
+            yield
         finally:
-            self._searching = False
-        return None  # not installed: the program's own ImportError follows
-
-
-class _ThenLoader(importlib.abc.Loader):
-    """A module's own loader, followed by a call."""
-
-    def __init__(self, loader: Any, then: Any) -> None:
-        self._loader = loader
-        self._then = then
-
-    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
-        return self._loader.create_module(spec)
-
-    def exec_module(self, module: ModuleType) -> None:
-        self._loader.exec_module(module)
-        # The module keeps its own loader, as if we had never been there.
-        if getattr(module, "__loader__", None) is self:
-            module.__loader__ = self._loader
-        if module.__spec__ is not None and module.__spec__.loader is self:
-            module.__spec__.loader = self._loader
-        self._then()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._loader, name)
+            for checker in armed:
+                checker.__exit__(None, None, None)

@@ -22,7 +22,7 @@ import importlib.abc
 import importlib.machinery
 import sys
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from types import ModuleType
 from typing import Any
@@ -31,6 +31,8 @@ _lock = threading.RLock()
 _holders = 0
 _watch: Any = None
 """The bridge's open handle (a ``TorchWatch``), while armed."""
+_waiting: list[Callable[[], None]] = []
+"""What to call once the program has imported ``torch`` (Note [Arming without importing torch])."""
 
 
 @contextmanager
@@ -53,10 +55,7 @@ def acquire() -> None:
     with _lock:
         _holders += 1
         if _holders == 1:
-            if "torch" in sys.modules:
-                _arm()
-            else:
-                sys.meta_path.insert(0, _FINDER)
+            _call_when_torch_is_imported(_arm)
 
 
 def release() -> None:
@@ -66,11 +65,56 @@ def release() -> None:
         _holders -= 1
         if _holders:
             return
-        if _FINDER in sys.meta_path:
-            sys.meta_path.remove(_FINDER)
+        _stop_waiting(_arm)
         if _watch is not None:
             _watch.close()
             _watch = None
+
+
+@contextmanager
+def when_torch_is_imported(then: Callable[[], None]) -> Iterator[None]:
+    """Call ``then`` inside the block: now if ``torch`` is imported, else right after it is.
+
+    ``then`` runs once, on the thread that imports torch, after PyTorch has
+    finished importing; it is not called if the block ends first. Other
+    PyTorch watchers (the NaN checks) arm themselves through this, so that
+    there is one import hook, and a program on our engine alone never
+    imports torch.
+    """
+    _call_when_torch_is_imported(then)
+    try:
+        yield
+    finally:
+        _stop_waiting(then)
+
+
+def _call_when_torch_is_imported(then: Callable[[], None]) -> None:
+    with _lock:
+        if "torch" in sys.modules:
+            then()
+            return
+        _waiting.append(then)
+        if _FINDER not in sys.meta_path:
+            sys.meta_path.insert(0, _FINDER)
+
+
+def _stop_waiting(then: Callable[[], None]) -> None:
+    with _lock:
+        if then in _waiting:
+            _waiting.remove(then)
+        if not _waiting and _FINDER in sys.meta_path:
+            sys.meta_path.remove(_FINDER)
+
+
+def _torch_imported() -> None:
+    """PyTorch has just finished importing: call everything that waited for it."""
+    with _lock:
+        waiting = list(_waiting)
+        _waiting.clear()
+        if _FINDER in sys.meta_path:
+            sys.meta_path.remove(_FINDER)
+        for then in waiting:
+            then()
 
 
 def _arm() -> None:
@@ -86,26 +130,31 @@ def _arm() -> None:
 
 
 class _TorchImportFinder(importlib.abc.MetaPathFinder):
-    """Finds nothing itself; arms the bridge once the real ``torch`` has been executed."""
+    """Finds nothing itself; calls what waits for ``torch`` once the real one has executed."""
+
+    def __init__(self) -> None:
+        self._searching = False
 
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
     ) -> importlib.machinery.ModuleSpec | None:
-        if fullname != "torch":
+        if fullname != "torch" or self._searching:
             return None
-        for finder in sys.meta_path:
-            if finder is self:
-                continue
-            find = getattr(finder, "find_spec", None)
-            spec = find(fullname, path, target) if find is not None else None
-            if spec is not None and spec.loader is not None:
-                spec.loader = _ArmingLoader(spec.loader)
-                return spec
+        self._searching = True  # a finder that wraps others may ask the path again
+        try:
+            for finder in sys.meta_path:
+                find = getattr(finder, "find_spec", None)
+                spec = find(fullname, path, target) if finder is not self and find else None
+                if spec is not None and spec.loader is not None:
+                    spec.loader = _ThenLoader(spec.loader)
+                    return spec
+        finally:
+            self._searching = False
         return None  # not installed: the program's own ImportError follows
 
 
-class _ArmingLoader(importlib.abc.Loader):
-    """PyTorch's own loader, followed by arming the bridge."""
+class _ThenLoader(importlib.abc.Loader):
+    """PyTorch's own loader, followed by whatever waited for it."""
 
     def __init__(self, loader: importlib.abc.Loader) -> None:
         self._loader = loader
@@ -119,11 +168,7 @@ class _ArmingLoader(importlib.abc.Loader):
         module.__loader__ = self._loader
         if module.__spec__ is not None:
             module.__spec__.loader = self._loader
-        with _lock:
-            if _holders:
-                if _FINDER in sys.meta_path:
-                    sys.meta_path.remove(_FINDER)
-                _arm()
+        _torch_imported()
 
     def __getattr__(self, name: str) -> Any:  # is_package, get_code, get_resource_reader, ...
         return getattr(self._loader, name)

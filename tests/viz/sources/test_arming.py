@@ -125,3 +125,25 @@ def test_name_names_a_tensor_of_either_engine() -> None:
         (t * t).sum().backward()
     (task,) = trace.graph_tasks.values()
     assert [n.leaf.name for n in task.nodes.values() if n.leaf] == ["weights"]
+
+
+def test_every_watcher_waiting_for_torch_is_armed_by_the_programs_import() -> None:
+    """The bridge (backward) and the NaN checks (forward) share one import hook."""
+    pytest.importorskip("torch")
+    done = _run(
+        """
+        import sys
+        from autograd_viz.nan.watch import watch_nan
+        with watch_nan() as watch:
+            assert "torch" not in sys.modules
+            import torch
+            x = torch.zeros(2, requires_grad=True)
+            (x.log() * 0).sum().backward()  # log(0) = -inf in the forward pass
+        first = watch.report.first
+        assert first is not None and first.phase == "forward", first
+        assert watch.trace.header["sources"] == ["torch " + torch.__version__]
+        assert not any("autograd_viz" in type(f).__module__ for f in sys.meta_path)
+        print("ok")
+        """
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
