@@ -54,11 +54,36 @@ def load_trace(path: str) -> Trace:
     from autograd_viz.trace import Trace, TraceFormatError
 
     try:
-        return Trace.load(path)
+        return Trace.load(path, progress=_LoadProgress(path) if sys.stderr.isatty() else None)
     except TraceFormatError as exc:
         raise CommandError(f"invalid trace file {exc}") from None
     except OSError as exc:
         raise CommandError(f"cannot read trace {path}: {exc.strerror or exc}") from None
+
+
+class _LoadProgress:
+    """``reading TRACE: 42% of 169 MB`` on stderr, on one line, for a file that takes a while."""
+
+    SHOWN_FROM = 16 << 20
+    """Smaller files load in well under a second: nothing is shown."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.shown = False
+
+    def __call__(self, done: int, size: int) -> None:
+        if size < self.SHOWN_FROM:
+            return
+        if done >= size:
+            if self.shown:
+                sys.stderr.write("\r\033[K")  # the line goes; the TUI comes
+                sys.stderr.flush()
+            return
+        self.shown = True
+        sys.stderr.write(
+            f"\r{PROG}: reading {one_line(self.path)}: {100 * done // size}% of {size >> 20} MB"
+        )
+        sys.stderr.flush()
 
 
 def check_output(path: str) -> None:

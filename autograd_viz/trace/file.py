@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from autograd_viz.trace import (
@@ -381,13 +381,29 @@ class _Loader:
         return Trace(self.header, self.graph_tasks, self.events)
 
 
-def load(path: str | os.PathLike[str]) -> Trace:
-    """Read and validate the trace file at ``path`` (see :meth:`Trace.load`)."""
+PROGRESS_EVERY = 1 << 14
+"""Lines between two calls of :func:`load`'s ``progress``."""
+
+
+def load(
+    path: str | os.PathLike[str], progress: Callable[[int, int], object] | None = None
+) -> Trace:
+    """Read and validate the trace file at ``path`` (see :meth:`Trace.load`).
+
+    ``progress(bytes_read, file_size)`` is called every :data:`PROGRESS_EVERY`
+    lines, and once at the end.
+    """
     name = os.fspath(path)
     loader = _Loader()
     lineno = 0
+    done = 0
+    size = os.path.getsize(path) if progress is not None else 0
     with open(path, "rb") as f, paused_gc():
         for lineno, raw in enumerate(f, start=1):
+            if progress is not None:
+                done += len(raw)
+                if lineno % PROGRESS_EVERY == 0:
+                    progress(done, size)
             try:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
@@ -405,9 +421,12 @@ def load(path: str | os.PathLike[str]) -> Trace:
                 raise TraceFormatError(f"{name}, line {lineno}: {_problem(exc)}") from None
     try:
         loader.finish_graph_task()
-        return loader.trace()
+        trace = loader.trace()
     except s.SchemaError as exc:
         raise TraceFormatError(f"{name}, line {max(lineno, 1)}: {exc}") from None
+    if progress is not None:
+        progress(size, size)
+    return trace
 
 
 def _problem(exc: ValueError | RecursionError) -> str:

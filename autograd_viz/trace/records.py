@@ -17,7 +17,7 @@ from __future__ import annotations
 import gc
 import math
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -240,7 +240,6 @@ class Trace:
         self.events: list[TraceEvent] = events if events is not None else []
         """Every event, in engine order (``seq``)."""
         self._replayer: Replayer | None = None
-        self._replayed_len = -1
 
     def __len__(self) -> int:
         return len(self.events)
@@ -258,6 +257,12 @@ class Trace:
     def __repr__(self) -> str:
         return f"<Trace: {len(self.graph_tasks)} graph tasks, {len(self.events)} events>"
 
+    @property
+    def _replayed_len(self) -> int:
+        """How many events the replayer has indexed (-1 without one); a recorder that
+        inserts an event before that drops the replayer."""
+        return -1 if self._replayer is None else self._replayer.applied
+
     def state_at(self, step: int) -> ExecutionState:
         """The engine's state after the first ``step`` events (0 is before any).
 
@@ -266,12 +271,9 @@ class Trace:
         """
         from autograd_viz.trace.replay import Replayer
 
-        if self._replayer is None or self._replayed_len != len(self.events):
-            if self._replayer is None:
-                self._replayer = Replayer(self)
-            else:
-                self._replayer.extend()
-            self._replayed_len = len(self.events)
+        if self._replayer is None:
+            # Lazy: a step indexes the events up to it, a trace grows by itself.
+            self._replayer = Replayer(self, lazy=True)
         return self._replayer.state_at(step)
 
     def stats(self) -> TraceStats:
@@ -303,8 +305,15 @@ class Trace:
         save(self, path)
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str]) -> Trace:
+    def load(
+        cls, path: str | os.PathLike[str], progress: Callable[[int, int], object] | None = None
+    ) -> Trace:
         """Read and validate a trace file.
+
+        Args:
+            path: the file.
+            progress: called as ``progress(bytes_read, file_size)`` now and then
+                while reading, for a big file's progress bar.
 
         Raises:
             TraceFormatError: the file is not a trace this version understands;
@@ -313,7 +322,7 @@ class Trace:
         """
         from autograd_viz.trace.file import load
 
-        return load(path)
+        return load(path, progress)
 
 
 # Note [NaN in traces]

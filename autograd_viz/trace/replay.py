@@ -314,7 +314,10 @@ class ExecutionState:
 
         ``None`` for a call from user code, or when the trace does not show it.
         """
-        return self._replayer.started_by.get(graph_task)
+        replayer = self._replayer
+        if graph_task not in replayer.started_by:
+            replayer.extend()  # a later graph task: a lazy replayer may not have got there
+        return replayer.started_by.get(graph_task)
 
     @property
     def captured(self) -> dict[int, Mapping[int, TensorSummary | None]]:
@@ -332,9 +335,13 @@ class Replayer:
     Args:
         trace: the trace to index; :meth:`extend` catches up when it grows.
         checkpoint_every: events between two checkpoints of the small state.
+        lazy: index events only as far as :meth:`state_at` is asked to go, so
+            that the first steps of a trace of a million events come at once.
     """
 
-    def __init__(self, trace: Trace, checkpoint_every: int = CHECKPOINT_EVERY) -> None:
+    def __init__(
+        self, trace: Trace, checkpoint_every: int = CHECKPOINT_EVERY, *, lazy: bool = False
+    ) -> None:
         if isinstance(checkpoint_every, bool) or not isinstance(checkpoint_every, int):
             raise TypeError(f"checkpoint_every must be an integer, got {checkpoint_every!r}")
         if checkpoint_every < 1:
@@ -353,15 +360,30 @@ class Replayer:
         self._small = _Small()
         self._captures: dict[int, bool] = {}
         self._applied = 0
-        self.extend()
+        if not lazy:
+            self.extend()
 
-    def extend(self) -> None:
-        """Index the events recorded since the last call (live traces grow)."""
+    @property
+    def applied(self) -> int:
+        """How many events are indexed."""
+        return self._applied
+
+    def extend(self, until: int | None = None) -> None:
+        """Index the events recorded since the last call (live traces grow).
+
+        With ``until``, only as far as the first checkpoint at or after that step.
+        States before the indexed end never change when more is indexed: each
+        reads its own step's entries of the histories.
+        """
         from autograd_viz.trace import paused_gc
 
         events = self.trace.events
+        end = len(events)
+        if until is not None:
+            every = self.checkpoint_every
+            end = min(end, -(-until // every) * every)
         with paused_gc():
-            while self._applied < len(events):
+            while self._applied < end:
                 _apply(self, self._small, events[self._applied], record=True)
                 self._applied += 1
                 if self._applied % self.checkpoint_every == 0:
@@ -374,6 +396,8 @@ class Replayer:
             raise TypeError(f"step must be an integer, got {type(step).__name__}")
         if not 0 <= step <= total:
             raise IndexError(f"step {step} is outside this trace (0 .. {total})")
+        if self._applied < step:
+            self.extend(step)
         every = self.checkpoint_every
         base = min(step // every, len(self.checkpoints) - 1)
         small = self.checkpoints[base].copy()

@@ -13,7 +13,7 @@ from itertools import groupby
 
 from rich.text import Text
 
-from autograd_viz.trace import GraphTaskInfo, NodeInfo
+from autograd_viz.trace import GraphTaskInfo, NodeInfo, paused_gc
 from autograd_viz.trace.replay import ExecutionState, NodeState
 from autograd_viz.trace.text import printable
 from autograd_viz.tui.rows import RowList
@@ -152,7 +152,8 @@ class NodeList(RowList):
         if task is None:
             self.rows = []
         else:
-            self.rows = tree_rows(task) if self.view == "tree" else topo_rows(task)
+            with paused_gc():  # a row per node of a task that may hold 100,000 of them
+                self.rows = tree_rows(task) if self.view == "tree" else topo_rows(task)
         self._row_of_node = {}
         self._row_format = None
         for i, row in enumerate(self.rows):
@@ -187,7 +188,8 @@ class NodeList(RowList):
         width = self.row_width
         if self._row_format is None or self._row_format[0] != width:
             assert self.shown_task is not None
-            self._row_format = (width, row_format(self.shown_task, self.rows, width))
+            with paused_gc():
+                self._row_format = (width, row_format(self.shown_task, self.rows, width))
         return self._row_format[1]
 
     def _state(self, node_id: int) -> NodeState | None:
