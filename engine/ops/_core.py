@@ -490,6 +490,8 @@ def rebase_history(t: Tensor, result: Tensor) -> Tensor:
         t.grad_fn = result.grad_fn
         t._output_nr = result._output_nr
         t._requires_grad = True
+        if t._views:
+            _regenerate_views(t)
     return t
 
 
@@ -499,23 +501,31 @@ def rebase_history(t: Tensor, result: Tensor) -> Tensor:
 # change: as PyTorch's CopySlices does, the base becomes "the old base with
 # the view's elements replaced by the result". The view's elements are found
 # from memory offsets (the view and its base share memory), which covers every
-# view op at once; the base is then rebased as an index_put of those elements,
-# and every view of it that has a history (the base keeps them weakly) takes
-# a fresh one from the new base, as PyTorch regenerates stale views.
+# view op at once; the base is then rebased as an index_put of those elements.
+# Whenever a base takes a new history (written directly or through a view),
+# every view of it that has a history (the base keeps them weakly) takes a
+# fresh one from the new base, an AsStridedBackward0, as PyTorch regenerates
+# stale views: their gradients must flow through what the base became.
 
 
 def _rebase_view(view: Tensor, base: Tensor, result: Tensor) -> Tensor:
-    from engine.ops.indexing import CopySlices, _index_put, getitem, parse_index
+    from engine.ops.indexing import CopySlices, _index_put, parse_index
 
-    index = _positions_in(view.data, base.data)
-    rebase_history(base, _index_put(base, parse_index(index, base), result, False, CopySlices))
-    with grad_mode.enable_grad():
-        for other in {view, *(base._views or ())}:
-            fresh = getitem(base, index if other is view else _positions_in(other.data, base.data))
-            other.grad_fn = fresh.grad_fn
-            other._output_nr = fresh._output_nr
-            other._requires_grad = True
+    if view.grad_fn is None:  # views with a history are in base._views already (wrap_view)
+        if base._views is None:
+            base._views = weakref.WeakSet()
+        base._views.add(view)
+    index = parse_index(positions_in(view.data, base.data), base)
+    rebase_history(base, _index_put(base, index, result, False, CopySlices))
     return view
+
+
+def _regenerate_views(base: Tensor) -> None:
+    from engine.ops.indexing import regenerate_view
+
+    with grad_mode.enable_grad():
+        for view in list(base._views or ()):
+            regenerate_view(view, base)
 
 
 def _address(array: Any) -> int:
@@ -523,7 +533,7 @@ def _address(array: Any) -> int:
     return int(interface["data"][0]) if interface is not None else int(array.data.ptr)
 
 
-def _positions_in(view: Any, base: Any) -> tuple[Any, ...]:
+def positions_in(view: Any, base: Any) -> tuple[Any, ...]:
     """For each element of ``view``, its index in ``base`` (they share memory)."""
     base_offsets = sum(
         (i * s for i, s in zip(np.indices(base.shape), base.strides, strict=True)),

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from engine.devices import CPU, Device, move_array
-from engine.graph import Node
+from engine.graph import Node, shared_metadata
 from engine.ops._core import (
     as_tensor_like,
     check_inplace,
@@ -29,6 +29,7 @@ from engine.ops._core import (
     make_node,
     needs_grad,
     normalize_dim,
+    positions_in,
     rebase_history,
     wrap,
     wrap_view,
@@ -40,6 +41,7 @@ __all__ = [
     "FUNCTIONS",
     "TENSOR_METHODS",
     "AliasBackward0",
+    "AsStridedBackward0",
     "CopySlices",
     "Index",
     "IndexBackward0",
@@ -53,6 +55,7 @@ __all__ = [
     "narrow",
     "parse_index",
     "read",
+    "regenerate_view",
     "select",
     "setitem",
 ]
@@ -428,6 +431,37 @@ class CopySlices(IndexPutBackward0):
     """An assignment through a basic index (PyTorch's name for it)."""
 
     __slots__ = ()
+
+
+class AsStridedBackward0(Node):
+    """A view regenerated from its base after the base changed in place.
+
+    PyTorch regenerates such views as ``as_strided`` of the new base; here the
+    view's elements are found by memory offset (Note [In-place on views]) and
+    the gradient lands on them in a zero tensor of the base's shape.
+    """
+
+    __slots__ = ("index", "self_sym_sizes")
+    index: Index
+    self_sym_sizes: tuple[int, ...]
+
+    def apply(self, grads: list[Any]) -> tuple[Any, ...]:
+        g = grads[0]
+        zeros = Tensor._make(g.device.xp.zeros(self.self_sym_sizes, dtype=g.dtype), g.device)
+        return (_index_put(zeros, self.index, g, True),)
+
+
+def regenerate_view(view: Tensor, base: Tensor) -> None:
+    """Give ``view`` a fresh history from ``base``'s current one (an ``AsStridedBackward0``)."""
+    node = make_node(AsStridedBackward0, base)
+    if node is None:
+        return
+    node.index = parse_index(positions_in(view.data, base.data), base)
+    node.self_sym_sizes = base.data.shape
+    node._input_metadata = shared_metadata(view.data.shape, view.data.dtype, view.device)
+    view.grad_fn = node
+    view._output_nr = 0
+    view._requires_grad = True
 
 
 def _index_put(

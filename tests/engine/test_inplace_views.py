@@ -161,3 +161,73 @@ def test_threads_sharing_a_fresh_tensor_share_one_version_counter() -> None:
             assert all(d._version == 1 for ds in detached for d in ds)
     finally:
         sys.setswitchinterval(before)
+
+
+# -- views of a base that changed in place ------------------------------------------
+def _view_then_base_mul(lib: Any, x: Any) -> tuple[Any, Any]:
+    b = x * 1.0
+    v = b.view(2, 3)
+    b.mul_(2.0)
+    return v, v.sin().sum() + b.sum()
+
+
+def _slice_then_base_add(lib: Any, x: Any) -> tuple[Any, Any]:
+    b = x * 1.0
+    v = b[1:4]
+    t = b.t() if b.ndim == 2 else b[::2]
+    b.add_(x * x)
+    return v, (v * v).sum() + t.sum()
+
+
+def _view_written_then_sibling(lib: Any, x: Any) -> tuple[Any, Any]:
+    b = x * 1.0
+    first, second = b[:3], b[2:]
+    first.mul_(3.0)
+    return second, (second * second).sum()
+
+
+REGENERATED = {
+    "view_then_base_mul": _view_then_base_mul,
+    "slice_then_base_add": _slice_then_base_add,
+    "view_written_then_sibling": _view_written_then_sibling,
+}
+
+
+@pytest.mark.parametrize("name", list(REGENERATED))
+def test_views_of_a_changed_base_follow_its_new_history(name: str) -> None:
+    x = engine.tensor(np.linspace(-1.0, 1.5, 6), requires_grad=True)
+    assert engine.gradcheck(lambda t: REGENERATED[name](engine, t)[1], (x,))
+    view, _ = REGENERATED[name](engine, x)
+    assert view.grad_fn.name() == "AsStridedBackward0"
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("name", list(REGENERATED))
+def test_views_of_a_changed_base_match_pytorch(torch: Any, name: str) -> None:
+    array = np.linspace(-1.0, 1.5, 6)
+    ours, theirs = engine.tensor(array, requires_grad=True), torch.tensor(array, requires_grad=True)
+    (our_view, our_loss), (their_view, their_loss) = (
+        REGENERATED[name](engine, ours),
+        REGENERATED[name](torch, theirs),
+    )
+    assert our_view.grad_fn.name() == their_view.grad_fn.name()
+    our_loss.backward()
+    their_loss.backward()
+    np.testing.assert_allclose(ours.grad.numpy(), theirs.grad.numpy())
+
+
+@pytest.mark.oracle
+def test_a_saved_regenerated_view_is_named_as_strided_in_the_version_error(torch: Any) -> None:
+    messages = []
+    for lib in (engine, torch):
+        x = lib.tensor([1.0, 2.0, 3.0, 4.0], requires_grad=True)
+        b = x * 1.0
+        v = b[1:3]
+        b.mul_(2.0)
+        y = v * v
+        b.mul_(3.0)
+        with pytest.raises(RuntimeError) as info:
+            y.sum().backward()
+        messages.append(str(info.value).split(" Hint:")[0].replace("torch.", "engine."))
+    assert messages[0] == messages[1]
+    assert "which is output 0 of AsStrided, is at version 2" in messages[0]
