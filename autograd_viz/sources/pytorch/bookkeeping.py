@@ -115,9 +115,12 @@ class Bookkeeping:
         self._copy_slots = {edge for edge, count in plan.fan_in.items() if count > 1}
         for node, captures in plan.captures.items():
             self._copy_slots.update((node, slot) for slot, _ in captures)
+        self.followed = {node for node, _ in self._copy_slots}
+        """Nodes with a buffer slot followed by copy (:meth:`keep_copy`)."""
         self._copies: dict[tuple[TorchNode, int], torch.Tensor] = {}
         self.captured: dict[int, torch.Tensor | None] = {}
         """Each ``grad()`` result as the model summed it, by output index."""
+        self._owner = f"graph_task {graph_task}"
 
     def check_results(self, results: list[Any]) -> None:
         """Compare the ``grad()`` results PyTorch returned with the captured sums."""
@@ -148,39 +151,45 @@ class Bookkeeping:
     def pass_outputs(self, node: TorchNode, outputs: Any, summaries: list[Any]) -> None:
         """``Engine::evaluate_function``'s routing of a node's outputs, derived."""
         plan = self.plan
+        remaining = self._remaining
+        not_ready = self._not_ready
+        copy_slots = self._copy_slots
+        emit = self._emit
+        node_id = node._id
+        from_name = node._name
+        count_out = len(outputs)
         for i, edge in enumerate(node.next_edges):
             if edge is None:
                 continue
             nxt, slot = edge
-            output = outputs[i] if i < len(outputs) else None
-            count = self._remaining.get(nxt)
+            count = remaining.get(nxt)
             if count is None:
                 self.mismatch("dependencies", nxt, node, f"no dependency left for {nxt.name()}")
                 continue
             count -= 1
             if count:
-                self._remaining[nxt] = count
+                remaining[nxt] = count
             else:
-                del self._remaining[nxt]
-            self._emit(
+                del remaining[nxt]
+            emit(
                 "dependency_decrement",
                 nxt,
                 {
-                    "from_node": node._id,
-                    "from_name": node.name(),
+                    "from_node": node_id,
+                    "from_name": from_name,
                     "input_nr": slot,
                     "remaining": count,
                     "derived": True,
                 },
             )
-            buffer = self._not_ready.get(nxt)
+            buffer = not_ready.get(nxt)
             if buffer is None:
-                if not plan.should_execute(nxt):
-                    self._emit(
+                if plan.pruned and not plan.should_execute(nxt):
+                    emit(
                         "skip",
                         nxt,
                         {
-                            "from_node": node._id,
+                            "from_node": node_id,
                             "input_nr": slot,
                             "reason": "not needed for the requested inputs",
                             "derived": True,
@@ -189,27 +198,40 @@ class Bookkeeping:
                     continue
                 buffer = [False] * nxt.num_inputs
                 if count:
-                    self._not_ready[nxt] = buffer
+                    not_ready[nxt] = buffer
             elif not count:
-                del self._not_ready[nxt]
+                del not_ready[nxt]
+            output = outputs[i] if i < count_out else None
             if output is not None and slot < len(buffer):
                 created = not buffer[slot]
                 buffer[slot] = True
-                self.keep_copy(nxt, slot, output)
-                data = {
-                    "target": "buffer",
-                    "slot": slot,
-                    "action": "created" if created else "added",
-                    "from_node": node._id,
-                    "grad": summaries[i],
-                    "derived": True,
-                }
-                total = self._copies.get((nxt, slot))
+                total = None
+                if (nxt, slot) in copy_slots:
+                    self.keep_copy(nxt, slot, output)
+                    total = self._copies.get((nxt, slot))
+                grad = summaries[i]
                 if created:
-                    data["total"] = summaries[i]
-                elif total is not None:
-                    data["total"] = TorchSummary(total)
-                self._emit("accumulate", nxt, data)
+                    data = {
+                        "target": "buffer",
+                        "slot": slot,
+                        "action": "created",
+                        "from_node": node_id,
+                        "grad": grad,
+                        "derived": True,
+                        "total": grad,
+                    }
+                else:
+                    data = {
+                        "target": "buffer",
+                        "slot": slot,
+                        "action": "added",
+                        "from_node": node_id,
+                        "grad": grad,
+                        "derived": True,
+                    }
+                    if total is not None:
+                        data["total"] = TorchSummary(total)
+                emit("accumulate", nxt, data)
             if not count:
                 self.push(nxt, "ready")
 
@@ -218,27 +240,30 @@ class Bookkeeping:
         key = (node, slot)
         if key not in self._copy_slots:
             return
-        with torch.no_grad():
-            old = self._copies.get(key)
-            if old is not None:
-                self._copies[key] = old + grad.detach()  # PyTorch's InputBuffer adds in this order
-            elif grad.numel() <= COPY_LIMIT:
-                self._copies[key] = grad.detach().clone()
-            else:
-                self._copy_slots.discard(key)
+        # Detached, the copies and their sums record no graph (no_grad() costs more).
+        old = self._copies.get(key)
+        if old is not None:
+            self._copies[key] = old + grad.detach()  # PyTorch's InputBuffer adds in this order
+        elif grad.numel() <= COPY_LIMIT:
+            self._copies[key] = grad.detach().clone()
+        else:
+            self._copy_slots.discard(key)
 
     def push(self, node: TorchNode, reason: str) -> None:
         """A task for ``node`` goes onto the thread's ready queue."""
         queue = _QUEUES.queue
         heapq.heappush(queue, _Task(self, node))
         device = node.device
-        on_cpu = device == "cpu"
+        if device == "cpu":
+            queue_name, owner = "cpu", self._owner
+        else:
+            queue_name, owner = device, "device"
         self._emit(
             "enqueue",
             node,
             {
-                "queue": "cpu" if on_cpu else device,
-                "queue_owner": f"graph_task {self.graph_task}" if on_cpu else "device",
+                "queue": queue_name,
+                "queue_owner": owner,
                 "reason": reason,
                 "queue_length": len(queue),
                 "derived": True,
@@ -350,13 +375,14 @@ def _same_values(a: torch.Tensor | None, b: torch.Tensor | None) -> bool:
     """Bit-for-bit equality (a NaN equals the same NaN)."""
     if a is None or b is None:
         return a is None and b is None
-    with torch.no_grad():
-        b = b.detach()
-        if a.shape != b.shape or a.dtype != b.dtype or a.device != b.device:
-            return False
-        if a.is_floating_point():
-            bits = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
-            as_int = bits.get(a.element_size())
-            if as_int is not None:
-                return bool(torch.equal(a.view(as_int), b.view(as_int)))
-        return bool(torch.equal(a, b))
+    b = b.detach()  # ``a`` is a detached copy: nothing here records a graph
+    if a.shape != b.shape or a.dtype != b.dtype or a.device != b.device:
+        return False
+    if a.is_floating_point():
+        as_int = _SAME_SIZE_INTS.get(a.element_size())
+        if as_int is not None:
+            return bool(torch.equal(a.view(as_int), b.view(as_int)))
+    return bool(torch.equal(a, b))
+
+
+_SAME_SIZE_INTS = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}

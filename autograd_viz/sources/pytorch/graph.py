@@ -21,6 +21,7 @@ import torch
 from autograd_viz.sources.pytorch.naming import LeafNamer
 from autograd_viz.sources.pytorch.summary import dtype_name, summarize_tensor
 from autograd_viz.trace import GraphTaskInfo, LeafInfo, NodeInfo
+from autograd_viz.trace.records import new_node_info
 from engine.graph import _node_ids
 
 ACCUMULATE_GRAD = "AccumulateGrad"
@@ -62,6 +63,7 @@ class TorchNode:
         "_name",
         "device",
         "fn",
+        "inputs",
         "leaf_name",
         "next_edges",
         "num_inputs",
@@ -85,6 +87,8 @@ class TorchNode:
         """Per output: the node it feeds and that node's input slot, or ``None``."""
         self.num_inputs = 0
         """How many input slots its buffer has."""
+        self.inputs: tuple[tuple[tuple[int, ...], str, str], ...] | None = None
+        """``(shape, dtype, device)`` of each input slot, as the graph walk read them."""
         self.variable: torch.Tensor | None = None
         """For ``AccumulateGrad``: the leaf."""
         self.leaf_name: str | None = None
@@ -177,9 +181,7 @@ def _node_info(
     inputs: tuple[tuple[tuple[int, ...], str, str], ...] = ()
     traceback = None
     if fn is not None:
-        inputs = tuple(
-            (tuple(m.shape), dtype_name(m.dtype), str(m.device)) for m in fn._input_metadata
-        )
+        inputs = node.inputs if node.inputs is not None else _input_slots(fn._input_metadata)
         stack = fn.metadata.get("traceback_")
         traceback = None if stack is None else tuple(str(line) for line in stack)
     leaf = None
@@ -193,34 +195,52 @@ def _node_info(
             device=str(variable.device),
             grad=None if grad is None else summarize_tensor(grad, str(grad.device), max_values),
         )
-    return NodeInfo(
-        id=node._id,
-        name=node._name,
-        sequence_nr=node.sequence_nr,
-        topological_nr=node.topological_nr,
-        device=node.device,
-        next_edges=tuple(None if e is None else (e[0]._id, e[1]) for e in node.next_edges),
-        inputs=inputs,
-        dependencies=dependencies,
-        status=status,
-        captures=captures,
-        hooks=(),
-        traceback=traceback,
-        leaf=leaf,
+    return new_node_info(
+        node._id,
+        node._name,
+        node.sequence_nr,
+        node.topological_nr,
+        node.device,
+        tuple([None if e is None else (e[0]._id, e[1]) for e in node.next_edges]),
+        inputs,
+        dependencies,
+        status,
+        captures,
+        (),
+        (),
+        traceback,
+        leaf,
     )
+
+
+def _input_slots(metadata: Any) -> tuple[tuple[tuple[int, ...], str, str], ...]:
+    """``(shape, dtype, device)`` of each of a node's input slots (``_input_metadata``)."""
+    return tuple([(tuple(m.shape), dtype_name(m.dtype), _device_name(m.device)) for m in metadata])
+
+
+_DEVICE_NAMES: dict[torch.device, str] = {}
+
+
+def _device_name(device: torch.device) -> str:
+    """``str(device)``, remembered (devices are few; ``str()`` is slow)."""
+    name = _DEVICE_NAMES.get(device)
+    if name is None:
+        name = _DEVICE_NAMES[device] = str(device)
+    return name
 
 
 def _adapt(fn: Any, namer: Callable[[torch.Tensor], str]) -> TorchNode:
     name = fn.name()
-    metadata = fn._input_metadata
-    device = str(metadata[0].device) if metadata else "cpu"
+    inputs = _input_slots(fn._input_metadata)
+    device = inputs[0][2] if inputs else "cpu"
     if name == "torch::autograd::AccumulateGrad":
         node = TorchNode(fn, ACCUMULATE_GRAD, fn._sequence_nr(), device)
         node.variable = fn.variable
         node.leaf_name = namer(fn.variable)
     else:
         node = TorchNode(fn, name, fn._sequence_nr(), device)
-    node.num_inputs = len(metadata)
+    node.num_inputs = len(inputs)
+    node.inputs = inputs
     return node
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
 import weakref
 from typing import Any
 
@@ -22,6 +23,7 @@ from engine import events
 from engine.events import LazySummary, TensorSummary
 
 _DTYPE_NAMES: dict[torch.dtype, str] = {}
+_MAX_INDEX = sys.maxsize
 
 
 def dtype_name(dtype: torch.dtype) -> str:
@@ -63,8 +65,12 @@ def summarize_tensor(tensor: torch.Tensor, device: str, max_values: int = 0) -> 
     shape = tuple(tensor.shape)
     dtype = dtype_name(tensor.dtype)
     try:
+        if type(tensor) is _Tensor and tensor.dtype in _PLAIN_CPU and tensor.is_cpu:
+            if tensor.layout is not _STRIDED or tensor.is_nested:
+                return TensorSummary(shape, dtype, device)
+            return _summarize_plain(tensor, shape, dtype, device, max_values)
         if (
-            tensor.layout is not torch.strided
+            tensor.layout is not _STRIDED
             or tensor.is_nested
             or tensor.is_complex()
             or tensor.device.type == "meta"
@@ -75,6 +81,15 @@ def summarize_tensor(tensor: torch.Tensor, device: str, max_values: int = 0) -> 
         return TensorSummary(shape, dtype, device)
 
 
+_Tensor = torch.Tensor
+_STRIDED = torch.strided
+_PLAIN_CPU = frozenset(
+    {torch.float16, torch.float32, torch.float64, torch.uint8, torch.int8, torch.int16}
+    | {torch.int32, torch.int64, torch.bool}
+)
+"""Dtypes whose CPU tensors NumPy views as they are (same dtype, same name)."""
+
+
 def _summarize_values(
     values: torch.Tensor, shape: tuple[int, ...], dtype: str, device: str, max_values: int
 ) -> TensorSummary:
@@ -83,14 +98,14 @@ def _summarize_values(
         return _summarize_large(values, shape, dtype, device)
     if values.dtype in _WIDENED:
         values = values.float()
-    if values.device.type != "cpu":
+    if not values.is_cpu:
         values = values.cpu()
     try:
         array = values.numpy()
     except RuntimeError:  # a conjugate or negative view
         array = values.resolve_conj().resolve_neg().numpy()
     summary = None
-    if count > _SMALL and array.dtype.kind == "f" and count > max_values:
+    if count > _SMALL and count > max_values and array.dtype.kind == "f":
         summary = _summarize_finite_floats(array, shape, dtype, device)
     if summary is None:
         summary = events.summarize(array, device, max_values)
@@ -103,6 +118,34 @@ _SMALL = 64
 """Up to this many elements :func:`engine.events.summarize` is fastest (and remembers)."""
 
 
+def _summarize_plain(
+    tensor: torch.Tensor, shape: tuple[int, ...], dtype: str, device: str, max_values: int
+) -> TensorSummary:
+    """:func:`_summarize_values` of a plain strided CPU tensor of a dtype NumPy shares.
+
+    The common case (a gradient), with no check that cannot fail and no alias
+    where the tensor needs none.
+    """
+    if tensor.requires_grad:
+        tensor = tensor.detach()
+    count = tensor.numel()
+    if count > _SMALL and count > max_values and tensor.dtype in _FLOATS:
+        if count >= LARGE:
+            return _summarize_large(tensor, shape, dtype, device)
+        try:
+            array = tensor.numpy()
+        except RuntimeError:  # a negative view
+            return _summarize_values(tensor, shape, dtype, device, max_values)
+        summary = _summarize_finite_floats(array, shape, dtype, device)
+        if summary is not None:
+            return summary
+        return events.summarize(array, device, max_values)
+    return _summarize_values(tensor, shape, dtype, device, max_values)
+
+
+_FLOATS = frozenset({torch.float16, torch.float32, torch.float64})
+
+
 def _summarize_finite_floats(
     array: np.ndarray, shape: tuple[int, ...], dtype: str, device: str
 ) -> TensorSummary | None:
@@ -113,22 +156,28 @@ def _summarize_finite_floats(
     summarized several times per node. ``None`` when the sum is not finite;
     the general path then counts NaN and Inf.
     """
-    wide = array.ravel().astype(np.float64)
-    total = float(wide.sum())
+    flat = array.ravel()
+    wide = flat.astype(np.float64)
+    total = float(_add(wide))
     if not math.isfinite(total):
         return None
     return events._new_summary(  # the frozen record's fast builder (Note [Building frozen records])
         shape,
         dtype,
         device,
-        float(array.min()),
-        float(array.max()),
+        float(_minimum(flat)),
+        float(_maximum(flat)),
         total / wide.size,
-        math.sqrt(float(wide @ wide)),
+        math.sqrt(float(wide.dot(wide))),
         0,
         0,
         None,
     )
+
+
+_add = np.add.reduce
+_minimum = np.minimum.reduce
+_maximum = np.maximum.reduce
 
 
 # Note [Summaries of large tensors]
@@ -179,7 +228,7 @@ class TorchSummary(LazySummary):
     :meth:`resolve` is called, if the tensor is still alive.
     """
 
-    __slots__ = ("version",)
+    __slots__ = ("_covers", "version")
 
     def __init__(self, tensor: torch.Tensor, device: str | None = None) -> None:
         # LazySummary.__init__ reads NumPy attributes; the fields are set here instead.
@@ -187,26 +236,63 @@ class TorchSummary(LazySummary):
         """The tensor's version counter when this summary was made."""
         self.shape = tuple(tensor.shape)
         self.dtype = dtype_name(tensor.dtype)
-        self.device = str(tensor.device) if device is None else device
+        if device is None:
+            device = "cpu" if tensor.is_cpu else str(tensor.device)
+        self.device = device
         self._summary = None
+        self._covers = -1  # the largest max_values the summary answers as it is; none yet
         self._ref: Any = weakref.ref(tensor)
         self._strong = None
 
     def resolve(self, max_values: int = 0) -> TensorSummary:
         """The summary; only shape, dtype and device if the tensor is already gone."""
-        summary = self._summary
-        if summary is not None and (
-            summary.values is not None or not max_values or summary.numel > max_values
-        ):
-            return summary  # it already holds everything asked for
+        if max_values <= self._covers:
+            return self._summary  # type: ignore[return-value]  # it holds everything asked for
         tensor = self._ref()
         if tensor is None:
-            return summary or TensorSummary(self.shape, self.dtype, self.device)
+            return self._summary or TensorSummary(self.shape, self.dtype, self.device)
+        key = None
+        if tensor.numel() >= LARGE and type(tensor) is _Tensor and tensor.layout is _STRIDED:
+            # See Note [One summary per memory]
+            key = (tensor.data_ptr(), self.shape, tensor.stride(), tensor.dtype, self.device)
+            twin = _SAME_MEMORY.get(key)
+            if twin is not None and max_values <= twin[0]._covers:
+                made, version = twin
+                source = made._ref()
+                if source is not None and source._version == version:
+                    self._covers = made._covers
+                    self._summary = made._summary
+                    return made._summary  # type: ignore[return-value]
         summary = self._summary = summarize_tensor(tensor, self.device, max_values)
+        # Asked again with a smaller max_values, the answer is the same summary; with a
+        # larger one too, unless it would keep values this one has not.
+        kept = summary.values is not None
+        self._covers = _MAX_INDEX if kept else max(max_values, summary.numel - 1)
+        if key is not None:
+            if len(_SAME_MEMORY) >= _SAME_MEMORY_MAX:
+                _SAME_MEMORY.clear()
+            _SAME_MEMORY[key] = (self, tensor._version)
         return summary
 
     def __repr__(self) -> str:
         return f"TorchSummary(shape={self.shape}, dtype={self.dtype}, device={self.device})"
+
+
+# Note [One summary per memory]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# A large gradient often reaches the events as several tensor objects over
+# the same memory: a linear layer's weight gradient leaves ``TBackward0`` as
+# a view of what ``AddmmBackward0`` made, and ``AccumulateGrad`` steals it
+# into ``.grad``. A summary is a function of the memory read the same way
+# (address, shape, strides, dtype, device), so a tensor that reads the memory
+# of a summarized tensor the same way takes its summary, as long as that
+# tensor is alive (its memory cannot have been handed to another tensor) and
+# its version counter, which its views share, has not moved (nothing wrote
+# it in place). Only large tensors are looked up: the key costs more than a
+# small summary.
+
+_SAME_MEMORY: dict[tuple[Any, ...], tuple[TorchSummary, int]] = {}
+_SAME_MEMORY_MAX = 256
 
 
 # Note [One summary per gradient]
@@ -242,4 +328,4 @@ def summary_of(tensor: torch.Tensor | None) -> TorchSummary | None:
 
 def summaries_of(tensors: Any) -> list[TorchSummary | None]:
     """One summary per tensor (:func:`summary_of`)."""
-    return [summary_of(t) for t in tensors]
+    return [None if t is None else summary_of(t) for t in tensors]

@@ -188,22 +188,30 @@ class GraphTaskWatch:
         """
         try:
             step(*args)
-        except Exception as exc:
-            if getattr(exc, "_engine_propagate", False):
-                raise
-            self._live = False
-            _warn_once(f"autograd-viz: stopped watching a backward call after {exc!r}")
+        except Exception as exc:  # noqa: BLE001 - _stop raises what is meant for PyTorch
+            self._stop(exc)
+
+    def _stop(self, exc: Exception) -> None:
+        """A step of the watch failed: stop watching, or fail the backward (:meth:`guarded`)."""
+        if getattr(exc, "_engine_propagate", False):
+            raise exc
+        self._live = False
+        _warn_once(f"autograd-viz: stopped watching a backward call after {exc!r}")
 
     # -- observed ----------------------------------------------------------------------
     def _hook(self, node: TorchNode) -> None:
         watch = self
+        node_start, node_end = self._node_start, self._node_end
 
-        # See Note [Whose hook fires]
+        # See Note [Whose hook fires]; the steps are guarded() inline (a hook runs per node).
         def pre_hook(grads: tuple[torch.Tensor | None, ...]) -> None:
             stack = _LOCAL.stack
             if watch._live and stack and stack[-1] is watch:
                 if HUB.active:
-                    watch.guarded(watch._node_start, node, grads)
+                    try:
+                        node_start(node, grads)
+                    except Exception as exc:  # noqa: BLE001 - as in guarded()
+                        watch._stop(exc)
                 else:
                     watch._live = False
 
@@ -211,7 +219,10 @@ class GraphTaskWatch:
             stack = _LOCAL.stack
             if watch._live and stack and stack[-1] is watch:
                 if HUB.active:
-                    watch.guarded(watch._node_end, node, outputs)
+                    try:
+                        node_end(node, outputs)
+                    except Exception as exc:  # noqa: BLE001 - as in guarded()
+                        watch._stop(exc)
                 else:
                     watch._live = False
 
@@ -223,34 +234,45 @@ class GraphTaskWatch:
         self._running.append(node)
         derived = self.derived
         derived.advance(node)
-        for slot, index in self.plan.captures.get(node, ()):
-            derived.capture(node, slot, index)
-        derived.check_buffer(node, grads)
-        if node.variable is not None:
-            self._had_grad[node] = node.variable.grad is not None
-        self._emit("node_start", node, {"inputs": summaries_of(grads)})
+        if node in derived.followed:
+            for slot, index in self.plan.captures.get(node, ()):
+                derived.capture(node, slot, index)
+            derived.check_buffer(node, grads)
+        variable = node.variable
+        if variable is not None:
+            self._had_grad[node] = variable.grad is not None
+        if HUB.active:
+            HUB.emit_data("node_start", "cpu", self.id, node, {"inputs": summaries_of(grads)})
 
     def _node_end(self, node: TorchNode, outputs: tuple[Any, ...]) -> None:
-        if self._running and self._running[-1] is node:
-            self._running.pop()
+        running = self._running
+        if running and running[-1] is node:
+            running.pop()
+        gid = self.id
         variable = node.variable
-        if variable is not None and variable.grad is not None:
-            self._emit(
-                "accumulate",
-                node,
-                {
-                    "target": "leaf",
-                    "leaf_name": node.leaf_name,
-                    "action": "added" if self._had_grad.pop(node, False) else "created",
-                    "grad": summary_of(variable.grad),
-                },
-            )
+        if variable is not None:
+            grad = variable.grad
+            if grad is not None and HUB.active:
+                HUB.emit_data(
+                    "accumulate",
+                    "cpu",
+                    gid,
+                    node,
+                    {
+                        "target": "leaf",
+                        "leaf_name": node.leaf_name,
+                        "action": "added" if self._had_grad.pop(node, False) else "created",
+                        "grad": summary_of(grad),
+                    },
+                )
+            del grad  # hold no gradient past the event (AccumulateGrad steals it next time)
         summaries = summaries_of(outputs)
-        self._emit("node_end", node, {"outputs": summaries})
-        if _anomaly_rejects(outputs):
+        if HUB.active:
+            HUB.emit_data("node_end", "cpu", gid, node, {"outputs": summaries})
+        if _is_anomaly_enabled() and _anomaly_rejects(outputs):
             # PyTorch checks a node's outputs after its post hooks and raises: nothing
             # is routed, and the error that follows names this node.
-            self._running.append(node)
+            running.append(node)
             return
         self.derived.pass_outputs(node, outputs, summaries)
 
@@ -305,6 +327,9 @@ def _warn_once(message: str) -> None:
     if message not in _warned:
         _warned.add(message)
         warnings.warn(message, RuntimeWarning, stacklevel=3)
+
+
+_is_anomaly_enabled = torch.is_anomaly_enabled
 
 
 def _anomaly_rejects(outputs: tuple[Any, ...]) -> bool:
