@@ -58,35 +58,54 @@ class Recorder:
 
     def __call__(self, event: Event) -> None:
         """Record ``event``; call it on the engine thread that emitted it."""
-        info = None
         if event[0] == "graph_task_start":
-            build = event.data.get("graph_snapshot")
-            info = snapshot(event, self.max_values) if build is None else build(self.max_values)
+            self._record_start(event)
+            return
+        data = event[10]
+        for value in data.values():
+            if type(value) not in _KEPT_AS_IS:
+                data = _plain_values(data, self.max_values)
+                break
+        with self._lock:
+            events_ = self.trace.events
+            position = len(events_)
+            if position and events_[-1][2] > event[1] and not self._arrival_order:
+                self._insert(event, data)
+            elif data is event[10]:  # plain already: the event's own fields, after the index
+                events_.append(_new_trace_event(TraceEvent, (position, *event)))
+            else:  # the event's fields, kind to topological_nr, between the index and the data
+                events_.append(_new_trace_event(TraceEvent, (position, *event[:10], data)))
+
+    def _record_start(self, event: Event) -> None:
+        build = event.data.get("graph_snapshot")
+        info = snapshot(event, self.max_values) if build is None else build(self.max_values)
         data = _plain_data(event, self.max_values)
         with self._lock:
             trace = self.trace
             events_ = trace.events
             position = len(events_)
-            if events_ and events_[-1][2] > event[1] and not self._arrival_order:
-                # Another thread emitted later but recorded first; keep engine order.
-                position = bisect.bisect(events_, event.seq, key=lambda e: e.seq)
-            # The event's fields, kind to topological_nr, between the index and the data.
-            record = _new_trace_event(TraceEvent, (position, *event[:10], data))
-            if position == len(events_):
-                events_.append(record)
+            if position and events_[-1][2] > event[1] and not self._arrival_order:
+                position = self._insert(event, data)
             else:
-                events_.insert(position, record)
-                for i in range(position + 1, len(events_)):
-                    events_[i] = _reindex(events_[i], i)
-                _shift_first_events(trace, position)
-                if position < trace._replayed_len:
-                    trace._replayer = None  # it indexed the events that moved
-            if info is not None:
-                trace.graph_tasks[info.id] = _with_first_event(info, position)
-                sources = trace.header.setdefault("sources", [])
-                source = event.data.get("source", "engine")
-                if source not in sources:
-                    sources.append(source)
+                events_.append(_new_trace_event(TraceEvent, (position, *event[:10], data)))
+            trace.graph_tasks[info.id] = _with_first_event(info, position)
+            sources = trace.header.setdefault("sources", [])
+            source = event.data.get("source", "engine")
+            if source not in sources:
+                sources.append(source)
+
+    def _insert(self, event: Event, data: Mapping[str, Any]) -> int:
+        """Another thread emitted later but recorded first; keep engine order (under the lock)."""
+        trace = self.trace
+        events_ = trace.events
+        position = bisect.bisect(events_, event.seq, key=lambda e: e.seq)
+        events_.insert(position, _new_trace_event(TraceEvent, (position, *event[:10], data)))
+        for i in range(position + 1, len(events_)):
+            events_[i] = _reindex(events_[i], i)
+        _shift_first_events(trace, position)
+        if position < trace._replayed_len:
+            trace._replayer = None  # it indexed the events that moved
+        return position
 
 
 def _reindex(event: TraceEvent, index: int) -> TraceEvent:
@@ -150,29 +169,30 @@ def _plain_data(event: Event, max_values: int) -> Mapping[str, Any]:
     is kept as it is: the engine's read-only mapping, which nothing changes.
     """
     data = event.data
-    for value in data.values():
-        if type(value) not in _KEPT_AS_IS:
-            break
-    else:
-        if event[0] not in _DROPPED:
-            return data
-    dropped = _DROPPED.get(event[0], ())
+    dropped = _DROPPED.get(event[0])
+    if dropped is None:
+        for value in data.values():
+            if type(value) not in _KEPT_AS_IS:
+                return _plain_values(data, max_values)
+        return data
+    return _plain_values({k: v for k, v in data.items() if k not in dropped}, max_values)
+
+
+def _plain_values(data: Mapping[str, Any], max_values: int) -> dict[str, Any]:
     plain = {}
     for key, value in data.items():
         kind = type(value)
-        if kind is LazySummary:  # the common cases without a call to _plain
-            plain[key] = value.resolve(max_values)
-        elif key in dropped:
-            continue
-        elif kind in _KEPT_AS_IS:
+        if kind in _KEPT_AS_IS:
             plain[key] = value
-        elif kind is list:
+        elif kind is list:  # of summaries, mostly: resolved without a call to _plain
             plain[key] = tuple(
                 [
-                    v.resolve(max_values) if type(v) is LazySummary else _plain(v, max_values)
+                    v.resolve(max_values) if isinstance(v, LazySummary) else _plain(v, max_values)
                     for v in value
                 ]
             )
+        elif isinstance(value, LazySummary):
+            plain[key] = value.resolve(max_values)
         else:
             plain[key] = _plain(value, max_values)
     return plain
