@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
+import numpy as np
 import pytest
 
 import autograd_viz
@@ -97,10 +99,66 @@ def test_collapse_folds_an_unrolled_chain_into_one_node_with_counts() -> None:
     assert re.search(r"folded \d+ nodes of repeated chains into 1", source)
 
 
-def test_collapse_leaves_a_graph_without_repeats_alone() -> None:
+def test_collapse_leaves_a_graph_without_repeats_alone_and_says_so() -> None:
     x = engine.tensor([1.0], requires_grad=True)
     view = dot.build_view((x.exp() * 2.0).tanh().sum())
-    assert graph_select.collapse(view) is view
+    same = graph_select.collapse(view)
+    assert same.nodes == view.nodes and same.edges == view.edges and same.boxes == view.boxes
+    assert same.notices == (
+        *view.notices,
+        "nothing to fold: no pattern of up to 4 nodes repeats 3 times along a chain or the "
+        "steps of a loop",
+    )
+
+
+def unrolled_rnn(steps: int) -> Trace:
+    """``h = (h @ W + x).tanh()`` ``steps`` times: each step has its own ``x``, all share ``W``."""
+    rng = np.random.default_rng(0)
+    w = engine.tensor(rng.standard_normal((4, 4)) * 0.5, requires_grad=True, name="W")
+    h = engine.tensor(np.zeros((1, 4)), requires_grad=True, name="h0")
+    with autograd_viz.record() as trace:
+        for t in range(steps):
+            x = engine.tensor(rng.standard_normal((1, 4)), requires_grad=True, name=f"x{t}")
+            h = (h @ w + x).tanh()
+        h.sum().backward()
+    return trace
+
+
+def test_collapse_folds_the_steps_of_an_unrolled_rnn_with_their_side_inputs() -> None:
+    trace = unrolled_rnn(30)
+    middle = [e.index for e in trace.events if e.kind == "node_start"][45]
+    view = dot.build_view(trace, middle)
+    folded = graph_select.collapse(view)
+    folds = [n for n in folded.nodes.values() if n.fold is not None]
+    assert len(folds) == 1
+    fold = folds[0].fold
+    assert fold is not None
+    assert fold.pattern == ("TanhBackward0", "AddBackward0 +AccumulateGrad", "MmBackward0")
+    assert fold.repeats == 30 and len(fold.members) == 120
+    assert fold.statuses["done"] > 0 and fold.statuses["waiting"] > 0
+    # Left: the loss, the fold, and the inputs every step shares (W) or the first one takes (h0).
+    leaves = {n.info.leaf.name for n in folded.nodes.values() if n.info.leaf is not None}
+    assert leaves == {"W", "h0"} and len(folded.nodes) == 4
+    w = next(k for k, n in folded.nodes.items() if n.info.leaf and n.info.leaf.name == "W")
+    assert [(e.tail, e.head) for e in folded.edges if e.head == w] == [(folds[0].key, w)]
+    assert {b.node for b in folded.boxes} <= set(folded.nodes)
+    source = to_dot(trace, step=middle, collapse=True).source
+    assert "× 30" in source and "folded 120 nodes of repeated chains into 1" in source
+
+
+def test_dot_collapse_says_when_nothing_could_be_folded(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from autograd_viz.cli.main import main
+
+    x = engine.tensor([1.0], requires_grad=True)
+    with autograd_viz.record() as trace:
+        (x.exp() * 2.0).tanh().sum().backward()
+    trace.save(tmp_path / "t.jsonl")
+    assert (
+        main(["dot", str(tmp_path / "t.jsonl"), "-o", str(tmp_path / "g.dot"), "--collapse"]) == 0
+    )
+    assert "nothing to fold" in capsys.readouterr().out
 
 
 def test_repeating_runs_find_the_longest_period_cover() -> None:
