@@ -469,6 +469,11 @@ def rebase_history(t: Tensor, result: Tensor) -> Tensor:
     over ``result``'s place in the graph. When ``t`` is a view, its base is
     rebased instead (see Note [In-place on views]).
     """
+    if result.data.shape != t.data.shape:
+        raise RuntimeError(
+            f"output with shape [{', '.join(map(str, t.data.shape))}] doesn't match the broadcast "
+            f"shape [{', '.join(map(str, result.data.shape))}]"
+        )
     if not t.device.xp.can_cast(result.data.dtype, t.data.dtype, casting="same_kind"):
         raise RuntimeError(
             f"result type {result.data.dtype} can't be cast to the desired output type "

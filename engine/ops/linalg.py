@@ -15,7 +15,15 @@ from typing import Any
 import numpy as np
 
 from engine.graph import Node
-from engine.ops._core import check_same_device, dtype_name, make_node, operands, save, wrap
+from engine.ops._core import (
+    check_broadcast,
+    check_same_device,
+    dtype_name,
+    make_node,
+    operands,
+    save,
+    wrap,
+)
 from engine.ops.arithmetic import UNUSED
 from engine.ops.conversion import clone
 from engine.ops.shape import UnsafeViewBackward0, expand, reshape, t, transpose, unsqueeze
@@ -303,18 +311,11 @@ def _squeeze_fresh(input: Tensor, dim: int) -> Tensor:
 # -- matmul ----------------------------------------------------------------------
 def _batch_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
     """Broadcast two batch shapes, with PyTorch's message when they do not match."""
+    check_broadcast(a, b)
     n = len(a) if len(a) > len(b) else len(b)
     a = (1,) * (n - len(a)) + a
     b = (1,) * (n - len(b)) + b
-    out = []
-    for i, (x, y) in enumerate(zip(a, b, strict=True)):
-        if 1 not in (x, y) and x != y:
-            raise RuntimeError(
-                f"The size of tensor a ({x}) must match the size of tensor b ({y}) at "
-                f"non-singleton dimension {i}"
-            )
-        out.append(y if x == 1 else x)
-    return tuple(out)
+    return tuple(y if x == 1 else x for x, y in zip(a, b, strict=True))
 
 
 def _check_inner(a: Tensor, b: Tensor, batch: tuple[int, ...]) -> None:

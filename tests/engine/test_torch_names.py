@@ -230,3 +230,17 @@ def test_functional_exports_only_its_functions() -> None:
         assert internal not in F.__all__
     for name in ("linear", "softmax", "log_softmax", "sigmoid", "tanh", "relu", "cross_entropy"):
         assert name in F.__all__
+
+
+@pytest.mark.oracle
+def test_in_place_result_that_does_not_fit_raises_pytorchs_message(torch: Any) -> None:
+    messages = []
+    for lib in (engine, torch):
+        with pytest.raises(RuntimeError) as info:
+            (lib.ones(3) * 1.0).add_(lib.ones(2, 3))
+        messages.append(str(info.value))
+    assert (
+        messages[0]
+        == messages[1]
+        == ("output with shape [3] doesn't match the broadcast shape [2, 3]")
+    )
