@@ -268,6 +268,14 @@ class _Loader:
             fields = _GRAPH_TASK(item)
             if fields["id"] in self.graph_tasks:
                 raise s.SchemaError(f"graph task {fields['id']} appears twice")
+            parent = fields["parent"]
+            if parent is not None and parent not in self.graph_tasks:
+                # A reentrant call starts inside a node of its parent, so after it;
+                # this also rules out a cycle of parents.
+                raise s.SchemaError(
+                    f"graph task {fields['id']} names parent {parent}, which did not start "
+                    "before it"
+                )
             self.pending = fields
             self.pending_nodes = {}
         elif kind == "event":
@@ -321,6 +329,13 @@ class _Loader:
                 f"graph task {pending['id']} declares {pending['nodes']} nodes but "
                 f"{len(self.pending_nodes)} follow it"
             )
+        nodes = self.pending_nodes
+        if nodes and pending["root"] not in nodes:
+            raise s.SchemaError(
+                f"graph task {pending['id']} starts from node {pending['root']}, which is not "
+                "among its nodes"
+            )
+        _check_acyclic(pending["id"], nodes)
         self.expect_start = pending["id"]
         del pending["type"], pending["nodes"]
         self.graph_tasks[pending["id"]] = GraphTaskInfo(
@@ -379,6 +394,37 @@ class _Loader:
         if self.expect_start is not None:
             raise s.SchemaError(f"graph task {self.expect_start} has no graph_task_start event")
         return Trace(self.header, self.graph_tasks, self.events)
+
+
+def _check_acyclic(graph_task: int, nodes: dict[int, NodeInfo]) -> None:
+    """Raise when the edges among ``nodes`` form a cycle: a backward graph never does.
+
+    Views walk the graph from its root; a cycle would send them round forever.
+    Edges to nodes outside the snapshot are ignored here.
+    """
+    done: set[int] = set()
+    for start, info in nodes.items():
+        if start in done:
+            continue
+        on_path = {start}
+        stack = [(start, iter(info.next_edges))]
+        while stack:
+            node_id, edges = stack[-1]
+            for edge in edges:
+                if edge is None or edge[0] not in nodes or edge[0] in done:
+                    continue
+                if edge[0] in on_path:
+                    raise s.SchemaError(
+                        f"graph task {graph_task}: the edges from node {node_id} back to node "
+                        f"{edge[0]} close a cycle, and a backward graph has none"
+                    )
+                on_path.add(edge[0])
+                stack.append((edge[0], iter(nodes[edge[0]].next_edges)))
+                break
+            else:
+                stack.pop()
+                on_path.discard(node_id)
+                done.add(node_id)
 
 
 PROGRESS_EVERY = 1 << 14
