@@ -244,6 +244,7 @@ class LiveSession:
                     stacklevel=2,
                 )
         events.unsubscribe(self._listener)
+        self._recorder.close()  # the trace no longer changes once stop() returns
         if self._armed:
             self._armed = False
             arming.release()

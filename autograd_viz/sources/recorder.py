@@ -12,7 +12,6 @@ summaries computed while the engine still holds the arrays.
 from __future__ import annotations
 
 import bisect
-import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -53,11 +52,24 @@ class Recorder:
         """The element count below which values are kept."""
         self.trace = Trace(new_header(max_values))
         """The trace being filled."""
-        self._lock = threading.Lock()
+        self._lock = self.trace.lock  # Trace.copy takes it: a save never sees half a change
         self._arrival_order = arrival_order
+        self.closed = False
+        """Set by :meth:`close`: events that arrive later are not recorded."""
+
+    def close(self) -> None:
+        """Record nothing more, not even an event a thread is handing over right now.
+
+        An engine thread may be inside :meth:`__call__` when its listener is
+        unsubscribed; after ``close`` returns, the trace no longer changes.
+        """
+        with self._lock:
+            self.closed = True
 
     def __call__(self, event: Event) -> None:
         """Record ``event``; call it on the engine thread that emitted it."""
+        if self.closed:
+            return
         if event[0] == "graph_task_start":
             self._record_start(event)
             return
@@ -67,6 +79,8 @@ class Recorder:
                 data = _plain_values(data, self.max_values)
                 break
         with self._lock:
+            if self.closed:
+                return
             events_ = self.trace.events
             position = len(events_)
             if position and events_[-1][2] > event[1] and not self._arrival_order:
@@ -81,6 +95,8 @@ class Recorder:
         info = snapshot(event, self.max_values) if build is None else build(self.max_values)
         data = _plain_data(event, self.max_values)
         with self._lock:
+            if self.closed:
+                return
             trace = self.trace
             events_ = trace.events
             position = len(events_)
@@ -140,8 +156,11 @@ def record(max_values: int = DEFAULT_MAX_VALUES) -> Iterator[Trace]:
         The :class:`Trace`, filled as the engine runs.
     """
     recorder = Recorder(max_values)
-    with every_source(), events.listen(recorder):
-        yield recorder.trace
+    try:
+        with every_source(), events.listen(recorder):
+            yield recorder.trace
+    finally:
+        recorder.close()  # a thread still handing over an event records nothing more
 
 
 # -- turning live objects into plain values -------------------------------------------

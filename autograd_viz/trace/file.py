@@ -138,6 +138,7 @@ def save(trace: Trace, path: str | os.PathLike[str]) -> None:
     failed save leaves any previous file whole.
     """
     tmp = f"{os.fspath(path)}.tmp"
+    trace = trace.copy()  # a recorder may still be filling it
     try:
         with open(tmp, "wb") as f:
             for item in iter_records(trace):

@@ -17,6 +17,7 @@ from __future__ import annotations
 import gc
 import math
 import os
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -239,6 +240,8 @@ class Trace:
         """Every graph task, by id, in the order they started."""
         self.events: list[TraceEvent] = events if events is not None else []
         """Every event, in engine order (``seq``)."""
+        self.lock = threading.Lock()
+        """Held by whoever fills the trace (a recorder) while it changes it; see :meth:`copy`."""
         self._replayer: Replayer | None = None
 
     def __len__(self) -> int:
@@ -276,6 +279,16 @@ class Trace:
             self._replayer = Replayer(self, lazy=True)
         return self._replayer.state_at(step)
 
+    def copy(self) -> Trace:
+        """The trace as it is now, unchanged by a recorder that goes on filling this one.
+
+        Taken under :attr:`lock`, so it never holds half of a change: a
+        graph task without its start event, or an event twice.
+        """
+        with self.lock:
+            header = {k: list(v) if isinstance(v, list) else v for k, v in self.header.items()}
+            return Trace(header, self.graph_tasks, list(self.events))
+
     def stats(self) -> TraceStats:
         """Counts for a one-line summary."""
         kinds: dict[str, int] = {}
@@ -299,7 +312,11 @@ class Trace:
         return (e for e in self.events if e.graph_task == graph_task)
 
     def save(self, path: str | os.PathLike[str]) -> None:
-        """Write the trace as JSON Lines (see ``docs/trace-format.md``)."""
+        """Write the trace as JSON Lines (see ``docs/trace-format.md``).
+
+        Safe while a recorder still fills the trace: what is written is a
+        :meth:`copy` taken when the save starts.
+        """
         from autograd_viz.trace.file import save
 
         save(self, path)
