@@ -121,6 +121,7 @@ class Bookkeeping:
         self.captured: dict[int, torch.Tensor | None] = {}
         """Each ``grad()`` result as the model summed it, by output index."""
         self._owner = f"graph_task {graph_task}"
+        self._queue = _QUEUES.queue  # the calling thread's, where every step of the task runs
 
     def check_results(self, results: list[Any]) -> None:
         """Compare the ``grad()`` results PyTorch returned with the captured sums."""
@@ -251,7 +252,7 @@ class Bookkeeping:
 
     def push(self, node: TorchNode, reason: str) -> None:
         """A task for ``node`` goes onto the thread's ready queue."""
-        queue = _QUEUES.queue
+        queue = self._queue
         heapq.heappush(queue, _Task(self, node))
         device = node.device
         if device == "cpu":
@@ -272,7 +273,7 @@ class Bookkeeping:
 
     def advance(self, node: TorchNode) -> None:
         """Pop the model queue up to ``node``, which PyTorch starts now."""
-        queue = _QUEUES.queue
+        queue = self._queue
         while queue:
             task = heapq.heappop(queue)
             if task.owner is not self:
@@ -303,7 +304,7 @@ class Bookkeeping:
         return not self.plan.pruned or node in self.plan.needed
 
     def _unqueue(self, node: TorchNode) -> None:
-        queue = _QUEUES.queue
+        queue = self._queue
         kept = [t for t in queue if not (t.owner is self and t.node is node)]
         if len(kept) != len(queue):
             queue[:] = kept
@@ -326,7 +327,7 @@ class Bookkeeping:
 
     def drain(self) -> None:
         """The call returned: play the model tasks left, which PyTorch popped unseen."""
-        queue = _QUEUES.queue
+        queue = self._queue
         while queue and queue[0].owner is self:
             task = heapq.heappop(queue)
             if self.runs(task.node):

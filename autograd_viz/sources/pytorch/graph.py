@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from autograd_viz.sources.pytorch.naming import LeafNamer
-from autograd_viz.sources.pytorch.summary import dtype_name, summarize_tensor
+from autograd_viz.sources.pytorch.summary import _DTYPE_NAMES, dtype_name, summarize_tensor
 from autograd_viz.trace import GraphTaskInfo, LeafInfo, NodeInfo
 from autograd_viz.trace.records import new_node_info
 from engine.graph import _node_ids
@@ -215,7 +215,16 @@ def _node_info(
 
 def _input_slots(metadata: Any) -> tuple[tuple[tuple[int, ...], str, str], ...]:
     """``(shape, dtype, device)`` of each of a node's input slots (``_input_metadata``)."""
-    return tuple([(tuple(m.shape), dtype_name(m.dtype), _device_name(m.device)) for m in metadata])
+    return tuple(
+        [
+            (
+                tuple(m.shape),
+                _DTYPE_NAMES.get(m.dtype) or dtype_name(m.dtype),
+                _DEVICE_NAMES.get(m.device) or _device_name(m.device),
+            )
+            for m in metadata
+        ]
+    )
 
 
 _DEVICE_NAMES: dict[torch.device, str] = {}
@@ -283,16 +292,23 @@ def plan_graph_task(
         order.insert(0, root)
     # Walk every node reachable from the roots (the fns stay alive: the graph holds them).
     stack = [n for n, _ in reversed(root_edges)]
-    walked = {id(n) for n in stack}
+    walked = set(stack)
     while stack:
         node = stack.pop()
         edges: list[tuple[TorchNode, int] | None] = []
         for fn, nr in node.fn.next_functions:
-            edges.append(None if fn is None else (adapt(fn), nr))
+            if fn is None:
+                edges.append(None)
+                continue
+            child = by_fn.get(id(fn))
+            if child is None:  # adapt(fn), inline: the walk meets every edge
+                child = by_fn[id(fn)] = _adapt(fn, namer)
+                order.append(child)
+            edges.append((child, nr))
         node.next_edges = edges
         for edge in reversed(edges):
-            if edge is not None and id(edge[0]) not in walked:
-                walked.add(id(edge[0]))
+            if edge is not None and edge[0] not in walked:
+                walked.add(edge[0])
                 stack.append(edge[0])
     _topological_nrs(order)
     if root.fn is None:
@@ -335,14 +351,21 @@ def _topological_nrs(order: list[TorchNode]) -> None:
         while stack:
             node, i = stack.pop()
             edges = node.next_edges
-            while i < len(edges) and (edges[i] is None or edges[i][0] in done):  # type: ignore[index]
+            count = len(edges)
+            while i < count:
+                edge = edges[i]
+                if edge is not None and edge[0] not in done:
+                    break
                 i += 1
-            if i < len(edges):
+            if i < count:
                 stack.append((node, i + 1))
                 stack.append((edges[i][0], 0))  # type: ignore[index]
                 continue
-            children = [e[0].topological_nr for e in edges if e is not None]
-            node.topological_nr = 1 + max(children) if children else 0
+            highest = -1
+            for edge in edges:
+                if edge is not None and edge[0].topological_nr > highest:
+                    highest = edge[0].topological_nr
+            node.topological_nr = highest + 1
             done.add(node)
 
 

@@ -235,7 +235,7 @@ class TorchSummary(LazySummary):
         self.version: int = tensor._version
         """The tensor's version counter when this summary was made."""
         self.shape = tuple(tensor.shape)
-        self.dtype = dtype_name(tensor.dtype)
+        self.dtype = _DTYPE_NAMES.get(tensor.dtype) or dtype_name(tensor.dtype)
         if device is None:
             device = "cpu" if tensor.is_cpu else str(tensor.device)
         self.device = device

@@ -74,7 +74,7 @@ class GraphTaskWatch:
         else:  # a call from inside an unwatched graph task is reentrant too
             self.parent = None
             self.depth = 0 if torch._C._current_graph_task_id() == -1 else 1
-        self.derived = Bookkeeping(plan, self.id, self.depth, self._emit)
+        self.derived = Bookkeeping(plan, self.id, self.depth, _emitter(self.id))
         """The replay of PyTorch's bookkeeping between nodes."""
         self._running: list[TorchNode] = []
         self._had_grad: dict[TorchNode, bool] = {}
@@ -318,6 +318,16 @@ class GraphTaskWatch:
     def _emit(self, kind: str, node: TorchNode | None, data: dict[str, Any]) -> None:
         if HUB.active:
             HUB.emit_data(kind, "cpu", self.id, node, data)
+
+
+def _emitter(graph_task: int) -> Callable[[str, TorchNode | None, dict[str, Any]], None]:
+    """:meth:`GraphTaskWatch._emit` as a closure (the derived events call it per edge)."""
+
+    def emit(kind: str, node: TorchNode | None, data: dict[str, Any]) -> None:
+        if HUB.active:
+            HUB.emit_data(kind, "cpu", graph_task, node, data)
+
+    return emit
 
 
 _warned: set[str] = set()
