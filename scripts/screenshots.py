@@ -79,7 +79,9 @@ async def reentrant_call(pilot: Pilot[Any], app: VizApp) -> None:
 
 async def nan_found(pilot: Pilot[Any], app: VizApp) -> None:
     await settle(pilot, app)
-    await pilot.press("a")  # runs to the first NaN/Inf gradient and marks the path to it
+    await pilot.press("e")  # the whole program: the Inf is born in the forward pass,
+    await settle(pilot, app)  # before backward has shown the graph a could select it in
+    await pilot.press("a")  # the first NaN/Inf: selected, its cause, the path to it
     await settle(pilot, app)
 
 

@@ -230,11 +230,13 @@ class VizApp(App[int]):
             elif driver.finished:
                 parts.append("live · program finished")
             elif driver.recorded_all:
-                parts.append("live · program finished · stepping through what it recorded")
+                parts.append("live · program finished · replaying")
             else:
                 parts.append("live · engine paused")
         else:
             parts.append("replay")
+        if self.message:  # what the last move found: first, where a narrow bar keeps it
+            parts.append(self.message)
         if state.graph_task is not None:
             parts.append(f"graph task {state.graph_task}")
         marks = driver.breakpoints
@@ -246,8 +248,6 @@ class VizApp(App[int]):
             parts.append(f"⚠ {len(state.errors)} errors, {len(state.anomalies)} anomalies")
         if self.output:
             parts.append("o: program output")
-        if self.message:
-            parts.append(self.message)
         status = self.query_one("#status", Static)
         # Text, not markup: the message quotes names and errors (Note [Names are text]).
         line = Text(one_line(" · ".join(parts), STATUS_LIMIT))

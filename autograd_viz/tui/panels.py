@@ -220,7 +220,10 @@ def inspect_nothing(trace: Trace, state: ExecutionState) -> RenderableType:
     """What the inspector says when no node is selected."""
     if not trace.graph_tasks:
         return Text("Waiting for the first backward call…", style="dim italic")
-    return Text("Select a node (arrows or mouse) to inspect it.", style="dim italic")
+    return Text(
+        "Select a node to inspect it: Tab to the node list, then ↑ ↓ (or click one).",
+        style="dim italic",
+    )
 
 
 def short_thread(name: str) -> str:

@@ -62,7 +62,7 @@ def test_live_on_a_script_steps_and_runs_to_its_end() -> None:
         assert "program finished" in status(app)
         await pilot.press("r")  # back to step 0 of a program that has ended
         assert driver.position == 0 and "engine paused" not in status(app)
-        assert "program finished · stepping through what it recorded" in status(app)
+        assert "program finished · replaying" in status(app)
         await pilot.press("z")  # zoomed in, the status bar still says where we are
         assert app.screen.maximized is not None
         assert app.query_one("#status").region.height == 1
