@@ -21,6 +21,10 @@ engine step even with several device threads.
 :meth:`LiveSession.continue_` opens the gate instead, checking breakpoints in
 the listener; the first event that matches closes it again. Free running is
 as fast as recording, and as timing-dependent as the engine itself.
+
+A session gates only its target's engine work, and nobody once the target
+has finished (Note [Whose work a session gates]); it records at most
+``max_events`` events.
 """
 
 from __future__ import annotations
@@ -46,6 +50,9 @@ from engine.events import Event, TensorSummary
 
 LIVE_THREAD = "autograd-viz-live"
 """The name of the thread a live session runs its target in."""
+
+DEFAULT_MAX_EVENTS = 1_000_000
+"""The most events a live session records unless told otherwise (a 400 MB trace file)."""
 
 _SETTLING = frozenset({"error", "graph_task_end", "reentrant_exit"})
 """Events after which a graph task has nothing left to cancel (Note [Where a stop cancels])."""
@@ -132,6 +139,11 @@ class LiveSession:
         settle_timeout: how long a step waits for the engine to become
             quiescent before choosing among the threads already paused (only
             a thread blocked outside the engine's knowledge makes it wait).
+        max_events: the most events the session records (``None``: no
+            limit). A session keeps every event it lets through, and a long
+            free run (a training loop) grew one past a gigabyte; at the
+            limit the session warns, sets :attr:`truncated` and lets the
+            target run on, no longer gated or recorded.
     """
 
     def __init__(
@@ -141,7 +153,10 @@ class LiveSession:
         *,
         max_values: int = DEFAULT_MAX_VALUES,
         settle_timeout: float = 1.0,
+        max_events: int | None = DEFAULT_MAX_EVENTS,
     ) -> None:
+        if max_events is not None and (isinstance(max_events, bool) or max_events < 1):
+            raise ValueError(f"max_events must be a positive integer or None, got {max_events!r}")
         if isinstance(target, str | os.PathLike):
             path = os.fspath(target)
             check_script(path)
@@ -157,6 +172,9 @@ class LiveSession:
         self._recorder = Recorder(max_values, arrival_order=True)
         self._listener = self._gate  # one bound method, so unsubscribe finds it
         self._settle_timeout = settle_timeout
+        self._max_events = max_events
+        self.truncated = False
+        """The session reached ``max_events``: it no longer gates or records the target."""
         self._cond = threading.Condition(threading.Lock())
         self._paused: list[_Paused] = []
         self._gated = True
@@ -338,7 +356,9 @@ class LiveSession:
             self._gated = False
             self._release_all()
             self._cond.notify_all()
-            done = self._cond.wait_for(lambda: self._hit is not None or self._finished, timeout)
+            done = self._cond.wait_for(
+                lambda: self._hit is not None or self._finished or self.truncated, timeout
+            )
             hit = self._hit
             self._gated = True
         self.position = self.frontier
@@ -392,7 +412,7 @@ class LiveSession:
 
     def _owns(self, event: Event) -> bool:
         """Whether ``event`` is the target's engine work (Note [Whose work a session gates])."""
-        if self._finished:
+        if self._finished or self.truncated:
             return False
         gid = event.graph_task
         if gid in self._tasks:
@@ -413,7 +433,7 @@ class LiveSession:
             if self._cancelled:
                 self._after_cancel(event)
                 return
-            if self._finished:  # it finished while this thread waited for the lock
+            if self._finished or self.truncated:  # while this thread waited for the lock
                 return
             if self._gated:
                 paused = _Paused(event)
@@ -437,7 +457,23 @@ class LiveSession:
         self._recorder(event)
         if event.kind == "graph_task_end":
             self._settled_tasks.add(event.graph_task)
-        return self._recorder.trace.events[-1]
+        events_ = self._recorder.trace.events
+        if self._max_events is not None and len(events_) >= self._max_events:
+            self._truncate()
+        return events_[-1]
+
+    def _truncate(self) -> None:
+        """The session holds ``max_events``: stop gating and recording (lock held)."""
+        self.truncated = True
+        self._gated = False
+        self._release_all()
+        warnings.warn(
+            f"the live session recorded {self._max_events:,} events (max_events) and no "
+            "longer pauses or records its target; pass a larger max_events, or record the "
+            "program with autograd_viz.record() and save the trace",
+            RuntimeWarning,
+            stacklevel=2,
+        )
 
     def _release_all(self) -> None:
         """Let every paused thread go on (lock held)."""
@@ -497,7 +533,7 @@ class LiveSession:
                     self._cond.notify_all()
                     self._cond.wait_for(functools.partial(self._let_through, paused))
                     return paused.record
-                if self._finished:
+                if self._finished or self.truncated:
                     return None
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -13,6 +14,7 @@ import pytest
 
 import engine
 from autograd_viz.live import LiveSession, SessionCancelled
+from autograd_viz.trace import Trace
 from engine import events
 from engine.activity import ACTIVITY
 from engine.devices import set_sim_device_count, sim_device_count
@@ -138,3 +140,36 @@ def test_stop_at_every_step_unblocks_the_target_and_leaves_no_thread(name: str) 
     # The engine still works, devices included.
     np.testing.assert_allclose(_square_on_sim1().numpy(), [2.0, 4.0])
     engine.get_default_engine().shutdown()
+
+
+def _training_loop() -> engine.Tensor:
+    w = engine.tensor([1.0, 2.0], requires_grad=True, name="w")
+    for _ in range(20):
+        (w * w).sum().backward()
+    assert w.grad is not None
+    return w.grad
+
+
+def test_a_session_stops_recording_at_max_events_and_lets_the_target_run_on(
+    tmp_path: Path,
+) -> None:
+    with pytest.warns(RuntimeWarning, match="recorded 50 events"):
+        session = LiveSession(_training_loop, max_events=50).start()
+        try:
+            session.run_to_end(timeout=TIMEOUT)
+            assert session.truncated and session.frontier == 50
+            assert session.step(timeout=TIMEOUT) is None  # nothing more to step through
+            deadline = time.monotonic() + TIMEOUT
+            while not session.finished and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert session.finished and session.error is None
+            np.testing.assert_allclose(session.result.numpy(), [40.0, 80.0])
+        finally:
+            session.stop()
+    session.trace.save(tmp_path / "live.jsonl")
+    assert len(Trace.load(tmp_path / "live.jsonl")) == 50
+
+
+def test_max_events_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="max_events must be a positive integer"):
+        LiveSession(_training_loop, max_events=0)
