@@ -12,11 +12,15 @@ from textual.pilot import Pilot
 from textual.widgets import Static
 
 from autograd_viz.sources.recorder import record
+from autograd_viz.trace import Trace
 from autograd_viz.trace.text import printable
 from autograd_viz.tui.screens import TaskPicker
 from tests.hostile.names import ACTING, HOSTILE
 from tests.hostile.program import class_name, hostile_program, hostile_trace
 from tests.viz.tui.tuiting import replay_app, run_app, status
+
+REPORTED = ("rich_close", "rich_action", "osc_title", "textual_variable", "long")
+"""The names the defect was reported with: each gets an app of its own."""
 
 
 def acting(text: str) -> list[str]:
@@ -32,8 +36,9 @@ def engine_panel(app: Any) -> str:
     return console.export_text()
 
 
-@pytest.mark.parametrize("name", HOSTILE.values(), ids=HOSTILE.keys())
-def test_status_bar_and_thread_panel_show_hostile_names_as_text(name: str) -> None:
+@pytest.mark.parametrize("key", REPORTED)
+def test_first_problem_on_a_hostile_name_is_reported_as_text(key: str) -> None:
+    name = HOSTILE[key]
     app = replay_app(hostile_trace(name))
     seen: dict[str, str] = {}
 
@@ -54,19 +59,55 @@ def test_status_bar_and_thread_panel_show_hostile_names_as_text(name: str) -> No
     assert printable(name)[:40] in seen["threads"]
 
 
-def test_every_view_of_a_trace_full_of_hostile_names_draws() -> None:
+@pytest.fixture(scope="module")
+def everything_hostile() -> Trace:
+    """Every hostile name's program, one after the other, in one trace."""
     with record() as trace:
         for name in HOSTILE.values():
             hostile_program(name)
+    return trace
+
+
+def test_continue_stops_at_each_hostile_error_and_says_so_as_text(
+    everything_hostile: Trace,
+) -> None:
+    app = replay_app(everything_hostile)
+    said: list[str] = []
+    threads: list[str] = []
+
+    async def actions(pilot: Pilot[Any]) -> None:
+        for _ in HOSTILE:
+            await pilot.press("c")  # continue stops at every error
+            said.append(status(app).replace("\n", ""))
+        starts = [
+            e.index
+            for e in everything_hostile.events
+            if e.kind == "graph_task_start" and e.thread in HOSTILE.values()
+        ]
+        for start in starts:  # each backward on a thread named after a hostile name
+            app.driver.goto(start + 4)
+            app.refresh_view(follow=True)
+            threads.append(engine_panel(app))
+        assert acting(app.export_screenshot()) == []
+        assert app.is_running
+
+    run_app(app, actions, size=(160, 48))
+    for name, line, lanes in zip(HOSTILE.values(), said, threads, strict=True):
+        assert f"stopped: error {printable(class_name(name))}"[:80] in line
+        assert printable(name)[:40] in lanes and acting(lanes) == []
+
+
+def test_every_view_of_a_trace_full_of_hostile_names_draws(everything_hostile: Trace) -> None:
+    trace = everything_hostile
     app = replay_app(trace)
     screens: list[str] = []
 
     async def actions(pilot: Pilot[Any]) -> None:
-        for step in range(0, len(trace) + 1, len(trace) // 6):
+        for step in range(0, len(trace) + 1, len(trace) // 4):
             app.driver.goto(step)
             app.refresh_view(follow=True)
             await pilot.pause()
-            for key in ("v", "v", "v", "e", "enter"):
+            for key in ("v", "v", "v", "enter"):
                 await pilot.press(key)
             screens.append(app.export_screenshot())
         await pilot.press("t")
