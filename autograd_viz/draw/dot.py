@@ -44,6 +44,7 @@ from autograd_viz.draw.graph_view import (
     from_tensors,
     from_torch_tensors,
 )
+from autograd_viz.draw.words import thread_name
 from autograd_viz.trace import Trace
 from autograd_viz.trace.replay import ExecutionState, NodeStatus
 from autograd_viz.trace.text import printable, shorten
@@ -489,7 +490,7 @@ def _tooltip(node: ViewNode) -> str:
     if node.status is not None:
         parts.append(f"status: {node.status.value}")
     if node.thread:
-        parts.append(f"ran on {node.thread}")
+        parts.append(f"ran on {thread_name(node.thread)}")
     if node.error:
         parts.append(node.error)
     if info.traceback:
@@ -605,7 +606,7 @@ def _caption(view: GraphView, extra: str | None = None) -> str:
             line += ": before the first event"
         else:
             where = f" {event.node_name}" if event.node_name else ""
-            line += f": {event.kind}{where} on {event.thread}"
+            line += f": {event.kind}{where} on {thread_name(event.thread)}"
         rows.append(html_text(line))
     rows.extend(html_text(n) for n in view.notices)
     return html_label(rows) if rows else ""
