@@ -208,66 +208,70 @@ def mutate(rng: random.Random, data: bytes) -> tuple[bytes, str]:
         return data[: rng.randrange(len(data))], "truncated"
     ids = _ids(records)
     how = ""
-    for _ in range(rng.randint(1, 3)):
-        i = rng.randrange(len(records))
-        item = records[i]
-        if choice in (3, 4, 5, 6):  # a value replaced: another type, a huge number, an id
-            path = rng.choice(_paths(item))
-            if choice == 3:
-                new: Any = rng.choice(_ODD)
-            elif choice == 4:
-                new = rng.choice(_HUGE)
-            elif choice == 5:
-                new = rng.choice([*ids, max(ids) + 1, -rng.choice(ids)])
-            else:
-                old = _get(item, path)
-                new = [old, old] if not isinstance(old, list) else old * rng.randint(0, 3)
-            records[i] = _set(item, path, new)
-            how += f" {'/'.join(map(str, path))}={_short(new)}"
-        elif choice == 7 and isinstance(item, dict) and item.get("type") == "node":
-            # an edge back to itself or to another node: a cycle, or a wrong id
-            target = rng.choice([item["id"], *ids])
-            item["next_edges"] = [*item.get("next_edges", []), [target, rng.randint(0, 2)]]
-            how += " edge to " + str(target)
-        elif choice == 8 and isinstance(item, dict) and item.get("type") == "graph_task":
-            # a graph task's record and its nodes gone, or its id changed
-            gid = item["id"]
-            roll = rng.random()
-            if roll < 0.3:
-                field_ = rng.choice(["parent", "root"])
-                item[field_] = rng.choice([gid, *ids, max(ids) + 1])
-                how += f" graph task {gid} {field_}={item[field_]}"
-            elif roll < 0.6:
-                records = [
-                    r
-                    for r in records
-                    if not (
-                        isinstance(r, dict)
-                        and r.get("type") in ("graph_task", "node")
-                        and (r.get("id") == gid or r.get("graph_task") == gid)
-                    )
-                ]
-                how += f" graph task {gid} removed"
-            else:
-                new_id = rng.choice(ids) + rng.randint(0, 2)
-                item["id"] = new_id
-                how += f" graph task {gid} renamed {new_id}"
-        elif choice == 9 and isinstance(item, dict) and item.get("type") == "event":
-            item["kind"] = rng.choice(sorted(engine.events.EVENT_KINDS))
-            how += f" kind {item['kind']}"
-        elif choice == 10 and isinstance(item, dict) and item.get("type") == "event":
-            # an event of another graph task or node
-            if rng.random() < 0.5:
-                item["graph_task"] = rng.choice([*ids, 0, 10**6])
-            elif isinstance(item.get("node"), list):
-                item["node"][0] = rng.choice([*ids, 10**6])
-            how += " event moved"
-        elif choice == 11 and isinstance(item, dict):
-            key = rng.choice(sorted(item))  # a field removed
-            del item[key]
-            how += f" -{key}"
-        if isinstance(records, list) and not records:
-            break
+    try:
+        for _ in range(rng.randint(1, 3)):
+            i = rng.randrange(len(records))
+            item = records[i]
+            if choice in (3, 4, 5, 6):  # a value replaced: another type, a huge number, an id
+                path = rng.choice(_paths(item))
+                if choice == 3:
+                    new: Any = rng.choice(_ODD)
+                elif choice == 4:
+                    new = rng.choice(_HUGE)
+                elif choice == 5:
+                    new = rng.choice([*ids, max(ids) + 1, -rng.choice(ids)])
+                else:
+                    old = _get(item, path)
+                    new = [old, old] if not isinstance(old, list) else old * rng.randint(0, 3)
+                records[i] = _set(item, path, new)
+                how += f" {'/'.join(map(str, path))}={_short(new)}"
+            elif choice == 7 and isinstance(item, dict) and item.get("type") == "node":
+                # an edge back to itself or to another node: a cycle, or a wrong id
+                target = rng.choice([item["id"], *ids])
+                item["next_edges"] = [*item.get("next_edges", []), [target, rng.randint(0, 2)]]
+                how += " edge to " + str(target)
+            elif choice == 8 and isinstance(item, dict) and item.get("type") == "graph_task":
+                # a graph task's record and its nodes gone, or its id changed
+                gid = item["id"]
+                roll = rng.random()
+                if roll < 0.3:
+                    field_ = rng.choice(["parent", "root"])
+                    item[field_] = rng.choice([gid, *ids, max(ids) + 1])
+                    how += f" graph task {gid} {field_}={item[field_]}"
+                elif roll < 0.6:
+                    records = [
+                        r
+                        for r in records
+                        if not (
+                            isinstance(r, dict)
+                            and r.get("type") in ("graph_task", "node")
+                            and (r.get("id") == gid or r.get("graph_task") == gid)
+                        )
+                    ]
+                    how += f" graph task {gid} removed"
+                else:
+                    new_id = rng.choice(ids) + rng.randint(0, 2)
+                    item["id"] = new_id
+                    how += f" graph task {gid} renamed {new_id}"
+            elif choice == 9 and isinstance(item, dict) and item.get("type") == "event":
+                item["kind"] = rng.choice(sorted(engine.events.EVENT_KINDS))
+                how += f" kind {item['kind']}"
+            elif choice == 10 and isinstance(item, dict) and item.get("type") == "event":
+                # an event of another graph task or node
+                if rng.random() < 0.5:
+                    item["graph_task"] = rng.choice([*ids, 0, 10**6])
+                elif isinstance(item.get("node"), list):
+                    item["node"][0] = rng.choice([*ids, 10**6])
+                how += " event moved"
+            elif choice == 11 and isinstance(item, dict):
+                key = rng.choice(sorted(item))  # a field removed
+                del item[key]
+                how += f" -{key}"
+            if isinstance(records, list) and not records:
+                break
+    except (TypeError, KeyError, IndexError, AttributeError, ValueError):
+        # An earlier mutation left a record these operations cannot read: cut it instead.
+        return data[: rng.randrange(len(data))], "truncated"
     text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
     return text.encode("utf-8", "surrogatepass"), f"json{how}"
 
