@@ -12,6 +12,7 @@ session first, which releases every paused engine thread with
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -113,6 +114,8 @@ class VizApp(App[int]):
         self.output: list[tuple[bool, str]] = []
         """What the program printed while the app ran: ``(to stderr, text)`` pieces."""
         self._nan_report: tuple[int, tuple[Finding, ...]] | None = None
+        self._print_lock = threading.Lock()
+        self._unfinished: dict[tuple[int, bool], str] = {}
 
     # -- layout --------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -462,6 +465,29 @@ class VizApp(App[int]):
         if focused is not None:
             self.screen.maximized = focused  # panels are containers, which Textual won't offer
 
+    def _print(self, text: str, stderr: bool = False) -> None:
+        """Pass on what a program prints a whole line at a time, per thread.
+
+        ``print(a, b)`` writes ``a``, the separator, ``b`` and the newline
+        separately; two threads printing at once would share a line. Each
+        thread's text waits here until its newline (the rest when the program
+        ends, see :meth:`stop_driver`).
+        """
+        key = (threading.get_ident(), stderr)
+        with self._print_lock:
+            whole, newline, rest = (self._unfinished.pop(key, "") + text).rpartition("\n")
+            if rest:
+                self._unfinished[key] = rest
+        if newline:
+            super()._print(whole + newline, stderr)
+
+    def _flush_unfinished(self) -> None:
+        """What a thread printed after its last newline, kept for ``o`` and the terminal."""
+        with self._print_lock:
+            left, self._unfinished = self._unfinished, {}
+        for (_, stderr), text in left.items():
+            self.output.append((stderr, text))
+
     def on_print(self, event: events.Print) -> None:
         self.output.append((event.stderr, event.text))
         if len(self.output) == 1:
@@ -488,6 +514,7 @@ class VizApp(App[int]):
         if not self._stopped:
             self._stopped = True
             self.driver.stop()
+            self._flush_unfinished()
 
     def on_unmount(self) -> None:
         self.stop_driver()

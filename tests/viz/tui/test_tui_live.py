@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 import threading
 import time
@@ -358,3 +359,37 @@ def test_the_programs_thread_has_one_name_live_and_replayed() -> None:
         for other in ("MainThread", "autograd-viz-live", "program "):
             assert other not in text
     assert short_thread("MainThread") == short_thread("autograd-viz-live") == "main"
+
+
+def test_two_threads_printing_at_once_keep_their_lines_whole() -> None:
+    def program() -> None:
+        def chatter(name: str) -> None:
+            for k in range(300):
+                print("thread", name, "line", k)
+
+        threads = [threading.Thread(target=chatter, args=(str(i),)) for i in range(2)]
+        for thread in threads:
+            thread.start()
+        x = engine.tensor([1.0, 2.0], requires_grad=True)
+        (x * x).sum().backward()
+        for thread in threads:
+            thread.join()
+        sys.stdout.write("and a last word, with no newline")
+
+    driver = LiveDriver(LiveSession(program))
+    app = VizApp(driver, source="printing")
+
+    async def actions(pilot: Pilot[Any]) -> None:
+        await settle(pilot)
+        await pilot.press("e")
+        await settle(pilot)
+
+    run_app(app, actions)
+    printed = "".join(text for _, text in app.output)
+    lines = printed.split("\n")
+    assert lines[-1] == "and a last word, with no newline"
+    body = lines[:-1]
+    assert len(body) == 600
+    assert all(re.fullmatch(r"thread [01] line \d+", line) for line in body), [
+        line for line in body if not re.fullmatch(r"thread [01] line \d+", line)
+    ][:3]
