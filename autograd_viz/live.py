@@ -268,10 +268,9 @@ class LiveSession:
             arming.release()
         if self._workers_before is not None:
             # backward() raises at the first error while device threads may still be
-            # finishing a node of the cancelled task, and routing its gradients starts a
-            # device thread that is gone: wait for them, then shut down what the session
-            # started, again if finishing started another.
-            ACTIVITY.wait_quiescent(timeout)
+            # finishing a node of the cancelled task, and routing its gradients restarts a
+            # device thread the shutdown just stopped: shut down again what that started.
+            # (No wait for quiescence: other threads' backward passes may never pause.)
             engine_ = engine.get_default_engine()
             for _ in range(3):
                 if not set(engine_.worker_threads()) - self._workers_before:

@@ -173,3 +173,26 @@ def test_a_session_stops_recording_at_max_events_and_lets_the_target_run_on(
 def test_max_events_must_be_positive() -> None:
     with pytest.raises(ValueError, match="max_events must be a positive integer"):
         LiveSession(_training_loop, max_events=0)
+
+
+def test_stop_returns_at_once_while_other_threads_keep_the_engine_busy() -> None:
+    done = threading.Event()
+
+    def busy() -> None:
+        while not done.is_set():
+            _plain_backward()
+
+    worker = threading.Thread(target=busy, name="busy")
+    worker.start()
+    try:
+        session = LiveSession(CASES["two_devices"]).start()
+        for _ in range(3):
+            session.step(timeout=TIMEOUT)
+        started = time.monotonic()
+        session.stop(timeout=TIMEOUT)
+        assert time.monotonic() - started < TIMEOUT / 4
+        assert isinstance(session.error, SessionCancelled)
+    finally:
+        done.set()
+        worker.join()
+        engine.get_default_engine().shutdown()
