@@ -10,13 +10,14 @@ import numpy as np
 import pytest
 
 import engine
+from engine import events
 
 Label = tuple[str, int]
 """A node as both engines agree on it: ``("leaf", i)`` or ``(name, rank of its sequence_nr)``."""
 
 
-def _run_order(root: Any, leaves: list[Any], sequence_nr: Callable[[Any], int]) -> list[Label]:
-    """Backward from ``root`` with a prehook on every node; the nodes, labelled, in run order."""
+def _labels(root: Any, leaves: list[Any], sequence_nr: Callable[[Any], int]) -> dict[int, Any]:
+    """Every node reachable from ``root`` by ``id``, with its :data:`Label` as ``(node, label)``."""
     nodes: list[Any] = []
     seen: set[int] = set()
     stack = [root.grad_fn]
@@ -29,18 +30,39 @@ def _run_order(root: Any, leaves: list[Any], sequence_nr: Callable[[Any], int]) 
         stack.extend(fn for fn, _ in node.next_functions)
     leaf_index = {id(leaf): i for i, leaf in enumerate(leaves)}
     ops = sorted((n for n in nodes if not hasattr(n, "variable")), key=sequence_nr)
-    label: dict[int, Label] = {id(n): (n.name(), rank) for rank, n in enumerate(ops)}
+    labels: dict[int, Any] = {id(n): (n, (n.name(), rank)) for rank, n in enumerate(ops)}
     for n in nodes:
         if hasattr(n, "variable"):
-            label[id(n)] = ("leaf", leaf_index[id(n.variable)])
+            labels[id(n)] = (n, ("leaf", leaf_index[id(n.variable)]))
+    return labels
+
+
+def _run_order(root: Any, leaves: list[Any], sequence_nr: Callable[[Any], int]) -> list[Label]:
+    """Backward from ``root`` with a prehook on every node; the nodes, labelled, in run order."""
     order: list[Label] = []
     handles = [
-        n.register_prehook(lambda grads, n=n: order.append(label[id(n)]))  # type: ignore[misc]
-        for n in nodes
+        node.register_prehook(lambda grads, label=label: order.append(label))  # type: ignore[misc]
+        for node, label in _labels(root, leaves, sequence_nr).values()
     ]
     root.backward()
     for handle in handles:
         handle.remove()
+    return order
+
+
+def _event_order(root: Any, leaves: list[Any]) -> list[Label]:
+    """Backward from ``root`` with no hook, watched through the engine's ``node_start`` events."""
+    by_id = {
+        n.node_id: label for n, label in _labels(root, leaves, lambda n: n.sequence_nr).values()
+    }
+    order: list[Label] = []
+
+    def listener(event: events.Event) -> None:
+        if event.kind == "node_start" and event.node_id in by_id:
+            order.append(by_id[event.node_id])
+
+    with events.listen(listener):
+        root.backward()
     return order
 
 
@@ -68,6 +90,7 @@ def _both(program: Callable[[Any, list[Any]], Any], arrays: list[Any], torch: An
     for a, b in zip(ours, theirs, strict=True):
         np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-5)
     assert run(engine, _leaf_order)[0] == run(torch, _leaf_order)[0]
+    assert run(engine, _event_order)[0] == expected
 
 
 @pytest.mark.oracle
