@@ -24,6 +24,8 @@ The modules, in the order a backward call meets them:
 - :mod:`~autograd_viz.sources.pytorch.graph`: the graph walked from the
   roots, with PyTorch's numbers (``topological_nr``, dependencies, pruning),
   and its snapshot for a trace;
+- :mod:`~autograd_viz.sources.pytorch.saved`: the snapshot's saved tensors,
+  read without running a saved-tensors hook (a checkpoint never recomputes);
 - :mod:`~autograd_viz.sources.pytorch.naming`: leaves named as the user knows
   them (:func:`name`, a module's qualified parameter names, the shape);
 - :mod:`~autograd_viz.sources.pytorch.watch`: the hooks and the observed

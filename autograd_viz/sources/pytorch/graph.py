@@ -19,9 +19,11 @@ from typing import Any
 import torch
 
 from autograd_viz.sources.pytorch.naming import LeafNamer
+from autograd_viz.sources.pytorch.saved import Seen, saved_summaries
 from autograd_viz.sources.pytorch.summary import _DTYPE_NAMES, dtype_name, summarize_tensor
 from autograd_viz.trace import GraphTaskInfo, LeafInfo, NodeInfo
 from autograd_viz.trace.records import new_node_info
+from engine.events import TensorSummary
 from engine.graph import _node_ids
 
 ACCUMULATE_GRAD = "AccumulateGrad"
@@ -146,6 +148,7 @@ class GraphPlan:
         """
         in_task = self.dependencies.keys() | {self.root}
         nodes: dict[int, NodeInfo] = {}
+        seen: Seen = {}
         for node in self.nodes:
             status = "needed" if node in in_task and node in self.needed else "pruned"
             nodes[node._id] = _node_info(
@@ -154,6 +157,7 @@ class GraphPlan:
                 status,
                 tuple(self.captures.get(node, ())),
                 max_values,
+                seen,
             )
         return GraphTaskInfo(
             id=graph_task,
@@ -176,14 +180,17 @@ def _node_info(
     status: str,
     captures: tuple[tuple[int, int], ...],
     max_values: int,
+    seen: Seen,
 ) -> NodeInfo:
     fn = node.fn
     inputs: tuple[tuple[tuple[int, ...], str, str], ...] = ()
     traceback = None
+    saved: tuple[TensorSummary | None, ...] = ()
     if fn is not None:
         inputs = node.inputs if node.inputs is not None else _input_slots(fn._input_metadata)
         stack = fn.metadata.get("traceback_")
         traceback = None if stack is None else tuple(str(line) for line in stack)
+        saved = saved_summaries(fn, max_values, seen)
     leaf = None
     variable = node.variable
     if variable is not None:
@@ -206,7 +213,7 @@ def _node_info(
         dependencies,
         status,
         captures,
-        (),
+        saved,
         (),
         traceback,
         leaf,
