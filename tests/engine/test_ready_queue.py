@@ -262,3 +262,18 @@ def test_two_consumers_share_one_queue_without_losing_or_doubling_a_task() -> No
         thread.join(30)
         assert not thread.is_alive()
     assert sorted(taken[0] + taken[1]) == list(range(n))
+
+
+def test_priorities_a_float_cannot_hold_still_order_exactly() -> None:
+    # Depth-0 entries are floats; a reentrant task, or a sequence_nr past 2**53, is an exact int.
+    queue = ReadyQueue()
+    shallow, deep = _Task(0), _Task(1)
+    accumulate = (shallow, _Node(2**64 - 1), [])
+    huge = (shallow, _Node(2**64 - 2), [])  # 2**64 - 2 and 2**64 - 1 are the same float
+    big = (shallow, _Node(2**53 + 1), [])
+    small = (shallow, _Node(2**53 - 1), [])
+    reentrant = (deep, _Node(0), [])
+    for task in (small, big, huge, accumulate, reentrant):
+        queue.push(task)  # type: ignore[arg-type]
+    order = _drain(queue)
+    assert [id(t) for t in order] == [id(t) for t in (reentrant, accumulate, huge, big, small)]
