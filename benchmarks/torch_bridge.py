@@ -9,7 +9,8 @@ post hook on every node: the floor of any hook-based watcher) and under
 * MLP: W3's network (1024-1024-1024-10, tanh, cross entropy, batch 256,
   float32): big tensors, few nodes; the figure is the backward's time.
 * GRU: a GRUCell (batch 8, 32 wide) unrolled 20 steps: small tensors, many
-  nodes; the figure is µs per node, and what watching adds per node.
+  nodes; the figure is µs per node, and what watching adds per node (over
+  plain, and over bare hooks: the recorder's own cost).
 
 Forward passes are built fresh each repeat and not timed. Prints a table.
 
@@ -185,6 +186,7 @@ def main() -> None:
     table = Table(title="Watching PyTorch's backward: median of interleaved repeats, gc off")
     for column in ("workload", "nodes", "way", "backward", "× plain", "µs/node", "+µs/node"):
         table.add_column(column, justify="left" if column in ("workload", "way") else "right")
+    table.add_column("+µs/node over bare hooks", justify="right")
     for make in (mlp, gru):
         label, build = make()
         nodes = count_nodes(build())
@@ -192,7 +194,7 @@ def main() -> None:
             for run in WAYS.values():
                 run(build())
         medians = measure(build, args.repeat)
-        base = medians["plain"]
+        base, hooks = medians["plain"], medians["bare hooks"]
         for way, seconds in medians.items():
             table.add_row(
                 label,
@@ -202,6 +204,8 @@ def main() -> None:
                 f"{seconds / base:.2f}×",
                 f"{seconds / nodes * 1e6:.1f}",
                 "" if way == "plain" else f"{(seconds - base) / nodes * 1e6:.1f}",
+                # what recording adds beyond the hooks any hook-based watcher needs
+                f"{(seconds - hooks) / nodes * 1e6:.1f}" if way == "record()" else "",
             )
         table.add_section()
     Console().print(table)
