@@ -254,21 +254,24 @@ class TorchSummary(LazySummary):
         key = None
         if tensor.numel() >= LARGE and type(tensor) is _Tensor and tensor.layout is _STRIDED:
             # See Note [One summary per memory]
-            key = (tensor.data_ptr(), self.shape, tensor.stride(), tensor.dtype, self.device)
+            key = _memory_key(tensor, self.shape, self.device)
             twin = _SAME_MEMORY.get(key)
             if twin is not None and max_values <= twin[0]._covers:
                 made, version = twin
                 source = made._ref()
                 if source is not None and source._version == version:
+                    shared = made._summary
+                    if shared.shape != self.shape:  # type: ignore[union-attr]
+                        shared = dataclasses.replace(shared, shape=self.shape)  # type: ignore[type-var]
                     self._covers = made._covers
-                    self._summary = made._summary
-                    return made._summary  # type: ignore[return-value]
+                    self._summary = shared
+                    return shared  # type: ignore[return-value]
         summary = self._summary = summarize_tensor(tensor, self.device, max_values)
         # Asked again with a smaller max_values, the answer is the same summary; with a
         # larger one too, unless it would keep values this one has not.
         kept = summary.values is not None
         self._covers = _MAX_INDEX if kept else max(max_values, summary.numel - 1)
-        if key is not None:
+        if key is not None and not kept:
             if len(_SAME_MEMORY) >= _SAME_MEMORY_MAX:
                 _SAME_MEMORY.clear()
             _SAME_MEMORY[key] = (self, tensor._version)
@@ -281,18 +284,38 @@ class TorchSummary(LazySummary):
 # Note [One summary per memory]
 # ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 # A large gradient often reaches the events as several tensor objects over
-# the same memory: a linear layer's weight gradient leaves ``TBackward0`` as
-# a view of what ``AddmmBackward0`` made, and ``AccumulateGrad`` steals it
-# into ``.grad``. A summary is a function of the memory read the same way
-# (address, shape, strides, dtype, device), so a tensor that reads the memory
-# of a summarized tensor the same way takes its summary, as long as that
-# tensor is alive (its memory cannot have been handed to another tensor) and
-# its version counter, which its views share, has not moved (nothing wrote
-# it in place). Only large tensors are looked up: the key costs more than a
-# small summary.
+# the same memory: a linear layer's weight gradient leaves ``AddmmBackward0``
+# in a transposed layout, ``TBackward0`` makes it a contiguous view, and
+# ``AccumulateGrad`` steals that into ``.grad``. A summary is a function of
+# the memory read the same way (address, shape, strides, dtype, device), so
+# a tensor that reads the memory of a summarized tensor the same way takes
+# its summary, as long as that tensor is alive (its memory cannot have been
+# handed to another tensor) and its version counter, which its views share,
+# has not moved (nothing wrote it in place). A dense CPU float block of at
+# most two dimensions, C- or F-contiguous, is reduced in memory order by
+# both PyTorch and NumPy (their iterators sort dimensions by stride and
+# coalesce them), so a transpose over the same block gets the same numbers
+# with its own shape (tests check this bit for bit). Only large tensors are
+# looked up: the key costs more than a small summary; and only summaries
+# without values (values are listed in the tensor's own order).
 
 _SAME_MEMORY: dict[tuple[Any, ...], tuple[TorchSummary, int]] = {}
 _SAME_MEMORY_MAX = 256
+_DENSE_SHARED = frozenset({torch.float32, torch.float64})
+
+
+def _memory_key(tensor: torch.Tensor, shape: tuple[int, ...], device: str) -> tuple[Any, ...]:
+    """What a large tensor's summary numbers depend on (Note [One summary per memory])."""
+    dims = len(shape)
+    if (
+        dims <= 2
+        and tensor.is_cpu
+        and tensor.dtype in _DENSE_SHARED
+        and (tensor.is_contiguous() or (dims == 2 and tensor.t().is_contiguous()))
+    ):
+        # A dense block, read in memory order whatever the layout: its transpose agrees.
+        return (tensor.data_ptr(), tensor.numel(), tensor.dtype, device)
+    return (tensor.data_ptr(), shape, tensor.stride(), tensor.dtype, device)
 
 
 # Note [One summary per gradient]
