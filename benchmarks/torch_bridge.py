@@ -1,6 +1,6 @@
 """What watching PyTorch's backward costs: recorded against plain, in one process.
 
-Run: OMP_NUM_THREADS=1 .venv/bin/python -m benchmarks.torch_bridge [--repeat 15]
+Run: OMP_NUM_THREADS=1 .venv/bin/python -m benchmarks.torch_bridge [--repeat 15] [--cpu-time]
 
 Two workloads, each run plain, under bare node hooks (a no-op pre-hook and
 post hook on every node: the floor of any hook-based watcher) and under
@@ -118,7 +118,7 @@ WAYS: dict[str, Callable[[torch.Tensor], Any]] = {
 }
 
 
-def measure(build: Build, repeat: int) -> dict[str, float]:
+def measure(build: Build, repeat: int, clock: Callable[[], float]) -> dict[str, float]:
     """Median seconds of one backward per way, ways interleaved, the collector off."""
     samples: dict[str, list[float]] = {way: [] for way in WAYS}
     for _ in range(repeat):
@@ -127,9 +127,9 @@ def measure(build: Build, repeat: int) -> dict[str, float]:
             gc.collect()
             gc.disable()
             try:
-                started = time.perf_counter()
+                started = clock()
                 run(loss)
-                samples[way].append(time.perf_counter() - started)
+                samples[way].append(clock() - started)
             finally:
                 gc.enable()
     return {way: statistics.median(times) for way, times in samples.items()}
@@ -178,6 +178,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=15)
     parser.add_argument("--replay", type=int, default=0, metavar="EVENTS")
+    parser.add_argument(
+        "--cpu-time",
+        action="store_true",
+        help="time the calling thread's CPU time (steadier on a busy machine: CPU backward "
+        "with one intra-op thread runs there) instead of wall time",
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)
     if args.replay:
@@ -193,7 +199,9 @@ def main() -> None:
         for _ in range(2):  # warm up every path once
             for run in WAYS.values():
                 run(build())
-        medians = measure(build, args.repeat)
+        medians = measure(
+            build, args.repeat, time.thread_time if args.cpu_time else time.perf_counter
+        )
         base, hooks = medians["plain"], medians["bare hooks"]
         for way, seconds in medians.items():
             table.add_row(
@@ -208,8 +216,9 @@ def main() -> None:
                 f"{(seconds - hooks) / nodes * 1e6:.1f}" if way == "record()" else "",
             )
         table.add_section()
-    Console().print(table)
-    print(f"torch {torch.__version__}, one intra-op thread; {args.repeat} repeats")
+    Console(width=132).print(table)  # wide enough that no figure is cut
+    clock = "thread CPU time" if args.cpu_time else "wall time"
+    print(f"torch {torch.__version__}, one intra-op thread; {args.repeat} repeats; {clock}")
 
 
 if __name__ == "__main__":
