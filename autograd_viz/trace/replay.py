@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import bisect
 import enum
+import heapq
+import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -108,7 +110,7 @@ class QueueEntry:
     reentrant_depth: int
     """Deeper runs first."""
     enqueued_at: int
-    """Index of the enqueue event (ties run in arrival order)."""
+    """Index of the enqueue event."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,7 +196,10 @@ class LeafState:
 class _Small:
     """The part of the state that is copied at checkpoints."""
 
-    queues: dict[str, dict[tuple[int, int], QueueEntry]] = field(default_factory=dict)
+    queues: dict[tuple[str, int], list[_Queued]] = field(default_factory=dict)
+    """Each ready queue as the engine's heap (Note [Replaying the ready queues])."""
+    waiting: dict[tuple[int, int], tuple[str, int]] = field(default_factory=dict)
+    """``(graph task, node)`` → the queue it waits in."""
     threads: dict[str, ThreadState] = field(default_factory=dict)
     graph_tasks: dict[int, GraphTaskState] = field(default_factory=dict)
     errors: int = 0  # counts into Replayer.errors / anomalies
@@ -202,7 +207,8 @@ class _Small:
 
     def copy(self) -> _Small:
         return _Small(
-            {device: dict(q) for device, q in self.queues.items()},
+            {key: list(heap) for key, heap in self.queues.items()},
+            dict(self.waiting),
             dict(self.threads),
             dict(self.graph_tasks),
             self.errors,
@@ -223,9 +229,7 @@ class ExecutionState:
         """Graph tasks started so far, by id."""
         self.threads: Mapping[str, ThreadState] = small.threads
         """Engine threads seen so far, by name."""
-        self.queues: Mapping[str, tuple[QueueEntry, ...]] = {
-            device: tuple(sorted(q.values(), key=_priority)) for device, q in small.queues.items()
-        }
+        self.queues: Mapping[str, tuple[QueueEntry, ...]] = _queues_by_device(small)
         """Each device's ready queue, next to run first (``"cpu"``, ``"sim:0"``, ...)."""
         self.errors: tuple[TraceEvent, ...] = tuple(replayer.errors[: small.errors])
         """``error`` events so far."""
@@ -325,8 +329,117 @@ class ExecutionState:
         return {gid: task.captured for gid, task in self.graph_tasks.items() if task.captured}
 
 
-def _priority(entry: QueueEntry) -> tuple[int, int, int]:
-    return (-entry.reentrant_depth, -entry.sequence_nr, entry.enqueued_at)
+# Note [Replaying the ready queues]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# A ready queue is a heap, and tasks of equal priority (several
+# AccumulateGrads: one sequence_nr) leave it in the heap's order, not the
+# order they came in: PyTorch's std::priority_queue and our engine's heapq
+# pop five ties as 1,3,5,2,4. The trace records every push (``enqueue``) and
+# every pop (the popped task's first ``hook``, ``node_start`` or
+# ``capture``), so replay runs the same operations on a heap of its own,
+# whose entries compare on priority only, and the order it shows is the
+# order the engine pops. Wake-up tasks sit in the heap too (they come first
+# and move the others), and a task whose graph task has ended is popped and
+# dropped, as the engine drops it. Each top-level graph task has its own CPU
+# queue, which its reentrant calls share; each device has one queue. Should
+# a pop not find its task at the top (a trace from a recorder that dropped
+# events), the task is taken out wherever it is.
+
+
+class _Queued:
+    """A heap entry: a task (``None`` for a wake-up) and its priority, compared alone."""
+
+    __slots__ = ("entry", "priority")
+
+    def __init__(self, priority: tuple[float, int], entry: QueueEntry | None) -> None:
+        self.priority = priority
+        self.entry = entry
+
+    def __lt__(self, other: _Queued) -> bool:
+        return self.priority < other.priority
+
+
+_WAKE_UP = (-math.inf, 0)
+"""A wake-up task's priority: before every node (ready-queue order, engine.h)."""
+
+
+def _queue_key(rp: Replayer, gid: int, data: Mapping[str, Any]) -> tuple[str, int]:
+    """The queue an enqueue went to: a device's, or the CPU queue of the top-level call."""
+    device = data["queue"]
+    if data.get("queue_owner") == "device":
+        return (device, 0)
+    top = gid
+    seen = {top}
+    while True:
+        info = rp.trace.graph_tasks.get(top)
+        parent = None if info is None else info.parent
+        if parent is None or parent in seen:
+            return (device, top)
+        seen.add(parent)
+        top = parent
+
+
+def _push(rp: Replayer, small: _Small, event: TraceEvent) -> None:
+    gid = event.graph_task
+    key = _queue_key(rp, gid, event.data)
+    heap = small.queues.setdefault(key, [])
+    if event.node_id is None:
+        heapq.heappush(heap, _Queued(_WAKE_UP, None))
+        return
+    task = small.graph_tasks.get(gid)
+    depth = task.info.reentrant_depth if task is not None and task.info is not None else 0
+    sequence_nr = event.sequence_nr or 0
+    entry = QueueEntry(gid, event.node_id, event.node_name or "?", sequence_nr, depth, event.index)
+    heapq.heappush(heap, _Queued((-depth, -sequence_nr), entry))
+    small.waiting[(gid, event.node_id)] = key
+
+
+def _pop(small: _Small, gid: int, node_id: int | None) -> None:
+    """The engine popped ``(gid, node_id)``: pop it from the heap it waits in."""
+    wanted = (gid, node_id or 0)
+    key = small.waiting.pop(wanted, None)
+    heap = None if key is None else small.queues.get(key)
+    if not heap:
+        return
+    # Wake-ups and tasks of ended graph tasks at the top were popped and dropped first.
+    while heap and _dropped(small, heap[0]):
+        gone = heapq.heappop(heap).entry
+        if gone is not None:
+            small.waiting.pop((gone.graph_task, gone.node_id), None)
+    top = heap[0].entry if heap else None
+    if top is not None and (top.graph_task, top.node_id) == wanted:
+        heapq.heappop(heap)
+        return
+    for item in heap:  # not at the top: see Note [Replaying the ready queues]
+        if item.entry is not None and (item.entry.graph_task, item.entry.node_id) == wanted:
+            heap.remove(item)
+            heapq.heapify(heap)
+            return
+
+
+def _dropped(small: _Small, item: _Queued) -> bool:
+    """A wake-up, or a task whose graph task has ended: the engine pops it and runs nothing."""
+    if item.entry is None:
+        return True
+    task = small.graph_tasks.get(item.entry.graph_task)
+    return task is not None and task.status != "running"
+
+
+def _queues_by_device(small: _Small) -> dict[str, tuple[QueueEntry, ...]]:
+    """Each device's waiting tasks in the order the engine will pop them."""
+    orders: dict[str, list[list[_Queued]]] = {}
+    for (device, _), heap in small.queues.items():
+        copy = list(heap)
+        order = []
+        while copy:
+            item = heapq.heappop(copy)
+            if not _dropped(small, item):
+                order.append(item)
+        orders.setdefault(device, []).append(order)
+    return {
+        device: tuple(item.entry for item in heapq.merge(*lists) if item.entry is not None)
+        for device, lists in orders.items()
+    }
 
 
 class Replayer:
@@ -463,24 +576,17 @@ def _apply(rp: Replayer, small: _Small, event: TraceEvent, record: bool) -> None
         if record and running is not None and running.node_id is not None:
             rp.started_by[gid] = (running.graph_task, running.node_id)
     elif kind == "node_start":
-        _dequeue(small, gid, event.node_id)
+        _pop(small, gid, event.node_id)
         stack = (*stack, Frame(gid, event.node_id, event.node_name))
     elif kind == "hook":
         # Tensor pre-hooks run after the task is popped and before node_start.
-        _dequeue(small, gid, event.node_id)
+        _pop(small, gid, event.node_id)
     elif kind == "node_end":
         stack = _pop_node(stack, gid, event.node_id)
-    elif kind == "enqueue" and event.node_id is not None:
-        depth = 0
-        task = small.graph_tasks.get(gid)
-        if task is not None and task.info is not None:
-            depth = task.info.reentrant_depth
-        queue = small.queues.setdefault(data["queue"], {})
-        queue[(gid, event.node_id)] = QueueEntry(
-            gid, event.node_id, event.node_name or "?", event.sequence_nr or 0, depth, event.index
-        )
+    elif kind == "enqueue":
+        _push(rp, small, event)
     elif kind == "capture":
-        _dequeue(small, gid, event.node_id)
+        _pop(small, gid, event.node_id)
         task = small.graph_tasks.get(gid) or GraphTaskState(None)
         captured = {**task.captured, data["output_index"]: data["grad"]}
         small.graph_tasks[gid] = replace(task, captured=captured)
@@ -491,9 +597,7 @@ def _apply(rp: Replayer, small: _Small, event: TraceEvent, record: bool) -> None
         if rp.captures(gid, task.info):
             results = dict(enumerate(data["captured"])) or results
         small.graph_tasks[gid] = replace(task, status=data["status"], error=error, captured=results)
-        for queue in small.queues.values():
-            for key in [k for k in queue if k[0] == gid]:
-                del queue[key]
+        # Its tasks still queued stay in the heaps until popped (Note [Replaying the ready queues]).
         small.threads.update(dict(_close_task_frames(small.threads, gid)))
         thread = small.threads.get(event.thread) or thread
         stack = thread.stack
@@ -514,12 +618,6 @@ def _apply(rp: Replayer, small: _Small, event: TraceEvent, record: bool) -> None
     small.threads[event.thread] = ThreadState(event.thread, event.device, stack, event.index)
     if record and event.node_id is not None and gid:  # gid 0: a forward anomaly, no graph task
         _node_event(rp, event)
-
-
-def _dequeue(small: _Small, gid: int, node_id: int | None) -> None:
-    for queue in small.queues.values():
-        if queue.pop((gid, node_id or 0), None) is not None:
-            return
 
 
 def _pop_node(stack: tuple[Frame, ...], gid: int, node_id: int | None) -> tuple[Frame, ...]:

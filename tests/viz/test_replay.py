@@ -483,3 +483,38 @@ def test_the_root_input_buffer_holds_the_seed_gradient() -> None:
     root = start.node(task.root)
     assert root.slots[0] is not None and root.slots[0].values == (3.0,)
     assert root.contributions == (1,)
+
+
+# -- ties: the queue shown is the order the engine pops (Note [Replaying the ready queues]) ----
+
+
+@pytest.mark.parametrize("count", [5, 8, 13])
+def test_the_queue_shown_is_the_order_tied_tasks_run(count: int) -> None:
+    xs = [engine.tensor([1.0], requires_grad=True, name=f"x{i}") for i in range(count)]
+    with record() as trace:
+        engine.cat(xs).sum().backward()
+    _shown_order_is_run_order(trace, count)
+
+
+@pytest.mark.parametrize("count", [5, 8])
+def test_the_queue_shown_for_pytorch_is_the_order_pytorch_runs(count: int) -> None:
+    torch = pytest.importorskip("torch")
+    xs = [torch.ones(1, requires_grad=True) for _ in range(count)]
+    with record() as trace:
+        torch.cat(xs).sum().backward()
+    assert "derived_mismatch" not in {e.kind for e in trace.events}
+    _shown_order_is_run_order(trace, count)
+
+
+def _shown_order_is_run_order(trace: Trace, count: int) -> None:
+    starts = [e for e in trace.events if e.kind == "node_start"]
+    leaf_starts = [e.node_id for e in starts if e.node_name == "AccumulateGrad"]
+    assert len(leaf_starts) == count
+    first = next(e for e in starts if e.node_name == "AccumulateGrad")
+    shown = [q.node_id for q in trace.state_at(first.index).queues["cpu"]]
+    assert shown == leaf_starts  # heap order: 1,3,5,2,4 for five, not first in, first out
+    arrival = sorted(
+        leaf_starts,
+        key=lambda n: next(e.index for e in trace.events if e.kind == "enqueue" and e.node_id == n),
+    )
+    assert shown != arrival
