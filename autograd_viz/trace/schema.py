@@ -244,6 +244,15 @@ _SUMMARY = record(
 
 def read_summary(value: Any) -> TensorSummary:
     fields = _SUMMARY(value)
+    values = fields.get("values")
+    if values is not None:
+        # Views reshape the values to the shape (the NaN report's causes do).
+        numel = math.prod(fields["shape"])
+        if len(values) != numel:
+            raise SchemaError(
+                f"values: {len(values)} values for a tensor of shape {list(fields['shape'])}, "
+                f"which has {numel}"
+            )
     return TensorSummary(**fields)
 
 

@@ -11,6 +11,7 @@ Run a longer campaign with ``python -m tests.fuzz.fuzzer [FILES] [SEED]``.
 from __future__ import annotations
 
 import contextlib
+import copy
 import io
 import json
 import os
@@ -148,6 +149,7 @@ def _get(value: Any, path: tuple[Any, ...]) -> Any:
 
 
 def _set(value: Any, path: tuple[Any, ...], new: Any) -> Any:
+    new = copy.deepcopy(new)  # never a shared object: a later edit could nest it in itself
     if not path:
         return new
     _get(value, path[:-1])[path[-1]] = new
@@ -221,7 +223,7 @@ def mutate(rng: random.Random, data: bytes) -> tuple[bytes, str]:
                 elif choice == 5:
                     new = rng.choice([*ids, max(ids) + 1, -rng.choice(ids)])
                 else:
-                    old = _get(item, path)
+                    old = json.loads(json.dumps(_get(item, path)))  # a copy: no cycles
                     new = [old, old] if not isinstance(old, list) else old * rng.randint(0, 3)
                 records[i] = _set(item, path, new)
                 how += f" {'/'.join(map(str, path))}={_short(new)}"

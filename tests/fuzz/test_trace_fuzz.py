@@ -73,3 +73,27 @@ def test_the_seeds_load_and_go_through_every_view(tmp_path: Path) -> None:
         path = tmp_path / f"{name}.jsonl"
         path.write_bytes(data)
         views(Trace.load(path), tui=name == "reentrant")
+
+
+def _with_shapes_one_too_long(value: Any) -> None:
+    """Make every summary that keeps its values claim one element more than it holds."""
+    if isinstance(value, dict):
+        if isinstance(value.get("values"), list) and "shape" in value:
+            value["shape"] = [len(value["values"]) + 1]
+        for item in value.values():
+            _with_shapes_one_too_long(item)
+    elif isinstance(value, list):
+        for item in value:
+            _with_shapes_one_too_long(item)
+
+
+def test_a_summary_whose_values_do_not_fill_its_shape_is_rejected(tmp_path: Path) -> None:
+    # The NaN report reshaped the values to the shape and raised ValueError.
+    records = [json.loads(line) for line in seed_files()["nan"].decode().splitlines()]
+    for record in records:
+        if record["type"] == "event":
+            _with_shapes_one_too_long(record["data"])
+    with pytest.raises(
+        TraceFormatError, match=r"3 values for a tensor of shape \[4\], which has 4"
+    ):
+        Trace.load(_write(records, tmp_path / "t.jsonl"))
