@@ -69,7 +69,8 @@ from engine.graph import AccumulateGrad, Edge, GraphRoot, Node
 from engine.ops import install as _install_ops
 from engine.tensor import Size, Tensor
 
-globals().update(_install_ops())
+_OPS = _install_ops()
+globals().update(_OPS)
 
 __version__ = "0.1.0"
 
@@ -142,3 +143,4 @@ __all__ = [
     "zeros",
     "zeros_like",
 ]
+__all__.extend(sorted(_OPS))  # the ops: exp, cat, matmul, ... (torch.__all__ lists its ops)

@@ -47,6 +47,8 @@ from engine.validation import (
 )
 from engine.workers import WorkerThreads
 
+__all__ = ["MAX_RECURSION_DEPTH", "Engine", "get_default_engine"]
+
 MAX_RECURSION_DEPTH = 60
 """Reentrant backward calls nested on one thread before handing over to the pool."""
 
@@ -381,9 +383,9 @@ class Engine(WorkerThreads, NodeSteps, Completion, EventEmission):
     # task; a chain runs with no queue traffic at all.
     #
     # When the queue is not empty, _run still does not go back to
-    # thread_main: it pushes the last task it readied and pops the first in
-    # one step (push_pop, which leaves the heap alone when that task comes
-    # first), or pops if it readied none, and runs what it got if that is a
+    # thread_main: it pushes the last task it readied and pops the first
+    # (push_pop: a real push and pop, so that ties move in the heap as they
+    # do in PyTorch's), or pops if it readied none, and runs what it got if that is a
     # node of the same graph task. Anything else (another graph task's node,
     # a wake-up, a graph task that failed) goes back to thread_main, which
     # runs it next: the order is the queue's either way.
