@@ -90,7 +90,8 @@ class NodeInfo:
     captures: tuple[tuple[int, int], ...] = ()
     """``(input slot, output index)`` captured here for ``grad()``."""
     saved: tuple[TensorSummary | None, ...] = ()
-    """Saved tensors; ``None`` for one already released."""
+    """Saved tensors; ``None`` for one already released, an empty PyTorch slot, or one a
+    saved-tensors hook owns (not read, so that the hook does not run)."""
     hooks: tuple[tuple[str, int], ...] = ()
     """``(kind, count)`` of registered hooks: ``pre``, ``post``, ``tensor_pre``, ``retain_grad``."""
     traceback: tuple[str, ...] | None = None
