@@ -9,7 +9,8 @@ A :class:`TorchNanChecker` arms three things on the thread that enters it:
   input (views) are skipped by schema;
 * a ``TorchFunctionMode`` that links each new ``grad_fn`` to the user's
   ``file:line`` and to the module it was made in (kept in the node's own
-  ``metadata``: an :class:`Origin`, and the line under ``traceback_`` where
+  ``metadata``: an :class:`~autograd_viz.sources.pytorch.origins.Origin`,
+  and the line under ``traceback_`` where
   anomaly mode would keep its stack), and ties a forward finding to the node
   of its op;
 * global module forward hooks that keep the qualified name of the module
@@ -50,18 +51,13 @@ remembered by weak reference only.
 
 from __future__ import annotations
 
-import linecache
-import math
-import os
 import sys
 import threading
-import traceback
 import warnings
 import weakref
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from types import FrameType
 from typing import Any
 
 import torch
@@ -70,44 +66,36 @@ from torch.utils import _python_dispatch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.weak import WeakIdKeyDictionary
 
-import engine
 from autograd_viz.sources.pytorch.graph import TorchNode
+from autograd_viz.sources.pytorch.op_values import (
+    FILL_OPS,
+    NAN,
+    NEGINF,
+    NORM_OPS,
+    POSINF,
+    UNINITIALIZED_OPS,
+    OpInfo,
+    finite,
+    mutated,
+    new_nodes,
+    results,
+    scalar_kinds,
+    tensors,
+)
+from autograd_viz.sources.pytorch.origins import (
+    ORIGIN_KEY,
+    Origin,
+    node_origin,
+    user_frames,
+    user_stack,
+)
+from autograd_viz.sources.pytorch.saved import saved_summaries
 from autograd_viz.sources.pytorch.summary import TorchSummary, summarize_tensor
 from engine.activity import ACTIVITY
 from engine.events import HUB, Event, TensorSummary
 
-ORIGIN_KEY = "autograd_viz.origin"
-"""The key of a node's ``metadata`` under which its :class:`Origin` is kept."""
-
-FILL_OPS = frozenset(
-    {
-        "masked_fill",
-        "where",
-        "full",
-        "full_like",
-        "new_full",
-        "fill",
-        "scalar_tensor",
-        "index_fill",
-        "constant_pad_nd",
-        "lift_fresh",
-        "lift_fresh_copy",
-    }
-)
-"""Ops whose ``-inf`` from a ``-inf`` fill value is intentional (Note [Intentional -inf])."""
-
-UNINITIALIZED_OPS = frozenset(
-    {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "resize"}
-)
-"""Ops whose outputs hold whatever was in memory: not checked (a NaN there is no birth)."""
-
-NORM_OPS = frozenset({"linalg_vector_norm", "norm", "frobenius_norm", "linalg_norm"})
-"""Ops whose outputs are remembered (weakly) as norms, so that a division by one is named."""
-
-_NAN, _POSINF, _NEGINF = "nan", "+inf", "-inf"
 _BACKWARD_CALLS = frozenset({torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad})
 _NO_KINDS: frozenset[str] = frozenset()
-_ACCUMULATE_GRAD_NR = 2**64 - 1
 _WARNED: set[str] = set()
 
 
@@ -136,54 +124,11 @@ class TorchChecks:
     """Tensors up to this many elements keep their values in the events' summaries."""
 
 
-@dataclass(frozen=True, slots=True)
-class Origin:
-    """Where the forward op that made a node was called."""
-
-    file: str
-    """The user's file."""
-    line: int
-    """The line in it."""
-    function: str
-    """The function the line is in."""
-    module: str | None
-    """The qualified name of the module that was running, if any."""
-
-    def formatted(self) -> list[str]:
-        """The frame as :func:`traceback.format_list` writes it."""
-        code = linecache.getline(self.file, self.line).strip()
-        text = f'  File "{self.file}", line {self.line}, in {self.function}\n'
-        return [text + (f"    {code}\n" if code else "")]
-
-
-@dataclass(frozen=True, slots=True)
-class _OpInfo:
-    """What the schema says about an op, looked up once per overload."""
-
-    name: str
-    """``aten.log.default``."""
-    short: str
-    """``log``: the overload packet's name, without a leading or trailing underscore."""
-    view: bool
-    """Every output aliases an input and nothing is written (or the op allocates memory
-    without setting it): nothing new to check."""
-    mutated: tuple[tuple[int, str], ...]
-    """``(position, name)`` of each argument written in place."""
-    fresh: tuple[int, ...]
-    """Indices of the returns that alias nothing."""
-    several: bool
-    """The op returns several values (a tuple)."""
-    fills: bool
-    """A fill op (Note [Intentional -inf])."""
-    ignored: bool
-    """An op the user said makes non-finite values on purpose."""
-
-
 @dataclass(slots=True)
 class _Birth:
     """A non-finite output born in one op, summarized at once."""
 
-    op: _OpInfo
+    op: OpInfo
     output_index: int
     value: str
     output: TensorSummary
@@ -211,34 +156,6 @@ class _ThreadState(threading.local):
         """The module depth at which the function mode stepped aside (Note [Fast paths])."""
 
 
-_NOT_USER_DIRS = tuple(
-    os.path.dirname(os.path.abspath(path)) + os.sep
-    for path in (torch.__file__, engine.__file__, sys.modules["autograd_viz"].__file__ or "")
-)
-_user_files: dict[str, bool] = {}
-
-
-def _is_user_frame(filename: str) -> bool:
-    """Not torch, not autograd-viz or our engine, not runpy or a frozen module."""
-    mine = _user_files.get(filename)
-    if mine is None:
-        mine = not (
-            filename.startswith("<")
-            or filename.endswith("runpy.py")
-            or os.path.abspath(filename).startswith(_NOT_USER_DIRS)
-        )
-        _user_files[filename] = mine
-    return mine
-
-
-def user_frames(frame: FrameType | None) -> Iterator[FrameType]:
-    """The frames of the user's code from ``frame`` outwards (not torch, autograd-viz, runpy)."""
-    while frame is not None:
-        if _is_user_frame(frame.f_code.co_filename):
-            yield frame
-        frame = frame.f_back
-
-
 class TorchNanChecker:
     """Checks a PyTorch program for NaN and Inf as it runs (see the module docstring).
 
@@ -258,9 +175,9 @@ class TorchNanChecker:
         """How many ``anomaly`` events this checker emitted."""
         c = self.checks
         self._checked = frozenset(
-            ([_NAN] if c.check_nan else []) + ([_POSINF, _NEGINF] if c.check_inf else [])
+            ([NAN] if c.check_nan else []) + ([POSINF, NEGINF] if c.check_inf else [])
         )
-        self._ops: dict[Any, _OpInfo] = {}
+        self._ops: dict[Any, OpInfo] = {}
         self._intentional: WeakIdKeyDictionary = WeakIdKeyDictionary()
         self._norms: WeakIdKeyDictionary = WeakIdKeyDictionary()
         self._local = _ThreadState()
@@ -356,7 +273,7 @@ class TorchNanChecker:
             pending = local.pending if local.depth == 0 else None
             made = torch._C._autograd._get_sequence_nr() != start
             if made or pending:
-                nodes = _new_nodes(out, start) if made else {}
+                nodes = new_nodes(out, start) if made else {}
                 if made:
                     self._tag(nodes.values())
                 if pending:
@@ -438,13 +355,13 @@ class TorchNanChecker:
         if self._norms:
             self._carry(self._norms, args, out)
 
-    def _before(self, op: _OpInfo, args: Any, kwargs: dict[str, Any]) -> dict[int, frozenset[str]]:
+    def _before(self, op: OpInfo, args: Any, kwargs: dict[str, Any]) -> dict[int, frozenset[str]]:
         """What the tensors an in-place op writes held before it."""
-        return {id(t): self._kinds(t) for t in _mutated(op, args, kwargs) if not _finite(t)}
+        return {id(t): self._kinds(t) for t in mutated(op, args, kwargs) if not finite(t)}
 
     def _check(
         self,
-        op: _OpInfo,
+        op: OpInfo,
         args: Any,
         kwargs: dict[str, Any],
         out: Any,
@@ -452,8 +369,8 @@ class TorchNanChecker:
     ) -> None:
         if op.short in NORM_OPS and isinstance(out, torch.Tensor):
             self._norms[out] = _NO_KINDS
-        written = _results(op, out, args, kwargs)
-        bad = [(i, t) for i, t in enumerate(written) if t is not None and not _finite(t)]
+        written = results(op, out, args, kwargs)
+        bad = [(i, t) for i, t in enumerate(written) if t is not None and not finite(t)]
         if bad and not self._silent():
             self._look(op, args, kwargs, written, bad, before)
         elif self._intentional and written:
@@ -461,7 +378,7 @@ class TorchNanChecker:
                 if t is not None:
                     self._intentional.pop(t, None)  # overwritten with finite values
 
-    def _op_info(self, func: Any) -> _OpInfo:
+    def _op_info(self, func: Any) -> OpInfo:
         schema = func._schema
         packet = func.overloadpacket.__name__
         short = packet.strip("_")
@@ -473,7 +390,7 @@ class TorchNanChecker:
         fresh = tuple(i for i, r in enumerate(schema.returns) if r.alias_info is None)
         name = str(func)
         names = {name, name.rsplit(".", 1)[0], short, packet, f"aten.{short}", f"aten.{packet}"}
-        return _OpInfo(
+        return OpInfo(
             name=name,
             short=short,
             view=(not mutated and not fresh and bool(schema.returns)) or short in UNINITIALIZED_OPS,
@@ -489,28 +406,28 @@ class TorchNanChecker:
         with torch.no_grad():
             kinds = []
             if bool(torch.isnan(t).any()):
-                kinds.append(_NAN)
+                kinds.append(NAN)
             if not t.is_complex():
                 if bool(torch.isposinf(t).any()):
-                    kinds.append(_POSINF)
+                    kinds.append(POSINF)
                 if bool(torch.isneginf(t).any()):
-                    kinds.append(_NEGINF)
+                    kinds.append(NEGINF)
             elif bool(torch.isinf(t).any()):
-                kinds.append(_POSINF)
+                kinds.append(POSINF)
         return frozenset(kinds)
 
     @staticmethod
     def _carry(marks: WeakIdKeyDictionary, args: Any, out: Any) -> None:
         """A view of a marked tensor is marked too."""
-        found = [marks[t] for t in _tensors(args) if t in marks]
+        found = [marks[t] for t in tensors(args) if t in marks]
         if found:
             kinds = frozenset().union(*found)
-            for t in _tensors(out):
+            for t in tensors(out):
                 marks[t] = kinds
 
     def _look(
         self,
-        op: _OpInfo,
+        op: OpInfo,
         args: Any,
         kwargs: dict[str, Any],
         written: list[torch.Tensor | None],
@@ -519,13 +436,13 @@ class TorchNanChecker:
     ) -> None:
         """The slow path: some output is not finite; was it born here?"""
         checked = self._checked
-        inputs = list(_tensors((args, kwargs)))
-        numbers = _scalar_kinds((args, kwargs))
+        inputs = list(tensors((args, kwargs)))
+        numbers = scalar_kinds((args, kwargs))
         # A fill value of -inf is meant; any other non-finite number the user wrote
         # (x * inf) is where the value came from, so the output is not born here.
-        carried = set(numbers & {_NEGINF}) if op.fills else set()
+        carried = set(numbers & {NEGINF}) if op.fills else set()
         flagged = not op.fills and bool(numbers & checked)
-        in_place = {id(t) for t in _mutated(op, args, kwargs)} if op.mutated else set()
+        in_place = {id(t) for t in mutated(op, args, kwargs)} if op.mutated else set()
         nonfinite = []
         for i, t in enumerate(inputs):
             if not (t.is_floating_point() or t.is_complex()):
@@ -533,7 +450,7 @@ class TorchNanChecker:
             if id(t) in in_place:
                 kinds = before.get(id(t), _NO_KINDS)
             else:
-                kinds = _NO_KINDS if _finite(t) else self._kinds(t)
+                kinds = _NO_KINDS if finite(t) else self._kinds(t)
             if not kinds:
                 continue
             nonfinite.append(i)
@@ -541,7 +458,7 @@ class TorchNanChecker:
             if meant is not None:
                 carried |= meant
             elif op.fills and (t.dim() == 0 or op.short.startswith("lift")):
-                carried |= kinds & {_NEGINF}  # a fill value, or a tensor literal
+                carried |= kinds & {NEGINF}  # a fill value, or a tensor literal
             elif kinds & checked:
                 flagged = True
         for index, t in bad:
@@ -553,7 +470,7 @@ class TorchNanChecker:
 
     def _born(
         self,
-        op: _OpInfo,
+        op: OpInfo,
         index: int,
         t: torch.Tensor,
         kinds: frozenset[str],
@@ -561,7 +478,7 @@ class TorchNanChecker:
         nonfinite: list[int],
         in_place: set[int],
     ) -> None:
-        value = _NAN if _NAN in kinds and self.checks.check_nan else "inf"
+        value = NAN if NAN in kinds and self.checks.check_nan else "inf"
         max_values = self.checks.max_values
         device = str(t.device)
         # An input written in place holds the output now: only its shape is known.
@@ -586,7 +503,7 @@ class TorchNanChecker:
             weakref.ref(t),
             node_nr,
             device,
-            _stack(),
+            user_stack(),
             local.modules[-1] if local.modules else None,
         )
         if local.depth and node_nr is not None:
@@ -641,11 +558,11 @@ class TorchNanChecker:
         with torch._C._DisableTorchDispatch(), torch.no_grad():
             for index, summary in enumerate(event.data.get("outputs") or ()):
                 tensor = _tensor_of(summary)
-                if tensor is None or _finite(tensor):
+                if tensor is None or finite(tensor):
                     continue
                 kinds = self._kinds(tensor)
                 if kinds & self._checked:
-                    value = _NAN if _NAN in kinds and self.checks.check_nan else "inf"
+                    value = NAN if NAN in kinds and self.checks.check_nan else "inf"
                     self._emit_backward(event, index, value, summary)
 
     def _emit_backward(self, event: Event, index: int, value: str, summary: Any) -> None:
@@ -659,7 +576,7 @@ class TorchNanChecker:
             "grad": summary,
             "traceback": origin.formatted() if origin is not None else None,
             "module": origin.module if origin is not None else None,
-            "saved": _saved(fn, self.checks.max_values) if fn is not None else [],
+            "saved": [] if fn is None else list(saved_summaries(fn, self.checks.max_values, {})),
         }
         HUB.emit_data("anomaly", event.device, event.graph_task, _NodeFields(event), data)
         self.findings += 1
@@ -705,112 +622,6 @@ class _Functions(TorchFunctionMode):
 # -- helpers ---------------------------------------------------------------------------
 
 
-def _finite(t: torch.Tensor) -> bool:
-    """One reduction: the sum is finite iff every element is (an overflow is sorted out later)."""
-    if t.device.type == "meta":
-        return True
-    if not t.is_floating_point() or t.numel() == 0:
-        return t.is_floating_point() or not t.is_complex() or bool(torch.isfinite(t).all())
-    if t.layout is not torch.strided:
-        return bool(torch.isfinite(t.to_dense()).all())
-    if t.dtype in (torch.float16, torch.bfloat16):
-        return math.isfinite(float(torch.sum(t, dtype=torch.float32)))
-    return math.isfinite(float(t.sum()))
-
-
-def _tensors(tree: Any) -> Iterator[torch.Tensor]:
-    """The tensors in nested tuples, lists and dicts, in order."""
-    if isinstance(tree, torch.Tensor):
-        yield tree
-    elif isinstance(tree, list | tuple):
-        for item in tree:
-            yield from _tensors(item)
-    elif isinstance(tree, dict):
-        for item in tree.values():
-            yield from _tensors(item)
-
-
-def _scalar_kinds(tree: Any) -> frozenset[str]:
-    """Which non-finite Python numbers the arguments hold (a fill value, ``x * inf``)."""
-    kinds = []
-    stack = [tree]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, float) and not math.isfinite(item):
-            kinds.append(_NAN if math.isnan(item) else _POSINF if item > 0 else _NEGINF)
-        elif isinstance(item, list | tuple):
-            stack.extend(item)
-        elif isinstance(item, dict):
-            stack.extend(item.values())
-    return frozenset(kinds)
-
-
-def _mutated(op: _OpInfo, args: Any, kwargs: dict[str, Any]) -> Iterator[torch.Tensor]:
-    for position, name in op.mutated:
-        value = args[position] if position < len(args) else kwargs.get(name)
-        yield from _tensors(value)
-
-
-def _results(op: _OpInfo, out: Any, args: Any, kwargs: dict[str, Any]) -> list[torch.Tensor | None]:
-    """The tensors the op wrote: its fresh returns, then its arguments written in place."""
-    written: list[torch.Tensor | None] = []
-    if op.fresh:
-        returns = out if op.several else (out,)
-        for i in op.fresh:
-            item = returns[i] if i < len(returns) else None
-            if isinstance(item, list | tuple):
-                written.extend(_tensors(item))
-            else:
-                written.append(item if isinstance(item, torch.Tensor) else None)
-    if op.mutated:
-        written.extend(_mutated(op, args, kwargs))
-    return written
-
-
-def _new_nodes(out: Any, start: int) -> dict[int, Any]:
-    """The nodes made since sequence number ``start`` that ``out`` reaches, by ``sequence_nr``."""
-    found: dict[int, Any] = {}
-    stack = [t.grad_fn for t in _tensors(out) if t.grad_fn is not None]
-    while stack:
-        fn = stack.pop()
-        nr = fn._sequence_nr()
-        if nr < start or nr == _ACCUMULATE_GRAD_NR or nr in found:
-            continue
-        found[nr] = fn
-        stack.extend(f for f, _ in fn.next_functions if f is not None)
-    return found
-
-
-def _stack() -> list[str]:
-    """The user's frames of the current stack, formatted, outermost first."""
-    frames = list(user_frames(sys._getframe(1)))
-    summary = traceback.StackSummary.extract(
-        ((f, f.f_lineno) for f in reversed(frames)), lookup_lines=True
-    )
-    return summary.format()
-
-
-_SAVED_FIRST = ("_saved_self", "_saved_other", "_saved_result")
-
-
-def _saved(fn: Any, max_values: int) -> list[TensorSummary | None]:
-    """Summaries of the tensors a node saved for backward: ``self``, ``other``, ``result``, ...
-
-    Read in the node's post hook, before PyTorch releases them.
-    """
-    names = [n for n in dir(fn) if n.startswith("_saved_") and not n.startswith("_saved_raw")]
-    names.sort(key=lambda n: (_SAVED_FIRST.index(n) if n in _SAVED_FIRST else 3, n))
-    summaries: list[TensorSummary | None] = []
-    for name in names:
-        try:
-            value = getattr(fn, name)
-        except RuntimeError:  # already released
-            continue
-        for t in _tensors(value):
-            summaries.append(summarize_tensor(t, str(t.device), max_values))
-    return summaries
-
-
 def _tensor_of(summary: Any) -> torch.Tensor | None:
     """The gradient a bridge summary stands for, if it is still alive (a weak reference)."""
     if not isinstance(summary, TorchSummary):
@@ -819,19 +630,4 @@ def _tensor_of(summary: Any) -> torch.Tensor | None:
     return ref() if ref is not None else None
 
 
-def node_origin(fn: Any) -> Origin | None:
-    """Where the forward op that made the PyTorch node ``fn`` was called, if it was checked."""
-    origin = fn.metadata.get(ORIGIN_KEY)
-    return origin if isinstance(origin, Origin) else None
-
-
-__all__ = [
-    "FILL_OPS",
-    "ORIGIN_KEY",
-    "NonFiniteError",
-    "Origin",
-    "TorchChecks",
-    "TorchNanChecker",
-    "node_origin",
-    "user_frames",
-]
+__all__ = ["NonFiniteError", "TorchChecks", "TorchNanChecker"]
