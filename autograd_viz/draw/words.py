@@ -127,8 +127,17 @@ def what_happened(event: EventLike, data: Mapping[str, Any], label: Label) -> st
 def explain(event: EventLike, data: Mapping[str, Any], label: Label) -> str:
     """One sentence saying what ``event`` means, naming its node.
 
-    ``SumBackward0 #11 → input 0 of TanhBackward0 #10; 0 left: ready``.
+    ``SumBackward0 #11 → input 0 of TanhBackward0 #10; 0 left: ready``. An
+    event a source derived rather than saw (the PyTorch bridge's bookkeeping)
+    says so.
     """
+    sentence = _explain(event, data, label)
+    if data.get("derived") and event.kind != "derived_mismatch":
+        sentence += " (derived: replayed from the engine's bookkeeping, checked by what runs next)"
+    return sentence
+
+
+def _explain(event: EventLike, data: Mapping[str, Any], label: Label) -> str:
     kind = event.kind
     d = data
     node = label(event.node_id, event.node_name)
@@ -187,4 +196,6 @@ def explain(event: EventLike, data: Mapping[str, Any], label: Label) -> str:
         )
     if kind == "graph_task_end":
         return what_happened(event, d, label)
+    if kind == "derived_mismatch":
+        return f"what ran contradicts what was derived: {d.get('message')}"
     return f"{kind} {node}".strip()

@@ -43,6 +43,7 @@ KIND_STYLES = {
     "reentrant_exit": "purple",
     "release_variables": "grey70",
     "skip": "grey50",
+    "derived_mismatch": "bold red",
 }
 
 
@@ -119,6 +120,8 @@ def event_text(event: TraceEvent) -> Text:
     if detail:
         text.append("  ")
         text.append_text(detail)
+    if event.data.get("derived"):  # replayed from the engine's bookkeeping, not seen
+        text.append("  derived", style="dim italic")
     return text
 
 
@@ -142,7 +145,7 @@ def _event_detail(event: TraceEvent) -> Text:
         if isinstance(grad, TensorSummary):
             head.append_text(summary_text(grad, brief=True))
         return head
-    if kind in ("error", "anomaly"):
+    if kind in ("error", "anomaly", "derived_mismatch"):
         message = str(data.get("message") or data.get("value") or "")
         return Text(printable(message.splitlines()[0]) if message else "", style="red")
     if kind == "reentrant_enter":
