@@ -337,6 +337,7 @@ class _Loader:
                 "among its nodes"
             )
         _check_acyclic(pending["id"], nodes)
+        _check_topological_order(pending["id"], nodes)
         self.expect_start = pending["id"]
         del pending["type"], pending["nodes"]
         self.graph_tasks[pending["id"]] = GraphTaskInfo(
@@ -395,6 +396,26 @@ class _Loader:
         if self.expect_start is not None:
             raise s.SchemaError(f"graph task {self.expect_start} has no graph_task_start event")
         return Trace(self.header, self.graph_tasks, self.events)
+
+
+def _check_topological_order(graph_task: int, nodes: dict[int, NodeInfo]) -> None:
+    """Raise when an edge goes to a node whose topological_nr is not smaller.
+
+    A node's topological_nr is the longest path from it to a leaf, so every
+    edge goes to a smaller one (PyTorch fixes a node's number once it has a
+    parent); the drawn graph lays nodes out in layers by it.
+    """
+    for info in nodes.values():
+        for edge in info.next_edges:
+            if edge is None:
+                continue
+            target = nodes.get(edge[0])
+            if target is not None and target.topological_nr >= info.topological_nr:
+                raise s.SchemaError(
+                    f"graph task {graph_task}: node {info.id} (topological_nr "
+                    f"{info.topological_nr}) has an edge to node {target.id} (topological_nr "
+                    f"{target.topological_nr}); an edge always goes to a smaller one"
+                )
 
 
 def _check_acyclic(graph_task: int, nodes: dict[int, NodeInfo]) -> None:

@@ -97,3 +97,17 @@ def test_a_summary_whose_values_do_not_fill_its_shape_is_rejected(tmp_path: Path
         TraceFormatError, match=r"3 values for a tensor of shape \[4\], which has 4"
     ):
         Trace.load(_write(records, tmp_path / "t.jsonl"))
+
+
+def test_an_edge_to_a_node_of_no_smaller_topological_nr_is_rejected(tmp_path: Path) -> None:
+    # The TUI's drawn graph lays nodes out in layers by topological_nr, and an edge
+    # from a leaf's AccumulateGrad up to a node above it crashed its routing.
+    records = [json.loads(line) for line in seed_files()["plain"].decode().splitlines()]
+    nodes = [r for r in records if r["type"] == "node"]
+    leaf = next(n for n in nodes if n["name"] == "AccumulateGrad")
+    above = next(  # on the other leaf's branch: no cycle, only the order is wrong
+        n for n in nodes if n["topological_nr"] == 1 and [leaf["id"], 0] not in n["next_edges"]
+    )
+    leaf["next_edges"] = [[above["id"], 0]]
+    with pytest.raises(TraceFormatError, match="an edge always goes to a smaller one"):
+        Trace.load(_write(records, tmp_path / "t.jsonl"))
