@@ -345,7 +345,7 @@ class _Loader:
         )
 
     def read_event(self, item: dict[str, Any]) -> None:
-        fields = _EVENT(item)
+        fields = item if _plain_event(item) else _EVENT(item)
         kind = fields["kind"]
         reader = s.EVENT_DATA_READERS.get(kind)
         if reader is None:
@@ -396,6 +396,51 @@ class _Loader:
         if self.expect_start is not None:
             raise s.SchemaError(f"graph task {self.expect_start} has no graph_task_start event")
         return Trace(self.header, self.graph_tasks, self.events)
+
+
+_EVENT_FIELDS = frozenset(
+    {"type", "kind", "seq", "t_ns", "thread", "device", "graph_task", "node", "data"}
+)
+
+
+def _plain_event(item: dict[str, Any]) -> bool:
+    """Whether ``item`` is an event record ``_EVENT`` would return unchanged (the common case).
+
+    Checked field by field otherwise, which names what is wrong.
+    """
+    if item.keys() != _EVENT_FIELDS:
+        return False
+    seq, t_ns, gid, node = item["seq"], item["t_ns"], item["graph_task"], item["node"]
+    if not (
+        type(seq) is int
+        and type(t_ns) is int
+        and type(gid) is int
+        and -_LIMIT <= seq <= _LIMIT
+        and -_LIMIT <= t_ns <= _LIMIT
+        and -_LIMIT <= gid <= _LIMIT
+        and type(item["kind"]) is str
+        and type(item["thread"]) is str
+        and type(item["device"]) is str
+    ):
+        return False
+    if node is None:
+        return True
+    if type(node) is not list or len(node) != 4:
+        return False
+    node_id, name, sequence_nr, topo = node
+    return (
+        type(node_id) is int
+        and type(name) is str
+        and type(sequence_nr) is int
+        and type(topo) is int
+        and -_LIMIT <= node_id <= _LIMIT
+        and -_LIMIT <= sequence_nr <= _LIMIT
+        and 0 <= topo <= _LIMIT
+    )
+
+
+_LIMIT = 2**64
+"""The bound ``schema.read_int`` puts on integers."""
 
 
 def _check_topological_order(graph_task: int, nodes: dict[int, NodeInfo]) -> None:

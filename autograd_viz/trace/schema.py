@@ -39,6 +39,8 @@ def encode_float(value: float) -> float | str:
 
 
 def read_float(value: Any) -> float:
+    if type(value) is float and value - value == 0.0:  # the common case: finite (inf - inf is nan)
+        return value
     if isinstance(value, bool):
         raise SchemaError(f"expected a number, got {_kind(value)}")
     if isinstance(value, int | float):
@@ -52,6 +54,20 @@ def read_float(value: Any) -> float:
     if isinstance(value, str) and value in _NON_FINITE:
         return _NON_FINITE[value]
     raise SchemaError(f"expected a number, got {_kind(value)}")
+
+
+_NUMBERS = frozenset({float, int})
+
+
+def read_floats(value: Any) -> tuple[float, ...]:
+    """A list of numbers (a summary's values): one pass in C when every one is finite."""
+    if type(value) is list and set(map(type, value)) <= _NUMBERS:
+        try:
+            if math.isfinite(sum(value)):  # any Inf or NaN, or an overflow, makes it not
+                return tuple(map(float, value))
+        except OverflowError:
+            pass  # a huge integer: the exact check below names it
+    return _each_float(value)
 
 
 # -- scalar readers --------------------------------------------------------------------
@@ -116,6 +132,9 @@ def list_of(reader: Reader) -> Reader:
         return tuple(out)
 
     return read
+
+
+_each_float = list_of(read_float)
 
 
 def tuple_of(*readers: Reader) -> Reader:
@@ -237,12 +256,68 @@ _SUMMARY = record(
         "norm": _opt_float,
         "nan_count": read_count,
         "inf_count": read_count,
-        "values": list_of(read_float),
+        "values": read_floats,
     },
 )
 
 
+_SUMMARY_NEEDS = frozenset({"shape", "dtype", "device"})
+_SUMMARY_TAKES = _SUMMARY_NEEDS | {
+    "min", "max", "mean", "norm", "nan_count", "inf_count", "values"
+}  # fmt: skip
+
+
 def read_summary(value: Any) -> TensorSummary:
+    """A tensor summary; a well-formed one is read in one step (Note [Reading summaries fast])."""
+    if type(value) is dict and _SUMMARY_NEEDS <= value.keys() <= _SUMMARY_TAKES:
+        summary = _summary_fast(value)
+        if summary is not None:
+            return summary
+    return _read_summary_checked(value)
+
+
+# Note [Reading summaries fast]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# Summaries are most of a trace file (every gradient that moves has one).
+# A summary whose every field is of the expected type and in range is built
+# directly; anything else, a valid summary with an unusual field included,
+# goes through the field-by-field reader, which accepts exactly the same
+# summaries and names what is wrong with the others. The fast path never
+# accepts what the checked one would reject.
+
+
+def _summary_fast(value: dict[str, Any]) -> TensorSummary | None:
+    shape, dtype, device = value["shape"], value["dtype"], value["device"]
+    if not (
+        type(shape) is list
+        and set(map(type, shape)) <= {int}
+        and (not shape or (min(shape) >= 0 and max(shape) <= _INT_LIMIT))
+        and type(dtype) is str
+        and type(device) is str
+    ):
+        return None
+    stats = []
+    for name in ("min", "max", "mean", "norm"):
+        number = value.get(name)
+        if number is not None and not (type(number) is float and number - number == 0.0):
+            return None  # NaN and Inf travel as strings: the checked reader decodes them
+        stats.append(number)
+    nan_count, inf_count = value.get("nan_count", 0), value.get("inf_count", 0)
+    for count in (nan_count, inf_count):
+        if type(count) is not int or not 0 <= count <= _INT_LIMIT:
+            return None
+    values = value.get("values")
+    if values is not None:
+        if type(values) is not list or len(values) != math.prod(shape):
+            return None
+        values = read_floats(values)
+    low, high, mean, norm = stats
+    return TensorSummary(
+        tuple(shape), dtype, device, low, high, mean, norm, nan_count, inf_count, values
+    )
+
+
+def _read_summary_checked(value: Any) -> TensorSummary:
     fields = _SUMMARY(value)
     values = fields.get("values")
     if values is not None:
