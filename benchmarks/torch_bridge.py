@@ -71,16 +71,17 @@ def gru() -> tuple[str, Build]:
     return "GRUCell ×20, batch 8, 32 wide", build
 
 
-def count_nodes(loss: torch.Tensor) -> int:
-    seen: set[int] = set()
+def nodes_of(loss: torch.Tensor) -> list[Any]:
+    """Every node of ``loss``'s graph, once each."""
+    seen: dict[int, Any] = {}
     stack = [loss.grad_fn]
     while stack:
         fn = stack.pop()
         if fn is None or id(fn) in seen:
             continue
-        seen.add(id(fn))
+        seen[id(fn)] = fn
         stack += [f for f, _ in fn.next_functions]
-    return len(seen)
+    return list(seen.values())
 
 
 def plain(loss: torch.Tensor) -> None:
@@ -89,16 +90,9 @@ def plain(loss: torch.Tensor) -> None:
 
 def bare_hooks(loss: torch.Tensor) -> None:
     handles = []
-    seen: set[int] = set()
-    stack = [loss.grad_fn]
-    while stack:
-        fn = stack.pop()
-        if fn is None or id(fn) in seen:
-            continue
-        seen.add(id(fn))
+    for fn in nodes_of(loss):
         handles.append(fn.register_prehook(lambda grads: None))
         handles.append(fn.register_hook(lambda grads_in, grads_out: None))
-        stack += [f for f, _ in fn.next_functions]
     try:
         loss.backward()
     finally:
@@ -195,7 +189,7 @@ def main() -> None:
     table.add_column("+µs/node over bare hooks", justify="right")
     for make in (mlp, gru):
         label, build = make()
-        nodes = count_nodes(build())
+        nodes = len(nodes_of(build()))
         for _ in range(2):  # warm up every path once
             for run in WAYS.values():
                 run(build())

@@ -185,16 +185,8 @@ def from_tensors(tensors: Sequence[Tensor]) -> GraphView:
         GraphViewError: a tensor has no ``grad_fn`` (a leaf, or it does not
             require grad), so it has no backward graph to draw.
     """
-    roots = []
-    for i, tensor in enumerate(tensors):
-        if tensor.grad_fn is None:
-            what = "a leaf" if tensor.requires_grad else "does not require grad"
-            raise GraphViewError(
-                f"tensor {i} has no grad_fn ({what}), so there is no backward graph to draw; "
-                "pass a tensor computed from tensors that require grad"
-            )
-        roots.append(tensor.grad_fn)
-    graph = list(walk_graph(roots))
+    _check_graphs(tensors)
+    graph = list(walk_graph([t.grad_fn for t in tensors if t.grad_fn is not None]))
     incoming: dict[int, int] = {}
     for node in graph:
         for edge in node._next_edges:
@@ -221,13 +213,7 @@ def from_torch_tensors(tensors: Sequence[Any]) -> GraphView:
     from autograd_viz.sources.pytorch.graph import plan_graph_task
     from autograd_viz.sources.pytorch.naming import LeafNamer
 
-    for i, tensor in enumerate(tensors):
-        if tensor.grad_fn is None:
-            what = "a leaf" if tensor.requires_grad else "does not require grad"
-            raise GraphViewError(
-                f"tensor {i} has no grad_fn ({what}), so there is no backward graph to draw; "
-                "pass a tensor computed from tensors that require grad"
-            )
+    _check_graphs(tensors)
     plan = plan_graph_task(
         [(t.grad_fn, t.output_nr) for t in tensors], [], True, LeafNamer(sys._getframe(1))
     )
@@ -240,6 +226,17 @@ def from_torch_tensors(tensors: Sequence[Any]) -> GraphView:
         for (node, _), t in zip(plan.roots, tensors, strict=True)
     ]
     return from_graph(infos, outputs)
+
+
+def _check_graphs(tensors: Sequence[Any]) -> None:
+    """Raise :class:`GraphViewError` for a tensor (ours or PyTorch's) without a ``grad_fn``."""
+    for i, tensor in enumerate(tensors):
+        if tensor.grad_fn is None:
+            what = "a leaf" if tensor.requires_grad else "does not require grad"
+            raise GraphViewError(
+                f"tensor {i} has no grad_fn ({what}), so there is no backward graph to draw; "
+                "pass a tensor computed from tensors that require grad"
+            )
 
 
 @dataclass(frozen=True, slots=True)

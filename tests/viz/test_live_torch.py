@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import threading
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from autograd_viz.live import LiveSession, SessionCancelled, non_finite
+from tests.viz.test_live import no_new_threads  # noqa: F401 - the fixture, with its checks
 
 torch = pytest.importorskip("torch")
 
@@ -27,16 +25,6 @@ def _mlp_step() -> torch.Tensor:
 
 def _expected() -> torch.Tensor:
     return _mlp_step()
-
-
-@pytest.fixture
-def no_new_threads() -> Iterator[None]:
-    before = set(threading.enumerate())
-    yield
-    deadline = time.monotonic() + TIMEOUT
-    while set(threading.enumerate()) - before and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert set(threading.enumerate()) - before == set()
 
 
 def _pytorch_node_order() -> list[str]:
