@@ -11,6 +11,8 @@ from tests.viz.test_live import no_new_threads  # noqa: F401 - the fixture, with
 
 torch = pytest.importorskip("torch")
 
+pytestmark = pytest.mark.usefixtures("no_new_threads")
+
 TIMEOUT = 10.0
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -49,7 +51,7 @@ def _pytorch_node_order() -> list[str]:
     return order
 
 
-def test_stepping_event_by_event_runs_pytorchs_nodes_in_its_order(no_new_threads: None) -> None:
+def test_stepping_event_by_event_runs_pytorchs_nodes_in_its_order() -> None:
     expected = _expected()
     with LiveSession(_mlp_step) as session:
         starts = []
@@ -63,7 +65,7 @@ def test_stepping_event_by_event_runs_pytorchs_nodes_in_its_order(no_new_threads
     assert starts == _pytorch_node_order()
 
 
-def test_a_breakpoint_stops_at_the_node_and_back_in_time_replays(no_new_threads: None) -> None:
+def test_a_breakpoint_stops_at_the_node_and_back_in_time_replays() -> None:
     with LiveSession(_mlp_step) as session:
         at_tanh = session.add_breakpoint(node="TanhBackward0", kind="node_start")
         hit = session.continue_(timeout=TIMEOUT)
@@ -80,7 +82,7 @@ def test_a_breakpoint_stops_at_the_node_and_back_in_time_replays(no_new_threads:
 
 @pytest.mark.parametrize("steps", [1, 3, 8, 15])
 def test_stopping_mid_backward_cancels_it_and_leaves_pytorch_usable(
-    steps: int, no_new_threads: None
+    steps: int,
 ) -> None:
     session = LiveSession(_mlp_step).start()
     for _ in range(steps):
@@ -91,7 +93,7 @@ def test_stopping_mid_backward_cancels_it_and_leaves_pytorch_usable(
     assert torch.equal(_mlp_step(), _expected())
 
 
-def test_a_pytorch_script_runs_live(no_new_threads: None) -> None:
+def test_a_pytorch_script_runs_live() -> None:
     with LiveSession(ROOT / "examples" / "torch_mlp.py") as session:
         session.run_to_end(timeout=60)
         assert session.error is None and session.result == 0
