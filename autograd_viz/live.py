@@ -51,6 +51,22 @@ from engine.events import Event, TensorSummary
 LIVE_THREAD = "autograd-viz-live"
 """The name of the thread a live session runs its target in."""
 
+MAIN = "main"
+"""The name every view gives the program's own thread, live or recorded."""
+
+
+def thread_name(name: str) -> str:
+    """An engine thread's name as every view writes it.
+
+    The thread that runs the program is :data:`MAIN` whether it was Python's
+    ``MainThread`` (a recorded script) or the live session's own thread; the
+    engine's workers lose the ``autograd-`` they all share (``sim:0``).
+    """
+    if name in ("MainThread", LIVE_THREAD):
+        return MAIN
+    return name.removeprefix("autograd-")
+
+
 DEFAULT_MAX_EVENTS = 1_000_000
 """The most events a live session records unless told otherwise (a 400 MB trace file)."""
 

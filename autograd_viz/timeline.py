@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from autograd_viz.live import thread_name
 from autograd_viz.trace import Trace, TraceEvent
 from autograd_viz.trace.text import printable
 from engine.events import TensorSummary
@@ -182,7 +183,7 @@ def _metadata(lanes: Mapping[str, int]) -> list[dict[str, Any]]:
     items = [meta("process_name", 0, name="autograd engine")]
     for thread, tid in lanes.items():
         items += [
-            meta("thread_name", tid, name=thread),
+            meta("thread_name", tid, name=thread_name(thread)),
             meta("thread_sort_index", tid, sort_index=tid),
         ]
     return items

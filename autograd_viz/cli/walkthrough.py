@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from autograd_viz.cli.demo_program import rnn_cell
-from autograd_viz.draw.words import thread_name, what_happened
+from autograd_viz.draw.words import what_happened
+from autograd_viz.live import thread_name
 
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType

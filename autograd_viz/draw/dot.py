@@ -44,7 +44,7 @@ from autograd_viz.draw.graph_view import (
     from_tensors,
     from_torch_tensors,
 )
-from autograd_viz.draw.words import thread_name
+from autograd_viz.live import thread_name
 from autograd_viz.trace import Trace
 from autograd_viz.trace.replay import ExecutionState, NodeStatus
 from autograd_viz.trace.text import printable, shorten

@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-from autograd_viz.live import LIVE_THREAD
 from engine.events import TensorSummary
 
 Label = Callable[[int | None, str | None], str]
@@ -37,22 +36,6 @@ KIND_MEANINGS: dict[str, str] = {
     "derived_mismatch": "a PyTorch trace: what was observed contradicts what was derived",
 }
 """One line per event kind, for the help screen."""
-
-
-MAIN = "main"
-"""The name every view gives the program's own thread, live or recorded."""
-
-
-def thread_name(name: str) -> str:
-    """An engine thread's name as every view writes it.
-
-    The thread that runs the program is :data:`MAIN` whether it was Python's
-    ``MainThread`` (a recorded script) or the live session's own thread; the
-    engine's workers lose the ``autograd-`` they all share (``sim:0``).
-    """
-    if name in ("MainThread", LIVE_THREAD):
-        return MAIN
-    return name.removeprefix("autograd-")
 
 
 class EventLike(Protocol):

@@ -9,7 +9,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from autograd_viz.draw.words import thread_name
+from autograd_viz.live import thread_name
 from autograd_viz.nan.report import Finding, user_frames
 from autograd_viz.trace import GraphTaskInfo, NodeInfo, Trace
 from autograd_viz.trace.replay import ExecutionState, NodeState

@@ -12,6 +12,7 @@ import pytest
 
 import autograd_viz
 import engine
+from autograd_viz.live import thread_name
 from autograd_viz.timeline import save_chrome_trace, to_chrome_trace
 from autograd_viz.trace import GraphTaskInfo, Trace, TraceEvent
 from engine.engine import MAX_RECURSION_DEPTH
@@ -115,14 +116,14 @@ def test_one_lane_per_engine_thread_with_the_thread_names() -> None:
     trace = _two_device_trace()
     doc = to_chrome_trace(trace)
     lanes = _lanes(doc)
-    assert set(lanes) == {e.thread for e in trace.events}
-    assert {"autograd-sim:0", "autograd-sim:1"} < set(lanes)
+    assert set(lanes) == {thread_name(e.thread) for e in trace.events}
+    assert {"main", "sim:0", "sim:1"} <= set(lanes)
     assert len(set(lanes.values())) == len(lanes)
     for s in _of(doc, "X", "node"):
         event = next(
             e for e in trace.events if e.kind == "node_start" and e.node_id == s["args"]["node_id"]
         )
-        assert s["tid"] == lanes[event.thread]
+        assert s["tid"] == lanes[thread_name(event.thread)]
     assert [e for e in _of(doc, "M") if e["name"] == "process_name"]
 
 
@@ -185,7 +186,7 @@ def test_a_graph_task_handed_to_the_pool_is_a_slice_on_the_pool_lane() -> None:
     doc = to_chrome_trace(trace)
     _assert_valid(doc)
     lanes = _lanes(doc)
-    pool_lanes = {tid for name, tid in lanes.items() if name.startswith("autograd-pool-")}
+    pool_lanes = {tid for name, tid in lanes.items() if name.startswith("pool-")}
     assert pool_lanes
     on_pool = [s for s in _of(doc, "X", "graph_task") if s["args"].get("on_pool")]
     assert on_pool and all(s["tid"] in pool_lanes for s in on_pool)
@@ -196,7 +197,7 @@ def test_a_graph_task_handed_to_the_pool_is_a_slice_on_the_pool_lane() -> None:
         owner = next(
             s
             for s in _of(doc, "X", "graph_task")
-            if s["args"]["graph_task"] == gid and s["tid"] == lanes[task["args"]["owner"]]
+            if s["args"]["graph_task"] == gid and s["tid"] == lanes[thread_name(task["args"]["owner"])]
         )
         assert _inside(task, owner), "the owner waits for the pool thread to finish"
 
@@ -327,3 +328,23 @@ def test_saved_timeline_loads_back_and_a_loaded_trace_gives_the_same(tmp_path: P
     written = save_chrome_trace(Trace.load(tmp_path / "t.jsonl"), tmp_path / "t.json")
     loaded = json.loads((tmp_path / "t.json").read_text(encoding="utf-8"))
     assert loaded == written == to_chrome_trace(trace)
+
+
+def test_the_programs_thread_is_called_main_in_the_timeline_as_everywhere() -> None:
+    from autograd_viz.live import LiveSession
+
+    def program() -> None:
+        x = engine.tensor([1.0, 2.0], requires_grad=True)
+        (x * x).sum().backward()
+
+    with LiveSession(program) as session:
+        session.run_to_end(timeout=10)
+    with autograd_viz.record() as trace:
+        program()
+    for recorded in (session.trace, trace):
+        lanes = [
+            e["args"]["name"]
+            for e in to_chrome_trace(recorded)["traceEvents"]
+            if e["name"] == "thread_name"
+        ]
+        assert lanes == ["main"]
