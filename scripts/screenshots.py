@@ -61,6 +61,11 @@ async def first_screen(pilot: Pilot[Any], app: VizApp) -> None:
     await settle(pilot, app)
 
 
+async def pytorch_step(pilot: Pilot[Any], app: VizApp) -> None:
+    """PyTorch's own backward paused between two nodes, parameters named by their module."""
+    await step_until(pilot, app, lambda: queued(app) >= 2 and app.driver.state().step > 40)
+
+
 async def queues_busy(pilot: Pilot[Any], app: VizApp) -> None:
     await step_until(pilot, app, lambda: queued(app) >= 4)
 
@@ -149,6 +154,7 @@ def main() -> None:
         ("reentrant-call", demo_program, reentrant_call),
         ("nan-found", nan_script, nan_found),
         ("dot-export-tui", demo_program, export_scene(out)),
+        ("pytorch-live", str(ROOT / "examples" / "torch_transformer.py"), pytorch_step),
     ]
     chosen = parser.parse_args().scene
     if chosen is None:

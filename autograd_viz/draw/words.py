@@ -116,7 +116,7 @@ def explain(event: EventLike, data: Mapping[str, Any], label: Label) -> str:
     """
     sentence = _explain(event, data, label)
     if data.get("derived") and event.kind != "derived_mismatch":
-        sentence += " (derived: replayed from the engine's bookkeeping, checked by what runs next)"
+        sentence += " (derived from the bookkeeping, not observed)"
     return sentence
 
 
