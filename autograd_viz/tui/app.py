@@ -236,6 +236,8 @@ class VizApp(App[int]):
                 parts.append("live · program finished · replaying")
             else:
                 parts.append("live · engine paused")
+            if driver.truncated:
+                parts.append("recording stopped at max_events; the program runs on unrecorded")
         else:
             parts.append("replay")
         if self.message:  # what the last move found: first, where a narrow bar keeps it

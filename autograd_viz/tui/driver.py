@@ -86,6 +86,11 @@ class Driver:
         """Whether the trace is complete: the program behind it has ended (or there is none)."""
         return True
 
+    @property
+    def truncated(self) -> bool:
+        """Whether recording stopped at the session's ``max_events`` while the program ran on."""
+        return False
+
     def state(self) -> ExecutionState:
         """The engine after :attr:`position` events."""
         return self.trace.state_at(self.position)
@@ -182,6 +187,10 @@ class LiveDriver(Driver):
     @property
     def recorded_all(self) -> bool:
         return self.session.finished
+
+    @property
+    def truncated(self) -> bool:
+        return self.session.truncated
 
     def goto(self, step: int) -> int:
         position = super().goto(step)
