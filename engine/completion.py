@@ -56,11 +56,15 @@ class Completion(EventEmission):
 
     def _complete(self, graph_task: GraphTask) -> None:
         """The last task finished: complete the future and wake the owner if elsewhere."""
-        self.mark_as_completed(graph_task)
-        if TLS.worker_device is not graph_task.owner:
-            # See Note [Owner wake-up]
-            owner_queue = self.ready_queue(graph_task.cpu_ready_queue, graph_task.owner)
-            self._push(owner_queue, (graph_task, None, None), "wake-up")
+        try:
+            self.mark_as_completed(graph_task)
+        finally:
+            # A listener may raise at graph_task_end (a debugger cancelling): the graph task
+            # is complete all the same, and an owner asleep in pop() would never wake.
+            if TLS.worker_device is not graph_task.owner:
+                # See Note [Owner wake-up]
+                owner_queue = self.ready_queue(graph_task.cpu_ready_queue, graph_task.owner)
+                self._push(owner_queue, (graph_task, None, None), "wake-up")
 
     def mark_as_completed(self, graph_task: GraphTask) -> None:
         """Complete the future once: run post-processing and wake anyone waiting."""
