@@ -197,7 +197,8 @@ def test_a_graph_task_handed_to_the_pool_is_a_slice_on_the_pool_lane() -> None:
         owner = next(
             s
             for s in _of(doc, "X", "graph_task")
-            if s["args"]["graph_task"] == gid and s["tid"] == lanes[thread_name(task["args"]["owner"])]
+            if s["args"]["graph_task"] == gid
+            and s["tid"] == lanes[thread_name(task["args"]["owner"])]
         )
         assert _inside(task, owner), "the owner waits for the pool thread to finish"
 
