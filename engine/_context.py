@@ -31,6 +31,9 @@ class _EngineThreadState(threading.local):
         """The ReadyQueue this thread pops from."""
         self.graph_task: Any = None
         """The GraphTask whose node this thread is running, if any."""
+        self.current_node: Any = None
+        """The node whose ``apply`` runs on this thread, kept only in anomaly mode (the
+        parent that nodes made during a backward remember; Note [Induced by])."""
 
 
 TLS = _EngineThreadState()

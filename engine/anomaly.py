@@ -415,8 +415,28 @@ def forward_stack() -> list[str]:
     return traceback.format_list(user or frames)
 
 
+def new_metadata() -> dict[str, Any]:
+    """A new node's metadata in anomaly mode: the forward stack, and the node that made it.
+
+    Note [Induced by]
+    ~~~~~~~~~~~~~~~~~
+    A node made while another node's backward runs (``create_graph=True``, a
+    double backward) remembers that node as its ``parent_``, as PyTorch's
+    AnomalyMetadata does. An error later in the made node then warns, after
+    its own forward stack, with the stack of each ancestor: "Previous
+    calculation was induced by ExpBackward0. Traceback of forward call that
+    induced the previous calculation: ...". The engine keeps the running node
+    in ``TLS.current_node`` only while anomaly mode is on.
+    """
+    metadata: dict[str, Any] = {"traceback_": forward_stack()}
+    parent = TLS.current_node
+    if parent is not None:
+        metadata["parent_"] = parent
+    return metadata
+
+
 def warn_forward_traceback(node: Any) -> None:
-    """Print PyTorch's anomaly warning with the forward traceback of ``node``."""
+    """Print PyTorch's anomaly warnings: the forward traceback of ``node``, then its parents'."""
     stack = node.metadata.get("traceback_") if node._metadata else None
     if stack is None:
         warnings.warn(
@@ -432,3 +452,22 @@ def warn_forward_traceback(node: Any) -> None:
         UserWarning,
         stacklevel=2,
     )
+    seen = {id(node)}
+    parent = node._metadata.get("parent_")
+    while parent is not None and id(parent) not in seen:  # See Note [Induced by]
+        seen.add(id(parent))
+        metadata = parent._metadata or {}
+        parent_stack = metadata.get("traceback_")
+        if parent_stack is None:
+            text = (
+                f"\n\nPrevious calculation was induced by {parent.name()}. No forward pass "
+                "information available. Enable detect anomaly during forward pass for more "
+                "information."
+            )
+        else:
+            text = (
+                f"\n\nPrevious calculation was induced by {parent.name()}. Traceback of forward "
+                "call that induced the previous calculation:\n" + "".join(parent_stack)
+            )
+        warnings.warn(text, UserWarning, stacklevel=2)
+        parent = metadata.get("parent_")

@@ -274,7 +274,7 @@ class Node:
         self._input_metadata: tuple[InputMetadata, ...] = ()
         self._saved: tuple[SavedTensor, ...] = ()
         if anomaly.STATE.enabled:
-            self.metadata["traceback_"] = anomaly.forward_stack()
+            self._metadata = anomaly.new_metadata()
 
     # -- identity --------------------------------------------------------
     def name(self) -> str:

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from engine import anomaly
+from engine._context import TLS
 from engine.emitting import any_defined, emit, emit_hook, summary_of
 from engine.events import HUB
 from engine.validation import check_hook_result, check_hook_results, validate_outputs
@@ -53,7 +54,7 @@ class NodeSteps:
         outputs: Sequence[Any]
         # No loop variable may hold a gradient into apply (Note [Stealing the first gradient]).
         if not fn.skips_undefined_grads or any_defined(grads):
-            outputs = fn.apply(grads)
+            outputs = _apply_as_current(fn, grads) if anomaly.STATE.enabled else fn.apply(grads)
         else:
             outputs = [None] * len(fn._next_edges)
         outputs = validate_outputs(fn._next_edges, outputs, fn)
@@ -156,3 +157,13 @@ class NodeSteps:
                 raise RuntimeError(
                     f"Function '{fn.name()}' returned {value} values in its {i}th output."
                 )
+
+
+def _apply_as_current(fn: Node, grads: list[Any]) -> Sequence[Any]:
+    """``fn.apply`` with ``fn`` as the thread's running node (Note [Induced by] in anomaly.py)."""
+    before = TLS.current_node
+    TLS.current_node = fn
+    try:
+        return fn.apply(grads)
+    finally:
+        TLS.current_node = before

@@ -90,7 +90,7 @@ def make_node(cls: type[N], *inputs: Tensor | None) -> N | None:
         node._input_metadata = ()
         node._saved = ()
         if _ANOMALY.enabled:
-            node._metadata = {"traceback_": anomaly.forward_stack()}
+            node._metadata = anomaly.new_metadata()
     else:
         node = cls()
     # Node.set_next_edges, written out: edges and topological_nr.
@@ -174,7 +174,7 @@ def scalar_op(cls: type[N], input: Tensor, data: Any) -> tuple[Tensor, N | None]
         node._retains_grad_hooks = None
         node._saved = ()
         if _ANOMALY.enabled:
-            node._metadata = {"traceback_": anomaly.forward_stack()}
+            node._metadata = anomaly.new_metadata()
     else:
         node = cls()
     edge = _new_object(Edge)

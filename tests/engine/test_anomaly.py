@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
 import numpy as np
 import pytest
@@ -83,3 +84,47 @@ def test_nan_message_matches_pytorch(torch: object) -> None:
                     (x.sqrt() * 0.0).sum().backward()
         msgs.append(str(info.value))
     assert msgs[0] == msgs[1]
+
+
+def _induced_warnings(m: Any, grad: Any, anomaly: Any) -> tuple[str, list[str]]:
+    """A NaN in a node made during a backward: the error and the anomaly warnings, in order."""
+    x = m.tensor([1000.0, 1.0], requires_grad=True)
+    v = m.tensor([1.0, 1.0], requires_grad=True)
+    with warnings.catch_warnings(record=True) as caught, np.errstate(all="ignore"):
+        warnings.simplefilter("always")
+        with anomaly():
+            y = x.exp()  # inf at 1000
+            (g,) = grad([y], [x], [v], create_graph=True)  # MulBackward0 made by ExpBackward0
+            with pytest.raises(RuntimeError) as info:
+                (g * 0.0).sum().backward()  # d/dv of v * exp(x) = 0 * inf: NaN in MulBackward0
+    messages = [
+        str(w.message).split(" (Triggered internally")[0]
+        for w in caught
+        if "Anomaly Detection has been enabled" not in str(w.message)
+        and "encountered" not in str(w.message)
+    ]
+    return str(info.value), messages
+
+
+def test_a_node_made_in_backward_names_the_node_that_induced_it() -> None:
+    error, messages = _induced_warnings(engine, engine.grad, engine.detect_anomaly)
+    assert error == "Function 'MulBackward0' returned nan values in its 0th output."
+    assert messages[0].startswith("Error detected in MulBackward0. Traceback of forward call")
+    assert messages[1].startswith(
+        "\n\nPrevious calculation was induced by ExpBackward0. Traceback of forward call that "
+        "induced the previous calculation:\n"
+    )
+    assert "y = x.exp()" in messages[1]
+    assert len(messages) == 2
+
+
+@pytest.mark.oracle
+def test_induced_by_reads_as_pytorchs(torch: Any) -> None:
+    ours = _induced_warnings(engine, engine.grad, engine.detect_anomaly)
+    theirs = _induced_warnings(torch, torch.autograd.grad, torch.autograd.detect_anomaly)
+    assert ours[0] == theirs[0]
+    # The same warnings up to each forward stack (PyTorch's stacks also show torch's frames).
+    assert [m.split("Traceback")[0] for m in ours[1]] == [
+        m.split("Traceback")[0] for m in theirs[1]
+    ]
+    assert len(theirs[1]) == 2
