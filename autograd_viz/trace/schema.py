@@ -15,6 +15,7 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from engine import events
 from engine.events import EVENT_KINDS, TensorSummary
 
 Reader = Callable[[Any], Any]
@@ -312,7 +313,7 @@ def _summary_fast(value: dict[str, Any]) -> TensorSummary | None:
             return None
         values = read_floats(values)
     low, high, mean, norm = stats
-    return TensorSummary(
+    return events._new_summary(  # the frozen record's fast builder (Note [Building frozen records])
         tuple(shape), dtype, device, low, high, mean, norm, nan_count, inf_count, values
     )
 
