@@ -42,6 +42,11 @@ __all__ = [
 ]
 
 
+def _numpy_names(dim: Any, keepdim: bool, axis: Any, keepdims: bool | None) -> tuple[Any, bool]:
+    """``dim`` and ``keepdim``, or NumPy's ``axis`` and ``keepdims`` in their place (as PyTorch)."""
+    return (dim if axis is None else axis), (keepdim if keepdims is None else keepdims)
+
+
 def _dims(dim: int | Sequence[int] | None, ndim: int) -> tuple[int, ...]:
     """``dim`` as a sorted tuple of non-negative dims (all dims when ``None``)."""
     if dim is None:
@@ -97,10 +102,7 @@ def sum(
     ``axis`` and ``keepdims`` are NumPy's names for ``dim`` and ``keepdim``, which PyTorch
     accepts too (as do the other reductions here).
     """
-    if axis is not None:
-        dim = axis
-    if keepdims is not None:
-        keepdim = keepdims
+    dim, keepdim = _numpy_names(dim, keepdim, axis, keepdims)
     if dim is None:
         node0 = make_node(SumBackward0, input)
         if node0 is not None:
@@ -197,10 +199,7 @@ def mean(
     Raises:
         RuntimeError: for integer or bool tensors, as in PyTorch.
     """
-    if axis is not None:
-        dim = axis
-    if keepdims is not None:
-        keepdim = keepdims
+    dim, keepdim = _numpy_names(dim, keepdim, axis, keepdims)
     if not np.issubdtype(input.dtype, np.inexact):
         raise RuntimeError(
             "mean(): could not infer output dtype. Input dtype must be either a floating point "
@@ -389,10 +388,7 @@ def amax(
     Raises:
         IndexError: when a reduced dim is empty or out of range.
     """
-    if axis is not None:
-        dim = axis
-    if keepdims is not None:
-        keepdim = keepdims
+    dim, keepdim = _numpy_names(dim, keepdim, axis, keepdims)
     return _amax_amin(input, dim, keepdim, "amax", AmaxBackward0)
 
 
@@ -411,10 +407,7 @@ def amin(
     Raises:
         IndexError: when a reduced dim is empty or out of range.
     """
-    if axis is not None:
-        dim = axis
-    if keepdims is not None:
-        keepdim = keepdims
+    dim, keepdim = _numpy_names(dim, keepdim, axis, keepdims)
     return _amax_amin(input, dim, keepdim, "amin", AminBackward0)
 
 
@@ -521,10 +514,7 @@ def max(
         RuntimeError: full ``max()`` of an empty tensor.
         IndexError: ``dim`` out of range, or empty along ``dim``.
     """
-    if axis is not None:
-        dim = axis
-    if keepdims is not None:
-        keepdim = keepdims
+    dim, keepdim = _numpy_names(dim, keepdim, axis, keepdims)
     return _extremum(input, dim, keepdim, "max")
 
 
@@ -545,10 +535,7 @@ def min(
         RuntimeError: full ``min()`` of an empty tensor.
         IndexError: ``dim`` out of range, or empty along ``dim``.
     """
-    if axis is not None:
-        dim = axis
-    if keepdims is not None:
-        keepdim = keepdims
+    dim, keepdim = _numpy_names(dim, keepdim, axis, keepdims)
     return _extremum(input, dim, keepdim, "min")
 
 
@@ -573,10 +560,7 @@ def argmax(
     keepdims: bool | None = None,
 ) -> Tensor:
     """Index of the largest element, flattened or along ``dim`` (not differentiable)."""
-    if axis is not None:
-        dim = axis
-    if keepdims is not None:
-        keepdim = keepdims
+    dim, keepdim = _numpy_names(dim, keepdim, axis, keepdims)
     return _arg_extremum(input, dim, keepdim, "max")
 
 
@@ -589,10 +573,7 @@ def argmin(
     keepdims: bool | None = None,
 ) -> Tensor:
     """Index of the smallest element, flattened or along ``dim`` (not differentiable)."""
-    if axis is not None:
-        dim = axis
-    if keepdims is not None:
-        keepdim = keepdims
+    dim, keepdim = _numpy_names(dim, keepdim, axis, keepdims)
     return _arg_extremum(input, dim, keepdim, "min")
 
 
