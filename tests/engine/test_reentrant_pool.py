@@ -73,7 +73,8 @@ def test_pool_threads_are_reused_round_after_round(uncaught: list[str]) -> None:
         np.testing.assert_allclose(_deep_reentrant(), [2.0])
         sizes.append(len(_pool()))
     assert sizes == [1] * 5
-    # Two users at once need two pool threads, and the next rounds reuse them.
+    # Two users at once need at most two pool threads (one when the first is done before the
+    # second hands over: timing decides), and later rounds reuse them instead of adding more.
     for _ in range(3):
         workers = [threading.Thread(target=_deep_reentrant) for _ in range(2)]
         for w in workers:
@@ -81,5 +82,5 @@ def test_pool_threads_are_reused_round_after_round(uncaught: list[str]) -> None:
         for w in workers:
             w.join()
         sizes.append(len(_pool()))
-    assert max(sizes) <= 2 and sizes[-1] == sizes[-2] == sizes[-3]
+    assert max(sizes) <= 2 and sizes == sorted(sizes)
     assert uncaught == []
