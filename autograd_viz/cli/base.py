@@ -45,6 +45,22 @@ class ArgumentParser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
+def script_and_args(args: argparse.Namespace, command: str) -> tuple[str, list[str]]:
+    """SCRIPT and its ARGS from ``args.script_and_args``.
+
+    A leading ``--`` (``record -o t.jsonl -- SCRIPT``), which argparse keeps, is dropped.
+
+    Raises:
+        UsageError: SCRIPT is missing.
+    """
+    words = list(args.script_and_args)
+    if words[:1] == ["--"]:
+        del words[0]
+    if not words:
+        raise UsageError(f"{command}: missing SCRIPT, the Python script to run")
+    return words[0], words[1:]
+
+
 def load_trace(path: str) -> Trace:
     """Load a trace file; what is wrong with it becomes the one line ``main`` prints.
 

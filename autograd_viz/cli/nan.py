@@ -22,9 +22,9 @@ from autograd_viz.cli.base import (
     PROG,
     ArgumentParser,
     CommandError,
-    UsageError,
     check_output,
     note,
+    script_and_args,
     shown,
 )
 
@@ -97,12 +97,7 @@ def run_nan(args: argparse.Namespace) -> int:
         run_script,
     )
 
-    command = list(args.script_and_args)
-    if command[:1] == ["--"]:
-        del command[0]
-    if not command:
-        raise UsageError("nan: missing SCRIPT, the Python script to run")
-    script, *script_args = command
+    script, script_args = script_and_args(args, "nan")
     output: str | None = args.output
     if output is not None:
         check_output(output)

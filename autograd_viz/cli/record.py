@@ -19,11 +19,11 @@ from autograd_viz.cli.base import (
     PROG,
     ArgumentParser,
     CommandError,
-    UsageError,
     check_output,
     load_trace,
     note,
     rich_console,
+    script_and_args,
     shown,
 )
 from autograd_viz.trace.text import printable
@@ -55,12 +55,7 @@ def run_record(args: argparse.Namespace) -> int:
         run_script,
     )
 
-    command = list(args.script_and_args)
-    if command[:1] == ["--"]:  # `record -o t.jsonl -- SCRIPT`: argparse keeps the marker here
-        del command[0]
-    if not command:
-        raise UsageError("record: missing SCRIPT, the Python script to run")
-    script, *script_args = command
+    script, script_args = script_and_args(args, "record")
     output_given: str | None = args.output_given
     if output_given is None and _trailing_output(script_args):
         # `record SCRIPT ARGS -o TRACE`: a final -o is ours unless a `--` hands all to the script.

@@ -16,7 +16,14 @@ import gc
 import sys
 from typing import TYPE_CHECKING
 
-from autograd_viz.cli.base import PROG, ArgumentParser, CommandError, UsageError, load_trace, note
+from autograd_viz.cli.base import (
+    PROG,
+    ArgumentParser,
+    CommandError,
+    load_trace,
+    note,
+    script_and_args,
+)
 
 if TYPE_CHECKING:
     from autograd_viz.tui.driver import Driver
@@ -48,12 +55,7 @@ def run_live(args: argparse.Namespace) -> int:
     from autograd_viz.sources.script import ScriptNotFoundError, check_script
     from autograd_viz.tui.driver import LiveDriver
 
-    command = list(args.script_and_args)
-    if command[:1] == ["--"]:
-        del command[0]
-    if not command:
-        raise UsageError("run: missing SCRIPT, the Python script to run")
-    script, *script_args = command
+    script, script_args = script_and_args(args, "run")
     try:
         check_script(script)
     except ScriptNotFoundError as exc:
