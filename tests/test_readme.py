@@ -59,8 +59,12 @@ def scratch(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def _env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1", "COLUMNS": "120"}
+def _run(argv: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """Run ``argv`` in ``cwd`` as a user would, with the repository importable."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1", "COLUMNS": "120"}
+    return subprocess.run(
+        argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=300, check=False
+    )
 
 
 @pytest.mark.parametrize("index", range(len(blocks("python"))))
@@ -70,15 +74,7 @@ def test_every_python_snippet_runs(index: int, scratch: Path) -> None:
     if reason:
         pytest.skip(reason)
     (scratch / "snippet.py").write_text(snippet, encoding="utf-8")
-    done = subprocess.run(
-        [sys.executable, "snippet.py"],
-        cwd=scratch,
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    done = _run([sys.executable, "snippet.py"], scratch)
     assert done.returncode == 0, f"snippet {index} failed:\n{snippet}\n{done.stderr}"
 
 
@@ -116,15 +112,7 @@ def test_every_concrete_command_runs(scratch: Path) -> None:
                 if not word.startswith("-") and "." in word:
                     assert (scratch / word).exists(), f"{argv}: {word} does not exist"
             continue
-        done = subprocess.run(
-            [*launcher, command, *args],
-            cwd=scratch,
-            env=_env(),
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
+        done = _run([*launcher, command, *args], scratch)
         expected = 1 if command == "nan" else 0  # nan exits 1 when it finds something
         assert done.returncode == expected, f"{argv}:\n{done.stdout}\n{done.stderr}"
         ran += 1
