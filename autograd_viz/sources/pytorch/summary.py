@@ -16,9 +16,9 @@ import sys
 import weakref
 from typing import Any
 
-import numpy as np
 import torch
 
+from autograd_viz.sources.deferred import DeferredSummary, defer
 from engine import events
 from engine.events import LazySummary, TensorSummary
 
@@ -46,8 +46,10 @@ def summarize_tensor(tensor: torch.Tensor, device: str, max_values: int = 0) -> 
 
     Small tensors are summarized by :func:`engine.events.summarize` on a NumPy
     view (a host copy for a device tensor), so NaN and Inf are counted the
-    same way as for our engine. Large floating-point tensors are reduced by
-    PyTorch where they live (Note [Summaries of large tensors]). Dtypes NumPy lacks
+    same way as for our engine. Mid-size floating-point tensors are copied
+    and summarized later, many at once (Note [Deferred summaries] in
+    :mod:`autograd_viz.sources.deferred`). Large floating-point tensors are
+    reduced by PyTorch where they live (Note [Summaries of large tensors]). Dtypes NumPy lacks
     (``bfloat16``) are widened to ``float32``; the summary keeps the tensor's
     own dtype. Tensors that have no plain strided values (sparse, nested,
     complex, meta) get shape, dtype and device only.
@@ -104,11 +106,9 @@ def _summarize_values(
         array = values.numpy()
     except RuntimeError:  # a conjugate or negative view
         array = values.resolve_conj().resolve_neg().numpy()
-    summary = None
     if count > _SMALL and count > max_values and array.dtype.kind == "f":
-        summary = _summarize_finite_floats(array, shape, dtype, device)
-    if summary is None:
-        summary = events.summarize(array, device, max_values)
+        return defer(array, shape, dtype, device)  # Note [Deferred summaries]
+    summary = events.summarize(array, device, max_values)
     if summary.dtype != dtype:
         summary = dataclasses.replace(summary, dtype=dtype)
     return summary
@@ -136,48 +136,11 @@ def _summarize_plain(
             array = tensor.numpy()
         except RuntimeError:  # a negative view
             return _summarize_values(tensor, shape, dtype, device, max_values)
-        summary = _summarize_finite_floats(array, shape, dtype, device)
-        if summary is not None:
-            return summary
-        return events.summarize(array, device, max_values)
+        return defer(array, shape, dtype, device)  # Note [Deferred summaries]
     return _summarize_values(tensor, shape, dtype, device, max_values)
 
 
 _FLOATS = frozenset({torch.float16, torch.float32, torch.float64})
-
-
-def _summarize_finite_floats(
-    array: np.ndarray, shape: tuple[int, ...], dtype: str, device: str
-) -> TensorSummary | None:
-    """:func:`engine.events.summarize` of a mid-size float array with no NaN or Inf.
-
-    The same numbers (one float64 block: sum and dot product, exact minimum and
-    maximum) in a quarter of the time: a gradient of a small layer is
-    summarized several times per node. ``None`` when the sum is not finite;
-    the general path then counts NaN and Inf.
-    """
-    flat = array.ravel()
-    wide = flat.astype(np.float64)
-    total = float(_add(wide))
-    if not math.isfinite(total):
-        return None
-    return events._new_summary(  # the frozen record's fast builder (Note [Building frozen records])
-        shape,
-        dtype,
-        device,
-        float(_minimum(flat)),
-        float(_maximum(flat)),
-        total / wide.size,
-        math.sqrt(float(wide.dot(wide))),
-        0,
-        0,
-        None,
-    )
-
-
-_add = np.add.reduce
-_minimum = np.minimum.reduce
-_maximum = np.maximum.reduce
 
 
 # Note [Summaries of large tensors]
@@ -269,7 +232,8 @@ class TorchSummary(LazySummary):
         summary = self._summary = summarize_tensor(tensor, self.device, max_values)
         # Asked again with a smaller max_values, the answer is the same summary; with a
         # larger one too, unless it would keep values this one has not.
-        kept = summary.values is not None
+        # (A deferred summary keeps no values, and reading them would settle it.)
+        kept = type(summary) is not DeferredSummary and summary.values is not None
         self._covers = _MAX_INDEX if kept else max(max_values, summary.numel - 1)
         if key is not None and not kept:
             if len(_SAME_MEMORY) >= _SAME_MEMORY_MAX:

@@ -10,6 +10,7 @@ derived.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import warnings
 from collections.abc import Callable
@@ -17,6 +18,7 @@ from typing import Any
 
 import torch
 
+from autograd_viz.sources.deferred import settle_waiting
 from autograd_viz.sources.pytorch.bookkeeping import Bookkeeping
 from autograd_viz.sources.pytorch.graph import GraphPlan, TorchNode
 from autograd_viz.sources.pytorch.summary import summaries_of, summary_of
@@ -177,6 +179,10 @@ class GraphTaskWatch:
             stack = _LOCAL.stack
             if stack and stack[-1] is self:
                 stack.pop()
+            # The summaries listeners deferred during the call are settled at once
+            # (Note [Deferred summaries]); one that fails here settles when it is read.
+            with contextlib.suppress(Exception):
+                settle_waiting()
 
     def guarded(self, step: Callable[..., None], *args: Any) -> None:
         """Run one step of the watch; a failure of the watch itself never fails the backward.

@@ -1,0 +1,248 @@
+"""Summaries of float arrays whose numbers are computed later, many at a time.
+
+Note [Deferred summaries]
+~~~~~~~~~~~~~~~~~~~~~~~~~
+A recorder summarizes every gradient while the engine still holds it. For a
+float array of a few hundred or thousand elements the five NumPy calls of a
+summary (widen to float64, sum, sum of squares, minimum, maximum) cost far
+more in call overhead than in arithmetic, several times what the node that
+made the gradient cost. So :func:`defer` copies the values into the next
+row of a block kept for arrays of that length and dtype, and returns a
+:class:`DeferredSummary`: a :class:`~engine.events.TensorSummary` whose
+statistics are computed the first time one of them is read, or by
+:func:`settle_waiting` for a whole block at once, five NumPy calls for all
+its rows. A block is settled when it is full, and every block when a
+watched backward call ends; its rows are then reused, so the copies cost
+no allocation.
+
+NumPy reduces each contiguous row of a C-ordered 2-D array with the same
+pairwise loop it uses for a 1-D array, so a row reduced with others is bit
+for bit the row reduced alone (the tests check it): a summary's numbers do
+not depend on when, or beside which others, it was settled, and
+:func:`float_summary` is the definition of those numbers.
+
+Settled, a summary becomes a plain ``TensorSummary``: its numbers are stored
+in the slots the two classes share and its class is switched (Note
+[Building frozen records] in ``engine/events.py``). Until then its ``values``
+slot holds where its row is, which no reader sees: every statistic of a
+``DeferredSummary`` is read through a property that settles it first. Rows
+are written, read and reused only under one lock, so a summary read on one
+thread while another settles its block gets the numbers of its own row.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from typing import Any
+
+import numpy as np
+
+from engine import events
+from engine.events import TensorSummary
+
+_FIELDS = ("min", "max", "mean", "norm", "nan_count", "inf_count", "values")
+_SLOTS = {name: TensorSummary.__dict__[name] for name in (*_FIELDS, "shape", "dtype", "device")}
+_VALUES = _SLOTS["values"]
+_values_of = _VALUES.__get__
+
+BLOCK_BYTES = 1 << 18
+"""The size of one block of rows (at least two rows); full, it is settled."""
+BLOCKS = 64
+"""Blocks kept at most (one per length and dtype); past that all are settled and dropped."""
+
+
+def float_summary(
+    flat: np.ndarray, shape: tuple[int, ...], dtype: str, device: str
+) -> TensorSummary:
+    """The summary of a 1-D float array, with NaN and Inf counted: the numbers deferring keeps.
+
+    Args:
+        flat: the values, in the order they are summed (C order of the tensor).
+        shape: the tensor's shape.
+        dtype: the dtype name to record (the tensor's own, if ``flat`` was widened).
+        device: the device name to record.
+    """
+    summary: Any = _new_object(DeferredSummary)
+    _SLOTS["shape"].__set__(summary, shape)
+    _SLOTS["dtype"].__set__(summary, dtype)
+    _SLOTS["device"].__set__(summary, device)
+    _settle_rows(flat.reshape(1, -1), [summary])
+    return summary
+
+
+class DeferredSummary(TensorSummary):
+    """A :class:`~engine.events.TensorSummary` of a float array, its numbers computed later.
+
+    Made by :func:`defer`. Shape, dtype and device are read at once; reading
+    any statistic settles it (Note [Deferred summaries]), after which it is a
+    plain ``TensorSummary``.
+    """
+
+    __slots__ = ()
+
+    def settle(self) -> None:
+        """Compute the numbers now (nothing to do if its block was settled meanwhile)."""
+        with _LOCK:
+            where = _values_of(self)
+            if type(where) is _Row:
+                block = where.block
+                _settle_rows(block.rows[where.index : where.index + 1], [self])
+        object.__setattr__(self, "__class__", TensorSummary)
+
+    def __eq__(self, other: object) -> bool:
+        self.settle()
+        if isinstance(other, DeferredSummary):
+            other.settle()
+        return self == other
+
+    def __hash__(self) -> int:
+        self.settle()
+        return hash(self)
+
+    def __repr__(self) -> str:
+        self.settle()
+        return repr(self)
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        self.settle()
+        return self.__reduce_ex__(protocol)
+
+
+def _deferred_field(name: str) -> property:
+    slot = _SLOTS[name]
+
+    def read(self: DeferredSummary) -> Any:
+        self.settle()
+        return slot.__get__(self)
+
+    return property(read, doc=slot.__doc__)
+
+
+for _name in _FIELDS:
+    setattr(DeferredSummary, _name, _deferred_field(_name))
+del _name
+
+
+class _Row:
+    """Where a summary's values wait (kept in its ``values`` slot until it is settled)."""
+
+    __slots__ = ("block", "index")
+
+    def __init__(self, block: _Block, index: int) -> None:
+        self.block = block
+        self.index = index
+
+
+class _Block:
+    """Rows of one length and dtype, and the summaries waiting on them, in order."""
+
+    __slots__ = ("rows", "waiting")
+
+    def __init__(self, length: int, dtype: np.dtype[Any]) -> None:
+        count = max(2, BLOCK_BYTES // max(1, length * dtype.itemsize))
+        self.rows = np.empty((count, length), dtype)
+        self.waiting: list[DeferredSummary] = []
+
+    def settle(self) -> None:
+        """Settle every summary waiting here; the rows are free again."""
+        waiting = self.waiting
+        if waiting:
+            _settle_rows(self.rows[: len(waiting)], waiting)
+            waiting.clear()
+
+
+_LOCK = threading.Lock()
+_BLOCKS: dict[tuple[int, np.dtype[Any]], _Block] = {}
+_new_object = object.__new__
+
+
+def defer(array: np.ndarray, shape: tuple[int, ...], dtype: str, device: str) -> DeferredSummary:
+    """A summary of a float array, its numbers computed later (Note [Deferred summaries]).
+
+    Args:
+        array: the values (copied here: the caller may change or free them next).
+        shape: the tensor's shape.
+        dtype: the dtype name to record (the tensor's own, if ``array`` was widened).
+        device: the device name to record.
+
+    Returns:
+        The summary; its numbers are computed when first read, or when its
+        block is settled.
+    """
+    summary: Any = _new_object(DeferredSummary)
+    _set_shape(summary, shape)
+    _set_dtype(summary, dtype)
+    _set_device(summary, device)
+    key = (array.size, array.dtype)
+    with _LOCK:
+        block = _BLOCKS.get(key)
+        if block is None:
+            if len(_BLOCKS) >= BLOCKS:
+                _settle_all()
+                _BLOCKS.clear()
+            block = _BLOCKS[key] = _Block(array.size, array.dtype)
+        waiting = block.waiting
+        index = len(waiting)
+        if index == len(block.rows):
+            block.settle()
+            index = 0
+        block.rows[index].reshape(array.shape)[...] = array  # one copy, in C order
+        _set_values(summary, _Row(block, index))
+        waiting.append(summary)
+    return summary
+
+
+_set_shape = _SLOTS["shape"].__set__
+_set_dtype = _SLOTS["dtype"].__set__
+_set_device = _SLOTS["device"].__set__
+_set_values = _VALUES.__set__
+
+
+def settle_waiting() -> None:
+    """Settle every waiting summary, a block at a time (Note [Deferred summaries])."""
+    with _LOCK:
+        _settle_all()
+
+
+def _settle_all() -> None:
+    for block in _BLOCKS.values():
+        block.settle()
+
+
+_set = {name: _SLOTS[name].__set__ for name in _FIELDS}
+_set_min, _set_max, _set_mean, _set_norm = _set["min"], _set["max"], _set["mean"], _set["norm"]
+_set_nan, _set_inf = _set["nan_count"], _set["inf_count"]
+_isfinite = math.isfinite
+_sqrt = math.sqrt
+_set_class = object.__setattr__
+
+
+def _settle_rows(rows: np.ndarray, summaries: list[Any]) -> None:
+    """Store the numbers of each row of ``rows`` (C-ordered 2-D floats) in its summary."""
+    count = rows.shape[1]
+    with np.errstate(all="ignore"):
+        wide = rows.astype(np.float64)
+        totals = np.add.reduce(wide, axis=1).tolist()
+        squares = np.add.reduce(wide * wide, axis=1).tolist()
+        lows = np.minimum.reduce(rows, axis=1).tolist()
+        highs = np.maximum.reduce(rows, axis=1).tolist()
+    for i, summary in enumerate(summaries):
+        total = totals[i]
+        if _isfinite(total):
+            _set_min(summary, lows[i])
+            _set_max(summary, highs[i])
+            _set_mean(summary, total / count)
+            _set_norm(summary, _sqrt(squares[i]))
+            _set_nan(summary, 0)
+            _set_inf(summary, 0)
+        else:  # a NaN or an Inf (or a sum that overflowed): the general path counts them
+            general = events.summarize(rows[i], summary.device)
+            _set_min(summary, general.min)
+            _set_max(summary, general.max)
+            _set_mean(summary, general.mean)
+            _set_norm(summary, general.norm)
+            _set_nan(summary, general.nan_count)
+            _set_inf(summary, general.inf_count)
+        _set_values(summary, None)
+        _set_class(summary, "__class__", TensorSummary)
