@@ -453,18 +453,20 @@ class _Hub:
     builds nothing (no dict, no summary, no Event) when it is false.
     """
 
-    __slots__ = ("_lock", "_seq", "active", "listeners")
+    __slots__ = ("_lock", "active", "batch_max_values", "listeners", "seq")
 
     def __init__(self) -> None:
         self.active = False
         self.listeners: tuple[Listener, ...] = ()
+        self.batch_max_values: int | None = None
+        """Set when every listener takes events in batches (Note [Batched events])."""
         self._lock = threading.Lock()
-        self._seq = itertools.count(1)
+        self.seq = itertools.count(1)
+        """Where every event's ``seq`` comes from (also the batched ones')."""
 
     def subscribe(self, listener: Listener) -> None:
         with self._lock:
-            self.listeners = (*self.listeners, listener)
-            self.active = True
+            self._set((*self.listeners, listener))
 
     def unsubscribe(self, listener: Listener) -> None:
         with self._lock:
@@ -473,8 +475,31 @@ class _Hub:
                 if item is listener:
                     del items[i]
                     break
-            self.listeners = tuple(items)
-            self.active = bool(items)
+            self._set(tuple(items))
+
+    def _set(self, listeners: tuple[Listener, ...]) -> None:
+        self.listeners = listeners
+        self.batch_max_values = _batch_max_values(listeners)
+        self.active = bool(listeners)
+
+    def take_events(self, rows: list[tuple[Any, ...]], listeners: tuple[Listener, ...]) -> None:
+        """Hand events a source built as rows to listeners that take batches.
+
+        See Note [Batched events].
+
+        Args:
+            rows: each event's fields in :class:`Event`'s order, ``seq`` from
+                :attr:`seq` when the step happened, ``data`` plain.
+            listeners: the listeners the rows were built for; those of them
+                still subscribed get them.
+        """
+        current = self.listeners
+        for listener in listeners:
+            if any(item is listener for item in current):
+                try:
+                    listener.take_events(rows)  # type: ignore[attr-defined]
+                except BaseException as exc:  # noqa: BLE001 - _listener_failed re-raises what it must
+                    self._listener_failed(listener, exc)
 
     def emit(
         self,
@@ -503,7 +528,7 @@ class _Hub:
             Event,
             (
                 kind,
-                next(self._seq),
+                next(self.seq),
                 time.perf_counter_ns(),
                 thread,
                 device,
@@ -515,19 +540,53 @@ class _Hub:
         for listener in self.listeners:
             try:
                 listener(event)
-            except BaseException as exc:
-                if isinstance(exc, KeyboardInterrupt | SystemExit) or getattr(
-                    exc, "_engine_propagate", False
-                ):
-                    raise
-                self.unsubscribe(listener)
-                warnings.warn(
-                    f"event listener {listener!r} raised {type(exc).__name__}: {exc}; it has "
-                    f"been unsubscribed\n" + "".join(traceback.format_exception(exc)),
-                    RuntimeWarning,
-                    stacklevel=2,
-                )
+            except BaseException as exc:  # noqa: BLE001 - _listener_failed re-raises what it must
+                self._listener_failed(listener, exc)
 
+    def _listener_failed(self, listener: Listener, exc: BaseException) -> None:
+        if isinstance(exc, KeyboardInterrupt | SystemExit) or getattr(
+            exc, "_engine_propagate", False
+        ):
+            raise exc
+        self.unsubscribe(listener)
+        warnings.warn(
+            f"event listener {listener!r} raised {type(exc).__name__}: {exc}; it has "
+            f"been unsubscribed\n" + "".join(traceback.format_exception(exc)),
+            RuntimeWarning,
+            stacklevel=3,
+        )
+
+
+def _batch_max_values(listeners: tuple[Listener, ...]) -> int | None:
+    """The ``max_values`` every listener takes batches with, if they all do and agree."""
+    found = None
+    for listener in listeners:
+        max_values = getattr(listener, "max_values", None)
+        if getattr(listener, "take_events", None) is None or type(max_values) is not int:
+            return None
+        if found is not None and max_values != found:
+            return None
+        found = max_values
+    return found
+
+
+# Note [Batched events]
+# ~~~~~~~~~~~~~~~~~~~~~
+# A listener that only stores events (a Recorder) does not need each one the
+# moment it happens; it needs them in order, with their tensors summarized
+# while the tensors exist. Such a listener has a ``take_events(rows)`` method
+# and an int ``max_values`` attribute. While every listener has both, with
+# the same ``max_values``, ``batch_max_values`` holds it, and a source that
+# emits many events per step (the PyTorch bridge derives four for every node
+# it observes) may build each event as a plain row instead: its ``seq`` from
+# ``HUB.seq`` and its time when the step happens, its summaries resolved with
+# ``batch_max_values`` at once, sequences as tuples. It hands the rows over
+# with ``HUB.take_events`` before anything else of its graph task is emitted,
+# and at the latest when the graph task ends. Order is the ``seq`` order, as
+# for events emitted one by one. Rows go only to the listeners they were
+# built for (a listener never gets events from before it subscribed); a
+# source that sees the listeners change hands its rows over and emits one by
+# one from then on.
 
 HUB = _Hub()
 """The process-wide event hub the engine emits into."""

@@ -90,6 +90,45 @@ class Recorder:
             else:  # the event's fields, kind to topological_nr, between the index and the data
                 events_.append(_new_trace_event(TraceEvent, (position, *event[:10], data)))
 
+    def take_events(self, rows: list[tuple[Any, ...]]) -> None:
+        """Record events a source built as plain rows (Note [Batched events], ``engine/events.py``).
+
+        Args:
+            rows: each event's fields in :class:`~engine.events.Event`'s
+                order, in ``seq`` order; the data plain, summaries resolved
+                with this recorder's :attr:`max_values`.
+        """
+        if self.closed or not rows:
+            return
+        with self._lock:
+            if self.closed:
+                return
+            events_ = self.trace.events
+            position = len(events_)
+            if position and events_[-1][2] > rows[0][1] and not self._arrival_order:
+                self._merge(rows)
+                return
+            new = _new_trace_event
+            events_.extend([new(TraceEvent, (i, *row)) for i, row in enumerate(rows, position)])
+
+    def _merge(self, rows: list[tuple[Any, ...]]) -> None:
+        """Rows of one thread reach the recorder after later events of another (under the lock)."""
+        trace = self.trace
+        events_ = trace.events
+        first = bisect.bisect(events_, rows[0][1], key=lambda e: e.seq)
+        later = events_[first:]
+        merged = sorted([*[e[1:] for e in later], *rows], key=lambda fields: fields[1])
+        events_[first:] = [
+            _new_trace_event(TraceEvent, (i, *f)) for i, f in enumerate(merged, first)
+        ]
+        for event in events_[first:]:  # a graph task that starts later moves on
+            if event.kind == "graph_task_start":
+                info = trace.graph_tasks.get(event.graph_task)
+                if info is not None and info.first_event != event.index:
+                    trace.graph_tasks[event.graph_task] = _with_first_event(info, event.index)
+        if first < trace._replayed_len:
+            trace._replayer = None  # it indexed the events that moved
+
     def _record_start(self, event: Event) -> None:
         build = event.data.get("graph_snapshot")
         info = snapshot(event, self.max_values) if build is None else build(self.max_values)

@@ -31,22 +31,18 @@ from __future__ import annotations
 import heapq
 import threading
 import warnings
-from collections.abc import Callable
 from typing import Any
 
 import torch
 
+from autograd_viz.sources.pytorch.emitter import Emitter
 from autograd_viz.sources.pytorch.graph import GraphPlan, TorchNode
-from autograd_viz.sources.pytorch.summary import TorchSummary, summary_of
 
 DERIVED_MISMATCH = "derived_mismatch"
 """The event kind of a derived prediction PyTorch contradicted."""
 
 COPY_LIMIT = 1 << 24
 """Elements up to which an input-buffer sum of several edges is copied to check and show it."""
-
-Emit = Callable[[str, "TorchNode | None", dict[str, Any]], None]
-"""Emits one event of the graph task: kind, node, data."""
 
 
 class DerivedMismatchWarning(RuntimeWarning):
@@ -101,7 +97,7 @@ class Bookkeeping:
         emit: how its events are emitted.
     """
 
-    def __init__(self, plan: GraphPlan, graph_task: int, depth: int, emit: Emit) -> None:
+    def __init__(self, plan: GraphPlan, graph_task: int, depth: int, emit: Emitter) -> None:
         self.plan = plan
         self.graph_task = graph_task
         self.depth = depth
@@ -145,7 +141,7 @@ class Bookkeeping:
     def run_graph_root(self, grads: list[Any], summaries: list[Any]) -> None:
         """PyTorch's ``GraphRoot`` of several roots runs, unseen: it hands out their gradients."""
         root = self.plan.root
-        self._emit("node_start", root, {"inputs": [], "derived": True})
+        self._emit("node_start", root, {"inputs": (), "derived": True})
         self._emit("node_end", root, {"outputs": summaries, "derived": True})
         self.pass_outputs(root, grads, summaries)
 
@@ -231,7 +227,7 @@ class Bookkeeping:
                         "derived": True,
                     }
                     if total is not None:
-                        data["total"] = TorchSummary(total)
+                        data["total"] = emit.summary(total)
                 emit("accumulate", nxt, data)
             if not count:
                 self.push(nxt, "ready")
@@ -322,7 +318,12 @@ class Bookkeeping:
         self._emit(
             "capture",
             node,
-            {"slot": slot, "output_index": index, "grad": summary_of(copy), "derived": True},
+            {
+                "slot": slot,
+                "output_index": index,
+                "grad": self._emit.summary(copy),
+                "derived": True,
+            },
         )
 
     def drain(self) -> None:
@@ -364,8 +365,8 @@ class Bookkeeping:
             observed,
             {
                 "check": check,
-                "expected": None if expected is None else [expected._id, expected.name()],
-                "observed": None if observed is None else [observed._id, observed.name()],
+                "expected": None if expected is None else (expected._id, expected.name()),
+                "observed": None if observed is None else (observed._id, observed.name()),
                 "message": message,
                 "derived": True,
             },

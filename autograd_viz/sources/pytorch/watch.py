@@ -20,8 +20,8 @@ import torch
 
 from autograd_viz.sources.deferred import settle_waiting
 from autograd_viz.sources.pytorch.bookkeeping import Bookkeeping
+from autograd_viz.sources.pytorch.emitter import Emitter
 from autograd_viz.sources.pytorch.graph import GraphPlan, TorchNode
-from autograd_viz.sources.pytorch.summary import summaries_of, summary_of
 from engine.events import HUB
 from engine.graph_task import _graph_task_ids
 
@@ -76,7 +76,10 @@ class GraphTaskWatch:
         else:  # a call from inside an unwatched graph task is reentrant too
             self.parent = None
             self.depth = 0 if torch._C._current_graph_task_id() == -1 else 1
-        self.derived = Bookkeeping(plan, self.id, self.depth, _emitter(self.id))
+        self._parent_watch = parent
+        self.emit = Emitter(self.id)
+        """How this graph task's events are emitted."""
+        self.derived = Bookkeeping(plan, self.id, self.depth, self.emit)
         """The replay of PyTorch's bookkeeping between nodes."""
         self._running: list[TorchNode] = []
         self._had_grad: dict[TorchNode, bool] = {}
@@ -86,17 +89,21 @@ class GraphTaskWatch:
     # -- the call --------------------------------------------------------------------
     def start(self, root_grads: list[torch.Tensor | None], thread: str) -> None:
         """Hook every node that runs, emit ``graph_task_start`` and seed the root."""
+        if self._parent_watch is not None:
+            self._parent_watch.emit.flush()  # its events come first (Note [Batched events])
         _LOCAL.stack.append(self)
         plan = self.plan
         in_task = plan.dependencies.keys() | {plan.root}
         for node in plan.nodes:
             if node.fn is not None and node in plan.needed and node in in_task:
                 self._hook(node)
-        summaries = summaries_of(root_grads)
+        summaries = self.emit.summaries(root_grads)
         if HUB.active:
-            self._emit("graph_task_start", plan.root, self._start_data(summaries, thread))
+            HUB.emit_data(
+                "graph_task_start", "cpu", self.id, plan.root, self._start_data(summaries, thread)
+            )
             if self.depth:
-                self._emit(
+                self.emit(
                     "reentrant_enter",
                     None,
                     {
@@ -124,13 +131,19 @@ class GraphTaskWatch:
         if self._live:  # else the replay missed steps: checking it would only cry wolf
             self.derived.drain()
             self.derived.check_results(results)
-        self._emit(
+        self.emit(
             "graph_task_end",
             None,
-            {"status": "ok", "exc_type": None, "message": None, "captured": summaries_of(results)},
+            {
+                "status": "ok",
+                "exc_type": None,
+                "message": None,
+                "captured": self.emit.summaries(results),
+            },
         )
         if self.depth:
             self._emit_exit(ok=True)
+        self.emit.flush()
 
     def fail(self, exc: BaseException) -> None:
         """The call raised: the node that was running failed, and so did the graph task."""
@@ -141,9 +154,9 @@ class GraphTaskWatch:
         stack = None
         if node is not None and node.fn is not None:
             raw = node.fn.metadata.get("traceback_")
-            stack = None if raw is None else [str(line) for line in raw]
+            stack = None if raw is None else tuple([str(line) for line in raw])
         try:
-            self._emit(
+            self.emit(
                 "error",
                 node,
                 {
@@ -153,18 +166,19 @@ class GraphTaskWatch:
                     "traceback": stack,
                 },
             )
-            self._emit(
+            self.emit(
                 "graph_task_end",
                 None,
                 {
                     "status": "error",
                     "exc_type": type(exc).__name__,
                     "message": str(exc),
-                    "captured": [None] * sum(len(c) for c in self.plan.captures.values()),
+                    "captured": (None,) * sum(len(c) for c in self.plan.captures.values()),
                 },
             )
             if self.depth:
                 self._emit_exit(ok=False)
+            self.emit.flush()
         except BaseException:  # noqa: BLE001
             pass  # the call already fails with its own error; a listener cancelling changes nothing
 
@@ -175,6 +189,8 @@ class GraphTaskWatch:
                 handle.remove()
         finally:
             self._handles.clear()
+            with contextlib.suppress(Exception):  # as fail(): the call has its own outcome
+                self.emit.flush()
             self.derived.release()
             stack = _LOCAL.stack
             if stack and stack[-1] is self:
@@ -247,34 +263,33 @@ class GraphTaskWatch:
         variable = node.variable
         if variable is not None:
             self._had_grad[node] = variable.grad is not None
+        emit = self.emit
         if HUB.active:
-            HUB.emit_data("node_start", "cpu", self.id, node, {"inputs": summaries_of(grads)})
+            emit("node_start", node, {"inputs": emit.summaries(grads)})
 
     def _node_end(self, node: TorchNode, outputs: tuple[Any, ...]) -> None:
         running = self._running
         if running and running[-1] is node:
             running.pop()
-        gid = self.id
+        emit = self.emit
         variable = node.variable
         if variable is not None:
             grad = variable.grad
             if grad is not None and HUB.active:
-                HUB.emit_data(
+                emit(
                     "accumulate",
-                    "cpu",
-                    gid,
                     node,
                     {
                         "target": "leaf",
                         "leaf_name": node.leaf_name,
                         "action": "added" if self._had_grad.pop(node, False) else "created",
-                        "grad": summary_of(grad),
+                        "grad": emit.summary(grad),
                     },
                 )
             del grad  # hold no gradient past the event (AccumulateGrad steals it next time)
-        summaries = summaries_of(outputs)
+        summaries = emit.summaries(outputs)
         if HUB.active:
-            HUB.emit_data("node_end", "cpu", gid, node, {"outputs": summaries})
+            emit("node_end", node, {"outputs": summaries})
         if _is_anomaly_enabled() and _anomaly_rejects(outputs):
             # PyTorch checks a node's outputs after its post hooks and raises: nothing
             # is routed, and the error that follows names this node.
@@ -315,25 +330,11 @@ class GraphTaskWatch:
         return snapshot
 
     def _emit_exit(self, ok: bool) -> None:
-        self._emit(
+        self.emit(
             "reentrant_exit",
             None,
             {"parent_graph_task": self.parent, "depth": self.depth, "ok": ok},
         )
-
-    def _emit(self, kind: str, node: TorchNode | None, data: dict[str, Any]) -> None:
-        if HUB.active:
-            HUB.emit_data(kind, "cpu", self.id, node, data)
-
-
-def _emitter(graph_task: int) -> Callable[[str, TorchNode | None, dict[str, Any]], None]:
-    """:meth:`GraphTaskWatch._emit` as a closure (the derived events call it per edge)."""
-
-    def emit(kind: str, node: TorchNode | None, data: dict[str, Any]) -> None:
-        if HUB.active:
-            HUB.emit_data(kind, "cpu", graph_task, node, data)
-
-    return emit
 
 
 _warned: set[str] = set()

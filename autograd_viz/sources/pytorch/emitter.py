@@ -1,0 +1,86 @@
+"""Emitting one watched graph task's events: one by one, or in batches for recorders."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import torch
+
+from autograd_viz.sources.pytorch.graph import TorchNode
+from autograd_viz.sources.pytorch.summary import summaries_of, summary_of
+from engine.events import HUB, _current_thread_name, _thread_name
+
+
+class Emitter:
+    """Emits one graph task's events: one by one, or as rows in batches (Note [Batched events]).
+
+    Rows are built while the listeners subscribed when the graph task started
+    all take batches; they go to those listeners (the ones still subscribed)
+    and to no other. When the listeners change, the rows built so far are
+    handed over and the rest of the graph task is emitted one by one.
+
+    Args:
+        graph_task: the graph task's id.
+    """
+
+    __slots__ = ("graph_task", "listeners", "max_values", "rows")
+
+    def __init__(self, graph_task: int) -> None:
+        self.graph_task = graph_task
+        self.listeners = HUB.listeners
+        """The listeners rows are built for."""
+        self.max_values = HUB.batch_max_values
+        """The ``max_values`` rows are built with; ``None`` when emitting one by one."""
+        self.rows: list[tuple[Any, ...]] = []
+
+    def __call__(self, kind: str, node: TorchNode | None, data: dict[str, Any]) -> None:
+        """Emit one event of the graph task (nothing when nobody listens)."""
+        hub = HUB
+        if not hub.active:
+            return
+        if self.max_values is not None:
+            if hub.listeners is self.listeners:
+                try:
+                    thread = _thread_name.name
+                except AttributeError:
+                    thread = _current_thread_name()
+                if node is None:
+                    fields: tuple[Any, ...] = (None, None, None, None)
+                else:
+                    fields = (node._id, node._name, node.sequence_nr, node.topological_nr)
+                self.rows.append(
+                    (kind, next(hub.seq), _clock(), thread, "cpu", self.graph_task, *fields, data)
+                )
+                return
+            self.flush()  # the listeners changed: one by one from now on
+            self.max_values = None
+        hub.emit_data(kind, "cpu", self.graph_task, node, data)
+
+    def flush(self) -> None:
+        """Hand the rows built so far to the listeners they were built for."""
+        rows = self.rows
+        if rows:
+            self.rows = []
+            HUB.take_events(rows, self.listeners)
+
+    def summary(self, tensor: torch.Tensor | None) -> Any:
+        """A summary for an event: lazy one by one, resolved in rows."""
+        if tensor is None:
+            return None
+        max_values = self.max_values
+        if max_values is None:
+            return summary_of(tensor)
+        return summary_of(tensor).resolve(max_values)  # type: ignore[union-attr]
+
+    def summaries(self, tensors: Any) -> Any:
+        """:meth:`summary` of each tensor: a list one by one, a tuple in rows."""
+        max_values = self.max_values
+        if max_values is None:
+            return summaries_of(tensors)
+        return tuple(
+            [None if t is None else summary_of(t).resolve(max_values) for t in tensors]  # type: ignore[union-attr]
+        )
+
+
+_clock = time.perf_counter_ns

@@ -1,0 +1,178 @@
+"""Batched events: a recorder alone takes the bridge's events in batches, and gets the same trace."""
+
+from __future__ import annotations
+
+import contextlib
+import warnings
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from autograd_viz.sources.pytorch import name  # noqa: E402
+from autograd_viz.sources.pytorch.bookkeeping import DerivedMismatchWarning  # noqa: E402
+from autograd_viz.sources.recorder import Recorder, record  # noqa: E402
+from autograd_viz.trace import Trace  # noqa: E402
+from engine import events  # noqa: E402
+from engine.events import HUB, Event  # noqa: E402
+from tests.viz.sources.pytorch_programs import (  # noqa: E402
+    Program,
+    checkpointed,
+    grad_inputs,
+    gru,
+    random_program,
+    transformer,
+    two_roots,
+)
+
+PROGRAMS: dict[str, Program] = {
+    **{f"random{seed}": random_program(seed) for seed in range(6)},
+    "gru20": gru,
+    "transformer": transformer,
+    "two_roots": two_roots,
+    "grad_inputs": grad_inputs,
+    "checkpoint": checkpointed,
+}
+
+
+def test_the_hub_batches_only_when_every_listener_is_a_recorder_with_one_max_values() -> None:
+    first, second, other = Recorder(16), Recorder(16), Recorder(4)
+    assert HUB.batch_max_values is None
+    with events.listen(first):
+        assert HUB.batch_max_values == 16
+        with events.listen(second):
+            assert HUB.batch_max_values == 16
+        with events.listen(other):
+            assert HUB.batch_max_values is None  # two max_values: one by one
+        with events.listen(lambda event: None):
+            assert HUB.batch_max_values is None  # a listener that wants every event as it comes
+        assert HUB.batch_max_values == 16
+    assert HUB.batch_max_values is None
+
+
+def _recorded(program: Program, listener: Any = None) -> tuple[Trace, Any]:
+    torch.manual_seed(0)
+    backward, leaves = program()
+    for i, leaf in enumerate(leaves):
+        name(leaf, f"leaf{i}")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DerivedMismatchWarning)
+        with (
+            record() as trace,
+            events.listen(listener) if listener is not None else contextlib.nullcontext(),
+        ):
+            batched = HUB.batch_max_values
+            result = backward()
+    assert (batched is None) == (listener is not None)
+    return trace, result
+
+
+def _comparable(trace: Trace) -> list[tuple[Any, ...]]:
+    """The events with ids renamed by first appearance, sequence numbers by rank.
+
+    (PyTorch's ``sequence_nr`` counts every node the thread ever made.)
+    """
+    ids: dict[tuple[str, int], int] = {}
+    ranks = {nr: i for i, nr in enumerate(sorted({e.sequence_nr for e in trace.events} - {None}))}
+
+    def rename(kind: str, value: Any) -> Any:
+        return None if value is None else ids.setdefault((kind, value), len(ids))
+
+    out = []
+    for e in trace.events:
+        data = dict(e.data)
+        if "from_node" in data:
+            data["from_node"] = rename("node", data["from_node"])
+        if "queue_owner" in data:
+            data["queue_owner"] = data["queue_owner"].split()[0]
+        for key in ("roots", "outputs", "parent_graph_task"):
+            data.pop(key, None)  # ids of the other run's graph; the nodes are compared below
+        out.append(
+            (
+                e.kind,
+                e.thread,
+                e.device,
+                rename("task", e.graph_task),
+                rename("node", e.node_id),
+                e.node_name,
+                ranks.get(e.sequence_nr),
+                e.topological_nr,
+                data,
+            )
+        )
+    return out
+
+
+@pytest.mark.parametrize("program", list(PROGRAMS.values()), ids=list(PROGRAMS))
+def test_batched_recording_equals_recording_one_by_one(program: Program) -> None:
+    seen: list[Event] = []
+    batched, _ = _recorded(program)
+    one_by_one, _ = _recorded(program, seen.append)
+    assert _comparable(batched) == _comparable(one_by_one)
+    assert [e.index for e in batched.events] == list(range(len(batched)))
+    assert [e.seq for e in batched.events] == sorted(e.seq for e in batched.events)
+    assert [info.first_event for info in batched.graph_tasks.values()] == [
+        info.first_event for info in one_by_one.graph_tasks.values()
+    ]
+    for info in batched.graph_tasks.values():
+        assert batched.events[info.first_event].kind == "graph_task_start"
+    # Replay reads both the same way.
+    end_a, end_b = batched.state_at(len(batched)), one_by_one.state_at(len(one_by_one))
+    assert {s.name: s.grad for s in end_a.leaves.values()} == {
+        s.name: s.grad for s in end_b.leaves.values()
+    }
+
+
+def test_a_listener_that_subscribes_mid_backward_gets_only_later_events() -> None:
+    torch.manual_seed(0)
+    x = torch.randn(4, 4, requires_grad=True)
+    late: list[Event] = []
+    subscribed: list[int] = []
+
+    def subscribe_now(grad: torch.Tensor) -> None:
+        subscribed.append(next(HUB.seq))  # every event after this one has a larger seq
+        events.subscribe(late.append)
+
+    middle = x.exp() * 2
+    middle.register_hook(subscribe_now)
+    loss = (middle.sin() * x).sum()
+    try:
+        with record() as trace:
+            loss.backward()
+    finally:
+        events.unsubscribe(late.append)
+    assert subscribed and late
+    assert all(e.seq > subscribed[0] for e in late)
+    # The recorder missed nothing: its trace is complete and in order.
+    kinds = [e.kind for e in trace.events]
+    assert kinds[0] == "graph_task_start" and kinds[-1] == "graph_task_end"
+    assert [e.seq for e in trace.events] == sorted(e.seq for e in trace.events)
+    assert [e.seq for e in late] == [e.seq for e in trace.events if e.seq > subscribed[0]]
+    assert [e.node_id for e in trace.events if e.kind == "node_start"] == [
+        e.node_id for e in trace.events if e.kind == "node_end"
+    ]
+
+
+def _row(kind: str, seq: int, graph_task: int) -> tuple[Any, ...]:
+    return (kind, seq, seq * 10, "main", "cpu", graph_task, None, None, None, None, {})
+
+
+def test_rows_that_arrive_after_later_events_are_merged_in_seq_order() -> None:
+    recorder = Recorder()
+    later = [Event("hook", seq, seq * 10, "other", "cpu", 7) for seq in (5, 8)]
+    for event in later:
+        recorder(event)
+    recorder.take_events([_row("hook", 3, 9), _row("hook", 4, 9), _row("hook", 6, 9)])
+    recorder.take_events([_row("hook", 9, 9)])
+    trace = recorder.trace
+    assert [e.seq for e in trace.events] == [3, 4, 5, 6, 8, 9]
+    assert [e.index for e in trace.events] == list(range(6))
+    assert [e.thread for e in trace.events] == ["main", "main", "other", "main", "other", "main"]
+
+
+def test_a_closed_recorder_takes_no_rows() -> None:
+    recorder = Recorder()
+    recorder.close()
+    recorder.take_events([_row("hook", 1, 1)])
+    assert len(recorder.trace) == 0
