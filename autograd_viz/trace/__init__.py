@@ -2,7 +2,8 @@
 
 Plain data (:mod:`~autograd_viz.trace.records`), its file format
 (:mod:`~autograd_viz.trace.file`, validated by
-:mod:`~autograd_viz.trace.schema`) and replay
+:mod:`~autograd_viz.trace.schema`, its common records by
+:mod:`~autograd_viz.trace.fast`) and replay
 (:mod:`~autograd_viz.trace.replay`: the engine's state at any step). Nothing
 here runs or watches an engine; that is :mod:`autograd_viz.sources`.
 """

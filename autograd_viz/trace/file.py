@@ -20,6 +20,7 @@ from autograd_viz.trace import (
     Trace,
     TraceEvent,
     TraceFormatError,
+    fast,
     paused_gc,
 )
 from autograd_viz.trace import schema as s
@@ -254,6 +255,9 @@ class _Loader:
         if not isinstance(item, dict):
             raise s.SchemaError(f"expected a JSON object, got {s._kind(item)}")
         kind = item.get("type")
+        if kind == "event" and self.pending is None and self.header is not None:
+            self.read_event(item)  # the common case, as the general one below would
+            return
         if self.header is None:
             if kind != "header":
                 raise s.SchemaError("the first line must be the trace header")
@@ -306,19 +310,14 @@ class _Loader:
         self.header = header
 
     def read_node(self, item: dict[str, Any]) -> None:
-        fields = _NODE(item)
+        read = fast.node(item)
+        gid, info = read if read is not None else _read_node_checked(item)
         pending = self.pending
-        if pending is None or fields["graph_task"] != pending["id"]:
+        if pending is None or gid != pending["id"]:
             raise s.SchemaError("a node record must follow its graph_task record")
-        if fields["id"] in self.pending_nodes:
-            raise s.SchemaError(f"node {fields['id']} appears twice in graph task {pending['id']}")
-        del fields["type"], fields["graph_task"]
-        leaf = fields.pop("leaf", None)
-        if leaf is not None:
-            leaf["shape"] = tuple(leaf["shape"])
-            fields["leaf"] = LeafInfo(**leaf)
-        fields["inputs"] = tuple((tuple(shape), dt, dev) for shape, dt, dev in fields["inputs"])
-        self.pending_nodes[fields["id"]] = NodeInfo(**fields)
+        if info.id in self.pending_nodes:
+            raise s.SchemaError(f"node {info.id} appears twice in graph task {pending['id']}")
+        self.pending_nodes[info.id] = info
 
     def finish_graph_task(self) -> None:
         pending = self.pending
@@ -345,15 +344,11 @@ class _Loader:
         )
 
     def read_event(self, item: dict[str, Any]) -> None:
-        fields = item if _plain_event(item) else _EVENT(item)
+        fields = item if fast.plain_event(item) else _EVENT(item)
         kind = fields["kind"]
-        reader = s.EVENT_DATA_READERS.get(kind)
-        if reader is None:
-            raise s.SchemaError(f"unknown event kind {s.show(kind)}")
-        try:
-            data = reader(fields["data"])
-        except s.SchemaError as exc:
-            raise s.SchemaError(f"data: {exc}") from None
+        data = fast.event_data(kind, fields["data"])
+        if data is None:
+            data = _read_event_data_checked(kind, fields["data"])
         seq, thread = fields["seq"], fields["thread"]
         last = self.last_seq.get(thread)
         if last is not None and seq <= last:
@@ -372,21 +367,23 @@ class _Loader:
         if expected is not None and (kind != "graph_task_start" or gid != expected):
             raise s.SchemaError(f"graph task {expected} has no graph_task_start event")
         self.expect_start = None
-        node_id, node_name, sequence_nr, topological_nr = fields["node"] or (None,) * 4
+        node_id, node_name, sequence_nr, topological_nr = fields["node"] or _NO_NODE
         self.events.append(
-            TraceEvent(
-                index,
-                kind,
-                fields["seq"],
-                fields["t_ns"],
-                fields["thread"],
-                fields["device"],
-                gid,
-                node_id,
-                node_name,
-                sequence_nr,
-                topological_nr,
-                data,
+            _new_event(
+                (
+                    index,
+                    kind,
+                    seq,
+                    fields["t_ns"],
+                    thread,
+                    fields["device"],
+                    gid,
+                    node_id,
+                    node_name,
+                    sequence_nr,
+                    topological_nr,
+                    data,
+                )
             )
         )
 
@@ -398,49 +395,39 @@ class _Loader:
         return Trace(self.header, self.graph_tasks, self.events)
 
 
-_EVENT_FIELDS = frozenset(
-    {"type", "kind", "seq", "t_ns", "thread", "device", "graph_task", "node", "data"}
-)
+_NO_NODE = (None, None, None, None)
 
 
-def _plain_event(item: dict[str, Any]) -> bool:
-    """Whether ``item`` is an event record ``_EVENT`` would return unchanged (the common case).
-
-    Checked field by field otherwise, which names what is wrong.
-    """
-    if item.keys() != _EVENT_FIELDS:
-        return False
-    seq, t_ns, gid, node = item["seq"], item["t_ns"], item["graph_task"], item["node"]
-    if not (
-        type(seq) is int
-        and type(t_ns) is int
-        and type(gid) is int
-        and -_LIMIT <= seq <= _LIMIT
-        and -_LIMIT <= t_ns <= _LIMIT
-        and -_LIMIT <= gid <= _LIMIT
-        and type(item["kind"]) is str
-        and type(item["thread"]) is str
-        and type(item["device"]) is str
-    ):
-        return False
-    if node is None:
-        return True
-    if type(node) is not list or len(node) != 4:
-        return False
-    node_id, name, sequence_nr, topo = node
-    return (
-        type(node_id) is int
-        and type(name) is str
-        and type(sequence_nr) is int
-        and type(topo) is int
-        and -_LIMIT <= node_id <= _LIMIT
-        and -_LIMIT <= sequence_nr <= _LIMIT
-        and 0 <= topo <= _LIMIT
-    )
+def _new_event(fields: tuple[Any, ...]) -> TraceEvent:
+    """``TraceEvent(*fields)`` without the named tuple's argument parsing (every field given)."""
+    event: TraceEvent = tuple.__new__(TraceEvent, fields)
+    return event
 
 
-_LIMIT = 2**64
-"""The bound ``schema.read_int`` puts on integers."""
+def _read_node_checked(item: dict[str, Any]) -> tuple[int, NodeInfo]:
+    """A node record, field by field: what :func:`fast.node` reads, and the errors it leaves."""
+    fields = _NODE(item)
+    gid = fields.pop("graph_task")
+    del fields["type"]
+    leaf = fields.pop("leaf", None)
+    if leaf is not None:
+        leaf["shape"] = tuple(leaf["shape"])
+        fields["leaf"] = LeafInfo(**leaf)
+    fields["inputs"] = tuple((tuple(shape), dt, dev) for shape, dt, dev in fields["inputs"])
+    return gid, NodeInfo(**fields)
+
+
+def _read_event_data_checked(kind: str, data: Any) -> dict[str, Any]:
+    """An event's ``data``, field by field: what :func:`fast.event_data` reads, and the errors
+    it leaves."""
+    reader = s.EVENT_DATA_READERS.get(kind)
+    if reader is None:
+        raise s.SchemaError(f"unknown event kind {s.show(kind)}")
+    try:
+        result: dict[str, Any] = reader(data)
+    except s.SchemaError as exc:
+        raise s.SchemaError(f"data: {exc}") from None
+    return result
 
 
 def _check_topological_order(graph_task: int, nodes: dict[int, NodeInfo]) -> None:

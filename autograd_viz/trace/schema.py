@@ -15,7 +15,7 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from engine import events
+from autograd_viz.trace import fast
 from engine.events import EVENT_KINDS, TensorSummary
 
 Reader = Callable[[Any], Any]
@@ -73,7 +73,7 @@ def read_floats(value: Any) -> tuple[float, ...]:
 
 # -- scalar readers --------------------------------------------------------------------
 
-_INT_LIMIT = 2**64
+_INT_LIMIT = fast.INT_LIMIT
 
 
 def read_int(value: Any) -> int:
@@ -262,60 +262,10 @@ _SUMMARY = record(
 )
 
 
-_SUMMARY_NEEDS = frozenset({"shape", "dtype", "device"})
-_SUMMARY_TAKES = _SUMMARY_NEEDS | {
-    "min", "max", "mean", "norm", "nan_count", "inf_count", "values"
-}  # fmt: skip
-
-
 def read_summary(value: Any) -> TensorSummary:
-    """A tensor summary; a well-formed one is read in one step (Note [Reading summaries fast])."""
-    if type(value) is dict and _SUMMARY_NEEDS <= value.keys() <= _SUMMARY_TAKES:
-        summary = _summary_fast(value)
-        if summary is not None:
-            return summary
-    return _read_summary_checked(value)
-
-
-# Note [Reading summaries fast]
-# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
-# Summaries are most of a trace file (every gradient that moves has one).
-# A summary whose every field is of the expected type and in range is built
-# directly; anything else, a valid summary with an unusual field included,
-# goes through the field-by-field reader, which accepts exactly the same
-# summaries and names what is wrong with the others. The fast path never
-# accepts what the checked one would reject.
-
-
-def _summary_fast(value: dict[str, Any]) -> TensorSummary | None:
-    shape, dtype, device = value["shape"], value["dtype"], value["device"]
-    if not (
-        type(shape) is list
-        and set(map(type, shape)) <= {int}
-        and (not shape or (min(shape) >= 0 and max(shape) <= _INT_LIMIT))
-        and type(dtype) is str
-        and type(device) is str
-    ):
-        return None
-    stats = []
-    for name in ("min", "max", "mean", "norm"):
-        number = value.get(name)
-        if number is not None and not (type(number) is float and number - number == 0.0):
-            return None  # NaN and Inf travel as strings: the checked reader decodes them
-        stats.append(number)
-    nan_count, inf_count = value.get("nan_count", 0), value.get("inf_count", 0)
-    for count in (nan_count, inf_count):
-        if type(count) is not int or not 0 <= count <= _INT_LIMIT:
-            return None
-    values = value.get("values")
-    if values is not None:
-        if type(values) is not list or len(values) != math.prod(shape):
-            return None
-        values = read_floats(values)
-    low, high, mean, norm = stats
-    return events._new_summary(  # the frozen record's fast builder (Note [Building frozen records])
-        tuple(shape), dtype, device, low, high, mean, norm, nan_count, inf_count, values
-    )
+    """A tensor summary; a well-formed one is read in one step (Note [Fast readers])."""
+    read = fast.summary(value)
+    return read if read is not None else _read_summary_checked(value)
 
 
 def _read_summary_checked(value: Any) -> TensorSummary:
