@@ -67,7 +67,8 @@ def float_summary(
     _SLOTS["shape"].__set__(summary, shape)
     _SLOTS["dtype"].__set__(summary, dtype)
     _SLOTS["device"].__set__(summary, device)
-    _settle_rows(flat.reshape(1, -1), [summary])
+    with _LOCK:
+        _settle_rows(flat.reshape(1, -1), [summary])
     return summary
 
 
@@ -153,6 +154,8 @@ class _Block:
 
 
 _LOCK = threading.Lock()
+"""Held to write, read or reuse rows, and to settle (which uses the scratch memory)."""
+_scratch = [np.empty(0)]
 _BLOCKS: dict[tuple[int, np.dtype[Any]], _Block] = {}
 _new_object = object.__new__
 
@@ -219,12 +222,20 @@ _set_class = object.__setattr__
 
 
 def _settle_rows(rows: np.ndarray, summaries: list[Any]) -> None:
-    """Store the numbers of each row of ``rows`` (C-ordered 2-D floats) in its summary."""
+    """Store the numbers of each row of ``rows`` (C-ordered 2-D floats) in its summary.
+
+    Call it holding ``_LOCK``.
+    """
     count = rows.shape[1]
     with np.errstate(all="ignore"):
-        wide = rows.astype(np.float64)
+        # Widened and squared into memory kept for it: no allocation, no page to fault in.
+        size = rows.size
+        if _scratch[0].size < size:
+            _scratch[0] = np.empty(size)
+        wide = _scratch[0][:size].reshape(rows.shape)
+        np.copyto(wide, rows)
         totals = np.add.reduce(wide, axis=1).tolist()
-        squares = np.add.reduce(wide * wide, axis=1).tolist()
+        squares = np.add.reduce(np.multiply(wide, wide, out=wide), axis=1).tolist()
         lows = np.minimum.reduce(rows, axis=1).tolist()
         highs = np.maximum.reduce(rows, axis=1).tolist()
     for i, summary in enumerate(summaries):
