@@ -515,8 +515,7 @@ def load(
                     f"{name}, line {lineno}: truncated (the last line has no newline)"
                 )
             try:
-                item = _DECODER.decode(text)
-                loader.feed(item)
+                loader.feed(_decode(text))
             except (ValueError, RecursionError) as exc:
                 raise TraceFormatError(f"{name}, line {lineno}: {_problem(exc)}") from None
     try:
@@ -545,3 +544,23 @@ def _reject_constant(name: str) -> Any:
 
 
 _DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+# What _DECODER.decode scans with (an attribute typeshed does not list).
+_scan_once: Callable[[str, int], tuple[Any, int]] = _DECODER.scan_once  # type: ignore[attr-defined]
+
+
+def _decode(line: str) -> Any:
+    """One line's JSON value, as ``_DECODER.decode(line)`` reads it.
+
+    A line that is one object and its newline (every line a trace file holds)
+    is scanned directly, without ``decode``'s two whitespace matches; anything
+    else, and any error, goes through ``decode``, which reads and reports it.
+    """
+    if line[:1] == "{":
+        try:
+            item, end = _scan_once(line, 0)
+        except (ValueError, RecursionError, StopIteration):
+            pass  # decode raises it again, with its own message
+        else:
+            if end == len(line) - 1:  # the caller checked that the line ends in "\n"
+                return item
+    return _DECODER.decode(line)

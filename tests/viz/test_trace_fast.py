@@ -41,6 +41,7 @@ def _checked_only() -> Iterator[None]:
         patch.setattr(fast, "event_data", lambda kind, data: None)
         patch.setattr(fast, "node", lambda item: None)
         patch.setattr(fast, "plain_event", lambda item: False)
+        patch.setattr(file, "_decode", file._DECODER.decode)
         yield
 
 
@@ -231,6 +232,33 @@ def test_mutated_files_load_the_same_or_fail_the_same_with_fast_readers_off(
             assert _loaded(path) == with_fast
         outcomes.add(with_fast.startswith("rejected"))
     assert outcomes == {True, False}
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        '{"a": 1}\n',
+        ' {"a": 1}\n',
+        '{"a": 1} \n',
+        '{"a": 1}\t\r\n',
+        '{"a": 1}x\n',
+        '{"a": 1}{"b": 2}\n',
+        '{"a": \n',
+        '{"a": NaN}\n',
+        '{"a": [' * 3000 + "\n",
+        "[1]\n",
+        "\n",
+        '"text"\n',
+    ],
+)
+def test_a_line_decodes_as_json_decode_reads_it(line: str) -> None:
+    def decoded(decode: Callable[[str], Any]) -> str:
+        try:
+            return repr(decode(line))
+        except (ValueError, RecursionError) as exc:
+            return f"{type(exc).__name__}: {file._problem(exc)}"
+
+    assert decoded(file._decode) == decoded(file._DECODER.decode)
 
 
 @pytest.mark.oracle
