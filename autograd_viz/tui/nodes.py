@@ -8,6 +8,7 @@ redraws the rows on screen and nothing else.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from itertools import groupby
 
@@ -256,27 +257,43 @@ def row_format(task: GraphTaskInfo, rows: list[Row], width: int) -> RowFormat:
     seq = max((len(sequence_nr(i.sequence_nr)) for i in infos), default=1)
     topo = max((len(str(i.topological_nr)) for i in infos), default=1)
     deps = max((2 * len(str(i.dependencies)) + 1 for i in infos), default=3)
-    device = max((len(printable(i.device)) for i in infos), default=3)
+    device = max((len(printable(d)) for d in {i.device for i in infos}), default=3)
     ident = max((len(f" #{i.id}") for i in infos), default=3)
     shortest = sum(len(label) for label in _FACTS[-1]) + seq + topo + deps + device
     room = max(4, min(width // 3, width - shortest - _HEAD - ident - 10))
+    lefts = _name_columns(nodes, rows, room)
     for facts, labels in enumerate(_FACTS):
         tail = sum(len(label) for label in labels) + seq + topo + deps + device
         for short in (False, True):
-            left = max(
-                (
-                    len(guides(row, room))
-                    + _HEAD
-                    + len(row_name(nodes[row.node_id], short))
-                    + len(f" #{row.node_id}")
-                    for row in rows
-                    if row.node_id is not None and not row.repeat
-                ),
-                default=0,
-            )
+            left = lefts[short]
             if left + tail <= width:
                 return RowFormat(short, facts, left, (seq, topo, deps), room)
     return RowFormat(True, 2, max(_HEAD + 4, width - tail), (seq, topo, deps), room)
+
+
+def _name_columns(nodes: Mapping[int, NodeInfo], rows: list[Row], room: int) -> dict[bool, int]:
+    """Columns for the widest row's guides, marks, name and id, with full and short names.
+
+    A row's name depends only on its node's name and leaf's name, and a graph
+    task of 100,000 nodes has a few dozen of those: each is written once, with
+    the widest guides and id of the rows that show it.
+    """
+    widest: dict[tuple[str, str | None], tuple[NodeInfo, int]] = {}
+    for row in rows:
+        if row.node_id is None or row.repeat:
+            continue
+        info = nodes[row.node_id]
+        key = (info.name, info.leaf.name if info.leaf is not None else None)
+        around = len(guides(row, room)) + _HEAD + len(f" #{row.node_id}")
+        seen = widest.get(key)
+        if seen is None or around > seen[1]:
+            widest[key] = (info, around)
+    return {
+        short: max(
+            (around + len(row_name(info, short)) for info, around in widest.values()), default=0
+        )
+        for short in (False, True)
+    }
 
 
 def node_row(

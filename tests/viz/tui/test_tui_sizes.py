@@ -9,10 +9,13 @@ from typing import Any
 import pytest
 from textual.pilot import Pilot
 
-from autograd_viz.trace import NodeInfo, Trace
-from autograd_viz.tui.nodes import NodeList, row_name
+from autograd_viz.sources.recorder import record
+from autograd_viz.trace import GraphTaskInfo, NodeInfo, Trace
+from autograd_viz.trace.text import printable
+from autograd_viz.tui import nodes as node_rows
+from autograd_viz.tui.nodes import NodeList, Row, RowFormat, row_format, row_name
 from autograd_viz.tui.text import sequence_nr
-from engine import graph
+from engine import graph, tensor
 from tests.viz.tui.tuiting import demo_trace, node_list, replay_app, run_app
 
 SIZES = [(80, 24), (120, 40), (160, 48)]
@@ -110,3 +113,62 @@ def test_leaf_names_follow_their_accumulate_grad(
             assert f"({name}) #{node_id}" in rows[node_id]
 
     run_app(app, actions, size=size)
+
+
+def widest_fitting_format(task: GraphTaskInfo, rows: list[Row], width: int) -> RowFormat:
+    """:func:`row_format` by its definition: each format in turn, every row measured."""
+    infos = [task.nodes[row.node_id] for row in rows if row.node_id is not None]
+    seq = max((len(sequence_nr(i.sequence_nr)) for i in infos), default=1)
+    topo = max((len(str(i.topological_nr)) for i in infos), default=1)
+    deps = max((2 * len(str(i.dependencies)) + 1 for i in infos), default=3)
+    device = max((len(printable(i.device)) for i in infos), default=3)
+    ident = max((len(f" #{i.id}") for i in infos), default=3)
+    labels = node_rows._FACTS
+    head = node_rows._HEAD
+    room = max(
+        4,
+        min(
+            width // 3,
+            width - sum(map(len, labels[-1])) - seq - topo - deps - device - head - ident - 10,
+        ),
+    )
+    tail = 0
+    for facts, words in enumerate(labels):
+        tail = sum(map(len, words)) + seq + topo + deps + device
+        for short in (False, True):
+            left = max(
+                (
+                    len(node_rows.guides(row, room))
+                    + head
+                    + len(row_name(task.nodes[row.node_id], short))
+                    + len(f" #{row.node_id}")
+                    for row in rows
+                    if row.node_id is not None and not row.repeat
+                ),
+                default=0,
+            )
+            if left + tail <= width:
+                return RowFormat(short, facts, left, (seq, topo, deps), room)
+    return RowFormat(True, 2, max(head + 4, width - tail), (seq, topo, deps), room)
+
+
+def engine_tensor_chain() -> Trace:
+    """A chain deeper than the tree view's indent, with named leaves of different lengths."""
+    x = tensor([1.0], requires_grad=True, name="x")
+    w = tensor([2.0], requires_grad=True, name="a much longer leaf name")
+    h = x
+    for _ in range(node_rows.MAX_INDENT + 4):
+        h = h * w + x
+    with record() as chain:
+        h.sum().backward()
+    return chain
+
+
+def test_the_row_format_is_the_widest_whose_every_row_fits(trace: Trace) -> None:
+    # row_format measures each distinct name once; every row must still be counted.
+    chain = engine_tensor_chain()
+    tasks = [*trace.graph_tasks.values(), *chain.graph_tasks.values()]
+    for task in tasks:
+        for rows in (node_rows.topo_rows(task), node_rows.tree_rows(task)):
+            for width in range(8, 200, 3):
+                assert row_format(task, rows, width) == widest_fitting_format(task, rows, width)
