@@ -8,7 +8,7 @@ from typing import Any
 import torch
 
 from autograd_viz.sources.pytorch.graph import TorchNode
-from autograd_viz.sources.pytorch.summary import summaries_of, summary_of
+from autograd_viz.sources.pytorch.summary import resolved_summary, summaries_of, summary_of
 from engine.events import HUB, _current_thread_name, _thread_name
 
 
@@ -24,7 +24,7 @@ class Emitter:
         graph_task: the graph task's id.
     """
 
-    __slots__ = ("graph_task", "listeners", "max_values", "rows")
+    __slots__ = ("graph_task", "listeners", "max_values", "rows", "thread")
 
     def __init__(self, graph_task: int) -> None:
         self.graph_task = graph_task
@@ -33,6 +33,11 @@ class Emitter:
         self.max_values = HUB.batch_max_values
         """The ``max_values`` rows are built with; ``None`` when emitting one by one."""
         self.rows: list[tuple[Any, ...]] = []
+        try:
+            self.thread: str = _thread_name.name
+        except AttributeError:
+            self.thread = _current_thread_name()
+        """Where every node of the graph task runs (Note [Device threads] in ``arming.py``)."""
 
     def __call__(self, kind: str, node: TorchNode | None, data: dict[str, Any]) -> None:
         """Emit one event of the graph task (nothing when nobody listens)."""
@@ -41,17 +46,18 @@ class Emitter:
             return
         if self.max_values is not None:
             if hub.listeners is self.listeners:
-                try:
-                    thread = _thread_name.name
-                except AttributeError:
-                    thread = _current_thread_name()
+                task, thread = self.graph_task, self.thread
                 if node is None:
-                    fields: tuple[Any, ...] = (None, None, None, None)
+                    row: tuple[Any, ...] = (
+                        kind, next(hub.seq), _clock(), thread, "cpu", task,
+                        None, None, None, None, data,
+                    )  # fmt: skip
                 else:
-                    fields = (node._id, node._name, node.sequence_nr, node.topological_nr)
-                self.rows.append(
-                    (kind, next(hub.seq), _clock(), thread, "cpu", self.graph_task, *fields, data)
-                )
+                    row = (
+                        kind, next(hub.seq), _clock(), thread, "cpu", task,
+                        node._id, node._name, node.sequence_nr, node.topological_nr, data,
+                    )  # fmt: skip
+                self.rows.append(row)
                 return
             self.flush()  # the listeners changed: one by one from now on
             self.max_values = None
@@ -71,16 +77,14 @@ class Emitter:
         max_values = self.max_values
         if max_values is None:
             return summary_of(tensor)
-        return summary_of(tensor).resolve(max_values)  # type: ignore[union-attr]
+        return resolved_summary(tensor, max_values)
 
     def summaries(self, tensors: Any) -> Any:
         """:meth:`summary` of each tensor: a list one by one, a tuple in rows."""
         max_values = self.max_values
         if max_values is None:
             return summaries_of(tensors)
-        return tuple(
-            [None if t is None else summary_of(t).resolve(max_values) for t in tensors]  # type: ignore[union-attr]
-        )
+        return tuple([None if t is None else resolved_summary(t, max_values) for t in tensors])
 
 
 _clock = time.perf_counter_ns

@@ -316,3 +316,35 @@ def summary_of(tensor: torch.Tensor | None) -> TorchSummary | None:
 def summaries_of(tensors: Any) -> list[TorchSummary | None]:
     """One summary per tensor (:func:`summary_of`)."""
     return [None if t is None else summary_of(t) for t in tensors]
+
+
+_RESOLVED: dict[int, tuple[Any, int, int, TensorSummary]] = {}
+
+
+def resolved_summary(tensor: torch.Tensor, max_values: int) -> TensorSummary:
+    """The summary of ``tensor`` computed now, as ``summary_of(tensor).resolve(max_values)``.
+
+    For events built as rows (Note [Batched events] in ``engine/events.py``),
+    which need the numbers at once: no lazy summary in between, and the same
+    summary for the same unchanged tensor (Note [One summary per gradient]).
+    Large tensors go through :class:`TorchSummary`, which shares summaries
+    between tensors over the same memory (Note [One summary per memory]).
+    """
+    key = id(tensor)
+    hit = _RESOLVED.get(key)
+    if (
+        hit is not None
+        and hit[0]() is tensor
+        and hit[1] == tensor._version
+        and hit[2] == max_values
+    ):
+        return hit[3]
+    if tensor.numel() >= LARGE:
+        summary = summary_of(tensor).resolve(max_values)  # type: ignore[union-attr]
+    else:
+        device = "cpu" if tensor.is_cpu else str(tensor.device)
+        summary = summarize_tensor(tensor, device, max_values)
+    if len(_RESOLVED) >= _RECENT_MAX:
+        _RESOLVED.clear()
+    _RESOLVED[key] = (weakref.ref(tensor), tensor._version, max_values, summary)
+    return summary
