@@ -190,7 +190,7 @@ def defer(array: np.ndarray, shape: tuple[int, ...], dtype: str, device: str) ->
         if index == len(block.rows):
             block.settle()
             index = 0
-        block.rows[index].reshape(array.shape)[...] = array  # one copy, in C order
+        block.rows[index] = array.ravel()  # in C order
         _set_values(summary, _Row(block, index))
         waiting.append(summary)
     return summary

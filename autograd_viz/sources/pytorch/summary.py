@@ -65,9 +65,22 @@ def summarize_tensor(tensor: torch.Tensor, device: str, max_values: int = 0) -> 
         (a tensor subclass), since a listener must never fail on one.
     """
     shape = tuple(tensor.shape)
-    dtype = dtype_name(tensor.dtype)
+    kind = tensor.dtype
+    dtype = _DTYPE_NAMES.get(kind) or dtype_name(kind)
     try:
-        if type(tensor) is _Tensor and tensor.dtype in _PLAIN_CPU and tensor.is_cpu:
+        if (  # a gradient, most often: one copy, summarized later (defer)
+            kind in _FLOATS
+            and type(tensor) is _Tensor
+            and tensor.is_cpu
+            and tensor.layout is _STRIDED
+            and not tensor.requires_grad
+            and not tensor.is_nested
+            and _SMALL < tensor.numel() < LARGE
+            and tensor.numel() > max_values
+            and not tensor.is_neg()
+        ):
+            return defer(tensor.numpy(), shape, dtype, device)  # Note [Deferred summaries]
+        if type(tensor) is _Tensor and kind in _PLAIN_CPU and tensor.is_cpu:
             if tensor.layout is not _STRIDED or tensor.is_nested:
                 return TensorSummary(shape, dtype, device)
             return _summarize_plain(tensor, shape, dtype, device, max_values)
