@@ -83,7 +83,7 @@ class Recorder:
                 return
             events_ = self.trace.events
             position = len(events_)
-            if position and events_[-1][2] > event[1] and not self._arrival_order:
+            if not self._goes_last(event[1]):
                 self._insert(event, data)
             elif data is event[10]:  # plain already: the event's own fields, after the index
                 events_.append(_new_trace_event(TraceEvent, (position, *event)))
@@ -103,13 +103,17 @@ class Recorder:
         with self._lock:
             if self.closed:
                 return
-            events_ = self.trace.events
-            position = len(events_)
-            if position and events_[-1][2] > rows[0][1] and not self._arrival_order:
+            if not self._goes_last(rows[0][1]):
                 self._merge(rows)
                 return
+            events_ = self.trace.events
             new = _new_trace_event
-            events_.extend([new(TraceEvent, (i, *row)) for i, row in enumerate(rows, position)])
+            events_.extend([new(TraceEvent, (i, *row)) for i, row in enumerate(rows, len(events_))])
+
+    def _goes_last(self, seq: int) -> bool:
+        """Whether an event numbered ``seq`` goes after every recorded one (under the lock)."""
+        events_ = self.trace.events
+        return not events_ or self._arrival_order or events_[-1][2] < seq
 
     def _merge(self, rows: list[tuple[Any, ...]]) -> None:
         """Rows of one thread reach the recorder after later events of another (under the lock)."""
@@ -139,7 +143,7 @@ class Recorder:
             trace = self.trace
             events_ = trace.events
             position = len(events_)
-            if position and events_[-1][2] > event[1] and not self._arrival_order:
+            if not self._goes_last(event[1]):
                 position = self._insert(event, data)
             else:
                 events_.append(_new_trace_event(TraceEvent, (position, *event[:10], data)))
