@@ -241,6 +241,8 @@ class TorchSummary(LazySummary):
                         shared = dataclasses.replace(shared, shape=self.shape)  # type: ignore[type-var]
                     self._covers = made._covers
                     self._summary = shared
+                    # This tensor now vouches for the memory: the first may die first.
+                    _SAME_MEMORY[key] = (self, tensor._version)
                     return shared  # type: ignore[return-value]
         summary = self._summary = summarize_tensor(tensor, self.device, max_values)
         # Asked again with a smaller max_values, the answer is the same summary; with a
@@ -274,7 +276,10 @@ class TorchSummary(LazySummary):
 # coalesce them), so a transpose over the same block gets the same numbers
 # with its own shape (tests check this bit for bit). Only large tensors are
 # looked up: the key costs more than a small summary; and only summaries
-# without values (values are listed in the tensor's own order).
+# without values (values are listed in the tensor's own order). A tensor that
+# takes a summary this way becomes the one the memory is looked up through:
+# the addmm output a weight gradient starts as dies before the ``.grad`` that
+# ``AccumulateGrad`` makes of its transpose is summarized.
 
 _SAME_MEMORY: dict[tuple[Any, ...], tuple[TorchSummary, int]] = {}
 _SAME_MEMORY_MAX = 256

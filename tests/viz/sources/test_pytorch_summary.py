@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
+from autograd_viz.sources.pytorch import summary  # noqa: E402
 from autograd_viz.sources.pytorch.summary import TorchSummary, summarize_tensor  # noqa: E402
 
 
@@ -40,3 +42,28 @@ def test_memory_written_in_place_is_summarized_again() -> None:
     transposed = block.t()
     after = TorchSummary(transposed).resolve()
     assert after.max == 2 * before.max
+
+
+def test_the_memory_is_shared_after_the_first_tensor_over_it_dies(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A weight gradient: addmm's transposed output, TBackward0's view of it, then .grad.
+    computed: list[tuple[int, ...]] = []
+    real = summary._summarize_large
+
+    def counting(values: Any, shape: tuple[int, ...], *rest: Any) -> Any:
+        computed.append(shape)
+        return real(values, shape, *rest)
+
+    monkeypatch.setattr(summary, "_summarize_large", counting)
+    block = torch.randn(512, 256)
+    first = block.t()
+    view = first.t()  # the same memory, block's layout
+    first_summary = TorchSummary(first).resolve(16)
+    view_summary = TorchSummary(view).resolve(16)
+    del first  # dies before the third alias is summarized
+    third = view.view(512, 256)
+    third_summary = TorchSummary(third).resolve(16)
+    assert computed == [(256, 512)]  # one pass over the memory for all three
+    assert repr(view_summary) == repr(third_summary) == repr(summarize_tensor(block, "cpu", 16))
+    assert first_summary.shape == (256, 512)
