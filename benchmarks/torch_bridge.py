@@ -16,8 +16,9 @@ Forward passes are built fresh each repeat and not timed. Prints a table.
 
 ``--replay N`` also records a PyTorch trace of about N events (a GRUCell
 unrolled as far as it takes), saves it, and times what ``autograd-viz
-replay`` does before its first screen: loading the file and drawing the app
-headless (Textual's Pilot, 120×40).
+replay`` does before its first screen: loading the file as the command does
+(``load_for_replay``: validated by ``Trace.load``, then frozen out of the
+cyclic collector) and drawing the app headless (Textual's Pilot, 120×40).
 """
 
 from __future__ import annotations
@@ -135,6 +136,7 @@ def replay_first_screen(events: int) -> None:
     import tempfile
     from pathlib import Path
 
+    from autograd_viz.cli.tui import load_for_replay
     from autograd_viz.tui import ReplayDriver, VizApp
 
     torch.manual_seed(0)
@@ -150,7 +152,7 @@ def replay_first_screen(events: int) -> None:
         trace.save(path)
         size = path.stat().st_size
         started = time.perf_counter()
-        loaded = autograd_viz.Trace.load(path)
+        loaded = load_for_replay(str(path))  # as the command loads it
         load_s = time.perf_counter() - started
 
         async def first_screen() -> float:

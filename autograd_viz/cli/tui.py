@@ -26,6 +26,7 @@ from autograd_viz.cli.base import (
 )
 
 if TYPE_CHECKING:
+    from autograd_viz.trace import Trace
     from autograd_viz.tui.driver import Driver
 
 
@@ -93,12 +94,41 @@ def run_replay(args: argparse.Namespace) -> int:
     """``autograd-viz replay TRACE``: the TUI on a recorded trace."""
     from autograd_viz.tui.driver import ReplayDriver
 
-    trace = load_trace(args.trace)
-    _need_terminal(f"'{PROG} dot {args.trace} -o graph.svg --step K' draws one step")
-    # The trace's millions of objects live as long as the app and are never in a cycle:
-    # keep the cyclic collector from scanning them again at every collection.
-    gc.freeze()
+    if not has_terminal():
+        load_trace(args.trace)  # what is wrong with the file comes first, terminal or not
+        _need_terminal(f"'{PROG} dot {args.trace} -o graph.svg --step K' draws one step")
+    trace = load_for_replay(args.trace)
     return _open(ReplayDriver(trace), args.trace)
+
+
+def load_for_replay(path: str) -> Trace:
+    """Load the trace ``replay`` shows, to keep for the rest of the process.
+
+    Note [A replayed trace skips the collector]
+    ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+    A big trace is millions of objects (events, summaries, their tuples) that
+    live as long as the app and are never in a reference cycle. Python's
+    cyclic collector would still scan them all: once when the load ends (all
+    of them are new), and again as they age into older generations while the
+    app starts: half a second before a 100,000-event trace's first screen.
+    They are loaded with the collector off and then frozen (``gc.freeze``)
+    before it can run: it never looks at them again, and collects whatever the
+    app makes after as usual. Freezing is for a process that keeps what it
+    froze, as ``replay`` does; a library call (``Trace.load``) only pauses the
+    collector while it reads.
+
+    Raises:
+        CommandError: the file cannot be read or is not a valid trace.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        trace = load_trace(path)
+        gc.freeze()
+    finally:
+        if enabled:
+            gc.enable()
+    return trace
 
 
 def _need_terminal(hint: str) -> None:

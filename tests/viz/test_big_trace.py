@@ -9,6 +9,7 @@ cyclic collector's scans.
 
 from __future__ import annotations
 
+import gc
 import io
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,8 @@ from textual.pilot import Pilot
 
 import engine
 from autograd_viz.cli import base
+from autograd_viz.cli.base import CommandError
+from autograd_viz.cli.tui import load_for_replay
 from autograd_viz.sources import record
 from autograd_viz.trace import Trace, file
 from autograd_viz.trace.replay import CHECKPOINT_EVERY
@@ -101,3 +104,36 @@ def test_a_lazy_index_gives_the_states_a_full_one_gives(saved: Path) -> None:
         assert lazy.nodes(task) == expected.nodes(task), step
         assert lazy.queues == expected.queues and lazy.leaves == expected.leaves
     assert trace.state_at(5).started_by(task) == full.state_at(5).started_by(task)
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_replay_loads_with_the_collector_off_and_freezes_what_it_loaded(
+    saved: Path, monkeypatch: pytest.MonkeyPatch, enabled: bool
+) -> None:
+    # Note [A replayed trace skips the collector]
+    during: list[bool] = []
+    load = Trace.load
+
+    def watched(*args: Any, **kwargs: Any) -> Trace:
+        during.append(gc.isenabled())
+        return load(*args, **kwargs)
+
+    monkeypatch.setattr(Trace, "load", watched)
+    (gc.enable if enabled else gc.disable)()
+    try:
+        trace = load_for_replay(str(saved))
+        assert gc.get_freeze_count() > len(trace.events)
+        assert during == [False] and gc.isenabled() == enabled
+    finally:
+        gc.unfreeze()  # the rest of the test session collects as usual
+        gc.enable()
+    assert Trace.load(saved) == trace
+
+
+def test_replay_of_a_bad_file_leaves_the_collector_as_it_was(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("not a trace\n")
+    frozen = gc.get_freeze_count()
+    with pytest.raises(CommandError, match="invalid trace file"):
+        load_for_replay(str(bad))
+    assert gc.isenabled() and gc.get_freeze_count() == frozen
