@@ -341,11 +341,22 @@ class Bookkeeping:
             else:
                 self._run_unseen(task.node)
 
-    def check_buffer(self, node: TorchNode, grads: tuple[torch.Tensor | None, ...]) -> None:
-        """Compare what ``node`` receives with the sums the model followed by copy."""
+    def check_buffer(
+        self, node: TorchNode, grads: tuple[torch.Tensor | None, ...]
+    ) -> dict[int, torch.Tensor]:
+        """Compare what ``node`` receives with the sums the model followed by copy.
+
+        Returns:
+            The copies that equal what ``node`` receives, bit for bit and in
+            the same layout, by input slot: their summaries (made for the
+            buffer's ``total``) are the inputs' summaries.
+        """
+        same = {}
         for slot, grad in enumerate(grads):
             copy = self._copies.pop((node, slot), None)
-            if copy is not None and not _same_values(copy, grad):
+            if copy is None:
+                continue
+            if not _same_values(copy, grad):
                 self.mismatch(
                     "buffer",
                     node,
@@ -353,6 +364,9 @@ class Bookkeeping:
                     f"input {slot} of {node.name()} (node {node._id}) differs from the sum of "
                     "the gradients delivered to it (a tensor hook may have replaced it)",
                 )
+            elif grad.stride() == copy.stride():  # type: ignore[union-attr]
+                same[slot] = copy
+        return same
 
     def mismatch(
         self, check: str, expected: TorchNode | None, observed: TorchNode | None, message: str

@@ -256,16 +256,19 @@ class GraphTaskWatch:
         self._running.append(node)
         derived = self.derived
         derived.advance(node)
+        inputs = grads
         if node in derived.followed:
             for slot, index in self.plan.captures.get(node, ()):
                 derived.capture(node, slot, index)
-            derived.check_buffer(node, grads)
+            same = derived.check_buffer(node, grads)
+            if same:  # summarized already, as the buffer's total: the same summary
+                inputs = tuple([same.get(slot, grad) for slot, grad in enumerate(grads)])
         variable = node.variable
         if variable is not None:
             self._had_grad[node] = variable.grad is not None
         emit = self.emit
         if HUB.active:
-            emit("node_start", node, {"inputs": emit.summaries(grads)})
+            emit("node_start", node, {"inputs": emit.summaries(inputs)})
 
     def _node_end(self, node: TorchNode, outputs: tuple[Any, ...]) -> None:
         running = self._running

@@ -176,3 +176,43 @@ def test_a_closed_recorder_takes_no_rows() -> None:
     recorder.close()
     recorder.take_events([_row("hook", 1, 1)])
     assert len(recorder.trace) == 0
+
+
+@pytest.mark.parametrize(
+    "program", [random_program(1), random_program(4), gru], ids=["r1", "r4", "gru"]
+)
+@pytest.mark.parametrize("batched", [True, False], ids=["batched", "one by one"])
+def test_node_inputs_are_summaries_of_what_each_node_received(
+    program: Program, batched: bool
+) -> None:
+    from autograd_viz.sources.pytorch.graph import node_id
+    from autograd_viz.sources.pytorch.summary import summarize_tensor
+    from tests.viz.sources.pytorch_programs import walk
+
+    torch.manual_seed(0)
+    backward, _ = program()
+    received: dict[int, list[Any]] = {}
+
+    def summarize_received(nid: int) -> Any:
+        def hook(grads: tuple[Any, ...]) -> None:
+            summaries = tuple(None if g is None else summarize_tensor(g, "cpu", 16) for g in grads)
+            received.setdefault(nid, []).append(summaries)
+
+        return hook
+
+    handles = [fn.register_prehook(summarize_received(node_id(fn))) for fn in walk(backward.roots)]
+    try:
+        with (
+            record() as trace,
+            contextlib.nullcontext() if batched else events.listen(lambda event: None),
+        ):
+            backward()
+    finally:
+        for handle in handles:
+            handle.remove()
+    starts = [e for e in trace.events if e.kind == "node_start" and not e.data.get("derived")]
+    assert starts and any(
+        len(e.data["inputs"]) > 1 or e.node_name != "AccumulateGrad" for e in starts
+    )
+    for event in starts:
+        assert tuple(event.data["inputs"]) == received[event.node_id].pop(0), event.node_name
