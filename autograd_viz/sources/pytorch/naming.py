@@ -95,12 +95,47 @@ def _visible(
     tensors: dict[int, str] = {}
     seen_globals: set[int] = set()
     while frame is not None:
-        _collect(frame.f_locals.items(), modules, tensors)
+        _collect(_local_variables(frame), modules, tensors)
         if id(frame.f_globals) not in seen_globals:
             seen_globals.add(id(frame.f_globals))
             _collect(frame.f_globals.items(), modules, tensors)
         frame = frame.f_back
     return modules, tensors
+
+
+# Note [Reading a frame's locals]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# Before Python 3.13 (PEP 667), ``frame.f_locals`` of a function copies the
+# frame's variables into a dict the frame keeps until it returns, and that
+# dict holds every value: a tensor the function deletes after backward (the
+# last batch, the last loss) would stay alive until the function returns or
+# calls backward again. Watching must not change what lives how long, so a
+# dict that the read made and that nobody else holds (``locals()`` in the
+# user's code or a debugger would) is emptied again after the read. Nothing
+# reads that dict without refreshing it first: ``locals()``, ``f_locals``
+# and trace functions all copy the variables in again. Module and class
+# frames are their namespace, never a copy, and are never emptied.
+
+_LOCALS_ARE_COPIES = sys.version_info < (3, 13)
+
+
+def _local_variables(frame: FrameType) -> list[tuple[str, Any]]:
+    """``frame``'s local variables, leaving no copy behind (Note [Reading a frame's locals])."""
+    variables = frame.f_locals
+    items = list(variables.items())
+    if (
+        _LOCALS_ARE_COPIES
+        and type(variables) is dict
+        and variables is not frame.f_globals
+        and frame.f_code.co_flags & _OPTIMIZED  # a function's frame: f_locals is a copy
+        and sys.getrefcount(variables) <= _ONLY_THE_FRAME_AND_US
+    ):
+        variables.clear()
+    return items
+
+
+_OPTIMIZED = 0x1  # CO_OPTIMIZED: the code keeps its variables in the frame, not in a dict
+_ONLY_THE_FRAME_AND_US = 3  # the frame, ``variables``, getrefcount's argument
 
 
 def _collect(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+import weakref
 from typing import Any
 
 import pytest
@@ -120,6 +122,29 @@ def test_a_leaf_is_named_by_its_variable_else_by_its_shape() -> None:
     with watch_torch(), record() as trace:
         loss_of(a).backward()  # the ones tensor is bound to no variable anywhere
     assert _leaf_names(trace) == ["a", "tensor[4, 1]"]
+
+
+def test_naming_leaves_keeps_nothing_the_function_deletes_alive() -> None:
+    # Reading a function's variables to name leaves must not keep them: a batch
+    # deleted after backward is freed at once, as without us.
+    batch = torch.randn(64, 3)
+    gone = weakref.ref(batch)
+    w = torch.randn(3, requires_grad=True)
+    with watch_torch(), record() as trace:
+        (batch @ w).sum().backward()
+    assert _leaf_names(trace) == ["w"]
+    del batch
+    gc.collect()
+    assert gone() is None
+
+
+def test_naming_leaves_leaves_the_users_locals_dict_alone() -> None:
+    seen = locals()  # the user holds the dict the frame keeps: it is theirs
+    w = torch.randn(3, requires_grad=True)
+    with watch_torch(), record() as trace:
+        (w * 2).sum().backward()
+    assert _leaf_names(trace) == ["w"]
+    assert "w" in seen and seen["w"] is w
 
 
 def test_several_separate_modules_prefix_their_parameters_with_their_variable() -> None:
