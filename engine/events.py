@@ -615,6 +615,12 @@ def listen(listener: Listener) -> Iterator[Listener]:
     to cancel a live backward) is instead raised into the engine, which fails
     the graph task with it.
 
+    A listener that only stores events may take them in batches instead: one
+    with a ``take_events(rows)`` method and an int ``max_values`` attribute
+    (a :class:`~autograd_viz.Recorder`) gets the events of a source that
+    builds rows (the PyTorch bridge) a batch at a time, in order, while every
+    listener is such a one (Note [Batched events]).
+
     Example:
         >>> events = []
         >>> with engine.events.listen(events.append):
