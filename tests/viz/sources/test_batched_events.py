@@ -216,3 +216,48 @@ def test_node_inputs_are_summaries_of_what_each_node_received(
     )
     for event in starts:
         assert tuple(event.data["inputs"]) == received[event.node_id].pop(0), event.node_name
+
+
+def test_backward_calls_on_two_threads_are_recorded_whole_and_in_order() -> None:
+    import threading
+
+    torch.manual_seed(0)
+    cells = [torch.nn.GRUCell(8, 8) for _ in range(2)]
+    inputs = [torch.randn(6, 2, 8) for _ in range(2)]
+    errors: list[BaseException] = []
+    start = threading.Barrier(2)
+
+    def run(i: int) -> None:
+        try:
+            h = torch.zeros(2, 8)
+            for x in inputs[i]:
+                h = cells[i](x, h)
+            start.wait()
+            for _ in range(3):
+                h.sum().backward(retain_graph=True)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    with record() as trace:
+        assert HUB.batch_max_values is not None
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert errors == []
+    assert len(trace.graph_tasks) == 6
+    assert [e.index for e in trace.events] == list(range(len(trace)))
+    assert [e.seq for e in trace.events] == sorted(e.seq for e in trace.events)
+    for gid, info in trace.graph_tasks.items():
+        mine = [e for e in trace.events if e.graph_task == gid]
+        assert trace.events[info.first_event] is mine[0] and mine[0].kind == "graph_task_start"
+        assert mine[-1].kind == "graph_task_end"
+        starts = [e.node_id for e in mine if e.kind == "node_start"]
+        assert starts == [e.node_id for e in mine if e.kind == "node_end"]
+        assert not [e for e in mine if e.kind == "derived_mismatch"]
+    # Replay reads it to the end: each cell's .grad is three backward calls' worth.
+    leaves = trace.state_at(len(trace)).leaves
+    assert len(leaves) == 8
+    for state in leaves.values():
+        assert state.grad is not None
