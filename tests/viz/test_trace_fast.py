@@ -24,6 +24,7 @@ import pytest
 from autograd_viz.trace import Trace, TraceFormatError, fast, file
 from autograd_viz.trace import schema as s
 from tests.fuzz.fuzzer import mutate, seed_files
+from tests.viz.json_paths import get, paths, replaced
 
 _ODD: list[Any] = [
     None, True, False, 0, 1, -1, 7, 1.0, 0.5, -0.0, 1e308, 2**64, 2**64 + 1, -(2**64),
@@ -114,46 +115,21 @@ def test_real_records_are_read_fast_and_the_same(files: dict[str, bytes]) -> Non
     assert set(read) == {*fast.EVENT_DATA, "node"}, read
 
 
-def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
-    yield prefix
-    if isinstance(value, dict):
-        for key, item in value.items():
-            yield from _paths(item, (*prefix, key))
-    elif isinstance(value, list):
-        for i, item in enumerate(value):
-            yield from _paths(item, (*prefix, i))
-
-
 def _variants(value: Any) -> Iterator[Any]:
     """``value`` with one field replaced by each odd value, removed, or one field added."""
-    for path in _paths(value):
+    for path in paths(value):
         if not path:
             continue
         for odd in _ODD:
-            yield _set(value, path, odd)
-        parent = _get(value, path[:-1])
+            yield replaced(value, path, odd)
+        parent = get(value, path[:-1])
         if isinstance(parent, dict):
-            yield _set(value, path[:-1], {k: v for k, v in parent.items() if k != path[-1]})
+            yield replaced(value, path[:-1], {k: v for k, v in parent.items() if k != path[-1]})
             for name in ("colour", "derived"):
                 for odd in (True, None, 1):
-                    yield _set(value, path[:-1], {**parent, name: odd})
+                    yield replaced(value, path[:-1], {**parent, name: odd})
         else:
-            yield _set(value, path[:-1], [*parent, parent[path[-1]]])
-
-
-def _get(value: Any, path: tuple[Any, ...]) -> Any:
-    for key in path:
-        value = value[key]
-    return value
-
-
-def _set(value: Any, path: tuple[Any, ...], new: Any) -> Any:
-    if not path:
-        return new
-    head, *rest = path
-    out = list(value) if isinstance(value, list) else dict(value)
-    out[head] = _set(value[head], tuple(rest), new)
-    return out
+            yield replaced(value, path[:-1], [*parent, parent[path[-1]]])
 
 
 def _one_of_each(files: dict[str, bytes]) -> Iterator[tuple[dict[str, Any], Any]]:

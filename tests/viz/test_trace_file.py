@@ -20,6 +20,7 @@ from autograd_viz.trace import Trace, TraceFormatError
 from autograd_viz.trace.schema import EVENT_DATA
 from engine.events import EVENT_KINDS
 from tests.graphs import FailsInBackward
+from tests.viz.json_paths import paths, replaced
 
 
 class _Reentrant(engine.Function):
@@ -464,25 +465,6 @@ def _load_or_reject(path: Path) -> None:
     assert Trace.load(again) == trace
 
 
-def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
-    yield prefix
-    if isinstance(value, dict):
-        for key, item in value.items():
-            yield from _paths(item, (*prefix, key))
-    elif isinstance(value, list):
-        for i, item in enumerate(value):
-            yield from _paths(item, (*prefix, i))
-
-
-def _replace(value: Any, path: tuple[Any, ...], new: Any) -> Any:
-    if not path:
-        return new
-    head, *rest = path
-    copy = list(value) if isinstance(value, list) else dict(value)
-    copy[head] = _replace(value[head], tuple(rest), new)
-    return copy
-
-
 @_FUZZ
 @given(data=st.data())
 def test_fuzz_truncate_anywhere(tmp_path: Path, good: bytes, data: st.DataObject) -> None:
@@ -498,9 +480,9 @@ def test_fuzz_replace_a_value(tmp_path: Path, good: bytes, data: st.DataObject) 
     lines = good.decode("utf-8").splitlines()
     k = data.draw(st.integers(0, len(lines) - 1))
     item = json.loads(lines[k])
-    where = data.draw(st.sampled_from(list(_paths(item))))
+    where = data.draw(st.sampled_from(list(paths(item))))
     new = data.draw(_json_values)
-    lines[k] = json.dumps(_replace(item, where, new))  # NaN and Infinity literals included
+    lines[k] = json.dumps(replaced(item, where, new))  # NaN and Infinity literals included
     path = tmp_path / "t.jsonl"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     _load_or_reject(path)
@@ -559,7 +541,7 @@ def test_fuzz_replace_or_drop_a_value_keeping_types(
     for _ in range(data.draw(st.integers(1, 3))):
         k = data.draw(st.integers(1, len(lines) - 1))
         item = json.loads(lines[k])
-        where = data.draw(st.sampled_from(list(_paths(item))[1:]))
+        where = data.draw(st.sampled_from(list(paths(item))[1:]))
         parent: Any = item
         for key in where[:-1]:
             parent = parent[key]
@@ -568,7 +550,7 @@ def test_fuzz_replace_or_drop_a_value_keeping_types(
             lines[k] = json.dumps(item)
         else:
             new = data.draw(_same_type(parent[where[-1]]))
-            lines[k] = json.dumps(_replace(item, where, new))
+            lines[k] = json.dumps(replaced(item, where, new))
     path = tmp_path / "t.jsonl"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     _load_or_reject(path)
