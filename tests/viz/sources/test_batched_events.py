@@ -261,3 +261,33 @@ def test_backward_calls_on_two_threads_are_recorded_whole_and_in_order() -> None
     assert len(leaves) == 8
     for state in leaves.values():
         assert state.grad is not None
+
+
+def test_a_failing_backward_recorded_in_batches_keeps_its_error_and_end() -> None:
+    class Fails(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: Any, x: Any) -> Any:
+            return x * 1
+
+        @staticmethod
+        def backward(ctx: Any, grad: Any) -> Any:
+            raise ValueError("no gradient today")
+
+    x = torch.randn(3, requires_grad=True)
+    loss = (Fails.apply(x * 2) * 3).sum()
+    with record() as trace, pytest.raises(ValueError, match="no gradient today"):
+        assert HUB.batch_max_values is not None
+        loss.backward()
+    kinds = [e.kind for e in trace.events]
+    assert kinds[0] == "graph_task_start" and kinds[-2:] == ["error", "graph_task_end"]
+    error, end = trace.events[-2:]
+    assert error.node_name == "FailsBackward" and error.data["message"] == "no gradient today"
+    assert end.data["status"] == "error" and end.data["exc_type"] == "ValueError"
+    assert [e.seq for e in trace.events] == sorted(e.seq for e in trace.events)
+    # The next backward is recorded whole, in batches again.
+    y = torch.randn(2, requires_grad=True)
+    with record() as again:
+        (y * y).sum().backward()
+    assert [e.kind for e in again.events][-1] == "graph_task_end"
+    assert again.events[-1].data["status"] == "ok"
+    assert torch.equal(y.grad, 2 * y.detach())
