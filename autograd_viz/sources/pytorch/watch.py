@@ -143,7 +143,6 @@ class GraphTaskWatch:
         )
         if self.depth:
             self._emit_exit(ok=True)
-        self.emit.flush()
 
     def fail(self, exc: BaseException) -> None:
         """The call raised: the node that was running failed, and so did the graph task."""
@@ -178,7 +177,6 @@ class GraphTaskWatch:
             )
             if self.depth:
                 self._emit_exit(ok=False)
-            self.emit.flush()
         except BaseException:  # noqa: BLE001
             pass  # the call already fails with its own error; a listener cancelling changes nothing
 
@@ -190,7 +188,7 @@ class GraphTaskWatch:
         finally:
             self._handles.clear()
             with contextlib.suppress(Exception):  # as fail(): the call has its own outcome
-                self.emit.flush()
+                self.emit.flush()  # the rows built, the end included, go to the recorders
             self.derived.release()
             stack = _LOCAL.stack
             if stack and stack[-1] is self:
@@ -223,34 +221,26 @@ class GraphTaskWatch:
     # -- observed ----------------------------------------------------------------------
     def _hook(self, node: TorchNode) -> None:
         watch = self
-        node_start, node_end = self._node_start, self._node_end
 
-        # See Note [Whose hook fires]; the steps are guarded() inline (a hook runs per node).
-        def pre_hook(grads: tuple[torch.Tensor | None, ...]) -> None:
-            stack = _LOCAL.stack
-            if watch._live and stack and stack[-1] is watch:
-                if HUB.active:
-                    try:
-                        node_start(node, grads)
-                    except Exception as exc:  # noqa: BLE001 - as in guarded()
-                        watch._stop(exc)
-                else:
-                    watch._live = False
+        def observe(step: Callable[[TorchNode, Any], None]) -> Callable[..., None]:
+            # See Note [Whose hook fires]; the step is guarded() inline (a hook runs per node).
+            def hook(values: tuple[Any, ...], *_: Any) -> None:
+                stack = _LOCAL.stack
+                if watch._live and stack and stack[-1] is watch:
+                    if HUB.active:
+                        try:
+                            step(node, values)
+                        except Exception as exc:  # noqa: BLE001 - as in guarded()
+                            watch._stop(exc)
+                    else:
+                        watch._live = False
 
-        def post_hook(outputs: tuple[Any, ...], grads: tuple[Any, ...]) -> None:
-            stack = _LOCAL.stack
-            if watch._live and stack and stack[-1] is watch:
-                if HUB.active:
-                    try:
-                        node_end(node, outputs)
-                    except Exception as exc:  # noqa: BLE001 - as in guarded()
-                        watch._stop(exc)
-                else:
-                    watch._live = False
+            return hook
 
         fn = node.fn
-        self._handles.append(fn.register_prehook(pre_hook))
-        self._handles.append(fn.register_hook(post_hook))
+        # A pre-hook gets the node's inputs; a post hook its outputs, then its inputs.
+        self._handles.append(fn.register_prehook(observe(self._node_start)))
+        self._handles.append(fn.register_hook(observe(self._node_end)))
 
     def _node_start(self, node: TorchNode, grads: tuple[torch.Tensor | None, ...]) -> None:
         self._running.append(node)
