@@ -68,18 +68,6 @@ def summarize_tensor(tensor: torch.Tensor, device: str, max_values: int = 0) -> 
     kind = tensor.dtype
     dtype = _DTYPE_NAMES.get(kind) or dtype_name(kind)
     try:
-        if (  # a gradient, most often: one copy, summarized later (defer)
-            kind in _FLOATS
-            and type(tensor) is _Tensor
-            and tensor.is_cpu
-            and tensor.layout is _STRIDED
-            and not tensor.requires_grad
-            and not tensor.is_nested
-            and _SMALL < tensor.numel() < LARGE
-            and tensor.numel() > max_values
-            and not tensor.is_neg()
-        ):
-            return defer(tensor.numpy(), shape, dtype, device)  # Note [Deferred summaries]
         if type(tensor) is _Tensor and kind in _PLAIN_CPU and tensor.is_cpu:
             if tensor.layout is not _STRIDED or tensor.is_nested:
                 return TensorSummary(shape, dtype, device)
