@@ -45,6 +45,12 @@ _FIELDS = ("min", "max", "mean", "norm", "nan_count", "inf_count", "values")
 _SLOTS = {name: TensorSummary.__dict__[name] for name in (*_FIELDS, "shape", "dtype", "device")}
 _VALUES = _SLOTS["values"]
 _values_of = _VALUES.__get__
+_set_shape, _set_dtype, _set_device = (_SLOTS[n].__set__ for n in ("shape", "dtype", "device"))
+_set_min, _set_max, _set_mean, _set_norm, _set_nan, _set_inf, _set_values = (
+    _SLOTS[name].__set__ for name in _FIELDS
+)
+_set_class = object.__setattr__
+_new_object = object.__new__
 
 BLOCK_BYTES = 1 << 18
 """The size of one block of rows (at least two rows); full, it is settled."""
@@ -63,12 +69,18 @@ def float_summary(
         dtype: the dtype name to record (the tensor's own, if ``flat`` was widened).
         device: the device name to record.
     """
-    summary: Any = _new_object(DeferredSummary)
-    _SLOTS["shape"].__set__(summary, shape)
-    _SLOTS["dtype"].__set__(summary, dtype)
-    _SLOTS["device"].__set__(summary, device)
+    summary = _unsettled(shape, dtype, device)
     with _LOCK:
         _settle_rows(flat.reshape(1, -1), [summary])
+    return summary
+
+
+def _unsettled(shape: tuple[int, ...], dtype: str, device: str) -> Any:
+    """A :class:`DeferredSummary` that knows only what the tensor is, not its numbers."""
+    summary = _new_object(DeferredSummary)
+    _set_shape(summary, shape)
+    _set_dtype(summary, dtype)
+    _set_device(summary, device)
     return summary
 
 
@@ -157,7 +169,6 @@ _LOCK = threading.Lock()
 """Held to write, read or reuse rows, and to settle (which uses the scratch memory)."""
 _scratch = [np.empty(0)]
 _BLOCKS: dict[tuple[int, np.dtype[Any]], _Block] = {}
-_new_object = object.__new__
 
 
 def defer(array: np.ndarray, shape: tuple[int, ...], dtype: str, device: str) -> DeferredSummary:
@@ -173,10 +184,7 @@ def defer(array: np.ndarray, shape: tuple[int, ...], dtype: str, device: str) ->
         The summary; its numbers are computed when first read, or when its
         block is settled.
     """
-    summary: Any = _new_object(DeferredSummary)
-    _set_shape(summary, shape)
-    _set_dtype(summary, dtype)
-    _set_device(summary, device)
+    summary = _unsettled(shape, dtype, device)
     key = (array.size, array.dtype)
     with _LOCK:
         block = _BLOCKS.get(key)
@@ -196,12 +204,6 @@ def defer(array: np.ndarray, shape: tuple[int, ...], dtype: str, device: str) ->
     return summary
 
 
-_set_shape = _SLOTS["shape"].__set__
-_set_dtype = _SLOTS["dtype"].__set__
-_set_device = _SLOTS["device"].__set__
-_set_values = _VALUES.__set__
-
-
 def settle_waiting() -> None:
     """Settle every waiting summary, a block at a time (Note [Deferred summaries])."""
     with _LOCK:
@@ -213,12 +215,8 @@ def _settle_all() -> None:
         block.settle()
 
 
-_set = {name: _SLOTS[name].__set__ for name in _FIELDS}
-_set_min, _set_max, _set_mean, _set_norm = _set["min"], _set["max"], _set["mean"], _set["norm"]
-_set_nan, _set_inf = _set["nan_count"], _set["inf_count"]
 _isfinite = math.isfinite
 _sqrt = math.sqrt
-_set_class = object.__setattr__
 
 
 def _settle_rows(rows: np.ndarray, summaries: list[Any]) -> None:
@@ -240,20 +238,22 @@ def _settle_rows(rows: np.ndarray, summaries: list[Any]) -> None:
         highs = np.maximum.reduce(rows, axis=1).tolist()
     for i, summary in enumerate(summaries):
         total = totals[i]
+        low: float | None
+        high: float | None
+        mean: float | None
+        norm: float | None
         if _isfinite(total):
-            _set_min(summary, lows[i])
-            _set_max(summary, highs[i])
-            _set_mean(summary, total / count)
-            _set_norm(summary, _sqrt(squares[i]))
-            _set_nan(summary, 0)
-            _set_inf(summary, 0)
+            low, high, mean, norm = lows[i], highs[i], total / count, _sqrt(squares[i])
+            nan_count = inf_count = 0
         else:  # a NaN or an Inf (or a sum that overflowed): the general path counts them
             general = events.summarize(rows[i], summary.device)
-            _set_min(summary, general.min)
-            _set_max(summary, general.max)
-            _set_mean(summary, general.mean)
-            _set_norm(summary, general.norm)
-            _set_nan(summary, general.nan_count)
-            _set_inf(summary, general.inf_count)
+            low, high, mean, norm = general.min, general.max, general.mean, general.norm
+            nan_count, inf_count = general.nan_count, general.inf_count
+        _set_min(summary, low)
+        _set_max(summary, high)
+        _set_mean(summary, mean)
+        _set_norm(summary, norm)
+        _set_nan(summary, nan_count)
+        _set_inf(summary, inf_count)
         _set_values(summary, None)
         _set_class(summary, "__class__", TensorSummary)
