@@ -24,6 +24,20 @@ from autograd_viz.sources.recorder import record  # noqa: E402
 from engine import events  # noqa: E402
 
 Program = Callable[[], tuple[Any, list[Any]]]
+
+
+class Fails(torch.autograd.Function):
+    """Passes its input on; its backward raises ``ValueError("no gradient today")``."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Any) -> Any:
+        return x * 1
+
+    @staticmethod
+    def backward(ctx: Any, grad: Any) -> Any:
+        raise ValueError("no gradient today")
+
+
 """Builds a fresh forward pass: returns ``(run_backward, leaves)``."""
 
 

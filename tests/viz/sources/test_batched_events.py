@@ -17,6 +17,7 @@ from autograd_viz.trace import Trace  # noqa: E402
 from engine import events  # noqa: E402
 from engine.events import HUB, Event  # noqa: E402
 from tests.viz.sources.pytorch_programs import (  # noqa: E402
+    Fails,
     Program,
     checkpointed,
     grad_inputs,
@@ -264,15 +265,6 @@ def test_backward_calls_on_two_threads_are_recorded_whole_and_in_order() -> None
 
 
 def test_a_failing_backward_recorded_in_batches_keeps_its_error_and_end() -> None:
-    class Fails(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx: Any, x: Any) -> Any:
-            return x * 1
-
-        @staticmethod
-        def backward(ctx: Any, grad: Any) -> Any:
-            raise ValueError("no gradient today")
-
     x = torch.randn(3, requires_grad=True)
     loss = (Fails.apply(x * 2) * 3).sum()
     with record() as trace, pytest.raises(ValueError, match="no gradient today"):

@@ -14,6 +14,7 @@ from autograd_viz.sources.pytorch.graph import node_id  # noqa: E402
 from autograd_viz.sources.recorder import record  # noqa: E402
 from engine import events  # noqa: E402
 from tests.viz.sources.pytorch_programs import (  # noqa: E402
+    Fails,
     hook_handles,
     independent_order,
     left_registered,
@@ -94,15 +95,6 @@ def test_backward_with_inputs_runs_only_what_reaches_them() -> None:
 def test_an_error_in_a_node_ends_the_graph_task_and_removes_every_hook(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    class Fails(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx: Any, x: Any) -> Any:
-            return x * 1
-
-        @staticmethod
-        def backward(ctx: Any, grad: Any) -> Any:
-            raise ValueError("no gradient today")
-
     x = torch.randn(3, requires_grad=True)
     loss = (Fails.apply(x * 2) * 3).sum()
     seen: list[events.Event] = []
