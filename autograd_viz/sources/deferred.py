@@ -81,6 +81,8 @@ def _unsettled(shape: tuple[int, ...], dtype: str, device: str) -> Any:
     _set_shape(summary, shape)
     _set_dtype(summary, dtype)
     _set_device(summary, device)
+    _set_nan(summary, 0)  # no NaN, no Inf until settling finds one
+    _set_inf(summary, 0)
     return summary
 
 
@@ -150,11 +152,15 @@ class _Row:
 class _Block:
     """Rows of one length and dtype, and the summaries waiting on them, in order."""
 
-    __slots__ = ("rows", "waiting")
+    __slots__ = ("places", "rows", "views", "waiting")
 
     def __init__(self, length: int, dtype: np.dtype[Any]) -> None:
         count = max(2, BLOCK_BYTES // max(1, length * dtype.itemsize))
         self.rows = np.empty((count, length), dtype)
+        self.views = list(self.rows)
+        """Each row as an array of its own, made once (indexing ``rows`` makes one per call)."""
+        self.places = [_Row(self, index) for index in range(count)]
+        """Where each row is, made once: a summary points at one only while it waits."""
         self.waiting: list[DeferredSummary] = []
 
     def settle(self) -> None:
@@ -195,11 +201,11 @@ def defer(array: np.ndarray, shape: tuple[int, ...], dtype: str, device: str) ->
             block = _BLOCKS[key] = _Block(array.size, array.dtype)
         waiting = block.waiting
         index = len(waiting)
-        if index == len(block.rows):
+        if index == len(block.views):
             block.settle()
             index = 0
-        block.rows[index] = array.ravel()  # in C order
-        _set_values(summary, _Row(block, index))
+        block.views[index][...] = array.ravel()  # in C order
+        _set_values(summary, block.places[index])
         waiting.append(summary)
     return summary
 
@@ -216,7 +222,6 @@ def _settle_all() -> None:
 
 
 _isfinite = math.isfinite
-_sqrt = math.sqrt
 
 
 def _settle_rows(rows: np.ndarray, summaries: list[Any]) -> None:
@@ -232,18 +237,28 @@ def _settle_rows(rows: np.ndarray, summaries: list[Any]) -> None:
             _scratch[0] = np.empty(size)
         wide = _scratch[0][:size].reshape(rows.shape)
         np.copyto(wide, rows)
-        totals = np.add.reduce(wide, axis=1).tolist()
-        squares = np.add.reduce(np.multiply(wide, wide, out=wide), axis=1).tolist()
+        totals = np.add.reduce(wide, axis=1)
+        squares = np.add.reduce(np.multiply(wide, wide, out=wide), axis=1)
         lows = np.minimum.reduce(rows, axis=1).tolist()
         highs = np.maximum.reduce(rows, axis=1).tolist()
+        # IEEE division and square root: the same bits as Python's, for all rows at once.
+        means = np.divide(totals, count).tolist()
+        norms = np.sqrt(squares).tolist()
+        finite = np.isfinite(totals).all()
+    if finite:  # the common case: no NaN, no Inf, no overflow
+        for summary, low, high, mean, norm in zip(
+            summaries, lows, highs, means, norms, strict=True
+        ):
+            _set_min(summary, low)
+            _set_max(summary, high)
+            _set_mean(summary, mean)
+            _set_norm(summary, norm)
+            _set_values(summary, None)
+            _set_class(summary, "__class__", TensorSummary)
+        return
     for i, summary in enumerate(summaries):
-        total = totals[i]
-        low: float | None
-        high: float | None
-        mean: float | None
-        norm: float | None
-        if _isfinite(total):
-            low, high, mean, norm = lows[i], highs[i], total / count, _sqrt(squares[i])
+        if _isfinite(means[i]):
+            low, high, mean, norm = lows[i], highs[i], means[i], norms[i]
             nan_count = inf_count = 0
         else:  # a NaN or an Inf (or a sum that overflowed): the general path counts them
             general = events.summarize(rows[i], summary.device)

@@ -64,14 +64,30 @@ def summarize_tensor(tensor: torch.Tensor, device: str, max_values: int = 0) -> 
         The summary; shape, dtype and device only if the values cannot be read
         (a tensor subclass), since a listener must never fail on one.
     """
-    shape = tuple(tensor.shape)
     kind = tensor.dtype
+    if (
+        type(tensor) is _Tensor
+        and kind in _FLOATS
+        and tensor.is_cpu
+        and tensor.layout is _STRIDED
+        and not tensor.is_nested
+    ):
+        # The common case, a CPU float gradient of a few hundred or thousand elements,
+        # in straight-line code: it is summarized several times per node.
+        count = tensor.numel()
+        if _SMALL < count < LARGE and count > max_values:
+            if tensor.requires_grad:
+                tensor = tensor.detach()
+            try:
+                array = tensor.numpy()
+            except RuntimeError:  # a negative view: the general path resolves it
+                pass
+            else:
+                dtype = _DTYPE_NAMES.get(kind) or dtype_name(kind)
+                return defer(array, tuple(tensor.shape), dtype, device)  # Note [Deferred summaries]
+    shape = tuple(tensor.shape)
     dtype = _DTYPE_NAMES.get(kind) or dtype_name(kind)
     try:
-        if type(tensor) is _Tensor and kind in _PLAIN_CPU and tensor.is_cpu:
-            if tensor.layout is not _STRIDED or tensor.is_nested:
-                return TensorSummary(shape, dtype, device)
-            return _summarize_plain(tensor, shape, dtype, device, max_values)
         if (
             tensor.layout is not _STRIDED
             or tensor.is_nested
@@ -86,11 +102,6 @@ def summarize_tensor(tensor: torch.Tensor, device: str, max_values: int = 0) -> 
 
 _Tensor = torch.Tensor
 _STRIDED = torch.strided
-_PLAIN_CPU = frozenset(
-    {torch.float16, torch.float32, torch.float64, torch.uint8, torch.int8, torch.int16}
-    | {torch.int32, torch.int64, torch.bool}
-)
-"""Dtypes whose CPU tensors NumPy views as they are (same dtype, same name)."""
 
 
 def _summarize_values(
@@ -117,28 +128,6 @@ def _summarize_values(
 
 _SMALL = 64
 """Up to this many elements :func:`engine.events.summarize` is fastest (and remembers)."""
-
-
-def _summarize_plain(
-    tensor: torch.Tensor, shape: tuple[int, ...], dtype: str, device: str, max_values: int
-) -> TensorSummary:
-    """:func:`_summarize_values` of a plain strided CPU tensor of a dtype NumPy shares.
-
-    The common case (a gradient), with no check that cannot fail and no alias
-    where the tensor needs none.
-    """
-    if tensor.requires_grad:
-        tensor = tensor.detach()
-    count = tensor.numel()
-    if count > _SMALL and count > max_values and tensor.dtype in _FLOATS:
-        if count >= LARGE:
-            return _summarize_large(tensor, shape, dtype, device)
-        try:
-            array = tensor.numpy()
-        except RuntimeError:  # a negative view
-            return _summarize_values(tensor, shape, dtype, device, max_values)
-        return defer(array, shape, dtype, device)  # Note [Deferred summaries]
-    return _summarize_values(tensor, shape, dtype, device, max_values)
 
 
 _FLOATS = frozenset({torch.float16, torch.float32, torch.float64})
