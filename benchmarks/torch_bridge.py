@@ -12,6 +12,11 @@ post hook on every node: the floor of any hook-based watcher) and under
   nodes; the figure is µs per node, and what watching adds per node (over
   plain, and over bare hooks: the recorder's own cost).
 
+A fourth way, ``floor``, is the least a hook-based recorder with the same
+content must do, written as plainly as CPython allows (``torch_floor.py``):
+what ``record()`` costs beyond it is the price of its checks, its features
+and its structure.
+
 Forward passes are built fresh each repeat and not timed. Prints a table.
 
 ``--replay N`` also records a PyTorch trace of about N events (a GRUCell
@@ -36,6 +41,7 @@ from rich.console import Console
 from rich.table import Table
 
 import autograd_viz
+from benchmarks.torch_floor import floor
 
 Build = Callable[[], torch.Tensor]
 
@@ -106,18 +112,20 @@ def recorded(loss: torch.Tensor) -> None:
         loss.backward()
 
 
-WAYS: dict[str, Callable[[torch.Tensor], Any]] = {
-    "plain": plain,
-    "bare hooks": bare_hooks,
-    "record()": recorded,
-}
+Way = Callable[[torch.Tensor], Any]
+WAYS: dict[str, Way] = {"plain": plain, "bare hooks": bare_hooks, "record()": recorded}
+FLOOR_WAYS: dict[str, Way] = {**WAYS, "floor": floor}
+"""The GRU's ways: ``floor`` is the least any hook-based recorder with the same content
+does (``torch_floor.py``); on the MLP's large tensors it would bound nothing."""
 
 
-def measure(build: Build, repeat: int, clock: Callable[[], float]) -> dict[str, float]:
+def measure(
+    build: Build, ways: dict[str, Way], repeat: int, clock: Callable[[], float]
+) -> dict[str, float]:
     """Median seconds of one backward per way, ways interleaved, the collector off."""
-    samples: dict[str, list[float]] = {way: [] for way in WAYS}
+    samples: dict[str, list[float]] = {way: [] for way in ways}
     for _ in range(repeat):
-        for way, run in WAYS.items():
+        for way, run in ways.items():
             loss = build()
             gc.collect()
             gc.disable()
@@ -192,14 +200,14 @@ def main() -> None:
     for column in ("workload", "nodes", "way", "backward", "× plain", "µs/node", "+µs/node"):
         table.add_column(column, justify="left" if column in ("workload", "way") else "right")
     table.add_column("+µs/node over bare hooks", justify="right")
-    for make in (mlp, gru):
+    for make, ways in ((mlp, WAYS), (gru, FLOOR_WAYS)):
         label, build = make()
         nodes = len(nodes_of(build()))
         for _ in range(2):  # warm up every path once
-            for run in WAYS.values():
+            for run in ways.values():
                 run(build())
         medians = measure(
-            build, args.repeat, time.thread_time if args.cpu_time else time.perf_counter
+            build, ways, args.repeat, time.thread_time if args.cpu_time else time.perf_counter
         )
         base, hooks = medians["plain"], medians["bare hooks"]
         for way, seconds in medians.items():
@@ -212,7 +220,7 @@ def main() -> None:
                 f"{seconds / nodes * 1e6:.1f}",
                 "" if way == "plain" else f"{(seconds - base) / nodes * 1e6:.1f}",
                 # what recording adds beyond the hooks any hook-based watcher needs
-                f"{(seconds - hooks) / nodes * 1e6:.1f}" if way == "record()" else "",
+                f"{(seconds - hooks) / nodes * 1e6:.1f}" if way in ("floor", "record()") else "",
             )
         table.add_section()
     Console(width=132).print(table)  # wide enough that no figure is cut
