@@ -27,6 +27,11 @@ from typing import Any
 import numpy as np
 import torch
 
+from autograd_viz.sources.pytorch.summary import dtype_name
+from autograd_viz.trace import TraceEvent
+from autograd_viz.trace.records import new_node_info
+from engine.events import TensorSummary, slot_twin
+
 _clock = time.perf_counter_ns
 
 
@@ -58,7 +63,7 @@ class _Rows:
         for summary, low, high, mean, norm in zip(
             self.summaries, lows, highs, means, norms, strict=True
         ):
-            summary.extend((low, high, mean, norm))
+            _fill(summary, low, high, mean, norm)
         self.summaries.clear()
 
 
@@ -69,42 +74,46 @@ _BLOCKS: dict[tuple[int, Any], _Rows] = {}
 class FloorWatcher:
     """Watches one ``loss.backward()`` and keeps its events as tuples (:meth:`run`)."""
 
-    def __init__(self) -> None:
-        self.events: list[tuple[Any, ...]] = []
-        self._seen: dict[int, tuple[Any, int, list[Any]]] = {}
-        self._seq = 0
+    checks = False
+    """Whether the replayed order and buffer sums are checked against PyTorch's."""
 
-    def summary(self, tensor: torch.Tensor | None) -> list[Any] | None:
+    def __init__(self) -> None:
+        self.events: list[Any] = []
+        self._seen: dict[int, tuple[Any, int, Any]] = {}
+        self._seq = 0
+        self.mismatches = 0
+
+    def new_summary(self, tensor: torch.Tensor) -> Any:
+        """What a summary is before its numbers: shape and dtype."""
+        return [tuple(tensor.shape), tensor.dtype]
+
+    def summary(self, tensor: torch.Tensor | None) -> Any:
         """Shape and dtype now; min, max, mean and norm appended when the call ends."""
         if tensor is None:
             return None
         found = self._seen.get(id(tensor))  # the same unchanged tensor: the same summary
         if found is not None and found[0]() is tensor and found[1] == tensor._version:
             return found[2]
-        summary: list[Any] = [tuple(tensor.shape), tensor.dtype]
-        tensor = tensor.detach()
-        if tensor.numel() >= 1 << 14:  # large: reduced now, by PyTorch, with no copy
-            low, high = torch.aminmax(tensor)
-            summary += (float(low), float(high), float(tensor.mean()))
-            summary.append(float(torch.linalg.vector_norm(tensor)))
-            self._seen[id(tensor)] = (weakref.ref(tensor), tensor._version, summary)
+        summary = self.new_summary(tensor)
+        self._seen[id(tensor)] = (weakref.ref(tensor), tensor._version, summary)
+        values = tensor.detach() if tensor.requires_grad else tensor
+        if values.numel() >= 1 << 14:  # large: reduced now, by PyTorch, with no copy
+            low, high = torch.aminmax(values)
+            numbers = (float(low), float(high), float(values.mean()))
+            _fill(summary, *numbers, float(torch.linalg.vector_norm(values)))
             return summary
-        array = tensor.numpy()
+        array = values.numpy()
         key = (array.size, array.dtype)
         rows = _BLOCKS.get(key)
         if rows is None:
             rows = _BLOCKS[key] = _Rows(array.size, array.dtype)
         rows.add(array, summary)
-        self._seen[id(tensor)] = (weakref.ref(tensor), tensor._version, summary)
         return summary
-
-    def emit(self, kind: str, node: int, data: Any) -> None:
-        self._seq += 1
-        self.events.append((kind, self._seq, _clock(), node, data))
 
     def run(self, loss: torch.Tensor) -> None:
         """``loss.backward()``, watched."""
         root = loss.grad_fn
+        assert root is not None, "a loss with a graph"
         # The graph: every node once, with its edges, found by one walk.
         order: list[Any] = [root]
         index: dict[int, int] = {id(root): 0}
@@ -165,7 +174,7 @@ class FloorWatcher:
                         found = saved_seen[key] = self.summary(tensor)
                     saved.append(found)
             graph.append(
-                (
+                self.node_record(
                     at,
                     fn.name(),
                     fn._sequence_nr(),
@@ -182,9 +191,20 @@ class FloorWatcher:
         queue: list[tuple[int, int]] = []
         handles = []
 
+        checks = self.checks
+
         def pre(at: int) -> Any:
             def hook(grads: tuple[Any, ...]) -> None:
-                heapq.heappop(queue)
+                popped = heapq.heappop(queue)[1]
+                if checks:
+                    if popped != at:
+                        self.mismatches += 1
+                        self.emit("derived_mismatch", at, ("order", popped, at))
+                    for slot, grad in enumerate(grads):
+                        total = buffers.pop((at, slot), None)
+                        if total is not None and not _same_bits(total, grad):
+                            self.mismatches += 1
+                            self.emit("derived_mismatch", at, ("buffer", slot, at))
                 self.emit("node_start", at, [self.summary(g) for g in grads])
 
             return hook
@@ -194,7 +214,7 @@ class FloorWatcher:
 
             def hook(outputs: tuple[Any, ...], inputs: tuple[Any, ...]) -> None:
                 if variable is not None and variable.grad is not None:
-                    self.emit("accumulate", at, self.summary(variable.grad))
+                    self.emit("accumulate", at, (self.summary(variable.grad),))
                 summaries = [self.summary(o) for o in outputs]
                 self.emit("node_end", at, summaries)
                 for i, edge in enumerate(by_node[at]):
@@ -214,7 +234,7 @@ class FloorWatcher:
                         self.emit("accumulate", nxt, (slot, summaries[i], self.summary(total)))
                     if not remaining[nxt]:
                         heapq.heappush(queue, (-order_nr[nxt], nxt))
-                        self.emit("enqueue", nxt, len(queue))
+                        self.emit("enqueue", nxt, (len(queue),))
 
             return hook
 
@@ -223,7 +243,7 @@ class FloorWatcher:
             handles.append(fn.register_prehook(pre(at)))
             handles.append(fn.register_hook(post(at, fn)))
         heapq.heappush(queue, (-order_nr[0], 0))
-        self.emit("enqueue", 0, len(queue))
+        self.emit("enqueue", 0, (len(queue),))
         try:
             loss.backward()
         finally:
@@ -233,6 +253,19 @@ class FloorWatcher:
             self.emit("graph_task_end", 0, None)
             for rows in _BLOCKS.values():
                 rows.reduce()
+            self.finish()
+
+    def node_record(self, *fields: Any) -> Any:
+        """One node of the graph as the start event keeps it."""
+        return fields
+
+    def emit(self, kind: str, node: int, data: Any) -> None:
+        """One event, as a tuple."""
+        self._seq += 1
+        self.events.append((kind, self._seq, _clock(), node, data))
+
+    def finish(self) -> None:
+        """After the call: nothing more for tuples."""
 
 
 _SAVED: dict[type, tuple[str, ...]] = {}
@@ -245,8 +278,99 @@ def _saved_names(fn: Any) -> tuple[str, ...]:
     return names
 
 
+def _fill(summary: Any, low: float, high: float, mean: float, norm: float) -> None:
+    """Give a summary its numbers: a list appends them; a record takes them, then its class."""
+    if type(summary) is list:
+        summary.extend((low, high, mean, norm))
+    else:
+        summary.min, summary.max, summary.mean, summary.norm = low, high, mean, norm
+        summary.__class__ = TensorSummary
+
+
+_INTS = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def _same_bits(a: torch.Tensor, b: torch.Tensor | None) -> bool:
+    if b is None or a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    as_int = _INTS[a.element_size()]
+    return bool(torch.equal(a.view(as_int), b.detach().view(as_int)))
+
+
+_FIELDS = {
+    "node_start": ("inputs",),
+    "node_end": ("outputs",),
+    "dependency_decrement": ("from_node", "input_nr", "remaining"),
+    "enqueue": ("queue_length",),
+    "derived_mismatch": ("check", "expected", "observed"),
+}
+"""The names of each kind's fields, for the records' data (``accumulate`` has two shapes)."""
+_ACCUMULATE = {
+    1: ("grad",),
+    2: ("slot", "grad"),
+    3: ("slot", "grad", "total"),
+}
+_Summary = slot_twin(TensorSummary)
+
+
+class RecordsFloorWatcher(FloorWatcher):
+    """The floor, plus what the issue asks beyond the content and a trace's records.
+
+    The replayed order and the buffer sums are checked against what PyTorch
+    does; each event is a trace's :class:`~autograd_viz.trace.TraceEvent`
+    with its data as a dict, each summary a
+    :class:`~engine.events.TensorSummary` and each node of the graph a
+    :class:`~autograd_viz.trace.NodeInfo`. Still no leaf names, no events
+    API, no errors handled, one thread.
+    """
+
+    checks = True
+
+    def new_summary(self, tensor: torch.Tensor) -> Any:
+        summary: Any = _new_object(_Summary)
+        summary.shape = tuple(tensor.shape)
+        summary.dtype = dtype_name(tensor.dtype)
+        summary.device = "cpu"
+        summary.nan_count = summary.inf_count = 0
+        summary.values = None
+        return summary
+
+    def node_record(self, *fields: Any) -> Any:
+        at, name, sequence_nr, topo, edges, inputs, dependencies, saved = fields
+        return new_node_info(
+            at, name, sequence_nr, topo, "cpu", tuple(edges), tuple(inputs),
+            dependencies, "needed", (), tuple(saved), (), None, None,
+        )  # fmt: skip
+
+    def emit(self, kind: str, node: int, data: Any) -> None:
+        self._seq += 1
+        if kind == "graph_task_start":
+            data = {"nodes": {info.id: info for info in data}}
+        elif type(data) is tuple:
+            names = _FIELDS.get(kind) or _ACCUMULATE[len(data)]
+            data = dict(zip(names, data, strict=True))
+            data["derived"] = True
+        elif type(data) is list:
+            data = {"inputs" if kind == "node_start" else "outputs": tuple(data)}
+        self.events.append((kind, self._seq, _clock(), "main", "cpu", 1, node, None, 0, 0, data))
+
+    def finish(self) -> None:
+        self.events = [_new_tuple(TraceEvent, (i, *row)) for i, row in enumerate(self.events)]
+
+
+_new_object = object.__new__
+_new_tuple = tuple.__new__
+
+
 def floor(loss: torch.Tensor) -> list[tuple[Any, ...]]:
     """Watch ``loss.backward()`` at the floor's cost; its events."""
     watcher = FloorWatcher()
+    watcher.run(loss)
+    return watcher.events
+
+
+def floor_with_records(loss: torch.Tensor) -> list[Any]:
+    """Watch ``loss.backward()`` with checks and a trace's records; its events."""
+    watcher = RecordsFloorWatcher()
     watcher.run(loss)
     return watcher.events

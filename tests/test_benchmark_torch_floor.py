@@ -1,4 +1,4 @@
-"""``benchmarks.torch_floor``: the floor watcher records what ``record()`` records."""
+"""``benchmarks.torch_floor``: the floor watchers record what ``record()`` records."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ torch = pytest.importorskip("torch")
 
 import autograd_viz  # noqa: E402
 from benchmarks.torch_bridge import gru, mlp, nodes_of  # noqa: E402
-from benchmarks.torch_floor import floor  # noqa: E402
+from benchmarks.torch_floor import FloorWatcher, RecordsFloorWatcher  # noqa: E402
+from engine.events import TensorSummary  # noqa: E402
 
 
 def _grads(build: Any) -> tuple[Any, list[Any]]:
@@ -21,11 +22,22 @@ def _grads(build: Any) -> tuple[Any, list[Any]]:
     return loss, [fn.variable for fn in nodes_of(loss) if hasattr(fn, "variable")]
 
 
+def _numbers(summary: Any) -> tuple[Any, ...]:
+    """A floor summary as ``(shape, min, max, mean, norm)``: a list, or a record."""
+    if isinstance(summary, list):
+        shape, _, low, high, mean, norm = summary
+        return shape, low, high, mean, norm
+    assert type(summary) is TensorSummary
+    return summary.shape, summary.min, summary.max, summary.mean, summary.norm
+
+
 @pytest.mark.parametrize("make", [gru, mlp])
-def test_floor_records_the_same_steps_and_numbers_as_record(make: Any) -> None:
+@pytest.mark.parametrize("watcher", [FloorWatcher, RecordsFloorWatcher])
+def test_floor_records_the_same_steps_and_numbers_as_record(make: Any, watcher: Any) -> None:
     _, build = make()
     loss, params = _grads(build)
-    floor_events = floor(loss)
+    floor = watcher()
+    floor.run(loss)
     floor_grads = [p.grad.clone() for p in params]
 
     loss, params = _grads(build)
@@ -35,18 +47,22 @@ def test_floor_records_the_same_steps_and_numbers_as_record(make: Any) -> None:
 
     # Watching by the floor changes nothing either: the same gradients, bit for bit.
     assert all(torch.equal(a, b) for a, b in zip(floor_grads, recorded_grads, strict=True))
-    assert Counter(e[0] for e in floor_events) == Counter(e.kind for e in trace.events)
-    ours = [e for e in trace.events if e.kind == "node_end"]
-    theirs = [e for e in floor_events if e[0] == "node_end"]
+    assert floor.mismatches == 0  # its checks (if any) agree with PyTorch
+    kinds = [e[0] if isinstance(e, tuple) and len(e) == 5 else e.kind for e in floor.events]
+    assert Counter(kinds) == Counter(e.kind for e in trace.events)
+    ours = [e.data["outputs"] for e in trace.events if e.kind == "node_end"]
+    if watcher is FloorWatcher:
+        theirs = [e[4] for e in floor.events if e[0] == "node_end"]
+    else:
+        theirs = [e.data["outputs"] for e in floor.events if e.kind == "node_end"]
     assert len(ours) == len(theirs) > 0
     for mine, floors in zip(ours, theirs, strict=True):
-        outputs = mine.data["outputs"]
-        assert len(outputs) == len(floors[4])
-        for summary, numbers in zip(outputs, floors[4], strict=True):
+        assert len(mine) == len(floors)
+        for summary, other in zip(mine, floors, strict=True):
             if summary is None:
-                assert numbers is None
+                assert other is None
                 continue
-            shape, _, low, high, mean, norm = numbers
+            shape, low, high, mean, norm = _numbers(other)
             assert summary.shape == shape
             assert (summary.min, summary.max) == (low, high)
             assert math.isclose(summary.mean, mean, rel_tol=1e-6, abs_tol=1e-9)
