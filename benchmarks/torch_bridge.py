@@ -19,6 +19,9 @@ and its structure.
 
 Forward passes are built fresh each repeat and not timed. Prints a table.
 
+``--split`` times the GRU's recorders again with every summary stubbed out
+(one constant): what their summaries cost, and what the rest does.
+
 ``--replay N`` also records a PyTorch trace of about N events (a GRUCell
 unrolled as far as it takes), saves it, and times what ``autograd-viz
 replay`` does before its first screen: loading the file as the command does
@@ -29,11 +32,12 @@ cyclic collector) and drawing the app headless (Textual's Pilot, 120×40).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import itertools
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -41,7 +45,8 @@ from rich.console import Console
 from rich.table import Table
 
 import autograd_viz
-from benchmarks.torch_floor import floor, floor_with_records
+from benchmarks.torch_floor import FloorWatcher, floor, floor_with_records
+from engine.events import TensorSummary
 
 Build = Callable[[], torch.Tensor]
 
@@ -182,10 +187,69 @@ def replay_first_screen(events: int) -> None:
     Console().print(table)
 
 
+_NO_NUMBERS = TensorSummary((), "float32", "cpu")
+
+
+@contextlib.contextmanager
+def _summaries_stubbed() -> Iterator[None]:
+    """Every summary ``record()`` and the floors make is one constant, made once."""
+    from autograd_viz.sources.pytorch import emitter, graph, saved
+
+    patched = [
+        (emitter, "resolved_summary", lambda tensor, max_values: _NO_NUMBERS),
+        (saved, "summarize_tensor", lambda tensor, device, max_values=0: _NO_NUMBERS),
+        (graph, "summarize_tensor", lambda tensor, device, max_values=0: _NO_NUMBERS),
+        (FloorWatcher, "summary", lambda self, tensor: None if tensor is None else _NO_NUMBERS),
+    ]
+    kept = [(owner, name, getattr(owner, name)) for owner, name, _ in patched]
+    try:
+        for owner, name, value in patched:
+            setattr(owner, name, value)
+        yield
+    finally:
+        for owner, name, value in kept:
+            setattr(owner, name, value)
+
+
+def _stubbed(way: Way) -> Way:
+    def run(loss: torch.Tensor) -> Any:
+        with _summaries_stubbed():
+            return way(loss)
+
+    return run
+
+
+def split() -> None:
+    """Time the GRU's ways with and without their summaries: what summaries cost each."""
+    label, build = gru()
+    nodes = len(nodes_of(build()))
+    ways = {"bare hooks": bare_hooks}
+    for name in ("floor", "floor + records", "record()"):
+        ways[name] = FLOOR_WAYS[name]
+        ways[f"{name}, summaries stubbed"] = _stubbed(FLOOR_WAYS[name])
+    for run in ways.values():
+        run(build())
+    medians = measure(build, ways, 21, time.thread_time)
+    hooks = medians["bare hooks"]
+    table = Table(title=f"{label}: µs per node beyond bare hooks, thread CPU time")
+    for column in ("way", "all", "summaries stubbed", "the summaries"):
+        table.add_column(column, justify="left" if column == "way" else "right")
+    for name in ("floor", "floor + records", "record()"):
+        whole = (medians[name] - hooks) / nodes * 1e6
+        rest = (medians[f"{name}, summaries stubbed"] - hooks) / nodes * 1e6
+        table.add_row(name, f"{whole:.1f}", f"{rest:.1f}", f"{whole - rest:.1f}")
+    Console().print(table)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=15)
     parser.add_argument("--replay", type=int, default=0, metavar="EVENTS")
+    parser.add_argument(
+        "--split",
+        action="store_true",
+        help="time the GRU's ways with their summaries stubbed out too: what summaries cost",
+    )
     parser.add_argument(
         "--cpu-time",
         action="store_true",
@@ -196,6 +260,9 @@ def main() -> None:
     torch.set_num_threads(1)
     if args.replay:
         replay_first_screen(args.replay)
+        return
+    if args.split:
+        split()
         return
     table = Table(title="Watching PyTorch's backward: median of interleaved repeats, gc off")
     for column in ("workload", "nodes", "way", "backward", "× plain", "µs/node", "+µs/node"):

@@ -11,6 +11,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import autograd_viz  # noqa: E402
+from benchmarks import torch_bridge  # noqa: E402
 from benchmarks.torch_bridge import gru, mlp, nodes_of  # noqa: E402
 from benchmarks.torch_floor import FloorWatcher, RecordsFloorWatcher  # noqa: E402
 from engine.events import TensorSummary  # noqa: E402
@@ -67,3 +68,26 @@ def test_floor_records_the_same_steps_and_numbers_as_record(make: Any, watcher: 
             assert (summary.min, summary.max) == (low, high)
             assert math.isclose(summary.mean, mean, rel_tol=1e-6, abs_tol=1e-9)
             assert math.isclose(summary.norm, norm, rel_tol=1e-5)
+
+
+def test_split_stubs_every_summary_and_puts_everything_back() -> None:
+    _, build = gru()
+    with torch_bridge._summaries_stubbed():
+        loss = build()
+        with autograd_viz.record() as stubbed:
+            loss.backward()
+        floor = FloorWatcher()
+        floor.run(build())
+    outputs = [s for e in stubbed.events if e.kind == "node_end" for s in e.data["outputs"]]
+    assert outputs and all(s is torch_bridge._NO_NUMBERS for s in outputs if s is not None)
+    floor_outputs = [s for e in floor.events if e[0] == "node_end" for s in e[4]]
+    assert floor_outputs and all(
+        s is torch_bridge._NO_NUMBERS for s in floor_outputs if s is not None
+    )
+
+    loss = build()
+    with autograd_viz.record() as real:
+        loss.backward()
+    outputs = [s for e in real.events if e.kind == "node_end" for s in e.data["outputs"]]
+    assert not any(s is torch_bridge._NO_NUMBERS for s in outputs)
+    assert all(s is None or s.norm is not None for s in outputs)
