@@ -65,6 +65,7 @@ def summarize_tensor(tensor: torch.Tensor, device: str, max_values: int = 0) -> 
         (a tensor subclass), since a listener must never fail on one.
     """
     kind = tensor.dtype
+    dtype = _DTYPE_NAMES.get(kind) or dtype_name(kind)
     if (
         type(tensor) is _Tensor
         and kind in _FLOATS
@@ -83,10 +84,8 @@ def summarize_tensor(tensor: torch.Tensor, device: str, max_values: int = 0) -> 
             except RuntimeError:  # a negative view: the general path resolves it
                 pass
             else:
-                dtype = _DTYPE_NAMES.get(kind) or dtype_name(kind)
                 return defer(array, tuple(tensor.shape), dtype, device)  # Note [Deferred summaries]
     shape = tuple(tensor.shape)
-    dtype = _DTYPE_NAMES.get(kind) or dtype_name(kind)
     try:
         if (
             tensor.layout is not _STRIDED
