@@ -27,6 +27,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from autograd_viz.sources.pytorch.bookkeeping import _same_values
+from autograd_viz.sources.pytorch.saved import saved_names
 from autograd_viz.sources.pytorch.summary import dtype_name
 from autograd_viz.trace import TraceEvent
 from autograd_viz.trace.records import new_node_info
@@ -162,7 +164,7 @@ class FloorWatcher:
         graph = []
         for at, fn in enumerate(order):
             saved = []
-            for name in _saved_names(fn):
+            for name in saved_names(fn):
                 raw = getattr(fn, name)
                 for item in raw if isinstance(raw, tuple) else (raw,):
                     tensor = item.data
@@ -202,7 +204,7 @@ class FloorWatcher:
                         self.emit("derived_mismatch", at, ("order", popped, at))
                     for slot, grad in enumerate(grads):
                         total = buffers.pop((at, slot), None)
-                        if total is not None and not _same_bits(total, grad):
+                        if total is not None and not _same_values(total, grad):
                             self.mismatches += 1
                             self.emit("derived_mismatch", at, ("buffer", slot, at))
                 self.emit("node_start", at, [self.summary(g) for g in grads])
@@ -268,16 +270,6 @@ class FloorWatcher:
         """After the call: nothing more for tuples."""
 
 
-_SAVED: dict[type, tuple[str, ...]] = {}
-
-
-def _saved_names(fn: Any) -> tuple[str, ...]:
-    names = _SAVED.get(type(fn))
-    if names is None:
-        names = _SAVED[type(fn)] = tuple(n for n in dir(fn) if n.startswith("_raw_saved_"))
-    return names
-
-
 def _fill(summary: Any, low: float, high: float, mean: float, norm: float) -> None:
     """Give a summary its numbers: a list appends them; a record takes them, then its class."""
     if type(summary) is list:
@@ -285,16 +277,6 @@ def _fill(summary: Any, low: float, high: float, mean: float, norm: float) -> No
     else:
         summary.min, summary.max, summary.mean, summary.norm = low, high, mean, norm
         summary.__class__ = TensorSummary
-
-
-_INTS = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
-
-
-def _same_bits(a: torch.Tensor, b: torch.Tensor | None) -> bool:
-    if b is None or a.shape != b.shape or a.dtype != b.dtype:
-        return False
-    as_int = _INTS[a.element_size()]
-    return bool(torch.equal(a.view(as_int), b.detach().view(as_int)))
 
 
 _FIELDS = {
