@@ -169,7 +169,7 @@ class VizApp(App[int]):
         self.query_one(DagView).show(task, state, nodes.selected, self.path)
         graph = self.query_one("#graph")
         graph.border_title = self._task_title(task, state)
-        graph.border_subtitle = f"{nodes.view} view · v cycles"
+        graph.border_subtitle = f"{self.view} view · v cycles"
         devices = sorted({t.device for t in state.threads.values()} | set(state.queues))
         lanes = tuple((name, t.stack) for name, t in sorted(state.threads.items()))
         self._update("#engine-body", (devices, state.queues, lanes), _engine_panel, state, devices)
@@ -421,16 +421,19 @@ class VizApp(App[int]):
         self.pinned_task = None if choice == "follow" else int(choice)
         self.refresh_view(follow=True)
 
+    @property
+    def view(self) -> str:
+        """The graph panel's view: ``"topo"``, ``"tree"`` or ``"dag"`` (see :data:`VIEWS`)."""
+        if self.query_one("#graph").has_class("-dag"):
+            return "dag"
+        return self.query_one(NodeList).view
+
     def action_cycle_view(self) -> None:
-        nodes = self.query_one(NodeList)
-        graph = self.query_one("#graph")
-        current = "dag" if graph.has_class("-dag") else nodes.view
-        view = VIEWS[(VIEWS.index(current) + 1) % len(VIEWS)]
-        graph.set_class(view == "dag", "-dag")
+        view = VIEWS[(VIEWS.index(self.view) + 1) % len(VIEWS)]
+        self.query_one("#graph").set_class(view == "dag", "-dag")
         if view != "dag":
-            nodes.set_view(view)
+            self.query_one(NodeList).set_view(view)
         self.refresh_view()
-        graph.border_subtitle = f"{view} view · v cycles"
 
     def action_export(self) -> None:
         default = f"autograd-viz-step-{self.driver.position}.svg"

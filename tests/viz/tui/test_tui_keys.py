@@ -247,6 +247,24 @@ def test_view_key_cycles_topo_tree_and_drawn_dag(trace: Trace) -> None:
     run_app(app, actions)
 
 
+def test_a_move_in_the_drawn_dag_keeps_its_title_and_the_next_view(trace: Trace) -> None:
+    app = replay_app(trace)
+
+    async def actions(pilot: Pilot[Any]) -> None:
+        graph = app.query_one("#graph")
+        await pilot.press("v", "v")
+        assert graph.border_subtitle == "dag view · v cycles"
+        for key in ("e", "r", "s", "n", "p"):
+            await pilot.press(key)
+            assert app.query_one(DagView).display
+            assert graph.border_subtitle == "dag view · v cycles", key
+        await pilot.press("v")  # from the drawn DAG, the cycle goes on to the topo list
+        assert node_list(app).display and node_list(app).view == "topo"
+        assert graph.border_subtitle == "topo view · v cycles"
+
+    run_app(app, actions)
+
+
 def test_zoom_maximizes_the_focused_panel_and_back(trace: Trace) -> None:
     app = replay_app(trace)
 

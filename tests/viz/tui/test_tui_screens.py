@@ -141,6 +141,33 @@ def test_the_event_line_says_what_the_current_step_means(
     run_app(app, actions, size=size)
 
 
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=lambda s: f"{s[0]}x{s[1]}")
+def test_a_line_too_long_for_the_screen_ends_in_an_ellipsis(
+    trace: Trace, size: tuple[int, int]
+) -> None:
+    from autograd_viz.tui.app import explain_line
+
+    app = replay_app(trace)
+    event = max(trace.events, key=lambda e: len(explain_line(trace, e)))
+
+    async def actions(pilot: Pilot[Any]) -> None:
+        app.driver.goto(event.index + 1)
+        app.message = "stopped: " + "w" * size[0]  # pushes the rest of the status off the line
+        app.output.append((False, "printed\n"))
+        app.refresh_view(follow=True)
+        await pilot.pause()
+        explain, status = (line.rstrip() for line in screen_lines(app)[-3:-1])
+        assert status.startswith(f" step {event.index + 1} of {len(trace)}")
+        assert status.endswith("…") and len(status) <= size[0]
+        sentence = explain_line(trace, event).plain
+        if len(sentence) > size[0] - 2:  # the padding
+            assert explain.endswith("…") and sentence.startswith(explain[1:-1])
+        else:
+            assert explain == f" {sentence}"
+
+    run_app(app, actions, size=size)
+
+
 def test_the_wake_up_enqueue_says_what_it_is(trace: Trace) -> None:
     from autograd_viz.tui.app import explain_line
 
