@@ -11,7 +11,6 @@ Frames are rendered by :func:`autograd_viz.draw.frames.render_frames`: a few
 
 from __future__ import annotations
 
-import html
 import io
 import json
 import os
@@ -25,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import graphviz
 
 from autograd_viz.draw import dot
+from autograd_viz.draw.escape import page_text
 from autograd_viz.draw.frames import (
     GraphvizError,
     GraphvizNotFoundError,
@@ -246,7 +246,7 @@ def write_html(
     heading = f"autograd-viz · {printable(title)}" if title else "autograd-viz · backward pass"
     data = script_json({"frames": list(svgs), "captions": list(captions), "frameMs": frame_ms})
     page = (
-        _PAGE.replace("{{title}}", html.escape(heading))
+        _PAGE.replace("{{title}}", page_text(heading))
         .replace("{{frames}}", str(len(svgs)))
         .replace("{{data}}", data)  # last: the frames must not be searched for placeholders
     )
@@ -320,11 +320,25 @@ _PAGE = """<!DOCTYPE html>
   var playButton = $("play"), speed = $("speed");
   var index = -1, timer = null;
 
+  // A frame is Graphviz's SVG, parsed as SVG and never as HTML; whatever could run or
+  // navigate (scripts, foreign HTML, event handlers, links) is dropped before it is shown.
+  var parser = new DOMParser();
+  function frame(text) {
+    var svg = parser.parseFromString(text, "image/svg+xml").documentElement;
+    svg.querySelectorAll("script, foreignObject").forEach(function (el) { el.remove(); });
+    [svg].concat(Array.prototype.slice.call(svg.querySelectorAll("*"))).forEach(function (el) {
+      Array.prototype.slice.call(el.attributes).forEach(function (attr) {
+        var name = attr.name.toLowerCase();
+        if (name.indexOf("on") === 0 || /(^|:)href$/.test(name)) el.removeAttribute(attr.name);
+      });
+    });
+    return document.importNode(svg, true);
+  }
   function show(i) {
     i = Math.max(0, Math.min(count - 1, i));
     if (i === index) return;
     index = i;
-    stage.innerHTML = data.frames[i];
+    stage.replaceChildren(frame(data.frames[i]));
     slider.value = String(i);
     caption.textContent = data.captions[i];
     counter.textContent = (i + 1) + " / " + count;
@@ -338,13 +352,13 @@ _PAGE = """<!DOCTYPE html>
   function play() {
     if (timer !== null) return;
     if (index >= count - 1) show(0);
-    playButton.innerHTML = "&#x23F8;&#xFE0E; Pause";
+    playButton.textContent = "\u23f8\ufe0e Pause";
     timer = setTimeout(tick, delay());
   }
   function pause() {
     if (timer !== null) clearTimeout(timer);
     timer = null;
-    playButton.innerHTML = "&#x25B6;&#xFE0E; Play";
+    playButton.textContent = "\u25b6\ufe0e Play";
   }
   function toggle() { if (timer === null) play(); else pause(); }
   function go(i) { pause(); show(i); }

@@ -21,7 +21,6 @@ text goes through :func:`html_text`, other attributes through
 
 from __future__ import annotations
 
-import html
 import itertools
 import os
 import shutil
@@ -33,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 import graphviz
 
 from autograd_viz.draw import select as graph_select
+from autograd_viz.draw.escape import html_label, html_text, plain_text
 from autograd_viz.draw.graph_view import (
     GraphView,
     GraphViewError,
@@ -47,7 +47,6 @@ from autograd_viz.draw.graph_view import (
 from autograd_viz.live import thread_name
 from autograd_viz.trace import Trace
 from autograd_viz.trace.replay import ExecutionState, NodeStatus
-from autograd_viz.trace.text import printable, shorten
 from engine.graph import UINT64_MAX
 
 if TYPE_CHECKING:
@@ -278,43 +277,6 @@ def pipe(graph: graphviz.Digraph, fmt: str) -> bytes:
 # -- escaping --------------------------------------------------------------------------
 
 
-LABEL_TEXT_LIMIT = 200
-"""The most characters of one piece of text (a name, a message) a label shows.
-
-Graphviz refuses a label or quoted string longer than 16,384 characters, and a
-name may be 100,000 long."""
-TOOLTIP_LIMIT = 3000
-"""The most characters of text a tooltip shows (escaping at most doubles it)."""
-
-
-def html_text(text: object) -> str:
-    """``text`` as the content of an HTML-like label: shown as written, never as markup.
-
-    ``&``, ``<``, ``>`` and quotes become entities, a backslash is doubled, a
-    newline is a line break, and other control characters (which would make the
-    SVG invalid) a visible escape (Note [Names are text]). Text past
-    :data:`LABEL_TEXT_LIMIT` characters is cut.
-    """
-    shown = shorten(printable(text, newlines=True), LABEL_TEXT_LIMIT)
-    # Graphviz expands \N, \G and \L even in HTML-like labels; a doubled backslash is one.
-    escaped = html.escape(shown, quote=True).replace("\\", "\\\\")
-    return escaped.replace("\n", '<BR ALIGN="CENTER"/>')
-
-
-def plain_text(text: object) -> str:
-    """``text`` as a quoted DOT attribute (a tooltip), shown as written.
-
-    Backslashes stay backslashes (DOT would read ``\\N`` as the node's name),
-    newlines become DOT's ``\\n`` so each attribute stays on one line of
-    source, and text that looks like ``<html>`` is still quoted as a string.
-    Text past :data:`TOOLTIP_LIMIT` characters is cut.
-    """
-    shown = shorten(printable(text, newlines=True), TOOLTIP_LIMIT)
-    lines = (graphviz.escape(line) for line in shown.split("\n"))
-    joined: str = graphviz.nohtml("\\n".join(lines))
-    return joined
-
-
 # -- drawing ---------------------------------------------------------------------------
 
 
@@ -415,12 +377,6 @@ def _draw_devices(
                     cluster.node(box.key, **_box_attrs(box, values))
 
 
-def html_label(rows: Iterable[str]) -> str:
-    """An HTML-like label: one centred row per already-escaped string."""
-    body = "".join(f"<TR><TD>{row}</TD></TR>" for row in rows)
-    return f'<<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="0" CELLPADDING="1">{body}</TABLE>>'
-
-
 def _small(text: str, color: str | None = None) -> str:
     colour = f' COLOR="{color}"' if color else ""
     return f'<FONT POINT-SIZE="9"{colour}>{text}</FONT>'
@@ -509,7 +465,10 @@ def _non_finite_text(node: ViewNode) -> str:
 def _box_attrs(box: TensorBox, values: bool) -> dict[str, str]:
     fill = {"leaf": LEAF_FILL, "output": OUTPUT_FILL, "saved": SAVED_FILL}[box.kind]
     shape = ", ".join(str(d) for d in box.shape)
-    rows = [f"<B>{html_text(box.title)}</B>", _small(f"({html_text(shape)}) {box.dtype}")]
+    rows = [
+        f"<B>{html_text(box.title)}</B>",
+        _small(f"({html_text(shape)}) {html_text(box.dtype)}"),
+    ]
     if values and box.summary is not None:
         what = ".grad " if box.kind == "leaf" else ""
         rows.append(_small(html_text(what + _summary(box.summary))))

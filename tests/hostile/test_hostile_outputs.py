@@ -142,3 +142,49 @@ def test_the_nan_report_shows_names_as_text(name: str) -> None:
     assert acting(text) == []
     if len(name) < 100:  # markup would be read, not shown
         assert f"{printable(class_name(name))}Backward" in text.replace("\n", "")
+
+
+CRAFTED_DTYPE = (
+    'float32</FONT></TD></TR></TABLE>>]; evil [URL="javascript:alert(1)" label=<\x1b]0;t\x07'
+)
+"""A dtype that closed its HTML-like label and added a linked node, before dtypes were escaped."""
+
+
+def _with_every_dtype(path: Path, dtype: str) -> Trace:
+    """The plain hostile trace saved, with every tensor summary's ``dtype`` replaced."""
+    trace = hostile_trace("x")
+    trace.save(path)
+
+    def edit(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: dtype if k == "dtype" else edit(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [edit(v) for v in value]
+        return value
+
+    records = [edit(json.loads(line)) for line in path.read_text(encoding="utf-8").splitlines()]
+    assert dtype in json.dumps(records, ensure_ascii=True).encode().decode("unicode_escape")
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    return Trace.load(path)
+
+
+def test_a_crafted_dtype_stays_inside_its_label(tmp_path: Path) -> None:
+    trace = _with_every_dtype(tmp_path / "t.jsonl", CRAFTED_DTYPE)
+    for gid in trace.graph_tasks:
+        source = to_dot(trace, graph_task=gid, values=True, saved=True).source
+        assert acting(source) == []
+        assert 'URL="' not in source
+        assert not [line for line in source.splitlines() if line.lstrip().startswith("evil")]
+        assert "URL=&quot;javascript:alert(1)&quot;" in source  # shown, as text
+
+
+@needs_dot
+def test_a_crafted_dtype_adds_no_link_to_the_svg_or_the_page(tmp_path: Path) -> None:
+    trace = _with_every_dtype(tmp_path / "t.jsonl", CRAFTED_DTYPE)
+    root = svg_tree(to_dot(trace, graph_task=min(trace.graph_tasks), values=True, saved=True))
+    assert not [el for el in root.iter() if any("href" in key for key in el.attrib)]
+    out = tmp_path / "run.html"
+    animate(trace, out, max_frames=2)
+    page = out.read_text(encoding="utf-8")
+    assert "javascript:alert(1)" not in page.replace("javascript:alert(1)&quot;", "")
+    assert "innerHTML" not in page  # frames are parsed as SVG, captions set as text
