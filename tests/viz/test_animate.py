@@ -314,8 +314,13 @@ let timers = [];
 const element = (id) => elements[id] || (elements[id] = {
   tagName: id === "slider" ? "INPUT" : "BUTTON", textContent: id === "animation-data" ? data : "",
   innerHTML: "", value: id === "speed" ? "1" : "0", handlers: {},
-  addEventListener(type, f) { this.handlers[type] = f; } });
+  addEventListener(type, f) { this.handlers[type] = f; },
+  replaceChildren(node) { this.innerHTML = node.markup; } });
+global.DOMParser = class { parseFromString(text, type) {
+  return { documentElement: { markup: type === "image/svg+xml" ? text : "", attributes: [],
+                              querySelectorAll: () => [] } }; } };
 global.document = { getElementById: element, addEventListener: (type, f) => { on[type] = f; },
+  importNode: (node) => node,
   querySelectorAll: () => ["first", "back", "play", "forward", "last"].map(element) };
 global.setTimeout = (f, ms) => timers.push([f, ms]);
 global.clearTimeout = () => { timers = []; };
