@@ -12,7 +12,7 @@ Read it like ``torch.autograd``::
 
 from __future__ import annotations
 
-from engine import dtypes, events, functional
+from engine import dtypes, events, functional, scopes
 from engine.anomaly import detect_anomaly, is_anomaly_enabled, set_detect_anomaly
 from engine.autograd import backward, grad
 from engine.devices import Device, cuda_is_available, set_sim_device_count
@@ -67,6 +67,7 @@ from engine.grad_mode import (
 from engine.gradcheck import GradcheckError, gradcheck, gradgradcheck
 from engine.graph import AccumulateGrad, Edge, GraphRoot, Node
 from engine.ops import install as _install_ops
+from engine.scopes import scope
 from engine.tensor import Size, Tensor
 
 _OPS = _install_ops()
@@ -133,6 +134,8 @@ __all__ = [
     "rand",
     "randint",
     "randn",
+    "scope",
+    "scopes",
     "set_default_dtype",
     "set_detect_anomaly",
     "set_grad_enabled",

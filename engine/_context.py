@@ -34,9 +34,14 @@ class _EngineThreadState(threading.local):
         self.current_node: Any = None
         """The node whose ``apply`` runs on this thread, kept only in anomaly mode (the
         parent that nodes made during a backward remember; Note [Induced by])."""
+        self.scope: tuple[tuple[str, int, str], ...] = ()
+        """The scopes open on this thread, outermost first (:mod:`engine.scopes`)."""
 
 
 TLS = _EngineThreadState()
+
+SCOPE_KEY = "scope_"
+"""The key of a node's ``metadata`` that holds the scopes it was made in (:mod:`engine.scopes`)."""
 
 
 def current_device_name() -> str:

@@ -33,7 +33,7 @@ import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from engine._context import TLS
+from engine._context import SCOPE_KEY, TLS
 from engine.activity import ACTIVITY
 from engine.events import HUB, LazySummary
 from engine.grad_mode import _DecoratorContextManager
@@ -89,14 +89,28 @@ class _AnomalyState:
     when an op creates a node, so with the defaults each costs one attribute read.
     """
 
-    __slots__ = ("check_forward", "check_inf", "check_nan", "enabled", "mode")
+    __slots__ = (
+        "check_forward",
+        "check_inf",
+        "check_nan",
+        "enabled",
+        "mode",
+        "node_metadata",
+        "open_scopes",
+    )
     enabled: bool
     check_nan: bool
     check_inf: bool
     check_forward: bool
     mode: str
+    node_metadata: bool
+    """Whether a new node gets a metadata dict (:func:`new_metadata`): anomaly mode is on, or
+    a scope is open (:mod:`engine.scopes`). The one attribute node creation reads."""
+    open_scopes: int
+    """How many :func:`engine.scopes.scope` blocks are open, on all threads."""
 
     def __init__(self) -> None:
+        self.open_scopes = 0
         self.set(_OFF)
 
     def get(self) -> AnomalySettings:
@@ -105,6 +119,7 @@ class _AnomalyState:
     def set(self, settings: AnomalySettings) -> None:
         for name, value in zip(AnomalySettings._fields, settings, strict=True):
             setattr(self, name, value)
+        self.node_metadata = self.enabled or self.open_scopes > 0
 
 
 STATE = _AnomalyState()
@@ -415,8 +430,9 @@ def forward_stack() -> list[str]:
     return traceback.format_list(user or frames)
 
 
-def new_metadata() -> dict[str, Any]:
-    """A new node's metadata in anomaly mode: the forward stack, and the node that made it.
+def new_metadata() -> dict[str, Any] | None:
+    """A new node's metadata: in anomaly mode the forward stack and the node that made it; in
+    a scope (:mod:`engine.scopes`) the scopes open on this thread; ``None`` when neither.
 
     Note [Induced by]
     ~~~~~~~~~~~~~~~~~
@@ -428,11 +444,16 @@ def new_metadata() -> dict[str, Any]:
     induced the previous calculation: ...". The engine keeps the running node
     in ``TLS.current_node`` only while anomaly mode is on.
     """
-    metadata: dict[str, Any] = {"traceback_": forward_stack()}
-    parent = TLS.current_node
-    if parent is not None:
-        metadata["parent_"] = parent
-    return metadata
+    metadata: dict[str, Any] = {}
+    if STATE.enabled:
+        metadata["traceback_"] = forward_stack()
+        parent = TLS.current_node
+        if parent is not None:
+            metadata["parent_"] = parent
+    scope = TLS.scope
+    if scope:
+        metadata[SCOPE_KEY] = scope
+    return metadata or None
 
 
 def warn_forward_traceback(node: Any) -> None:

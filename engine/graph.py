@@ -273,7 +273,7 @@ class Node:
         self._retains_grad_hooks: dict[int, Any] | None = None
         self._input_metadata: tuple[InputMetadata, ...] = ()
         self._saved: tuple[SavedTensor, ...] = ()
-        if anomaly.STATE.enabled:
+        if anomaly.STATE.node_metadata:
             self._metadata = anomaly.new_metadata()
 
     # -- identity --------------------------------------------------------

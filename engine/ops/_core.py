@@ -89,7 +89,7 @@ def make_node(cls: type[N], *inputs: Tensor | None) -> N | None:
         node._retains_grad_hooks = None
         node._input_metadata = ()
         node._saved = ()
-        if _ANOMALY.enabled:
+        if _ANOMALY.node_metadata:
             node._metadata = anomaly.new_metadata()
     else:
         node = cls()
@@ -173,7 +173,7 @@ def scalar_op(cls: type[N], input: Tensor, data: Any) -> tuple[Tensor, N | None]
         node._tensor_pre_hooks = None
         node._retains_grad_hooks = None
         node._saved = ()
-        if _ANOMALY.enabled:
+        if _ANOMALY.node_metadata:
             node._metadata = anomaly.new_metadata()
     else:
         node = cls()
