@@ -11,9 +11,11 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import engine
-from autograd_viz.trace.records import GraphTaskInfo, LeafInfo, NodeInfo, new_node_info
+from autograd_viz.sources.modules import number_calls
+from autograd_viz.trace.records import GraphTaskInfo, LeafInfo, NodeInfo, Scope, new_node_info
 from engine import events
 from engine.events import Event
+from engine.scopes import node_scope
 
 
 def snapshot(event: Event, max_values: int) -> GraphTaskInfo:
@@ -25,8 +27,10 @@ def snapshot(event: Event, max_values: int) -> GraphTaskInfo:
     captures: dict[int, list[tuple[int, int]]] = {}
     for node_id, slot, output_index in data["captures"] or ():
         captures.setdefault(node_id, []).append((slot, output_index))
+    walked = list(walk_graph([] if root is None else [root]))
+    scopes, modules = numbered_scopes(walked)
     nodes: dict[int, NodeInfo] = {}
-    for node in walk_graph([] if root is None else [root]):
+    for node, scope in zip(walked, scopes, strict=True):
         in_task = node is root or node._id in dependencies
         is_needed = in_task and (needed is None or node._id in needed)
         nodes[node._id] = node_info(
@@ -35,6 +39,7 @@ def snapshot(event: Event, max_values: int) -> GraphTaskInfo:
             "needed" if is_needed else "pruned",
             tuple(captures.get(node._id, ())),
             max_values,
+            scope,
         )
     return GraphTaskInfo(
         id=event.graph_task,
@@ -48,7 +53,14 @@ def snapshot(event: Event, max_values: int) -> GraphTaskInfo:
         thread=event.thread,
         first_event=0,
         nodes=nodes,
+        modules=modules,
     )
+
+
+def numbered_scopes(nodes: Iterable[engine.Node]) -> tuple[list[Scope], dict[str, str]]:
+    """The scope of each of ``nodes`` (one graph), calls numbered within it, and the kind of
+    every path (see :func:`~autograd_viz.sources.modules.number_calls`)."""
+    return number_calls((node_scope(n), isinstance(n, engine.AccumulateGrad)) for n in nodes)
 
 
 def walk_graph(roots: Iterable[engine.Node]) -> Iterator[engine.Node]:
@@ -73,8 +85,10 @@ def node_info(
     status: str,
     captures: tuple[tuple[int, int], ...],
     max_values: int,
+    scope: Scope = (),
 ) -> NodeInfo:
-    """What a trace keeps of ``node``: names, numbers, edges, saved tensors, hooks, leaf."""
+    """What a trace keeps of ``node``: names, numbers, edges, saved tensors, hooks, leaf;
+    ``scope`` is its numbered scope (:func:`~autograd_viz.sources.modules.number_calls`)."""
     metadata = node._input_metadata
     device = metadata[0][2]._str if metadata else "cpu"
     saved = (
@@ -128,6 +142,7 @@ def node_info(
         tuple(hooks),
         None if stack is None else tuple(stack),
         leaf,
+        scope,
     )
 
 

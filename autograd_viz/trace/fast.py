@@ -291,15 +291,20 @@ NODE_FIELDS = frozenset(
         "traceback",
     }
 )  # fmt: skip
-"""The fields of every node record (a leaf's adds ``leaf``)."""
-_NODE_WITH_LEAF = NODE_FIELDS | {"leaf"}
+"""The fields of every node record (a leaf's adds ``leaf``, a node made in a module ``scope``)."""
+_NODE_KEYS = (
+    NODE_FIELDS,
+    NODE_FIELDS | {"leaf"},
+    NODE_FIELDS | {"scope"},
+    NODE_FIELDS | {"leaf", "scope"},
+)
 _STATUSES = frozenset({"needed", "pruned"})
 
 
 def node(item: dict[str, Any]) -> tuple[int, NodeInfo] | None:
     """A node record as ``(graph task, NodeInfo)``, else ``None``."""
     keys = item.keys()
-    if keys not in (NODE_FIELDS, _NODE_WITH_LEAF):
+    if keys not in _NODE_KEYS:
         return None
     gid, node_id, name = item["graph_task"], item["id"], item["name"]
     sequence_nr, topological_nr = item["sequence_nr"], item["topological_nr"]
@@ -325,6 +330,7 @@ def node(item: dict[str, Any]) -> tuple[int, NodeInfo] | None:
     hooks = _hooks(item["hooks"])
     saved = summaries(item["saved"])
     leaf = _leaf(item["leaf"]) if "leaf" in keys else None
+    scope = _scope(item["scope"]) if "scope" in keys else ()
     if (
         next_edges is None
         or inputs is None
@@ -332,6 +338,7 @@ def node(item: dict[str, Any]) -> tuple[int, NodeInfo] | None:
         or hooks is None
         or saved is None
         or (leaf is None and "leaf" in keys)
+        or scope is None
     ):
         return None
     info = new_node_info(
@@ -349,6 +356,7 @@ def node(item: dict[str, Any]) -> tuple[int, NodeInfo] | None:
         hooks,
         None if traceback is None else tuple(traceback),
         leaf,
+        scope,
     )
     return gid, info
 
@@ -397,6 +405,24 @@ def _hooks(value: Any) -> tuple[tuple[str, int], ...] | None:
         ):
             return None
         out.append((hook[0], hook[1]))
+    return tuple(out)
+
+
+def _scope(value: Any) -> tuple[tuple[str, int], ...] | None:
+    """``[[str, count]]`` of non-empty paths (``schema.read_scope``)."""
+    if type(value) is not list:
+        return None
+    out: list[tuple[str, int]] = []
+    for entry in value:
+        if not (
+            type(entry) is list
+            and len(entry) == 2
+            and type(entry[0]) is str
+            and entry[0]
+            and _is_count(entry[1])
+        ):
+            return None
+        out.append((entry[0], entry[1]))
     return tuple(out)
 
 

@@ -69,11 +69,13 @@ def _node_record(graph_task: int, node: NodeInfo) -> dict[str, Any]:
             "device": leaf.device,
             "grad": _json_value(leaf.grad),
         }
+    if node.scope:
+        out["scope"] = [list(entry) for entry in node.scope]
     return out
 
 
 def _graph_task_record(info: GraphTaskInfo) -> dict[str, Any]:
-    return {
+    out = {
         "type": "graph_task",
         "id": info.id,
         "parent": info.parent,
@@ -86,6 +88,9 @@ def _graph_task_record(info: GraphTaskInfo) -> dict[str, Any]:
         "thread": info.thread,
         "nodes": len(info.nodes),
     }
+    if info.modules:
+        out["modules"] = dict(info.modules)
+    return out
 
 
 def _event_record(event: TraceEvent) -> dict[str, Any]:
@@ -192,7 +197,7 @@ _NODE = s.record(
         "hooks": s.list_of(s.tuple_of(s.read_str, s.read_count)),
         "traceback": s.optional(s.lines),
     },
-    {"leaf": _LEAF},
+    {"leaf": _LEAF, "scope": s.scope},
 )
 
 _GRAPH_TASK = s.record(
@@ -208,7 +213,8 @@ _GRAPH_TASK = s.record(
         "outputs": s.list_of(s.tuple_of(s.read_int, s.read_count)),
         "thread": s.read_str,
         "nodes": s.read_count,
-    }
+    },
+    {"modules": s.modules},
 )
 
 _EVENT = s.record(
@@ -250,6 +256,8 @@ class _Loader:
         self.pending: dict[str, Any] | None = None  # a graph_task still reading its nodes
         self.pending_nodes: dict[int, NodeInfo] = {}
         self.expect_start: int | None = None  # a graph_task whose start event comes next
+        self.scopes: dict[tuple[tuple[str, int], ...], tuple[tuple[str, int], ...]] = {}
+        """One object per distinct scope: most nodes share their module call's."""
 
     def feed(self, item: Any) -> None:
         if not isinstance(item, dict):
@@ -317,6 +325,18 @@ class _Loader:
             raise s.SchemaError("a node record must follow its graph_task record")
         if info.id in self.pending_nodes:
             raise s.SchemaError(f"node {info.id} appears twice in graph task {pending['id']}")
+        scope = info.scope
+        if scope:
+            modules = pending.get("modules", _NO_MODULES)
+            for path, _call in scope:
+                if path not in modules:
+                    raise s.SchemaError(
+                        f"node {info.id}'s scope names module {s.show(path)}, which its graph "
+                        f"task's modules do not list"
+                    )
+            shared = self.scopes.setdefault(scope, scope)
+            if shared is not scope:
+                object.__setattr__(info, "scope", shared)
         self.pending_nodes[info.id] = info
 
     def finish_graph_task(self) -> None:
@@ -396,6 +416,7 @@ class _Loader:
 
 
 _NO_NODE = (None, None, None, None)
+_NO_MODULES: dict[str, str] = {}
 
 
 def _new_event(fields: tuple[Any, ...]) -> TraceEvent:

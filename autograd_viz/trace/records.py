@@ -33,13 +33,14 @@ if TYPE_CHECKING:
 
 FORMAT = "autograd-viz-trace"
 """The ``format`` field of every trace file's header."""
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """The schema version this code writes."""
-READABLE_VERSIONS = (1, 2, 3, 4)
+READABLE_VERSIONS = (1, 2, 3, 4, 5)
 """The schema versions this code reads (2 added forward anomaly events; 3 the sources of
 events: the header's ``sources``, ``graph_task_start``'s ``source``, any event's
 ``derived`` and the ``derived_mismatch`` kind; 4 the PyTorch fields of ``anomaly``:
-``aten_op``, ``module``, ``input_ops`` and ``saved``)."""
+``aten_op``, ``module``, ``input_ops`` and ``saved``; 5 the modules: a node's ``scope``
+and a graph task's ``modules``)."""
 
 DEFAULT_MAX_VALUES = 16
 """Tensors with at most this many elements keep their values in summaries by default."""
@@ -98,7 +99,16 @@ class NodeInfo:
     """The forward stack recorded by anomaly mode, if any."""
     leaf: LeafInfo | None = None
     """For ``AccumulateGrad``: the leaf tensor."""
+    scope: tuple[tuple[str, int], ...] = ()
+    """The module calls that enclosed the node's creation in the forward, outermost first:
+    ``(path, call)`` each, ``path`` the module's dotted name in its model
+    (``"transformer.h.3.attn"``), ``call`` which call of that module it was within this
+    graph (0, 1, ...). Empty for a node made outside any module. For ``AccumulateGrad``,
+    the module that owns the parameter."""
 
+
+Scope = tuple[tuple[str, int], ...]
+"""A node's :attr:`NodeInfo.scope`."""
 
 _NodeInfoFields = events.slot_twin(NodeInfo)
 _new_object = object.__new__
@@ -119,6 +129,7 @@ def new_node_info(
     hooks: tuple[tuple[str, int], ...],
     traceback: tuple[str, ...] | None,
     leaf: LeafInfo | None,
+    scope: Scope = (),
 ) -> NodeInfo:
     """``NodeInfo(...)`` with every field given (Note [Building frozen records])."""
     info: Any = _new_object(_NodeInfoFields)
@@ -136,6 +147,7 @@ def new_node_info(
     info.hooks = hooks
     info.traceback = traceback
     info.leaf = leaf
+    info.scope = scope
     info.__class__ = NodeInfo
     return info
 
@@ -166,6 +178,9 @@ class GraphTaskInfo:
     """Index in :attr:`Trace.events` of its ``graph_task_start``."""
     nodes: Mapping[int, NodeInfo] = field(default_factory=dict)
     """Every node reachable from the root, by id, in discovery order from the root."""
+    modules: Mapping[str, str] = field(default_factory=dict)
+    """For every path in its nodes' :attr:`NodeInfo.scope`: the module's class name
+    (``"transformer.h.3" -> "GPT2Block"``)."""
 
 
 _NO_DATA: Mapping[str, Any] = MappingProxyType({})

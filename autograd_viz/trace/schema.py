@@ -302,6 +302,19 @@ def encode_summary(summary: TensorSummary) -> dict[str, Any]:
     return out
 
 
+def read_path(value: Any) -> str:
+    """A module path: a non-empty string (``"transformer.h.3.attn"``)."""
+    text = read_str(value)
+    if not text:
+        raise SchemaError("expected a module path, got an empty string")
+    return text
+
+
+scope = list_of(tuple_of(read_path, read_count))
+"""A node's ``scope``: ``[[path, call], ...]``, outermost first (version 5)."""
+modules = str_map(read_str)
+"""A graph task's ``modules``: ``{path: class name}`` (version 5)."""
+
 summary = read_summary
 opt_summary = optional(read_summary)
 summaries = list_of(opt_summary)

@@ -78,6 +78,15 @@ def _seed_programs() -> dict[str, Callable[[], Any]]:
         for key in ("rich_close", "osc_title", "newlines"):
             hostile_program(HOSTILE[key])
 
+    def modules() -> None:
+        w = engine.tensor([0.5, -1.0], requires_grad=True, name="w")
+        h = engine.tensor([1.0, 2.0])
+        with engine.scope("rnn", kind="RNN"):
+            for _ in range(3):
+                with engine.scope(HOSTILE["dot_break"], kind=HOSTILE["rich_close"]):
+                    h = (h * w).tanh()
+        h.sum().backward()
+
     return {
         "hostile": hostile,
         "plain": plain,
@@ -86,6 +95,7 @@ def _seed_programs() -> dict[str, Callable[[], Any]]:
         "error": error,
         "grad_and_hooks": grad_and_hooks,
         "nan": nan,
+        "modules": modules,
     }
 
 

@@ -133,11 +133,11 @@ def _variants(value: Any) -> Iterator[Any]:
 
 
 def _one_of_each(files: dict[str, bytes]) -> Iterator[tuple[dict[str, Any], Any]]:
-    """A record of each kind with a fast reader (a leaf's node and another node among them)."""
+    """A record of each kind with a fast reader (nodes with and without a leaf and a scope)."""
     seen: set[Any] = set()
     for data in files.values():
         for record in _records(data):
-            key = record.get("kind") or (record["type"], "leaf" in record)
+            key = record.get("kind") or (record["type"], "leaf" in record, "scope" in record)
             if _readers(record) is not None and key not in seen:
                 seen.add(key)
                 yield record, key
@@ -153,7 +153,8 @@ def test_odd_fields_are_read_the_same_or_left_to_the_checked_reader(
         assert fast_read is not None and checked_read is not None
         for variant in _variants(_what(record)):
             _agree(fast_read, checked_read, variant)
-    assert {("node", True), ("node", False), *fast.EVENT_DATA} <= kinds
+    nodes = {("node", leaf, scope) for leaf in (True, False) for scope in (True, False)}
+    assert {*nodes, *fast.EVENT_DATA} <= kinds
 
 
 def test_odd_summaries_are_read_the_same_or_left_to_the_checked_reader() -> None:

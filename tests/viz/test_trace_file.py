@@ -38,13 +38,14 @@ class _Reentrant(engine.Function):
 
 def _sample_trace() -> Trace:
     """Every event kind: grad() over two devices with a hook, NaN, reentrant, errors, anomalies
-    in backward and in forward."""
+    in backward and in forward; the first graph made in scopes."""
     x = engine.tensor([1.0, 2.0], requires_grad=True, name="x")
     y = engine.tensor([3.0], requires_grad=True, name="y")
     w = engine.tensor([0.0, 4.0], requires_grad=True, name="w")
     x.register_hook(lambda g: g * 1.0)
     with record(max_values=4) as trace, np.errstate(all="ignore"):
-        h = (x.to("sim:0") * 2.0).to("cpu") * x
+        with engine.scope("model", kind="Model"), engine.scope("double", kind="Double"):
+            h = (x.to("sim:0") * 2.0).to("cpu") * x
         engine.grad((h * y).sum(), [x, h])
         (_Reentrant.apply(w.sqrt()) * x).sum().backward()
         with pytest.raises(ValueError, match="this backward always fails"):
@@ -156,17 +157,17 @@ def test_wrong_format(tmp_path: Path, records: list[dict[str, Any]]) -> None:
     _fails(path, 1, "not an autograd-viz trace", "'chrome-trace'", "autograd-viz-trace")
 
 
-@pytest.mark.parametrize("version", [0, 5, 99, "1", None, True])
+@pytest.mark.parametrize("version", [0, 6, 99, "1", None, True])
 def test_unknown_version(tmp_path: Path, records: list[dict[str, Any]], version: Any) -> None:
     path = _write(tmp_path / "t.jsonl", [{**records[0], "version": version}, *records[1:]])
-    _fails(path, 1, f"unknown trace schema version {version!r}", "reads versions 1, 2, 3 and 4")
+    _fails(path, 1, f"unknown trace schema version {version!r}", "reads versions 1, 2, 3, 4 and 5")
 
 
 def test_a_version_1_file_still_loads(tmp_path: Path, records: list[dict[str, Any]]) -> None:
     """Version 1 had backward anomalies only, without the fields version 2 added."""
-    assert records[0]["version"] == 4
+    assert records[0]["version"] == 5
     old = [{k: v for k, v in {**records[0], "version": 1}.items() if k != "sources"}]
-    for item in records[1:]:
+    for item in _without_modules(records[1:]):
         if item.get("kind") == "anomaly":
             if item["data"]["phase"] == "forward":
                 continue
@@ -262,6 +263,12 @@ def test_a_field_of_the_wrong_type(
         with pytest.raises(TraceFormatError) as info:
             Trace.load(path)
         message = str(info.value)
+        if name == "modules" and isinstance(wrong, dict):
+            # An object of strings is a modules map: the first node made in a module
+            # names one it does not list.
+            scoped = next(k for k, r in enumerate(records) if k > i and "scope" in r)
+            assert f", line {scoped + 1}: " in message and "'model'" in message, message
+            continue
         assert f", line {i + 1}: " in message, (name, message)
         if name not in ("type", "kind"):
             field = name.removeprefix("data.")
@@ -565,6 +572,9 @@ def test_optional_fields_may_be_left_out(tmp_path: Path, records: list[dict[str,
                 dropped += item["data"].pop(name, None) is not None
         elif item["type"] == "node":
             dropped += item.pop("leaf", None) is not None
+            dropped += item.pop("scope", None) is not None
+        elif item["type"] == "graph_task":
+            dropped += item.pop("modules", None) is not None
     assert dropped > 20
     trace = Trace.load(_write(tmp_path / "t.jsonl", stripped))
     for step in range(len(trace) + 1):
@@ -595,3 +605,114 @@ def test_the_format_reference_lists_every_event_field() -> None:
         body = section[section.index(f"### {heading}\n") :].split("\n### ", 1)[0]
         for name in [*required, *optional]:
             assert f"| `{name}` |" in body, (kind, name)
+
+
+# -- modules (version 5) ---------------------------------------------------------------------
+
+
+def _without_modules(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``records`` as a file before version 5 wrote them: no ``scope``, no ``modules``."""
+    out = []
+    for item in records:
+        if item["type"] in ("node", "graph_task"):
+            item = {k: v for k, v in item.items() if k not in ("scope", "modules")}  # noqa: PLW2901
+        out.append(item)
+    return out
+
+
+def test_scopes_and_modules_are_saved_and_loaded(good: bytes, tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(good)
+    trace = Trace.load(path)
+    first = trace.graph_tasks[min(trace.graph_tasks)]
+    assert first.modules == {"model": "Model", "model.double": "Double"}
+    scoped = {n.name: n.scope for n in first.nodes.values() if n.scope}
+    inner = (("model", 0), ("model.double", 0))
+    # x * 2.0, the two copies and the product were made inside both scopes; the leaf x too
+    # (its AccumulateGrad was made there, at x's first use).
+    assert scoped == {
+        "MulBackward0": inner,
+        "ToCopyBackward0": inner,
+        "AccumulateGrad": inner,
+    }, scoped
+    outside = [n.name for n in first.nodes.values() if not n.scope]
+    # h * y, the sum, and y's AccumulateGrad (y was first used there).
+    assert sorted(outside) == ["AccumulateGrad", "MulBackward0", "SumBackward0"], outside
+    # Nodes of one module call share one scope object, as recorded.
+    shared = {id(n.scope) for n in first.nodes.values() if n.scope}
+    assert len(shared) == 1
+    # Later graphs made no node in a scope; x's AccumulateGrad, made once, keeps its own.
+    later = [info for gid, info in trace.graph_tasks.items() if gid != first.id]
+    assert later
+    for info in later:
+        for node in info.nodes.values():
+            leaf = node.leaf
+            assert node.scope == (inner if leaf is not None and leaf.name == "x" else ())
+    trace.save(tmp_path / "again.jsonl")
+    assert (tmp_path / "again.jsonl").read_bytes() == good
+
+
+def test_a_version_4_file_loads_with_empty_scopes(
+    tmp_path: Path, records: list[dict[str, Any]]
+) -> None:
+    old = _without_modules([{**records[0], "version": 4}, *records[1:]])
+    trace = Trace.load(_write(tmp_path / "t.jsonl", old))
+    assert trace.header["version"] == 4
+    for info in trace.graph_tasks.values():
+        assert info.modules == {}
+        assert all(node.scope == () for node in info.nodes.values())
+    new = Trace.load(_write(tmp_path / "new.jsonl", records))
+    assert trace.events == new.events
+
+
+@pytest.mark.parametrize(
+    ("scope", "problem"),
+    [
+        ([["model", -1]], "scope: [0]: [1]: expected a non-negative integer, got -1"),
+        ([["", 0]], "scope: [0]: [0]: expected a module path, got an empty string"),
+        ([["model"]], "scope: [0]: expected a list of 2 items, got 1"),
+        ([[3, 0]], "scope: [0]: [0]: expected a string, got the number 3"),
+        ("model", "scope: expected a list, got a string"),
+        ([["model", 0], ["elsewhere", 0]], "scope names module 'elsewhere', which its graph"),
+    ],
+)
+def test_a_bad_scope_is_rejected(
+    tmp_path: Path, records: list[dict[str, Any]], scope: Any, problem: str
+) -> None:
+    index = next(i for i, r in enumerate(records) if r["type"] == "node" and "scope" in r)
+    bad = [*records[:index], {**records[index], "scope": scope}, *records[index + 1 :]]
+    _fails(_write(tmp_path / "t.jsonl", bad), index + 1, problem)
+
+
+@pytest.mark.parametrize(
+    ("modules", "problem"),
+    [
+        ({"model": 1, "model.double": "Double"}, "modules: 'model': expected a string"),
+        (["model"], "modules: expected an object, got a list"),
+    ],
+)
+def test_bad_modules_are_rejected(
+    tmp_path: Path, records: list[dict[str, Any]], modules: Any, problem: str
+) -> None:
+    index = next(i for i, r in enumerate(records) if "modules" in r)
+    bad = [*records[:index], {**records[index], "modules": modules}, *records[index + 1 :]]
+    _fails(_write(tmp_path / "t.jsonl", bad), index + 1, problem)
+
+
+def test_hostile_module_paths_are_kept_as_they_are(tmp_path: Path) -> None:
+    from tests.hostile.names import HOSTILE
+
+    x = engine.tensor([1.0, 2.0], requires_grad=True, name="x")
+    names = [name for key, name in HOSTILE.items() if key != "long"]
+    with record() as trace:
+        y = x
+        for name in names:
+            with engine.scope(name, kind=name):
+                y = y * 2.0
+        y.sum().backward()
+    trace.save(tmp_path / "t.jsonl")
+    loaded = Trace.load(tmp_path / "t.jsonl")
+    (info,) = loaded.graph_tasks.values()
+    assert sorted(info.modules) == sorted(names)
+    assert all(info.modules[path] == path for path in info.modules)
+    assert loaded == trace
