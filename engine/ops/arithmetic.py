@@ -34,6 +34,7 @@ __all__ = [
     "PowBackward0",
     "PowBackward1",
     "PowBackward2",
+    "RsubBackward1",
     "SubBackward0",
     "add",
     "add_",
@@ -225,29 +226,35 @@ class PowBackward0(Node):
     def apply(self, grads: list[Any]) -> tuple[Any, ...]:
         (a,) = self.saved_tensors()
         p = self.exponent
-        if p == 0:
-            return (grads[0] * 0.0,)
-        return (grads[0] * p * a ** (p - 1),)
+        if p == 0:  # PyTorch's zeros, even where the power's own derivative is not finite
+            return (make_tensor(a.device.xp.zeros_like(grads[0].data), a.device),)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return (grads[0] * (p * a ** (p - 1)),)
 
 
 class PowBackward1(Node):
-    """Tensor ** Tensor."""
+    """Tensor ** Tensor.
+
+    At a zero base, PyTorch's formulas: the base's gradient is 0 where the exponent is 0,
+    and the exponent's is 0 where the exponent is at least 0, ``result * log(0)`` (``-inf``
+    times the sign of the result) where it is negative.
+    """
 
     __slots__ = ()
 
     def apply(self, grads: list[Any]) -> tuple[Any, ...]:
+        from engine.ops.pointwise import log, where
+
         g = grads[0]
         a, b = self.saved_tensors()
-        out = a**b
         grad_a = grad_b = None
-        if self.should_compute_output(0):
-            grad_a = g * b * a ** (b - 1)
-        if self.should_compute_output(1):
-            from engine.ops.pointwise import log, where
-
-            # d(a**b)/db = a**b * log(a); defined as 0 where a == 0 and b >= 0, as in PyTorch.
-            safe = where(a == 0, 1.0, a)
-            grad_b = where((a == 0) & (b >= 0), 0.0, g * out * log(safe))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            if self.should_compute_output(0):
+                grad_a = where(b == 0, 0.0, g * (b * a ** (b - 1)))
+            if self.should_compute_output(1):
+                zero = (a == 0) & (b >= 0)
+                # log(1) where the gradient is 0 anyway, so a second derivative stays finite.
+                grad_b = g * where(zero, 0.0, a**b * log(where(zero, 1.0, a)))
         return (grad_a, grad_b)
 
 
@@ -258,12 +265,14 @@ class PowBackward2(Node):
     base: float
 
     def apply(self, grads: list[Any]) -> tuple[Any, ...]:
-        (result,) = self.saved_tensors()
-        import math
+        exponent, result = self.saved_tensors()
+        with np.errstate(divide="ignore", invalid="ignore"):
+            local = result * float(np.log(np.float64(self.base)))
+            if self.base == 0:  # 0 where the exponent is at least 0, as in PyTorch
+                from engine.ops.pointwise import where
 
-        if self.base == 0:
-            return (grads[0] * 0.0,)
-        return (grads[0] * result * math.log(self.base),)
+                local = where(exponent >= 0, 0.0, local)
+            return (grads[0] * local,)
 
 
 def pow(input: Any, exponent: Any) -> Tensor:
@@ -281,7 +290,7 @@ def pow(input: Any, exponent: Any) -> Tensor:
         out = wrap(input**exponent.data, exponent.device, node2)
         if node2 is not None:
             node2.base = input
-            node2.save(save_output(out))
+            node2.save(save(exponent), save_output(out))
         return out
     a, b, device = operands(input, exponent)
     node1 = make_node(PowBackward1, a, b)
@@ -382,7 +391,25 @@ def _radd(self: Tensor, other: Any) -> Tensor:
     return add(other, self)
 
 
+class RsubBackward1(Node):
+    """``number - tensor`` (PyTorch's ``rsub.Scalar``): one edge, the tensor's."""
+
+    __slots__ = ("alpha",)
+    alpha: float
+
+    def apply(self, grads: list[Any]) -> tuple[Any, ...]:
+        g = grads[0]
+        return (-g if self.alpha == 1 else g * -self.alpha,)
+
+
 def _rsub(self: Tensor, other: Any) -> Tensor:
+    """``other - self``; a number on the left records PyTorch's ``RsubBackward1``."""
+    if _is_scalar(other):
+        out, node = scalar_op(RsubBackward1, self, other - _data_for_scalar(self, other))
+        if node is not None:
+            node.alpha = 1
+            node._next_edges = node._next_edges[:1]  # no edge for the number
+        return out
     return sub(other, self)
 
 
