@@ -22,7 +22,7 @@ from engine.dtypes import (
     int64,
     uint8,
 )
-from engine.tensor import Tensor
+from engine.tensor import FACTORY_DTYPE_ERROR, Tensor
 
 __all__ = [
     "arange",
@@ -149,7 +149,7 @@ def tensor(
     out = Tensor._make(array, dev)
     out.name = name
     if requires_grad:
-        out.requires_grad = True
+        out._set_requires_grad(True, FACTORY_DTYPE_ERROR)
     return out
 
 
@@ -164,7 +164,7 @@ def _new(array: Any, device: Device, requires_grad: bool, name: str | None) -> T
     out = Tensor._make(array, device)
     out.name = name
     if requires_grad:
-        out.requires_grad = True
+        out._set_requires_grad(True, FACTORY_DTYPE_ERROR)
     return out
 
 

@@ -75,7 +75,7 @@ class NodeSteps:
                     if HUB.active:
                         emit_hook(graph_task, fn, "tensor_pre", hook, result is not None, slot=i)
                     if result is not None:
-                        grads[i] = check_hook_result(result, grads[i], "hook")
+                        grads[i] = check_hook_result(result, grads[i], hook)
         retains = fn._retains_grad_hooks
         if retains:
             for i, ref in list(retains.items()):
@@ -98,7 +98,7 @@ class NodeSteps:
             if HUB.active:
                 emit_hook(graph_task, fn, "pre", hook, result is not None)
             if result is not None:
-                grads = check_hook_results(result, grads, "prehook")
+                grads = check_hook_results(result, grads, hook)
         return grads
 
     def _call_post_hooks(
@@ -110,7 +110,7 @@ class NodeSteps:
             if HUB.active:
                 emit_hook(graph_task, fn, "post", hook, result is not None)
             if result is not None:
-                outputs = check_hook_results(result, outputs, "hook")
+                outputs = check_hook_results(result, outputs, hook)
         return outputs
 
     def _capture(

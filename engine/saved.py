@@ -20,6 +20,7 @@ __all__ = [
     "ERR_INFERENCE_SAVED",
     "SavedTensor",
     "type_description",
+    "type_name",
 ]
 
 ERR_BACKWARD_TWICE = (
@@ -47,11 +48,15 @@ _TYPE_NAMES = {
 }
 
 
+def type_name(array: Any, device: Any) -> str:
+    """``engine.FloatTensor``: PyTorch's ``Tensor.type()``, in the engine's namespace."""
+    name = _TYPE_NAMES.get(str(array.dtype), f"{array.dtype}Tensor")
+    return f"engine.{name}" if device.type == "cpu" else f"engine.{device.type}.{name}"
+
+
 def type_description(array: Any, device: Any) -> str:
     """``engine.FloatTensor [2, 3]``, the way PyTorch names a tensor in its errors."""
-    name = _TYPE_NAMES.get(str(array.dtype), f"{array.dtype}Tensor")
-    prefix = "engine." if device.type == "cpu" else f"engine.{device.type}."
-    return f"{prefix}{name} [{', '.join(str(d) for d in array.shape)}]"
+    return f"{type_name(array, device)} [{', '.join(str(d) for d in array.shape)}]"
 
 
 def _forward_name(node_name: str) -> str:

@@ -54,6 +54,49 @@ _NONLEAF_GRAD_WARNING = (
 )
 
 
+ERR_DETACH_VIEW = (
+    "Can't detach views in-place. Use detach() instead. If you are using DistributedDataParallel "
+    "(DDP) for training, and gradient_as_bucket_view is set as True, gradients are views of DDP "
+    "buckets, and hence detach_() cannot be called on these gradients. To fix this error, please "
+    "refer to the Optimizer.zero_grad() function in torch/optim/optimizer.py as the solution."
+)
+
+# PyTorch words the same refusal three ways, and people search for each.
+FACTORY_DTYPE_ERROR = "Only Tensors of floating point and complex dtype can require gradients"
+"""``tensor(..., requires_grad=True)`` and the other factories."""
+_SETTER_DTYPE_ERROR = "only Tensors of floating point and complex dtype can require gradients"
+_METHOD_DTYPE_ERROR = "only Tensors of floating point dtype can require gradients"
+
+_C_TYPE_NAMES = {
+    "float16": "c10::Half",
+    "float32": "float",
+    "float64": "double",
+    "int8": "signed char",
+    "uint8": "unsigned char",
+    "int16": "short int",
+    "int32": "int",
+    "int64": "long int",
+    "bool": "bool",
+    "complex64": "c10::complex<float>",
+    "complex128": "c10::complex<double>",
+}
+
+
+def _c_type_name(array: Any) -> str:
+    """The C++ name PyTorch gives an element type in some messages (``float``, ``long int``)."""
+    return _C_TYPE_NAMES.get(array.dtype.name, array.dtype.name)
+
+
+def _short_type_name(array: Any) -> str:
+    from engine.ops._core import dtype_name
+
+    return dtype_name(array.dtype)
+
+
+def _dims(shape: tuple[int, ...]) -> str:
+    return f"[{', '.join(map(str, shape))}]"
+
+
 def is_differentiable_dtype(dtype: Any) -> bool:
     """Whether tensors of ``dtype`` may require grad (floating point and complex)."""
     return np.issubdtype(dtype, np.floating) or np.issubdtype(dtype, np.complexfloating)
@@ -155,7 +198,7 @@ class Tensor:
         self._init(array, dev)
         self.name = name
         if requires_grad:
-            self.requires_grad = True
+            self._set_requires_grad(True, FACTORY_DTYPE_ERROR)
 
     def _init(self, data: Any, device: Device) -> None:
         self.data = data
@@ -223,6 +266,10 @@ class Tensor:
 
     @requires_grad.setter
     def requires_grad(self, value: bool) -> None:
+        self._set_requires_grad(value, _SETTER_DTYPE_ERROR)
+
+    def _set_requires_grad(self, value: bool, dtype_error: str) -> None:
+        """The ``requires_grad`` setter; PyTorch words the dtype error three ways (see below)."""
         if self.grad_fn is not None:
             if value:
                 return
@@ -232,7 +279,7 @@ class Tensor:
                 "var_no_grad = var.detach()."
             )
         if value and not is_differentiable_dtype(self.data.dtype):
-            raise RuntimeError("only Tensors of floating point dtype can require gradients")
+            raise RuntimeError(dtype_error)
         if value and self._is_inference:
             raise RuntimeError(
                 "Setting requires_grad=True on inference tensor outside InferenceMode is not "
@@ -242,7 +289,7 @@ class Tensor:
 
     def requires_grad_(self, requires_grad: bool = True) -> Tensor:
         """Set ``requires_grad`` in place and return ``self``."""
-        self.requires_grad = requires_grad
+        self._set_requires_grad(requires_grad, _METHOD_DTYPE_ERROR)
         return self
 
     @property
@@ -262,10 +309,21 @@ class Tensor:
                 )
             if value.device is not self.device:
                 raise RuntimeError("assigned grad has data located on a different device")
-            if value.dtype != self.dtype:
-                raise RuntimeError("assigned grad has data of a different type")
-            if value.shape != self.shape:
-                raise RuntimeError("assigned grad has data of a different size")
+            if value.data.dtype != self.data.dtype:
+                raise RuntimeError(
+                    f"attempting to assign a gradient with dtype '{_c_type_name(value.data)}' "
+                    f"to a tensor with grad_dtype '{_short_type_name(self.data)}'. The gradient "
+                    f"must match the tensor's grad_dtype (defaults to the tensor's dtype). You "
+                    f"can set the tensor's grad_dtype attribute with a specific dtype, or None "
+                    f"to allow any dtype. Set grad_dtype with caution. Diverging the dtypes of a "
+                    f"tensor and its gradient may break downstream systems that assume they match."
+                )
+            if value.data.shape != self.data.shape:
+                raise RuntimeError(
+                    f"attempting to assign a gradient of size '{_dims(value.data.shape)}' to a "
+                    f"tensor of size '{_dims(self.data.shape)}'. Please ensure that the gradient "
+                    f"and the tensor are the same size"
+                )
         self._grad = value
 
     @property
@@ -360,7 +418,13 @@ class Tensor:
         return out
 
     def detach_(self) -> Tensor:
-        """Cut this tensor from the graph in place; it becomes a leaf."""
+        """Cut this tensor from the graph in place; it becomes a leaf.
+
+        Raises:
+            RuntimeError: on a view (PyTorch's message): use ``detach()``.
+        """
+        if self._base is not None:
+            raise RuntimeError(ERR_DETACH_VIEW)
         self.grad_fn = None
         self._output_nr = 0
         self._requires_grad = False

@@ -6,12 +6,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from engine.graph import Edge, InputMetadata, Node
+from engine.saved import type_name
 from engine.tensor import Tensor
 
 __all__ = [
     "check_hook_result",
     "check_hook_results",
     "conform_output",
+    "hook_name",
     "validate_outputs",
 ]
 
@@ -124,26 +126,48 @@ def _expandable_to(shape: tuple[int, ...], desired: tuple[int, ...]) -> bool:
     return True
 
 
-def check_hook_result(result: Any, grad: Tensor, kind: str) -> Tensor:
+def hook_name(hook: Any) -> str:
+    """How PyTorch names a hook in its errors: its ``__name__``, else ``<unknown>``."""
+    name = getattr(hook, "__name__", None)
+    return name if isinstance(name, str) else "<unknown>"
+
+
+def check_hook_result(result: Any, grad: Tensor | None, hook: Any) -> Tensor:
+    """A hook's replacement for ``grad``, checked as PyTorch checks it.
+
+    Raises:
+        RuntimeError: ``grad`` was ``None``, or the replacement changed its type or size.
+        TypeError: the replacement is not a tensor.
+    """
+    if grad is None:
+        raise RuntimeError("can't replace a None gradient with a non-None value")
     if not isinstance(result, Tensor):
-        raise TypeError(
-            f"{kind} returned an object of type {type(result).__name__}; expected a Tensor or None"
-        )
-    if result.shape != grad.shape:
+        raise TypeError(f"expected Variable, but hook returned '{type(result).__name__}'")
+    if result.data.dtype != grad.data.dtype or result.device.type != grad.device.type:
         raise RuntimeError(
-            f"{kind} changed the shape of the gradient from {list(grad.shape)} to "
-            f"{list(result.shape)}; a hook must return a gradient of the same shape"
+            f"hook '{hook_name(hook)}' has changed the type of value (was "
+            f"{type_name(grad.data, grad.device)} got {type_name(result.data, result.device)})"
         )
+    if result.data.shape != grad.data.shape:
+        raise RuntimeError(f"hook '{hook_name(hook)}' has changed the size of value")
     return result
 
 
-def check_hook_results(result: Any, grads: list[Any], kind: str) -> list[Any]:
-    if isinstance(result, Tensor):
-        result = (result,)
-    result = list(result)
+def check_hook_results(result: Any, grads: Sequence[Any], hook: Any) -> list[Any]:
+    """A node hook's replacement tuple for ``grads``, each item checked as PyTorch does.
+
+    Raises:
+        TypeError: the result is not a tuple, or holds something other than tensors and None.
+        RuntimeError: the wrong number of values, or a value of another type or size.
+    """
+    if not isinstance(result, tuple):
+        raise TypeError(f"expected tuple, but hook returned '{type(result).__name__}'")
     if len(result) != len(grads):
         raise RuntimeError(
-            f"{kind} returned {len(result)} gradients; expected {len(grads)} (one per gradient "
-            f"it was given)"
+            f"hook '{hook_name(hook)}' has returned an incorrect number of values (got "
+            f"{len(result)}, but expected {len(grads)})"
         )
-    return result
+    return [
+        grad if new is None else check_hook_result(new, grad, hook)
+        for new, grad in zip(result, grads, strict=True)
+    ]

@@ -255,6 +255,8 @@ def wrap_view(data: Any, base: Tensor, node: Node | None = None) -> Tensor:
     out._version_counter = base._shared_version_counter()
     root = base if base._base is None else base._base
     out._base = root
+    if base._is_inference:  # a view of an inference tensor is one too, made where it may
+        out._is_inference = True
     if node is not None:
         # Views with a history are rewritten when an in-place op rebases their base.
         if root._views is None:
@@ -323,6 +325,8 @@ _DTYPE_NAMES = {
     "int32": "Int",
     "int64": "Long",
     "bool": "Bool",
+    "complex64": "ComplexFloat",
+    "complex128": "ComplexDouble",
 }
 
 
@@ -426,12 +430,23 @@ def normalize_dim(dim: int, ndim: int) -> int:
     return dim % ndim if ndim else 0
 
 
+ERR_INFERENCE_INPLACE = (
+    "Inplace update to inference tensor outside InferenceMode is not allowed.You can make a "
+    "clone to get a normal tensor before doing inplace update.See "
+    "https://github.com/pytorch/rfcs/pull/17 for more details."
+)
+"""PyTorch's words, missing spaces included."""
+
+
 def check_inplace(t: Tensor, *others: Tensor | None) -> None:
     """Refuse in-place changes autograd cannot follow (PyTorch's messages).
 
     Raises:
-        RuntimeError: a leaf that requires grad, or a view of one.
+        RuntimeError: a leaf that requires grad, a view of one, or an inference tensor
+            outside inference mode.
     """
+    if t._is_inference and not grad_mode._state.inference:
+        raise RuntimeError(ERR_INFERENCE_INPLACE)
     if not grad_mode._state.enabled:
         return
     if t.grad_fn is None and t._requires_grad and t._base is None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
@@ -119,21 +120,46 @@ def sum(
     return wrap(input.device.xp.asarray(data), input.device, node1)
 
 
-def sum_to_size(input: Tensor, size: Sequence[int]) -> Tensor:
+def _size_arg(name: str, args: tuple[Any, ...], size: Any) -> tuple[int, ...]:
+    """A size given as ints (``f(1, 3)``), one sequence (``f((1, 3))``) or ``size=``.
+
+    Raises:
+        TypeError: PyTorch's message for no size, or a size given twice.
+    """
+    if size is not None:
+        if args:
+            raise TypeError(f"{name}() got multiple values for argument 'size'")
+        return tuple(size)
+    if not args:
+        raise TypeError(f'{name}() missing 1 required positional arguments: "size"')
+    if len(args) == 1 and hasattr(args[0], "__iter__"):
+        return tuple(operator.index(s) for s in args[0])
+    if any(hasattr(a, "__iter__") for a in args):
+        raise TypeError(f"{name}() takes 1 positional argument but {len(args)} were given")
+    return tuple(operator.index(a) for a in args)
+
+
+def sum_to_size(input: Tensor, *sizes: Any, size: Sequence[int] | None = None) -> Tensor:
     """Sum ``input`` down to ``size``, which it must broadcast from (as in PyTorch).
+
+    ``size`` may be given as ints (``x.sum_to_size(1, 3)``) or one sequence.
 
     Raises:
         RuntimeError: if ``input`` is not expandable from ``size``.
     """
-    size = tuple(size)
-    shape = input.shape
+    size = (
+        sizes[0]
+        if len(sizes) == 1 and type(sizes[0]) is tuple
+        else _size_arg("sum_to_size", sizes, size)
+    )
+    shape = input.data.shape
     if shape == size:
         return input
     lead = len(shape) - len(size)
     if lead < 0 or any(s != 1 and s != shape[lead + i] for i, s in enumerate(size)):
         raise RuntimeError(
-            f"size {{{', '.join(map(str, size))}}} is not expandable to size "
-            f"{{{', '.join(map(str, shape))}}}."
+            f"size {{[{', '.join(map(str, size))}]}} is not expandable to size "
+            f"{{[{', '.join(map(str, shape))}]}}."
         )
     kept = tuple(lead + i for i, s in enumerate(size) if s == 1 and shape[lead + i] != 1)
     if input.data.dtype.kind in "fc" and not (input._requires_grad and grad_mode._state.enabled):
