@@ -60,7 +60,31 @@ def add_graph_options(parser: argparse.ArgumentParser, animate: bool = False) ->
     )
     parser.add_argument("--no-legend", action="store_true", help="leave out the legend")
     parser.add_argument(
-        "--around", metavar="NODE", help="draw only the nodes near NODE (an id or a unique name)"
+        "--around",
+        metavar="NAME",
+        help=(
+            "draw only what is near NAME: a node id, 'Name #id', a parameter, or a module "
+            "path (drawn whole); any name the picture shows"
+        ),
+    )
+    parser.add_argument(
+        "--level",
+        type=_count,
+        metavar="L",
+        help=(
+            "open modules L deep (1: the outermost) and draw deeper ones as one box each "
+            "(default: the deepest level within 150 boxes)"
+        ),
+    )
+    parser.add_argument(
+        "--expand",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help=(
+            "draw MODULE whole (a path, a fold such as 'h.{0..11}', or a node); "
+            "'all' draws every node without module boxes; may be repeated"
+        ),
     )
     parser.add_argument(
         "--depth",
@@ -70,7 +94,9 @@ def add_graph_options(parser: argparse.ArgumentParser, animate: bool = False) ->
         help="with --around, how many edges away to go (default: 2)",
     )
     parser.add_argument(
-        "--collapse", action="store_true", help="fold repeated chains into one node with a count"
+        "--collapse",
+        action="store_true",
+        help="fold repeated chains outside modules into one node with a count",
     )
     parser.add_argument(
         "--max-nodes",
@@ -106,8 +132,10 @@ def run_dot(args: argparse.Namespace) -> int:
     except (RuntimeError, OSError) as exc:
         raise CommandError(f"cannot write {output}: {exc}") from None
     tasks = ", ".join(str(t.id) for t in view.tasks)
+    boxes = sum(1 for n in view.nodes.values() if n.box is not None)
+    drawn = f"{len(view.nodes) - boxes:,} nodes" + (f" and {boxes:,} module boxes" if boxes else "")
     print(
-        f"Wrote {printable(output)} ({fmt}): {len(view.nodes):,} nodes, {len(view.edges):,} edges "
+        f"Wrote {printable(output)} ({fmt}): {drawn}, {len(view.edges):,} edges "
         f"at step {step:,} of {len(trace):,}, graph task {tasks}."
     )
     for line in view.notices:
@@ -129,6 +157,8 @@ def run_animate(args: argparse.Namespace) -> int:
         "legend": not args.no_legend,
         "around": args.around,
         "depth": args.depth,
+        "level": args.level,
+        "expand": args.expand,
         "collapse": args.collapse,
         "max_nodes": args.max_nodes,
     }
@@ -251,6 +281,8 @@ def _view(trace: Trace, step: int, args: argparse.Namespace) -> GraphView:
             depth=args.depth,
             collapse=args.collapse,
             max_nodes=args.max_nodes,
+            level=args.level,
+            expand=args.expand,
         )
     except dot.GraphViewError as exc:
         raise CommandError(str(exc)) from None

@@ -32,6 +32,8 @@ from typing import TYPE_CHECKING, Any
 import graphviz
 
 from autograd_viz.draw import select as graph_select
+from autograd_viz.draw import showing
+from autograd_viz.draw.dot_modules import box_rows, box_tooltip, draw_nested
 from autograd_viz.draw.escape import html_label, html_text, plain_text
 from autograd_viz.draw.graph_view import (
     GraphView,
@@ -44,6 +46,7 @@ from autograd_viz.draw.graph_view import (
     from_tensors,
     from_torch_tensors,
 )
+from autograd_viz.draw.showing import ModuleBox
 from autograd_viz.live import thread_name
 from autograd_viz.trace import Trace
 from autograd_viz.trace.replay import ExecutionState, NodeStatus
@@ -129,6 +132,8 @@ def to_dot(
     collapse: bool = False,
     max_nodes: int | None = None,
     highlight: Sequence[int] = (),
+    level: int | None = None,
+    expand: str | Sequence[str] = (),
 ) -> graphviz.Digraph:
     """Draw a backward graph, before backward or at any step of a trace.
 
@@ -146,12 +151,22 @@ def to_dot(
         saved: draw each node's saved tensors.
         values: write gradient summaries on nodes (input buffers) and edges.
         legend: draw the legend of statuses.
-        around: draw only the nodes near this node (an id or a unique name).
+        around: draw only what is near this: a node id, ``Name #id``, a unique
+            node name, a parameter's name or a module path (a module is drawn whole).
         depth: with ``around``, how many edges away to go.
-        collapse: fold repeated chains into one node with a count.
+        collapse: fold repeated chains that no module encloses into one node
+            with a count.
         max_nodes: draw at most this many nodes; a notice counts the rest.
         highlight: node ids along a path (such as the loss to the first NaN, from
-            :func:`autograd_viz.nan.path_from_root`), drawn in thick red.
+            :func:`autograd_viz.nan.path_from_root`), drawn in thick red with
+            their modules open.
+        level: for a graph recorded with its modules, open the modules this
+            deep (1: the outermost) and draw deeper ones as one box each; by
+            default the deepest level that keeps the picture within 150 boxes.
+            Repeated sibling modules fold into one box with their count, and the
+            running or failing node's modules open by themselves.
+        expand: a module name (or several) to draw whole, or ``"all"`` for
+            every node without module boxes.
 
     Returns:
         The graph; ``.source`` is its DOT text, :func:`save` writes it.
@@ -165,7 +180,18 @@ def to_dot(
         ValueError: ``depth`` or ``max_nodes`` is out of range.
     """
     view = build_view(target, step, graph_task=graph_task)
-    view = select(view, around=around, depth=depth, collapse=collapse, max_nodes=max_nodes)
+    marked = set(highlight)
+    focus = [n.key for n in view.nodes.values() if n.info.id in marked]
+    view = select(
+        view,
+        around=around,
+        depth=depth,
+        collapse=collapse,
+        max_nodes=max_nodes,
+        level=level,
+        expand=[expand] if isinstance(expand, str) else expand,
+        focus=focus,
+    )
     return render(view, saved=saved, values=values, legend=legend, highlight=highlight)
 
 
@@ -209,15 +235,21 @@ def select(
     depth: int = 2,
     collapse: bool = False,
     max_nodes: int | None = None,
+    level: int | None = None,
+    expand: Sequence[str] = (),
+    focus: Sequence[str] = (),
 ) -> GraphView:
-    """Apply :mod:`autograd_viz.draw.select` in order: neighbourhood, folding, budget."""
-    if around is not None:
-        view = graph_select.around(view, around, depth)
-    if collapse:
-        view = graph_select.collapse(view)
-    if max_nodes is not None:
-        view = graph_select.limit(view, max_nodes)
-    return view
+    """What to draw of ``view``: :func:`autograd_viz.draw.showing.show` (see :func:`to_dot`)."""
+    return showing.show(
+        view,
+        around=around,
+        depth=depth,
+        collapse=collapse,
+        level=level,
+        expand=expand,
+        focus=focus,
+        max_nodes=max_nodes,
+    )
 
 
 def save(graph: graphviz.Digraph, path: str | os.PathLike[str]) -> str:
@@ -325,18 +357,20 @@ def render(
                     fontcolor="#374151",
                     labelloc="t",
                 )
-                _draw_devices(cluster, members, by_node, values, f"t{position}")
+                _draw_devices(cluster, members, by_node, values, f"t{position}", view)
         else:
-            _draw_devices(graph, members, by_node, values, f"t{position}")
+            _draw_devices(graph, members, by_node, values, f"t{position}", view)
     on_path = set(itertools.pairwise(highlight))
     for edge in view.edges:
         attrs = _edge_attrs(edge, view, values)
-        if (view.nodes[edge.tail].info.id, view.nodes[edge.head].info.id) in on_path:
+        sender, receiver = view.nodes[edge.tail], view.nodes[edge.head]
+        ids = (sender.info.id, receiver.info.id)
+        if sender.box is None and receiver.box is None and ids in on_path:
             attrs.update(color=PATH_COLOR, penwidth="3.5")
         graph.edge(edge.tail, edge.head, **attrs)
     marked = set(highlight)
     for node in view.nodes.values():
-        if node.fold is None and node.info.id in marked:
+        if node.fold is None and node.box is None and node.info.id in marked:
             graph.node(node.key, color=PATH_COLOR, penwidth="3.5")  # DOT merges the attributes
     for box in boxes:
         tail, head = (box.key, box.node) if box.kind == "output" else (box.node, box.key)
@@ -358,10 +392,17 @@ def _draw_devices(
     boxes: dict[str, list[TensorBox]],
     values: bool,
     prefix: str,
+    view: GraphView,
 ) -> None:
     devices: dict[str, list[ViewNode]] = {}
     for node in members:
         devices.setdefault(node.info.device, []).append(node)
+
+    def draw_node(graph: graphviz.Digraph, node: ViewNode) -> None:
+        graph.node(node.key, **_node_attrs(node, values))
+        for box in boxes.get(node.key, ()):
+            graph.node(box.key, **_box_attrs(box, values))
+
     for i, (device, nodes) in enumerate(devices.items()):
         with graph.subgraph(name=f"cluster_{prefix}_d{i}") as cluster:
             cluster.attr(
@@ -371,10 +412,11 @@ def _draw_devices(
                 fontcolor="#6b7280",
                 labelloc="t",
             )
+            if view.clusters:
+                draw_nested(cluster, nodes, view, f"{prefix}_d{i}", draw_node)
+                continue
             for node in nodes:
-                cluster.node(node.key, **_node_attrs(node, values))
-                for box in boxes.get(node.key, ()):
-                    cluster.node(box.key, **_box_attrs(box, values))
+                draw_node(cluster, node)
 
 
 def _small(text: str, color: str | None = None) -> str:
@@ -387,6 +429,8 @@ def _seq(nr: int) -> str:
 
 
 def _node_attrs(node: ViewNode, values: bool) -> dict[str, str]:
+    if node.box is not None:
+        return _module_attrs(node.box)
     info = node.info
     fold = node.fold
     status = graph_select.fold_status(fold) if fold else node.status
@@ -440,6 +484,27 @@ def _node_attrs(node: ViewNode, values: bool) -> dict[str, str]:
     return attrs
 
 
+def _module_attrs(box: ModuleBox) -> dict[str, str]:
+    status = box.summary.node_status
+    style = STATUS_STYLES["not run" if status is None else status]
+    attrs = {
+        "label": html_label(box_rows(box)),
+        "id": box.key,
+        "class": ("fold " if box.count > 1 else "module ")
+        + ("not-run" if status is None else status.value),
+        "fillcolor": style.fill,
+        "tooltip": plain_text(box_tooltip(box)),
+        "shape": "box3d" if box.count > 1 else "box",
+        "style": "filled",
+        "penwidth": str(max(style.penwidth, 1.5)),
+    }
+    if box.summary.non_finite:
+        attrs.update(color=NON_FINITE.border, penwidth=str(NON_FINITE.penwidth))
+    elif style.border != BORDER:
+        attrs["color"] = style.border
+    return attrs
+
+
 def _tooltip(node: ViewNode) -> str:
     info = node.info
     parts = [f"{info.name} (id {info.id}, graph task {node.graph_task})"]
@@ -485,6 +550,9 @@ def _box_attrs(box: TensorBox, values: bool) -> dict[str, str]:
 
 
 def _edge_attrs(edge: ViewEdge, view: GraphView, values: bool) -> dict[str, str]:
+    tail_node, head_node = view.nodes[edge.tail], view.nodes[edge.head]
+    if tail_node.box is not None or head_node.box is not None:
+        return _module_edge_attrs(edge, tail_node, head_node)
     rows = [str(edge.input_nr)]
     attrs: dict[str, str] = {}
     if values and edge.grad is not None:
@@ -504,9 +572,26 @@ def _edge_attrs(edge: ViewEdge, view: GraphView, values: bool) -> dict[str, str]
     return attrs
 
 
+def _module_edge_attrs(edge: ViewEdge, tail: ViewNode, head: ViewNode) -> dict[str, str]:
+    """An edge into or out of a module box: how many edges it stands for, and if all went."""
+    attrs: dict[str, str] = {}
+    if edge.pruned:
+        attrs = {"color": PRUNED_EDGE, "style": "dashed"}
+    elif edge.delivered:
+        attrs = {"color": DELIVERED, "style": "bold", "penwidth": "2"}
+    if edge.count > 1:
+        attrs["label"] = f"×{edge.count:,}"
+    names = [
+        n.box.name if n.box is not None else f"{n.info.name} #{n.info.id}" for n in (tail, head)
+    ]
+    edges = "1 edge" if edge.count == 1 else f"{edge.count:,} edges"
+    attrs["tooltip"] = plain_text(f"{names[0]} → {names[1]}: {edges}")
+    return attrs
+
+
 def _saved_boxes(view: GraphView) -> Iterable[TensorBox]:
     for node in view.nodes.values():
-        if node.fold is not None:
+        if node.fold is not None or node.box is not None:
             continue
         for i, summary in enumerate(node.info.saved):
             freed = summary is None or node.released

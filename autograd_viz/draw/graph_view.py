@@ -32,6 +32,7 @@ from autograd_viz.trace import GraphTaskInfo, NodeInfo, TraceEvent
 from autograd_viz.trace.replay import ExecutionState, NodeState, NodeStatus
 
 if TYPE_CHECKING:
+    from autograd_viz.draw.showing import Cluster, ModuleBox
     from engine import Tensor
     from engine.events import TensorSummary
 
@@ -82,6 +83,9 @@ class ViewNode:
     """Its saved tensors were freed."""
     fold: Fold | None = None
     """Set when this node stands for a folded chain."""
+    box: ModuleBox | None = None
+    """Set when this node stands for a closed module call or a fold of calls
+    (:mod:`autograd_viz.draw.showing`); its other fields are its first node's."""
 
     @property
     def non_finite(self) -> bool:
@@ -107,6 +111,8 @@ class ViewEdge:
     """exec_info pruning means no gradient goes along it."""
     grad: TensorSummary | None = None
     """The gradient it carries, once ``tail`` ran."""
+    count: int = 1
+    """How many edges of the graph it stands for (edges into or out of a module box)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +175,12 @@ class GraphView:
     """Keys of drawn nodes with an edge to or from the part left out."""
     notices: tuple[str, ...] = field(default_factory=tuple)
     """Lines that say what the drawing leaves out or folds."""
+    modules: Mapping[str, str] = field(default_factory=dict)
+    """Class names of the modules the nodes were created in, by module path."""
+    clusters: Mapping[str, Cluster] = field(default_factory=dict)
+    """Open module calls drawn around their nodes, by key, outermost first."""
+    cluster_of: Mapping[str, str] = field(default_factory=dict)
+    """The innermost cluster of each drawn node inside one, by node key."""
 
 
 class GraphViewError(ValueError):
@@ -311,6 +323,7 @@ def from_state(state: ExecutionState, graph_task: int | None = None) -> GraphVie
     nodes: dict[str, ViewNode] = {}
     edges: list[ViewEdge] = []
     tasks: list[TaskView] = []
+    modules: dict[str, str] = {}
     for task_id in order:
         info = trace.graph_tasks[task_id]
         started = state.started_by(task_id) if info.parent is not None else None
@@ -324,6 +337,7 @@ def from_state(state: ExecutionState, graph_task: int | None = None) -> GraphVie
                 None if task_state is None else task_state.error,
             )
         )
+        modules.update(info.modules)
         task_keys = keys[task_id]
         task_nodes = _task_nodes(state, info, task_keys)
         nodes.update(task_nodes)
@@ -336,6 +350,7 @@ def from_state(state: ExecutionState, graph_task: int | None = None) -> GraphVie
         step=state.step,
         total=state.total,
         event=state.event,
+        modules=modules,
     )
 
 

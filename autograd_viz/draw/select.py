@@ -3,7 +3,8 @@
 Three independent steps, applied by :func:`autograd_viz.draw.dot.to_dot` in this
 order:
 
-* :func:`around`: the nodes within ``depth`` edges of one node;
+* :func:`around`: the nodes within ``depth`` edges of a node, a parameter or a
+  module (any name :mod:`autograd_viz.draw.names` reads);
 * :func:`collapse`: each run of a repeating pattern along a chain or the
   steps of an unrolled loop with their side inputs (the ``Tanh → Add → Mm``
   of an RNN) becomes one node that says how many steps it stands for and how
@@ -19,6 +20,8 @@ from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import replace
 
 from autograd_viz.draw.graph_view import Fold, GraphView, GraphViewError, ViewEdge, ViewNode
+from autograd_viz.draw.modules import ModuleTree
+from autograd_viz.draw.names import Names, Target
 from autograd_viz.trace.replay import NodeStatus
 
 MAX_PERIOD = 4
@@ -29,45 +32,46 @@ MAX_PERIOD = 4
 
 
 def find_node(view: GraphView, spec: int | str) -> str:
-    """The key of the node ``spec`` names: a node id (int or digits) or a unique node name.
+    """The key of the one node ``spec`` names (any name :mod:`~autograd_viz.draw.names` reads).
 
     Raises:
-        GraphViewError: no node matches, or a name matches several nodes.
+        GraphViewError: ``spec`` names nothing, or a module (several nodes).
     """
-    text = str(spec).strip().lstrip("#")
-    if text.isdigit():
-        node_id = int(text)
-        for node in view.nodes.values():
-            if node.info.id == node_id:
-                return node.key
-        raise GraphViewError(f"no node with id {node_id} in this graph")
-    matches = [node for node in view.nodes.values() if node.info.name == text]
-    if not matches:
-        names = sorted({node.info.name for node in view.nodes.values()})
-        shown = ", ".join(names[:12]) + (", ..." if len(names) > 12 else "")
-        raise GraphViewError(f"no node named {text!r} in this graph (it has {shown})")
-    if len(matches) > 1:
-        ids = ", ".join(f"{n.info.id} (seq {n.info.sequence_nr})" for n in matches[:8])
-        more = ", ..." if len(matches) > 8 else ""
+    target = resolve(view, spec)
+    if target.kind not in ("node", "parameter") or len(target.nodes) != 1:
         raise GraphViewError(
-            f"{len(matches)} nodes are named {text!r}; name one by its id: {ids}{more}"
+            f"{target.label} is {len(target.nodes):,} nodes; name one node (Name #id)"
         )
-    return matches[0].key
+    return target.nodes[0]
 
 
-def around(view: GraphView, spec: int | str, depth: int) -> GraphView:
-    """The part of ``view`` within ``depth`` edges (either direction) of the node ``spec``.
+def resolve(view: GraphView, spec: int | str) -> Target:
+    """What ``spec`` names in ``view``: a node id, ``Name #id``, a parameter or a module path.
 
     Raises:
-        GraphViewError: ``spec`` names no node, or several.
+        GraphViewError: it names nothing, or a node name that several nodes have.
+    """
+    tree = ModuleTree.build(((k, n.info) for k, n in view.nodes.items()), view.modules)
+    return Names(((k, n.info) for k, n in view.nodes.items()), tree).resolve(spec)
+
+
+def around(view: GraphView, spec: int | str | Target, depth: int) -> GraphView:
+    """The part of ``view`` within ``depth`` edges (either direction) of what ``spec`` names.
+
+    ``spec`` is any name :mod:`~autograd_viz.draw.names` reads (a node, a
+    parameter, a module: then every node inside it is a centre), or a
+    :class:`~autograd_viz.draw.names.Target` already resolved.
+
+    Raises:
+        GraphViewError: ``spec`` names nothing, or a node name several nodes have.
         ValueError: ``depth`` is negative.
     """
     if isinstance(depth, bool) or not isinstance(depth, int) or depth < 0:
         raise ValueError(f"depth must be a non-negative integer, got {depth!r}")
-    center = find_node(view, spec)
+    target = spec if isinstance(spec, Target) else resolve(view, spec)
     neighbours = _undirected(view.edges)
-    distance = {center: 0}
-    frontier = deque([center])
+    distance = dict.fromkeys(target.nodes, 0)
+    frontier = deque(target.nodes)
     while frontier:
         key = frontier.popleft()
         if distance[key] == depth:
@@ -76,7 +80,7 @@ def around(view: GraphView, spec: int | str, depth: int) -> GraphView:
             if other not in distance:
                 distance[other] = distance[key] + 1
                 frontier.append(other)
-    name = view.nodes[center].info.name
+    name = view.nodes[target.nodes[0]].info.name if target.kind == "node" else target.text
     edges = "edge" if depth == 1 else "edges"
     notice = f"showing the {len(distance):,} nodes within {depth} {edges} of {name}"
     return _keep(view, [k for k in view.nodes if k in distance], notice)
@@ -291,16 +295,23 @@ def _fold(
 
 def fold_status(fold: Fold) -> NodeStatus | None:
     """The one status a folded chain is drawn with: the most urgent among its members."""
+    return drawn_status(fold.statuses)
+
+
+def drawn_status(statuses: Mapping[str, int]) -> NodeStatus | None:
+    """The one status nodes in ``statuses`` are drawn with together: the most urgent."""
     for status in (NodeStatus.FAILED, NodeStatus.RUNNING, NodeStatus.QUEUED, NodeStatus.PARTIAL):
-        if fold.statuses.get(status.value):
+        if statuses.get(status.value):
             return status
-    counted = {s for s, n in fold.statuses.items() if n}
-    if counted == {"not run"}:
+    counted = {s for s, n in statuses.items() if n}
+    if not counted or counted == {"not run"}:
         return None
     if len(counted) == 1:
         return NodeStatus(counted.pop())
     if NodeStatus.DONE.value in counted and NodeStatus.WAITING.value in counted:
         return NodeStatus.PARTIAL
+    if counted <= {NodeStatus.DONE.value, NodeStatus.PRUNED.value}:
+        return NodeStatus.DONE
     return NodeStatus.WAITING
 
 

@@ -46,7 +46,7 @@ def test_dot_around_an_unknown_node_names_the_others_on_one_clean_line(
     status = main(["dot", str(trace_file), "--around", "X", "-o", str(tmp_path / "g.dot")])
     err = capsys.readouterr().err
     assert status == 1
-    assert err.startswith("autograd-viz: error: no node named 'X'")
+    assert err.startswith("autograd-viz: error: nothing named 'X'")
     assert acting(err) == []
     assert err.count("\n") == 1 and len(err) < 2100
     assert printable(class_name(name))[:50] in err

@@ -104,7 +104,7 @@ def test_dot_reports_user_mistakes_in_one_line(
         (["dot", str(trace_file), "-o", out, "--step", "999"], 1, "--step 999 is past the end"),
         (["dot", str(trace_file), "-o", out, "--step", "-1"], 2, "expected a non-negative"),
         (["dot", str(trace_file), "-o", out, "--graph-task", "777"], 1, "graph task 777 is not"),
-        (["dot", str(trace_file), "-o", out, "--around", "Nope"], 1, "no node named 'Nope'"),
+        (["dot", str(trace_file), "-o", out, "--around", "Nope"], 1, "nothing named 'Nope'"),
         (["dot", str(trace_file), "-o", out, "extra"], 2, "is a trace file, which takes no"),
         (["dot", str(tmp_path / "missing.jsonl"), "-o", out], 1, "cannot read trace"),
         (["dot", str(tmp_path / "missing.py"), "-o", out], 1, "no such file"),

@@ -55,12 +55,14 @@ def test_around_explains_names_it_cannot_use() -> None:
     view = dot.build_view((x * 2.0 * 3.0).sum())
     with pytest.raises(
         GraphViewError,
-        match=r"2 nodes are named 'MulBackward0'; name one by its id: \d+ \(seq \d+\), \d+",
+        match=r"2 nodes are named 'MulBackward0'; name one with its id: "
+        r"MulBackward0 #\d+, MulBackward0 #\d+$",
     ):
         graph_select.around(view, "MulBackward0", 1)
     with pytest.raises(
         GraphViewError,
-        match="no node named 'Nope' in this graph \\(it has AccumulateGrad, MulBackward0, SumBackward0\\)",
+        match="nothing named 'Nope' in this graph: no node id, node name, parameter or module path "
+        "\\(it has AccumulateGrad, MulBackward0, SumBackward0\\)",
     ):
         graph_select.around(view, "Nope", 1)
     with pytest.raises(GraphViewError, match="no node with id 0 in this graph"):

@@ -1,0 +1,143 @@
+"""Graphviz for the module view: open module calls as nested clusters, closed ones as boxes.
+
+:func:`autograd_viz.draw.dot.render` draws a view through here when
+:func:`autograd_viz.draw.showing.apply` gave it clusters or boxes. Every name
+(module paths, class names) is data and goes through the exporter's escaping.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+import graphviz
+
+from autograd_viz.draw.escape import html_label, html_text, plain_text
+from autograd_viz.draw.graph_view import GraphView, ViewNode
+from autograd_viz.draw.showing import BoxStatus, BoxSummary, Cluster, ModuleBox
+
+CLUSTER_COLORS = {
+    BoxStatus.NOT_STARTED: "#9ca3af",
+    BoxStatus.RUNNING: "#ea580c",
+    BoxStatus.DONE: "#16a34a",
+    BoxStatus.FAILED: "#b91c1c",
+}
+"""A module cluster's border colour by the status of what it holds."""
+MODULE_FONT = "#1f2937"
+
+NodeDrawer = Callable[[graphviz.Digraph, ViewNode], None]
+
+
+def draw_nested(
+    graph: graphviz.Digraph,
+    nodes: Sequence[ViewNode],
+    view: GraphView,
+    prefix: str,
+    draw_node: NodeDrawer,
+) -> None:
+    """Draw ``nodes`` inside the clusters of the module calls they belong to, nested.
+
+    Args:
+        graph: the graph or cluster to draw into.
+        nodes: the nodes to draw (one device of one graph task).
+        view: the view (its ``clusters`` and ``cluster_of``).
+        prefix: makes this place's cluster names unique.
+        draw_node: draws one node (and what hangs from it) into a (sub)graph.
+    """
+    held: dict[str | None, list[ViewNode]] = {}
+    children: dict[str | None, dict[str, None]] = {}
+    for node in nodes:
+        cluster = view.cluster_of.get(node.key)
+        held.setdefault(cluster, []).append(node)
+        # Every enclosing cluster is drawn, from the outermost down.
+        while cluster is not None:
+            parent = view.clusters[cluster].parent
+            children.setdefault(parent, {})[cluster] = None
+            cluster = parent
+    for node in held.get(None, ()):
+        draw_node(graph, node)
+    # Clusters nest as deep as the modules do (tens of levels at most), one stack frame each.
+    _draw_children(graph, None, held, children, view.clusters, prefix, draw_node)
+
+
+def _draw_children(
+    graph: graphviz.Digraph,
+    parent: str | None,
+    held: Mapping[str | None, Sequence[ViewNode]],
+    children: Mapping[str | None, Mapping[str, None]],
+    clusters: Mapping[str, Cluster],
+    prefix: str,
+    draw_node: NodeDrawer,
+) -> None:
+    for key in children.get(parent, ()):
+        cluster = clusters[key]
+        with graph.subgraph(name=f"cluster_{prefix}_{key}") as sub:
+            sub.attr(
+                label=cluster_label(cluster),
+                style="rounded",
+                color=CLUSTER_COLORS[cluster.summary.status],
+                fontcolor=MODULE_FONT,
+                labelloc="t",
+                id=f"{prefix}_{key}",
+                tooltip=plain_text(_plain_tooltip(cluster.name, cluster.kind, cluster.summary)),
+            )
+            for node in held.get(key, ()):
+                draw_node(sub, node)
+            _draw_children(sub, key, held, children, clusters, prefix, draw_node)
+
+
+def cluster_label(cluster: Cluster) -> str:
+    """An open module's label: its name, its class and what it holds."""
+    kind = f" <I>{html_text(cluster.kind)}</I>" if cluster.kind else ""
+    summary = cluster.summary
+    rows = [f"<B>{html_text(cluster.name)}</B>{kind}", _small(html_text(_counts_line(summary)))]
+    return html_label(rows)
+
+
+def box_rows(box: ModuleBox) -> list[str]:
+    """The rows of a closed module's (or a fold's) label, already escaped."""
+    summary = box.summary
+    count = f" × {box.count:,}" if box.count > 1 else ""
+    rows = [f"<B>{html_text(box.name)}</B>{count}"]
+    if box.kind:
+        rows.append(_small(f"<I>{html_text(box.kind)}</I>"))
+    rows.append(_small(html_text(_counts_line(summary))))
+    rows.append(
+        _small(
+            html_text(
+                f"deps {summary.remaining:,}/{summary.dependencies:,} · "
+                f"inputs {summary.waiting_inputs:,}/{summary.inputs:,} to come"
+            )
+        )
+    )
+    if len([n for n in summary.statuses.values() if n]) > 1:
+        statuses = ", ".join(f"{n:,} {s}" for s, n in summary.statuses.items() if n)
+        rows.append(_small(html_text(statuses)))
+    if summary.non_finite:
+        flag = html_text(f"⚠ {summary.non_finite:,} with NaN/Inf")
+        rows.append(f'<FONT COLOR="#dc2626"><B>{flag}</B></FONT>')
+    return rows
+
+
+def box_tooltip(box: ModuleBox) -> str:
+    """A closed module's tooltip (plain text; the caller escapes it)."""
+    return _plain_tooltip(box.name, box.kind, box.summary, box.count)
+
+
+def _plain_tooltip(name: str, kind: str, summary: BoxSummary, count: int = 1) -> str:
+    what = f"{name} ({kind})" if kind else name
+    calls = f", {count:,} calls folded" if count > 1 else ""
+    return f"{what}{calls}: {summary.nodes:,} nodes, {summary.status.value}"
+
+
+def _counts_line(summary: BoxSummary) -> str:
+    low, high = summary.topological_nrs
+    topo = f"topo {low}" if low == high else f"topo {low}…{high}"
+    nodes = "1 node" if summary.nodes == 1 else f"{summary.nodes:,} nodes"
+    return f"{nodes} · {topo} · {summary.status.value}"
+
+
+def _small(text: str) -> str:
+    return f'<FONT POINT-SIZE="9">{text}</FONT>'
+
+
+__all__ = ["CLUSTER_COLORS", "box_rows", "box_tooltip", "cluster_label", "draw_nested"]

@@ -1,0 +1,426 @@
+"""The model's own modules as the backbone of every view: a tree of module calls, folded.
+
+This is the one model of *what to show* that every view reads (``dot``, the
+TUI's DAG view, ``animate``, the timeline); no view folds on its own. It has
+three parts:
+
+* here, :class:`ModuleTree`: the module calls that enclosed each node's
+  creation in the forward (``NodeInfo.scope``) as a tree of :class:`Scope`,
+  and the runs of sibling calls with the same inside (GPT-2's 12 blocks, the
+  blocks of a ResNet stage, the calls of an unrolled ``GRUCell``) as
+  :class:`FoldGroup`. A tree is built once per graph, not per step.
+* :mod:`autograd_viz.draw.showing`: which module calls are open at a step (a
+  level, ``expand``, boxes opened on request, the running or failing node's
+  modules), and the :class:`~autograd_viz.draw.graph_view.GraphView` with one
+  box per closed call or fold, nested clusters for open calls, and box
+  summaries computed from the nodes' state.
+* :mod:`autograd_viz.draw.names`: every name a view shows (a node id,
+  ``Name #id``, a parameter, a module path, a fold) resolved back to what it
+  names.
+
+Example:
+    >>> tree = ModuleTree.build(view.nodes.items(), view.modules)
+    >>> [tree.scopes[i].name for i in tree.roots]
+    ['transformer', 'lm_head']
+    >>> tree.default_level(150)
+    3
+
+Module paths and class names come from the user's program: they are data,
+shown as text by every view and never interpreted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from autograd_viz.trace import NodeInfo
+from engine.graph import UINT64_MAX
+
+MAX_BOXES = 150
+"""The most boxes a picture has by default (see :meth:`ModuleTree.default_level`)."""
+
+ScopeKey = tuple[tuple[str, int], ...]
+"""A node's ``scope``: ``(path, call)`` of each enclosing module call, outermost first."""
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """One call of one module in the forward: a node of the module tree."""
+
+    index: int
+    """Its position in :attr:`ModuleTree.scopes` (parents come before their children)."""
+    path: str
+    """The module's dotted name in the model (``"transformer.h.3.attn"``); ``""`` for the model."""
+    call: int
+    """Which call of that module it was (0, 1, ...)."""
+    kind: str
+    """The module's class name (``"GPT2Attention"``); ``""`` when the trace does not say."""
+    parent: int | None
+    """The enclosing call, or ``None`` for a call outside any other."""
+    depth: int
+    """1 for a call outside any other, 2 for the calls inside one, ..."""
+    children: tuple[int, ...]
+    """The calls made directly inside it, in forward order."""
+    nodes: tuple[str, ...]
+    """Keys of the nodes created directly in it (not inside a child), in the graph's order."""
+    size: int
+    """How many nodes it holds, its children's included."""
+    signature: int
+    """Equal for two calls with the same inside: class, node names and children, recursively."""
+    name: str
+    """What views call it and what :mod:`~autograd_viz.draw.names` reads back: the path,
+    with ``:call`` when the graph holds several calls of the module (``"cell:3"``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class FoldGroup:
+    """A run of at least two sibling calls with the same inside, drawn as one box until opened."""
+
+    index: int
+    """Its position in :attr:`ModuleTree.groups`."""
+    parent: int | None
+    """The call the siblings are made in, or ``None`` at the top."""
+    scopes: tuple[int, ...]
+    """The folded calls, in forward order."""
+    name: str
+    """Its members' names in one (``"transformer.h.{0..11}"``, ``"cell:{0..11}"``)."""
+    kind: str
+    """The members' class name."""
+
+    @property
+    def count(self) -> int:
+        """How many calls it folds (the ``×12``)."""
+        return len(self.scopes)
+
+
+Item = Scope | FoldGroup
+"""What a parent holds in a picture: a call, or a fold of calls."""
+
+
+class ModuleTree:
+    """The module calls of one drawn graph: a tree of :class:`Scope`, with its folds.
+
+    Build it with :meth:`build`; it does not change with the step.
+    """
+
+    scopes: tuple[Scope, ...]
+    """Every module call, parents before children."""
+    roots: tuple[int, ...]
+    """The calls made outside any other, in forward order."""
+    outside: tuple[str, ...]
+    """Keys of the nodes created outside any module."""
+    groups: tuple[FoldGroup, ...]
+    """Every run of sibling calls with the same inside."""
+    scope_of: Mapping[str, int]
+    """The innermost call of each node created inside one, by node key."""
+    group_of: Mapping[int, int]
+    """The fold group of each folded call, by scope index."""
+    items: Mapping[int | None, tuple[Item, ...]]
+    """What each call holds (``None``: the top), folds in place of their runs, in forward order."""
+    weights: Mapping[str, int]
+    """Boxes each node is drawn as: 2 for a leaf's ``AccumulateGrad`` (its tensor's box too)."""
+
+    def __init__(
+        self,
+        scopes: Sequence[Scope],
+        roots: Sequence[int],
+        outside: Sequence[str],
+        scope_of: Mapping[str, int],
+        weights: Mapping[str, int],
+    ) -> None:
+        self.scopes = tuple(scopes)
+        self.roots = tuple(roots)
+        self.outside = tuple(outside)
+        self.scope_of = scope_of
+        self.weights = weights
+        self.groups = tuple(_fold_groups(self.scopes, self.roots))
+        self.group_of = {i: g.index for g in self.groups for i in g.scopes}
+        self.items = {
+            parent: tuple(self._items(children))
+            for parent, children in (
+                (None, self.roots),
+                *((s.index, s.children) for s in self.scopes if s.children),
+            )
+        }
+
+    @classmethod
+    def build(
+        cls, nodes: Iterable[tuple[str, NodeInfo]], modules: Mapping[str, str] | None = None
+    ) -> ModuleTree:
+        """The tree of the module calls that ``nodes`` were created in.
+
+        Args:
+            nodes: ``(key, info)`` of every node drawn, in the graph's order
+                (``GraphView.nodes.items()``).
+            modules: class names by module path (``GraphTaskInfo.modules``).
+        """
+        return _build(nodes, modules or {})
+
+    def __len__(self) -> int:
+        return len(self.scopes)
+
+    def members(self, index: int) -> list[str]:
+        """Keys of every node inside the call ``index``, its children's included."""
+        out: list[str] = []
+        stack = [index]
+        while stack:
+            scope = self.scopes[stack.pop()]
+            out.extend(scope.nodes)
+            stack.extend(reversed(scope.children))
+        return out
+
+    def ancestors(self, index: int) -> list[int]:
+        """The call ``index`` and every call enclosing it, innermost first."""
+        out = []
+        current: int | None = index
+        while current is not None:
+            out.append(current)
+            current = self.scopes[current].parent
+        return out
+
+    def descendants(self, index: int) -> list[int]:
+        """The call ``index`` and every call made inside it."""
+        out = []
+        stack = [index]
+        while stack:
+            current = stack.pop()
+            out.append(current)
+            stack.extend(self.scopes[current].children)
+        return out
+
+    @property
+    def max_depth(self) -> int:
+        """The deepest call's depth (0 for a graph without modules)."""
+        return max((s.depth for s in self.scopes), default=0)
+
+    def count(self, level: int, unfolded: frozenset[int] = frozenset()) -> int:
+        """Boxes a picture at ``level`` draws, every fold closed but ``unfolded``.
+
+        At level ``L`` the calls of depth ``<= L`` are open (clusters around
+        what they hold) and the others are one box each; a closed fold is one
+        box; a node counts :attr:`weights` boxes.
+        """
+        total = sum(self.weights[k] for k in self.outside)
+        stack = list(self.items.get(None, ()))
+        while stack:
+            item = stack.pop()
+            if isinstance(item, FoldGroup) and item.index not in unfolded:
+                total += 1
+                continue
+            for scope in (item,) if isinstance(item, Scope) else self._scopes_of(item):
+                if scope.depth > level:
+                    total += 1
+                    continue
+                total += sum(self.weights[k] for k in scope.nodes)
+                stack.extend(self.items.get(scope.index, ()))
+        return total
+
+    def default_level(self, max_boxes: int = MAX_BOXES) -> int:
+        """The deepest level whose picture has at most ``max_boxes`` boxes (0 if none has)."""
+        best = 0
+        for level in range(1, self.max_depth + 1):
+            if self.count(level) > max_boxes:
+                break
+            best = level
+        return best
+
+    def _scopes_of(self, group: FoldGroup) -> list[Scope]:
+        return [self.scopes[i] for i in group.scopes]
+
+    def _items(self, children: Sequence[int]) -> Iterable[Item]:
+        done: set[int] = set()
+        for child in children:
+            group = self.group_of.get(child)
+            if group is None:
+                yield self.scopes[child]
+            elif group not in done:
+                done.add(group)
+                yield self.groups[group]
+
+
+# -- building --------------------------------------------------------------------------
+
+
+class _Growing:
+    """A scope while the tree is built."""
+
+    __slots__ = ("call", "children", "first", "index", "names", "nodes", "parent", "path")
+
+    def __init__(self, index: int, path: str, call: int, parent: int | None) -> None:
+        self.index = index
+        self.path = path
+        self.call = call
+        self.parent = parent
+        self.children: list[int] = []
+        self.nodes: list[str] = []
+        self.names: list[str] = []
+        self.first = UINT64_MAX  # the smallest sequence_nr inside: forward order
+
+
+def _build(nodes: Iterable[tuple[str, NodeInfo]], modules: Mapping[str, str]) -> ModuleTree:
+    growing: list[_Growing] = []
+    index: dict[ScopeKey, int] = {}  # every prefix of every scope seen -> its scope
+    outside: list[str] = []
+    scope_of: dict[str, int] = {}
+    weights: dict[str, int] = {}
+    for key, info in nodes:
+        weights[key] = 1 if info.leaf is None else 2
+        chain = info.scope
+        if not chain:
+            outside.append(key)
+            continue
+        inner = index.get(chain)
+        if inner is None:
+            inner = _add_prefixes(chain, index, growing)
+        scope = growing[inner]
+        scope_of[key] = inner
+        scope.nodes.append(key)
+        scope.names.append(info.name)
+        # AccumulateGrad's sequence_nr is UINT64_MAX; it says nothing about order.
+        scope.first = min(scope.first, info.sequence_nr)
+    # Children before parents: a scope's index is above its parent's.
+    sizes = [len(g.nodes) for g in growing]
+    for g in reversed(growing):
+        if g.parent is not None:
+            parent = growing[g.parent]
+            sizes[g.parent] += sizes[g.index]
+            parent.first = min(parent.first, g.first)
+    for g in growing:
+        g.children.sort(key=lambda c: (growing[c].first, c))
+    signatures = _signatures(growing, modules)
+    depths: list[int] = []
+    for g in growing:
+        depths.append(1 if g.parent is None else depths[g.parent] + 1)
+    calls: dict[str, int] = {}
+    for g in growing:
+        calls[g.path] = calls.get(g.path, 0) + 1
+    scopes = [
+        Scope(
+            index=g.index,
+            path=g.path,
+            call=g.call,
+            kind=modules.get(g.path, ""),
+            parent=g.parent,
+            depth=depths[g.index],
+            children=tuple(g.children),
+            nodes=tuple(g.nodes),
+            size=sizes[g.index],
+            signature=signatures[g.index],
+            name=scope_name(g.path, g.call, calls[g.path] > 1, modules.get(g.path, "")),
+        )
+        for g in growing
+    ]
+    roots = sorted((g.index for g in growing if g.parent is None), key=lambda i: growing[i].first)
+    return ModuleTree(scopes, roots, outside, scope_of, weights)
+
+
+def scope_name(path: str, call: int, several: bool, kind: str = "") -> str:
+    """What a module call is called in every view: its path, with ``:call`` if there are several.
+
+    The model itself (path ``""``) is called by its class name.
+    """
+    base = path if path else (kind or "model")
+    return f"{base}:{call}" if several else base
+
+
+def _add_prefixes(chain: ScopeKey, index: dict[ScopeKey, int], growing: list[_Growing]) -> int:
+    parent: int | None = None
+    for depth in range(1, len(chain) + 1):
+        prefix = chain[:depth]
+        found = index.get(prefix)
+        if found is None:
+            path, call = prefix[-1]
+            found = len(growing)
+            growing.append(_Growing(found, path, call, parent))
+            if parent is not None:
+                growing[parent].children.append(found)
+            index[prefix] = found
+        parent = found
+    assert parent is not None
+    return parent
+
+
+def _signatures(growing: Sequence[_Growing], modules: Mapping[str, str]) -> list[int]:
+    """Equal numbers for calls with the same class, node names and children's signatures."""
+    interned: dict[tuple[object, ...], int] = {}
+    out = [0] * len(growing)
+    for g in reversed(growing):  # children first
+        key = (
+            modules.get(g.path, ""),
+            tuple(sorted(g.names)),
+            tuple(out[c] for c in g.children),
+        )
+        out[g.index] = interned.setdefault(key, len(interned))
+    return out
+
+
+def _fold_groups(scopes: Sequence[Scope], roots: Sequence[int]) -> Iterable[FoldGroup]:
+    """Each run of at least two consecutive siblings with one signature, top first."""
+    count = 0
+    parents: list[tuple[int | None, Sequence[int]]] = [(None, roots)]
+    parents.extend((s.index, s.children) for s in scopes if s.children)
+    for parent, children in parents:
+        start = 0
+        while start < len(children):
+            end = start + 1
+            signature = scopes[children[start]].signature
+            while end < len(children) and scopes[children[end]].signature == signature:
+                end += 1
+            if end - start >= 2:
+                run = tuple(children[start:end])
+                yield FoldGroup(
+                    count,
+                    parent,
+                    run,
+                    fold_name([scopes[i].name for i in run]),
+                    scopes[run[0]].kind,
+                )
+                count += 1
+            start = end
+
+
+def fold_name(names: Sequence[str]) -> str:
+    """Several names in one: their common start and end around ``{a..b}`` or ``{a,b,c}``.
+
+    ``["transformer.h.0", ..., "transformer.h.11"]`` gives ``"transformer.h.{0..11}"``,
+    ``["cell:0", ..., "cell:11"]`` gives ``"cell:{0..11}"``;
+    :func:`autograd_viz.draw.names.expand_braces` reads it back.
+    """
+    if len(names) == 1:
+        return names[0]
+    head = _common_prefix(names)
+    # Cut after a separator, so that "h.10" and "h.11" differ in "10"/"11", not "0"/"1".
+    cut = max(head.rfind("."), head.rfind(":")) + 1
+    head = head[:cut]
+    rests = [n[cut:] for n in names]
+    tail = _common_prefix([r[::-1] for r in rests])[::-1]
+    cut_tail = tail.find(".")
+    tail = tail[cut_tail:] if cut_tail >= 0 else ""
+    middles = [r[: len(r) - len(tail)] for r in rests]
+    numbers = [int(m) for m in middles if m.isdecimal() and m == str(int(m))]
+    if len(numbers) == len(middles) and numbers == list(range(numbers[0], numbers[-1] + 1)):
+        body = f"{numbers[0]}..{numbers[-1]}"
+    else:
+        body = ",".join(middles)
+    return f"{head}{{{body}}}{tail}"
+
+
+def _common_prefix(names: Sequence[str]) -> str:
+    first, last = min(names), max(names)
+    n = 0
+    while n < min(len(first), len(last)) and first[n] == last[n]:
+        n += 1
+    return first[:n]
+
+
+__all__ = [
+    "MAX_BOXES",
+    "FoldGroup",
+    "Item",
+    "ModuleTree",
+    "Scope",
+    "ScopeKey",
+    "fold_name",
+    "scope_name",
+]

@@ -1,0 +1,228 @@
+"""Every name a view shows, read back: one resolver for ``dot --around``, ``--expand`` and ``/``.
+
+A view shows a node as ``Name #id``, a leaf's tensor by its name (a
+parameter: ``transformer.h.3.attn.c_attn.weight``), a module call by its
+path (``layer4.1.conv2``, ``cell:3`` when the module ran several times) and a
+fold by its members' names in one (``transformer.h.{0..11}``). :class:`Names`
+takes any of them back, and also:
+
+* a node id alone (``17`` or ``#17``), or a node name that only one node has;
+* a module path of several calls (all of them), or of a container that is
+  never called itself (``transformer.h``: the calls inside it);
+* ``{a..b}`` / ``{a,b}`` braces and ``*`` / ``?`` wildcards over module names.
+
+A name that matches nothing raises :class:`~autograd_viz.draw.graph_view.GraphViewError`
+with the closest names the graph has.
+"""
+
+from __future__ import annotations
+
+import difflib
+import fnmatch
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from autograd_viz.draw.graph_view import GraphViewError
+from autograd_viz.draw.modules import ModuleTree
+from autograd_viz.trace import NodeInfo
+
+_NAME_AND_ID = re.compile(r"^(.*\S)\s+#(\d+)$")
+_BRACES = re.compile(r"^(.*?)\{([^{}]*)\}(.*)$")
+_RANGE = re.compile(r"^(\d+)\.\.(\d+)$")
+MAX_EXPANDED = 100_000
+"""The most names one brace range stands for (``{0..99999}``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """What a name names in one drawn graph."""
+
+    text: str
+    """The name as given."""
+    kind: str
+    """``"node"``, ``"parameter"`` (a leaf's ``AccumulateGrad``), ``"module"`` or ``"fold"``."""
+    nodes: tuple[str, ...]
+    """Keys of the nodes it names: the node, or every node inside the modules."""
+    scopes: tuple[int, ...] = ()
+    """The module calls it names (:attr:`ModuleTree.scopes` indices); empty for a node."""
+    group: int | None = None
+    """The fold group whose calls it names exactly, if any."""
+
+    @property
+    def label(self) -> str:
+        """``kind 'text'``, for notices."""
+        return f"{self.kind} {self.text!r}"
+
+
+class Names:
+    """The names of one drawn graph and what each names; built once per graph.
+
+    Args:
+        nodes: ``(key, info)`` of every node drawn (``GraphView.nodes``'s keys and infos).
+        tree: the graph's module tree.
+    """
+
+    def __init__(self, nodes: Iterable[tuple[str, NodeInfo]], tree: ModuleTree) -> None:
+        self.tree = tree
+        self._by_id: dict[int, str] = {}
+        self._infos: dict[str, NodeInfo] = {}
+        self._by_name: dict[str, list[str]] = {}
+        self._by_leaf: dict[str, list[str]] = {}
+        for key, info in nodes:
+            self._infos[key] = info
+            self._by_id.setdefault(info.id, key)
+            self._by_name.setdefault(info.name, []).append(key)
+            if info.leaf is not None and info.leaf.name:
+                self._by_leaf.setdefault(info.leaf.name, []).append(key)
+        self._by_scope_name: dict[str, int] = {}
+        self._by_path: dict[str, list[int]] = {}
+        for scope in tree.scopes:
+            self._by_scope_name.setdefault(scope.name, scope.index)
+            self._by_path.setdefault(scope.path, []).append(scope.index)
+        self._by_group = {g.name: g.index for g in tree.groups}
+
+    def resolve(self, text: str | int) -> Target:
+        """What ``text`` names (see the module docstring for the forms it takes).
+
+        Raises:
+            GraphViewError: it names nothing in this graph, or a node name several nodes have.
+        """
+        given = str(text)
+        name = given.strip()
+        if not name:
+            raise GraphViewError("an empty name names nothing; give a node id, a name or a path")
+        found = self._exact(name)
+        if found is None:
+            found = self._pattern(name)
+        if found is None:
+            raise GraphViewError(self._unknown(name))
+        return found
+
+    def shown(self) -> list[str]:
+        """Every name this graph's views show: nodes, parameters, module calls and folds."""
+        out = [node_name(info) for info in self._infos.values()]
+        out.extend(self._by_leaf)
+        out.extend(s.name for s in self.tree.scopes)
+        out.extend(g.name for g in self.tree.groups)
+        return out
+
+    # -- the forms of a name ---------------------------------------------------------
+
+    def _exact(self, name: str) -> Target | None:
+        digits = name.removeprefix("#")
+        if digits.isdecimal():
+            return self._node(name, int(digits))
+        match = _NAME_AND_ID.match(name)
+        if match is not None:
+            return self._node(name, int(match.group(2)), match.group(1))
+        if name in self._by_scope_name:
+            return self._modules(name, [self._by_scope_name[name]])
+        if name in self._by_group:
+            return self._modules(name, list(self.tree.groups[self._by_group[name]].scopes))
+        if name in self._by_path:
+            return self._modules(name, self._by_path[name])
+        if name in self._by_leaf:
+            return Target(name, "parameter", tuple(self._by_leaf[name]))
+        keys = self._by_name.get(name)
+        if keys is None:
+            return None
+        if len(keys) > 1:
+            ids = ", ".join(node_name(self._infos[k]) for k in keys[:6])
+            more = ", ..." if len(keys) > 6 else ""
+            raise GraphViewError(
+                f"{len(keys)} nodes are named {name!r}; name one with its id: {ids}{more}"
+            )
+        return Target(name, "node", (keys[0],))
+
+    def _node(self, text: str, node_id: int, name: str | None = None) -> Target:
+        key = self._by_id.get(node_id)
+        if key is None:
+            raise GraphViewError(f"no node with id {node_id} in this graph")
+        info = self._infos[key]
+        if name is not None and name != info.name:
+            raise GraphViewError(f"node {node_id} is {info.name!r}, not {name!r}")
+        return Target(text, "node", (key,))
+
+    def _pattern(self, name: str) -> Target | None:
+        """Braces, wildcards, or a container's path: the topmost module calls matched."""
+        tree = self.tree
+        if _BRACES.match(name):
+            scopes: list[int] = []
+            for one in expand_braces(name):
+                if one in self._by_scope_name:
+                    scopes.append(self._by_scope_name[one])
+                else:
+                    scopes.extend(self._by_path.get(one, ()))
+        elif any(c in name for c in "*?["):
+            scopes = [
+                s.index
+                for s in tree.scopes
+                if fnmatch.fnmatchcase(s.name, name) or fnmatch.fnmatchcase(s.path, name)
+            ]
+        else:
+            prefix = name + "."
+            scopes = [s.index for s in tree.scopes if s.path.startswith(prefix)]
+        chosen = set(scopes)
+        # The topmost: a call inside another matched call is already in it.
+        top = [i for i in scopes if not any(a in chosen for a in tree.ancestors(i)[1:])]
+        return self._modules(name, list(dict.fromkeys(top))) if top else None
+
+    def _modules(self, text: str, scopes: list[int]) -> Target:
+        tree = self.tree
+        nodes = [k for i in scopes for k in tree.members(i)]
+        group = None
+        groups = {tree.group_of.get(i) for i in scopes}
+        only = groups.pop() if len(groups) == 1 else None
+        if only is not None and set(tree.groups[only].scopes) == set(scopes):
+            group = only
+        kind = "fold" if group is not None else "module"
+        return Target(text, kind, tuple(nodes), tuple(scopes), group)
+
+    def _unknown(self, name: str) -> str:
+        known = {*self._by_scope_name, *self._by_group, *self._by_leaf, *self._by_name}
+        close = difflib.get_close_matches(name, sorted(known), n=4, cutoff=0.6)
+        if close:
+            hint = f"; did you mean {', '.join(repr(c) for c in close)}?"
+        else:
+            some = [s.name for s in self.tree.scopes[:8]] or sorted(self._by_name)[:12]
+            more = ", ..." if len(known) > len(some) else ""
+            hint = f" (it has {', '.join(some)}{more})"
+        return (
+            f"nothing named {name!r} in this graph: no node id, node name, parameter or "
+            f"module path{hint}"
+        )
+
+
+def node_name(info: NodeInfo) -> str:
+    """How every view names a node: ``Name #id``."""
+    return f"{info.name} #{info.id}"
+
+
+def expand_braces(text: str) -> list[str]:
+    """The names ``{a..b}`` or ``{a,b,c}`` stand for (the first pair of braces).
+
+    ``"h.{0..2}.attn"`` gives ``["h.0.attn", "h.1.attn", "h.2.attn"]``.
+
+    Raises:
+        GraphViewError: a range longer than :data:`MAX_EXPANDED`.
+    """
+    match = _BRACES.match(text)
+    if match is None:
+        return [text]
+    head, body, tail = match.groups()
+    span = _RANGE.match(body)
+    if span is None:
+        return [f"{head}{part}{tail}" for part in body.split(",")]
+    low, high = int(span.group(1)), int(span.group(2))
+    if high - low >= MAX_EXPANDED:
+        raise GraphViewError(f"{text!r} stands for more than {MAX_EXPANDED:,} names")
+    return [f"{head}{i}{tail}" for i in range(low, high + 1)]
+
+
+def names_of(view_nodes: Mapping[str, NodeInfo], tree: ModuleTree) -> Names:
+    """:class:`Names` of a graph given as ``{key: info}``."""
+    return Names(view_nodes.items(), tree)
+
+
+__all__ = ["MAX_EXPANDED", "Names", "Target", "expand_braces", "names_of", "node_name"]

@@ -1,0 +1,525 @@
+"""What a picture shows of a model at one step: open modules as clusters, closed ones as boxes.
+
+The second part of the view model (:mod:`autograd_viz.draw.modules` has the
+tree). Every view goes through here:
+
+1. :func:`choose` says which module calls are open (drawn as a cluster
+   around what they hold) and which folds are opened into their calls: a
+   level, ``expand`` (a module opened all the way down, or ``"all"``: every
+   node, as without modules), calls and folds opened on request (the TUI's
+   Enter), and a focus (the running or failing nodes: their modules open by
+   themselves, one level each, so the node is drawn and its neighbours stay
+   boxes).
+2. :func:`apply` turns a :class:`~autograd_viz.draw.graph_view.GraphView` and
+   a :class:`Choice` into the picture: a :class:`ModuleBox` node per closed
+   call or fold (a :class:`BoxSummary` of what it holds at the step), a
+   :class:`Cluster` per open call, edges between boxes merged (``count``).
+3. :func:`module_view` does both for a view, with the focus the step gives;
+   :func:`show` is what every view calls: a neighbourhood of any name, folded
+   chains (graphs without modules), the module view, and a node budget.
+
+Box summaries are sums over the nodes inside, so a box says what its nodes
+would: how many, their sequence and topological ranges, dependencies still
+to come, and one :class:`BoxStatus`.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from autograd_viz.draw import select
+from autograd_viz.draw.graph_view import GraphView, ViewEdge, ViewNode
+from autograd_viz.draw.modules import MAX_BOXES, FoldGroup, ModuleTree, Scope
+from autograd_viz.draw.names import Names, Target
+from autograd_viz.draw.select import drawn_status
+from autograd_viz.trace.replay import NodeStatus
+
+EXPAND_ALL = "all"
+"""``expand=["all"]``: every node, no module boxes (the drawing without modules)."""
+
+
+class BoxStatus(enum.StrEnum):
+    """Where the nodes inside a box stand, in one word."""
+
+    NOT_STARTED = "not started"
+    """No node inside has received a gradient (or the graph has not run)."""
+    RUNNING = "running"
+    """Some nodes have run or received gradients, others not yet."""
+    DONE = "done"
+    """Every node inside that runs has run."""
+    FAILED = "failed"
+    """A node inside failed, or holds a NaN or Inf gradient."""
+
+
+@dataclass(frozen=True, slots=True)
+class BoxSummary:
+    """What the nodes inside a box or cluster add up to at one step."""
+
+    nodes: int
+    """How many nodes."""
+    sequence_nrs: tuple[int, int]
+    """Smallest and largest sequence number."""
+    topological_nrs: tuple[int, int]
+    """Smallest and largest topological number."""
+    remaining: int
+    """Dependencies still to come, summed over the nodes."""
+    dependencies: int
+    """Dependencies, summed over the nodes."""
+    inputs: int
+    """Edges into the box from outside it."""
+    waiting_inputs: int
+    """Of those, how many have not delivered their gradient (pruned ones not counted)."""
+    statuses: Mapping[str, int]
+    """How many nodes are in each status (``"not run"`` before backward)."""
+    non_finite: int
+    """Nodes holding a NaN or Inf gradient."""
+    status: BoxStatus
+    """All of it in one word."""
+
+    @property
+    def node_status(self) -> NodeStatus | None:
+        """The node status a box is coloured like: the most urgent among its nodes."""
+        return drawn_status(self.statuses)
+
+
+@dataclass(frozen=True, slots=True)
+class ModuleBox:
+    """A closed module call, or a fold of sibling calls, drawn as one node."""
+
+    key: str
+    """Its key in the drawing: ``m<scope>`` for a call, ``f<group>`` for a fold."""
+    name: str
+    """What it is called (:attr:`Scope.name` or :attr:`FoldGroup.name`): typed back, it names it."""
+    kind: str
+    """The module's class name (``""`` if the trace does not say)."""
+    count: int
+    """How many calls it stands for: 1, or the fold's ``×count``."""
+    scopes: tuple[int, ...]
+    """The calls it stands for."""
+    group: int | None
+    """The fold group, for a fold."""
+    members: tuple[str, ...]
+    """Keys of the nodes inside it."""
+    summary: BoxSummary
+    """What they add up to at the step."""
+
+
+@dataclass(frozen=True, slots=True)
+class Cluster:
+    """An open module call, drawn around what it holds."""
+
+    key: str
+    """``c<scope>``."""
+    scope: int
+    """The call."""
+    parent: str | None
+    """The enclosing cluster's key, or ``None`` at the top."""
+    name: str
+    """:attr:`Scope.name`."""
+    kind: str
+    """The module's class name."""
+    summary: BoxSummary
+    """What every node inside it adds up to at the step."""
+
+
+@dataclass(frozen=True, slots=True)
+class Choice:
+    """Which module calls a picture opens; made by :func:`choose`."""
+
+    level: int
+    """Calls this deep or shallower are open unless folded."""
+    open: frozenset[int]
+    """Calls drawn as clusters (when every enclosing call is open and unfolded)."""
+    unfolded: frozenset[int]
+    """Fold groups drawn as their calls."""
+
+
+# -- choosing --------------------------------------------------------------------------
+
+
+def choose(
+    tree: ModuleTree,
+    *,
+    level: int | None = None,
+    expand: Iterable[Target] = (),
+    open: Iterable[int] = (),
+    unfold: Iterable[int] = (),
+    focus: Iterable[str] = (),
+    max_boxes: int = MAX_BOXES,
+) -> Choice:
+    """Which calls to open and which folds to unfold.
+
+    Args:
+        tree: the graph's module tree.
+        level: calls at this depth or shallower are open; by default the
+            deepest level with at most ``max_boxes`` boxes
+            (:meth:`ModuleTree.default_level`).
+        expand: modules (or nodes) to show whole: a module is opened with
+            every call inside it and every fold inside unfolded; a node's
+            modules are opened so that it is drawn.
+        open: calls opened one level (what they hold is drawn; their own
+            calls stay boxes unless the level opens them).
+        unfold: fold groups drawn as their calls.
+        focus: node keys to draw: the calls enclosing them are opened, one
+            level each, and their folds unfolded.
+        max_boxes: the budget of the default level.
+    """
+    if level is None:
+        level = tree.default_level(max_boxes)
+    opened = {s.index for s in tree.scopes if s.depth <= level}
+    unfolded = set(unfold)
+    visible: set[int] = set(open)  # calls whose enclosing calls must all be open
+    for target in expand:
+        for index in target.scopes:
+            inside = tree.descendants(index)
+            opened.update(inside)
+            unfolded.update(tree.group_of[i] for i in inside if i in tree.group_of)
+            visible.add(index)
+        if not target.scopes:
+            focus = [*focus, *target.nodes]
+    for key in focus:
+        scope = tree.scope_of.get(key)
+        if scope is not None:
+            visible.add(scope)
+    for index in visible:
+        for ancestor in tree.ancestors(index):
+            opened.add(ancestor)
+            if ancestor in tree.group_of:
+                unfolded.add(tree.group_of[ancestor])
+    return Choice(level, frozenset(opened), frozenset(unfolded))
+
+
+def focus_of(view: GraphView) -> list[str]:
+    """The nodes a step is about: the running and failed ones, and the last event's node."""
+    keys = [
+        node.key
+        for node in view.nodes.values()
+        if node.status in (NodeStatus.RUNNING, NodeStatus.FAILED)
+    ]
+    event = view.event
+    if event is not None and event.node_id is not None:
+        keys.extend(
+            node.key
+            for node in view.nodes.values()
+            if node.info.id == event.node_id and node.graph_task == event.graph_task
+        )
+    return keys
+
+
+# -- drawing the choice ----------------------------------------------------------------
+
+
+def show(
+    view: GraphView,
+    *,
+    around: int | str | None = None,
+    depth: int = 2,
+    collapse: bool = False,
+    level: int | None = None,
+    expand: Sequence[str] = (),
+    focus: Iterable[str] = (),
+    max_boxes: int = MAX_BOXES,
+    max_nodes: int | None = None,
+) -> GraphView:
+    """What a view draws of ``view``, in order: neighbourhood, folded chains, modules, budget.
+
+    Args:
+        view: the graph at a step (every node).
+        around: draw only what is within ``depth`` edges of this (a node id,
+            ``Name #id``, a parameter, a module path, a fold); a module named
+            here is drawn whole, a node with its modules open.
+        depth: with ``around``, how many edges away to go.
+        collapse: fold repeated chains and the steps of loops that no module
+            encloses into one node with a count (:func:`~autograd_viz.draw.select.collapse`).
+        level: see :func:`choose`; by default the deepest with at most
+            ``max_boxes`` boxes.
+        expand: modules (or nodes) to draw whole; ``"all"`` draws every node,
+            as without modules.
+        focus: more node keys to draw with their modules open, besides the
+            step's running and failing nodes (:func:`focus_of`).
+        max_boxes: the budget of the default level.
+        max_nodes: draw at most this many nodes (boxes included), nearest the root.
+
+    Raises:
+        GraphViewError: a name names nothing (or a node name several nodes have).
+        ValueError: ``depth`` or ``max_nodes`` is out of range.
+    """
+    focused = [*focus_of(view), *focus]
+    expanded = list(expand)
+    if around is not None:
+        target = select.resolve(view, around)
+        view = select.around(view, target, depth)
+        if target.scopes:
+            expanded.append(target.text)
+        else:
+            focused.extend(target.nodes)
+    if collapse:
+        view = select.collapse(view)
+    kept = [k for k in focused if k in view.nodes]
+    view = module_view(view, level=level, expand=expanded, focus=kept, max_boxes=max_boxes)
+    if max_nodes is not None:
+        view = select.limit(view, max_nodes)
+    return view
+
+
+def module_view(
+    view: GraphView,
+    *,
+    level: int | None = None,
+    expand: Sequence[str] = (),
+    focus: Iterable[str] | None = None,
+    max_boxes: int = MAX_BOXES,
+) -> GraphView:
+    """``view`` drawn at module level: the usual entry point of every view.
+
+    Args:
+        view: the graph at a step (every node).
+        level: see :func:`choose`.
+        expand: names of modules (or nodes) to show whole (any name
+            :class:`~autograd_viz.draw.names.Names` reads); ``"all"`` draws every
+            node, as without modules.
+        focus: node keys whose modules open; by default the step's
+            (:func:`focus_of`).
+        max_boxes: the budget of the default level.
+
+    Raises:
+        GraphViewError: a name in ``expand`` names nothing.
+    """
+    if EXPAND_ALL in expand:
+        return view
+    tree = ModuleTree.build(((k, n.info) for k, n in view.nodes.items()), view.modules)
+    if not tree.scopes:
+        return view
+    names = Names(((k, n.info) for k, n in view.nodes.items()), tree)
+    targets = [names.resolve(name) for name in expand]
+    chosen = choose(
+        tree,
+        level=level,
+        expand=targets,
+        focus=focus_of(view) if focus is None else focus,
+        max_boxes=max_boxes,
+    )
+    return apply(view, tree, chosen)
+
+
+def apply(view: GraphView, tree: ModuleTree, choice: Choice) -> GraphView:
+    """``view`` with each closed call or fold as one :class:`ModuleBox` node, open calls clusters.
+
+    Node keys of the boxes and clusters come from the tree (stable from step
+    to step); edges into, out of and between boxes are merged into one per
+    pair of drawn nodes, with their ``count``.
+    """
+    drawn: dict[str, str] = {}  # node key -> the key it is drawn as
+    inside: dict[str, str] = {}  # drawn key -> innermost cluster
+    clusters: dict[str, tuple[Scope, str | None]] = {}
+    boxes: dict[str, tuple[Scope | FoldGroup, str | None]] = {}
+    stack: list[tuple[Scope | FoldGroup, str | None]] = [
+        (item, None) for item in reversed(tree.items.get(None, ()))
+    ]
+    while stack:
+        item, parent = stack.pop()
+        if isinstance(item, FoldGroup):
+            if item.index in choice.unfolded:
+                stack.extend((tree.scopes[i], parent) for i in reversed(item.scopes))
+                continue
+            _close(tree, item, f"f{item.index}", parent, drawn, inside, boxes)
+        elif item.index in choice.open:
+            key = f"c{item.index}"
+            clusters[key] = (item, parent)
+            for own in item.nodes:
+                drawn[own] = own
+                inside[own] = key
+            stack.extend((child, key) for child in reversed(tree.items.get(item.index, ())))
+        else:
+            _close(tree, item, f"m{item.index}", parent, drawn, inside, boxes)
+    if not boxes and not clusters:
+        return view
+    incoming: dict[str, list[ViewEdge]] = {}
+    for edge in view.edges:
+        incoming.setdefault(edge.head, []).append(edge)
+    nodes: dict[str, ViewNode] = {}
+    for key, node in view.nodes.items():
+        shown = drawn.get(key, key)
+        if shown == key:
+            nodes[key] = node
+        elif shown not in nodes:
+            closed = boxes[shown][0]
+            members = [m for i in _scopes(closed) for m in tree.members(i)]
+            summary = summarize([view.nodes[m] for m in members], incoming)
+            nodes[shown] = _box_node(node, shown, closed, members, summary)
+    folded = sum(1 for k in view.nodes if drawn.get(k, k) != k)
+    notice = (
+        f"drawn by module (level {choice.level}): {len(boxes):,} boxes stand for "
+        f"{folded:,} of {len(view.nodes):,} nodes"
+    )
+    return replace(
+        view,
+        nodes=nodes,
+        edges=tuple(_merge_edges(view.edges, drawn)),
+        boxes=tuple(b for b in view.boxes if drawn.get(b.node, b.node) == b.node),
+        elided_near=tuple(dict.fromkeys(drawn.get(k, k) for k in view.elided_near)),
+        notices=(*view.notices, notice) if boxes else view.notices,
+        clusters={
+            key: Cluster(
+                key,
+                scope.index,
+                parent,
+                scope.name,
+                scope.kind,
+                summarize([view.nodes[m] for m in tree.members(scope.index)], incoming),
+            )
+            for key, (scope, parent) in clusters.items()
+        },
+        cluster_of=inside,
+    )
+
+
+def _scopes(item: Scope | FoldGroup) -> tuple[int, ...]:
+    return item.scopes if isinstance(item, FoldGroup) else (item.index,)
+
+
+def _close(
+    tree: ModuleTree,
+    item: Scope | FoldGroup,
+    key: str,
+    parent: str | None,
+    drawn: dict[str, str],
+    inside: dict[str, str],
+    boxes: dict[str, tuple[Scope | FoldGroup, str | None]],
+) -> None:
+    boxes[key] = (item, parent)
+    for index in _scopes(item):
+        for member in tree.members(index):
+            drawn[member] = key
+    if parent is not None:
+        inside[key] = parent
+
+
+def _box_node(
+    first: ViewNode,
+    key: str,
+    item: Scope | FoldGroup,
+    members: Sequence[str],
+    summary: BoxSummary,
+) -> ViewNode:
+    """The drawn node of a box; it keeps its first node's device and graph task."""
+    group = item.index if isinstance(item, FoldGroup) else None
+    box = ModuleBox(
+        key,
+        item.name,
+        item.kind,
+        len(_scopes(item)),
+        _scopes(item),
+        group,
+        tuple(members),
+        summary,
+    )
+    return replace(
+        first,
+        key=key,
+        status=summary.node_status,
+        remaining=summary.remaining,
+        slots=(),
+        outputs=None,
+        captured=False,
+        error=None,
+        thread=None,
+        released=False,
+        fold=None,
+        box=box,
+    )
+
+
+def _merge_edges(edges: Iterable[ViewEdge], drawn: Mapping[str, str]) -> Iterable[ViewEdge]:
+    """Edges between drawn nodes: as they are between nodes, one per pair where a box is."""
+    merged: dict[tuple[str, str], ViewEdge] = {}
+    order: list[tuple[str, str] | ViewEdge] = []
+    for edge in edges:
+        tail, head = drawn.get(edge.tail, edge.tail), drawn.get(edge.head, edge.head)
+        if tail == head and (tail != edge.tail or head != edge.head):
+            continue  # inside one box
+        if tail == edge.tail and head == edge.head:
+            order.append(edge)
+            continue
+        pair = (tail, head)
+        seen = merged.get(pair)
+        if seen is None:
+            merged[pair] = replace(edge, tail=tail, head=head)
+            order.append(pair)
+        else:
+            merged[pair] = replace(
+                seen,
+                delivered=seen.delivered and edge.delivered,
+                pruned=seen.pruned and edge.pruned,
+                grad=None,
+                count=seen.count + 1,
+            )
+    for entry in order:
+        yield merged[entry] if isinstance(entry, tuple) else entry
+
+
+# -- summaries -------------------------------------------------------------------------
+
+
+def summarize(nodes: Sequence[ViewNode], incoming: Mapping[str, Sequence[ViewEdge]]) -> BoxSummary:
+    """What ``nodes`` add up to; ``incoming`` has every edge into each node, by head key."""
+    keys = {n.key for n in nodes}
+    statuses: Counter[str] = Counter()
+    inputs = waiting = remaining = dependencies = non_finite = 0
+    for node in nodes:
+        statuses["not run" if node.status is None else node.status.value] += 1
+        remaining += node.remaining
+        dependencies += node.info.dependencies
+        non_finite += node.non_finite
+        for edge in incoming.get(node.key, ()):
+            if edge.tail not in keys:
+                inputs += 1
+                waiting += not edge.delivered and not edge.pruned
+    seqs = [n.info.sequence_nr for n in nodes]
+    topos = [n.info.topological_nr for n in nodes]
+    return BoxSummary(
+        nodes=len(nodes),
+        sequence_nrs=(min(seqs, default=0), max(seqs, default=0)),
+        topological_nrs=(min(topos, default=0), max(topos, default=0)),
+        remaining=remaining,
+        dependencies=dependencies,
+        inputs=inputs,
+        waiting_inputs=waiting,
+        statuses=dict(statuses),
+        non_finite=non_finite,
+        status=box_status(statuses, non_finite),
+    )
+
+
+def box_status(statuses: Mapping[str, int], non_finite: int = 0) -> BoxStatus:
+    """One word for nodes in these statuses (see :class:`BoxStatus`)."""
+    if non_finite or statuses.get(NodeStatus.FAILED.value):
+        return BoxStatus.FAILED
+    counted = {s for s, n in statuses.items() if n}
+    ran = {NodeStatus.DONE.value, NodeStatus.PRUNED.value}
+    if NodeStatus.DONE.value in counted and counted <= ran:
+        return BoxStatus.DONE
+    idle = {"not run", NodeStatus.WAITING.value, NodeStatus.PRUNED.value}
+    if counted <= idle:
+        return BoxStatus.NOT_STARTED
+    return BoxStatus.RUNNING
+
+
+__all__ = [
+    "EXPAND_ALL",
+    "BoxStatus",
+    "BoxSummary",
+    "Choice",
+    "Cluster",
+    "ModuleBox",
+    "apply",
+    "box_status",
+    "choose",
+    "focus_of",
+    "module_view",
+    "show",
+    "summarize",
+]
