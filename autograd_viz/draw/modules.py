@@ -67,7 +67,8 @@ class Scope:
     size: int
     """How many nodes it holds, its children's included."""
     signature: int
-    """Equal for two calls with the same inside: class, node names and children, recursively."""
+    """Equal for two calls with the same inside: class, node names and children, recursively
+    (leaves' ``AccumulateGrad`` nodes left out)."""
     name: str
     """What views call it and what :mod:`~autograd_viz.draw.names` reads back: the path,
     with ``:call`` when the graph holds several calls of the module (``"cell:3"``)."""
@@ -216,11 +217,16 @@ class ModuleTree:
                 stack.extend(self.items.get(scope.index, ()))
         return total
 
-    def default_level(self, max_boxes: int = MAX_BOXES) -> int:
-        """The deepest level whose picture has at most ``max_boxes`` boxes (0 if none has)."""
+    def default_level(
+        self, max_boxes: int = MAX_BOXES, unfolded: frozenset[int] = frozenset()
+    ) -> int:
+        """The deepest level whose picture has at most ``max_boxes`` boxes (0 if none has).
+
+        ``unfolded`` are the fold groups drawn as their calls (see :meth:`count`).
+        """
         best = 0
         for level in range(1, self.max_depth + 1):
-            if self.count(level) > max_boxes:
+            if self.count(level, unfolded) > max_boxes:
                 break
             best = level
         return best
@@ -276,7 +282,10 @@ def _build(nodes: Iterable[tuple[str, NodeInfo]], modules: Mapping[str, str]) ->
         scope = growing[inner]
         scope_of[key] = inner
         scope.nodes.append(key)
-        scope.names.append(info.name)
+        # A parameter's AccumulateGrad is made by the first call that uses it: the
+        # calls of an unrolled cell are alike but for it, so it is no part of their inside.
+        if info.leaf is None:
+            scope.names.append(info.name)
         # AccumulateGrad's sequence_nr is UINT64_MAX; it says nothing about order.
         scope.first = min(scope.first, info.sequence_nr)
     # Children before parents: a scope's index is above its parent's.

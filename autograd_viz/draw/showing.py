@@ -155,8 +155,8 @@ def choose(
     Args:
         tree: the graph's module tree.
         level: calls at this depth or shallower are open; by default the
-            deepest level with at most ``max_boxes`` boxes
-            (:meth:`ModuleTree.default_level`).
+            deepest level with at most ``max_boxes`` boxes, the folds opened here
+            counted open (:meth:`ModuleTree.default_level`).
         expand: modules (or nodes) to show whole: a module is opened with
             every call inside it and every fold inside unfolded; a node's
             modules are opened so that it is drawn.
@@ -167,9 +167,7 @@ def choose(
             level each, and their folds unfolded.
         max_boxes: the budget of the default level.
     """
-    if level is None:
-        level = tree.default_level(max_boxes)
-    opened = {s.index for s in tree.scopes if s.depth <= level}
+    opened: set[int] = set()
     unfolded = set(unfold)
     visible: set[int] = set(open)  # calls whose enclosing calls must all be open
     for target in expand:
@@ -189,7 +187,11 @@ def choose(
             opened.add(ancestor)
             if ancestor in tree.group_of:
                 unfolded.add(tree.group_of[ancestor])
-    return Choice(level, frozenset(opened), frozenset(unfolded))
+    frozen = frozenset(unfolded)
+    if level is None:
+        level = tree.default_level(max_boxes, frozen)
+    opened.update(s.index for s in tree.scopes if s.depth <= level)
+    return Choice(level, frozenset(opened), frozen)
 
 
 def focus_of(view: GraphView) -> list[str]:
@@ -351,9 +353,10 @@ def apply(view: GraphView, tree: ModuleTree, choice: Choice) -> GraphView:
             summary = summarize([view.nodes[m] for m in members], incoming)
             nodes[shown] = _box_node(node, shown, closed, members, summary)
     folded = sum(1 for k in view.nodes if drawn.get(k, k) != k)
+    stand = "1 box stands" if len(boxes) == 1 else f"{len(boxes):,} boxes stand"
     notice = (
-        f"drawn by module (level {choice.level}): {len(boxes):,} boxes stand for "
-        f"{folded:,} of {len(view.nodes):,} nodes"
+        f"drawn by module (level {choice.level}): {stand} for {folded:,} of "
+        f"{len(view.nodes):,} nodes"
     )
     return replace(
         view,

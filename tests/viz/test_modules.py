@@ -1,0 +1,343 @@
+"""The module view model on our engine's scopes: tree, folds, levels, summaries, names, DOT."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import xml.etree.ElementTree as ET
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+import autograd_viz
+import engine
+from autograd_viz.draw import dot, showing
+from autograd_viz.draw.graph_view import GraphView, GraphViewError, from_state
+from autograd_viz.draw.modules import ModuleTree, fold_name
+from autograd_viz.draw.names import Names, expand_braces, node_name
+from autograd_viz.trace import Trace
+from autograd_viz.trace.replay import NodeStatus
+from tests.viz.dotting import SVG
+
+LAYERS = 12
+
+
+def _linear(x: engine.Tensor, w: engine.Tensor, b: engine.Tensor, name: str) -> engine.Tensor:
+    with engine.scope(name, kind="Linear"):
+        return x @ w + b
+
+
+def _params(rng: np.random.Generator, prefix: str, n: int) -> dict[str, engine.Tensor]:
+    def p(name: str, *shape: int) -> engine.Tensor:
+        data = rng.standard_normal(shape) * 0.3
+        return engine.tensor(data, requires_grad=True, name=f"{prefix}.{name}")
+
+    return {"attn.w": p("attn.w", n, n), "attn.b": p("attn.b", n), "mlp.w": p("mlp.w", n, n)}
+
+
+def transformer_trace(layers: int = LAYERS) -> Trace:
+    """A GPT-like stack: ``transformer.h.<i>`` blocks with ``attn`` and ``mlp``, then a head."""
+    rng = np.random.default_rng(0)
+    n = 4
+    blocks = [_params(rng, f"transformer.h.{i}", n) for i in range(layers)]
+    head = engine.tensor(rng.standard_normal((n, 1)), requires_grad=True, name="lm_head.weight")
+    bias = engine.tensor(np.zeros(1), requires_grad=True, name="lm_head.bias")
+    x = engine.tensor(rng.standard_normal((2, n)))
+    with engine.scope("transformer", kind="Transformer"):
+        for i, p in enumerate(blocks):
+            with engine.scope(f"h.{i}", kind="Block"):
+                with engine.scope("attn", kind="Attention"):
+                    a = (x @ p["attn.w"]).softmax(-1) + p["attn.b"]
+                with engine.scope("mlp", kind="MLP"):
+                    m = (a @ p["mlp.w"]).tanh()
+                x = x + m
+    loss = _linear(x, head, bias, "lm_head").sum()
+    with autograd_viz.record() as trace:
+        loss.backward()
+    return trace
+
+
+def unrolled_trace(steps: int = 12) -> Trace:
+    """A cell called ``steps`` times on its own output (an unrolled RNN)."""
+    w = engine.tensor(np.eye(3) * 0.5, requires_grad=True, name="cell.weight")
+    h = engine.tensor(np.ones((1, 3)), requires_grad=True, name="h0")
+    for _ in range(steps):
+        with engine.scope("cell", kind="Cell"):
+            h = (h @ w).tanh()
+    with autograd_viz.record() as trace:
+        h.sum().backward()
+    return trace
+
+
+def _view(trace: Trace, step: int | None = None) -> GraphView:
+    return from_state(trace.state_at(len(trace) if step is None else step))
+
+
+def _tree(view: GraphView) -> ModuleTree:
+    return ModuleTree.build(((k, n.info) for k, n in view.nodes.items()), view.modules)
+
+
+def _names(view: GraphView) -> Names:
+    return Names(((k, n.info) for k, n in view.nodes.items()), _tree(view))
+
+
+# -- the tree and its folds ------------------------------------------------------------
+
+
+def test_the_tree_follows_the_scopes_and_folds_the_repeated_blocks() -> None:
+    view = _view(transformer_trace())
+    tree = _tree(view)
+    roots = [tree.scopes[i].name for i in tree.roots]
+    assert roots == ["transformer", "lm_head"]
+    transformer = tree.scopes[tree.roots[0]]
+    blocks = [tree.scopes[i] for i in transformer.children]
+    assert [b.name for b in blocks] == [f"transformer.h.{i}" for i in range(LAYERS)]
+    assert {b.kind for b in blocks} == {"Block"} and {b.depth for b in blocks} == {2}
+    assert [tree.scopes[c].name for c in blocks[3].children] == [
+        "transformer.h.3.attn",
+        "transformer.h.3.mlp",
+    ]
+    (group,) = tree.groups
+    assert group.name == "transformer.h.{0..11}" and group.count == LAYERS
+    assert group.kind == "Block" and group.parent == transformer.index
+    # Every node is in exactly one place: outside any module or in its innermost call.
+    placed = list(tree.outside) + [k for s in tree.scopes for k in s.nodes]
+    assert sorted(placed) == sorted(view.nodes)
+    assert transformer.size == len(tree.members(transformer.index))
+
+
+def test_the_calls_of_an_unrolled_cell_fold_into_one_box_with_their_count() -> None:
+    view = _view(unrolled_trace(12))
+    tree = _tree(view)
+    assert [tree.scopes[i].name for i in tree.roots] == [f"cell:{i}" for i in range(12)]
+    (group,) = tree.groups
+    # The first call also made the weight's AccumulateGrad, and still folds with the others.
+    assert group.name == "cell:{0..11}" and group.count == 12
+    picture = showing.module_view(view)
+    (box,) = [n.box for n in picture.nodes.values() if n.box is not None]
+    assert box.count == 12 and box.name == "cell:{0..11}"
+    assert box.summary.nodes == len(view.nodes) - len(tree.outside)
+
+
+def test_fold_names_read_back_as_their_members() -> None:
+    names = [f"transformer.h.{i}" for i in range(12)]
+    assert fold_name(names) == "transformer.h.{0..11}"
+    assert expand_braces(fold_name(names)) == names
+    calls = [f"cell:{i}" for i in range(3, 9)]
+    assert fold_name(calls) == "cell:{3..8}" and expand_braces("cell:{3..8}") == calls
+    odd = ["blocks.a.ff", "blocks.b.ff", "blocks.c.ff"]
+    assert fold_name(odd) == "blocks.{a,b,c}.ff" and expand_braces(fold_name(odd)) == odd
+    assert fold_name(["layer.10", "layer.11"]) == "layer.{10..11}"
+
+
+# -- levels and boxes ------------------------------------------------------------------
+
+
+def test_levels_count_what_they_draw_and_the_default_fits_the_budget() -> None:
+    view = _view(transformer_trace())
+    tree = _tree(view)
+    for level in range(tree.max_depth + 1):
+        chosen = showing.choose(tree, level=level)
+        picture = showing.apply(view, tree, chosen)
+        drawn = len(picture.nodes) + len(picture.boxes)
+        assert drawn == tree.count(level), level
+    assert tree.count(0) == 2 + len(tree.outside)  # transformer and lm_head, closed
+    counts = [tree.count(level) for level in range(tree.max_depth + 1)]
+    assert counts == sorted(counts) and counts[0] < counts[-1]
+    for budget in range(counts[0], counts[-1] + 1):
+        level = tree.default_level(budget)
+        assert counts[level] <= budget and (level == tree.max_depth or counts[level + 1] > budget)
+        small = showing.module_view(view, max_boxes=budget)
+        assert len(small.nodes) + len(small.boxes) <= budget
+
+
+def test_unfolded_blocks_are_boxes_and_a_deeper_level_opens_them() -> None:
+    view = _view(transformer_trace())
+    tree = _tree(view)
+    group = tree.groups[0]
+    chosen = showing.choose(tree, level=1, unfold=[group.index])
+    picture = showing.apply(view, tree, chosen)
+    boxes = {n.box.name for n in picture.nodes.values() if n.box is not None}
+    assert boxes == {f"transformer.h.{i}" for i in range(LAYERS)}
+    assert [c.name for c in picture.clusters.values()] == ["transformer", "lm_head"]
+    deeper = showing.apply(view, tree, showing.choose(tree, level=2, unfold=[group.index]))
+    boxes = {n.box.name for n in deeper.nodes.values() if n.box is not None}
+    assert boxes == {f"transformer.h.{i}.{m}" for i in range(LAYERS) for m in ("attn", "mlp")}
+
+
+def _sum_check(picture: GraphView, view: GraphView) -> None:
+    """Every box's summary is the sum of the nodes it stands for."""
+    for node in picture.nodes.values():
+        box = node.box
+        if box is None:
+            continue
+        members = [view.nodes[k] for k in box.members]
+        summary = box.summary
+        assert summary.nodes == len(members)
+        assert summary.remaining == sum(m.remaining for m in members)
+        assert summary.dependencies == sum(m.info.dependencies for m in members)
+        topos = [m.info.topological_nr for m in members]
+        assert summary.topological_nrs == (min(topos), max(topos))
+        counted: dict[str, int] = {}
+        for m in members:
+            status = "not run" if m.status is None else m.status.value
+            counted[status] = counted.get(status, 0) + 1
+        assert dict(summary.statuses) == counted
+        keys = set(box.members)
+        into = [e for e in view.edges if e.head in keys and e.tail not in keys]
+        assert summary.inputs == len(into)
+        assert summary.waiting_inputs == sum(not e.delivered and not e.pruned for e in into)
+
+
+def test_box_summaries_are_the_sums_of_their_nodes_at_every_step() -> None:
+    trace = transformer_trace(4)
+    tree_view = _view(trace)
+    tree = _tree(tree_view)
+    statuses: set[showing.BoxStatus] = set()
+    for step in [*range(0, len(trace), 7), len(trace)]:
+        view = _view(trace, step)
+        picture = showing.apply(view, tree, showing.choose(tree, level=1))
+        _sum_check(picture, view)
+        statuses.update(n.box.summary.status for n in picture.nodes.values() if n.box)
+    assert statuses >= {
+        showing.BoxStatus.NOT_STARTED,
+        showing.BoxStatus.RUNNING,
+        showing.BoxStatus.DONE,
+    }
+
+
+def test_the_running_nodes_modules_open_by_themselves_at_a_step() -> None:
+    trace = transformer_trace()
+    starts = [e.index + 1 for e in trace.events if e.kind == "node_start"]
+    step = starts[len(starts) // 2]
+    view = _view(trace, step)
+    (running,) = [n for n in view.nodes.values() if n.status is NodeStatus.RUNNING]
+    picture = showing.module_view(view, max_boxes=40)
+    assert running.key in picture.nodes  # drawn as itself, not inside a box
+    chain = []
+    cluster = picture.cluster_of.get(running.key)
+    while cluster is not None:
+        chain.append(picture.clusters[cluster].name)
+        cluster = picture.clusters[cluster].parent
+    assert chain[-1] == "transformer" and re.fullmatch(r"transformer\.h\.\d+(\.\w+)?", chain[0])
+    # Its neighbours stay closed: the other blocks are boxes.
+    boxes = [n.box.name for n in picture.nodes.values() if n.box is not None]
+    assert sum(name.startswith("transformer.h.") for name in boxes) >= LAYERS - 1
+    _sum_check(picture, view)
+    assert len(picture.nodes) + len(picture.boxes) <= 40
+
+
+def test_expand_all_is_the_drawing_without_modules() -> None:
+    trace = transformer_trace(3)
+    with_modules = dot.to_dot(trace, expand="all").source
+    assert with_modules == dot.to_dot(_strip_scopes(trace)).source
+    assert "cluster_t0_d0_c" not in with_modules
+    assert dot.to_dot(trace).source != with_modules
+
+
+def _strip_scopes(trace: Trace) -> Trace:
+    tasks = {
+        gid: replace(
+            info,
+            modules={},
+            nodes={k: replace(n, scope=()) for k, n in info.nodes.items()},
+        )
+        for gid, info in trace.graph_tasks.items()
+    }
+    return Trace(trace.header, tasks, list(trace.events))
+
+
+# -- names -----------------------------------------------------------------------------
+
+
+def test_every_name_a_picture_shows_is_read_back() -> None:
+    view = _view(transformer_trace())
+    names = _names(view)
+    shown = names.shown()
+    assert "transformer.h.{0..11}" in shown and "lm_head.weight" in shown
+    for name in shown:
+        if name.startswith("AccumulateGrad #") or " #" in name:
+            target = names.resolve(name)
+            assert target.kind == "node" and node_name(view.nodes[target.nodes[0]].info) == name
+            continue
+        assert names.resolve(name).nodes, name
+    picture = showing.module_view(view)
+    for node in picture.nodes.values():
+        label = node.box.name if node.box is not None else node_name(node.info)
+        assert names.resolve(label).nodes
+    for cluster in picture.clusters.values():
+        assert names.resolve(cluster.name).scopes
+
+
+def test_names_resolve_to_what_they_name() -> None:
+    view = _view(transformer_trace())
+    names = _names(view)
+    tree = names.tree
+    fold = names.resolve("transformer.h.{0..11}")
+    assert fold.kind == "fold" and fold.group == 0 and len(fold.scopes) == LAYERS
+    container = names.resolve("transformer.h")  # never called itself: the calls inside it
+    assert set(container.scopes) == set(fold.scopes) and container.group == 0
+    block = names.resolve("transformer.h.3")
+    assert block.kind == "module" and tree.scopes[block.scopes[0]].name == "transformer.h.3"
+    assert set(block.nodes) == set(tree.members(block.scopes[0]))
+    attn = names.resolve("transformer.h.*.attn")
+    assert len(attn.scopes) == LAYERS and attn.kind == "module"
+    param = names.resolve("transformer.h.3.attn.w")
+    assert param.kind == "parameter"
+    (key,) = param.nodes
+    assert view.nodes[key].info.leaf is not None
+    info = view.nodes[key].info
+    assert names.resolve(f"#{info.id}").nodes == (key,)
+    assert names.resolve(str(info.id)).nodes == (key,)
+    with pytest.raises(GraphViewError, match="is 'AccumulateGrad', not 'TanhBackward0'"):
+        names.resolve(f"TanhBackward0 #{info.id}")
+    with pytest.raises(GraphViewError, match="12 nodes are named 'TanhBackward0'"):
+        names.resolve("TanhBackward0")
+    with pytest.raises(GraphViewError, match="did you mean 'transformer.h.3'"):
+        names.resolve("transfomer.h.3")
+
+
+# -- DOT ---------------------------------------------------------------------------------
+
+
+def test_dot_draws_modules_as_clusters_and_folds_as_boxes() -> None:
+    trace = transformer_trace()
+    source = dot.to_dot(trace).source
+    assert "transformer.h.{0..11}</B> × 12" in source
+    assert 'class="fold done"' in source
+    assert re.search(r"subgraph cluster_t0_d0_c\d+ \{", source)
+    opened = dot.to_dot(trace, expand="transformer.h.3").source
+    assert "transformer.h.3.attn</B> <I>Attention</I>" in opened
+    assert "transformer.h.{4..11}" not in opened  # unfolded: the other blocks are single boxes
+    assert "transformer.h.4</B>" in opened
+
+
+def test_around_a_module_draws_it_whole_with_its_neighbours() -> None:
+    trace = transformer_trace()
+    view = dot.select(_view(trace), around="transformer.h.3.attn", depth=1)
+    names = {c.name for c in view.clusters.values()}
+    assert "transformer.h.3.attn" in names
+    assert any("within 1 edge of transformer.h.3.attn" in n for n in view.notices)
+    param = dot.select(_view(trace), around="transformer.h.3.attn.w", depth=1)
+    assert any(
+        n.info.leaf and n.info.leaf.name == "transformer.h.3.attn.w" for n in param.nodes.values()
+    )
+
+
+def test_module_names_are_text_in_dot() -> None:
+    hostile = 'h"<b>{0}</b>\\N\x1b[31m'
+    w = engine.tensor(np.ones((2, 2)), requires_grad=True)
+    x = engine.tensor(np.ones((1, 2)))
+    with engine.scope(hostile, kind="<i>Kind</i>"):
+        y = (x @ w).tanh()
+    with autograd_viz.record() as trace:
+        y.sum().backward()
+    graph = dot.to_dot(trace, level=0)
+    source = graph.source
+    assert chr(27) not in source and "<I><i>" not in source
+    assert r"<B>h&quot;&lt;b&gt;{0}&lt;/b&gt;\\N\\x1b[31m</B>" in source
+    if shutil.which("dot"):
+        svg = ET.fromstring(dot.pipe(graph, "svg"))
+        texts = [t.text or "" for t in svg.iter(f"{SVG}text")]
+        assert 'h"<b>{0}</b>\\N\\x1b[31m' in texts and "<i>Kind</i>" in texts
