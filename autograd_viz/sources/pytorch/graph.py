@@ -12,17 +12,18 @@ the plan into the :class:`~autograd_viz.trace.GraphTaskInfo` a trace keeps.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
+from autograd_viz.sources.pytorch.modules import Calls, GraphModules, calls_of
 from autograd_viz.sources.pytorch.naming import LeafNamer
 from autograd_viz.sources.pytorch.saved import Seen, saved_summaries
 from autograd_viz.sources.pytorch.summary import _DTYPE_NAMES, dtype_name, summarize_tensor
 from autograd_viz.trace import GraphTaskInfo, LeafInfo, NodeInfo
-from autograd_viz.trace.records import new_node_info
+from autograd_viz.trace.records import Scope, new_node_info
 from engine.events import TensorSummary
 from engine.graph import _node_ids
 
@@ -63,6 +64,7 @@ class TorchNode:
     __slots__ = (
         "_id",
         "_name",
+        "calls",
         "device",
         "fn",
         "inputs",
@@ -95,6 +97,9 @@ class TorchNode:
         """For ``AccumulateGrad``: the leaf."""
         self.leaf_name: str | None = None
         """For ``AccumulateGrad``: the leaf's name."""
+        self.calls: Calls | None = ()
+        """The module calls that made it, outermost first; ``None`` when nobody followed
+        them (:func:`~autograd_viz.sources.pytorch.modules.calls_of`)."""
 
     def name(self) -> str:
         """``MulBackward0``, ``AccumulateGrad``, ... (read by the event hub)."""
@@ -126,6 +131,8 @@ class GraphPlan:
     """``(input slot, output index)`` captured at each node, for ``grad()``."""
     fan_in: dict[tuple[TorchNode, int], int] = field(default_factory=dict)
     """How many edges of the graph task arrive at each input slot."""
+    modules: GraphModules = field(default_factory=lambda: GraphModules(()))
+    """The module calls that made the nodes."""
 
     def should_execute(self, node: TorchNode) -> bool:
         """PyTorch's ``ExecInfo::should_execute``: the node runs or is captured."""
@@ -149,7 +156,8 @@ class GraphPlan:
         in_task = self.dependencies.keys() | {self.root}
         nodes: dict[int, NodeInfo] = {}
         seen: Seen = {}
-        for node in self.nodes:
+        scopes, modules = self.modules.scopes(self.nodes)
+        for node, scope in zip(self.nodes, scopes, strict=True):
             status = "needed" if node in in_task and node in self.needed else "pruned"
             nodes[node._id] = _node_info(
                 node,
@@ -158,6 +166,7 @@ class GraphPlan:
                 tuple(self.captures.get(node, ())),
                 max_values,
                 seen,
+                scope,
             )
         return GraphTaskInfo(
             id=graph_task,
@@ -171,6 +180,7 @@ class GraphPlan:
             thread=thread,
             first_event=0,
             nodes=nodes,
+            modules=modules,
         )
 
 
@@ -181,6 +191,7 @@ def _node_info(
     captures: tuple[tuple[int, int], ...],
     max_values: int,
     seen: Seen,
+    scope: Scope,
 ) -> NodeInfo:
     fn = node.fn
     inputs: tuple[tuple[tuple[int, ...], str, str], ...] = ()
@@ -217,6 +228,7 @@ def _node_info(
         (),
         traceback,
         leaf,
+        scope,
     )
 
 
@@ -245,14 +257,13 @@ def _device_name(device: torch.device) -> str:
     return name
 
 
-def _adapt(fn: Any, namer: Callable[[torch.Tensor], str]) -> TorchNode:
+def _adapt(fn: Any) -> TorchNode:
     name = fn.name()
     inputs = _input_slots(fn._input_metadata)
     device = inputs[0][2] if inputs else "cpu"
     if name == "torch::autograd::AccumulateGrad":
         node = TorchNode(fn, ACCUMULATE_GRAD, fn._sequence_nr(), device)
-        node.variable = fn.variable
-        node.leaf_name = namer(fn.variable)
+        node.variable = fn.variable  # named once the walk has found the modules
     else:
         node = TorchNode(fn, name, fn._sequence_nr(), device)
     node.num_inputs = len(inputs)
@@ -286,7 +297,7 @@ def plan_graph_task(
     def adapt(fn: Any) -> TorchNode:
         node = by_fn.get(id(fn))
         if node is None:
-            node = by_fn[id(fn)] = _adapt(fn, namer)
+            node = by_fn[id(fn)] = _adapt(fn)
             order.append(node)
         return node
 
@@ -309,7 +320,7 @@ def plan_graph_task(
                 continue
             child = by_fn.get(id(fn))
             if child is None:  # adapt(fn), inline: the walk meets every edge
-                child = by_fn[id(fn)] = _adapt(fn, namer)
+                child = by_fn[id(fn)] = _adapt(fn)
                 order.append(child)
             edges.append((child, nr))
         node.next_edges = edges
@@ -318,6 +329,12 @@ def plan_graph_task(
                 walked.add(edge[0])
                 stack.append(edge[0])
     _topological_nrs(order)
+    _find_calls(order)
+    modules = GraphModules(order, namer.module_variables)
+    namer.tracked = modules.parameter_names()
+    for node in order:
+        if node.variable is not None:
+            node.leaf_name = namer(node.variable)
     if root.fn is None:
         root.topological_nr = 1 + max((n.topological_nr for n, _ in root_edges), default=-1)
         # PyTorch numbers its GraphRoot when the call starts: after every node made before.
@@ -325,13 +342,22 @@ def plan_graph_task(
         root.sequence_nr = max(ordinary, default=-1) + 1
     output_edges = [_output_edge(o, by_fn) for o in outputs]
     min_topo = min((n.topological_nr for n, _ in output_edges), default=0)
-    plan = GraphPlan(root, root_edges, output_edges, order, {}, pruned=bool(output_edges))
+    plan = GraphPlan(
+        root, root_edges, output_edges, order, {}, pruned=bool(output_edges), modules=modules
+    )
     _dependencies(plan, min_topo)
     if output_edges:
         _init_to_execute(plan, accumulate_grad, min_topo)
     else:
         plan.needed = set(plan.dependencies) | {root}
     return plan
+
+
+def _find_calls(order: list[TorchNode]) -> None:
+    """Each node's module calls (Note [Module calls own sequence ranges]), on this thread."""
+    made = [n for n in order if n.fn is not None and n.variable is None]
+    for node, calls in zip(made, calls_of(n.sequence_nr for n in made), strict=True):
+        node.calls = calls
 
 
 def _output_edge(output: Any, by_fn: dict[int, TorchNode]) -> tuple[TorchNode, int]:

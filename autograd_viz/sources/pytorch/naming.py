@@ -192,15 +192,35 @@ class LeafNamer:
         self._frame: FrameType | None = sys._getframe(1) if frame is None else frame
         self._qualified: dict[int, str] | None = None
         self._variables: dict[int, str] = {}
+        self._module_variables: dict[int, str] = {}
+        self.tracked: dict[int, str] = {}
+        """``id(parameter)`` → its name under the modules the forward was seen to call
+        (:mod:`~autograd_viz.sources.pytorch.modules`): it names a parameter as the trace
+        names its module."""
 
     def __call__(self, tensor: torch.Tensor) -> str:
-        """The leaf's name: given, qualified parameter name, variable name, or its shape."""
+        """The leaf's name: given, as its module was called, qualified parameter name,
+        variable name, or its shape."""
         given = given_name(tensor)
         if given is not None:
             return given
+        tracked = self.tracked.get(id(tensor))
+        if tracked is not None:
+            return tracked
+        qualified = self._look()
+        found = qualified.get(id(tensor)) or self._variables.get(id(tensor))
+        return shape_name(tensor) if found is None else found
+
+    def module_variables(self) -> dict[int, str]:
+        """``id(module)`` → the variable a module the calling code can reach is bound to."""
+        self._look()
+        return self._module_variables
+
+    def _look(self) -> dict[int, str]:
+        """Read the calling code's variables, once (Note [Finding the user's modules])."""
         if self._qualified is None:
             modules, self._variables = _visible(self._frame)
             self._qualified = _qualified_names(modules)
+            self._module_variables = {key: variable for key, (variable, _) in modules.items()}
             self._frame = None  # keep no frame (and its locals) past the first lookup
-        found = self._qualified.get(id(tensor)) or self._variables.get(id(tensor))
-        return shape_name(tensor) if found is None else found
+        return self._qualified
