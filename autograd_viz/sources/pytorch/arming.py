@@ -176,6 +176,44 @@ def _unwatchable(bound: dict[str, Any]) -> str | None:
     return None
 
 
+# Note [Backward calls that are traced]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# torch.compile's AOTAutograd (the aot_eager and inductor backends), make_fx and
+# torch.export trace a backward into a graph: the call runs on fake tensors
+# under a proxy mode, computes nothing, and is not a backward of the program
+# (the compiled code runs later, as CompiledFunctionBackward). It is let
+# through unwatched and unsaid: recording it would add a graph task that never
+# ran. A backward the program itself runs on fake or meta tensors, or inside a
+# torch.func transform, is recorded without values (Note [Tensors without
+# values] in summary.py), the latter with one line.
+
+
+def _traced(t_outputs: Any) -> bool:
+    """Whether this backward call is being traced into a graph, not run."""
+    return torch._C._get_dispatch_mode(_PROXY) is not None
+
+
+_PROXY = torch._C._TorchDispatchModeKey.PROXY
+_is_functorch_wrapper = torch._C._functorch.is_functorch_wrapped_tensor
+
+
+def _plain_values(t_outputs: Any) -> bool:
+    """Whether the roots are plain tensors with values: else no gradient is copied or compared."""
+    plain = True
+    for t in t_outputs:
+        if not isinstance(t, torch.Tensor):
+            continue
+        if _is_functorch_wrapper(t):
+            _warn_once(
+                "autograd-viz: a backward call inside a torch.func transform (grad, vjp, "
+                "jacrev) is recorded without values: its tensors are functorch wrappers"
+            )
+            return False
+        if type(t) is not torch.Tensor or t.is_nested or t.device.type == "meta":
+            plain = False
+    return plain
+
+
 def _edge(item: Any) -> tuple[Any, int] | None:
     """The ``(node, input_nr)`` a root stands for, as PyTorch's ``gradient_edge`` finds it."""
     if isinstance(item, torch.autograd.graph.GradientEdge):
@@ -200,12 +238,15 @@ def _run_watched(original: Callable[..., Any], t_outputs: Any, args: Any, kwargs
     bound.update(kwargs)
     bound.setdefault("inputs", ())
     bound.setdefault("accumulate_grad", True)
+    if _traced(t_outputs):
+        return original(t_outputs, *args, **kwargs)  # Note [Backward calls that are traced]
     why = _unwatchable(bound)
     roots = [_edge(t) for t in t_outputs]
     if why is not None or any(r is None or r[0] is None for r in roots):
         if why is not None:
             _warn_once(f"autograd-viz: cannot watch a backward call: {why}")
         return original(t_outputs, *args, **kwargs)  # PyTorch reports a bad root itself
+    plain = _plain_values(t_outputs)
     try:
         plan = plan_graph_task(
             roots,  # type: ignore[arg-type]
@@ -228,7 +269,7 @@ def _run_watched(original: Callable[..., Any], t_outputs: Any, args: Any, kwargs
         )
     keep_graph = bool(bound.get("keep_graph"))
     create_graph = bool(bound.get("create_graph"))
-    watch = _watch.GraphTaskWatch(plan, keep_graph, create_graph)
+    watch = _watch.GraphTaskWatch(plan, keep_graph, create_graph, copies=plain)
     ACTIVITY.enter()
     try:
         watch.guarded(watch.start, list(bound["grad_tensors"]), threading.current_thread().name)

@@ -95,9 +95,13 @@ class Bookkeeping:
         graph_task: our id of the graph task.
         depth: its reentrant depth (the ready queue's first key).
         emit: how its events are emitted.
+        copies: follow sums by copy and check them; ``False`` for tensors
+            whose values cannot be read (fake, meta, functorch wrappers).
     """
 
-    def __init__(self, plan: GraphPlan, graph_task: int, depth: int, emit: Emitter) -> None:
+    def __init__(
+        self, plan: GraphPlan, graph_task: int, depth: int, emit: Emitter, copies: bool = True
+    ) -> None:
         self.plan = plan
         self.graph_task = graph_task
         self.depth = depth
@@ -111,6 +115,8 @@ class Bookkeeping:
         self._copy_slots = {edge for edge, count in plan.fan_in.items() if count > 1}
         for node, captures in plan.captures.items():
             self._copy_slots.update((node, slot) for slot, _ in captures)
+        if not copies:
+            self._copy_slots.clear()
         self.followed = {node for node, _ in self._copy_slots}
         """Nodes with a buffer slot followed by copy (:meth:`keep_copy`)."""
         self._copies: dict[tuple[TorchNode, int], torch.Tensor] = {}
@@ -314,7 +320,8 @@ class Bookkeeping:
     def capture(self, node: TorchNode, slot: int, index: int) -> None:
         """A ``grad()`` result is taken from ``node``'s buffer (``evaluate_function``)."""
         copy = self._copies.pop((node, slot), None)
-        self.captured[index] = copy
+        if (node, slot) in self._copy_slots:
+            self.captured[index] = copy
         self._emit(
             "capture",
             node,

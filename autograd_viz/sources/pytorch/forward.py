@@ -75,6 +75,7 @@ from autograd_viz.sources.pytorch.op_values import (
     POSINF,
     UNINITIALIZED_OPS,
     OpInfo,
+    checked_values,
     finite,
     mutated,
     new_nodes,
@@ -343,10 +344,7 @@ class TorchNanChecker:
         except NonFiniteError:
             raise
         except Exception as exc:  # noqa: BLE001 - a check never breaks the program it watches
-            message = f"autograd-viz: an op's output could not be checked for NaN ({exc!r})"
-            if message not in _WARNED:
-                _WARNED.add(message)
-                warnings.warn(message, RuntimeWarning, stacklevel=2)
+            _warn_once(f"autograd-viz: an op's output could not be checked for NaN ({exc!r})")
             return None
 
     def _after_view(self, args: Any, out: Any) -> None:
@@ -403,6 +401,11 @@ class TorchNanChecker:
 
     def _kinds(self, t: torch.Tensor) -> frozenset[str]:
         """Which of NaN, +Inf, -Inf ``t`` holds (exact; for tensors that failed the sum)."""
+        if type(t) is not torch.Tensor:
+            values = checked_values(t)
+            if values is None:
+                return _NO_KINDS
+            t = values
         with torch.no_grad():
             kinds = []
             if bool(torch.isnan(t).any()):
@@ -555,12 +558,25 @@ class TorchNanChecker:
         """Anomaly mode's backward check, on each PyTorch node the bridge saw end."""
         if event.kind != "node_end" or event.data.get("derived"):
             return
-        with torch._C._DisableTorchDispatch(), torch.no_grad():
-            for index, summary in enumerate(event.data.get("outputs") or ()):
-                tensor = _tensor_of(summary)
-                if tensor is None or finite(tensor):
+        for index, summary in enumerate(event.data.get("outputs") or ()):
+            tensor = _tensor_of(summary)
+            if tensor is None:
+                continue
+            # Outside _DisableTorchDispatch: a nested tensor is a Python subclass.
+            tensor = checked_values(tensor)
+            if tensor is None:
+                continue  # no values to check (Note [Tensors without values])
+            with torch._C._DisableTorchDispatch(), torch.no_grad():
+                try:
+                    if finite(tensor):
+                        continue
+                    kinds = self._kinds(tensor)
+                except Exception as exc:  # noqa: BLE001 - one gradient, never the watching
+                    _warn_once(
+                        f"autograd-viz: an output of {event.node_name} could not be checked "
+                        f"for NaN ({exc!r})"
+                    )
                     continue
-                kinds = self._kinds(tensor)
                 if kinds & self._checked:
                     value = NAN if NAN in kinds and self.checks.check_nan else "inf"
                     self._emit_backward(event, index, value, summary)
@@ -620,6 +636,12 @@ class _Functions(TorchFunctionMode):
 
 
 # -- helpers ---------------------------------------------------------------------------
+
+
+def _warn_once(message: str) -> None:
+    if message not in _WARNED:
+        _WARNED.add(message)
+        warnings.warn(message, RuntimeWarning, stacklevel=3)
 
 
 def _tensor_of(summary: Any) -> torch.Tensor | None:

@@ -21,7 +21,12 @@ import torch
 from autograd_viz.sources.pytorch.modules import Calls, GraphModules, calls_of
 from autograd_viz.sources.pytorch.naming import LeafNamer
 from autograd_viz.sources.pytorch.saved import Seen, saved_summaries
-from autograd_viz.sources.pytorch.summary import _DTYPE_NAMES, dtype_name, summarize_tensor
+from autograd_viz.sources.pytorch.summary import (
+    _DTYPE_NAMES,
+    dtype_name,
+    plain_shape,
+    summarize_tensor,
+)
 from autograd_viz.trace import GraphTaskInfo, LeafInfo, NodeInfo
 from autograd_viz.trace.records import Scope, new_node_info
 from engine.events import TensorSummary
@@ -146,12 +151,13 @@ class GraphPlan:
         keep_graph: bool,
         create_graph: bool,
         thread: str,
-        max_values: int,
+        max_values: int | None,
     ) -> GraphTaskInfo:
         """The :class:`~autograd_viz.trace.GraphTaskInfo` of this plan.
 
         Call it while the graph task starts (inside the ``graph_task_start``
-        listener): leaves' ``.grad`` are read as they are then.
+        listener): leaves' ``.grad`` are read as they are then. With
+        ``max_values=None`` no tensor is read (no saved tensors, no ``.grad``).
         """
         in_task = self.dependencies.keys() | {self.root}
         nodes: dict[int, NodeInfo] = {}
@@ -189,7 +195,7 @@ def _node_info(
     dependencies: int,
     status: str,
     captures: tuple[tuple[int, int], ...],
-    max_values: int,
+    max_values: int | None,
     seen: Seen,
     scope: Scope,
 ) -> NodeInfo:
@@ -201,17 +207,20 @@ def _node_info(
         inputs = node.inputs if node.inputs is not None else _input_slots(fn._input_metadata)
         stack = fn.metadata.get("traceback_")
         traceback = None if stack is None else tuple(str(line) for line in stack)
-        saved = saved_summaries(fn, max_values, seen)
+        if max_values is not None:
+            saved = saved_summaries(fn, max_values, seen)
     leaf = None
     variable = node.variable
     if variable is not None:
         grad = variable.grad
         leaf = LeafInfo(
             name=node.leaf_name,
-            shape=tuple(variable.shape),
+            shape=plain_shape(variable.shape),
             dtype=dtype_name(variable.dtype),
             device=str(variable.device),
-            grad=None if grad is None else summarize_tensor(grad, str(grad.device), max_values),
+            grad=None
+            if grad is None or max_values is None
+            else summarize_tensor(grad, str(grad.device), max_values),
         )
     return new_node_info(
         node._id,
@@ -237,7 +246,7 @@ def _input_slots(metadata: Any) -> tuple[tuple[tuple[int, ...], str, str], ...]:
     return tuple(
         [
             (
-                tuple(m.shape),
+                plain_shape(m.shape),
                 _DTYPE_NAMES.get(m.dtype) or dtype_name(m.dtype),
                 _DEVICE_NAMES.get(m.device) or _device_name(m.device),
             )
@@ -259,7 +268,10 @@ def _device_name(device: torch.device) -> str:
 
 def _adapt(fn: Any) -> TorchNode:
     name = fn.name()
-    inputs = _input_slots(fn._input_metadata)
+    try:
+        inputs = _input_slots(fn._input_metadata)
+    except RuntimeError:  # a strided nested tensor's metadata cannot be read from Python
+        inputs = ()
     device = inputs[0][2] if inputs else "cpu"
     if name == "torch::autograd::AccumulateGrad":
         node = TorchNode(fn, ACCUMULATE_GRAD, fn._sequence_nr(), device)

@@ -66,7 +66,16 @@ class OpInfo:
 
 
 def finite(t: torch.Tensor) -> bool:
-    """One reduction: the sum is finite iff every element is (an overflow is sorted out later)."""
+    """One reduction: the sum is finite iff every element is (an overflow is sorted out later).
+
+    A tensor whose values cannot be read (fake, a subclass) counts as finite:
+    nothing can be said about it (Note [Tensors without values] in ``summary.py``).
+    """
+    if type(t) is not _Tensor:
+        values = checked_values(t)
+        if values is None:
+            return True
+        t = values
     if t.device.type == "meta":
         return True
     if not t.is_floating_point() or t.numel() == 0:
@@ -76,6 +85,25 @@ def finite(t: torch.Tensor) -> bool:
     if t.dtype in (torch.float16, torch.bfloat16):
         return math.isfinite(float(torch.sum(t, dtype=torch.float32)))
     return math.isfinite(float(t.sum()))
+
+
+_Tensor = torch.Tensor
+
+
+def checked_values(t: torch.Tensor) -> torch.Tensor | None:
+    """The plain tensor whose values stand for ``t``: itself, a jagged nested tensor's
+    packed values; ``None`` when they cannot be read (fake, functorch wrappers, subclasses)."""
+    kind = type(t)
+    if kind is _Tensor:
+        return None if torch._C._functorch.is_functorch_wrapped_tensor(t) else t
+    if kind is torch.nn.Parameter:
+        return t
+    if t.is_nested:
+        try:
+            return t.detach().values()
+        except RuntimeError:  # a strided nested tensor
+            return None
+    return None
 
 
 def tensors(tree: Any) -> Iterator[torch.Tensor]:

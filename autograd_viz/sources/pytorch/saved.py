@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from autograd_viz.sources.pytorch.summary import summarize_tensor
+from autograd_viz.sources.pytorch.summary import has_values, summarize_tensor
 from engine.events import TensorSummary
 
 _FIRST = ("_raw_saved_self", "_raw_saved_other", "_raw_saved_result")
@@ -88,12 +88,12 @@ def _summary(saved: Any, max_values: int, seen: Seen) -> TensorSummary | None:
     if not isinstance(tensor, torch.Tensor):
         return None  # freed
     key = None
-    if type(tensor) is torch.Tensor and tensor.layout is torch.strided:
+    if type(tensor) is torch.Tensor and tensor.layout is torch.strided and has_values(tensor):
         key = (tensor.data_ptr(), tuple(tensor.shape), tensor.stride(), tensor.dtype, tensor.device)
         summary = seen.get(key)
         if summary is not None:
             return summary
-    summary = summarize_tensor(tensor, str(tensor.device), max_values)
+    summary = summarize_tensor(tensor, str(tensor.device), max_values)  # never raises
     if key is not None:
         seen[key] = summary
     return summary

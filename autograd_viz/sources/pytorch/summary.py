@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import sys
+import warnings
 import weakref
 from typing import Any
 
@@ -51,8 +52,10 @@ def summarize_tensor(tensor: torch.Tensor, device: str, max_values: int = 0) -> 
     :mod:`autograd_viz.sources.deferred`). Large floating-point tensors are
     reduced by PyTorch where they live (Note [Summaries of large tensors]). Dtypes NumPy lacks
     (``bfloat16``) are widened to ``float32``; the summary keeps the tensor's
-    own dtype. Tensors that have no plain strided values (sparse, nested,
-    complex, meta) get shape, dtype and device only.
+    own dtype. A jagged nested tensor is summarized by its packed values.
+    Tensors that have no plain strided values (sparse, complex, meta, fake,
+    functorch wrappers, subclasses) get shape, dtype and device only (Note
+    [Tensors without values]).
 
     Args:
         tensor: the tensor; it is read through ``detach()`` (so nothing records a
@@ -85,18 +88,105 @@ def summarize_tensor(tensor: torch.Tensor, device: str, max_values: int = 0) -> 
                 pass
             else:
                 return defer(array, tuple(tensor.shape), dtype, device)  # Note [Deferred summaries]
-    shape = tuple(tensor.shape)
     try:
+        if tensor.is_nested:
+            return _summarize_nested(tensor, dtype, device, max_values)
+        shape = plain_shape(tensor.shape)
         if (
-            tensor.layout is not _STRIDED
-            or tensor.is_nested
+            not has_values(tensor)
+            or tensor.layout is not _STRIDED
             or tensor.is_complex()
             or tensor.device.type == "meta"
         ):
             return TensorSummary(shape, dtype, device)
         return _summarize_values(tensor.detach(), shape, dtype, device, max_values)
-    except Exception:  # noqa: BLE001 - a tensor subclass we cannot read: describe, never fail
-        return TensorSummary(shape, dtype, device)
+    except Exception:  # noqa: BLE001 - a tensor we cannot read: describe, never fail
+        try:
+            return TensorSummary(plain_shape(tensor.shape), dtype, device)
+        except Exception:  # noqa: BLE001 - not even a shape (a strided nested tensor)
+            return TensorSummary((), dtype, device)
+
+
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+
+
+def has_values(tensor: torch.Tensor) -> bool:
+    """Whether the bridge reads a tensor's values (Note [Tensors without values]).
+
+    Only a plain ``torch.Tensor`` (or ``Parameter``) that is not a functorch
+    wrapper is read; reading anything else runs code of its own.
+    """
+    if type(tensor) not in _PLAIN:
+        _say_without_values(tensor)
+        return False
+    return not _is_functorch_wrapper(tensor)
+
+
+_is_functorch_wrapper = torch._C._functorch.is_functorch_wrapped_tensor
+
+# Note [Tensors without values]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# Reading a tensor's values (a sum, a copy to NumPy) dispatches ops on it. On a
+# plain tensor that is what it seems; on anything else it runs somebody's code:
+# a FakeTensor or a meta tensor has no values (the fake one raises
+# DataDependentOutputException, and PyTorch logs it), a functorch wrapper
+# (torch.func.grad, vmap) has no storage, and a subclass's __torch_dispatch__
+# may do anything. Those are summarized by shape, dtype and device only:
+# "values not available" in the trace, never an error. A subclass that is not
+# one of PyTorch's own is said once per type, in one line, since the user may
+# expect its numbers; its plain inner tensors are still read where they are
+# the gradients. A dimension that is not one number (a jagged nested tensor's
+# ragged dimension) is written as 0.
+
+_SAID: set[type] = set()
+
+
+def _say_without_values(tensor: torch.Tensor) -> None:
+    kind = type(tensor)
+    if kind in _SAID:
+        return
+    _SAID.add(kind)
+    module = kind.__module__ or ""
+    if module.startswith("torch."):
+        return  # PyTorch's own (fake, functional, nested): no values by design
+    warnings.warn(
+        f"autograd-viz: tensors of type {kind.__qualname__} are recorded without values "
+        "(shape, dtype and device only): reading them would run their own code",
+        RuntimeWarning,
+        stacklevel=2,
+    )
+
+
+def plain_shape(shape: Any) -> tuple[int, ...]:
+    """A shape as ints; a dimension that is not one number (ragged, symbolic) as 0."""
+    dims = []
+    for dim in shape:
+        if type(dim) is int:
+            dims.append(dim)
+            continue
+        try:
+            dims.append(int(dim))
+        except Exception:  # noqa: BLE001 - a nested int has no value
+            dims.append(0)
+    return tuple(dims)
+
+
+def summary_shape(tensor: torch.Tensor) -> tuple[int, ...]:
+    """The shape a summary of ``tensor`` records: its packed values' for a jagged nested one."""
+    if tensor.is_nested:
+        try:
+            return plain_shape(tensor.detach().values().shape)
+        except Exception:  # noqa: BLE001 - a strided nested tensor has no one shape
+            return ()
+    return plain_shape(tensor.shape)
+
+
+def _summarize_nested(
+    tensor: torch.Tensor, dtype: str, device: str, max_values: int
+) -> TensorSummary:
+    """A jagged nested tensor is summarized by its packed values (``values()``)."""
+    values = tensor.detach().values()  # raises for a strided nested tensor: described by dtype only
+    return summarize_tensor(values, device, max_values)
 
 
 _Tensor = torch.Tensor
@@ -186,7 +276,7 @@ class TorchSummary(LazySummary):
         # LazySummary.__init__ reads NumPy attributes; the fields are set here instead.
         self.version: int = tensor._version
         """The tensor's version counter when this summary was made."""
-        self.shape = tuple(tensor.shape)
+        self.shape = summary_shape(tensor)
         self.dtype = _DTYPE_NAMES.get(tensor.dtype) or dtype_name(tensor.dtype)
         if device is None:
             device = "cpu" if tensor.is_cpu else str(tensor.device)
@@ -204,7 +294,7 @@ class TorchSummary(LazySummary):
         if tensor is None:
             return self._summary or TensorSummary(self.shape, self.dtype, self.device)
         key = None
-        if tensor.numel() >= LARGE and type(tensor) is _Tensor and tensor.layout is _STRIDED:
+        if type(tensor) is _Tensor and tensor.layout is _STRIDED and tensor.numel() >= LARGE:
             # See Note [One summary per memory]
             key = _memory_key(tensor, self.shape, self.device)
             twin = _SAME_MEMORY.get(key)
@@ -333,7 +423,7 @@ def resolved_summary(tensor: torch.Tensor, max_values: int) -> TensorSummary:
         and hit[2] == max_values
     ):
         return hit[3]
-    if tensor.numel() >= LARGE:
+    if type(tensor) is _Tensor and not tensor.is_nested and tensor.numel() >= LARGE:
         summary = summary_of(tensor).resolve(max_values)  # type: ignore[union-attr]
     else:
         device = "cpu" if tensor.is_cpu else str(tensor.device)

@@ -61,9 +61,13 @@ class GraphTaskWatch:
         plan: the graph and PyTorch's bookkeeping for it.
         keep_graph: ``retain_graph``.
         create_graph: ``create_graph``.
+        copies: follow input-buffer sums by copy and check them (plain tensors
+            only: Note [Tensors without values] in ``summary.py``).
     """
 
-    def __init__(self, plan: GraphPlan, keep_graph: bool, create_graph: bool) -> None:
+    def __init__(
+        self, plan: GraphPlan, keep_graph: bool, create_graph: bool, copies: bool = True
+    ) -> None:
         parent = current_watch()
         self.id = next(_graph_task_ids)
         """Our graph task id (from our engine's counter: ids never collide)."""
@@ -79,7 +83,7 @@ class GraphTaskWatch:
         self._parent_watch = parent
         self.emit = Emitter(self.id)
         """How this graph task's events are emitted."""
-        self.derived = Bookkeeping(plan, self.id, self.depth, self.emit)
+        self.derived = Bookkeeping(plan, self.id, self.depth, self.emit, copies)
         """The replay of PyTorch's bookkeeping between nodes."""
         self._running: list[TorchNode] = []
         self._had_grad: dict[TorchNode, bool] = {}
@@ -318,7 +322,14 @@ class GraphTaskWatch:
         keep, create = self.keep_graph, self.create_graph
 
         def snapshot(max_values: int) -> Any:
-            return plan.snapshot(gid, parent, depth, keep, create, thread, max_values)
+            try:
+                return plan.snapshot(gid, parent, depth, keep, create, thread, max_values)
+            except Exception as exc:  # noqa: BLE001 - the listener must not fail on it
+                _warn_once(
+                    f"autograd-viz: the graph of a backward call could not be read whole "
+                    f"({exc!r}); it is recorded without saved tensors and values"
+                )
+                return plan.snapshot(gid, parent, depth, keep, create, thread, None)
 
         return snapshot
 
