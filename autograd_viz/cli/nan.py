@@ -89,13 +89,21 @@ def add_nan_command(commands: argparse._SubParsersAction[ArgumentParser]) -> Non
 
 def run_nan(args: argparse.Namespace) -> int:
     """``autograd-viz nan``: run the script, print the report, 1 when a NaN or Inf was found."""
+    from autograd_viz.cli.children import (
+        first_finding,
+        own_trace_path,
+        print_first_process,
+        print_own_rank,
+    )
     from autograd_viz.nan.watch import stopped_at_finding, watch_nan
+    from autograd_viz.sources.processes import follow_children
     from autograd_viz.sources.script import (
         ScriptFailedError,
         ScriptNotFoundError,
         check_script,
         run_script,
     )
+    from autograd_viz.trace.records import DEFAULT_MAX_VALUES
 
     script, script_args = script_and_args(args, "nan")
     output: str | None = args.output
@@ -107,31 +115,55 @@ def run_nan(args: argparse.Namespace) -> int:
         raise CommandError(str(exc)) from None
     failure: ScriptFailedError | None = None
     status = 0
-    with watch_nan(
-        first=args.first, forward=not args.no_forward, inf=args.inf, ignore=args.ignore
-    ) as watch:
+    options = {"first": args.first, "forward": not args.no_forward, "inf": args.inf}
+    with (
+        watch_nan(**options, ignore=args.ignore) as watch,
+        follow_children(
+            "nan", watch.trace, output, DEFAULT_MAX_VALUES, {**options, "ignore": args.ignore}
+        ) as job,
+    ):
         try:
             status = run_script(script, script_args)
         except ScriptFailedError as exc:
             if not (args.first and stopped_at_finding(exc.exception)):
                 failure = exc
+        children = job.reports()
+        trace = watch.trace
+        if children:  # the children's traces are read before the job's directory goes
+            own = (watch.report, trace) if trace.events else None
+            finding, calls = first_finding(
+                own, children, frozenset(args.ignore), output is not None
+            )
     sys.stdout.flush()  # the script's own output comes before the report
-    trace = watch.trace
-    report = watch.report
-    if output is not None:
+    console = _console()
+    if children:
+        found = finding is not None
+        if finding is not None:
+            print_first_process(console, finding, len(children) + (own is not None))
+            print_report(finding.report, console, stopped=args.first)
+        else:
+            count = len(children) + (own is not None)
+            console.print(
+                f"[bold green]no NaN or Inf found[/bold green] in {calls} backward "
+                f"call{'' if calls == 1 else 's'} of {count} processes"
+            )
+    else:
+        found = watch.report.first is not None
+        print_own_rank(console)
+        print_report(watch.report, console, stopped=args.first)
+    saved_to = own_trace_path(trace, output, children) if output is not None else None
+    if saved_to is not None:
         try:
-            trace.save(output)
+            trace.save(saved_to)
         except OSError as exc:
-            raise CommandError(f"cannot write trace {output}: {exc.strerror or exc}") from None
-    print_report(report, _console(), stopped=args.first)
-    if output is not None:
-        note(f"trace saved to {output}; step it with '{PROG} replay {output}'")
+            raise CommandError(f"cannot write trace {saved_to}: {exc.strerror or exc}") from None
+        note(f"trace saved to {saved_to}; step it with '{PROG} replay {saved_to}'")
     if failure is not None:
         raise CommandError(str(failure))
-    if report.first is None and status != 0:
+    if not found and status != 0:
         note(f"{script} exited with status {status}")
         return status
-    return 0 if report.first is None else 1
+    return 1 if found else 0
 
 
 def print_report(report: NanReport, console: Console, stopped: bool = False) -> None:

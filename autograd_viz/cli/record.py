@@ -31,6 +31,7 @@ from autograd_viz.trace.text import printable
 if TYPE_CHECKING:
     from rich.text import Text
 
+    from autograd_viz.sources.processes import ChildReport
     from autograd_viz.trace import Trace, TraceStats
 
 DEFAULT_TRACE = "trace.jsonl"
@@ -47,7 +48,9 @@ def _trailing_output(script_args: list[str]) -> bool:
 
 def run_record(args: argparse.Namespace) -> int:
     """``autograd-viz record``: run a script with recording on and save its trace."""
+    from autograd_viz.cli.children import own_trace_path
     from autograd_viz.sources import record
+    from autograd_viz.sources.processes import follow_children
     from autograd_viz.sources.script import (
         ScriptFailedError,
         ScriptNotFoundError,
@@ -72,25 +75,34 @@ def run_record(args: argparse.Namespace) -> int:
     status = 0
     failure: ScriptFailedError | None = None
     interrupted = False
-    with record(args.max_values) as trace, _progress(trace, script):
+    with (
+        record(args.max_values) as trace,
+        follow_children("record", trace, output, args.max_values) as job,
+        _progress(trace, script),
+    ):
         try:
             status = run_script(script, script_args)
         except ScriptFailedError as exc:
             failure = exc
         except KeyboardInterrupt:
             interrupted = True
+        children = job.reports()
     if failure is not None:
         sys.stdout.flush()  # the script's own output comes before its traceback
         print(f"Traceback of {printable(script)}, which raised:", file=sys.stderr)
         print(printable(failure.script_traceback(), newlines=True), end="", file=sys.stderr)
     # The trace is saved whatever the script did: a partial trace is what shows where it failed.
+    saved_to = own_trace_path(trace, output, children)
+    size = 0
     try:
-        trace.save(output)
-        size = os.path.getsize(output)
+        if saved_to is not None:
+            trace.save(saved_to)
+            size = os.path.getsize(saved_to)
     except OSError as exc:
-        raise CommandError(f"cannot write trace {output}: {exc.strerror or exc}") from None
+        raise CommandError(f"cannot write trace {saved_to}: {exc.strerror or exc}") from None
     complete = failure is None and not interrupted
-    _print_record_summary(trace.stats(), script, output, size, complete)
+    _print_record_summary(trace.stats(), script, saved_to, size, complete, children)
+    output = saved_to or output
     if interrupted:
         note(f"partial trace saved to {output}")
         raise KeyboardInterrupt
@@ -126,13 +138,23 @@ def _progress(trace: Trace, script: str) -> Iterator[None]:
 
 
 def _print_record_summary(
-    stats: TraceStats, script: str, output: str, size: int, complete: bool
+    stats: TraceStats,
+    script: str,
+    output: str | None,
+    size: int,
+    complete: bool,
+    children: list[ChildReport],
 ) -> None:
     from rich.filesize import decimal
+
+    from autograd_viz.cli.children import print_processes
 
     console = rich_console()
     title = "Recorded" if complete else "Partial trace of"
     console.print(f"[bold]{title} {shown(script)}[/bold]", soft_wrap=True)
+    if output is None:
+        print_processes(console, children)
+        return  # the children recorded everything
     rows = [
         ("graph tasks", f"{stats.graph_tasks:,}"),
         ("nodes run", f"{stats.nodes:,}"),
@@ -146,6 +168,7 @@ def _print_record_summary(
         console.print(f"  {label:<12} {value}", soft_wrap=True)
     if not stats.events:
         console.print("  [dim]No backward pass ran while recording.[/dim]")
+    print_processes(console, children)
 
 
 def _flagged(count: int) -> str:

@@ -143,7 +143,7 @@ def save(trace: Trace, path: str | os.PathLike[str]) -> None:
     The file is written next to ``path`` and renamed over it at the end, so a
     failed save leaves any previous file whole.
     """
-    tmp = f"{os.fspath(path)}.tmp"
+    tmp = f"{os.fspath(path)}.{os.getpid()}.tmp"  # processes of one job never share one
     trace = trace.copy()  # a recorder may still be filling it
     try:
         with open(tmp, "wb") as f:
@@ -158,6 +158,19 @@ def save(trace: Trace, path: str | os.PathLike[str]) -> None:
 
 # -- reading ---------------------------------------------------------------------------
 
+_PROCESS = s.record(
+    {
+        "pid": s.read_int,
+        "host": s.read_str,
+        "rank": s.optional(s.read_count),
+        "world_size": s.optional(s.read_count),
+        "local_rank": s.optional(s.read_count),
+        "backend": s.optional(s.read_str),
+        "launcher": s.optional(s.read_str),
+        "clock": s.tuple_of(s.read_int, s.read_int),
+    }
+)
+
 _HEADER = s.record(
     {
         "type": s.one_of("header"),
@@ -166,7 +179,7 @@ _HEADER = s.record(
         "engine": s.read_str,
         "max_values": s.read_count,
     },
-    {"sources": s.list_of(s.read_str)},
+    {"sources": s.list_of(s.read_str), "process": _PROCESS},
 )
 
 _LEAF = s.record(

@@ -1,0 +1,208 @@
+"""Several processes under one watching command: a child's start-up, and what the parent says.
+
+``record`` and ``nan`` follow the processes a script starts (Note [Children
+armed by the environment] in :mod:`autograd_viz.sources.processes`): each
+child starts watching in :func:`start_child`, saves its own trace when it
+exits, and the command then names every trace (:func:`print_processes`) or,
+for ``nan``, the process that saw the first NaN or Inf by the wall clock
+(:func:`first_finding`).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import datetime
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from autograd_viz.cli.base import shown
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from autograd_viz.nan.report import NanReport
+    from autograd_viz.sources.processes import ChildReport
+    from autograd_viz.trace import Trace
+
+_kept: list[contextlib.ExitStack] = []
+"""A child's watching, open until the process exits."""
+
+
+def start_child() -> None:
+    """Watch this process as the command that started its parent asked, if one did."""
+    from autograd_viz.sources.arming import when_torch_is_imported
+    from autograd_viz.sources.processes import note_process_groups, read_settings, watch_as_child
+
+    settings = read_settings()
+    if settings is None:
+        return
+    stack = contextlib.ExitStack()
+    trace: Trace
+    if settings.command == "nan":
+        from autograd_viz.nan.watch import watch_nan
+
+        options = settings.nan or {}
+        trace = stack.enter_context(
+            watch_nan(
+                first=bool(options.get("first")),
+                forward=bool(options.get("forward", True)),
+                inf=bool(options.get("inf", True)),
+                ignore=options.get("ignore", ()),
+                max_values=settings.max_values,
+            )
+        ).trace
+    else:
+        from autograd_viz.sources import record
+
+        trace = stack.enter_context(record(settings.max_values))
+    stack.enter_context(when_torch_is_imported(note_process_groups))
+    _kept.append(stack)
+    atexit.register(stack.close)  # after the trace is saved: exit hooks run last in, first out
+    watch_as_child(trace, settings)
+
+
+def own_trace_path(trace: Trace, output: str, children: list[ChildReport]) -> str | None:
+    """Where the watching process saves its own trace; ``None`` when it has nothing to save.
+
+    Its ``process`` record goes into the header. A process that ran no
+    backward pass itself but whose children did saves nothing of its own; a
+    rank of ``torchrun`` saves to its rank's file.
+    """
+    from autograd_viz.sources.processes import process_info, process_trace_path, read_settings
+
+    if children and not trace.events:
+        return None
+    parent = read_settings()
+    process = process_info(parent.rank if parent is not None else None)
+    trace.header["process"] = process
+    return process_trace_path(output, process) if process["rank"] is not None else output
+
+
+def print_processes(console: Console, children: list[ChildReport]) -> None:
+    """One line per child process's trace."""
+    from rich.filesize import decimal
+
+    if not children:
+        return
+    count = len(children)
+    console.print(f"  [bold]{count} child process{'' if count == 1 else 'es'}[/bold] recorded")
+    for child in children:
+        try:
+            size = f", {decimal(os.path.getsize(child.path))}"
+        except OSError:
+            size = ""
+        console.print(
+            f"  {who(child.rank, child.world_size, child.pid):<14} {shown(_near(child.path))} "
+            f"({_count(child.graph_tasks, 'graph task')}, {_count(child.events, 'event')}{size})",
+            soft_wrap=True,
+        )
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n:,} {what}{'' if n == 1 else 's'}"
+
+
+def _near(path: str) -> str:
+    """``path`` relative to the working directory when it is inside it."""
+    relative = os.path.relpath(path)
+    return path if relative.startswith("..") else relative
+
+
+def who(rank: int | None, world_size: int | None, pid: int) -> str:
+    """``rank 1 of 2`` or ``pid 4242``."""
+    if rank is None:
+        return f"pid {pid}"
+    return f"rank {rank}" + (f" of {world_size}" if world_size is not None else "")
+
+
+@dataclass(frozen=True)
+class ProcessFinding:
+    """The report of the process that saw the first NaN or Inf of a job, and when."""
+
+    report: NanReport
+    who: str
+    """``rank 1 of 2``, ``pid 4242`` or ``this process``."""
+    wall_ns: int
+    """When, by the wall clock."""
+    trace_path: str | None
+    """Its trace file, when one is kept."""
+    processes: int
+    """How many processes saw one."""
+
+
+def first_finding(
+    own: tuple[NanReport, Trace] | None,
+    children: list[ChildReport],
+    ignore: frozenset[str],
+    kept: bool,
+) -> tuple[ProcessFinding | None, int]:
+    """The process whose first NaN or Inf came first by the wall clock, and backward calls in all.
+
+    Args:
+        own: the watching process's report and trace, if it ran anything.
+        children: the child processes' reports; their traces are read here.
+        ignore: ``nan --ignore``'s ops.
+        kept: whether the children's traces are kept (``nan -o``), to be named.
+    """
+    from autograd_viz.nan.report import find_nans
+    from autograd_viz.sources.processes import wall_ns
+    from autograd_viz.trace import Trace, TraceFormatError
+
+    found: list[tuple[int, NanReport, str, str | None]] = []
+    calls = 0
+    candidates: list[tuple[NanReport, Trace, str, str | None]] = []
+    if own is not None:
+        candidates.append((own[0], own[1], "this process", None))
+    for child in children:
+        try:
+            trace = Trace.load(child.path)
+        except (OSError, TraceFormatError):
+            continue
+        label = who(child.rank, child.world_size, child.pid)
+        candidates.append((find_nans(trace, ignore), trace, label, child.path if kept else None))
+    for report, trace, label, path in candidates:
+        calls += report.backward_calls
+        if report.first is None:
+            continue
+        clock = _clock(trace)
+        t_ns = trace.events[report.first.event_index].t_ns
+        found.append((wall_ns(t_ns, clock) if clock else t_ns, report, label, path))
+    if not found:
+        return None, calls
+    when, report, label, path = min(found, key=lambda item: item[0])
+    return ProcessFinding(report, label, when, path, len(found)), calls
+
+
+def _clock(trace: Trace) -> tuple[int, int] | None:
+    process: Any = trace.header.get("process")
+    if not isinstance(process, dict):
+        return None
+    clock = process.get("clock")
+    return (clock[0], clock[1]) if clock else None
+
+
+def print_first_process(console: Console, finding: ProcessFinding, processes: int) -> None:
+    """The line above ``nan``'s report when several processes ran: which one saw it first."""
+    when = datetime.datetime.fromtimestamp(finding.wall_ns / 1e9, tz=datetime.UTC)
+    others = finding.processes - 1
+    also = f"; {others} other{'' if others == 1 else 's'} saw one later" if others else ""
+    console.print(
+        f"[bold]{shown(finding.who)}[/bold] saw the first NaN or Inf of {processes} processes, "
+        f"at {when:%H:%M:%S.%f} UTC{also}",
+        soft_wrap=True,
+    )
+    if finding.trace_path is not None:
+        console.print(f"  trace        {shown(finding.trace_path)}", soft_wrap=True)
+
+
+def print_own_rank(console: Console) -> None:
+    """``rank 1 of 2:`` above a report, in a process that is one rank of several."""
+    from autograd_viz.sources.processes import process_info, read_settings
+
+    parent = read_settings()
+    process = process_info(parent.rank if parent is not None else None)
+    if process["rank"] is not None:
+        label = who(process["rank"], process["world_size"], process["pid"])
+        console.print(f"[bold]{label}[/bold] (pid {process['pid']}):")

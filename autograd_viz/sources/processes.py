@@ -1,0 +1,410 @@
+"""Which process a trace comes from, and watching every process of a job.
+
+A training job is often several processes: ``torchrun`` starts one per rank,
+``torch.multiprocessing.spawn`` and ``multiprocessing`` start children. Each
+process records its own trace, saved to its own file (``t.rank0.jsonl``,
+``t.rank1.jsonl``, ..., or ``t.pid4242.jsonl`` for a child with no rank), and
+each trace's header says which process it was (:func:`process_info`).
+
+Note [Children armed by the environment]
+~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+A command that watches a script (``record``, ``nan``) cannot reach into the
+processes the script starts, and the user's code must not change. What every
+child inherits is the environment, so :func:`follow_children` puts two things
+there: :data:`ENV`, the settings (what to record, where to save it, where to
+report), and a directory first on ``PYTHONPATH`` whose ``sitecustomize``
+module Python imports at start-up (``autograd_viz/cli/startup``). It starts
+the same watching in the child before the child's first line runs, then
+hands over to any ``sitecustomize`` of the user's. A child started by
+``fork`` or a fork server does not start up again: it inherits its parent's
+recording, which :func:`follow_forks` empties in the child (through
+``multiprocessing``'s after-fork hooks) so that it holds the child's own
+events. Every child saves when it exits (``atexit``, or ``multiprocessing``'s
+finalizers for a forked child, which leaves through ``os._exit``), including
+when its code raised, and leaves a small report in the job's directory, which
+the watching command reads once the script has ended.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import json
+import os
+import socket
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from autograd_viz.sources.arming import when_torch_is_imported
+from autograd_viz.trace import Trace
+
+ENV = "AUTOGRAD_VIZ_CHILDREN"
+"""The environment variable that carries a watching command's settings to its children."""
+
+STARTUP_DIR = os.path.join(os.path.dirname(os.path.dirname(__file__)), "cli", "startup")
+"""The directory whose ``sitecustomize`` starts watching a child (Note [Children armed ...])."""
+
+_PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+_noted: dict[str, Any] = {}
+"""The default process group's rank, world size and backend, noted when it was made."""
+
+
+# -- who this process is ----------------------------------------------------------------
+
+
+def process_info(inherited_rank: str | None = None) -> dict[str, Any]:
+    """The header's ``process`` record: who recorded the trace, and the clock to align it by.
+
+    Args:
+        inherited_rank: the ``RANK`` variable of the watching parent, which
+            its children inherit without being that rank.
+
+    Returns:
+        ``pid``, ``host``, ``rank``, ``world_size``, ``local_rank`` and
+        ``backend`` (``None`` when unknown), ``launcher`` (``"torchrun"``,
+        ``"torch.multiprocessing.spawn"``, ``"multiprocessing (spawn)"``, ...,
+        ``None`` when started directly) and ``clock``: ``[perf_ns, wall_ns]``,
+        the event clock (``time.perf_counter_ns``) and ``time.time_ns`` read at
+        the same moment, so traces of several processes line up.
+    """
+    rank, world_size, backend = _rank(inherited_rank)
+    local_rank = _env_int("LOCAL_RANK") if rank is not None else None
+    return {
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "rank": rank,
+        "world_size": world_size,
+        "local_rank": local_rank,
+        "backend": backend,
+        "launcher": launcher(),
+        "clock": [time.perf_counter_ns(), time.time_ns()],
+    }
+
+
+def _rank(inherited_rank: str | None) -> tuple[int | None, int | None, str | None]:
+    """Rank, world size and backend: of the process group, else of torchrun's variables."""
+    group = _process_group()
+    if group is not None:
+        return group
+    if _noted:
+        return _noted["rank"], _noted["world_size"], _noted["backend"]
+    rank = os.environ.get("RANK")
+    if rank is None or rank == inherited_rank:
+        return None, None, None  # a child of a rank (a data loader's worker) is not that rank
+    return _env_int("RANK"), _env_int("WORLD_SIZE"), None
+
+
+def _env_int(name: str) -> int | None:
+    try:
+        return int(os.environ[name])
+    except (KeyError, ValueError):
+        return None
+
+
+def _process_group() -> tuple[int, int, str | None] | None:
+    dist = sys.modules.get("torch.distributed")
+    try:
+        if dist is None or not dist.is_available() or not dist.is_initialized():
+            return None
+        return dist.get_rank(), dist.get_world_size(), str(dist.get_backend())
+    except Exception:  # noqa: BLE001 - a half-torn-down group says nothing
+        return None
+
+
+def note_process_groups() -> None:
+    """Note the rank of the default process group when the program makes one.
+
+    Programs destroy their process group before they exit, which is when a
+    trace is saved; so ``init_process_group`` is wrapped (where
+    ``torch.distributed`` and its ``distributed_c10d`` name it) to note the
+    rank once it returns. The call itself is passed on unchanged. Call it once
+    ``torch`` is imported.
+    """
+    dist = sys.modules.get("torch.distributed")
+    if dist is None or not dist.is_available():
+        return
+    c10d = sys.modules.get("torch.distributed.distributed_c10d")
+    original = getattr(dist, "init_process_group", None)
+    if original is None or getattr(original, "_autograd_viz_noting", False):
+        return
+
+    def init_process_group(*args: Any, **kwargs: Any) -> Any:
+        result = original(*args, **kwargs)
+        group = _process_group()
+        if group is not None:
+            _noted.update(rank=group[0], world_size=group[1], backend=group[2])
+        return result
+
+    init_process_group.__wrapped__ = original  # type: ignore[attr-defined]
+    init_process_group.__doc__ = original.__doc__
+    init_process_group._autograd_viz_noting = True  # type: ignore[attr-defined]
+    for module in (dist, c10d):
+        if module is not None and getattr(module, "init_process_group", None) is original:
+            module.init_process_group = init_process_group  # type: ignore[attr-defined]
+
+
+def launcher() -> str | None:
+    """What started this process: ``torchrun``, ``torch.multiprocessing.spawn``, ... or None."""
+    if "TORCHELASTIC_RUN_ID" in os.environ:
+        return "torchrun"
+    mp = sys.modules.get("multiprocessing")
+    if mp is None or mp.parent_process() is None:
+        return "subprocess" if ENV in os.environ else None
+    current = mp.current_process()
+    target = getattr(current, "_target", None)
+    if getattr(target, "__module__", None) == "torch.multiprocessing.spawn":
+        return "torch.multiprocessing.spawn"
+    method = getattr(current, "_start_method", None) or mp.get_start_method(allow_none=True)
+    return f"multiprocessing ({method})" if method else "multiprocessing"
+
+
+def process_trace_path(output: str, process: dict[str, Any]) -> str:
+    """``t.jsonl`` → ``t.rank1.jsonl`` for rank 1, ``t.pid4242.jsonl`` for a process without one."""
+    root, ext = os.path.splitext(output)
+    tag = f"rank{process['rank']}" if process["rank"] is not None else f"pid{process['pid']}"
+    return f"{root}.{tag}{ext or '.jsonl'}"
+
+
+# -- following children ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ChildSettings:
+    """What a watching command asks of every child process (Note [Children armed ...])."""
+
+    command: str
+    """``"record"`` or ``"nan"``: what the child runs its code under."""
+    job: str
+    """The directory children report to."""
+    output: str | None = None
+    """The trace path that each process's own path is made from (``record``, ``nan -o``)."""
+    max_values: int = 16
+    """Tensors with at most this many elements keep their values."""
+    nan: dict[str, Any] | None = None
+    """``nan``'s options: ``first``, ``forward``, ``inf``, ``ignore``."""
+    rank: str | None = None
+    """The watching process's ``RANK`` variable, which its children inherit."""
+    root: str = _PACKAGE_ROOT
+    """Where ``autograd_viz`` is imported from, for a child whose path lacks it."""
+
+    def to_env(self) -> str:
+        """The settings as the value of :data:`ENV`."""
+        return json.dumps(self.__dict__)
+
+    @classmethod
+    def from_env(cls, text: str) -> ChildSettings:
+        """The settings in :data:`ENV`'s value.
+
+        Raises:
+            ValueError: the value is not settings this version wrote.
+        """
+        fields = json.loads(text)
+        if not isinstance(fields, dict) or not isinstance(fields.get("job"), str):
+            raise ValueError(f"{ENV} holds no settings")
+        return cls(**fields)
+
+
+@dataclass(frozen=True)
+class ChildReport:
+    """What one child process left in the job's directory when it exited."""
+
+    pid: int
+    rank: int | None
+    world_size: int | None
+    path: str
+    """Its trace file."""
+    graph_tasks: int
+    events: int
+    clock: tuple[int, int]
+    """Its header's ``clock``."""
+
+
+class Job:
+    """The child processes of one watched script, followed while :func:`follow_children` lasts."""
+
+    def __init__(self, settings: ChildSettings) -> None:
+        self.settings = settings
+        """What every child is asked to do."""
+
+    def reports(self) -> list[ChildReport]:
+        """What the children that recorded something left, by rank then pid."""
+        found = []
+        for name in sorted(os.listdir(self.settings.job)):
+            if not name.endswith(".json"):
+                continue
+            try:
+                with open(os.path.join(self.settings.job, name), encoding="utf-8") as f:
+                    fields = json.load(f)
+                fields["clock"] = tuple(fields["clock"])
+                found.append(ChildReport(**fields))
+            except (OSError, ValueError, TypeError, KeyError):
+                continue  # a child killed while writing its report; its trace says the rest
+        return sorted(found, key=lambda r: (r.rank is None, r.rank or 0, r.pid))
+
+
+@contextmanager
+def follow_children(
+    command: str,
+    trace: Trace,
+    output: str | None = None,
+    max_values: int = 16,
+    nan: dict[str, Any] | None = None,
+) -> Iterator[Job]:
+    """Watch, inside the block, every child process the program starts, as ``command`` does here.
+
+    Args:
+        command: ``"record"`` or ``"nan"``.
+        trace: this process's recording, which a forked child empties and keeps.
+        output: the trace path each child's path is made from; ``None`` keeps
+            the children's traces in the job's directory (``nan`` without ``-o``).
+        max_values: as :class:`~autograd_viz.sources.Recorder`'s.
+        nan: ``nan``'s options, for ``command="nan"``.
+
+    Yields:
+        The :class:`Job`; read its :meth:`~Job.reports` once the program has ended.
+    """
+    job_dir = tempfile.mkdtemp(prefix="autograd-viz-job-")
+    settings = ChildSettings(
+        command=command,
+        job=job_dir,
+        output=os.path.abspath(output) if output is not None else None,
+        max_values=max_values,
+        nan=nan,
+        rank=os.environ.get("RANK"),
+    )
+    saved = {name: os.environ.get(name) for name in (ENV, "PYTHONPATH")}
+    os.environ[ENV] = settings.to_env()
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        [STARTUP_DIR, *([saved["PYTHONPATH"]] if saved["PYTHONPATH"] else [])]
+    )
+    job = Job(settings)
+    follow_forks(job, trace)
+    try:
+        with when_torch_is_imported(note_process_groups):
+            yield job
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        _remove_job_dir(job_dir)
+
+
+def _remove_job_dir(job_dir: str) -> None:
+    for name in os.listdir(job_dir):
+        with contextlib.suppress(OSError):
+            os.remove(os.path.join(job_dir, name))
+    with contextlib.suppress(OSError):
+        os.rmdir(job_dir)
+
+
+def follow_forks(owner: object, trace: Trace) -> None:
+    """Make a child that ``multiprocessing`` forks from here record into ``trace``, emptied.
+
+    The hook lasts as long as ``owner`` (``multiprocessing`` keeps it weakly).
+    """
+    from multiprocessing import util
+
+    settings: ChildSettings = owner.settings  # type: ignore[attr-defined]
+
+    def in_child(_: object) -> None:
+        with contextlib.suppress(Exception):  # nothing of ours may break the child's start
+            with trace.lock:
+                trace.events.clear()
+                trace.graph_tasks.clear()
+                trace._replayer = None
+                trace.header.pop("process", None)
+            finish = _finisher(trace, settings)
+            util.Finalize(None, finish, exitpriority=-(10**6))
+            atexit.register(finish)
+
+    util.register_after_fork(owner, in_child)
+
+
+def watch_as_child(trace: Trace, settings: ChildSettings) -> None:
+    """Save ``trace`` when this process exits, and report it (a spawned child's start-up)."""
+    atexit.register(_finisher(trace, settings))
+    follow_forks(_Holder(settings), trace)
+
+
+class _Holder:
+    """Keeps a child's after-fork hook registered for the life of the process."""
+
+    def __init__(self, settings: ChildSettings) -> None:
+        self.settings = settings
+        _held.append(self)
+
+
+_held: list[_Holder] = []
+
+
+_finished: set[tuple[int, int]] = set()
+"""(trace id, pid) of every trace saved at exit: once, by whichever exit hook runs first."""
+
+
+def _finisher(trace: Trace, settings: ChildSettings) -> Any:
+    pid = os.getpid()
+
+    def finish() -> None:
+        key = (id(trace), pid)
+        if os.getpid() != pid or key in _finished:
+            return  # a fork of this process has its own
+        _finished.add(key)
+        try:
+            save_child_trace(trace, settings)
+        except Exception as exc:  # noqa: BLE001 - the child's exit goes on; one line says why
+            print(f"autograd-viz: process {pid} could not save its trace: {exc}", file=sys.stderr)
+
+    return finish
+
+
+def save_child_trace(trace: Trace, settings: ChildSettings) -> str | None:
+    """Save a child's trace where its settings say, and report it; ``None`` if it recorded nothing.
+
+    Returns:
+        The trace file's path.
+    """
+    if not trace.events:
+        return None
+    process = process_info(settings.rank)
+    trace.header["process"] = process
+    if settings.output is not None:
+        path = process_trace_path(settings.output, process)
+    else:
+        path = os.path.join(settings.job, f"{process['pid']}.jsonl")
+    trace.save(path)
+    stats = trace.stats()
+    report = {
+        "pid": process["pid"],
+        "rank": process["rank"],
+        "world_size": process["world_size"],
+        "path": path,
+        "graph_tasks": stats.graph_tasks,
+        "events": stats.events,
+        "clock": process["clock"],
+    }
+    target = os.path.join(settings.job, f"{process['pid']}.json")
+    with open(f"{target}.tmp", "w", encoding="utf-8") as f:
+        json.dump(report, f)
+    os.replace(f"{target}.tmp", target)
+    return path
+
+
+def wall_ns(t_ns: int, clock: tuple[int, int] | list[int]) -> int:
+    """An event's ``t_ns`` as wall-clock nanoseconds, by its trace's ``clock`` pair."""
+    return t_ns - clock[0] + clock[1]
+
+
+def read_settings() -> ChildSettings | None:
+    """This process's settings as a child of a watching command, or ``None`` if it is not one."""
+    text = os.environ.get(ENV)
+    if not text:
+        return None
+    return ChildSettings.from_env(text)

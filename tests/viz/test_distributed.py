@@ -1,0 +1,192 @@
+"""Real two-process DDP jobs on the CPU (gloo) under ``record`` and ``nan``.
+
+Each job is launched as a user would: ``torch.multiprocessing.spawn`` inside
+the script, or ``torchrun`` (``python -m torch.distributed.run``) around
+``python -m autograd_viz record``.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from autograd_viz.sources import processes
+from autograd_viz.trace import Trace
+
+torch = pytest.importorskip("torch")
+dist = pytest.importorskip("torch.distributed")
+if not dist.is_available() or not dist.is_gloo_available():
+    pytest.skip("torch.distributed with gloo is not available", allow_module_level=True)
+
+REPO = Path(__file__).resolve().parents[2]
+
+JOB = """
+    import os
+    import sys
+
+    import torch
+    import torch.distributed as dist
+    import torch.multiprocessing as mp
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+
+    def work(rank, world, port, mode, out):
+        if port:
+            dist.init_process_group(
+                "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world
+            )
+        else:  # under torchrun
+            dist.init_process_group("gloo")
+            rank = dist.get_rank()
+        torch.manual_seed(0)
+        model = DDP(torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1)))
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        g = torch.Generator().manual_seed(rank)
+        for step in range(3):
+            x = torch.randn(5, 4, generator=g)
+            if mode == "nan" and rank == 1 and step == 1:
+                x = x.sqrt()  # NaN from the negative entries, on rank 1 only
+            loss = model(x).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            if mode == "fail" and rank == 1 and step == 2:  # rank 0 is not left waiting
+                raise RuntimeError("rank 1 fails after its last step")
+        torch.save([p.detach() for p in model.parameters()], f"{out}.{rank}.pt")
+        dist.destroy_process_group()
+
+
+    if __name__ == "__main__":
+        mode, out = sys.argv[1], sys.argv[2]
+        if "RANK" in os.environ:
+            work(0, 0, 0, mode, out)
+        else:
+            mp.spawn(work, args=(2, int(sys.argv[3]), mode, out), nprocs=2)
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    for name in (processes.ENV, "RANK", "WORLD_SIZE", "LOCAL_RANK", "TORCHELASTIC_RUN_ID"):
+        env.pop(name, None)
+    return subprocess.run(
+        [sys.executable, *args],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def job(tmp_path: Path) -> Path:
+    script = tmp_path / "job.py"
+    script.write_text(textwrap.dedent(JOB), encoding="utf-8")
+    return script
+
+
+def left_running(marker: Path) -> list[str]:
+    """Processes still alive whose command line names ``marker``."""
+    alive = []
+    for pid in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if str(marker) in cmdline and int(pid) != os.getpid():
+            alive.append(cmdline)
+    return alive
+
+
+def same_parameters(tmp_path: Path, watched: str, unwatched: str) -> bool:
+    for rank in (0, 1):
+        ours = torch.load(tmp_path / f"{watched}.{rank}.pt")
+        theirs = torch.load(tmp_path / f"{unwatched}.{rank}.pt")
+        if not all(torch.equal(a, b) for a, b in zip(ours, theirs, strict=True)):
+            return False
+    return True
+
+
+def check_rank_traces(tmp_path: Path, launcher: str, graph_tasks: int = 3) -> None:
+    for rank in (0, 1):
+        trace = Trace.load(tmp_path / f"t.rank{rank}.jsonl")
+        assert len(trace.graph_tasks) == graph_tasks
+        process = trace.header["process"]
+        assert (process["rank"], process["world_size"]) == (rank, 2)
+        assert process["backend"] == "gloo"
+        assert process["launcher"] == launcher
+        assert process["host"] == socket.gethostname()
+    assert not (tmp_path / "t.jsonl").exists()  # the launching process ran no backward
+
+
+def test_mp_spawn_job_one_trace_per_rank_same_parameters(tmp_path: Path) -> None:
+    script = job(tmp_path)
+    plain = run(tmp_path, str(script), "plain", "unwatched", str(free_port()))
+    assert plain.returncode == 0, plain.stderr
+    done = run(
+        tmp_path,
+        *("-m", "autograd_viz", "record", "-o", "t.jsonl"),
+        *(str(script), "plain", "watched", str(free_port())),
+    )
+    assert done.returncode == 0, done.stderr
+    check_rank_traces(tmp_path, "torch.multiprocessing.spawn")
+    assert "rank 1 of 2" in done.stdout
+    assert same_parameters(tmp_path, "watched", "unwatched")
+    assert not left_running(script)
+
+
+@pytest.mark.slow
+def test_torchrun_job_one_trace_per_rank(tmp_path: Path) -> None:
+    script = job(tmp_path)
+    done = run(
+        tmp_path,
+        *("-m", "torch.distributed.run", "--nproc-per-node", "2"),
+        *("--master-port", str(free_port()), "-m", "autograd_viz", "record"),
+        *(str(script), "plain", "watched", "-o", "t.jsonl"),
+    )
+    assert done.returncode == 0, done.stderr
+    check_rank_traces(tmp_path, "torchrun")
+    plain = run(tmp_path, str(script), "plain", "unwatched", str(free_port()))
+    assert same_parameters(tmp_path, "watched", "unwatched"), plain.stderr
+    assert not left_running(script)
+
+
+@pytest.mark.slow
+def test_a_raising_rank_keeps_its_trace_and_the_exit_status(tmp_path: Path) -> None:
+    script = job(tmp_path)
+    plain = run(tmp_path, str(script), "fail", "unwatched", str(free_port()))
+    done = run(
+        tmp_path,
+        *("-m", "autograd_viz", "record", "-o", "t.jsonl"),
+        *(str(script), "fail", "watched", str(free_port())),
+    )
+    assert done.returncode == plain.returncode != 0
+    assert "rank 1 fails after its last step" in done.stderr
+    failed = Trace.load(tmp_path / "t.rank1.jsonl")
+    assert len(failed.graph_tasks) == 3
+    assert failed.header["process"]["rank"] == 1
+    assert not left_running(script)
+
+
+def test_nan_names_the_rank_that_saw_it_first(tmp_path: Path) -> None:
+    script = job(tmp_path)
+    done = run(tmp_path, "-m", "autograd_viz", "nan", str(script), "nan", "w", str(free_port()))
+    assert done.returncode == 1, done.stderr
+    first = done.stdout.splitlines()[0]
+    assert first.startswith("rank 1 of 2 saw the first NaN or Inf of 2 processes"), done.stdout
+    assert "sqrt" in done.stdout
+    assert not left_running(script)

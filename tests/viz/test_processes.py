@@ -1,0 +1,197 @@
+"""Several processes under ``record``: children of every start method, each with its own trace."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from autograd_viz.sources import processes
+from autograd_viz.sources.processes import ChildSettings, process_info, process_trace_path
+from autograd_viz.trace import Trace, TraceFormatError
+
+REPO = Path(__file__).resolve().parents[2]
+
+CHILDREN = """
+    import multiprocessing as mp
+    import sys
+
+    import engine
+
+
+    def work(scale):
+        x = engine.tensor([1.0, 2.0], requires_grad=True, name="x")
+        (x * scale).sum().backward()
+        if scale == 3.0 and "fail" in sys.argv:
+            raise ValueError("the child of scale 3 fails")
+
+
+    if __name__ == "__main__":
+        work(1.0)  # the parent's own backward, before any child starts
+        ctx = mp.get_context(sys.argv[1])
+        procs = [ctx.Process(target=work, args=(s,)) for s in (2.0, 3.0)]
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join()
+        sys.exit(max(p.exitcode for p in procs))
+"""
+
+
+def run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env.pop(processes.ENV, None)
+    return subprocess.run(
+        [sys.executable, *args],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def left_running(marker: Path) -> list[str]:
+    """Processes still alive whose command line names ``marker``."""
+    alive = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if str(marker) in cmdline:
+            alive.append(cmdline)
+    return alive
+
+
+def child_traces(tmp_path: Path) -> dict[str, Trace]:
+    return {p.name: Trace.load(p) for p in sorted(tmp_path.glob("t.pid*.jsonl"))}
+
+
+@pytest.mark.parametrize("method", ["spawn", "forkserver", "fork"])
+def test_every_child_saves_its_own_trace(tmp_path: Path, method: str) -> None:
+    script = tmp_path / "children.py"
+    script.write_text(textwrap.dedent(CHILDREN), encoding="utf-8")
+    done = run(tmp_path, "-m", "autograd_viz", "record", "-o", "t.jsonl", str(script), method)
+    assert done.returncode == 0, done.stderr
+    own = Trace.load(tmp_path / "t.jsonl")
+    assert len(own.graph_tasks) == 1  # a forked child's events never reach the parent's trace
+    assert own.header["process"]["launcher"] is None
+    children = child_traces(tmp_path)
+    assert len(children) == 2, done.stdout
+    grads: list[tuple[float, ...]] = []
+    for name, trace in children.items():
+        # a forked child starts from its parent's recording, emptied: its own backward only
+        assert len(trace.graph_tasks) == 1, name
+        process = trace.header["process"]
+        assert name == f"t.pid{process['pid']}.jsonl"
+        assert process["launcher"] == f"multiprocessing ({method})"
+        assert process["rank"] is None
+        (leaf,) = trace.state_at(len(trace)).leaves.values()
+        assert leaf.grad is not None
+        assert leaf.grad.values is not None
+        grads.append(leaf.grad.values)
+    assert sorted(grads) == [(2.0, 2.0), (3.0, 3.0)]
+    assert "2 child processes recorded" in done.stdout
+    assert not left_running(script)
+
+
+def test_a_failing_child_keeps_its_trace_and_the_status(tmp_path: Path) -> None:
+    script = tmp_path / "children.py"
+    script.write_text(textwrap.dedent(CHILDREN), encoding="utf-8")
+    unwatched = run(tmp_path, str(script), "spawn", "fail")
+    done = run(
+        tmp_path, "-m", "autograd_viz", "record", "-o", "t.jsonl", str(script), "spawn", "fail"
+    )
+    assert done.returncode == unwatched.returncode == 1, done.stderr
+    assert "the child of scale 3 fails" in done.stderr
+    children = child_traces(tmp_path)
+    assert len(children) == 2
+    assert all(len(t.graph_tasks) == 1 for t in children.values())
+    assert not left_running(script)
+
+
+def test_a_child_of_a_script_without_backward_records_nothing(tmp_path: Path) -> None:
+    script = tmp_path / "quiet.py"
+    script.write_text(
+        "import subprocess, sys\n"
+        "subprocess.run([sys.executable, '-c', 'import sys; print(sys.path[:1])'], check=True)\n",
+        encoding="utf-8",
+    )
+    done = run(tmp_path, "-m", "autograd_viz", "record", "-o", "t.jsonl", str(script))
+    assert done.returncode == 0, done.stderr
+    assert "cli/startup" not in done.stdout  # the child's path is its own again
+    assert "No backward pass ran while recording" in done.stdout
+    assert not list(tmp_path.glob("t.pid*.jsonl"))
+    assert done.stderr == ""
+
+
+def test_the_children_user_sitecustomize_still_runs(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text("import os\nos.environ['USER_SITE_RAN'] = '1'\n")
+    script = tmp_path / "check.py"
+    script.write_text(
+        "import os, subprocess, sys\n"
+        "code = 'import os; print(os.environ.get(\"USER_SITE_RAN\"))'\n"
+        "subprocess.run([sys.executable, '-c', code], check=True)\n",
+        encoding="utf-8",
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(site)])}
+    env.pop(processes.ENV, None)
+    done = subprocess.run(
+        [sys.executable, "-m", "autograd_viz", "record", "-o", "t.jsonl", str(script)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0] == "1"
+
+
+def test_process_trace_paths() -> None:
+    assert process_trace_path("t.jsonl", {"rank": 1, "pid": 7}) == "t.rank1.jsonl"
+    assert process_trace_path("out/t.jsonl", {"rank": None, "pid": 7}) == "out/t.pid7.jsonl"
+    assert process_trace_path("trace", {"rank": 0, "pid": 7}) == "trace.rank0.jsonl"
+
+
+def test_rank_from_the_environment_unless_inherited(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RANK", "3")
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    info = process_info()
+    assert (info["rank"], info["world_size"], info["local_rank"]) == (3, 4, 1)
+    assert info["pid"] == os.getpid()
+    inherited = process_info(inherited_rank="3")  # a data loader worker of rank 3
+    assert (inherited["rank"], inherited["world_size"], inherited["local_rank"]) == (None,) * 3
+
+
+def test_settings_travel_through_the_environment(tmp_path: Path) -> None:
+    settings = ChildSettings("nan", str(tmp_path), "/x/t.jsonl", 4, {"first": True}, "0")
+    assert ChildSettings.from_env(settings.to_env()) == settings
+    with pytest.raises(ValueError, match="holds no settings"):
+        ChildSettings.from_env("[1]")
+
+
+def test_the_process_record_round_trips_and_is_checked(tmp_path: Path) -> None:
+    trace = Trace()
+    trace.header["process"] = process_info()
+    trace.save(tmp_path / "t.jsonl")
+    loaded = Trace.load(tmp_path / "t.jsonl")
+    assert loaded.header["process"]["host"] == trace.header["process"]["host"]
+    assert list(loaded.header["process"]["clock"]) == trace.header["process"]["clock"]
+    text = (tmp_path / "t.jsonl").read_text().replace('"rank":null', '"rank":"zero"')
+    (tmp_path / "bad.jsonl").write_text(text)
+    with pytest.raises(TraceFormatError, match="process: rank"):
+        Trace.load(tmp_path / "bad.jsonl")
