@@ -25,8 +25,6 @@ to come, and one :class:`BoxStatus`.
 
 from __future__ import annotations
 
-import enum
-from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -34,55 +32,17 @@ from autograd_viz.draw import select
 from autograd_viz.draw.graph_view import GraphView, ViewEdge, ViewNode
 from autograd_viz.draw.modules import MAX_BOXES, FoldGroup, ModuleTree, Scope
 from autograd_viz.draw.names import Names, Target
-from autograd_viz.draw.select import drawn_status
+from autograd_viz.draw.summaries import (
+    BoxStatus,
+    BoxSummary,
+    box_status,
+    scope_summaries,
+    summarize,
+)
 from autograd_viz.trace.replay import NodeStatus
 
 EXPAND_ALL = "all"
 """``expand=["all"]``: every node, no module boxes (the drawing without modules)."""
-
-
-class BoxStatus(enum.StrEnum):
-    """Where the nodes inside a box stand, in one word."""
-
-    NOT_STARTED = "not started"
-    """No node inside has received a gradient (or the graph has not run)."""
-    RUNNING = "running"
-    """Some nodes have run or received gradients, others not yet."""
-    DONE = "done"
-    """Every node inside that runs has run."""
-    FAILED = "failed"
-    """A node inside failed, or holds a NaN or Inf gradient."""
-
-
-@dataclass(frozen=True, slots=True)
-class BoxSummary:
-    """What the nodes inside a box or cluster add up to at one step."""
-
-    nodes: int
-    """How many nodes."""
-    sequence_nrs: tuple[int, int]
-    """Smallest and largest sequence number."""
-    topological_nrs: tuple[int, int]
-    """Smallest and largest topological number."""
-    remaining: int
-    """Dependencies still to come, summed over the nodes."""
-    dependencies: int
-    """Dependencies, summed over the nodes."""
-    inputs: int
-    """Edges into the box from outside it."""
-    waiting_inputs: int
-    """Of those, how many have not delivered their gradient (pruned ones not counted)."""
-    statuses: Mapping[str, int]
-    """How many nodes are in each status (``"not run"`` before backward)."""
-    non_finite: int
-    """Nodes holding a NaN or Inf gradient."""
-    status: BoxStatus
-    """All of it in one word."""
-
-    @property
-    def node_status(self) -> NodeStatus | None:
-        """The node status a box is coloured like: the most urgent among its nodes."""
-        return drawn_status(self.statuses)
 
 
 @dataclass(frozen=True, slots=True)
@@ -295,8 +255,10 @@ def module_view(
     tree = ModuleTree.build(((k, n.info) for k, n in view.nodes.items()), view.modules)
     if not tree.scopes:
         return view
-    names = Names(((k, n.info) for k, n in view.nodes.items()), tree)
-    targets = [names.resolve(name) for name in expand]
+    targets = []
+    if expand:
+        names = Names(((k, n.info) for k, n in view.nodes.items()), tree)
+        targets = [names.resolve(name) for name in expand]
     chosen = choose(
         tree,
         level=level,
@@ -339,9 +301,8 @@ def apply(view: GraphView, tree: ModuleTree, choice: Choice) -> GraphView:
             _close(tree, item, f"m{item.index}", parent, drawn, inside, boxes)
     if not boxes and not clusters:
         return view
-    incoming: dict[str, list[ViewEdge]] = {}
-    for edge in view.edges:
-        incoming.setdefault(edge.head, []).append(edge)
+    closed_groups = [item for item, _ in boxes.values() if isinstance(item, FoldGroup)]
+    summaries, group_summaries = scope_summaries(view, tree, closed_groups)
     nodes: dict[str, ViewNode] = {}
     for key, node in view.nodes.items():
         shown = drawn.get(key, key)
@@ -350,7 +311,10 @@ def apply(view: GraphView, tree: ModuleTree, choice: Choice) -> GraphView:
         elif shown not in nodes:
             closed = boxes[shown][0]
             members = [m for i in _scopes(closed) for m in tree.members(i)]
-            summary = summarize([view.nodes[m] for m in members], incoming)
+            if isinstance(closed, FoldGroup):
+                summary = group_summaries[closed.index]
+            else:
+                summary = summaries[closed.index]
             nodes[shown] = _box_node(node, shown, closed, members, summary)
     folded = sum(1 for k in view.nodes if drawn.get(k, k) != k)
     stand = "1 box stands" if len(boxes) == 1 else f"{len(boxes):,} boxes stand"
@@ -372,7 +336,7 @@ def apply(view: GraphView, tree: ModuleTree, choice: Choice) -> GraphView:
                 parent,
                 scope.name,
                 scope.kind,
-                summarize([view.nodes[m] for m in tree.members(scope.index)], incoming),
+                summaries[scope.index],
             )
             for key, (scope, parent) in clusters.items()
         },
@@ -462,53 +426,6 @@ def _merge_edges(edges: Iterable[ViewEdge], drawn: Mapping[str, str]) -> Iterabl
             )
     for entry in order:
         yield merged[entry] if isinstance(entry, tuple) else entry
-
-
-# -- summaries -------------------------------------------------------------------------
-
-
-def summarize(nodes: Sequence[ViewNode], incoming: Mapping[str, Sequence[ViewEdge]]) -> BoxSummary:
-    """What ``nodes`` add up to; ``incoming`` has every edge into each node, by head key."""
-    keys = {n.key for n in nodes}
-    statuses: Counter[str] = Counter()
-    inputs = waiting = remaining = dependencies = non_finite = 0
-    for node in nodes:
-        statuses["not run" if node.status is None else node.status.value] += 1
-        remaining += node.remaining
-        dependencies += node.info.dependencies
-        non_finite += node.non_finite
-        for edge in incoming.get(node.key, ()):
-            if edge.tail not in keys:
-                inputs += 1
-                waiting += not edge.delivered and not edge.pruned
-    seqs = [n.info.sequence_nr for n in nodes]
-    topos = [n.info.topological_nr for n in nodes]
-    return BoxSummary(
-        nodes=len(nodes),
-        sequence_nrs=(min(seqs, default=0), max(seqs, default=0)),
-        topological_nrs=(min(topos, default=0), max(topos, default=0)),
-        remaining=remaining,
-        dependencies=dependencies,
-        inputs=inputs,
-        waiting_inputs=waiting,
-        statuses=dict(statuses),
-        non_finite=non_finite,
-        status=box_status(statuses, non_finite),
-    )
-
-
-def box_status(statuses: Mapping[str, int], non_finite: int = 0) -> BoxStatus:
-    """One word for nodes in these statuses (see :class:`BoxStatus`)."""
-    if non_finite or statuses.get(NodeStatus.FAILED.value):
-        return BoxStatus.FAILED
-    counted = {s for s, n in statuses.items() if n}
-    ran = {NodeStatus.DONE.value, NodeStatus.PRUNED.value}
-    if NodeStatus.DONE.value in counted and counted <= ran:
-        return BoxStatus.DONE
-    idle = {"not run", NodeStatus.WAITING.value, NodeStatus.PRUNED.value}
-    if counted <= idle:
-        return BoxStatus.NOT_STARTED
-    return BoxStatus.RUNNING
 
 
 __all__ = [
