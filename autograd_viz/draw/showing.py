@@ -252,7 +252,7 @@ def module_view(
     """
     if EXPAND_ALL in expand:
         return view
-    tree = ModuleTree.build(((k, n.info) for k, n in view.nodes.items()), view.modules)
+    tree = ModuleTree.of_view(view)
     if not tree.scopes:
         return view
     targets = []

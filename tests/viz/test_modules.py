@@ -75,7 +75,7 @@ def _view(trace: Trace, step: int | None = None) -> GraphView:
 
 
 def _tree(view: GraphView) -> ModuleTree:
-    return ModuleTree.build(((k, n.info) for k, n in view.nodes.items()), view.modules)
+    return ModuleTree.of_view(view)
 
 
 def _names(view: GraphView) -> Names:
