@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
@@ -48,7 +49,7 @@ class Block(nn.Module):
             else None
         )
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: Any) -> Any:
         y = self.bn2(self.conv2(torch.relu(self.bn1(self.conv1(x)))))
         return torch.relu(y + (x if self.downsample is None else self.downsample(x)))
 
@@ -72,7 +73,7 @@ class Unrolled(nn.Module):
         self.cell = nn.GRUCell(3, 5)
         self.steps = steps
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: Any) -> Any:
         h = torch.zeros(x.shape[1], 5)
         for t in range(self.steps):
             h = self.cell(x[t], h)
@@ -92,7 +93,7 @@ class Shared(nn.Module):
         self.shared = nn.Linear(4, 4)
         self.middle = nn.Linear(4, 4)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: Any) -> Any:
         return self.shared(torch.tanh(self.middle(self.shared(x))))
 
 
