@@ -185,6 +185,8 @@ def show(
     focus: Iterable[str] = (),
     max_boxes: int = MAX_BOXES,
     max_nodes: int | None = None,
+    follow: bool = True,
+    trees: dict[object, ModuleTree] | None = None,
 ) -> GraphView:
     """What a view draws of ``view``, in order: neighbourhood, folded chains, modules, budget.
 
@@ -204,12 +206,17 @@ def show(
             step's running and failing nodes (:func:`focus_of`).
         max_boxes: the budget of the default level.
         max_nodes: draw at most this many nodes (boxes included), nearest the root.
+        follow: open the modules of the step's running and failing nodes
+            (:func:`focus_of`); an animation, whose boxes stay where they are from
+            frame to frame, does not.
+        trees: module trees built before, kept by the caller from step to step
+            (see :func:`module_view`).
 
     Raises:
         GraphViewError: a name names nothing (or a node name several nodes have).
         ValueError: ``depth`` or ``max_nodes`` is out of range.
     """
-    focused = [*focus_of(view), *focus]
+    focused = [*(focus_of(view) if follow else ()), *focus]
     expanded = list(expand)
     if around is not None:
         target = select.resolve(view, around)
@@ -221,7 +228,9 @@ def show(
     if collapse:
         view = select.collapse(view)
     kept = [k for k in focused if k in view.nodes]
-    view = module_view(view, level=level, expand=expanded, focus=kept, max_boxes=max_boxes)
+    view = module_view(
+        view, level=level, expand=expanded, focus=kept, max_boxes=max_boxes, trees=trees
+    )
     if max_nodes is not None:
         view = select.limit(view, max_nodes)
     return view
@@ -234,6 +243,7 @@ def module_view(
     expand: Sequence[str] = (),
     focus: Iterable[str] | None = None,
     max_boxes: int = MAX_BOXES,
+    trees: dict[object, ModuleTree] | None = None,
 ) -> GraphView:
     """``view`` drawn at module level: the usual entry point of every view.
 
@@ -246,13 +256,21 @@ def module_view(
         focus: node keys whose modules open; by default the step's
             (:func:`focus_of`).
         max_boxes: the budget of the default level.
+        trees: where to keep the tree of each graph drawn, for the next step of the
+            same graph (an animation's frames, the TUI's steps): the tree does not
+            change with the step, and building it walks every node.
 
     Raises:
         GraphViewError: a name in ``expand`` names nothing.
     """
     if EXPAND_ALL in expand:
         return view
-    tree = ModuleTree.of_view(view)
+    known = (tuple(t.id for t in view.tasks), tuple(view.nodes))
+    tree = trees.get(known) if trees is not None else None
+    if tree is None:
+        tree = ModuleTree.build(((k, n.info) for k, n in view.nodes.items()), view.modules)
+        if trees is not None:
+            trees[known] = tree
     if not tree.scopes:
         return view
     targets = []

@@ -6,7 +6,6 @@ import io
 import itertools
 import json
 import re
-import shutil
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -19,7 +18,7 @@ import pytest
 import autograd_viz
 import engine
 from autograd_viz.draw import animate as animation
-from autograd_viz.draw import dot, frames
+from autograd_viz.draw import dot, frames, showing, step_frames
 from autograd_viz.draw.animate import (
     LAST_FRAME_MS,
     GraphvizError,
@@ -32,10 +31,10 @@ from autograd_viz.draw.animate import (
     script_json,
     write_gif,
 )
+from autograd_viz.draw.frame_diff import Frame
+from autograd_viz.live import thread_name
 from autograd_viz.trace import Trace
 from tests.viz.dotting import needs_dot
-
-needs_node = pytest.mark.skipif(shutil.which("node") is None, reason="Node.js is not installed")
 
 SVG = "{http://www.w3.org/2000/svg}"
 CONTROLS = ("first", "back", "play", "forward", "last", "slider", "speed", "caption")
@@ -93,6 +92,53 @@ def page_data(page: str) -> tuple[str, dict[str, Any]]:
     return match.group(1), json.loads(match.group(1))
 
 
+def whole_frames(data: dict[str, Any]) -> list[str]:
+    """Each frame of a page as the SVG its player shows: the drawing, with the changes swapped in.
+
+    The player's own logic (in the page's script), written again: a frame is its
+    group's drawing with every change since the group's first frame applied.
+    """
+    out = []
+    for i, (drawing, _) in enumerate(data["frames"]):
+        start = i
+        while start > 0 and data["frames"][start - 1][0] == drawing:
+            start -= 1
+        wanted: dict[str, int] = {}
+        for _, delta in data["frames"][start : i + 1]:
+            wanted.update((eid, variant) for eid, variant in delta)
+        root = ET.fromstring(data["drawings"][drawing])
+        for parent in list(root.iter()):
+            for position, child in enumerate(list(parent)):
+                eid = child.get("id")
+                if eid in wanted and wanted[eid] != data["bases"][drawing].get(eid):
+                    markup = data["variants"][wanted[eid]]
+                    holder = ET.fromstring(
+                        f'<svg xmlns="http://www.w3.org/2000/svg" '
+                        f'xmlns:xlink="http://www.w3.org/1999/xlink">{markup}</svg>'
+                    )
+                    parent.remove(child)
+                    parent.insert(position, holder[0])
+        out.append(ET.tostring(root, encoding="unicode"))
+    return out
+
+
+def texts(svg: str) -> dict[str, list[str]]:
+    """Each node's, edge's and cluster's title → the text it shows, and its colours."""
+    root = ET.fromstring(svg)
+    found: dict[str, list[str]] = {}
+    for group in root.iter(f"{SVG}g"):
+        if group.get("class") in ("node", "edge", "cluster"):
+            title = group.findtext(f"{SVG}title", "")
+            seen = found.setdefault(title, [])
+            for item in group.iter():
+                if item.tag == f"{SVG}text" and item.text:
+                    seen.append(item.text)
+                for colour in ("fill", "stroke"):
+                    if item.get(colour) not in (None, "none", "transparent"):
+                        seen.append(f"{colour}={item.get(colour)}")
+    return found
+
+
 def shapes(svg: bytes | str) -> dict[str, list[str]]:
     """Each node, edge and cluster's title → the coordinates of what draws it, in order."""
     root = ET.fromstring(svg)
@@ -145,11 +191,12 @@ def test_captions_name_the_step_and_its_event(trace: Trace) -> None:
     event = trace.events[2]
     assert event.kind == "node_start"
     assert describe_step(trace, 3) == (
-        f"step 3 of {len(trace)} · node_start SumBackward0 · thread {event.thread} "
+        f"step 3 of {len(trace)} · node_start SumBackward0 · thread {thread_name(event.thread)} "
         f"· graph task {event.graph_task}"
     )
     assert describe_step(trace, len(trace)).startswith(f"step {len(trace)} of {len(trace)} · ")
     assert "graph_task_end" in describe_step(trace, len(trace))
+    assert " · thread main · " in describe_step(trace, 3)  # as every other view names it
 
 
 # -- errors ----------------------------------------------------------------------------
@@ -259,9 +306,11 @@ def test_the_page_has_a_frame_a_caption_and_the_controls(trace: Trace, tmp_path:
     assert result == animation.AnimationResult(tmp_path / "run.html", len(steps), steps, 0)
     page = result.path.read_text(encoding="utf-8")
     raw, data = page_data(page)
-    assert len(data["frames"]) == len(steps)
-    for frame in data["frames"]:
+    shown = whole_frames(data)
+    assert len(shown) == len(steps)
+    for step, frame in zip(steps, shown, strict=True):
         assert ET.fromstring(frame).tag == f"{SVG}svg"
+        assert f">step {step}</" in frame  # growing_labels' caption
     assert data["captions"] == [describe_step(trace, step) for step in steps]
     for control in CONTROLS:
         assert f'id="{control}"' in page
@@ -269,7 +318,7 @@ def test_the_page_has_a_frame_a_caption_and_the_controls(trace: Trace, tmp_path:
     # Self-contained: nothing to fetch, and no frame can end the script element early.
     assert not re.search(r"""(src|href)\s*=\s*["']?\s*(https?:)?//""", page)
     assert not re.search(r"url\(|@import|<link|<iframe", page)
-    assert "</" not in raw and "</svg>" in data["frames"][0]
+    assert "</" not in raw and "</svg>" in data["drawings"][0]
     assert page.count("</script>") == 2
 
 
@@ -289,12 +338,61 @@ def test_the_real_graph_animates(trace: Trace, tmp_path: Path) -> None:
     result = animate(trace, tmp_path / "run.html", values=True, first=2, last=10)
     _, data = page_data(result.path.read_text(encoding="utf-8"))
     assert result.steps_shown == tuple(range(2, 11))
-    assert len(data["frames"]) == 9
-    assert "step 2 of 19" in data["frames"][0] and "step 10 of 19" in data["frames"][-1]
-    fills = [re.findall(r'fill="(#[0-9a-f]{6})"', frame) for frame in data["frames"]]
+    shown = whole_frames(data)
+    assert len(shown) == 9 and len(data["drawings"]) == 1  # one layout for the whole run
+    fills = [re.findall(r'fill="(#[0-9a-f]{6})"', frame) for frame in shown]
     assert len({str(f) for f in fills}) > 1  # colours change...
-    boxes = [{t: s[:1] for t, s in shapes(f).items() if "->" not in t} for f in data["frames"]]
+    boxes = [{t: s[:1] for t, s in shapes(f).items() if "->" not in t} for f in shown]
     assert all(b == boxes[-1] for b in boxes)  # ...but no node moves
+
+
+def test_a_frame_redraws_only_what_changed_and_equals_the_whole_drawing(trace: Trace) -> None:
+    """Note [Drawing what changed]: each frame's DOT is what drawing the step whole gives."""
+    steps = list(range(len(trace) + 1))
+    frames_ = step_frames.view_frames(trace, steps, values=True)
+    for step, frame in zip(steps, frames_, strict=True):
+        view = showing.show(dot.build_view(trace.state_at(step)), follow=False)
+        whole = step_frames._drawn(view, step_frames._Drawing(False, True, ()))
+        assert isinstance(frame, Frame) and isinstance(whole, Frame)
+        assert frame.source() == whole.source(), f"step {step}"
+
+
+@needs_dot
+def test_each_frame_shows_what_its_step_shows(trace: Trace, tmp_path: Path) -> None:
+    """The page's frames, changes swapped in, say what each step's own drawing says."""
+    result = animate(trace, tmp_path / "run.html", values=True)
+    _, data = page_data(result.path.read_text(encoding="utf-8"))
+    frames_ = step_frames.view_frames(trace, list(range(len(trace) + 1)), values=True)
+    for step, (shown, frame) in enumerate(zip(whole_frames(data), frames_, strict=True)):
+        assert isinstance(frame, Frame)
+        alone = subprocess.run(
+            ["dot", "-Tsvg"],
+            input=f"digraph backward {{\n{frame.source()}}}\n".encode(),
+            capture_output=True,
+            check=True,
+        ).stdout
+        drawn, expected = texts(shown), texts(alone.decode())
+        assert drawn.keys() == expected.keys()
+        for title, seen in expected.items():
+            assert sorted(drawn[title]) == sorted(seen), f"step {step}: {title}"
+
+
+@needs_dot
+def test_the_page_grows_with_the_changes_not_with_the_frames(tmp_path: Path) -> None:
+    x = engine.tensor([1.0], requires_grad=True, name="x")
+    y = x
+    for _ in range(60):
+        y = y * 1.0001
+    with autograd_viz.record() as chain:
+        y.sum().backward()
+    result = animate(chain, tmp_path / "run.html")
+    page = result.path.read_text(encoding="utf-8")
+    _, data = page_data(page)
+    drawing = len(data["drawings"][0])
+    assert result.frames > 250 and len(data["drawings"]) == 1
+    # Each of ~60 nodes changes a few times; a drawing per frame would be frames × drawing.
+    assert len(page) < 12 * drawing
+    assert sum(len(delta) for _, delta in data["frames"]) < 8 * result.frames
 
 
 def test_script_json_cannot_end_its_script_element() -> None:
@@ -302,61 +400,6 @@ def test_script_json_cannot_end_its_script_element() -> None:
     text = script_json(value)
     assert "</" not in text and "<!--" not in text
     assert json.loads(text) == value
-
-
-_PLAYER = r"""
-const fs = require("fs");
-const page = fs.readFileSync(process.argv[1], "utf8");
-const data = page.match(/id="animation-data">([\s\S]*?)<\/script>/)[1];
-const player = page.match(/<script>([\s\S]*?)<\/script>/)[1];
-const elements = {}, on = {};
-let timers = [];
-const element = (id) => elements[id] || (elements[id] = {
-  tagName: id === "slider" ? "INPUT" : "BUTTON", textContent: id === "animation-data" ? data : "",
-  innerHTML: "", value: id === "speed" ? "1" : "0", handlers: {},
-  addEventListener(type, f) { this.handlers[type] = f; },
-  replaceChildren(node) { this.innerHTML = node.markup; } });
-global.DOMParser = class { parseFromString(text, type) {
-  return { documentElement: { markup: type === "image/svg+xml" ? text : "", attributes: [],
-                              querySelectorAll: () => [] } }; } };
-global.document = { getElementById: element, addEventListener: (type, f) => { on[type] = f; },
-  importNode: (node) => node,
-  querySelectorAll: () => ["first", "back", "play", "forward", "last"].map(element) };
-global.setTimeout = (f, ms) => timers.push([f, ms]);
-global.clearTimeout = () => { timers = []; };
-eval(player);
-const key = (k, id) => on.keydown({ key: k, target: id ? element(id) : {}, preventDefault() {} });
-const seen = [];
-const look = () => seen.push([Number(element("slider").value), element("caption").textContent,
-                              element("stage").innerHTML.startsWith("<svg")]);
-look();
-element("forward").handlers.click(); look();
-key("ArrowRight"); look();
-key("ArrowLeft"); look();
-key("End"); look();
-key("Home"); look();
-element("slider").value = "3"; element("slider").handlers.input(); look();
-key("ArrowRight", "slider"); look();
-key(" "); element("speed").value = "2"; timers.shift()[0](); look();
-seen.push(timers.map((t) => t[1]));
-key(" "); seen.push(timers.length);
-console.log(JSON.stringify(seen));
-"""
-
-
-@needs_node
-@needs_dot
-def test_the_player_steps_plays_and_pauses(trace: Trace, tmp_path: Path) -> None:
-    result = animate(trace, tmp_path / "run.html", to_dot=growing_labels, frame_ms=300)
-    done = subprocess.run(
-        ["node", "-e", _PLAYER, str(result.path)], capture_output=True, text=True, check=True
-    )
-    *states, delays, timers_left = json.loads(done.stdout)
-    captions = [describe_step(trace, step) for step in range(len(trace) + 1)]
-    expected = [0, 1, 2, 1, len(trace), 0, 3, 3, 4]  # a focused slider keeps its own arrows
-    assert states == [[i, captions[i], True] for i in expected]
-    assert delays == [150]  # the next tick, at 2x speed
-    assert timers_left == 0
 
 
 # -- the GIF -------------------------------------------------------------------------------

@@ -1,0 +1,209 @@
+"""An animation's frames as DOT statements, drawn once per step and redrawn only where it changed.
+
+:func:`view_frames` reads each step through the view model
+(:func:`autograd_viz.draw.showing.show`, the module view every picture uses,
+without opening modules as the step moves, so that boxes stay where they are)
+and writes each frame's DOT as :class:`~autograd_viz.draw.frame_diff.Frame`
+elements. A step changes a few nodes, edges and clusters: only those are drawn
+again (see Note [Drawing what changed]), so a frame costs what it changes, not
+what the graph holds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import graphviz
+
+from autograd_viz.draw import dot, showing
+from autograd_viz.draw.escape import html_label, html_text
+from autograd_viz.draw.frame_diff import Frame, read_frame
+
+if TYPE_CHECKING:
+    from autograd_viz.draw.graph_view import GraphView
+    from autograd_viz.trace import Trace
+
+# Note [Drawing what changed]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# When two steps draw the same nodes, edges, clusters and graph tasks, the
+# second frame is the first with the statements of what changed replaced. Those
+# come from drawing a view that holds only them: the changed nodes, every edge
+# between a pair of nodes where one edge changed (the k-th edge from A to B stays
+# the k-th), a node inside each cluster whose summary changed (a cluster is
+# drawn only around what it holds), and the first node of each device of each
+# graph task (devices are numbered in the order their first node comes, and the
+# clusters are named by that number). A statement the smaller drawing names
+# that the frame does not have means the guess was wrong: the frame is drawn whole.
+
+
+def view_frames(
+    trace: Trace,
+    steps: Sequence[int],
+    *,
+    graph_task: int | None = None,
+    saved: bool = False,
+    values: bool = False,
+    legend: bool = True,
+    around: int | str | None = None,
+    depth: int = 2,
+    collapse: bool = False,
+    max_nodes: int | None = None,
+    highlight: Sequence[int] = (),
+    level: int | None = None,
+    expand: str | Sequence[str] = (),
+) -> list[Frame | str]:
+    """Each step's picture (the options of :func:`autograd_viz.draw.dot.to_dot`) as a frame.
+
+    A frame that cannot be read as elements is its DOT source.
+    """
+    marked = set(highlight)
+    expanded = [expand] if isinstance(expand, str) else list(expand)
+    drawing = _Drawing(saved, values, tuple(highlight))
+    frames: list[Frame | str] = []
+    trees: dict[object, Any] = {}
+    before: tuple[GraphView, Frame] | None = None
+    for step in steps:
+        whole = dot.build_view(trace.state_at(step), graph_task=graph_task)
+        view = showing.show(
+            whole,
+            around=around,
+            depth=depth,
+            collapse=collapse,
+            level=level,
+            expand=expanded,
+            focus=[n.key for n in whole.nodes.values() if n.info.id in marked],
+            max_nodes=max_nodes,
+            follow=False,
+            trees=trees,
+        )
+        frame: Frame | str | None = None
+        if before is not None and _same_shape(before[0], view):
+            frame = _redrawn(before[1], before[0], view, drawing)
+        if frame is None:
+            frame = _drawn(view, drawing, legend)
+        frames.append(frame)
+        before = (view, frame) if isinstance(frame, Frame) else None
+    return frames
+
+
+def graph_frames(graphs: Iterable[graphviz.Digraph]) -> list[Frame | str]:
+    """Frames of graphs drawn by any producer: read, or their whole source when unreadable."""
+    out: list[Frame | str] = []
+    for graph in graphs:
+        source = graph.source
+        lines = source.splitlines(keepends=True)
+        head = next((i for i, line in enumerate(lines) if line.rstrip().endswith("{")), None)
+        frame = None
+        if head is not None and lines[-1].strip() == "}" and "strict" not in lines[head]:
+            frame = read_frame(lines[head + 1 : -1])
+        out.append(frame if frame is not None else source)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class _Drawing:
+    """How every frame is drawn (the options of :func:`autograd_viz.draw.dot.render`)."""
+
+    saved: bool
+    values: bool
+    highlight: tuple[int, ...]
+
+    def render(self, view: GraphView, legend: bool) -> graphviz.Digraph:
+        return dot.render(
+            view, saved=self.saved, values=self.values, legend=legend, highlight=self.highlight
+        )
+
+
+def _drawn(view: GraphView, drawing: _Drawing, legend: bool = True) -> Frame | str:
+    """A whole frame. The caption under the graph keeps only the notices: the page
+    writes each step's caption above the graph, and a caption that changed at
+    every step would make every frame a drawing of its own."""
+    graph = drawing.render(view, legend)
+    notices = [*((dot.PATH_NOTICE,) if drawing.highlight else ()), *view.notices]
+    caption = f"\tlabel={html_label([html_text(n) for n in notices])}\n" if notices else None
+    body = []
+    for line in graph.body:
+        if line.startswith("\tlabel="):  # the graph's own label: the caption
+            if caption is not None:
+                body.append(caption)
+            continue
+        body.append(line)
+    frame = read_frame(body)
+    return frame if frame is not None else "digraph backward {\n" + "".join(body) + "}\n"
+
+
+def _same_shape(a: GraphView, b: GraphView) -> bool:
+    """Whether two steps draw the same nodes, edges, boxes, clusters and graph tasks."""
+    return (
+        a.nodes.keys() == b.nodes.keys()
+        and list(a.nodes) == list(b.nodes)
+        and [(e.tail, e.head, e.input_nr) for e in a.edges]
+        == [(e.tail, e.head, e.input_nr) for e in b.edges]
+        and [x.key for x in a.boxes] == [x.key for x in b.boxes]
+        and list(a.clusters) == list(b.clusters)
+        and a.cluster_of == b.cluster_of
+        and [(t.id, t.started_by) for t in a.tasks] == [(t.id, t.started_by) for t in b.tasks]
+        and a.notices == b.notices
+        and a.elided == b.elided
+        and a.elided_near == b.elided_near
+    )
+
+
+def _redrawn(frame: Frame, before: GraphView, view: GraphView, drawing: _Drawing) -> Frame | None:
+    """``frame`` (of ``before``) with what changed at ``view`` drawn again; ``None`` if unsure.
+
+    See Note [Drawing what changed].
+    """
+    nodes = {k for k, n in view.nodes.items() if before.nodes[k] != n}
+    pairs = {(e.tail, e.head) for e, old in zip(view.edges, before.edges, strict=True) if e != old}
+    nodes.update(b.node for b, old in zip(view.boxes, before.boxes, strict=True) if b != old)
+    clusters = {k for k, c in view.clusters.items() if before.clusters[k] != c}
+    if not (nodes or pairs or clusters) and view.tasks == before.tasks:
+        return frame
+    for tail, head in pairs:
+        nodes.update((tail, head))
+    if clusters:
+        nodes.update(_one_inside_each(view, clusters))
+    firsts: dict[tuple[int, str], str] = {}
+    for key, node in view.nodes.items():
+        firsts.setdefault((node.graph_task, node.info.device), key)
+    nodes.update(firsts.values())
+    smaller = dataclasses.replace(
+        view,
+        nodes={k: n for k, n in view.nodes.items() if k in nodes},
+        edges=tuple(e for e in view.edges if (e.tail, e.head) in pairs),
+        boxes=tuple(b for b in view.boxes if b.node in nodes),
+        elided=0,
+        elided_near=(),
+    )
+    graph = drawing.render(smaller, legend=False)
+    changed = read_frame([line for line in graph.body if not line.startswith("\tlabel=")])
+    if changed is None:
+        return None
+    elements = dict(frame.elements)
+    for element, statements in changed.elements.items():
+        known = elements.get(element)
+        if known is None or len(known) != len(statements):
+            return None
+        elements[element] = statements
+    return Frame(frame.skeleton, elements)
+
+
+def _one_inside_each(view: GraphView, clusters: set[str]) -> set[str]:
+    """A node inside each of ``clusters`` (directly or in a cluster within it)."""
+    found: dict[str, str] = {}
+    for key, innermost in view.cluster_of.items():
+        cluster: str | None = innermost
+        while cluster is not None:
+            if cluster in clusters and cluster not in found:
+                found[cluster] = key
+            cluster = view.clusters[cluster].parent
+        if len(found) == len(clusters):
+            break
+    return set(found.values())
+
+
+__all__ = ["graph_frames", "view_frames"]

@@ -1,0 +1,127 @@
+"""The animation page in a real browser: Chromium, headless, driven by Playwright.
+
+Skipped where Chromium (Debian's ``chromium``) or Playwright (the dev extra) is
+missing. The page is loaded from a file, as a user opens it.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import autograd_viz
+import engine
+from autograd_viz.draw.animate import animate, describe_step
+from autograd_viz.trace import Trace
+from tests.viz.dotting import needs_dot
+
+playwright = pytest.importorskip("playwright.sync_api")
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+pytestmark = [
+    needs_dot,
+    pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed"),
+]
+
+HOSTILE = '<img src=x onerror="window.hacked=1"></text><script>window.hacked=2</script>'
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with playwright.sync_playwright() as driver:
+        launched = driver.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        yield launched
+        launched.close()
+
+
+def opened(browser: Any, path: Path) -> tuple[Any, list[str]]:
+    """The page at ``path``, and the errors it reports (uncaught, console, dialogs)."""
+    page = browser.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("dialog", lambda d: (errors.append(f"dialog: {d.message}"), d.dismiss()))
+    page.goto(path.as_uri())
+    return page, errors
+
+
+def square(name: str = "a") -> Trace:
+    a = engine.tensor([2.0, 3.0], requires_grad=True, name=name)
+    with autograd_viz.record() as trace:
+        (a * a).sum().backward()
+    return trace
+
+
+def fills(page: Any) -> list[str]:
+    """Each drawn node's fill, in order."""
+    return page.evaluate(
+        """() => Array.from(document.querySelectorAll('#stage g.node')).map(
+            (g) => (g.querySelector('path, polygon') || {getAttribute: () => ''})
+                .getAttribute('fill'))"""
+    )
+
+
+def shown(page: Any) -> tuple[int, str]:
+    return int(page.input_value("#slider")), page.text_content("#caption") or ""
+
+
+def test_the_player_steps_plays_and_pauses(browser: Any, tmp_path: Path) -> None:
+    trace = square()
+    result = animate(trace, tmp_path / "run.html", frame_ms=300)
+    captions = [describe_step(trace, step) for step in range(len(trace) + 1)]
+    page, errors = opened(browser, result.path)
+    seen = [shown(page)]
+    start = fills(page)
+    page.click("#forward")
+    seen.append(shown(page))
+    for key in ("ArrowRight", "ArrowLeft", "End"):
+        page.keyboard.press(key)
+        seen.append(shown(page))
+    end = fills(page)
+    page.keyboard.press("Home")
+    seen.append(shown(page))
+    assert fills(page) == start and end != start  # back at the start, every change undone
+    page.fill("#slider", "3")  # a focused slider keeps its own arrows
+    seen.append(shown(page))
+    page.focus("#slider")
+    page.keyboard.press("ArrowRight")
+    seen.append(shown(page))
+    expected = [0, 1, 2, 1, len(trace), 0, 3, 4]
+    assert seen == [(i, captions[i]) for i in expected]
+    page.evaluate("() => document.activeElement.blur()")
+    page.select_option("#speed", "4")
+    page.keyboard.press(" ")
+    assert page.text_content("#play") == "Pause"
+    page.wait_for_function("() => document.querySelector('#play').textContent === 'Play'")
+    assert shown(page) == (len(trace), captions[-1])  # it stopped by itself at the last step
+    assert errors == []
+
+
+def test_every_control_shows_its_symbol(browser: Any, tmp_path: Path) -> None:
+    """Symbols are drawn, not taken from a font: a font without them showed empty boxes."""
+    result = animate(square(), tmp_path / "run.html")
+    page, errors = opened(browser, result.path)
+    for control in ("first", "back", "play", "forward", "last"):
+        box = page.locator(f"#{control} svg.icon path").bounding_box()
+        assert box is not None and box["width"] > 4 and box["height"] > 4, control
+    page.keyboard.press(" ")
+    box = page.locator("#play svg.icon path").bounding_box()
+    assert box is not None and box["width"] > 4
+    assert errors == []
+
+
+def test_a_hostile_name_is_text_on_the_page(browser: Any, tmp_path: Path) -> None:
+    result = animate(square(HOSTILE), tmp_path / "run.html", title=HOSTILE)
+    page, errors = opened(browser, result.path)
+    page.keyboard.press("End")
+    page.keyboard.press("ArrowLeft")
+    page.keyboard.press("Home")
+    assert page.evaluate("() => window.hacked") is None
+    assert page.locator("#stage img, #stage script, #stage foreignObject").count() == 0
+    drawn = page.evaluate("() => document.querySelector('#stage').textContent")
+    assert HOSTILE[:40] in drawn  # the name, as text in the drawing
+    assert HOSTILE in page.title()
+    assert errors == []
