@@ -224,6 +224,34 @@ class LiveSession:
     def start(self) -> LiveSession:
         """Subscribe the gate and start the target in a background thread (paused at its
         first engine event)."""
+        self._begin(threading.Thread(target=self._main, name=LIVE_THREAD, daemon=True))
+        assert self._thread is not None
+        self._thread.start()
+        return self
+
+    def attach(self) -> LiveSession:
+        """Make the calling thread the target's, to :meth:`run` it here (paused at its first
+        engine event) while another thread steps it.
+
+        ``autograd-viz run`` runs a script this way on the main thread, where Python
+        delivers signals and a script may install its handlers, as it would unwatched.
+        """
+        self._begin(threading.current_thread())
+        self._target_ident = threading.get_ident()
+        return self
+
+    def run(self) -> Any:
+        """Run the target on this thread, after :meth:`attach`; returns :attr:`result`.
+
+        What the target raises is kept in :attr:`error`, as with :meth:`start`. Call
+        :meth:`stop` afterwards, from any thread.
+        """
+        if self._thread is not threading.current_thread():
+            raise RuntimeError("attach() the live session on this thread before run()")
+        self._main()
+        return self.result
+
+    def _begin(self, thread: threading.Thread) -> None:
         if self._thread is not None:
             raise RuntimeError("this live session was already started")
         self._workers_before = set(engine.get_default_engine().worker_threads())
@@ -231,9 +259,7 @@ class LiveSession:
         arming.acquire()  # PyTorch's backward calls are gated too
         self._armed = True
         events.subscribe(self._listener)
-        self._thread = threading.Thread(target=self._main, name=LIVE_THREAD, daemon=True)
-        self._thread.start()
-        return self
+        self._thread = thread
 
     def _main(self) -> None:
         self._target_ident = threading.get_ident()
@@ -260,15 +286,8 @@ class LiveSession:
         thread is joined, worker threads the session started are shut down
         and the gate is unsubscribed. The engine stays usable.
         """
-        with self._cond:
-            self._cancelled = True
-            self._gated = False
-            for paused in self._paused:
-                paused.cancel = True
-                ACTIVITY.unblock()
-            self._paused.clear()
-            self._cond.notify_all()
-        if self._thread is not None:
+        self.cancel()
+        if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout)
             if self._thread.is_alive():
                 warnings.warn(
@@ -294,6 +313,27 @@ class LiveSession:
                 engine_.shutdown(timeout)
             ACTIVITY.track(False)
             self._workers_before = None
+
+    def cancel(self) -> None:
+        """Cancel the backward in progress and stop gating, without waiting for anything.
+
+        Paused engine threads go on with :class:`SessionCancelled`, and a
+        :meth:`step` or :meth:`continue_` waiting on another thread returns
+        ``None`` at once. :meth:`stop` does this first, then cleans up.
+        """
+        with self._cond:
+            self._cancelled = True
+            self._gated = False
+            for paused in self._paused:
+                paused.cancel = True
+                ACTIVITY.unblock()
+            self._paused.clear()
+            self._cond.notify_all()
+
+    @property
+    def cancelled(self) -> bool:
+        """Whether :meth:`cancel` (or :meth:`stop`) was called."""
+        return self._cancelled
 
     # -- what the session has seen ---------------------------------------------------
     @property
@@ -372,10 +412,13 @@ class LiveSession:
             self._release_all()
             self._cond.notify_all()
             done = self._cond.wait_for(
-                lambda: self._hit is not None or self._finished or self.truncated, timeout
+                lambda: (
+                    self._hit is not None or self._finished or self.truncated or self._cancelled
+                ),
+                timeout,
             )
             hit = self._hit
-            self._gated = True
+            self._gated = not self._cancelled
         self.position = self.frontier
         if not done:
             raise TimeoutError(f"the target still runs after {timeout} s")
@@ -535,7 +578,7 @@ class LiveSession:
             raise RuntimeError("start the live session first")
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            ACTIVITY.wait_quiescent(self._settle_timeout)  # see Note [One step at a time]
+            self._settle()
             with self._cond:
                 if self._cancelled:
                     return None
@@ -555,6 +598,15 @@ class LiveSession:
                     raise TimeoutError(f"no engine event within {timeout} s")
                 wait = 0.05 if remaining is None else min(0.05, remaining)
                 self._cond.wait(wait)
+
+    def _settle(self) -> None:
+        """Wait for quiescence (Note [One step at a time]), a few ms at a time: a
+        :meth:`cancel` ends the wait at once."""
+        deadline = time.monotonic() + self._settle_timeout
+        while not self._cancelled:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or ACTIVITY.wait_quiescent(min(remaining, 0.05)):
+                return
 
     def _let_through(self, paused: _Paused) -> bool:
         return paused.record is not None or self._cancelled

@@ -7,6 +7,9 @@ The output is the Chrome Trace Event Format (a JSON object with a
   from its ``node_start`` until it has passed its gradients on (see Note
   [Node slices cover routing]), or to its ``error``, or to the end of the
   trace when the recording stopped while it ran;
+* the module calls that made the nodes (``NodeInfo.scope``) are nested slices
+  around them (see Note [Module slices]), so a viewer shows which layer's
+  backward took the time;
 * every graph task is a slice on the thread that called backward, from
   ``graph_task_start`` to ``graph_task_end``, so a reentrant backward sits
   inside the node that started it; a reentrant graph task handed to a pool
@@ -87,7 +90,8 @@ def to_chrome_trace(trace: Trace) -> dict[str, Any]:
     events = trace.events
     lanes = _lanes(trace)
     runs = _node_runs(events)
-    slices = [run.span for run in runs] + _graph_task_slices(trace)
+    # Module slices first: one that starts and ends with its only node encloses it.
+    slices = _module_slices(trace, runs) + [run.span for run in runs] + _graph_task_slices(trace)
     for lane in _group_by_thread(slices).values():
         _nest(lane)
     origin = min((e.t_ns for e in events), default=0)
@@ -280,6 +284,61 @@ def _node_args(e: TraceEvent) -> dict[str, Any]:
 def _mark_error(s: _Slice, e: TraceEvent) -> None:
     s.args["status"] = "error"
     s.args["error"] = f"{e.data.get('exc_type')}: {e.data.get('message')}"
+
+
+# -- module slices ---------------------------------------------------------------------
+
+# Note [Module slices]
+# ~~~~~~~~~~~~~~~~~~~~
+# A node's scope names the module calls that made it in the forward. On each
+# lane, the runs of one graph task are taken in order, and a module call's
+# slice spans the consecutive runs whose scopes go through it: it opens at
+# the first one's start and closes at the last one's end, nested calls inside
+# it. Backward mostly runs a model's layers one after the other, so a layer's
+# backward is one slice; where the engine interleaves two modules' nodes, a
+# call gets a slice per stretch. A slice is named after the module's path, so
+# a viewer's totals by name are the time spent in each module (every call of
+# an unrolled cell together); its arguments give the class, the call and the
+# nodes it holds. Another graph task's runs (a reentrant backward inside a
+# node) have their own slices, inside that node's.
+
+
+def _module_slices(trace: Trace, runs: Sequence[_NodeRun]) -> list[_Slice]:
+    """The module call slices of each lane (Note [Module slices]), outermost first at a time."""
+    infos = trace.graph_tasks
+    lanes: dict[tuple[str, int], list[_NodeRun]] = {}
+    for run in runs:
+        lanes.setdefault((run.span.thread, run.graph_task), []).append(run)
+    made: list[tuple[int, _Slice]] = []
+    for (thread, gid), lane in lanes.items():
+        info = infos.get(gid)
+        if info is None or not info.modules:
+            continue
+        open_: list[tuple[tuple[str, int], _Slice]] = []
+        for run in lane:
+            node = info.nodes.get(run.node_id)
+            scope = node.scope if node is not None else ()
+            keep = 0
+            while keep < len(open_) and keep < len(scope) and open_[keep][0] == scope[keep]:
+                keep += 1
+            del open_[keep:]
+            for depth in range(keep, len(scope)):
+                path, call = scope[depth]
+                args = {
+                    "module": path,
+                    "class": info.modules.get(path, ""),
+                    "call": call,
+                    "graph_task": gid,
+                    "nodes": 0,
+                }
+                span = _Slice(thread, path, "module", run.span.start, run.span.end, args)
+                open_.append((scope[depth], span))
+                made.append((depth, span))
+            for _entry, span in open_:
+                span.end = max(span.end, run.span.end)
+                span.args["nodes"] += 1
+    made.sort(key=lambda item: (item[1].start, -item[1].end, item[0]))
+    return [span for _depth, span in made]
 
 
 # -- graph task slices -----------------------------------------------------------------

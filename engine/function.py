@@ -12,7 +12,8 @@ from collections.abc import Callable
 from typing import Any
 
 from engine import grad_mode
-from engine.graph import Node
+from engine.devices import CPU
+from engine.graph import InputMetadata, Node
 from engine.ops._core import check_inplace, link
 from engine.saved import SavedTensor
 from engine.tensor import Tensor
@@ -86,8 +87,11 @@ class BackwardCFunction(FunctionCtx, Node):  # type: ignore[misc]  # ctx.saved_t
         from engine.factories import zeros
 
         if self._materialize_grads:
+            # A non-tensor output's gradient stays None (its slot has no dtype), as in PyTorch.
             grads = [
-                zeros(meta.shape, dtype=meta.dtype, device=meta.device) if g is None else g
+                zeros(meta.shape, dtype=meta.dtype, device=meta.device)
+                if g is None and meta.dtype is not None
+                else g
                 for g, meta in zip(grads, self._input_metadata, strict=True)
             ]
         result = self._forward_cls.backward(self, *grads)
@@ -103,11 +107,15 @@ class BackwardCFunction(FunctionCtx, Node):  # type: ignore[misc]  # ctx.saved_t
                     f"{expected}, got {len(result)})"
                 )
         for i, (r, is_tensor) in enumerate(zip(result, self._is_tensor_input, strict=True)):
-            if r is not None and not is_tensor:
+            if r is None:
+                continue
+            if not is_tensor:
                 raise RuntimeError(
                     f"function {self.name()} returned a gradient different than None at position "
                     f"{i + 1}, but the corresponding forward input was not a Variable"
                 )
+            if not isinstance(r, Tensor):
+                raise RuntimeError(f"expected Variable or None (got {type(r).__name__})")
         return list(result)
 
 
@@ -181,6 +189,11 @@ def _resolve_saved(
 
 def _attach_output(ctx: BackwardCFunction, out: Any, args: tuple[Any, ...]) -> Any:
     if not isinstance(out, Tensor):
+        # Every output has a gradient slot, so backward gets one gradient per output (None
+        # here) and the tensors after it keep their positions as output_nr (PyTorch's
+        # undefined input metadata).
+        device = next((a.device for a in args if isinstance(a, Tensor)), CPU)
+        ctx._input_metadata += (InputMetadata((), None, device),)
         return out
     is_input = any(out is a for a in args)
     if any(out is d for d in ctx._dirty):

@@ -84,7 +84,7 @@ class NodeSteps:
                     continue
                 grad = grads[i]
                 if tensor._grad is None:
-                    tensor._grad = grad.detach_copy_for_grad()
+                    tensor._grad = grad.clone()  # PyTorch's CloneBackward0 under create_graph
                 else:
                     tensor._grad = tensor._grad + grad
                 if HUB.active:

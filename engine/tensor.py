@@ -447,15 +447,20 @@ class Tensor:
 
     # -- gradient storage helpers used by AccumulateGrad -------------------
     def detach_copy_for_grad(self) -> Tensor:
-        """A leaf's first gradient: a copy it owns, or the graph itself under create_graph."""
-        if grad_mode._state.enabled:
-            return self
-        out = Tensor._make(self.data.copy(), self.device)
-        return out
+        """A leaf's first gradient: a copy it owns (a ``CopyBackwards`` under create_graph)."""
+        if grad_mode._state.enabled and self._requires_grad:
+            from engine.ops.conversion import copy_for_grad
+
+            return copy_for_grad(self)
+        return make_tensor(self.data.copy(), self.device)
 
     def accumulate_grad(self, new_grad: Tensor) -> Tensor:
-        """``self + new_grad`` for ``.grad``; in place when no graph is being built."""
-        if grad_mode._state.enabled or self.grad_fn is not None or new_grad.grad_fn is not None:
+        """``self + new_grad`` for ``.grad``; in place when no graph is being built.
+
+        In place even when ``.grad`` has a history (a ``CopyBackwards`` left by an earlier
+        create_graph backward): PyTorch adds into it too, and keeps its ``grad_fn``.
+        """
+        if grad_mode._state.enabled:
             return self + new_grad
         self.data += new_grad.data
         self._bump_version()

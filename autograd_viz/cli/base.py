@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NoReturn
 
 from autograd_viz.trace.text import one_line, printable
@@ -26,12 +27,53 @@ ERROR_LIMIT = 2000
 """The longest error line printed, in characters (a name may be 100,000 long)."""
 
 
+# Note [Exit statuses]
+# ~~~~~~~~~~~~~~~~~~~~
+# One table for every command (README.md, "Exit statuses"):
+#
+#   0    done: the script ended with status 0; `nan` found no NaN or Inf
+#   1    `nan`: a NaN or Inf was found
+#   2    the command line was wrong (USAGE)
+#   3    autograd-viz failed: a trace it cannot read, a file it cannot write (TOOL_FAILED)
+#   4    `nan`, `dot`, `animate`: the script failed before there was anything to show
+#   130  interrupted (Ctrl+C, or `q` in `run` while the script ran)
+#
+# `run` and `record` are `python SCRIPT` with autograd-viz watching: they exit
+# with the script's own status, as python would (its `sys.exit` code, 1 with
+# its traceback when it raises); a status of theirs is then only 2, 3 or 130
+# when the script itself did not fail.
+
+OK = 0
+FOUND = 1
+USAGE = 2
+TOOL_FAILED = 3
+SCRIPT_FAILED = 4
+INTERRUPTED = 130
+
+
 class UsageError(Exception):
     """The command line was wrong: an unknown command, a missing or bad argument."""
 
 
 class CommandError(Exception):
     """A command could not do its job; the message is the one line ``main`` prints."""
+
+    status = TOOL_FAILED
+    """The exit status ``main`` returns (Note [Exit statuses])."""
+
+
+class ScriptError(CommandError):
+    """The script failed (raised, or exited with a non-zero status) where that ends the command.
+
+    Args:
+        message: the one line ``main`` prints.
+        status: the exit status, :data:`SCRIPT_FAILED` unless the command passes the
+            script's own status on (``record`` exits 1, as ``python`` does).
+    """
+
+    def __init__(self, message: str, status: int = SCRIPT_FAILED) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -45,20 +87,94 @@ class ArgumentParser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
-def script_and_args(args: argparse.Namespace, command: str) -> tuple[str, list[str]]:
-    """SCRIPT and its ARGS from ``args.script_and_args``.
+# Note [Options and the script's arguments]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# One rule in every command that runs a script (`run`, `record`, `nan`, `dot`,
+# `animate`): autograd-viz's options may come before or after SCRIPT, and
+# every other word after SCRIPT is the script's; after a `--`, every word is
+# the script's. So `nan SCRIPT -o t.jsonl` saves the trace, and
+# `record SCRIPT -- -o out.pt` hands `-o out.pt` to the script. A word is
+# never silently taken by one side in one command and by the other in
+# another.
 
-    A leading ``--`` (``record -o t.jsonl -- SCRIPT``), which argparse keeps, is dropped.
+
+def options_only(add: Callable[[argparse.ArgumentParser], None]) -> argparse.ArgumentParser:
+    """A parser of a command's options alone (``add`` adds them), for those after SCRIPT."""
+    parser = ArgumentParser(prog=PROG, add_help=False)
+    add(parser)
+    return parser
+
+
+def split_options(
+    words: Sequence[str], parser: argparse.ArgumentParser
+) -> tuple[list[str], list[str]]:
+    """``parser``'s options anywhere up to a ``--``, apart from the other words.
+
+    Returns:
+        The options with their values, and the rest (SCRIPT and its arguments), in order.
+    """
+    arity = {
+        option: 0 if action.nargs == 0 else 1
+        for action in parser._actions
+        for option in action.option_strings
+        if action.dest != "help"
+    }
+    ours: list[str] = []
+    rest: list[str] = []
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if word == "--":
+            rest.extend(words[i + 1 :])
+            break
+        name = word.split("=", 1)[0]
+        if name in arity and (name == word or arity[name]):
+            take = 1 if "=" in word else 1 + arity[name]
+            ours.extend(words[i : i + take])
+            i += take
+            continue
+        rest.append(word)
+        i += 1
+    return ours, rest
+
+
+def script_and_args(args: argparse.Namespace, command: str) -> tuple[str, list[str]]:
+    """SCRIPT and its ARGS from ``args.script_and_args``, the command's options taken out.
+
+    The command's options after SCRIPT are parsed into ``args`` with
+    ``args.option_parser`` (Note [Options and the script's arguments]); a
+    leading ``--`` (``record -o t.jsonl -- SCRIPT``), which argparse keeps, is dropped.
 
     Raises:
-        UsageError: SCRIPT is missing.
+        UsageError: SCRIPT is missing, or an option after it is wrong.
     """
     words = list(args.script_and_args)
     if words[:1] == ["--"]:
         del words[0]
+    parser: argparse.ArgumentParser | None = getattr(args, "option_parser", None)
+    if parser is not None:
+        ours, words = split_options(words, parser)
+        refuse_twice(ours, parser, args)
+        parser.parse_args(ours, namespace=args)
     if not words:
         raise UsageError(f"{command}: missing SCRIPT, the Python script to run")
     return words[0], words[1:]
+
+
+def refuse_twice(
+    after: Sequence[str], parser: argparse.ArgumentParser, args: argparse.Namespace
+) -> None:
+    """An option that takes one value, given before SCRIPT and again after it, is an error."""
+    for action in parser._actions:
+        if action.nargs == 0 or isinstance(action, argparse._AppendAction):
+            continue  # a flag twice says it twice; a repeatable option adds
+        given = [w for w in after if w.split("=", 1)[0] in action.option_strings]
+        if given and getattr(args, action.dest, action.default) != action.default:
+            option = given[0].split("=", 1)[0]
+            raise UsageError(
+                f"{option} is given before SCRIPT and again after it; give it once "
+                "(after a '--', it is the script's)"
+            )
 
 
 def load_trace(path: str) -> Trace:

@@ -10,17 +10,21 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from autograd_viz.cli.base import (
     PROG,
     ArgumentParser,
     CommandError,
+    ScriptError,
     UsageError,
     check_output,
     load_trace,
     note,
+    options_only,
+    refuse_twice,
+    split_options,
 )
 from autograd_viz.trace.text import printable
 
@@ -190,7 +194,8 @@ def _prepare(
     words = list(args.source_and_args)
     if words[:1] == ["--"]:
         del words[0]
-    ours, rest = _split_options(words, args.option_parser)
+    ours, rest = split_options(words, args.option_parser)
+    refuse_twice(ours, args.option_parser, args)
     args.option_parser.parse_args(ours, namespace=args)
     if not rest:
         raise UsageError(f"{args.command}: missing SOURCE, a trace file or a Python script")
@@ -212,35 +217,6 @@ def _prepare(
     return source, _load(source)
 
 
-def _split_options(
-    words: Sequence[str], parser: argparse.ArgumentParser
-) -> tuple[list[str], list[str]]:
-    """Our options anywhere (up to a ``--``) apart from SOURCE and the script's arguments."""
-    arity = {
-        option: 0 if action.nargs == 0 else 1
-        for action in parser._actions
-        for option in action.option_strings
-        if action.dest != "help"
-    }
-    ours: list[str] = []
-    rest: list[str] = []
-    i = 0
-    while i < len(words):
-        word = words[i]
-        if word == "--":
-            rest.extend(words[i + 1 :])
-            break
-        name = word.split("=", 1)[0]
-        if name in arity and (name == word or arity[name]):
-            take = 1 if "=" in word else 1 + arity[name]
-            ours.extend(words[i : i + take])
-            i += take
-            continue
-        rest.append(word)
-        i += 1
-    return ours, rest
-
-
 def _record(script: str, script_args: list[str]) -> Trace:
     from autograd_viz.sources import record
     from autograd_viz.sources.script import ScriptFailedError, ScriptNotFoundError, run_script
@@ -252,7 +228,7 @@ def _record(script: str, script_args: list[str]) -> Trace:
         raise CommandError(str(exc)) from None
     except ScriptFailedError as exc:
         if not trace.events:
-            raise CommandError(str(exc)) from None
+            raise ScriptError(str(exc)) from None
         # What ran before the failure is what shows where it failed: draw it.
         note(f"{exc}; drawing the {len(trace.events):,} events recorded before it")
     else:
@@ -308,9 +284,7 @@ def _integer(text: str, least: int, what: str) -> int:
 
 def options_parser(animate: bool) -> argparse.ArgumentParser:
     """A parser of the options alone, for the ones that come after SOURCE."""
-    parser = ArgumentParser(prog="autograd-viz", add_help=False)
-    add_graph_options(parser, animate)
-    return parser
+    return options_only(lambda parser: add_graph_options(parser, animate))
 
 
 def add_graph_commands(commands: argparse._SubParsersAction[ArgumentParser]) -> None:

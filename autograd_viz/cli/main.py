@@ -15,7 +15,16 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
-from autograd_viz.cli.base import PROG, ArgumentParser, CommandError, UsageError, error_line
+from autograd_viz.cli.base import (
+    INTERRUPTED,
+    PROG,
+    TOOL_FAILED,
+    USAGE,
+    ArgumentParser,
+    CommandError,
+    UsageError,
+    error_line,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -44,16 +53,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run ``autograd-viz`` with ``argv`` (default: the process arguments).
 
     Returns:
-        The exit status: 0 on success, 1 when a command fails, 2 for a usage
-        error, 130 when interrupted; ``record`` returns the script's own
-        ``SystemExit`` status.
+        The exit status (Note [Exit statuses] in :mod:`autograd_viz.cli.base`): 0
+        done, 1 ``nan`` found one, 2 a usage error, 3 the tool failed, 4 the
+        script failed, 130 interrupted; ``run`` and ``record`` return the
+        script's own status, as ``python`` would.
     """
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
     except UsageError as exc:
         print(f"{PROG}: error: {error_line(exc)} (see '{PROG} --help')", file=sys.stderr)
-        return 2
+        return USAGE
     run: Callable[[argparse.Namespace], int] | None = getattr(args, "run", None)
     if run is None:
         parser.print_help()
@@ -62,16 +72,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run(args)
     except UsageError as exc:
         print(f"{PROG}: error: {error_line(exc)} (see '{PROG} --help')", file=sys.stderr)
-        return 2
+        return USAGE
     except CommandError as exc:
         print(f"{PROG}: error: {error_line(exc)}", file=sys.stderr)
-        return 1
+        return exc.status
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
-        return 130
+        return INTERRUPTED
     except BrokenPipeError:
         # The reader went away (`autograd-viz demo | head`); Python would
         # otherwise complain again while flushing stdout at exit.
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
-        return 1
+        return TOOL_FAILED

@@ -19,14 +19,19 @@ import sys
 from typing import TYPE_CHECKING
 
 from autograd_viz.cli.base import (
+    FOUND,
+    OK,
     PROG,
     ArgumentParser,
     CommandError,
+    ScriptError,
     check_output,
     note,
+    options_only,
     script_and_args,
     shown,
 )
+from autograd_viz.trace.text import printable
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -52,9 +57,18 @@ def add_nan_command(commands: argparse._SubParsersAction[ArgumentParser]) -> Non
             "backward, collecting every finding), on our engine or PyTorch, and report the "
             "first non-finite value: its node and op, the cause in words, the source line, the "
             "module, the path from the loss, and the node PyTorch's anomaly mode would name. "
-            "Exit status 1 when one is found, 0 when none is. Options go before SCRIPT."
+            "Exit status 1 when one is found, 0 when none is, 4 when the script failed "
+            "without one. Options may come before or after SCRIPT; every other word after "
+            "SCRIPT is the script's (after a '--', every word is)."
         ),
     )
+    add_nan_options(nan)
+    nan.add_argument("script_and_args", nargs=argparse.REMAINDER, metavar="SCRIPT [ARGS ...]")
+    nan.set_defaults(run=run_nan, option_parser=options_only(add_nan_options))
+
+
+def add_nan_options(nan: argparse.ArgumentParser) -> None:
+    """``nan``'s options (before or after SCRIPT, Note [Options and the script's arguments])."""
     nan.add_argument(
         "-o", "--output", default=None, metavar="TRACE", help="also save the trace to TRACE"
     )
@@ -83,8 +97,6 @@ def add_nan_command(commands: argparse._SubParsersAction[ArgumentParser]) -> Non
         metavar="OP",
         help="an op that makes Inf or NaN on purpose (masked_fill, aten.log.default); repeatable",
     )
-    nan.add_argument("script_and_args", nargs=argparse.REMAINDER, metavar="SCRIPT [ARGS ...]")
-    nan.set_defaults(run=run_nan)
 
 
 def run_nan(args: argparse.Namespace) -> int:
@@ -136,21 +148,24 @@ def run_nan(args: argparse.Namespace) -> int:
             )
     sys.stdout.flush()  # the script's own output comes before the report
     console = _console()
+    failed = failure is not None or status != 0
     if children:
         found = finding is not None
         if finding is not None:
             print_first_process(console, finding, len(children) + (own is not None))
             print_report(finding.report, console, stopped=args.first)
-        else:
+        elif not failed:
             count = len(children) + (own is not None)
             console.print(
-                f"[bold green]no NaN or Inf found[/bold green] in {calls} backward "
-                f"call{'' if calls == 1 else 's'} of {count} processes"
+                f"[bold green]no NaN or Inf found[/bold green] in "
+                f"{_count(calls, 'backward call')} of {count} processes"
             )
     else:
         found = watch.report.first is not None
+        calls = watch.report.backward_calls
         print_own_rank(console)
-        print_report(watch.report, console, stopped=args.first)
+        if found or not failed:
+            print_report(watch.report, console, stopped=args.first)
     saved_to = own_trace_path(trace, output, children) if output is not None else None
     if saved_to is not None:
         try:
@@ -158,12 +173,30 @@ def run_nan(args: argparse.Namespace) -> int:
         except OSError as exc:
             raise CommandError(f"cannot write trace {saved_to}: {exc.strerror or exc}") from None
         note(f"trace saved to {saved_to}; step it with '{PROG} replay {saved_to}'")
+    if found:
+        if failed:
+            note(f"{failure or f'{script} exited with status {status}'}")
+        return FOUND
     if failure is not None:
-        raise CommandError(str(failure))
-    if not found and status != 0:
-        note(f"{script} exited with status {status}")
-        return status
-    return 1 if found else 0
+        # The script failed before it found anything: that is the answer, not "no NaN found".
+        print(f"Traceback of {printable(script)}, which raised:", file=sys.stderr)
+        print(printable(failure.script_traceback(), newlines=True), end="", file=sys.stderr)
+        raise ScriptError(f"{failure}; {_searched(calls)}")
+    if status != 0:
+        raise ScriptError(f"{script} exited with status {status}; {_searched(calls)}")
+    return OK
+
+
+def _searched(calls: int) -> str:
+    return f"no NaN or Inf found in the {_count(calls, 'backward call')} before it"
+
+
+def _count(n: int, thing: str) -> str:
+    """``1 anomaly``, ``2 anomalies``, ``0 backward calls``."""
+    if n == 1:
+        return f"1 {thing}"
+    plural = thing[:-1] + "ies" if thing.endswith("y") else thing + "s"
+    return f"{n:,} {plural}"
 
 
 def print_report(report: NanReport, console: Console, stopped: bool = False) -> None:
@@ -175,8 +208,7 @@ def print_report(report: NanReport, console: Console, stopped: bool = False) -> 
     if first is None:
         calls = report.backward_calls
         console.print(
-            f"[bold green]no NaN or Inf found[/bold green] in {calls} backward "
-            f"call{'' if calls == 1 else 's'}"
+            f"[bold green]no NaN or Inf found[/bold green] in {_count(calls, 'backward call')}"
         )
         return
     value = "NaN" if first.value == "nan" else "Inf"

@@ -19,9 +19,11 @@ from autograd_viz.cli.base import (
     PROG,
     ArgumentParser,
     CommandError,
+    ScriptError,
     check_output,
     load_trace,
     note,
+    options_only,
     rich_console,
     script_and_args,
     shown,
@@ -38,14 +40,6 @@ DEFAULT_TRACE = "trace.jsonl"
 """Where ``record`` writes its trace when not told."""
 
 
-def _trailing_output(script_args: list[str]) -> bool:
-    return (
-        len(script_args) >= 2
-        and script_args[-2] in ("-o", "--output")
-        and ("--" not in script_args)
-    )
-
-
 def run_record(args: argparse.Namespace) -> int:
     """``autograd-viz record``: run a script with recording on and save its trace."""
     from autograd_viz.cli.children import own_trace_path
@@ -59,19 +53,12 @@ def run_record(args: argparse.Namespace) -> int:
     )
 
     script, script_args = script_and_args(args, "record")
-    output_given: str | None = args.output_given
-    if output_given is None and _trailing_output(script_args):
-        # `record SCRIPT ARGS -o TRACE`: a final -o is ours unless a `--` hands all to the script.
-        output_given = script_args[-1]
-        del script_args[-2:]
-    output = output_given or DEFAULT_TRACE
+    output = args.output or DEFAULT_TRACE
     check_output(output)
     try:
         check_script(script)
     except ScriptNotFoundError as exc:
         raise CommandError(str(exc)) from None
-    if output_given is None and ({"-o", "--output"} & set(script_args)):
-        note(f"-o after {script} goes to the script; put it before {script} to name the trace")
     status = 0
     failure: ScriptFailedError | None = None
     interrupted = False
@@ -107,7 +94,7 @@ def run_record(args: argparse.Namespace) -> int:
         note(f"partial trace saved to {output}")
         raise KeyboardInterrupt
     if failure is not None:
-        raise CommandError(str(failure))
+        raise ScriptError(str(failure), status=1)  # as python SCRIPT exits when it raises
     if status != 0:
         note(f"{script} exited with status {status}")
     return status
@@ -225,26 +212,14 @@ def _timeline_name(trace_path: str) -> str:
     return f"{root if ext else trace_path}.timeline.json"
 
 
-def add_record_commands(commands: argparse._SubParsersAction[ArgumentParser]) -> None:
-    """Register ``record`` and ``timeline``."""
+def add_record_options(record: argparse.ArgumentParser) -> None:
+    """``record``'s options (before or after SCRIPT, Note [Options and the script's arguments])."""
     from autograd_viz.trace import DEFAULT_MAX_VALUES
 
-    record = commands.add_parser(
-        "record",
-        usage=f"{PROG} record [-h] [-o TRACE] [--max-values N] SCRIPT [ARGS ...] [-o TRACE]",
-        help="run a Python script and record every backward pass it makes",
-        description=(
-            "Run SCRIPT as __main__ with ARGS, record every backward call into a trace "
-            "file and print a summary. Options for autograd-viz go before SCRIPT, and "
-            "-o TRACE may also come last; everything else after SCRIPT is passed to the "
-            "script (after a '--', everything is)."
-        ),
-    )
     record.add_argument(
         "-o",
         "--output",
         default=None,
-        dest="output_given",
         metavar="TRACE",
         help=f"the trace file to write (default: {DEFAULT_TRACE})",
     )
@@ -255,8 +230,24 @@ def add_record_commands(commands: argparse._SubParsersAction[ArgumentParser]) ->
         metavar="N",
         help=f"keep the values of tensors with at most N elements (default: {DEFAULT_MAX_VALUES})",
     )
+
+
+def add_record_commands(commands: argparse._SubParsersAction[ArgumentParser]) -> None:
+    """Register ``record`` and ``timeline``."""
+    record = commands.add_parser(
+        "record",
+        usage=f"{PROG} record [-h] [-o TRACE] [--max-values N] SCRIPT [ARGS ...]",
+        help="run a Python script and record every backward pass it makes",
+        description=(
+            "Run SCRIPT as __main__ with ARGS, record every backward call into a trace "
+            "file and print a summary. Options may come before or after SCRIPT; every "
+            "other word after SCRIPT is the script's (after a '--', every word is). "
+            "The exit status is the script's, as python gives it."
+        ),
+    )
+    add_record_options(record)
     record.add_argument("script_and_args", nargs=argparse.REMAINDER, metavar="SCRIPT [ARGS ...]")
-    record.set_defaults(run=run_record)
+    record.set_defaults(run=run_record, option_parser=options_only(add_record_options))
 
     timeline = commands.add_parser(
         "timeline",

@@ -1,7 +1,9 @@
 """The commands that open the TUI: ``demo``, ``run SCRIPT`` and ``replay TRACE``.
 
-``demo`` and ``run`` are live: the program runs in a background thread and
-every engine event waits for the UI (see :mod:`autograd_viz.live`). ``run``
+``demo`` and ``run`` are live: every engine event waits for the UI (see
+:mod:`autograd_viz.live`). ``demo`` runs its program in a background thread;
+``run`` runs the script on the main thread, as ``python`` would, with the TUI
+on a thread beside it (see :mod:`autograd_viz.tui.beside`). ``run``
 turns the NaN checks of ``autograd-viz nan`` on (collecting), so that a NaN or
 Inf born in the forward pass is an event to stop at (``f``) and jump to (``a``). ``replay``
 steps through a trace file. The TUI needs a terminal; without one, ``demo``
@@ -11,23 +13,31 @@ prints its walk-through instead and the others say what to run.
 from __future__ import annotations
 
 import argparse
+import atexit
 import functools
 import gc
+import os
 import sys
-from typing import TYPE_CHECKING
+import threading
+import traceback
+from typing import TYPE_CHECKING, NoReturn
 
 from autograd_viz.cli.base import (
+    INTERRUPTED,
     PROG,
     ArgumentParser,
     CommandError,
     load_trace,
     note,
+    options_only,
     script_and_args,
 )
+from autograd_viz.trace.text import printable
 
 if TYPE_CHECKING:
     from autograd_viz.trace import Trace
-    from autograd_viz.tui.driver import Driver
+    from autograd_viz.tui.app import VizApp
+    from autograd_viz.tui.driver import Driver, LiveDriver
 
 
 def has_terminal() -> bool:
@@ -51,7 +61,13 @@ def run_demo(args: argparse.Namespace) -> int:
 
 
 def run_live(args: argparse.Namespace) -> int:
-    """``autograd-viz run SCRIPT [ARGS...]``: the TUI live on a script's backward calls."""
+    """``autograd-viz run SCRIPT [ARGS...]``: the TUI live on a script's backward calls.
+
+    The script runs on the main thread, the TUI beside it (Note [The program
+    keeps the main thread] in :mod:`autograd_viz.tui.beside`). The exit status
+    is the script's, as ``python SCRIPT`` gives it: its ``sys.exit`` code, or 1
+    with its traceback when it raises; 130 when quitting interrupted it.
+    """
     from autograd_viz.live import LiveSession
     from autograd_viz.sources.script import ScriptNotFoundError, check_script
     from autograd_viz.tui.driver import LiveDriver
@@ -63,19 +79,100 @@ def run_live(args: argparse.Namespace) -> int:
         raise CommandError(str(exc)) from None
     _need_terminal(f"'{PROG} record {script}' saves a trace to replay later")
     session = LiveSession(functools.partial(_run_checked, script, script_args))
-    driver = LiveDriver(session)
+    driver = LiveDriver(session, attached=True)
     driver.breakpoints.non_finite = args.anomaly
-    status = _open(driver, script)
-    error = session.error
-    if error is not None and not isinstance(error, SystemExit):
-        from autograd_viz.live import SessionCancelled
-        from autograd_viz.sources.script import describe
+    return run_beside(driver, script)
 
-        if not isinstance(error, SessionCancelled):
-            raise CommandError(f"{script} raised {describe(error)}")
-    if isinstance(error, SystemExit) and isinstance(error.code, int):
-        return error.code
-    return status
+
+def run_beside(driver: LiveDriver, source: str) -> int:
+    """Run the driver's program here, on the main thread, with the TUI on a thread beside it.
+
+    Returns when both have ended: the program's exit status (see :func:`run_live`).
+
+    Raises:
+        CommandError: the TUI failed.
+    """
+    from autograd_viz.live import SessionCancelled
+    from autograd_viz.tui.app import VizApp
+    from autograd_viz.tui.beside import BesideDriver, end_program
+
+    session = driver.session
+    app = VizApp(driver, source=source)
+    app.driver_class = BesideDriver
+    failed: list[BaseException] = []
+    quit_early: list[bool] = []
+
+    def tui() -> None:
+        try:
+            app.run()
+        except Exception as exc:  # noqa: BLE001 - said in one line once the program ends
+            failed.append(exc)
+        finally:
+            quit_early.append(not session.finished)
+            app.stop_driver()  # cancels the session: nothing waits for the TUI any more
+            _write_output(app)
+            end_program(lambda: not session.finished)
+
+    session.attach()
+    thread = threading.Thread(target=tui, name="autograd-viz-tui", daemon=True)
+    thread.start()
+    try:
+        session.run()
+        while thread.is_alive():  # the program has ended; the TUI shows it until `q`
+            thread.join(0.1)
+    finally:
+        session.stop()
+    if failed:
+        raise CommandError(f"the TUI failed: {failed[0]!r}")
+    error = session.error
+    if quit_early and quit_early[0]:
+        note(f"quit while {source} was running: it was interrupted")
+        _exit_now(INTERRUPTED)
+    if isinstance(error, KeyboardInterrupt | SessionCancelled):
+        return INTERRUPTED
+    if error is not None:
+        sys.stdout.flush()
+        sys.stderr.write(printable(script_traceback(error), newlines=True))
+        return 1  # as python SCRIPT exits when it raises
+    result = session.result
+    return result if isinstance(result, int) else 0
+
+
+def _exit_now(status: int) -> NoReturn:
+    """End the process as the user asked, without Python's slow teardown of every module.
+
+    The script has unwound (its ``finally`` blocks ran); its ``atexit`` handlers
+    run and what it printed is flushed, as at a normal exit. The teardown left out
+    takes half a second with NumPy, Rich and Textual loaded, and ``q`` ends the
+    tool at once (Note [The program keeps the main thread]).
+    """
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    os._exit(status)
+
+
+def script_traceback(error: BaseException) -> str:
+    """``error`` with its traceback as Python prints it, from the script's first frame."""
+    tb = error.__traceback__
+    while tb is not None and _ours(tb.tb_frame.f_globals.get("__name__")):
+        tb = tb.tb_next
+    return "".join(traceback.format_exception(type(error), error, tb))
+
+
+def _ours(module: object) -> bool:
+    return isinstance(module, str) and (
+        module in ("runpy", "functools") or module.split(".")[0] == "autograd_viz"
+    )
+
+
+def _write_output(app: VizApp) -> None:
+    """What the program printed while the TUI was up, now that the screen is back."""
+    while app.output:
+        to_stderr, text = app.output.pop(0)
+        (sys.stderr if to_stderr else sys.stdout).write(text)
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
 
 
 def _run_checked(script: str, args: list[str]) -> int:
@@ -144,9 +241,18 @@ def _open(driver: Driver, source: str) -> int:
         result = app.run()
     finally:
         app.stop_driver()
-        for to_stderr, text in app.output:  # the program's own output, now that the screen is back
-            (sys.stderr if to_stderr else sys.stdout).write(text)
+        _write_output(app)
     return result or 0
+
+
+def add_run_options(run: argparse.ArgumentParser) -> None:
+    """``run``'s options (before or after SCRIPT, Note [Options and the script's arguments])."""
+    run.add_argument(
+        "--anomaly",
+        action="store_true",
+        help="stop at the first NaN or Inf: 'c' pauses where it is born, forward or backward "
+        "(as pressing f does; the checks are those of 'autograd-viz nan')",
+    )
 
 
 def add_tui_commands(commands: argparse._SubParsersAction[ArgumentParser]) -> None:
@@ -172,18 +278,16 @@ def add_tui_commands(commands: argparse._SubParsersAction[ArgumentParser]) -> No
         usage=f"{PROG} run [-h] [--anomaly] SCRIPT [ARGS ...]",
         help="open the TUI live on every backward call a Python script makes",
         description=(
-            "Run SCRIPT as __main__ with ARGS; each engine event waits in the TUI until you "
-            "step. Quitting cancels a backward pass in progress."
+            "Run SCRIPT as __main__ with ARGS, on the main thread as python would, with the "
+            "TUI beside it; each engine event waits in the TUI until you step. Quitting "
+            "cancels a backward pass in progress and interrupts the script. Options may come "
+            "before or after SCRIPT; every other word after SCRIPT is the script's (after a "
+            "'--', every word is). The exit status is the script's, as python gives it."
         ),
     )
-    run.add_argument(
-        "--anomaly",
-        action="store_true",
-        help="stop at the first NaN or Inf: 'c' pauses where it is born, forward or backward "
-        "(as pressing f does; the checks are those of 'autograd-viz nan')",
-    )
+    add_run_options(run)
     run.add_argument("script_and_args", nargs=argparse.REMAINDER, metavar="SCRIPT [ARGS ...]")
-    run.set_defaults(run=run_live)
+    run.set_defaults(run=run_live, option_parser=options_only(add_run_options))
 
     replay = commands.add_parser(
         "replay",

@@ -32,10 +32,14 @@ shown as text by every view and never interpreted.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from autograd_viz.trace import NodeInfo
 from engine.graph import UINT64_MAX
+
+if TYPE_CHECKING:
+    from autograd_viz.draw.graph_view import GraphView
 
 MAX_BOXES = 150
 """The most boxes a picture has by default (see :meth:`ModuleTree.default_level`)."""
@@ -129,13 +133,21 @@ class ModuleTree:
         outside: Sequence[str],
         scope_of: Mapping[str, int],
         weights: Mapping[str, int],
+        edges: Iterable[tuple[str, str]] = (),
     ) -> None:
         self.scopes = tuple(scopes)
         self.roots = tuple(roots)
         self.outside = tuple(outside)
         self.scope_of = scope_of
         self.weights = weights
-        self.groups = tuple(_fold_groups(self.scopes, self.roots))
+        out: dict[str, list[str]] = {}
+        for tail, head in edges:
+            out.setdefault(tail, []).append(head)
+        runs = _fold_groups(self.scopes, self.roots)
+        self.groups = tuple(
+            replace(group, index=i)
+            for i, group in enumerate(g for g in runs if not out or self._foldable(g, out))
+        )
         self.group_of = {i: g.index for g in self.groups for i in g.scopes}
         self.items = {
             parent: tuple(self._items(children))
@@ -147,7 +159,10 @@ class ModuleTree:
 
     @classmethod
     def build(
-        cls, nodes: Iterable[tuple[str, NodeInfo]], modules: Mapping[str, str] | None = None
+        cls,
+        nodes: Iterable[tuple[str, NodeInfo]],
+        modules: Mapping[str, str] | None = None,
+        edges: Iterable[tuple[str, str]] = (),
     ) -> ModuleTree:
         """The tree of the module calls that ``nodes`` were created in.
 
@@ -155,8 +170,20 @@ class ModuleTree:
             nodes: ``(key, info)`` of every node drawn, in the graph's order
                 (``GraphView.nodes.items()``).
             modules: class names by module path (``GraphTaskInfo.modules``).
+            edges: ``(tail, head)`` keys of the graph's edges; with them, a run of
+                calls folds only where the gradient does not leave it and come back
+                (see Note [What folds]); without them, every run folds.
         """
-        return _build(nodes, modules or {})
+        return _build(nodes, modules or {}, edges)
+
+    @classmethod
+    def of_view(cls, view: GraphView) -> ModuleTree:
+        """The tree of a :class:`~autograd_viz.draw.graph_view.GraphView`'s nodes and edges."""
+        return cls.build(
+            ((k, n.info) for k, n in view.nodes.items()),
+            view.modules,
+            ((e.tail, e.head) for e in view.edges),
+        )
 
     def __len__(self) -> int:
         return len(self.scopes)
@@ -231,6 +258,23 @@ class ModuleTree:
             best = level
         return best
 
+    def _foldable(self, group: FoldGroup, out: Mapping[str, Sequence[str]]) -> bool:
+        """Whether no path leaves ``group``'s calls and comes back (Note [What folds])."""
+        members = {k for i in group.scopes for k in self.members(i)}
+        region = None if group.parent is None else set(self.members(group.parent))
+        stack = [h for t in members for h in out.get(t, ()) if h not in members]
+        seen: set[str] = set()
+        while stack:
+            key = stack.pop()
+            if key in seen or (region is not None and key not in region):
+                continue
+            seen.add(key)
+            for head in out.get(key, ()):
+                if head in members:
+                    return False
+                stack.append(head)
+        return True
+
     def _scopes_of(self, group: FoldGroup) -> list[Scope]:
         return [self.scopes[i] for i in group.scopes]
 
@@ -264,7 +308,11 @@ class _Growing:
         self.first = UINT64_MAX  # the smallest sequence_nr inside: forward order
 
 
-def _build(nodes: Iterable[tuple[str, NodeInfo]], modules: Mapping[str, str]) -> ModuleTree:
+def _build(
+    nodes: Iterable[tuple[str, NodeInfo]],
+    modules: Mapping[str, str],
+    edges: Iterable[tuple[str, str]],
+) -> ModuleTree:
     growing: list[_Growing] = []
     index: dict[ScopeKey, int] = {}  # every prefix of every scope seen -> its scope
     outside: list[str] = []
@@ -321,7 +369,7 @@ def _build(nodes: Iterable[tuple[str, NodeInfo]], modules: Mapping[str, str]) ->
         for g in growing
     ]
     roots = sorted((g.index for g in growing if g.parent is None), key=lambda i: growing[i].first)
-    return ModuleTree(scopes, roots, outside, scope_of, weights)
+    return ModuleTree(scopes, roots, outside, scope_of, weights, edges)
 
 
 def scope_name(path: str, call: int, several: bool, kind: str = "") -> str:
@@ -362,6 +410,19 @@ def _signatures(growing: Sequence[_Growing], modules: Mapping[str, str]) -> list
         )
         out[g.index] = interned.setdefault(key, len(interned))
     return out
+
+
+# Note [What folds]
+# ~~~~~~~~~~~~~~~~~
+# A fold draws several sibling calls as one box, so it must read as one step of
+# the backward pass: gradients come into it, go through it, and leave. Runs of
+# consecutive siblings (in forward order) with one signature are the candidates:
+# GPT-2's blocks, a ResNet stage's blocks, an unrolled cell's calls. Two sibling
+# Linear layers with a ReLU of their parent between them (a Transformer layer's
+# feed-forward) are alike too, but folding them would draw the ReLU's gradient
+# leaving the box and coming back into it. So, given the graph's edges, a run
+# folds only when no path from its nodes reaches its nodes again through the
+# rest of its parent call.
 
 
 def _fold_groups(scopes: Sequence[Scope], roots: Sequence[int]) -> Iterable[FoldGroup]:

@@ -6,7 +6,8 @@ path (``layer4.1.conv2``, ``cell:3`` when the module ran several times) and a
 fold by its members' names in one (``transformer.h.{0..11}``). :class:`Names`
 takes any of them back, and also:
 
-* a node id alone (``17`` or ``#17``), or a node name that only one node has;
+* a node id alone (``#17``, or ``17`` where no module is called ``17``, as
+  ``nn.Sequential`` names its modules), or a node name only one node has;
 * a module path of several calls (all of them), or of a container that is
   never called itself (``transformer.h``: the calls inside it);
 * ``{a..b}`` / ``{a,b}`` braces and ``*`` / ``?`` wildcards over module names.
@@ -110,9 +111,8 @@ class Names:
     # -- the forms of a name ---------------------------------------------------------
 
     def _exact(self, name: str) -> Target | None:
-        digits = name.removeprefix("#")
-        if digits.isdecimal():
-            return self._node(name, int(digits))
+        if name.startswith("#") and name[1:].isdecimal():
+            return self._node(name, int(name[1:]))
         match = _NAME_AND_ID.match(name)
         if match is not None:
             return self._node(name, int(match.group(2)), match.group(1))
@@ -124,6 +124,8 @@ class Names:
             return self._modules(name, self._by_path[name])
         if name in self._by_leaf:
             return Target(name, "parameter", tuple(self._by_leaf[name]))
+        if name.isdecimal():  # after module paths: nn.Sequential names its modules "0", "1"
+            return self._node(name, int(name))
         keys = self._by_name.get(name)
         if keys is None:
             return None

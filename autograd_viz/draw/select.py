@@ -51,7 +51,7 @@ def resolve(view: GraphView, spec: int | str) -> Target:
     Raises:
         GraphViewError: it names nothing, or a node name that several nodes have.
     """
-    tree = ModuleTree.build(((k, n.info) for k, n in view.nodes.items()), view.modules)
+    tree = ModuleTree.of_view(view)
     return Names(((k, n.info) for k, n in view.nodes.items()), tree).resolve(spec)
 
 

@@ -268,7 +268,7 @@ def module_view(
     known = (tuple(t.id for t in view.tasks), tuple(view.nodes))
     tree = trees.get(known) if trees is not None else None
     if tree is None:
-        tree = ModuleTree.build(((k, n.info) for k, n in view.nodes.items()), view.modules)
+        tree = ModuleTree.of_view(view)
         if trees is not None:
             trees[known] = tree
     if not tree.scopes:

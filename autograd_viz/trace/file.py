@@ -22,6 +22,7 @@ from autograd_viz.trace import (
     TraceFormatError,
     fast,
     paused_gc,
+    reading,
 )
 from autograd_viz.trace import schema as s
 from autograd_viz.trace.records import FORMAT, READABLE_VERSIONS
@@ -532,26 +533,30 @@ def load(
     lineno = 0
     done = 0
     size = os.path.getsize(path) if progress is not None else 0
-    with open(path, "rb") as f, paused_gc():
-        for lineno, raw in enumerate(f, start=1):
-            if progress is not None:
-                done += len(raw)
-                if lineno % PROGRESS_EVERY == 0:
-                    progress(done, size)
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise TraceFormatError(
-                    f"{name}, line {lineno}: not UTF-8 text ({exc.reason} at byte {exc.start})"
-                ) from None
-            if not text.endswith("\n"):
-                raise TraceFormatError(
-                    f"{name}, line {lineno}: truncated (the last line has no newline)"
-                )
-            try:
-                loader.feed(_decode(text))
-            except (ValueError, RecursionError) as exc:
-                raise TraceFormatError(f"{name}, line {lineno}: {_problem(exc)}") from None
+    with reading.open_trace(path) as f, paused_gc():  # Note [Bounded reading]
+        try:
+            for lineno, raw in reading.lines(f, name):
+                if progress is not None:
+                    done += len(raw)
+                    if lineno % PROGRESS_EVERY == 0:
+                        progress(done, size)
+                try:
+                    text = raw.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    raise TraceFormatError(
+                        f"{name}, line {lineno}: not UTF-8 text ({exc.reason} at byte {exc.start})"
+                    ) from None
+                if not text.endswith("\n"):
+                    raise TraceFormatError(
+                        f"{name}, line {lineno}: truncated (the last line has no newline)"
+                    )
+                try:
+                    loader.feed(_decode(text))
+                except (ValueError, RecursionError) as exc:
+                    raise TraceFormatError(f"{name}, line {lineno}: {_problem(exc)}") from None
+        except MemoryError:
+            loader = _Loader()  # what was read goes, so that the error can be raised
+            raise reading.out_of_memory(name, max(lineno, 1)) from None
     try:
         loader.finish_graph_task()
         trace = loader.trace()

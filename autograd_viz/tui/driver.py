@@ -173,12 +173,16 @@ class LiveDriver(Driver):
 
     live = True
 
-    def __init__(self, session: LiveSession) -> None:
+    def __init__(self, session: LiveSession, *, attached: bool = False) -> None:
         super().__init__(session.trace)
         self.session = session
         """The session running the program."""
+        self.attached = attached
+        """The session was :meth:`~LiveSession.attach`-ed to a thread that runs the program
+        itself (``autograd-viz run``, on the main thread): the driver never starts it, and
+        :meth:`stop` only cancels it, so quitting never waits for the program."""
         self._lock = threading.Lock()
-        self._started = False
+        self._started = attached
 
     @property
     def finished(self) -> bool:
@@ -228,7 +232,9 @@ class LiveDriver(Driver):
             self.session.start()
 
     def stop(self) -> None:
-        if self._started:
+        if self.attached:
+            self.session.cancel()
+        elif self._started:
             self.session.stop()
 
     def pause(self) -> None:

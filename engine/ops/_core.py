@@ -476,13 +476,14 @@ def inplace_source(t: Tensor, *others: Tensor | None) -> Tensor:
     return source
 
 
-def rebase_history(t: Tensor, result: Tensor) -> Tensor:
+def rebase_history(t: Tensor, result: Tensor, keep_view: bool = True) -> Tensor:
     """Finish an in-place op on ``t`` computed out of place as ``result``.
 
     The result is written into ``t``'s array, ``t``'s version goes up (so any
     node that saved the old value fails loudly in backward) and ``t`` takes
     over ``result``'s place in the graph. When ``t`` is a view, its base is
-    rebased instead (see Note [In-place on views]).
+    rebased instead (see Note [In-place on views]); ``keep_view=False`` says nobody
+    else holds the view, so it need not take a new history too.
     """
     if result.data.shape != t.data.shape:
         raise RuntimeError(
@@ -503,7 +504,7 @@ def rebase_history(t: Tensor, result: Tensor) -> Tensor:
         )
     base = t._base
     if base is not None and (result.grad_fn is not None or base._requires_grad):
-        return _rebase_view(t, base, result)
+        return _rebase_view(t, base, result, keep_view)
     t.data[...] = result.data
     t._bump_version()
     if result.grad_fn is not None:
@@ -518,26 +519,44 @@ def rebase_history(t: Tensor, result: Tensor) -> Tensor:
 # Note [In-place on views]
 # ~~~~~~~~~~~~~~~~~~~~~~~~
 # Writing into a view writes into its base, so the base's history must
-# change: as PyTorch's CopySlices does, the base becomes "the old base with
-# the view's elements replaced by the result". The view's elements are found
-# from memory offsets (the view and its base share memory), which covers every
-# view op at once; the base is then rebased as an index_put of those elements.
-# Whenever a base takes a new history (written directly or through a view),
-# every view of it that has a history (the base keeps them weakly) takes a
-# fresh one from the new base, an AsStridedBackward0, as PyTorch regenerates
-# stale views: their gradients must flow through what the base became.
+# change: as in PyTorch, the base's new history is a CopySlices that holds the
+# in-place op's node and applies it to the view's part of the gradient. The
+# view's elements are found from memory offsets (the view and its base share
+# memory), which covers every view op at once. Whenever a base takes a new
+# history (written directly or through a view), every view of it that has a
+# history (the base keeps them weakly) takes a fresh one from the new base, an
+# AsStridedBackward0, as PyTorch regenerates stale views: their gradients must
+# flow through what the base became.
 
 
-def _rebase_view(view: Tensor, base: Tensor, result: Tensor) -> Tensor:
-    from engine.ops.indexing import CopySlices, _index_put, parse_index
+def _rebase_view(view: Tensor, base: Tensor, result: Tensor, keep_view: bool) -> Tensor:
+    from engine.ops.conversion import CopyBackwards
+    from engine.ops.indexing import copy_slices
 
-    if view.grad_fn is None:  # views with a history are in base._views already (wrap_view)
+    if keep_view:
+        track_view(view)
+    positions = positions_in(view.data, base.data)
+    view.data[...] = result.data
+    view._bump_version()  # the base's counter: a view shares it
+    fn = result.grad_fn
+    if fn is None and grad_mode._state.enabled:
+        # Nothing of the view needed a gradient, but the base's history does: the view's
+        # elements were overwritten, which a copy of nothing says (no gradient to them).
+        fn = CopyBackwards()
+        fn.set_next_edges((None, None))
+    if fn is not None:
+        copy_slices(base, positions, fn)
+    return view
+
+
+def track_view(view: Tensor) -> None:
+    """Have ``view``'s base regenerate it when the base takes a new history."""
+    if view.grad_fn is None:  # a view with a history is tracked from its birth (wrap_view)
+        base = view._base
+        assert base is not None
         if base._views is None:
             base._views = weakref.WeakSet()
         base._views.add(view)
-    index = parse_index(positions_in(view.data, base.data), base)
-    rebase_history(base, _index_put(base, index, result, False, CopySlices))
-    return view
 
 
 def _regenerate_views(base: Tensor) -> None:

@@ -16,8 +16,10 @@ __all__ = [
     "FUNCTIONS",
     "TENSOR_METHODS",
     "CloneBackward0",
+    "CopyBackwards",
     "ToCopyBackward0",
     "clone",
+    "copy_for_grad",
     "cpu",
     "cuda",
     "to",
@@ -113,6 +115,32 @@ def clone(input: Tensor) -> Tensor:
     """A copy that owns its data, recorded in the graph."""
     node = make_node(CloneBackward0, input)
     return wrap(input.data.copy(), input.device, node)
+
+
+class CopyBackwards(Node):
+    """The backward of ``dst.copy_(src)``: nothing reaches ``dst``'s old value, all of ``src``.
+
+    Under ``create_graph`` a leaf's first gradient is such a copy of the incoming one
+    (PyTorch's AccumulateGrad copies it into a fresh tensor), so ``x.grad.grad_fn`` is a
+    ``CopyBackwards`` whose edges are ``(None, the gradient's own history)``.
+    """
+
+    __slots__ = ()
+
+    def apply(self, grads: list[Any]) -> tuple[Any, ...]:
+        g = grads[0]
+        return (
+            wrap(g.device.xp.zeros_like(g.data), g.device)
+            if self.should_compute_output(0)
+            else None,
+            g if self.should_compute_output(1) else None,
+        )
+
+
+def copy_for_grad(grad: Tensor) -> Tensor:
+    """A copy of ``grad`` that owns its memory; recorded as ``CopyBackwards`` under grad mode."""
+    node = make_node(CopyBackwards, None, grad)
+    return wrap(grad.data.copy(), grad.device, node)
 
 
 def _caster(dtype: Any) -> Any:

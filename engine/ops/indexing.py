@@ -20,9 +20,11 @@ from typing import Any
 
 import numpy as np
 
+from engine import _context, grad_mode
 from engine.devices import CPU, Device, move_array
 from engine.graph import Node, shared_metadata
 from engine.ops._core import (
+    _edge,
     as_tensor_like,
     check_inplace,
     check_same_device,
@@ -31,10 +33,13 @@ from engine.ops._core import (
     normalize_dim,
     positions_in,
     rebase_history,
+    track_view,
     wrap,
     wrap_view,
 )
+from engine.ops.conversion import CopyBackwards
 from engine.ops.shape import unsqueeze
+from engine.saved import ERR_BACKWARD_TWICE
 from engine.tensor import Tensor
 
 __all__ = [
@@ -427,10 +432,87 @@ class IndexPutBackward0(Node):
         return (grad_input, grad_values)
 
 
-class CopySlices(IndexPutBackward0):
-    """An assignment through a basic index (PyTorch's name for it)."""
+class CopySlices(Node):
+    """The history of a base after an in-place op on one of its views (PyTorch's node).
 
-    __slots__ = ()
+    ``fn`` is the in-place op's own node (``MulBackward0`` for ``view.mul_(w)``,
+    ``CopyBackwards`` for an assignment): it is kept inside, not in the graph. The edges are
+    the base's old history, then ``fn``'s edges after its first (PyTorch's
+    ``[MulBackward0, AccumulateGrad]``). Backward passes the gradient through unchanged
+    except at the view's elements, which go through ``fn``.
+
+    Note [CopySlices runs fn]
+    ~~~~~~~~~~~~~~~~~~~~~~~~~
+    ``fn``'s first edge still points at the view's old history (a ``SelectBackward0``
+    of the old base): a saved output of ``fn`` unpacks with ``fn`` as its history, and
+    a second derivative must flow from there through the view. But that node is in no
+    graph task's ``exec_info``, so before running ``fn`` this node puts it there when
+    its own first output is needed (and takes it out when not), as PyTorch does; then
+    ``fn.should_compute_output(0)`` answers for the base.
+    """
+
+    __slots__ = ("fn", "index")
+    fn: Node | None
+    index: Index
+
+    def apply(self, grads: list[Any]) -> tuple[Any, ...]:
+        fn = self.fn
+        if fn is None:
+            raise RuntimeError(ERR_BACKWARD_TWICE)
+        task = _context.TLS.graph_task
+        if task is not None and task.exec_info:
+            _expose_view_history(task.exec_info, fn, self.should_compute_output(0))
+        g = grads[0]
+        res = fn.apply([read(g, self.index)])
+        grad_base = None
+        if self.should_compute_output(0):
+            # None when the view had no history (an assignment's temporary view): the
+            # overwritten elements then took nothing from the old base.
+            grad_base = _index_put(g, self.index, 0.0 if res[0] is None else res[0], False)
+        return (grad_base, *res[1:])
+
+    def release_variables(self) -> None:
+        fn, self.fn = self.fn, None  # a second backward raises, as in PyTorch
+        if fn is not None:
+            fn.release_variables()
+
+    def name(self) -> str:
+        return "CopySlices"
+
+
+def _expose_view_history(exec_info: dict[Node, Any], fn: Node, needed: bool) -> None:
+    """Note [CopySlices runs fn]: ``fn``'s first edge in ``exec_info`` iff it is ``needed``."""
+    from engine.graph_task import ExecInfo
+
+    edge = fn._next_edges[0] if fn._next_edges else None
+    if edge is None:
+        return
+    if edge.function not in exec_info:
+        if needed:
+            info = exec_info[edge.function] = ExecInfo()
+            info.needed = True
+    elif not needed:
+        del exec_info[edge.function]
+
+
+def copy_slices(base: Tensor, positions: tuple[Any, ...], fn: Node) -> None:
+    """Give ``base`` (a view's base, already written to) the history ``CopySlices(fn)``.
+
+    ``positions`` index the view's elements in ``base``; every view of ``base`` with a
+    history then takes a fresh one from it (Note [In-place on views] in ``_core``).
+    """
+    node = CopySlices()
+    node.set_next_edges((_edge(base), *fn._next_edges[1:]))
+    node.fn = fn
+    node.index = parse_index(positions, base)
+    node._input_metadata = shared_metadata(base.data.shape, base.data.dtype, base.device)
+    base.grad_fn = node
+    base._output_nr = 0
+    base._requires_grad = True
+    if base._views:
+        with grad_mode.enable_grad():
+            for view in list(base._views):
+                regenerate_view(view, base)
 
 
 class AsStridedBackward0(Node):
@@ -521,17 +603,64 @@ def setitem(input: Tensor, key: Any, value: Any) -> None:
     index = parse_index(key, input)
     value_t = value if isinstance(value, Tensor) else None
     check_inplace(input, value_t)
-    if value_t is not None and value_t.ndim and value_t.shape[0] == 1:
-        # PyTorch drops leading size-1 dimensions of the value before broadcasting it.
-        lead = next((i for i, s in enumerate(value_t.shape) if s != 1), value_t.ndim)
-        value = value_t.reshape(value_t.shape[lead:])
-    if needs_grad(input, value_t):
-        node_cls = CopySlices if index.advanced is None else IndexPutBackward0
-        rebase_history(input, _index_put(input, index, value, False, node_cls))
+    if not needs_grad(input, value_t):
+        values = _values_on(input, value).data
+        if values.ndim and values.shape[0] == 1:
+            # PyTorch drops leading size-1 dimensions of the value before broadcasting it.
+            values = values.reshape(_without_leading_ones(values.shape))
+        index.write(input.device.xp, input.data, values, accumulate=False)
+        input._bump_version()
         return
-    values = _values_on(input, value).data
-    index.write(input.device.xp, input.data, values, accumulate=False)
-    input._bump_version()
+    if index.advanced is not None:
+        if value_t is not None and value_t.ndim and value_t.shape[0] == 1:
+            value = value_t.reshape(_without_leading_ones(value_t.shape))
+        rebase_history(input, _index_put(input, index, value, False))
+        return
+    region = index.region(input.data)
+    if region.shape == input.data.shape and region.strides == input.data.strides:
+        target = input  # every element: PyTorch copies into input itself, not into a view
+    else:
+        target = wrap_view(region, input)
+        if input._base is not None:
+            track_view(input)  # it sees the write too
+    number = not isinstance(value, Tensor)
+    rebase_history(target, _copy_to(target, _values_on(input, value), number), target is input)
+
+
+def _without_leading_ones(shape: tuple[int, ...]) -> tuple[int, ...]:
+    lead = next((i for i, s in enumerate(shape) if s != 1), len(shape))
+    return shape[lead:]
+
+
+def _copy_to(dst: Tensor, src: Tensor, number: bool) -> Tensor:
+    """``dst.copy_(src)`` out of place, recorded as PyTorch's ``copy_to`` records it.
+
+    A 0-dim CPU value or a ``number`` fills (``FillBackward3``); any other is viewed
+    without its leading 1s and expanded to ``dst``'s shape (``ViewBackward0``,
+    ``ExpandBackward0``) unless the shapes already agree, then copied (``CopyBackwards``).
+    """
+    from engine.ops.pointwise import FillBackward3
+
+    node: Node | None
+    if src.data.shape == dst.data.shape:
+        node = make_node(CopyBackwards, dst, src)
+    elif src.ndim == 0 and (number or src.device is CPU):
+        node = make_node(FillBackward3, dst, src)
+    else:
+        src = src.view(_without_leading_ones(src.data.shape))
+        if src.data.shape != dst.data.shape:
+            try:
+                src = src.expand(dst.data.shape)
+            except RuntimeError:
+                raise RuntimeError(
+                    f"shape mismatch: value tensor of shape [{_join(src.data.shape)}] cannot be "
+                    f"broadcast to indexing result of shape [{_join(dst.data.shape)}]"
+                ) from None
+        node = make_node(CopyBackwards, dst, src)
+    xp = dst.device.xp
+    data = xp.empty_like(dst.data)
+    data[...] = src.data.astype(dst.data.dtype, copy=False)
+    return wrap(data, dst.device, node)
 
 
 TENSOR_METHODS = {

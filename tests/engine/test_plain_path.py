@@ -186,10 +186,9 @@ BAD_GRADIENTS = {
         "expected shape compatible with [3]",
     ),
     "type": (
-        TypeError,
+        RuntimeError,
         lambda g: [1.0, 2.0, 3.0],
-        "Function ReturnsInsteadBackward returned an invalid gradient at index 0 - expected a "
-        "Tensor or None, but got list",
+        "expected Variable or None (got list)",  # a custom Function's, as PyTorch words it
     ),
 }
 

@@ -30,7 +30,9 @@ def _labels(root: Any, leaves: list[Any], sequence_nr: Callable[[Any], int]) -> 
         stack.extend(fn for fn, _ in node.next_functions)
     leaf_index = {id(leaf): i for i, leaf in enumerate(leaves)}
     ops = sorted((n for n in nodes if not hasattr(n, "variable")), key=sequence_nr)
-    labels: dict[int, Any] = {id(n): (n, (n.name(), rank)) for rank, n in enumerate(ops)}
+    labels: dict[int, Any] = {
+        id(n): (n, (n.name().removeprefix("torch::autograd::"), rank)) for rank, n in enumerate(ops)
+    }
     for n in nodes:
         if hasattr(n, "variable"):
             labels[id(n)] = (n, ("leaf", leaf_index[id(n.variable)]))

@@ -45,7 +45,7 @@ def test_dot_around_an_unknown_node_names_the_others_on_one_clean_line(
 ) -> None:
     status = main(["dot", str(trace_file), "--around", "X", "-o", str(tmp_path / "g.dot")])
     err = capsys.readouterr().err
-    assert status == 1
+    assert status == 3
     assert err.startswith("autograd-viz: error: nothing named 'X'")
     assert acting(err) == []
     assert err.count("\n") == 1 and len(err) < 2100
@@ -59,7 +59,7 @@ def test_a_trace_error_quoting_a_name_is_one_clean_line(
     path = tmp_path / "bad.jsonl"
     header = {"type": "header", "format": name, "version": 2, "engine": "x", "max_values": 0}
     path.write_text(json.dumps(header) + "\n", encoding="utf-8", errors="surrogatepass")
-    assert main(["timeline", str(path)]) == 1
+    assert main(["timeline", str(path)]) == 3
     err = capsys.readouterr().err
     assert "not an autograd-viz trace" in err
     assert acting(err) == [] and err.count("\n") == 1

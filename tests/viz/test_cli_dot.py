@@ -101,14 +101,14 @@ def test_dot_reports_user_mistakes_in_one_line(
     cases = [
         (["dot"], 2, "dot: missing SOURCE, a trace file or a Python script"),
         (["dot", str(trace_file), "-o", str(tmp_path / "g.jpeg")], 2, "cannot tell the format"),
-        (["dot", str(trace_file), "-o", out, "--step", "999"], 1, "--step 999 is past the end"),
+        (["dot", str(trace_file), "-o", out, "--step", "999"], 3, "--step 999 is past the end"),
         (["dot", str(trace_file), "-o", out, "--step", "-1"], 2, "expected a non-negative"),
-        (["dot", str(trace_file), "-o", out, "--graph-task", "777"], 1, "graph task 777 is not"),
-        (["dot", str(trace_file), "-o", out, "--around", "Nope"], 1, "nothing named 'Nope'"),
+        (["dot", str(trace_file), "-o", out, "--graph-task", "777"], 3, "graph task 777 is not"),
+        (["dot", str(trace_file), "-o", out, "--around", "Nope"], 3, "nothing named 'Nope'"),
         (["dot", str(trace_file), "-o", out, "extra"], 2, "is a trace file, which takes no"),
-        (["dot", str(tmp_path / "missing.jsonl"), "-o", out], 1, "cannot read trace"),
-        (["dot", str(tmp_path / "missing.py"), "-o", out], 1, "no such file"),
-        (["dot", str(trace_file), "-o", str(tmp_path / "no" / "g.dot")], 1, "does not exist"),
+        (["dot", str(tmp_path / "missing.jsonl"), "-o", out], 3, "cannot read trace"),
+        (["dot", str(tmp_path / "missing.py"), "-o", out], 3, "no such file"),
+        (["dot", str(trace_file), "-o", str(tmp_path / "no" / "g.dot")], 3, "does not exist"),
     ]
     for argv, status, message in cases:
         assert cli.main(argv) == status, argv
@@ -121,7 +121,7 @@ def test_dot_on_a_script_without_backward_says_so(
 ) -> None:
     script = tmp_path / "quiet.py"
     script.write_text("print('no backward here')\n", encoding="utf-8")
-    assert cli.main(["dot", str(script), "-o", str(tmp_path / "g.dot")]) == 1
+    assert cli.main(["dot", str(script), "-o", str(tmp_path / "g.dot")]) == 3
     assert "ran no backward pass, so there is nothing to draw" in capsys.readouterr().err
 
 

@@ -65,7 +65,7 @@ def test_record_runs_the_script_as_main_and_saves_its_trace(
     out = tmp_path / "run.jsonl"
     monkeypatch.setenv("SEEN", str(tmp_path / "seen.json"))
     argv, path = list(sys.argv), list(sys.path)
-    status = cli.main(["record", "-o", str(out), str(script), "--lr", "0.1", "-o", "x"])
+    status = cli.main(["record", "-o", str(out), str(script), "--lr", "0.1", "--", "-o", "x"])
     captured = capsys.readouterr()
     assert status == 0, captured.err
     assert sys.argv == argv and sys.path == path, "argv and sys.path are restored"
@@ -99,7 +99,7 @@ def test_a_final_output_option_after_the_script_names_the_trace(
     assert capsys.readouterr().err == ""
 
 
-def test_after_a_double_dash_an_output_option_goes_to_the_script_with_a_hint(
+def test_after_a_double_dash_an_output_option_goes_to_the_script(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
@@ -107,12 +107,32 @@ def test_after_a_double_dash_an_output_option_goes_to_the_script_with_a_hint(
     script = _script(tmp_path, TWO_DEVICES)
     assert cli.main(["record", str(script), "--", "-o", "mine.jsonl"]) == 0
     seen = json.loads((tmp_path / "seen.json").read_text(encoding="utf-8"))
-    assert seen["argv"][1:] == ["--", "-o", "mine.jsonl"]
+    assert seen["argv"][1:] == ["-o", "mine.jsonl"]
     assert (tmp_path / DEFAULT_TRACE).exists() and not (tmp_path / "mine.jsonl").exists()
-    assert capsys.readouterr().err == (
-        f"autograd-viz: -o after {script} goes to the script; "
-        f"put it before {script} to name the trace\n"
+    assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("command", ["record", "nan", "run", "dot", "animate"])
+def test_an_option_given_before_and_after_the_script_is_refused(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = _script(tmp_path, TWO_DEVICES)
+    suffix = {"dot": ".svg", "animate": ".html"}.get(command, ".jsonl")
+    first, second = str(tmp_path / f"a{suffix}"), str(tmp_path / f"b{suffix}")
+    option = "--anomaly" if command == "run" else "-o"
+    words = [option] if command == "run" else [option, first]
+    again = [option] if command == "run" else [option, second]
+    status = cli.main([command, *words, str(script), *again])
+    err = capsys.readouterr().err
+    if command == "run":  # a flag twice says the same thing twice: no clash, but no terminal
+        assert status == 3 and "needs a terminal" in err
+        return
+    assert status == 2
+    assert err == (
+        f"autograd-viz: error: {option} is given before SCRIPT and again after it; give it once "
+        "(after a '--', it is the script's) (see 'autograd-viz --help')\n"
     )
+    assert not os.path.exists(first) and not os.path.exists(second)
 
 
 def test_record_max_values_is_written_in_the_header(
@@ -199,7 +219,7 @@ def test_record_of_no_script_is_one_line(
 ) -> None:
     path = tmp_path / target
     out = tmp_path / "t.jsonl"
-    assert cli.main(["record", "-o", str(out), str(path)]) == 1
+    assert cli.main(["record", "-o", str(out), str(path)]) == 3
     captured = capsys.readouterr()
     assert captured.err == f"autograd-viz: error: cannot run {path}: {problem}\n"
     assert captured.out == "" and not out.exists()
@@ -211,7 +231,7 @@ def test_record_into_a_missing_directory_fails_before_running(
     monkeypatch.chdir(tmp_path)
     script = _script(tmp_path, "open('ran', 'w').close()\n")
     out = tmp_path / "nowhere" / "t.jsonl"
-    assert cli.main(["record", "-o", str(out), str(script)]) == 1
+    assert cli.main(["record", "-o", str(out), str(script)]) == 3
     assert capsys.readouterr().err == (
         f"autograd-viz: error: cannot write {out}: directory {out.parent} does not exist\n"
     )
@@ -268,7 +288,7 @@ def test_timeline_of_a_bad_trace_names_the_file_and_line(
 ) -> None:
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"type": "header"}\n', encoding="utf-8")
-    assert cli.main(["timeline", str(bad)]) == 1
+    assert cli.main(["timeline", str(bad)]) == 3
     err = capsys.readouterr().err
     assert err.startswith(f"autograd-viz: error: invalid trace file {bad}, line 1: ")
     assert err.count("\n") == 1 and not (tmp_path / "bad.timeline.json").exists()
@@ -281,7 +301,7 @@ def test_timeline_of_an_unreadable_trace_is_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, problem: str
 ) -> None:
     path = tmp_path / name
-    assert cli.main(["timeline", str(path), "-o", str(tmp_path / "t.json")]) == 1
+    assert cli.main(["timeline", str(path), "-o", str(tmp_path / "t.json")]) == 3
     assert capsys.readouterr().err == f"autograd-viz: error: cannot read trace {path}: {problem}\n"
 
 
@@ -289,7 +309,7 @@ def test_timeline_into_a_missing_directory_is_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "no" / "t.json"
-    assert cli.main(["timeline", "whatever.jsonl", "-o", str(out)]) == 1
+    assert cli.main(["timeline", "whatever.jsonl", "-o", str(out)]) == 3
     assert capsys.readouterr().err == (
         f"autograd-viz: error: cannot write {out}: directory {out.parent} does not exist\n"
     )

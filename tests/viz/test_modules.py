@@ -6,12 +6,14 @@ import re
 import shutil
 import xml.etree.ElementTree as ET
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 import autograd_viz
 import engine
+from autograd_viz import cli
 from autograd_viz.draw import dot, showing
 from autograd_viz.draw.graph_view import GraphView, GraphViewError, from_state
 from autograd_viz.draw.modules import ModuleTree, fold_name
@@ -75,7 +77,7 @@ def _view(trace: Trace, step: int | None = None) -> GraphView:
 
 
 def _tree(view: GraphView) -> ModuleTree:
-    return ModuleTree.build(((k, n.info) for k, n in view.nodes.items()), view.modules)
+    return ModuleTree.of_view(view)
 
 
 def _names(view: GraphView) -> Names:
@@ -341,3 +343,31 @@ def test_module_names_are_text_in_dot() -> None:
         svg = ET.fromstring(dot.pipe(graph, "svg"))
         texts = [t.text or "" for t in svg.iter(f"{SVG}text")]
         assert 'h"<b>{0}</b>\\N\\x1b[31m' in texts and "<i>Kind</i>" in texts
+
+
+# -- the command line ------------------------------------------------------------------
+
+
+def test_dot_command_takes_level_expand_and_around_a_module(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace_file = tmp_path / "gpt.jsonl"
+    transformer_trace().save(trace_file)
+    out = tmp_path / "g.dot"
+    assert cli.main(["dot", str(trace_file), "-o", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "nodes and 1 module boxes" in printed and "drawn by module (level 3)" in printed
+    assert "transformer.h.{0..11}</B> × 12" in out.read_text()
+    argv = ["dot", str(trace_file), "-o", str(out), "--level", "0", "--expand", "lm_head"]
+    assert cli.main(argv) == 0
+    source = out.read_text()
+    assert "<B>transformer</B>" in source and "lm_head</B> <I>Linear</I>" in source
+    argv = ["dot", str(trace_file), "-o", str(out), "--around", "transformer.h.{2..3}"]
+    assert cli.main(argv) == 0
+    assert "within 2 edges of transformer.h.{2..3}" in capsys.readouterr().out
+    assert cli.main(["dot", str(trace_file), "-o", str(out), "--expand", "all"]) == 0
+    assert "module boxes" not in capsys.readouterr().out
+    assert cli.main(["dot", str(trace_file), "-o", str(out), "--expand", "transformer.x"]) == 3
+    err = capsys.readouterr().err
+    assert err.startswith("autograd-viz: error: nothing named 'transformer.x' in this graph")
+    assert err.count("\n") == 1

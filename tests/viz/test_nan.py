@@ -238,12 +238,12 @@ def test_cli_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture
         "autograd-viz: error: nan: missing SCRIPT, the Python script to run "
         "(see 'autograd-viz --help')"
     ]
-    assert cli.main(["nan", str(tmp_path / "missing.py")]) == 1
+    assert cli.main(["nan", str(tmp_path / "missing.py")]) == 3
     assert _errors(capsys.readouterr().err) == [
         f"autograd-viz: error: cannot run {tmp_path / 'missing.py'}: no such file"
     ]
     script = EXAMPLES / "nan_log_zero.py"
-    assert cli.main(["nan", "-o", str(tmp_path / "no" / "t.jsonl"), str(script)]) == 1
+    assert cli.main(["nan", "-o", str(tmp_path / "no" / "t.jsonl"), str(script)]) == 3
     (line,) = _errors(capsys.readouterr().err)
     assert "does not exist" in line
 
@@ -260,10 +260,41 @@ def test_cli_failing_script_reports_then_errors(
         "raise ValueError('after the NaN')\n",
         encoding="utf-8",
     )
-    assert cli.main(["nan", str(script)]) == 1
+    assert cli.main(["nan", str(script)]) == 1  # what was found is the answer
     captured = capsys.readouterr()
     assert "born in the forward pass at LogBackward0" in captured.out
     assert f"{script}:5" in captured.out
+    assert _errors(captured.err) == []
+    assert f"autograd-viz: {script} raised ValueError: after the NaN" in captured.err
+
+
+@pytest.mark.parametrize(
+    ("code", "said"),
+    [
+        ("raise RuntimeError('no data')", "raised RuntimeError: no data"),
+        ("import sys; sys.exit(9)", "exited with status 9"),
+    ],
+)
+def test_cli_a_script_that_fails_before_any_backward_is_not_a_finding(
+    code: str, said: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = tmp_path / "fails.py"
+    script.write_text(f"import engine\n{code}\n", encoding="utf-8")
+    assert cli.main(["nan", str(script)]) == 4
+    captured = capsys.readouterr()
+    assert "no NaN or Inf found" not in captured.out
     assert _errors(captured.err) == [
-        f"autograd-viz: error: {script} raised ValueError: after the NaN"
+        f"autograd-viz: error: {script} {said}; "
+        "no NaN or Inf found in the 0 backward calls before it"
     ]
+
+
+def test_cli_output_option_after_the_script_saves_the_trace(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The form the README shows: before, -o went to the script and no trace was written.
+    output = tmp_path / "t.jsonl"
+    script = EXAMPLES / "nan_sqrt_zero.py"
+    assert cli.main(["nan", str(script), "-o", str(output), "--no-inf"]) == 1
+    assert find_nans(Trace.load(output)).first is not None
+    assert "trace saved to" in capsys.readouterr().err

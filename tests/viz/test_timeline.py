@@ -349,3 +349,84 @@ def test_the_programs_thread_is_called_main_in_the_timeline_as_everywhere() -> N
             if e["name"] == "thread_name"
         ]
         assert lanes == ["main"]
+
+
+# -- modules --------------------------------------------------------------------------------
+
+
+def _modules_trace() -> Trace:
+    """An encoder of two layers, each two scopes deep, then an unrolled cell, on our engine."""
+    w = engine.tensor([0.5, -1.5], requires_grad=True, name="w")
+    v = engine.tensor([2.0, 0.25], requires_grad=True, name="v")
+    with autograd_viz.record() as trace:
+        h = engine.tensor([1.0, 2.0])
+        with engine.scope("encoder", kind="Encoder"):
+            for i in range(2):
+                with engine.scope(f"layer{i}", kind="Layer"):
+                    with engine.scope("mix", kind="Linear"):
+                        h = (h * w).tanh()
+                    h = h + 1.0
+        with engine.scope("cell", kind="Cell"):
+            pass  # a call that made no node: it is no call of this graph
+        for _ in range(3):
+            with engine.scope("cell", kind="Cell"):
+                h = (h * v).sin()
+        h.sum().backward()
+    return trace
+
+
+def test_module_calls_are_nested_slices_around_their_nodes() -> None:
+    trace = _modules_trace()
+    doc = to_chrome_trace(trace)
+    _assert_valid(doc)
+    (info,) = trace.graph_tasks.values()
+    modules = _of(doc, "X", "module")
+    assert {m["name"] for m in modules} == {
+        "encoder", "encoder.layer0", "encoder.layer1", "encoder.layer0.mix",
+        "encoder.layer1.mix", "cell",
+    }  # fmt: skip
+    for m in modules:
+        assert m["args"]["class"] == info.modules[m["name"]]
+    nodes = _of(doc, "X", "node")
+    for node in nodes:
+        scope = info.nodes[node["args"]["node_id"]].scope
+        around = [
+            m for m in modules if _inside(node, m) and (m["name"], m["args"]["call"]) in scope
+        ]
+        # Every module call of the node's scope is a slice around it, and no other is.
+        assert sorted((m["name"], m["args"]["call"]) for m in around) == sorted(scope), node
+        others = [m for m in modules if _inside(node, m)]
+        assert len(others) == len(scope)
+    # A slice holds as many nodes as sit inside it.
+    for m in modules:
+        inside = [n for n in nodes if _inside(n, m)]
+        assert m["args"]["nodes"] == len(inside)
+
+
+def test_an_unrolled_cells_calls_are_slices_of_one_name() -> None:
+    doc = to_chrome_trace(_modules_trace())
+    cells = [m for m in _of(doc, "X", "module") if m["name"] == "cell"]
+    # Backward runs the last step first; w's and v's AccumulateGrad belong to call 0.
+    assert sorted({m["args"]["call"] for m in cells}) == [0, 1, 2]
+    assert all(m["args"]["class"] == "Cell" for m in cells)
+
+
+def test_a_trace_without_modules_has_no_module_slices() -> None:
+    doc = to_chrome_trace(_two_device_trace())
+    assert _of(doc, "X", "module") == []
+
+
+def test_hostile_module_paths_are_text_in_the_timeline() -> None:
+    from tests.hostile.names import HOSTILE
+
+    x = engine.tensor([1.0, 2.0], requires_grad=True, name="x")
+    with autograd_viz.record() as trace:
+        with engine.scope(HOSTILE["osc_title"], kind=HOSTILE["bell_backspace"]):
+            y = x * 2.0
+        y.sum().backward()
+    doc = to_chrome_trace(trace)
+    _assert_valid(doc)
+    (module,) = _of(doc, "X", "module")
+    text = json.dumps(module)
+    assert "\\u001b" not in text and "\\u0007" not in text
+    assert "pwned" in module["name"] and "a" in module["args"]["class"]

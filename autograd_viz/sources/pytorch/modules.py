@@ -65,40 +65,47 @@ class _Root:
 
     __slots__ = ("__weakref__", "kind", "module", "names")
 
-    def __init__(self, module: torch.nn.Module) -> None:
-        self.module = weakref.ref(module)
+    def __init__(self, module: torch.nn.Module, forget: Callable[[Any], object]) -> None:
+        self.module = weakref.ref(module, forget)
         self.kind = type(module).__name__
         self.names = {id(m): name for name, m in module.named_modules() if name}
 
 
-class _Call:
-    """One module call: its module, its model and path in it, its call id."""
+Call = tuple["_Root", "str | None", str, int, "weakref.ref[torch.nn.Module]"]
+"""One module call: its model's root, its path under the model (``None`` for the outermost
+module itself), its class name, its call id and its module (weakly). A plain tuple: one is
+made per module call while recording."""
 
-    __slots__ = ("call_id", "kind", "module", "path", "root")
-
-    def __init__(self, root: _Root, path: str | None, module: torch.nn.Module) -> None:
-        self.root = root
-        self.path = path
-        """The path under the model; ``None`` for the outermost module itself."""
-        self.kind = type(module).__name__
-        self.module = weakref.ref(module)
-        self.call_id = next(_call_ids)
+Calls = tuple[Call, ...]
 
 
-Calls = tuple[_Call, ...]
+class _ThreadState:
+    __slots__ = ("stack", "stacks", "starts")
 
-
-class _ThreadState(threading.local):
     def __init__(self) -> None:
         self.stack: Calls = ()
+        """The module calls running on this thread, outermost first."""
         self.starts: list[int] = []
         """The next sequence number at each change of the stack, ascending."""
         self.stacks: list[Calls | None] = []
         """The stack from that change on; ``None`` from where following stopped."""
 
 
-_LOCAL = _ThreadState()
-_roots: weakref.WeakKeyDictionary[torch.nn.Module, _Root] = weakref.WeakKeyDictionary()
+_tls = threading.local()  # a plain local: a subclass's attributes cost twice as much to read
+
+
+def _local() -> _ThreadState:
+    """This thread's state."""
+    try:
+        state: _ThreadState = _tls.state
+    except AttributeError:
+        state = _tls.state = _ThreadState()
+    return state
+
+
+_roots: dict[int, _Root] = {}
+"""``id(module)`` → the :class:`_Root` of a module called outermost; an entry dies with its
+module."""
 _lock = threading.Lock()
 _handles: list[Any] = []
 _warned: set[str] = set()
@@ -112,7 +119,7 @@ def arm() -> None:
         hooks = torch.nn.modules.module
         _handles.append(hooks.register_module_forward_pre_hook(_enter))
         _handles.append(hooks.register_module_forward_hook(_leave, always_call=True))
-        _note(_LOCAL, ())  # followed from here on this thread, outside any module
+        _note(_local(), ())  # followed from here on this thread, outside any module
 
 
 def disarm() -> None:
@@ -121,10 +128,9 @@ def disarm() -> None:
         for handle in _handles:
             handle.remove()
         _handles.clear()
-        local = _LOCAL
+        local = _local()
         if local.starts:
             _note(local, None)  # nodes this thread makes from here on were not followed
-            local.stack = ()
 
 
 def _note(local: _ThreadState, stack: Calls | None) -> None:
@@ -141,29 +147,35 @@ def _note(local: _ThreadState, stack: Calls | None) -> None:
     local.stacks.append(stack)
 
 
+def _root(module: torch.nn.Module) -> _Root:
+    key = id(module)
+    root = _roots.get(key)
+    if root is None or root.module() is not module:
+        root = _roots[key] = _Root(module, lambda _ref: _roots.pop(key, None))
+    return root
+
+
 def _enter(module: torch.nn.Module, args: Any) -> None:
     try:
-        local = _LOCAL
+        local = _local()
         stack = local.stack
+        kind = type(module).__name__
         if stack:
-            root = stack[0].root
-            call = _Call(root, root.names.get(id(module)) or type(module).__name__, module)
+            root: _Root = stack[0][0]
+            path: str | None = root.names.get(id(module)) or kind
         else:
-            root = _roots.get(module)  # type: ignore[assignment]
-            if root is None:
-                root = _roots[module] = _Root(module)
-            call = _Call(root, None, module)
-        _note(local, (*stack, call))
+            root, path = _root(module), None
+        _note(local, (*stack, (root, path, kind, next(_call_ids), weakref.ref(module))))
     except Exception as exc:  # noqa: BLE001 - never break the user's forward for a view
         _warn_once(f"autograd-viz: cannot follow a module call ({exc!r}); modules may be missing")
 
 
 def _leave(module: torch.nn.Module, args: Any, output: Any) -> None:
     try:
-        local = _LOCAL
+        local = _local()
         stack = local.stack
         for i in range(len(stack) - 1, -1, -1):
-            if stack[i].module() is module:
+            if stack[i][4]() is module:
                 _note(local, stack[:i])
                 return
     except Exception as exc:  # noqa: BLE001 - never break the user's forward for a view
@@ -182,7 +194,7 @@ def calls_of(sequence_nrs: Iterable[int]) -> list[Calls | None]:
     ``None`` for a number older than what this thread noted (made before the
     bridge was armed or after it was disarmed, long ago, or on another thread).
     """
-    local = _LOCAL
+    local = _local()
     starts, stacks = local.starts, local.stacks
     out: list[Calls | None] = []
     for seq in sequence_nrs:
@@ -228,12 +240,12 @@ class GraphModules:
         found = self._found = {}
         called = []
         for calls in self._owners.values():
-            call = calls[-1]
-            module = call.module()
+            _root, inner, _kind, _id, ref = calls[-1]
+            module = ref()
             if module is None:
                 continue
             # A lone model's own parameters read as named_parameters() names them.
-            alone = call.path is None and not self._prefixed
+            alone = inner is None and not self._prefixed
             called.append((calls, module, None if alone else self._named[id(calls)][-1][0]))
         for recurse in (False, True):
             for calls, module, path in sorted(called, key=lambda c: -len(c[0])):
@@ -275,14 +287,14 @@ def _owners(stacks: Iterable[Calls]) -> dict[int, Calls]:
     and still lives, in forward order."""
     first: dict[int, Calls] = {}
     for calls in stacks:
-        for depth, call in enumerate(calls):
-            module = call.module()
+        for depth, (_root, _path, _kind, call_id, ref) in enumerate(calls):
+            module = ref()
             if module is None:
                 continue
             known = first.get(id(module))
-            if known is None or call.call_id < known[-1].call_id:
+            if known is None or call_id < known[-1][3]:
                 first[id(module)] = calls if depth == len(calls) - 1 else calls[: depth + 1]
-    return dict(sorted(first.items(), key=lambda item: item[1][-1].call_id))
+    return dict(sorted(first.items(), key=lambda item: item[1][-1][3]))
 
 
 def _named(
@@ -292,10 +304,9 @@ def _named(
     the stack; and whether inner paths start with their model's path (Note [Model paths])."""
     first: dict[_Root, int] = {}
     for calls in distinct.values():
-        for call in calls:
-            root = call.root
-            if call.call_id < first.get(root, call.call_id + 1):
-                first[root] = call.call_id
+        for root, _path, _kind, call_id, _ref in calls:
+            if call_id < first.get(root, call_id + 1):
+                first[root] = call_id
     bound = variables() if first else {}
     roots: dict[_Root, str] = {}
     taken: set[str] = set()
@@ -321,13 +332,10 @@ def _named(
         for call in calls:
             entry = entries.get(id(call))
             if entry is None:
-                name = roots[call.root]
-                path = (
-                    name
-                    if call.path is None
-                    else (f"{name}.{call.path}" if prefixed else call.path)
-                )
-                entry = entries[id(call)] = (path, call.call_id, call.kind)
+                root, inner, kind, call_id, _ref = call
+                name = roots[root]
+                path = name if inner is None else (f"{name}.{inner}" if prefixed else inner)
+                entry = entries[id(call)] = (path, call_id, kind)
             named.append(entry)
         out[key] = tuple(named)
     return out, prefixed

@@ -307,5 +307,5 @@ def test_old_changes_are_dropped_past_the_bound(monkeypatch: pytest.MonkeyPatch)
         for _ in range(200):
             model(x)
         info = _recorded(lambda: model(x).sum().backward())
-    assert len(tracking._LOCAL.starts) <= 64
+    assert len(tracking._local().starts) <= 64
     assert info.modules == {"model": "Sequential", "0": "Linear", "1": "Tanh"}

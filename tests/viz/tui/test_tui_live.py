@@ -251,13 +251,13 @@ def test_a_live_breakpoint_stops_the_engine_there() -> None:
 
 def test_run_and_replay_need_a_terminal(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     script = EXAMPLES / "two_devices.py"
-    assert main(["run", str(script)]) == 1
+    assert main(["run", str(script)]) == 3
     assert "the TUI needs a terminal" in capsys.readouterr().err
     trace = tmp_path / "t.jsonl"
     with autograd_viz.record() as recorded:
         demo_program()
     recorded.save(trace)
-    assert main(["replay", str(trace)]) == 1
+    assert main(["replay", str(trace)]) == 3
     assert "the TUI needs a terminal" in capsys.readouterr().err
 
 
@@ -266,11 +266,11 @@ def test_run_and_replay_reject_bad_input(
 ) -> None:
     assert main(["run"]) == 2
     assert "missing SCRIPT" in capsys.readouterr().err
-    assert main(["run", str(tmp_path / "nope.py")]) == 1
+    assert main(["run", str(tmp_path / "nope.py")]) == 3
     assert "nope.py" in capsys.readouterr().err
     bad = tmp_path / "bad.jsonl"
     bad.write_text("not a trace\n")
-    assert main(["replay", str(bad)]) == 1
+    assert main(["replay", str(bad)]) == 3
     assert "invalid trace file" in capsys.readouterr().err
 
 

@@ -1,0 +1,222 @@
+"""The module view on real architectures built from ``torch.nn`` alone, recorded by the bridge."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+import autograd_viz
+from autograd_viz.draw import dot, showing
+from autograd_viz.draw.graph_view import GraphView, from_state
+from autograd_viz.draw.modules import MAX_BOXES, ModuleTree
+from autograd_viz.draw.names import Names, node_name
+from autograd_viz.trace import Trace
+
+torch = pytest.importorskip("torch")
+nn = torch.nn
+
+pytestmark = pytest.mark.oracle
+
+
+def _record(model: object, *inputs: object) -> Trace:
+    with autograd_viz.record() as trace:
+        model(*inputs).sum().backward()  # type: ignore[operator]
+    return trace
+
+
+def transformer_encoder() -> Trace:
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True)
+    model = nn.TransformerEncoder(layer, num_layers=12, enable_nested_tensor=False)
+    return _record(model, torch.randn(2, 5, 16, requires_grad=True))
+
+
+class Block(nn.Module):
+    """A ResNet basic block: two 3x3 convolutions, a shortcut that downsamples when asked."""
+
+    def __init__(self, inp: int, out: int, stride: int = 1) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(inp, out, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(out)
+        self.conv2 = nn.Conv2d(out, out, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(out)
+        self.downsample = (
+            nn.Sequential(nn.Conv2d(inp, out, 1, stride, bias=False), nn.BatchNorm2d(out))
+            if stride != 1 or inp != out
+            else None
+        )
+
+    def forward(self, x: Any) -> Any:
+        y = self.bn2(self.conv2(torch.relu(self.bn1(self.conv1(x)))))
+        return torch.relu(y + (x if self.downsample is None else self.downsample(x)))
+
+
+def resnet_stack() -> Trace:
+    torch.manual_seed(0)
+    model = nn.Sequential(
+        nn.Conv2d(3, 4, 3, padding=1),
+        nn.Sequential(Block(4, 4), Block(4, 4), Block(4, 4)),
+        nn.Sequential(Block(4, 8, 2), Block(8, 8), Block(8, 8), Block(8, 8)),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(8, 2),
+    )
+    return _record(model, torch.randn(2, 3, 8, 8))
+
+
+class Unrolled(nn.Module):
+    def __init__(self, steps: int) -> None:
+        super().__init__()
+        self.cell = nn.GRUCell(3, 5)
+        self.steps = steps
+
+    def forward(self, x: Any) -> Any:
+        h = torch.zeros(x.shape[1], 5)
+        for t in range(self.steps):
+            h = self.cell(x[t], h)
+        return h
+
+
+def unrolled_gru() -> Trace:
+    torch.manual_seed(0)
+    return _record(Unrolled(10), torch.randn(10, 2, 3, requires_grad=True))
+
+
+class Shared(nn.Module):
+    """One module used at two places, with another between them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.shared = nn.Linear(4, 4)
+        self.middle = nn.Linear(4, 4)
+
+    def forward(self, x: Any) -> Any:
+        return self.shared(torch.tanh(self.middle(self.shared(x))))
+
+
+def shared_module() -> Trace:
+    torch.manual_seed(0)
+    return _record(Shared(), torch.randn(2, 4))
+
+
+MODELS: dict[str, Callable[[], Trace]] = {
+    "transformer": transformer_encoder,
+    "resnet": resnet_stack,
+    "gru": unrolled_gru,
+    "shared": shared_module,
+}
+
+
+def _view(trace: Trace, step: int | None = None) -> GraphView:
+    return from_state(trace.state_at(len(trace) if step is None else step))
+
+
+def _groups(view: GraphView) -> dict[str, int]:
+    return {g.name: g.count for g in ModuleTree.of_view(view).groups}
+
+
+def test_twelve_encoder_layers_fold_and_the_picture_fits() -> None:
+    view = _view(transformer_encoder())
+    tree = ModuleTree.of_view(view)
+    assert _groups(view) == {"layers.{0..11}": 12}
+    assert {tree.scopes[i].kind for i in tree.groups[0].scopes} == {"TransformerEncoderLayer"}
+    picture = showing.module_view(view)
+    assert len(picture.nodes) + len(picture.boxes) <= MAX_BOXES
+    (box,) = [n.box for n in picture.nodes.values() if n.box is not None]
+    assert box.count == 12 and box.summary.nodes == sum(
+        tree.scopes[i].size for i in tree.groups[0].scopes
+    )
+    assert box.kind == "TransformerEncoderLayer"
+    # Opened on request: every node of layers.3 drawn, the other layers unfolded beside it.
+    opened = showing.module_view(view, expand=["layers.3"])
+    (layer3,) = [s.index for s in tree.scopes if s.name == "layers.3"]
+    assert set(tree.members(layer3)) <= set(opened.nodes)
+    shown = {n.box.name for n in opened.nodes.values() if n.box is not None}
+    shown |= {c.name for c in opened.clusters.values()}
+    assert {f"layers.{i}" for i in range(12)} <= shown
+
+
+def test_a_resnet_stages_blocks_fold_after_the_one_that_downsamples() -> None:
+    view = _view(resnet_stack())
+    groups = _groups(view)
+    # Stage 1's first block takes the stem's output, stage 2's first block downsamples.
+    assert groups["2.{1..3}"] == 3
+    assert any(name.startswith("1.") for name in groups)
+    names = Names(((k, n.info) for k, n in view.nodes.items()), ModuleTree.of_view(view))
+    assert names.resolve("2.0.downsample").kind == "module"
+    assert names.resolve("2.0.conv1.weight").kind == "parameter"
+
+
+def test_an_unrolled_gru_cell_folds_its_calls() -> None:
+    trace = unrolled_gru()
+    groups = _groups(_view(trace))
+    assert groups == {"cell:{0..9}": 10}
+    assert "cell:{0..9}</B> × 10" in dot.to_dot(trace).source
+
+
+def test_a_module_used_at_two_places_has_two_calls_that_do_not_fold() -> None:
+    view = _view(shared_module())
+    tree = ModuleTree.of_view(view)
+    names = sorted(s.name for s in tree.scopes)
+    assert "shared:0" in names and "shared:1" in names and "middle" in names
+    assert not tree.groups
+    both = Names(((k, n.info) for k, n in view.nodes.items()), tree).resolve("shared")
+    assert len(both.scopes) == 2 and both.kind == "module"
+
+
+@pytest.mark.parametrize("model", sorted(MODELS))
+def test_every_shown_name_is_read_back_and_boxes_sum_their_nodes(model: str) -> None:
+    trace = MODELS[model]()
+    steps = [0, len(trace) // 3, len(trace) // 2, len(trace)]
+    for step in steps:
+        view = _view(trace, step)
+        tree = ModuleTree.of_view(view)
+        names = Names(((k, n.info) for k, n in view.nodes.items()), tree)
+        picture = showing.module_view(view)
+        assert len(picture.nodes) + len(picture.boxes) <= MAX_BOXES
+        shown = [n.box.name if n.box else node_name(n.info) for n in picture.nodes.values()]
+        shown += [c.name for c in picture.clusters.values()]
+        shown += [b.title for b in picture.boxes if b.kind == "leaf"]
+        for name in shown:
+            assert names.resolve(name).nodes, name
+        for node in picture.nodes.values():
+            if node.box is None:
+                continue
+            members = [view.nodes[k] for k in node.box.members]
+            summary = node.box.summary
+            assert summary.nodes == len(members)
+            assert summary.remaining == sum(m.remaining for m in members)
+            assert summary.dependencies == sum(m.info.dependencies for m in members)
+            keys = set(node.box.members)
+            into = [e for e in view.edges if e.head in keys and e.tail not in keys]
+            assert summary.inputs == len(into)
+            assert summary.waiting_inputs == sum(not e.delivered and not e.pruned for e in into)
+
+
+@pytest.mark.parametrize("model", sorted(MODELS))
+def test_expand_all_is_todays_full_drawing(model: str) -> None:
+    trace = MODELS[model]()
+    stripped = Trace(
+        trace.header,
+        {
+            gid: replace(
+                info, modules={}, nodes={k: replace(n, scope=()) for k, n in info.nodes.items()}
+            )
+            for gid, info in trace.graph_tasks.items()
+        },
+        list(trace.events),
+    )
+    middle = len(trace) // 2
+    for step in (middle, len(trace)):
+        full = dot.to_dot(trace, step=step, expand="all").source
+        assert full == dot.to_dot(stripped, step=step).source
+
+
+def test_around_a_parameter_name_the_picture_shows() -> None:
+    trace = transformer_encoder()
+    graph = dot.to_dot(trace, around="layers.3.self_attn.in_proj_weight", depth=2).source
+    assert "layers.3.self_attn.in_proj_weight" in graph
+    assert "within 2 edges of layers.3.self_attn.in_proj_weight" in graph
