@@ -49,7 +49,7 @@ def add_nan_command(commands: argparse._SubParsersAction[ArgumentParser]) -> Non
         "nan",
         usage=(
             f"{PROG} nan [-h] [-o TRACE] [--no-forward] [--inf | --no-inf] [--first] "
-            "[--ignore OP] SCRIPT [ARGS ...]"
+            "[--ignore OP] [--eager-compiled] SCRIPT [ARGS ...]"
         ),
         help="run a script and report where its first NaN or Inf was born, and why",
         description=(
@@ -97,6 +97,12 @@ def add_nan_options(nan: argparse.ArgumentParser) -> None:
         metavar="OP",
         help="an op that makes Inf or NaN on purpose (masked_fill, aten.log.default); repeatable",
     )
+    nan.add_argument(
+        "--eager-compiled",
+        action="store_true",
+        help="run torch.compile'd code eagerly so that each op inside is checked (results "
+        "may then differ in the last bits; default: it runs compiled, checked at its edges)",
+    )
 
 
 def run_nan(args: argparse.Namespace) -> int:
@@ -129,7 +135,7 @@ def run_nan(args: argparse.Namespace) -> int:
     status = 0
     options = {"first": args.first, "forward": not args.no_forward, "inf": args.inf}
     with (
-        watch_nan(**options, ignore=args.ignore) as watch,
+        watch_nan(**options, ignore=args.ignore, eager_compiled=args.eager_compiled) as watch,
         follow_children(
             "nan", watch.trace, output, DEFAULT_MAX_VALUES, {**options, "ignore": args.ignore}
         ) as job,

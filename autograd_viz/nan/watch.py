@@ -78,6 +78,7 @@ def watch_nan(
     inf: bool = True,
     ignore: Iterable[str] = (),
     max_values: int = DEFAULT_MAX_VALUES,
+    eager_compiled: bool = False,
 ) -> Iterator[NanWatch]:
     """Check everything the block runs for NaN (and Inf), on our engine and on PyTorch.
 
@@ -90,6 +91,9 @@ def watch_nan(
         ignore: ops that make non-finite values on purpose (``masked_fill``,
             ``aten.log.default``): not reported.
         max_values: tensors up to this many elements keep their values in the trace.
+        eager_compiled: run ``torch.compile``d code eagerly, so that each op inside
+            is checked (results may then differ in the last bits). By default
+            compiled code runs compiled, checked at its inputs and outputs.
 
     Yields:
         A :class:`NanWatch`; read its ``report`` inside or after the block.
@@ -100,7 +104,14 @@ def watch_nan(
     ignored = frozenset(ignore)
     with (
         record(max_values) as trace,
-        nan_checks(first=first, forward=forward, inf=inf, ignore=ignored, max_values=max_values),
+        nan_checks(
+            first=first,
+            forward=forward,
+            inf=inf,
+            ignore=ignored,
+            max_values=max_values,
+            eager_compiled=eager_compiled,
+        ),
     ):
         yield NanWatch(trace, ignored)
 
@@ -113,6 +124,7 @@ def nan_checks(
     inf: bool = True,
     ignore: Iterable[str] = (),
     max_values: int = DEFAULT_MAX_VALUES,
+    eager_compiled: bool = False,
 ) -> Iterator[None]:
     """The checks of :func:`watch_nan` without its recording: findings are ``anomaly`` events.
 
@@ -130,6 +142,7 @@ def nan_checks(
         "first": first,
         "ignore": frozenset(ignore),
         "max_values": max_values,
+        "eager_compiled": eager_compiled,
     }
     with anomaly, torch_checks(settings):
         yield

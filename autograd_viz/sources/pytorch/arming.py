@@ -25,7 +25,7 @@ import torch
 import torch.autograd
 import torch.autograd.graph
 
-from autograd_viz.sources.pytorch import modules
+from autograd_viz.sources.pytorch import compiled, modules
 from autograd_viz.sources.pytorch import watch as _watch
 from autograd_viz.sources.pytorch.bookkeeping import forget_leftovers
 from autograd_viz.sources.pytorch.graph import plan_graph_task
@@ -134,6 +134,8 @@ def _arm() -> bool:
         return _run_watched(original, t_outputs, args, kwargs)
 
     _original, _patched = original, watched_run_backward
+    compiled.install()  # Note [Compiled regions]
+    compiled.hide_global_hooks_warning(True)
     modules.arm()
     torch.autograd.graph._engine_run_backward = watched_run_backward
     if getattr(torch.autograd, "_engine_run_backward", None) is original:
@@ -148,6 +150,7 @@ def _release() -> None:
         if _armed or _original is None:
             return
         modules.disarm()
+        compiled.hide_global_hooks_warning(False)
         # Put PyTorch's function back only where ours still is (another patch may sit on top).
         for module in (torch.autograd.graph, torch.autograd):
             if getattr(module, "_engine_run_backward", None) is _patched:

@@ -56,7 +56,7 @@ import threading
 import warnings
 import weakref
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,6 +66,8 @@ from torch.utils import _python_dispatch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.weak import WeakIdKeyDictionary
 
+from autograd_viz.sources.pytorch.compiled import around_compiled, is_compiling
+from autograd_viz.sources.pytorch.forward_compiled import RegionChecks, eagerly, step_aside_modes
 from autograd_viz.sources.pytorch.graph import TorchNode
 from autograd_viz.sources.pytorch.op_values import (
     FILL_OPS,
@@ -123,6 +125,9 @@ class TorchChecks:
     """Ops whose non-finite outputs are meant: ``masked_fill``, ``aten.log.default``, ..."""
     max_values: int = 16
     """Tensors up to this many elements keep their values in the events' summaries."""
+    eager_compiled: bool = False
+    """Run ``torch.compile``d code eagerly, so that the ops inside are checked one by one
+    (results may then differ in the last bits; Note [Compiled regions])."""
 
 
 @dataclass(slots=True)
@@ -185,6 +190,8 @@ class TorchNanChecker:
         self._modes: list[Any] = []
         self._handles: list[Any] = []
         self._listener = self._on_event  # one bound method: the hub unsubscribes by identity
+        self._settings = ExitStack()
+        self._outer_regions: Any = None
         self._names: weakref.WeakKeyDictionary[torch.nn.Module, dict[int, str]] = (
             weakref.WeakKeyDictionary()
         )
@@ -200,11 +207,17 @@ class TorchNanChecker:
             self._modes = [_Functions(self), _Dispatch(self)]
             for mode in self._modes:
                 mode.__enter__()
+            self._outer_regions = around_compiled(RegionChecks(self))
+        if self.checks.eager_compiled:
+            eagerly(self._settings)
         HUB.subscribe(self._listener)
         return self
 
     def __exit__(self, *exc: object) -> None:
         HUB.unsubscribe(self._listener)
+        if self._modes:
+            around_compiled(self._outer_regions)
+        self._settings.close()
         for mode in reversed(self._modes):
             mode.__exit__(None, None, None)
         self._modes.clear()
@@ -212,9 +225,31 @@ class TorchNanChecker:
             handle.remove()
         self._handles.clear()
 
-    def _silent(self) -> bool:
+    # -- compiled regions (forward_compiled.py) ------------------------------------------
+    def modes_on(self) -> bool:
+        """Whether the forward checks are armed."""
+        return bool(self._modes)
+
+    def step_aside(self, aside: ExitStack) -> None:
+        """Take the modes off their stacks until ``aside`` closes (a compiled region runs)."""
+        step_aside_modes(aside, self._modes[0], self._modes[1])
+
+    def born_in_region(
+        self, op: OpInfo, index: int, t: torch.Tensor, kinds: frozenset[str], inputs: list[Any]
+    ) -> None:
+        """A compiled region's output ``index`` was born non-finite: emit it on its node."""
+        self._born(op, index, t, kinds, inputs, [], set(), t.grad_fn)
+
+    @property
+    def checked(self) -> frozenset[str]:
+        """The kinds of value checked (``nan``, ``+inf``, ``-inf``)."""
+        return self._checked
+
+    def silent(self) -> bool:
         """Collect mode with nobody listening: a finding would go nowhere."""
         return not self.checks.first and not HUB.active
+
+    _silent = silent
 
     # -- modules -----------------------------------------------------------------------
     # Note [Fast paths]
@@ -227,6 +262,8 @@ class TorchNanChecker:
     # same. The mode goes back when that module returns.
 
     def _module_enter(self, module: torch.nn.Module, args: Any) -> None:
+        if is_compiling():
+            return  # Dynamo traces this hook: nothing of ours goes into its graph
         local = self._local
         if local.aside_at < 0 and not torch.is_grad_enabled() and self._function_mode_on_top():
             torch._C._pop_torch_function_stack()
@@ -241,6 +278,8 @@ class TorchNanChecker:
         local.modules.append(local.names.get(id(module)) or type(module).__name__)
 
     def _module_leave(self, module: torch.nn.Module, args: Any, output: Any) -> None:
+        if is_compiling():
+            return
         local = self._local
         if local.modules:
             local.modules.pop()
@@ -337,7 +376,7 @@ class TorchNanChecker:
         self._guarded(self._check, op, args, kwargs, out, before or {})
         return out
 
-    def _guarded(self, check: Callable[..., Any], *args: Any) -> Any:
+    def guarded(self, check: Callable[..., Any], *args: Any) -> Any:
         """Run a check; one that fails (an exotic tensor) warns once and never breaks the op."""
         try:
             return check(*args)
@@ -346,6 +385,8 @@ class TorchNanChecker:
         except Exception as exc:  # noqa: BLE001 - a check never breaks the program it watches
             _warn_once(f"autograd-viz: an op's output could not be checked for NaN ({exc!r})")
             return None
+
+    _guarded = guarded
 
     def _after_view(self, args: Any, out: Any) -> None:
         if self._intentional:
@@ -399,7 +440,7 @@ class TorchNanChecker:
             ignored=bool(names & self.checks.ignore),
         )
 
-    def _kinds(self, t: torch.Tensor) -> frozenset[str]:
+    def kinds(self, t: torch.Tensor) -> frozenset[str]:
         """Which of NaN, +Inf, -Inf ``t`` holds (exact; for tensors that failed the sum)."""
         if type(t) is not torch.Tensor:
             values = checked_values(t)
@@ -418,6 +459,8 @@ class TorchNanChecker:
             elif bool(torch.isinf(t).any()):
                 kinds.append(POSINF)
         return frozenset(kinds)
+
+    _kinds = kinds
 
     @staticmethod
     def _carry(marks: WeakIdKeyDictionary, args: Any, out: Any) -> None:
@@ -480,6 +523,7 @@ class TorchNanChecker:
         inputs: list[torch.Tensor],
         nonfinite: list[int],
         in_place: set[int],
+        fn: Any = None,
     ) -> None:
         value = NAN if NAN in kinds and self.checks.check_nan else "inf"
         max_values = self.checks.max_values
@@ -509,10 +553,10 @@ class TorchNanChecker:
             user_stack(),
             local.modules[-1] if local.modules else None,
         )
-        if local.depth and node_nr is not None:
+        if local.depth and node_nr is not None and fn is None:
             local.pending.append(birth)  # its node is known once autograd attached it
         else:
-            self._emit_forward(birth, None)
+            self._emit_forward(birth, fn)
 
     # -- events --------------------------------------------------------------------------
     def _emit_forward(self, birth: _Birth, fn: Any) -> None:

@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from autograd_viz.sources.modules import RawScope, number_calls
+from autograd_viz.sources.pytorch.compiled import is_compiling
 from autograd_viz.trace.records import Scope
 
 if TYPE_CHECKING:
@@ -156,6 +157,8 @@ def _root(module: torch.nn.Module) -> _Root:
 
 
 def _enter(module: torch.nn.Module, args: Any) -> None:
+    if is_compiling():
+        return  # Dynamo traces this hook (Note [Compiled regions] in compiled.py)
     try:
         local = _local()
         stack = local.stack
@@ -171,6 +174,8 @@ def _enter(module: torch.nn.Module, args: Any) -> None:
 
 
 def _leave(module: torch.nn.Module, args: Any, output: Any) -> None:
+    if is_compiling():
+        return
     try:
         local = _local()
         stack = local.stack

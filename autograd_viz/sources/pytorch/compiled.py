@@ -1,0 +1,153 @@
+"""``torch.compile``d code under watch: its regions stay compiled, and are seen at their edges.
+
+Note [Compiled regions]
+~~~~~~~~~~~~~~~~~~~~~~~
+Dynamo does not compile a frame while a user's ``TorchDispatchMode`` is
+active (it runs it eagerly, and the results then differ in the last bits),
+and it traces a ``TorchFunctionMode`` and global module hooks into the graph
+it compiles (our Python code there makes graph breaks). So what watches the
+forward pass (the NaN checks' modes, the module hooks) must be out of the
+way while compiled code runs, and the program must run exactly as it does
+unwatched:
+
+- every function ``torch.compile`` returns (for a module, its
+  ``OptimizedModule``'s ``forward``) is wrapped once, when it is made: with
+  nothing registered on the thread (:func:`around_compiled`) the wrapper
+  calls straight through, else the registered callable runs the region
+  (the NaN checker steps its modes aside and checks the region's inputs and
+  outputs at its boundary);
+- global module hooks return at once while Dynamo traces them
+  (``torch.compiler.is_compiling()``), so they leave no trace in the graph;
+- PyTorch's warning that a compiled module sees global hooks (ours) is not
+  shown while the bridge is armed: the hooks are ours and inert there.
+
+The backward of a compiled region is PyTorch's ``CompiledFunctionBackward``
+node, watched like any other. Compiled autograd is not watched (one line).
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import threading
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+Around = Callable[[Callable[..., Any], Any, tuple[Any, ...], dict[str, Any]], Any]
+"""``around(compiled, owner, args, kwargs)`` runs one call of a compiled region."""
+
+
+class _Local(threading.local):
+    def __init__(self) -> None:
+        self.around: Around | None = None
+
+
+_LOCAL = _Local()
+_lock = threading.Lock()
+_installed = False
+_GLOBAL_HOOKS_WARNING = r"Using `torch\.compile\(module\)` when there are global hooks"
+_filter: tuple[Any, ...] | None = None
+
+
+def around_compiled(around: Around | None) -> Around | None:
+    """Run this thread's compiled regions through ``around`` (``None``: straight); returns
+    the one it replaces."""
+    install()
+    previous = _LOCAL.around
+    _LOCAL.around = around
+    return previous
+
+
+def _region(compiled: Callable[..., Any], owner: Any) -> Callable[..., Any]:
+    @functools.wraps(compiled)  # keeps Dynamo's attributes (_torchdynamo_orig_callable, ...)
+    def compiled_region(*args: Any, **kwargs: Any) -> Any:
+        around = _LOCAL.around
+        if around is None:
+            return compiled(*args, **kwargs)
+        return around(compiled, owner, args, kwargs)
+
+    return compiled_region
+
+
+def install() -> None:
+    """Wrap what ``torch.compile`` makes from now on (Note [Compiled regions]); idempotent."""
+    global _installed
+    with _lock:
+        if _installed:
+            return
+        eval_frame = sys.modules.get("torch._dynamo.eval_frame")
+        if eval_frame is None:
+            _wrap_torch_compile()  # Dynamo is imported by the first torch.compile
+            return
+        context = getattr(eval_frame, "OptimizeContext", None)
+        original: Any = vars(context).get("__call__") if isinstance(context, type) else None
+        if original is None:
+            return
+        _installed = True
+    _wrap_optimize_context(context, original)
+
+
+def _wrap_optimize_context(context: Any, original: Callable[..., Any]) -> None:
+
+    @functools.wraps(original)
+    def call(self: Any, fn: Any) -> Any:
+        result = original(self, fn)
+        if isinstance(result, torch.nn.Module) or isinstance(fn, type) or not callable(result):
+            return result  # a module's forward is wrapped when OptimizedModule makes it
+        return _region(result, getattr(fn, "__self__", None))
+
+    context.__call__ = call
+
+
+def _wrap_torch_compile() -> None:
+    original = torch.compile
+    if getattr(original, "_autograd_viz_wrapped", False):
+        return
+
+    @functools.wraps(original)
+    def compile(*args: Any, **kwargs: Any) -> Any:
+        import torch._dynamo.eval_frame  # noqa: F401 - what torch.compile imports first
+
+        install()
+        return original(*args, **kwargs)
+
+    compile._autograd_viz_wrapped = True  # type: ignore[attr-defined]
+    torch.compile = compile
+
+
+def hide_global_hooks_warning(hide: bool) -> None:
+    """Hide PyTorch's warning that a compiled module sees global module hooks (ours)."""
+    global _filter
+    if hide and _filter is None:
+        warnings.filterwarnings("ignore", message=_GLOBAL_HOOKS_WARNING, category=UserWarning)
+        _filter = warnings.filters[0]
+    elif not hide and _filter is not None:
+        if _filter in warnings.filters:
+            warnings.filters.remove(_filter)  # type: ignore[attr-defined]
+            warnings._filters_mutated()  # type: ignore[attr-defined]
+        _filter = None
+
+
+is_compiling = torch.compiler.is_compiling
+"""True while Dynamo traces: a global hook returns at once (Note [Compiled regions])."""
+
+
+def region_name(compiled: Callable[..., Any], owner: Any) -> str:
+    """How a compiled region is named in a finding: ``compiled MLP.forward``, ``compiled f``."""
+    inner = getattr(compiled, "_torchdynamo_orig_callable", compiled)
+    if owner is not None:
+        return f"compiled {type(owner).__name__}"
+    return f"compiled {getattr(inner, '__qualname__', None) or repr(inner)}"
+
+
+__all__ = [
+    "Around",
+    "around_compiled",
+    "hide_global_hooks_warning",
+    "install",
+    "is_compiling",
+    "region_name",
+]

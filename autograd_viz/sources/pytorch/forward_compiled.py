@@ -1,0 +1,124 @@
+"""The NaN checks at a compiled region's boundary (Note [Compiled regions] in ``compiled.py``).
+
+While a :class:`~autograd_viz.sources.pytorch.forward.TorchNanChecker` checks
+the forward pass, each call of a ``torch.compile``d region runs with the
+checker's modes stepped aside, exactly as it runs unwatched, and the checker
+looks at its edges: the region's tensor arguments (and, for a module, its
+parameters and buffers) before, its outputs after. An output that is not
+finite while every input was is a birth inside the region, reported as
+an op named after it (``compiled MLP``), tied to the node its output carries
+(``CompiledFunctionBackward``). Ops inside are not checked one by one: one
+line says so. With ``eager_compiled`` Dynamo runs compiled code eagerly
+(``torch.compiler.set_stance("force_eager")``) and every op is checked, with
+one line saying results may then differ in the last bits.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from contextlib import ExitStack
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch.utils import _python_dispatch
+
+from autograd_viz.sources.pytorch.compiled import region_name
+from autograd_viz.sources.pytorch.op_values import OpInfo, finite, tensors
+
+if TYPE_CHECKING:
+    from autograd_viz.sources.pytorch.forward import TorchNanChecker
+
+INSIDE_NOT_CHECKED = (
+    "autograd-viz: torch.compile'd code runs compiled: the NaN checks see each compiled "
+    "region's inputs and outputs, not the ops inside it one by one (to check those, run "
+    "it eagerly: `autograd-viz nan --eager-compiled`, watch_nan(eager_compiled=True))"
+)
+RUNS_EAGERLY = (
+    "autograd-viz: torch.compile'd code runs eagerly so that each op inside is checked; "
+    "results may differ from the compiled run in the last bits"
+)
+_said: set[str] = set()
+
+
+def say_once(message: str, stacklevel: int = 4) -> None:
+    """One line, once per process (pointing at the user's call of the compiled code)."""
+    if message not in _said:
+        _said.add(message)
+        warnings.warn(message, RuntimeWarning, stacklevel=stacklevel)
+
+
+class RegionChecks:
+    """Runs one checker's compiled regions (installed on its thread by the checker)."""
+
+    def __init__(self, checker: TorchNanChecker) -> None:
+        self.checker = checker
+        self.depth = 0
+
+    def __call__(
+        self,
+        compiled: Callable[..., Any],
+        owner: Any,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Any:
+        checker = self.checker
+        if self.depth or checker.checks.eager_compiled or not checker.modes_on():
+            return compiled(*args, **kwargs)
+        say_once(INSIDE_NOT_CHECKED)
+        arguments = [t for t in tensors((args, kwargs)) if t.is_floating_point()]
+        inputs = list(arguments)
+        if isinstance(owner, torch.nn.Module):
+            inputs += [t for t in owner.parameters() if t.is_floating_point()]
+            inputs += [t for t in owner.buffers() if t.is_floating_point()]
+        silent = checker.silent()
+        with torch.no_grad():
+            nonfinite = [] if silent else [i for i, t in enumerate(inputs) if not finite(t)]
+        self.depth += 1
+        try:
+            with ExitStack() as aside:
+                checker.step_aside(aside)
+                out = compiled(*args, **kwargs)
+        finally:
+            self.depth -= 1
+        if not silent and not nonfinite:
+            checker.guarded(self._check_outputs, compiled, owner, arguments, out)
+        return out
+
+    def _check_outputs(
+        self, compiled: Callable[..., Any], owner: Any, arguments: list[Any], out: Any
+    ) -> None:
+        checker = self.checker
+        name = region_name(compiled, owner)
+        op = OpInfo(name, name, False, (), (), False, False, name in checker.checks.ignore)
+        if op.ignored:
+            return
+        for index, t in enumerate(tensors(out)):
+            if not t.is_floating_point():
+                continue
+            with torch.no_grad():
+                if finite(t):
+                    continue
+            kinds = checker.kinds(t)
+            if kinds & checker.checked:
+                checker.born_in_region(op, index, t, kinds, arguments)
+
+
+def step_aside_modes(aside: ExitStack, function_mode: Any, dispatch_mode: Any) -> None:
+    """Take the checker's two modes off their stacks until ``aside`` closes, where on top."""
+    if _python_dispatch._get_current_dispatch_mode() is dispatch_mode:
+        aside.enter_context(_python_dispatch._pop_mode_temporarily())
+    depth = torch._C._len_torch_function_stack()
+    if depth and torch._C._get_function_stack_at(depth - 1) is function_mode:
+        torch._C._pop_torch_function_stack()
+        aside.callback(torch._C._push_on_torch_function_stack, function_mode)
+
+
+def eagerly(aside: ExitStack) -> None:
+    """Run compiled code eagerly until ``aside`` closes (one line says so)."""
+    say_once(RUNS_EAGERLY, stacklevel=3)
+    torch.compiler.set_stance("force_eager")
+    aside.callback(torch.compiler.set_stance, "default")
+
+
+__all__ = ["INSIDE_NOT_CHECKED", "RUNS_EAGERLY", "RegionChecks", "eagerly", "step_aside_modes"]

@@ -1,0 +1,194 @@
+"""``torch.compile``d models under ``record``, ``watch_nan`` and ``autograd-viz nan``.
+
+Regions stay compiled (one graph, as unwatched), results are bit-identical,
+nothing is logged that the plain run does not log, the backward shows
+``CompiledFunctionBackward`` with its values, and the NaN checks look at a
+region's edges (or inside it, run eagerly, when asked).
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("torch._dynamo")
+
+from autograd_viz.nan.watch import watch_nan  # noqa: E402
+from autograd_viz.sources.pytorch import forward_compiled  # noqa: E402
+from autograd_viz.sources.recorder import record  # noqa: E402
+
+BACKENDS = [
+    "eager",
+    "aot_eager",
+    pytest.param("inductor", marks=pytest.mark.slow),  # a C compile: tens of seconds here
+]
+
+
+class Net(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin1 = torch.nn.Linear(8, 16)
+        self.lin2 = torch.nn.Linear(16, 4)
+
+    def forward(self, x: Any) -> Any:
+        return self.lin2(torch.nn.functional.gelu(self.lin1(x)))
+
+
+class LogOfZero(torch.nn.Module):
+    """``log`` of a ReLU: -inf born inside the compiled region."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x: Any) -> Any:
+        return torch.log(self.lin(x).relu())
+
+
+def _train(backend: str) -> tuple[list[bytes], int]:
+    """One compiled step: the gradients' bytes and how many graphs Dynamo compiled."""
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    torch.manual_seed(0)
+    model = Net()
+    compiled = torch.compile(model, backend=backend)
+    x = torch.randn(5, 8)
+    compiled(x).pow(2).mean().backward()
+    graphs = int(counters["stats"]["unique_graphs"])
+    return [p.grad.numpy().tobytes() for p in model.parameters()], graphs
+
+
+@contextmanager
+def _said() -> Iterator[tuple[list[str], list[str]]]:
+    """The warnings and PyTorch's log records while the block runs."""
+    logs: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, log: logging.LogRecord) -> None:
+            logs.append(log.getMessage())
+
+    handler = Keep(logging.WARNING)
+    logger = logging.getLogger("torch")
+    logger.addHandler(handler)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            lines: list[str] = []
+            yield lines, logs
+            lines.extend(str(w.message) for w in caught)
+    finally:
+        logger.removeHandler(handler)
+
+
+Watching = Callable[[Callable[[], Any]], Any]
+
+
+def _recorded(step: Callable[[], Any]) -> Any:
+    with record():
+        return step()
+
+
+def _nan_watched(step: Callable[[], Any]) -> Any:
+    with watch_nan():
+        return step()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("watching", [_recorded, _nan_watched], ids=["record", "watch_nan"])
+def test_compiled_model_stays_compiled_and_bit_identical(
+    backend: str, watching: Watching, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with _said() as (plain_lines, plain_logs):
+        plain, plain_graphs = _train(backend)
+    monkeypatch.setattr(forward_compiled, "_said", set())
+    with _said() as (lines, logs):
+        watched, graphs = watching(lambda: _train(backend))
+    assert watched == plain
+    assert graphs == plain_graphs == 1
+    assert logs == plain_logs
+    ours = [line for line in lines if line not in plain_lines]
+    if watching is _nan_watched:
+        assert ours == [forward_compiled.INSIDE_NOT_CHECKED]
+    else:
+        assert ours == []
+
+
+def test_the_backward_shows_the_compiled_region_with_its_values() -> None:
+    torch._dynamo.reset()
+    model = Net()
+    compiled = torch.compile(model, backend="aot_eager")
+    with record() as trace:
+        compiled(torch.randn(5, 8)).sum().backward()
+    starts = [e for e in trace.events if e.kind == "node_start"]
+    ends = [e for e in trace.events if e.kind == "node_end"]
+    (start,) = [e for e in starts if e.node_name == "CompiledFunctionBackward"]
+    (end,) = [e for e in ends if e.node_name == "CompiledFunctionBackward"]
+    assert start.data["inputs"][0].shape == (5, 4) and start.data["inputs"][0].min is not None
+    shapes = sorted(s.shape for s in end.data["outputs"] if s is not None)
+    assert shapes == sorted(tuple(p.shape) for p in model.parameters())
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_a_birth_inside_a_region_is_found_at_its_boundary(backend: str) -> None:
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    compiled = torch.compile(LogOfZero(), backend=backend)
+    with watch_nan() as watch:
+        compiled(torch.randn(3, 4)).clamp(min=-10).sum().backward()
+    first = watch.report.first
+    assert first is not None
+    assert (first.phase, first.value, first.op) == ("forward", "inf", "compiled LogOfZero")
+    expected = "CompiledFunctionBackward" if backend == "aot_eager" else "LogBackward0"
+    assert first.node.name == expected
+
+
+def test_eager_compiled_checks_each_op_inside_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    compiled = torch.compile(LogOfZero(), backend="aot_eager")
+    monkeypatch.setattr(forward_compiled, "_said", set())
+    with _said() as (lines, _), watch_nan(eager_compiled=True) as watch:
+        compiled(torch.randn(3, 4)).clamp(min=-10).sum().backward()
+    assert forward_compiled.RUNS_EAGERLY in lines
+    assert forward_compiled.INSIDE_NOT_CHECKED not in lines
+    first = watch.report.first
+    assert first is not None and first.aten_op == "aten.log.default"
+    assert first.cause == "log of 0"
+    assert torch.compiler.is_compiling() is False  # the stance is back to default
+    from torch._dynamo.eval_frame import _stance
+
+    assert _stance.stance == "default"
+
+
+def test_compiled_autograd_is_said_and_watching_goes_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    from autograd_viz.sources.pytorch import arming
+
+    monkeypatch.setattr(arming, "_warned", set())
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 2)
+    x = torch.randn(3, 4)
+
+    def step() -> Any:
+        model.zero_grad()
+        model(x).pow(2).sum().backward()
+        return model.weight.grad.clone()
+
+    plain = step()
+    with _said() as (lines, _), record() as trace:
+        with torch._dynamo.compiled_autograd._enable(torch.compile(backend="eager")):
+            under_compiled_autograd = step()
+        after = step()
+    assert torch.equal(under_compiled_autograd, plain) and torch.equal(after, plain)
+    assert lines == [
+        "autograd-viz: cannot watch a backward call: compiled autograd runs this backward"
+    ]
+    assert len(trace.graph_tasks) == 1  # the later, ordinary backward
