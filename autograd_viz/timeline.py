@@ -488,3 +488,112 @@ def _js_int(value: int | None) -> int | str | None:
     if value is not None and abs(value) >= _JS_SAFE_INT:
         return str(value)
     return value
+
+
+# -- several processes -----------------------------------------------------------------
+
+# Note [One timeline of several processes]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# Each process of a job records its own trace (autograd_viz.sources.processes),
+# timed by its own event clock. A merged timeline is each trace's timeline
+# with its own pid (a process per rank in Perfetto), moved onto one time
+# axis by the header's ``clock`` pair (the event clock and the wall clock
+# read together): an event at wall time W sits at W minus the earliest
+# process's start. A trace without the pair (recorded by an older version)
+# starts at 0, and ``otherData.aligned`` says the clocks are not aligned.
+
+
+def to_chrome_trace_of_processes(traces: Sequence[Trace]) -> dict[str, Any]:
+    """One timeline of several traces of one job: a process per trace, clocks aligned.
+
+    Args:
+        traces: the traces of the job's processes (``t.rank0.jsonl``, ...), in
+            the order their processes are listed.
+
+    Returns:
+        A Chrome Trace Event Format document, as :func:`to_chrome_trace`'s,
+        with ``pid`` 1, 2, ... for the traces in order.
+    """
+    documents = [to_chrome_trace(trace) for trace in traces]
+    starts = [_wall_start(trace, doc) for trace, doc in zip(traces, documents, strict=True)]
+    aligned = all(start is not None for start in starts)
+    base = min((s for s in starts if s is not None), default=0) if aligned else 0
+    merged: list[dict[str, Any]] = []
+    processes = []
+    flow_ids = 0
+    for pid, (trace, document, start) in enumerate(zip(traces, documents, starts, strict=True), 1):
+        shift = (start - base) / 1000 if aligned and start is not None else 0.0
+        last_flow = 0
+        for item in document["traceEvents"]:
+            item["pid"] = pid
+            if "ts" in item:
+                item["ts"] += shift
+            if item.get("cat") == "flow":
+                last_flow = max(last_flow, item["id"])
+                item["id"] += flow_ids  # flow ids are global: each process gets its own range
+            if item["name"] == "process_name":
+                item["args"]["name"] = _process_label(trace, pid)
+            merged.append(item)
+        flow_ids += last_flow
+        merged.append(_process_meta("process_sort_index", pid, sort_index=pid))
+        processes.append({**document["otherData"], "pid": pid, **_process_fields(trace)})
+    merged.sort(key=lambda item: (item["ph"] != "M", item.get("ts", 0)))
+    shown: dict[str, Any] = _shown(
+        {
+            "traceEvents": merged,
+            "displayTimeUnit": "ns",
+            "otherData": {"generator": "autograd-viz", "aligned": aligned, "processes": processes},
+        }
+    )
+    return shown
+
+
+def save_chrome_trace_of_processes(
+    traces: Sequence[Trace], path: str | os.PathLike[str]
+) -> dict[str, Any]:
+    """Write :func:`to_chrome_trace_of_processes` of ``traces`` to ``path`` as JSON.
+
+    Raises:
+        OSError: ``path`` cannot be written.
+    """
+    document = to_chrome_trace_of_processes(traces)
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(document, f, allow_nan=False, separators=(",", ":"))
+        f.write("\n")
+    return document
+
+
+def _process_fields(trace: Trace) -> dict[str, Any]:
+    process = trace.header.get("process")
+    if not isinstance(process, dict):
+        return {}
+    keys = ("rank", "world_size", "host", "pid", "backend", "launcher")
+    return {("process_id" if k == "pid" else k): process.get(k) for k in keys}
+
+
+def _wall_start(trace: Trace, document: dict[str, Any]) -> int | None:
+    """The wall-clock time of ``document``'s time 0 (Note [One timeline of several processes])."""
+    process = trace.header.get("process")
+    clock = process.get("clock") if isinstance(process, dict) else None
+    if not clock:
+        return None
+    origin: int = document["otherData"]["origin_ns"]
+    return int(origin - clock[0] + clock[1])
+
+
+def _process_label(trace: Trace, pid: int) -> str:
+    """``rank 1 of 2 (pid 4242 on host)``, or ``process 2`` for a trace that does not say."""
+    process = trace.header.get("process")
+    if not isinstance(process, dict):
+        return f"process {pid}"
+    if process.get("rank") is not None:
+        who = f"rank {process['rank']}"
+        if process.get("world_size") is not None:
+            who += f" of {process['world_size']}"
+    else:
+        who = "process"
+    return f"{who} (pid {process.get('pid')} on {process.get('host')})"
+
+
+def _process_meta(kind: str, pid: int, **args: Any) -> dict[str, Any]:
+    return {"name": kind, "ph": "M", "pid": pid, "tid": 0, "args": args}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -184,31 +185,43 @@ def _max_values(text: str) -> int:
 
 
 def run_timeline(args: argparse.Namespace) -> int:
-    """``autograd-viz timeline``: write a trace's timeline for Perfetto or chrome://tracing."""
-    from autograd_viz.timeline import save_chrome_trace
+    """``autograd-viz timeline``: write a trace's timeline for Perfetto or chrome://tracing.
 
-    source: str = args.trace
-    output: str = args.output or _timeline_name(source)
+    Several traces (the ranks of one job) make one timeline, a process per trace.
+    """
+    from autograd_viz.timeline import save_chrome_trace, save_chrome_trace_of_processes
+
+    sources: list[str] = args.trace
+    output: str = args.output or _timeline_name(sources[0], several=len(sources) > 1)
     check_output(output)
-    trace = load_trace(source)
+    traces = [load_trace(source) for source in sources]
     try:
-        document = save_chrome_trace(trace, output)
+        if len(traces) == 1:
+            document = save_chrome_trace(traces[0], output)
+        else:
+            document = save_chrome_trace_of_processes(traces, output)
     except OSError as exc:
         raise CommandError(f"cannot write {output}: {exc.strerror or exc}") from None
     events = document["traceEvents"]
     slices = sum(1 for e in events if e["ph"] == "X" and e["cat"] == "node")
     flows = sum(1 for e in events if e["ph"] == "s")
     lanes = sum(1 for e in events if e["name"] == "thread_name")
+    processes = f"{len(traces)} processes, " if len(traces) > 1 else ""
     print(
-        f"Wrote {printable(output)}: {slices} node slices, {flows} flows, {lanes} threads. "
-        "Open it in https://ui.perfetto.dev or chrome://tracing."
+        f"Wrote {printable(output)}: {processes}{slices} node slices, {flows} flows, "
+        f"{lanes} threads. Open it in https://ui.perfetto.dev or chrome://tracing."
     )
+    if len(traces) > 1 and not document["otherData"]["aligned"]:
+        note("a trace does not say when it was recorded: each process starts at 0")
     return 0
 
 
-def _timeline_name(trace_path: str) -> str:
-    """``run.jsonl`` → ``run.timeline.json``, next to the trace."""
+def _timeline_name(trace_path: str, several: bool = False) -> str:
+    """``run.jsonl`` → ``run.timeline.json``, next to the trace; ``run.rank0.jsonl`` → the same
+    when it is one of several."""
     root, ext = os.path.splitext(trace_path)
+    if several:
+        root = re.sub(r"\.(rank|pid)\d+$", "", root)
     return f"{root if ext else trace_path}.timeline.json"
 
 
@@ -257,7 +270,13 @@ def add_record_commands(commands: argparse._SubParsersAction[ArgumentParser]) ->
             "per node run and per graph task, arrows from each enqueue to the node's start."
         ),
     )
-    timeline.add_argument("trace", metavar="TRACE", help="a trace file from 'autograd-viz record'")
+    timeline.add_argument(
+        "trace",
+        nargs="+",
+        metavar="TRACE",
+        help="a trace file from 'autograd-viz record'; several (t.rank0.jsonl t.rank1.jsonl) "
+        "make one timeline with a process per trace, their clocks aligned",
+    )
     timeline.add_argument(
         "-o",
         "--output",

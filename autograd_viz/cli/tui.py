@@ -20,6 +20,7 @@ import os
 import sys
 import threading
 import traceback
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, NoReturn
 
 from autograd_viz.cli.base import (
@@ -188,14 +189,30 @@ def _run_checked(script: str, args: list[str]) -> int:
 
 
 def run_replay(args: argparse.Namespace) -> int:
-    """``autograd-viz replay TRACE``: the TUI on a recorded trace."""
+    """``autograd-viz replay TRACE [TRACE ...]``: the TUI on recorded traces, ``R`` switching."""
     from autograd_viz.tui.driver import ReplayDriver
 
+    paths: list[str] = args.trace
     if not has_terminal():
-        load_trace(args.trace)  # what is wrong with the file comes first, terminal or not
-        _need_terminal(f"'{PROG} dot {args.trace} -o graph.svg --step K' draws one step")
-    trace = load_for_replay(args.trace)
-    return _open(ReplayDriver(trace), args.trace)
+        for path in paths:
+            load_trace(path)  # what is wrong with a file comes first, terminal or not
+        _need_terminal(f"'{PROG} dot {paths[0]} -o graph.svg --step K' draws one step")
+    processes = []
+    for path in paths:
+        trace = load_for_replay(path)
+        processes.append((_process_title(path, trace), ReplayDriver(trace)))
+    if len(processes) == 1:
+        return _open(processes[0][1], paths[0])
+    return _open(processes[0][1], processes[0][0], processes)
+
+
+def _process_title(path: str, trace: Trace) -> str:
+    """``t.rank1.jsonl · rank 1 of 2``: a trace file and the process it says it is."""
+    process = trace.header.get("process")
+    if not isinstance(process, dict) or process.get("rank") is None:
+        return path
+    size = process.get("world_size")
+    return f"{path} · rank {process['rank']}" + (f" of {size}" if size is not None else "")
 
 
 def load_for_replay(path: str) -> Trace:
@@ -233,10 +250,10 @@ def _need_terminal(hint: str) -> None:
         raise CommandError(f"the TUI needs a terminal (stdin and stdout); {hint}")
 
 
-def _open(driver: Driver, source: str) -> int:
+def _open(driver: Driver, source: str, processes: Sequence[tuple[str, Driver]] = ()) -> int:
     from autograd_viz.tui.app import VizApp
 
-    app = VizApp(driver, source=source)
+    app = VizApp(driver, source=source, processes=processes)
     try:
         result = app.run()
     finally:
@@ -294,5 +311,11 @@ def add_tui_commands(commands: argparse._SubParsersAction[ArgumentParser]) -> No
         help="open the TUI on a trace recorded with 'autograd-viz record'",
         description="Step forward and back through a recorded trace in the TUI.",
     )
-    replay.add_argument("trace", metavar="TRACE", help="a trace file from 'autograd-viz record'")
+    replay.add_argument(
+        "trace",
+        nargs="+",
+        metavar="TRACE",
+        help="a trace file from 'autograd-viz record'; several (one per rank: t.rank0.jsonl "
+        "t.rank1.jsonl) open together, and R switches between them",
+    )
     replay.set_defaults(run=run_replay)

@@ -13,7 +13,7 @@ session first, which releases every paused engine thread with
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 from rich.console import Group
@@ -92,14 +92,19 @@ class VizApp(App[int]):
         Binding("P", "back_node", "Back a node", show=False),
         Binding("r", "rewind", "Rewind to step 0", show=False),
         Binding("z", "zoom", "Zoom panel", show=False),
+        Binding("R", "next_process", "Next rank (several traces)", show=False),
     ]
 
-    def __init__(self, driver: Driver, *, source: str) -> None:
+    def __init__(
+        self, driver: Driver, *, source: str, processes: Sequence[tuple[str, Driver]] = ()
+    ) -> None:
         super().__init__()
         self.driver = driver
         """What the app steps through."""
         self.source = source
         """What is shown, for the title bar: a script, a trace file, ``demo``."""
+        self.processes = list(processes) or [(source, driver)]
+        """Each process's title and driver: ``replay`` of several ranks' traces; ``R`` switches."""
         self.pinned_task: int | None = None
         """The graph task the node list shows; ``None`` follows the current step."""
         self.busy = False
@@ -434,6 +439,21 @@ class VizApp(App[int]):
         if view != "dag":
             self.query_one(NodeList).set_view(view)
         self.refresh_view()
+
+    def action_next_process(self) -> None:
+        """Show the next process's trace (``replay t.rank0.jsonl t.rank1.jsonl``) at its step."""
+        if len(self.processes) < 2:
+            self.notify("One trace is open; 'replay' several (one per rank) to switch with R.")
+            return
+        index = next(i for i, (_, d) in enumerate(self.processes) if d is self.driver)
+        self.source, self.driver = self.processes[(index + 1) % len(self.processes)]
+        self.title = f"autograd-viz · {one_line(self.source)}"
+        self.pinned_task = None
+        self.path = ()
+        self._nan_report = None
+        self._shown.clear()
+        self.message = f"now showing {self.source}"
+        self.refresh_view(follow=True)
 
     def action_export(self) -> None:
         default = f"autograd-viz-step-{self.driver.position}.svg"

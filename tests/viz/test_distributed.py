@@ -7,6 +7,7 @@ the script, or ``torchrun`` (``python -m torch.distributed.run``) around
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -147,6 +148,16 @@ def test_mp_spawn_job_one_trace_per_rank_same_parameters(tmp_path: Path) -> None
     assert "rank 1 of 2" in done.stdout
     assert same_parameters(tmp_path, "watched", "unwatched")
     assert not left_running(script)
+    merged = run(tmp_path, "-m", "autograd_viz", "timeline", "t.rank0.jsonl", "t.rank1.jsonl")
+    assert merged.returncode == 0, merged.stderr
+    document = json.loads((tmp_path / "t.timeline.json").read_text())
+    assert document["otherData"]["aligned"] is True
+    names = {
+        e["pid"]: e["args"]["name"]
+        for e in document["traceEvents"]
+        if e["ph"] == "M" and e["name"] == "process_name"
+    }
+    assert [names[1].split(" (")[0], names[2].split(" (")[0]] == ["rank 0 of 2", "rank 1 of 2"]
 
 
 @pytest.mark.slow

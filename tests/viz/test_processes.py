@@ -195,3 +195,38 @@ def test_the_process_record_round_trips_and_is_checked(tmp_path: Path) -> None:
     (tmp_path / "bad.jsonl").write_text(text)
     with pytest.raises(TraceFormatError, match="process: rank"):
         Trace.load(tmp_path / "bad.jsonl")
+
+
+def test_a_timeline_of_several_processes_lines_their_clocks_up(tmp_path: Path) -> None:
+    import json
+
+    import engine
+    from autograd_viz import cli
+    from autograd_viz.sources import record
+
+    paths = []
+    for rank in (0, 1):
+        with record() as trace:
+            x = engine.tensor([1.0, 2.0], requires_grad=True, name="x")
+            (x * 2.0).sum().backward()
+        process = {**process_info(), "rank": rank, "world_size": 2, "host": "node\x1b[31m"}
+        # rank 1's first event came 5 ms after rank 0's, by the wall clock
+        process["clock"] = [trace.events[0].t_ns, 10**18 + rank * 5_000_000]
+        trace.header["process"] = process
+        paths.append(tmp_path / f"t.rank{rank}.jsonl")
+        trace.save(paths[-1])
+    assert cli.main(["timeline", *map(str, paths)]) == 0
+    document = json.loads((tmp_path / "t.timeline.json").read_text())
+    assert document["otherData"]["aligned"] is True
+    items = document["traceEvents"]
+    names = {e["pid"]: e["args"]["name"] for e in items if e["name"] == "process_name"}
+    assert names == {
+        1: f"rank 0 of 2 (pid {os.getpid()} on node\\x1b[31m)",
+        2: f"rank 1 of 2 (pid {os.getpid()} on node\\x1b[31m)",
+    }
+    for pid, start in ((1, 0.0), (2, 5000.0)):
+        slices = [e for e in items if e["pid"] == pid and e["ph"] == "X"]
+        assert min(e["ts"] for e in slices) == pytest.approx(start)
+        assert {e["cat"] for e in slices} == {"node", "graph_task"}
+    flows = [e["id"] for e in items if e["ph"] == "s"]
+    assert len(flows) == len(set(flows))  # each process's arrows keep their own ids
