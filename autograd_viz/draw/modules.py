@@ -31,6 +31,7 @@ shown as text by every view and never interpreted.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
@@ -259,8 +260,12 @@ class ModuleTree:
         return best
 
     def _foldable(self, group: FoldGroup, out: Mapping[str, Sequence[str]]) -> bool:
-        """Whether no path leaves ``group``'s calls and comes back (Note [What folds])."""
-        members = {k for i in group.scopes for k in self.members(i)}
+        """Whether each call leads to the next, none out and back in (Note [What folds])."""
+        inside = [set(self.members(i)) for i in group.scopes]
+        for one, after in itertools.pairwise(inside):
+            if not self._linked(one, after, out) and not self._linked(after, one, out):
+                return False
+        members = set().union(*inside)
         region = None if group.parent is None else set(self.members(group.parent))
         stack = [h for t in members for h in out.get(t, ()) if h not in members]
         seen: set[str] = set()
@@ -274,6 +279,12 @@ class ModuleTree:
                     return False
                 stack.append(head)
         return True
+
+    def _linked(self, tails: set[str], heads: set[str], out: Mapping[str, Sequence[str]]) -> bool:
+        """Whether a gradient goes from ``tails`` into ``heads``, a leaf's AccumulateGrad aside
+        (two calls using one parameter are not one after the other)."""
+        weights = self.weights
+        return any(h in heads and weights[h] == 1 for t in tails for h in out.get(t, ()))
 
     def _scopes_of(self, group: FoldGroup) -> list[Scope]:
         return [self.scopes[i] for i in group.scopes]
@@ -420,9 +431,11 @@ def _signatures(growing: Sequence[_Growing], modules: Mapping[str, str]) -> list
 # GPT-2's blocks, a ResNet stage's blocks, an unrolled cell's calls. Two sibling
 # Linear layers with a ReLU of their parent between them (a Transformer layer's
 # feed-forward) are alike too, but folding them would draw the ReLU's gradient
-# leaving the box and coming back into it. So, given the graph's edges, a run
-# folds only when no path from its nodes reaches its nodes again through the
-# rest of its parent call.
+# leaving the box and coming back into it; two embeddings side by side (GPT-2's
+# wte and wpe) are alike but are no repetition. So, given the graph's edges, a
+# run folds only when each call sends its gradient straight into the next (or
+# takes it from it) and no path from its nodes reaches its nodes again through
+# the rest of its parent call.
 
 
 def _fold_groups(scopes: Sequence[Scope], roots: Sequence[int]) -> Iterable[FoldGroup]:

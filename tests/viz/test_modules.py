@@ -122,6 +122,27 @@ def test_the_calls_of_an_unrolled_cell_fold_into_one_box_with_their_count() -> N
     assert box.summary.nodes == len(view.nodes) - len(tree.outside)
 
 
+def test_alike_calls_side_by_side_or_around_their_parents_node_do_not_fold() -> None:
+    w = engine.tensor(np.eye(2), requires_grad=True, name="w")
+    x = engine.tensor(np.ones((1, 2)), requires_grad=True, name="x")
+    with engine.scope("wte", kind="Embedding"):
+        a = (x @ w).tanh()
+    with engine.scope("wpe", kind="Embedding"):
+        b = (x @ w).tanh()
+    s = a + b
+    with engine.scope("linear1", kind="Linear"):
+        c = s @ w
+    c = c.relu()  # the parent's own node, between two alike calls
+    with engine.scope("linear2", kind="Linear"):
+        d = c @ w
+    with autograd_viz.record() as trace:
+        d.sum().backward()
+    view = _view(trace)
+    assert not _tree(view).groups
+    without_edges = ModuleTree.build(((k, n.info) for k, n in view.nodes.items()), view.modules)
+    assert [g.name for g in without_edges.groups] == ["{wte,wpe}", "{linear1,linear2}"]
+
+
 def test_fold_names_read_back_as_their_members() -> None:
     names = [f"transformer.h.{i}" for i in range(12)]
     assert fold_name(names) == "transformer.h.{0..11}"
