@@ -22,6 +22,7 @@ from typing import Any
 
 from engine import _context, anomaly, grad_mode
 from engine.activity import ACTIVITY
+from engine.calls import CALLS
 from engine.completion import DONE, Completion
 from engine.devices import CPU
 from engine.emitting import EventEmission, emit, summaries_of, summary_of
@@ -72,9 +73,12 @@ class Engine(WorkerThreads, NodeSteps, Completion, EventEmission):
         if TLS.worker_device is not None:
             return self._execute(roots, inputs, keep_graph, create_graph, accumulate_grad, outputs)
         ACTIVITY.enter()  # a user thread joins the engine; see Note [Quiescence]
+        counted = CALLS.start() if CALLS.watchers else None  # See Note [Backward calls]
         try:
             return self._execute(roots, inputs, keep_graph, create_graph, accumulate_grad, outputs)
         finally:
+            if counted is not None:
+                CALLS.end(counted)
             ACTIVITY.leave()
 
     def _execute(

@@ -186,11 +186,18 @@ def load_trace(path: str) -> Trace:
     from autograd_viz.trace import Trace, TraceFormatError
 
     try:
-        return Trace.load(path, progress=_LoadProgress(path) if sys.stderr.isatty() else None)
+        trace = Trace.load(path, progress=_LoadProgress(path) if sys.stderr.isatty() else None)
     except TraceFormatError as exc:
         raise CommandError(f"invalid trace file {exc}") from None
     except OSError as exc:
         raise CommandError(f"cannot read trace {path}: {exc.strerror or exc}") from None
+    if trace.tail_cut:
+        note(
+            f"{path} ends in the middle of a line (its recording was stopped while writing): "
+            f"the last {trace.tail_cut:,} bytes, a backward call that had not finished, are "
+            "left out; every finished call is loaded"
+        )
+    return trace
 
 
 class _LoadProgress:

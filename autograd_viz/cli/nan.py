@@ -31,6 +31,7 @@ from autograd_viz.cli.base import (
     script_and_args,
     shown,
 )
+from autograd_viz.cli.record import add_call_options, call_selection
 from autograd_viz.trace.text import printable
 
 if TYPE_CHECKING:
@@ -49,7 +50,8 @@ def add_nan_command(commands: argparse._SubParsersAction[ArgumentParser]) -> Non
         "nan",
         usage=(
             f"{PROG} nan [-h] [-o TRACE] [--no-forward] [--inf | --no-inf] [--first] "
-            "[--ignore OP] [--eager-compiled] SCRIPT [ARGS ...]"
+            "[--ignore OP] [--eager-compiled] [--steps LIST] [--every N] [--last N] "
+            "SCRIPT [ARGS ...]"
         ),
         help="run a script and report where its first NaN or Inf was born, and why",
         description=(
@@ -103,6 +105,7 @@ def add_nan_options(nan: argparse.ArgumentParser) -> None:
         help="run torch.compile'd code eagerly so that each op inside is checked (results "
         "may then differ in the last bits; default: it runs compiled, checked at its edges)",
     )
+    add_call_options(nan)
 
 
 def run_nan(args: argparse.Namespace) -> int:
@@ -131,11 +134,19 @@ def run_nan(args: argparse.Namespace) -> int:
         check_script(script)
     except ScriptNotFoundError as exc:
         raise CommandError(str(exc)) from None
+    selection = call_selection(args)
     failure: ScriptFailedError | None = None
     status = 0
     options = {"first": args.first, "forward": not args.no_forward, "inf": args.inf}
     with (
-        watch_nan(**options, ignore=args.ignore, eager_compiled=args.eager_compiled) as watch,
+        watch_nan(
+            **options,
+            ignore=args.ignore,
+            eager_compiled=args.eager_compiled,
+            steps=selection.steps,
+            every=selection.every,
+            last=selection.last,
+        ) as watch,
         follow_children(
             "nan", watch.trace, output, DEFAULT_MAX_VALUES, {**options, "ignore": args.ignore}
         ) as job,

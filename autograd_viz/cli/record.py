@@ -9,18 +9,20 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from autograd_viz.cli.base import (
     PROG,
     ArgumentParser,
     CommandError,
     ScriptError,
+    UsageError,
     check_output,
     load_trace,
     note,
@@ -34,18 +36,25 @@ from autograd_viz.trace.text import printable
 if TYPE_CHECKING:
     from rich.text import Text
 
+    from autograd_viz.sources.calls import CallSelection
     from autograd_viz.sources.processes import ChildReport
-    from autograd_viz.trace import Trace, TraceStats
+    from autograd_viz.sources.recording import Recording
 
 DEFAULT_TRACE = "trace.jsonl"
 """Where ``record`` writes its trace when not told."""
 
 
 def run_record(args: argparse.Namespace) -> int:
-    """``autograd-viz record``: run a script with recording on and save its trace."""
-    from autograd_viz.cli.children import own_trace_path
-    from autograd_viz.sources import record
-    from autograd_viz.sources.processes import follow_children
+    """``autograd-viz record``: run a script with recording on and save its trace.
+
+    Without ``--last`` each backward call is written to the trace as it ends;
+    with it, the last calls are written when the script ends, raises, calls
+    ``os._exit``, is stopped by SIGINT, SIGTERM or SIGHUP, or when a call holds
+    a NaN or Inf. Stopped by SIGTERM or SIGHUP, the tool ends by that signal,
+    as the script would have.
+    """
+    from autograd_viz.sources.processes import follow_children, process_info
+    from autograd_viz.sources.recording import Recording
     from autograd_viz.sources.script import (
         ScriptFailedError,
         ScriptNotFoundError,
@@ -56,43 +65,60 @@ def run_record(args: argparse.Namespace) -> int:
     script, script_args = script_and_args(args, "record")
     output = args.output or DEFAULT_TRACE
     check_output(output)
+    calls = call_selection(args)
     try:
         check_script(script)
     except ScriptNotFoundError as exc:
         raise CommandError(str(exc)) from None
+    own, inherited_rank = _own_trace_path(output)
+    try:
+        recording = Recording(args.max_values, calls, own)
+    except OSError as exc:
+        raise CommandError(f"cannot write trace {own}: {exc.strerror or exc}") from None
     status = 0
     failure: ScriptFailedError | None = None
     interrupted = False
-    with (
-        record(args.max_values) as trace,
-        follow_children("record", trace, output, args.max_values) as job,
-        _progress(trace, script),
-    ):
-        try:
-            status = run_script(script, script_args)
-        except ScriptFailedError as exc:
-            failure = exc
-        except KeyboardInterrupt:
-            interrupted = True
-        children = job.reports()
+    signalled: int | None = None
+    with _stopped_by_signals(), _saved_before_exit(recording), recording.running():
+        with (
+            follow_children("record", recording.trace, output, args.max_values) as job,
+            _progress(recording, script),
+        ):
+            try:
+                status = run_script(script, script_args)
+            except ScriptFailedError as exc:
+                failure = exc
+            except KeyboardInterrupt:
+                interrupted = True
+            except Signalled as exc:
+                signalled = exc.signum
+            children = job.reports()
+        # Who this process is, once its script has made its process group and the
+        # children's settings are gone from the environment.
+        recording.trace.header["process"] = process_info(inherited_rank)
     if failure is not None:
         sys.stdout.flush()  # the script's own output comes before its traceback
         print(f"Traceback of {printable(script)}, which raised:", file=sys.stderr)
         print(printable(failure.script_traceback(), newlines=True), end="", file=sys.stderr)
     # The trace is saved whatever the script did: a partial trace is what shows where it failed.
-    saved_to = own_trace_path(trace, output, children)
-    size = 0
-    try:
-        if saved_to is not None:
-            trace.save(saved_to)
-            size = os.path.getsize(saved_to)
-    except OSError as exc:
-        raise CommandError(f"cannot write trace {saved_to}: {exc.strerror or exc}") from None
-    complete = failure is None and not interrupted
-    _print_record_summary(trace.stats(), script, saved_to, size, complete, children)
+    problem = recording.save_error or (recording.writer.error if recording.writer else None)
+    if problem is not None:
+        raise CommandError(f"cannot write trace {own}: {problem.strerror or problem}")
+    saved_to: str | None = own
+    if children and not recording.stats().events:
+        # The children recorded everything; this process leaves no file of its own.
+        with contextlib.suppress(OSError):
+            os.remove(own)
+        saved_to = None
+    size = os.path.getsize(own) if saved_to is not None and os.path.exists(own) else 0
+    complete = failure is None and not interrupted and signalled is None
+    _print_record_summary(recording, script, saved_to, size, complete, children)
     output = saved_to or output
-    if interrupted:
+    if interrupted or signalled is not None:
         note(f"partial trace saved to {output}")
+    if signalled is not None:
+        _end_by_signal(signalled)
+    if interrupted:
         raise KeyboardInterrupt
     if failure is not None:
         raise ScriptError(str(failure), status=1)  # as python SCRIPT exits when it raises
@@ -101,32 +127,126 @@ def run_record(args: argparse.Namespace) -> int:
     return status
 
 
+def _own_trace_path(output: str) -> tuple[str, str | None]:
+    """Where this process writes its trace (a rank's own file under ``torchrun``), and the
+    ``RANK`` it inherited from a watching parent (``None`` when it has none)."""
+    from autograd_viz.sources.processes import process_info, process_trace_path, read_settings
+
+    parent = read_settings()
+    inherited = parent.rank if parent is not None else None
+    process = process_info(inherited)
+    own = process_trace_path(output, process) if process["rank"] is not None else output
+    return own, inherited
+
+
+class Signalled(BaseException):
+    """SIGTERM or SIGHUP reached the script while it was recorded (it had no handler of its own).
+
+    A ``BaseException``, as ``KeyboardInterrupt`` is: the script's ``except
+    Exception`` does not swallow it, its ``finally`` blocks run.
+    """
+
+    _engine_propagate = True  # raised in a listener: the backward fails with it (engine.events)
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"stopped by signal {signum}")
+        self.signum = signum
+        """The signal's number."""
+
+
+_SAVING_SIGNALS = ("SIGTERM", "SIGHUP")
+
+
+@contextmanager
+def _stopped_by_signals() -> Iterator[None]:
+    """SIGTERM and SIGHUP stop the script as an exception, so that its trace is saved first.
+
+    Only signals whose handler is the default one (death) are taken: a
+    signal ignored by whoever started us (``nohup``) stays ignored, and a
+    handler the script installs replaces ours, as it would without us.
+    """
+    import signal
+    import threading
+
+    taken: dict[int, object] = {}
+    if threading.current_thread() is threading.main_thread():
+        for name in _SAVING_SIGNALS:
+            signum = getattr(signal, name, None)
+            if signum is not None and signal.getsignal(signum) == signal.SIG_DFL:
+                taken[signum] = signal.signal(signum, _raise_signalled)
+    try:
+        yield
+    finally:
+        for signum, handler in taken.items():
+            if signal.getsignal(signum) is _raise_signalled:
+                signal.signal(signum, handler)  # type: ignore[arg-type]
+
+
+def _raise_signalled(signum: int, frame: object) -> None:
+    raise Signalled(signum)
+
+
+def _end_by_signal(signum: int) -> None:
+    """End this process by ``signum``, as the script would have ended without us."""
+    import signal
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+
+
+@contextmanager
+def _saved_before_exit(recording: Recording) -> Iterator[None]:
+    """A script that ends with ``os._exit`` gets its trace written first (in this process only:
+    a forked child that calls it leaves the parent's trace alone)."""
+    real_exit = os._exit
+    pid = os.getpid()
+
+    def exit_saving(status: int) -> NoReturn:
+        if os.getpid() == pid:
+            try:
+                recording.finish()
+                note(f"the script called os._exit({status}); trace saved to {recording.output}")
+            finally:
+                real_exit(status)
+        real_exit(status)
+
+    os._exit = exit_saving
+    try:
+        yield
+    finally:
+        if os._exit is exit_saving:
+            os._exit = real_exit
+
+
 class _RecordingStatus:
     """The spinner's text; rich re-renders it on its own timer, not per engine event."""
 
-    def __init__(self, trace: Trace, script: str) -> None:
-        self.trace = trace
+    def __init__(self, recording: Recording, script: str) -> None:
+        self.recording = recording
         self.script = script
 
     def __rich__(self) -> Text:
         from rich.text import Text
 
-        return Text(f"Running {printable(self.script)}: {len(self.trace.events):,} events recorded")
+        count = self.recording.events_recorded()
+        return Text(f"Running {printable(self.script)}: {count:,} events recorded")
 
 
 @contextmanager
-def _progress(trace: Trace, script: str) -> Iterator[None]:
+def _progress(recording: Recording, script: str) -> Iterator[None]:
     """A spinner with a live event count on stderr, when stderr is a terminal."""
     console = rich_console(stderr=True)
     if not console.is_terminal:
         yield
         return
-    with console.status(_RecordingStatus(trace, script)):
+    with console.status(_RecordingStatus(recording, script)):
         yield
 
 
 def _print_record_summary(
-    stats: TraceStats,
+    recording: Recording,
     script: str,
     output: str | None,
     size: int,
@@ -137,6 +257,7 @@ def _print_record_summary(
 
     from autograd_viz.cli.children import print_processes
 
+    stats = recording.stats()
     console = rich_console()
     title = "Recorded" if complete else "Partial trace of"
     console.print(f"[bold]{title} {shown(script)}[/bold]", soft_wrap=True)
@@ -144,6 +265,7 @@ def _print_record_summary(
         print_processes(console, children)
         return  # the children recorded everything
     rows = [
+        ("calls", _calls_row(recording)),
         ("graph tasks", f"{stats.graph_tasks:,}"),
         ("nodes run", f"{stats.nodes:,}"),
         ("events", f"{stats.events:,}"),
@@ -159,6 +281,21 @@ def _print_record_summary(
     print_processes(console, children)
 
 
+def _calls_row(recording: Recording) -> str:
+    """``3 of 1,000 backward calls (every 100th call, the last 3 kept)``."""
+    seen = recording.recorder.calls_seen
+    kept = sum(1 for info in recording.trace.graph_tasks.values() if info.call is not None)
+    if recording.writer is not None:
+        kept = recording.writer.calls
+    text = f"{kept:,} of {seen:,} backward call{'' if seen == 1 else 's'}"
+    calls = recording.calls
+    if calls.filters or calls.last is not None:
+        text += f" ({calls.describe()})"
+    if recording.ring is not None and recording.ring.found:
+        text += ", [bold red]stopped at the first NaN or Inf[/bold red]"
+    return text
+
+
 def _flagged(count: int) -> str:
     return f"[bold red]{count:,}[/bold red]" if count else "0"
 
@@ -169,6 +306,54 @@ def _duration(ns: int) -> str:
     if ns < 1_000_000_000:
         return f"{ns / 1_000_000:.1f} ms"
     return f"{ns / 1_000_000_000:.2f} s"
+
+
+def add_call_options(parser: argparse.ArgumentParser) -> None:
+    """``--steps``, ``--every`` and ``--last``: which backward calls to record (any command)."""
+    group = parser.add_argument_group(
+        "which backward calls to record (counted from 0; reentrant calls belong to theirs)"
+    )
+    group.add_argument(
+        "--steps",
+        default=None,
+        metavar="LIST",
+        help="only these calls: indices and ranges, such as 10-12,100",
+    )
+    group.add_argument(
+        "--every", type=_positive, default=None, metavar="N", help="only calls 0, N, 2N, ..."
+    )
+    group.add_argument(
+        "--last",
+        type=_positive,
+        default=None,
+        metavar="N",
+        help="a flight recorder: keep the last N recorded calls in memory and write them when "
+        "the script ends, raises, is stopped (SIGINT, SIGTERM, SIGHUP) or a NaN or Inf is found",
+    )
+
+
+def call_selection(args: argparse.Namespace) -> CallSelection:
+    """The :class:`CallSelection` of ``--steps``, ``--every`` and ``--last``.
+
+    Raises:
+        UsageError: ``--steps`` does not name calls.
+    """
+    from autograd_viz.sources.calls import CallSelection, CallSelectionError
+
+    try:
+        return CallSelection(args.steps, args.every, args.last)
+    except CallSelectionError as exc:
+        raise UsageError(f"--{exc}") from None
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
 
 
 def _max_values(text: str) -> int:
@@ -243,18 +428,23 @@ def add_record_options(record: argparse.ArgumentParser) -> None:
         metavar="N",
         help=f"keep the values of tensors with at most N elements (default: {DEFAULT_MAX_VALUES})",
     )
+    add_call_options(record)
 
 
 def add_record_commands(commands: argparse._SubParsersAction[ArgumentParser]) -> None:
     """Register ``record`` and ``timeline``."""
     record = commands.add_parser(
         "record",
-        usage=f"{PROG} record [-h] [-o TRACE] [--max-values N] SCRIPT [ARGS ...]",
+        usage=(
+            f"{PROG} record [-h] [-o TRACE] [--max-values N] [--steps LIST] [--every N] "
+            "[--last N] SCRIPT [ARGS ...]"
+        ),
         help="run a Python script and record every backward pass it makes",
         description=(
-            "Run SCRIPT as __main__ with ARGS, record every backward call into a trace "
-            "file and print a summary. Options may come before or after SCRIPT; every "
-            "other word after SCRIPT is the script's (after a '--', every word is). "
+            "Run SCRIPT as __main__ with ARGS, record its backward calls into a trace "
+            "file and print a summary. Each call is written when it ends (with --last, the "
+            "last N when the script ends or stops). Options may come before or after SCRIPT; "
+            "every other word after SCRIPT is the script's (after a '--', every word is). "
             "The exit status is the script's, as python gives it."
         ),
     )

@@ -29,6 +29,7 @@ modes belong to a thread: the checker watches the thread that entered
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 import threading
@@ -38,8 +39,9 @@ from contextlib import contextmanager
 from typing import Any
 
 from autograd_viz.nan.report import NanReport, find_nans
-from autograd_viz.sources import record
 from autograd_viz.sources.arming import when_torch_is_imported
+from autograd_viz.sources.calls import CallSelection
+from autograd_viz.sources.recording import Recording
 from autograd_viz.trace import Trace
 from autograd_viz.trace.records import DEFAULT_MAX_VALUES
 from engine.anomaly import detect_anomaly
@@ -50,9 +52,13 @@ _FINDING = re.compile(r"Function '[^']*' (returned|produced) (nan|inf) values")
 class NanWatch:
     """What :func:`watch_nan` saw: the trace and, once asked, the report."""
 
-    def __init__(self, trace: Trace, ignore: frozenset[str]) -> None:
+    def __init__(
+        self, trace: Trace, ignore: frozenset[str], recording: Recording | None = None
+    ) -> None:
         self.trace = trace
-        """Everything recorded inside the block."""
+        """Everything recorded inside the block (with ``last``, filled when it ends)."""
+        self.recording = recording
+        """The recording behind :attr:`trace`: which calls it kept, where it wrote them."""
         self._ignore = ignore
         self._report: tuple[int, NanReport] | None = None
 
@@ -79,8 +85,18 @@ def watch_nan(
     ignore: Iterable[str] = (),
     max_values: int = DEFAULT_MAX_VALUES,
     eager_compiled: bool = False,
+    steps: str | Iterable[int] | None = None,
+    every: int | None = None,
+    last: int | None = None,
+    output: str | os.PathLike[str] | None = None,
 ) -> Iterator[NanWatch]:
     """Check everything the block runs for NaN (and Inf), on our engine and on PyTorch.
+
+    Every op and every backward call is checked; ``steps``, ``every`` and
+    ``last`` choose which backward calls are recorded, as for
+    :func:`~autograd_viz.sources.recorder.record`. With ``last`` (a flight
+    recorder, for a long run) recording stops at the first backward call that
+    holds a finding: the trace holds that call and the ``last - 1`` before it.
 
     Args:
         first: raise at the first finding (``RuntimeError``, as anomaly mode
@@ -94,6 +110,11 @@ def watch_nan(
         eager_compiled: run ``torch.compile``d code eagerly, so that each op inside
             is checked (results may then differ in the last bits). By default
             compiled code runs compiled, checked at its inputs and outputs.
+        steps: record only these backward calls (``"10-12,100"``, or ints).
+        every: record only calls 0, N, 2N, ...
+        last: keep only the last N recorded calls, up to the one with the first finding.
+        output: also write the trace there when the block ends (with ``last``,
+            at once when a finding is made).
 
     Yields:
         A :class:`NanWatch`; read its ``report`` inside or after the block.
@@ -102,18 +123,25 @@ def watch_nan(
         RuntimeError: with ``first=True``, at the first NaN or Inf.
     """
     ignored = frozenset(ignore)
-    with (
-        record(max_values) as trace,
-        nan_checks(
-            first=first,
-            forward=forward,
-            inf=inf,
-            ignore=ignored,
-            max_values=max_values,
-            eager_compiled=eager_compiled,
-        ),
-    ):
-        yield NanWatch(trace, ignored)
+    calls = CallSelection(steps, every, last)
+    # Not gated: the checks report through events, in calls that are not recorded too.
+    recording = Recording(max_values, calls, output if last is not None else None, gated=False)
+    try:
+        with (
+            recording.running(),
+            nan_checks(
+                first=first,
+                forward=forward,
+                inf=inf,
+                ignore=ignored,
+                max_values=max_values,
+                eager_compiled=eager_compiled,
+            ),
+        ):
+            yield NanWatch(recording.trace, ignored, recording)
+    finally:
+        if output is not None and last is None:
+            recording.trace.save(output)
 
 
 @contextmanager

@@ -12,11 +12,13 @@ summaries computed while the engine still holds the arrays.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterator, Mapping
+import os
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from autograd_viz.sources.arming import every_source
+from autograd_viz.sources.calls import CallSelection
 from autograd_viz.sources.engine import snapshot
 from autograd_viz.trace.records import (
     DEFAULT_MAX_VALUES,
@@ -26,6 +28,7 @@ from autograd_viz.trace.records import (
     new_header,
 )
 from engine import events
+from engine.calls import CALLS
 from engine.events import Event, LazySummary
 
 _new_trace_event = tuple.__new__
@@ -43,9 +46,24 @@ class Recorder:
         arrival_order: keep events in the order they reach the recorder
             instead of the engine's emission order (``seq``). A debugger that
             lets paused threads go one by one records in the order it chose.
+        calls: which backward calls to record (Note [Recording some calls]);
+            ``None`` records every event.
+        on_calls: called as ``on_calls(part, calls)`` each time every
+            recorded call has ended, with a :class:`Trace` of what was
+            recorded since the last time (``calls`` backward calls, and any
+            event outside a call, such as a forward anomaly); the recorder
+            then forgets it, so that :attr:`trace` holds only the calls in
+            flight. ``None`` keeps everything in :attr:`trace`. It is called
+            under the recorder's lock: it must not wait for the recorder.
     """
 
-    def __init__(self, max_values: int = DEFAULT_MAX_VALUES, arrival_order: bool = False) -> None:
+    def __init__(
+        self,
+        max_values: int = DEFAULT_MAX_VALUES,
+        arrival_order: bool = False,
+        calls: CallSelection | None = None,
+        on_calls: Callable[[Trace, int], object] | None = None,
+    ) -> None:
         if isinstance(max_values, bool) or not isinstance(max_values, int) or max_values < 0:
             raise ValueError(f"max_values must be a non-negative integer, got {max_values!r}")
         self.max_values = max_values
@@ -56,15 +74,104 @@ class Recorder:
         self._arrival_order = arrival_order
         self.closed = False
         """Set by :meth:`close`: events that arrive later are not recorded."""
+        self.calls = calls
+        """Which backward calls are recorded (``None``: every event)."""
+        self.calls_seen = 0
+        """Backward calls from user code seen so far (recorded or not)."""
+        self._on_calls = on_calls
+        self._kept: set[int] | None = set() if calls is not None and calls.filters else None
+        self._local = threading.local()  # .call: this thread's call index; .keep: recorded
+        self._in_flight = 0  # recorded calls running
+        self._ended = 0  # recorded calls ended since the last part handed on
+        self._gated = False
+
+    @contextmanager
+    def listening(self, gated: bool = False) -> Iterator[Recorder]:
+        """Listen to the engine's events inside the block, then :meth:`close`.
+
+        Args:
+            gated: listen only while a recorded call runs (Note [Recording
+                some calls]): an unrecorded call then runs as unwatched. Only
+                for a recorder that needs no event outside the calls it keeps.
+        """
+        watch_calls = self.calls is not None or self._on_calls is not None
+        self._gated = gated and self._kept is not None
+        if watch_calls:
+            CALLS.add(self)
+        try:
+            if self._gated:
+                yield self
+            else:
+                with events.listen(self):
+                    yield self
+        finally:
+            CALLS.remove(self)
+            events.unsubscribe(self)
+            self.close()
+
+    # -- calls (Note [Recording some calls]) ---------------------------------------------
+    def call_started(self) -> None:
+        """A backward call from user code starts on this thread (:data:`engine.calls.CALLS`)."""
+        with self._lock:
+            index = self.calls_seen
+            self.calls_seen += 1
+            keep = not self.closed and (self.calls is None or self.calls.wants(index))
+            if keep:
+                self._in_flight += 1
+                if self._gated and self._in_flight == 1:
+                    events.subscribe(self)
+        local = self._local
+        local.call = index
+        local.keep = keep
+
+    def call_ended(self) -> None:
+        """The call this thread started has ended: hand on what is finished."""
+        local = self._local
+        keep = getattr(local, "keep", False)
+        local.keep = False
+        local.call = None
+        if not keep:
+            return
+        with self._lock:
+            self._in_flight -= 1
+            self._ended += 1
+            if self._in_flight:
+                return
+            if self._gated:
+                events.unsubscribe(self)
+            if self._kept is not None:
+                self._kept.clear()
+            self._hand_on()
+
+    def _hand_on(self) -> None:
+        """Give what is recorded so far to ``on_calls`` and start afresh (under the lock).
+
+        Under the lock, so that parts arrive in order and a signal that
+        stops the program while a part is handed on leaves no lock held.
+        """
+        trace = self.trace
+        if self._on_calls is None or not trace.events:
+            return
+        part = Trace(trace.header, trace.graph_tasks, trace.events)
+        trace.graph_tasks = {}
+        trace.events = []
+        trace._replayer = None
+        calls, self._ended = self._ended, 0
+        self._on_calls(part, calls)
 
     def close(self) -> None:
         """Record nothing more, not even an event a thread is handing over right now.
 
         An engine thread may be inside :meth:`__call__` when its listener is
         unsubscribed; after ``close`` returns, the trace no longer changes.
+        With ``on_calls``, what is left (a call cut short, events outside any
+        call) is handed on first.
         """
         with self._lock:
+            if self.closed:
+                return
             self.closed = True
+            self._hand_on()
 
     def __call__(self, event: Event) -> None:
         """Record ``event``; call it on the engine thread that emitted it."""
@@ -73,6 +180,9 @@ class Recorder:
         if event[0] == "graph_task_start":
             self._record_start(event)
             return
+        kept = self._kept
+        if kept is not None and event[5] not in kept and event[5] != 0:
+            return  # a graph task of a call not recorded (event[5]: graph_task; 0: none)
         data = event[10]
         for value in data.values():
             if type(value) not in _KEPT_AS_IS:
@@ -100,6 +210,11 @@ class Recorder:
         """
         if self.closed or not rows:
             return
+        kept = self._kept
+        if kept is not None:
+            rows = [row for row in rows if row[5] in kept or row[5] == 0]
+            if not rows:
+                return
         with self._lock:
             if self.closed:
                 return
@@ -134,8 +249,17 @@ class Recorder:
             trace._replayer = None  # it indexed the events that moved
 
     def _record_start(self, event: Event) -> None:
+        parent = event.data.get("parent_graph_task") or None
+        local = self._local
+        kept = self._kept
+        if kept is not None:
+            if not (getattr(local, "keep", False) or parent in kept):
+                return
+            kept.add(event[5])
         build = event.data.get("graph_snapshot")
         info = snapshot(event, self.max_values) if build is None else build(self.max_values)
+        if parent is None and getattr(local, "keep", False):
+            info = _with_call(info, local.call)
         data = _plain_data(event, self.max_values)
         with self._lock:
             if self.closed:
@@ -177,6 +301,12 @@ def _with_first_event(info: GraphTaskInfo, index: int) -> GraphTaskInfo:
     return GraphTaskInfo(**fields)
 
 
+def _with_call(info: GraphTaskInfo, call: int) -> GraphTaskInfo:
+    fields = {name: getattr(info, name) for name in GraphTaskInfo.__slots__}
+    fields["call"] = call
+    return GraphTaskInfo(**fields)
+
+
 def _shift_first_events(trace: Trace, position: int) -> None:
     for gid, info in list(trace.graph_tasks.items()):
         if info.first_event >= position:
@@ -184,26 +314,56 @@ def _shift_first_events(trace: Trace, position: int) -> None:
 
 
 @contextmanager
-def record(max_values: int = DEFAULT_MAX_VALUES) -> Iterator[Trace]:
-    """Record every backward call made inside the ``with`` block: our engine's and PyTorch's.
+def record(
+    max_values: int = DEFAULT_MAX_VALUES,
+    *,
+    steps: str | Iterable[int] | None = None,
+    every: int | None = None,
+    last: int | None = None,
+    output: str | os.PathLike[str] | None = None,
+) -> Iterator[Trace]:
+    """Record the backward calls made inside the ``with`` block: our engine's and PyTorch's.
 
     Example:
         >>> with autograd_viz.record() as trace:
         ...     loss.backward()
         >>> trace.state_at(len(trace)).leaves
 
+    A training loop records the calls that matter (see
+    :class:`~autograd_viz.sources.calls.CallSelection`); a call not recorded
+    runs as unwatched::
+
+        with autograd_viz.record(every=100, output="run.jsonl"):
+            train()  # calls 0, 100, 200, ... written to run.jsonl as each ends
+
+        with autograd_viz.record(last=5) as trace:
+            train()  # afterwards, the trace holds the last five calls
+
     Args:
         max_values: tensors with at most this many elements keep their values.
+        steps: record only these backward calls, by index from 0 in the block
+            (``"10-12,100"``, or ints).
+        every: record calls 0, N, 2N, ...
+        last: keep only the last N recorded calls (a flight recorder): the
+            trace holds them once the block ends; a call holding a NaN or Inf
+            (an ``anomaly`` event) stops the recording there.
+        output: a trace file. Without ``last``, each call is written to it as
+            it ends and the trace holds only the calls in flight, so memory
+            stays flat however long the run; with ``last``, the kept calls are
+            written when the block ends.
 
     Yields:
-        The :class:`Trace`, filled as the engine runs.
+        The :class:`Trace`.
+
+    Raises:
+        CallSelectionError: ``steps``, ``every`` or ``last`` names no calls.
+        OSError: ``output`` cannot be created.
     """
-    recorder = Recorder(max_values)
-    try:
-        with every_source(), events.listen(recorder):
-            yield recorder.trace
-    finally:
-        recorder.close()  # a thread still handing over an event records nothing more
+    from autograd_viz.sources.recording import Recording
+
+    recording = Recording(max_values, CallSelection(steps, every, last), output)
+    with recording.running():
+        yield recording.trace
 
 
 # -- turning live objects into plain values -------------------------------------------

@@ -91,6 +91,8 @@ def _graph_task_record(info: GraphTaskInfo) -> dict[str, Any]:
     }
     if info.modules:
         out["modules"] = dict(info.modules)
+    if info.call is not None:
+        out["call"] = info.call
     return out
 
 
@@ -114,6 +116,11 @@ def _event_record(event: TraceEvent) -> dict[str, Any]:
 def iter_records(trace: Trace) -> Iterator[dict[str, Any]]:
     """The JSON records of ``trace``, in file order."""
     yield {"type": "header", **trace.header}
+    yield from body_records(trace)
+
+
+def body_records(trace: Trace) -> Iterator[dict[str, Any]]:
+    """The JSON records of ``trace`` after its header: what a stream appends for a part."""
     starts = {info.first_event: info for info in trace.graph_tasks.values()}
     for event in trace.events:
         info = starts.get(event.index)
@@ -128,7 +135,7 @@ _ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(","
 _ASCII_ENCODER = json.JSONEncoder(ensure_ascii=True, allow_nan=False, separators=(",", ":"))
 
 
-def _encode_line(item: dict[str, Any]) -> bytes:
+def encode_line(item: dict[str, Any]) -> bytes:
     text = _ENCODER.encode(item)
     try:
         return text.encode("utf-8") + b"\n"
@@ -149,7 +156,7 @@ def save(trace: Trace, path: str | os.PathLike[str]) -> None:
     try:
         with open(tmp, "wb") as f:
             for item in iter_records(trace):
-                f.write(_encode_line(item))
+                f.write(encode_line(item))
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -228,7 +235,7 @@ _GRAPH_TASK = s.record(
         "thread": s.read_str,
         "nodes": s.read_count,
     },
-    {"modules": s.modules},
+    {"modules": s.modules, "call": s.read_count},
 )
 
 _EVENT = s.record(
@@ -272,6 +279,8 @@ class _Loader:
         self.expect_start: int | None = None  # a graph_task whose start event comes next
         self.scopes: dict[tuple[tuple[str, int], ...], tuple[tuple[str, int], ...]] = {}
         """One object per distinct scope: most nodes share their module call's."""
+        self.running: set[int] = set()  # graph tasks started and not ended
+        self.quiet = (0, 0)  # events, graph tasks: the last point where none was running
 
     def feed(self, item: Any) -> None:
         if not isinstance(item, dict):
@@ -401,6 +410,12 @@ class _Loader:
         if expected is not None and (kind != "graph_task_start" or gid != expected):
             raise s.SchemaError(f"graph task {expected} has no graph_task_start event")
         self.expect_start = None
+        if kind == "graph_task_start":
+            self.running.add(gid)
+        elif kind == "graph_task_end":
+            self.running.discard(gid)
+        if not self.running:
+            self.quiet = (index + 1, len(self.graph_tasks))
         node_id, node_name, sequence_nr, topological_nr = fields["node"] or _NO_NODE
         self.events.append(
             _new_event(
@@ -420,6 +435,15 @@ class _Loader:
                 )
             )
         )
+
+    def cut_to_quiet(self) -> None:
+        """Forget what follows the last point where no graph task was running."""
+        events, graph_tasks = self.quiet
+        del self.events[events:]
+        for gid in list(self.graph_tasks)[graph_tasks:]:
+            del self.graph_tasks[gid]
+        self.pending = None
+        self.expect_start = None
 
     def trace(self) -> Trace:
         if self.header is None:
@@ -532,14 +556,20 @@ def load(
     loader = _Loader()
     lineno = 0
     done = 0
+    quiet_at = 0  # the file offset of loader.quiet
+    cut = 0
     size = os.path.getsize(path) if progress is not None else 0
     with reading.open_trace(path) as f, paused_gc():  # Note [Bounded reading]
         try:
             for lineno, raw in reading.lines(f, name):
-                if progress is not None:
-                    done += len(raw)
-                    if lineno % PROGRESS_EVERY == 0:
-                        progress(done, size)
+                if progress is not None and lineno % PROGRESS_EVERY == 0:
+                    progress(done, size)
+                if not raw.endswith(b"\n") and loader.header is not None:
+                    # A process stopped while streaming: Note [Streamed traces] (trace/stream.py).
+                    cut = done + len(raw) - quiet_at
+                    loader.cut_to_quiet()
+                    break
+                done += len(raw)
                 try:
                     text = raw.decode("utf-8")
                 except UnicodeDecodeError as exc:
@@ -550,10 +580,13 @@ def load(
                     raise TraceFormatError(
                         f"{name}, line {lineno}: truncated (the last line has no newline)"
                     )
+                quiet = loader.quiet
                 try:
                     loader.feed(_decode(text))
                 except (ValueError, RecursionError) as exc:
                     raise TraceFormatError(f"{name}, line {lineno}: {_problem(exc)}") from None
+                if loader.quiet is not quiet or lineno == 1:
+                    quiet_at = done
         except MemoryError:
             loader = _Loader()  # what was read goes, so that the error can be raised
             raise reading.out_of_memory(name, max(lineno, 1)) from None
@@ -562,6 +595,7 @@ def load(
         trace = loader.trace()
     except s.SchemaError as exc:
         raise TraceFormatError(f"{name}, line {max(lineno, 1)}: {exc}") from None
+    trace.tail_cut = cut
     if progress is not None:
         progress(size, size)
     return trace

@@ -41,7 +41,8 @@ events: the header's ``sources``, ``graph_task_start``'s ``source``, any event's
 ``derived`` and the ``derived_mismatch`` kind; 4 the PyTorch fields of ``anomaly``:
 ``aten_op``, ``module``, ``input_ops`` and ``saved``; 5 the modules: a node's ``scope``
 and a graph task's ``modules``; 6 the header's ``process``: rank, world size, host,
-launcher and the clock that lines up several processes' traces)."""
+launcher and the clock that lines up several processes' traces, and a graph task's
+``call``: its backward call's index in the run)."""
 
 DEFAULT_MAX_VALUES = 16
 """Tensors with at most this many elements keep their values in summaries by default."""
@@ -182,6 +183,9 @@ class GraphTaskInfo:
     modules: Mapping[str, str] = field(default_factory=dict)
     """For every path in its nodes' :attr:`NodeInfo.scope`: the module's class name
     (``"transformer.h.3" -> "GPT2Block"``)."""
+    call: int | None = None
+    """Which backward call of the run this is, from 0 (Note [Backward calls] in
+    ``engine/calls.py``), when the recorder counted calls; ``None`` for a reentrant one."""
 
 
 _NO_DATA: Mapping[str, Any] = MappingProxyType({})
@@ -260,6 +264,9 @@ class Trace:
         self.lock = threading.Lock()
         """Held by whoever fills the trace (a recorder) while it changes it; see :meth:`copy`."""
         self._replayer: Replayer | None = None
+        self.tail_cut = 0
+        """Bytes :meth:`load` dropped from the end of a file cut short while it was
+        streamed: the calls that were not finished (Note [Streamed traces])."""
 
     def __len__(self) -> int:
         return len(self.events)

@@ -197,20 +197,51 @@ def test_unknown_record_type(tmp_path: Path, records: list[dict[str, Any]]) -> N
 # -- truncation ----------------------------------------------------------------------------
 
 
-def test_last_line_without_newline(tmp_path: Path, good: bytes) -> None:
+def test_a_header_cut_short_is_truncated(tmp_path: Path, good: bytes) -> None:
     path = tmp_path / "t.jsonl"
-    path.write_bytes(good[:-1])
-    _fails(path, good.count(b"\n"), "truncated")
+    path.write_bytes(good[: good.index(b"\n") // 2])
+    _fails(path, 1, "truncated")
 
 
-@pytest.mark.parametrize("line", [1, 2, 3, 10, -1])
-def test_cut_in_the_middle_of_a_record(tmp_path: Path, good: bytes, line: int) -> None:
-    lines = good.splitlines(keepends=True)
-    number = line if line > 0 else len(lines)
-    kept = b"".join(lines[: number - 1]) + lines[number - 1][: len(lines[number - 1]) // 2]
-    path = tmp_path / "t.jsonl"
-    path.write_bytes(kept)
-    _fails(path, number, "truncated")
+def _quiet_points(good: bytes) -> list[int]:
+    """The byte offsets just after each event line of ``good`` where no graph task runs."""
+    points, offset, running = [], 0, set()
+    for line in good.splitlines(keepends=True):
+        offset += len(line)
+        item = json.loads(line)
+        if item["type"] != "event":
+            continue
+        if item["kind"] == "graph_task_start":
+            running.add(item["graph_task"])
+        elif item["kind"] == "graph_task_end":
+            running.discard(item["graph_task"])
+        if not running:
+            points.append(offset)
+    return points
+
+
+def test_a_file_cut_short_keeps_every_finished_call_and_says_how_much_was_cut(
+    tmp_path: Path, good: bytes
+) -> None:
+    """A process killed while streaming leaves a last line without its newline."""
+    whole = Trace.load(_write_bytes(tmp_path / "whole.jsonl", good))
+    ends = _quiet_points(good)
+    assert len(ends) > 3
+    header_end = good.index(b"\n") + 1
+    for cut in sorted({header_end + 5, ends[0] - 3, ends[0] + 7, ends[-3] + 11, len(good) - 1}):
+        path = _write_bytes(tmp_path / "t.jsonl", good[:cut])
+        trace = Trace.load(path)
+        finished = max((end for end in [header_end, *ends] if end <= cut), default=header_end)
+        assert trace.tail_cut == cut - finished, cut
+        kept = Trace.load(_write_bytes(tmp_path / "kept.jsonl", good[:finished]))
+        assert trace == kept and kept.tail_cut == 0
+        assert len(trace.events) < len(whole.events)
+        assert all(e == whole.events[e.index] for e in trace.events)
+
+
+def _write_bytes(path: Path, data: bytes) -> Path:
+    path.write_bytes(data)
+    return path
 
 
 def test_cut_between_a_graph_task_and_its_nodes(

@@ -31,6 +31,7 @@ from autograd_viz.sources.pytorch.bookkeeping import forget_leftovers
 from autograd_viz.sources.pytorch.graph import plan_graph_task
 from autograd_viz.sources.pytorch.naming import LeafNamer
 from engine.activity import ACTIVITY
+from engine.calls import CALLS
 from engine.events import HUB
 
 _ARGUMENTS = (
@@ -129,6 +130,8 @@ def _arm() -> bool:
 
     @functools.wraps(original)
     def watched_run_backward(t_outputs: Any, *args: Any, **kwargs: Any) -> Any:
+        if CALLS.watchers:  # before HUB.active: a watcher may listen for this call only
+            return _run_counted(original, t_outputs, args, kwargs)
         if not HUB.active:
             return original(t_outputs, *args, **kwargs)
         return _run_watched(original, t_outputs, args, kwargs)
@@ -141,6 +144,22 @@ def _arm() -> bool:
     if getattr(torch.autograd, "_engine_run_backward", None) is original:
         torch.autograd._engine_run_backward = watched_run_backward
     return True
+
+
+def _run_counted(original: Callable[..., Any], t_outputs: Any, args: Any, kwargs: Any) -> Any:
+    """A backward call told to :data:`engine.calls.CALLS` (Note [Backward calls]).
+
+    Only a call from outside any backward counts: a reentrant one (a
+    checkpoint's) belongs to the call it runs in.
+    """
+    counted = CALLS.start() if torch._C._current_graph_task_id() == -1 else None
+    try:
+        if not HUB.active:
+            return original(t_outputs, *args, **kwargs)
+        return _run_watched(original, t_outputs, args, kwargs)
+    finally:
+        if counted is not None:
+            CALLS.end(counted)
 
 
 def _release() -> None:

@@ -1,0 +1,188 @@
+"""A recording of a run: a :class:`Recorder` and where the calls it keeps go.
+
+Three places, chosen by the :class:`~autograd_viz.sources.calls.CallSelection`
+and an output path:
+
+* memory (no ``last``, no output): the :class:`~autograd_viz.trace.Trace`
+  holds every recorded call, as :func:`~autograd_viz.sources.recorder.record`
+  always did;
+* a file, written as calls end (an output, no ``last``): memory holds only the
+  call in flight (Note [Streamed traces] in ``autograd_viz/trace/stream.py``);
+* a :class:`FlightRecorder` (``last``): the last N recorded calls in memory,
+  written when the run ends, when the program is stopped (the command line
+  saves on SIGINT, SIGTERM and SIGHUP) or at once when a call holds a
+  non-finite value (an ``anomaly`` event): recording stops there, so the file
+  keeps the call where the NaN was found and the N-1 before it.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from autograd_viz.sources.arming import every_source
+from autograd_viz.sources.calls import CallSelection
+from autograd_viz.sources.recorder import Recorder
+from autograd_viz.trace.records import DEFAULT_MAX_VALUES, Trace, TraceStats
+from autograd_viz.trace.stream import TraceWriter, join
+
+
+class FlightRecorder:
+    """The last ``last`` recorded backward calls, in parts as the recorder hands them on.
+
+    Args:
+        last: how many calls to keep.
+    """
+
+    def __init__(self, last: int) -> None:
+        self.last = last
+        """How many calls are kept."""
+        self.found = False
+        """A part held an ``anomaly`` event: the recorder froze there."""
+        self._parts: collections.deque[tuple[Trace, int]] = collections.deque()
+        self._calls = 0
+        self._lock = threading.Lock()
+
+    def add(self, part: Trace, calls: int) -> bool:
+        """Keep ``part`` (``calls`` backward calls); drop the oldest parts past :attr:`last`.
+
+        Returns:
+            Whether ``part`` holds a non-finite value (then nothing more is kept).
+        """
+        with self._lock:
+            if self.found:
+                return False
+            parts = self._parts
+            parts.append((part, calls))
+            self._calls += calls
+            while len(parts) > 1 and self._calls - parts[0][1] >= self.last:
+                self._calls -= parts.popleft()[1]
+            self.found = any(e.kind == "anomaly" for e in part.events)
+            return self.found
+
+    def trace(self, header: dict[str, object]) -> Trace:
+        """The calls kept, as one trace."""
+        with self._lock:
+            return join([part for part, _ in self._parts], header)
+
+    @property
+    def calls(self) -> int:
+        """How many calls are held now."""
+        return self._calls
+
+
+class Recording:
+    """A :class:`Recorder` for a run and where its calls go (see the module's docstring).
+
+    Args:
+        max_values: tensors with at most this many elements keep their values.
+        calls: which backward calls to record, and how many to keep.
+        output: the trace file: written as calls end, or with ``calls.last``,
+            when the recording ends or finds a non-finite value.
+        gated: listen to events only while a recorded call runs (a call not
+            recorded then costs next to nothing); a recording that needs every
+            event, such as the NaN checks' findings, says ``False``.
+
+    Raises:
+        OSError: a streamed output file cannot be created.
+    """
+
+    def __init__(
+        self,
+        max_values: int = DEFAULT_MAX_VALUES,
+        calls: CallSelection | None = None,
+        output: str | os.PathLike[str] | None = None,
+        gated: bool = True,
+    ) -> None:
+        self.calls = calls if calls is not None else CallSelection()
+        """Which calls are recorded."""
+        self.output = None if output is None else os.fspath(output)
+        """The trace file, if any."""
+        self.gated = gated
+        self.ring = FlightRecorder(self.calls.last) if self.calls.last is not None else None
+        """The flight recorder (with ``last``)."""
+        in_memory = self.ring is None and self.output is None
+        self.recorder = Recorder(
+            max_values, calls=self.calls, on_calls=None if in_memory else self._take
+        )
+        """The event listener."""
+        self.writer: TraceWriter | None = None
+        """The streamed file (with an output and no ``last``)."""
+        if self.output is not None and self.ring is None:
+            self.writer = TraceWriter(self.output, self.recorder.trace.header)
+        self.saved_found = False
+        """The flight recorder was written when it found a non-finite value."""
+        self.save_error: OSError | None = None
+        """Why the flight recorder's file could not be written, if it could not."""
+        self._finished = False
+        self._pid = os.getpid()
+
+    @property
+    def trace(self) -> Trace:
+        """What :func:`record` yields: filled as calls end, or with ``last`` when it ends."""
+        return self.recorder.trace
+
+    @contextmanager
+    def running(self) -> Iterator[Recording]:
+        """Record inside the block (every source armed); :meth:`finish` after it."""
+        try:
+            with every_source(), self.recorder.listening(gated=self.gated):
+                yield self
+        finally:
+            self.finish()
+
+    def finish(self) -> None:
+        """Stop recording and put what was kept in place: the trace, the file. Safe twice."""
+        self.recorder.close()
+        if self._finished or os.getpid() != self._pid:
+            return
+        self._finished = True
+        trace = self.recorder.trace
+        if self.ring is not None:
+            kept = self.ring.trace(trace.header)
+            with trace.lock:
+                trace.events, trace.graph_tasks = kept.events, kept.graph_tasks
+                trace._replayer = None
+            if self.output is not None and not self.saved_found:
+                self._save(kept)
+        elif self.writer is not None:
+            self.writer.close(trace.header)
+
+    def stats(self) -> TraceStats:
+        """What was recorded: written to the file, or held in the trace."""
+        if self.writer is not None:
+            return self.writer.stats()
+        return self.recorder.trace.stats()
+
+    def events_recorded(self) -> int:
+        """Events recorded so far (for a progress line)."""
+        written = self.writer.events if self.writer is not None else 0
+        return written + len(self.recorder.trace.events)
+
+    def _take(self, part: Trace, calls: int) -> None:
+        """The recorder's ``on_calls``: a finished part goes to the ring or the file."""
+        if os.getpid() != self._pid:
+            # A forked child (multiprocessing) inherited this recording: the file and the
+            # ring are its parent's, so it keeps its calls in its trace, which it saves itself.
+            trace = self.recorder.trace
+            trace.events, trace.graph_tasks = part.events, dict(part.graph_tasks)
+            return
+        if self.ring is not None:
+            if self.ring.add(part, calls):
+                self.recorder.closed = True  # the calls after a finding are not kept
+                if self.output is not None:
+                    self.saved_found = self._save(self.ring.trace(part.header))
+        elif self.writer is not None:
+            self.writer.write(part, calls)
+
+    def _save(self, trace: Trace) -> bool:
+        assert self.output is not None
+        try:
+            trace.save(self.output)
+        except OSError as exc:
+            self.save_error = exc
+            return False
+        return True
