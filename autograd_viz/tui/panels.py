@@ -123,7 +123,7 @@ def inspect_node(
         line = Text(f"  [{i}] ")
         if slot is None:
             line.append("empty", style="dim")
-            line.append(f"  expects {shape[1]}{list(shape[0])}", style="dim")
+            line.append(f"  expects {printable(shape[1])}{list(shape[0])}", style="dim")
         else:
             line.append("✓ ", style="green")
             line.append_text(summary_text(slot))
@@ -157,7 +157,7 @@ def inspect_node(
     if info.hooks:
         parts.append(_section("hooks"))
         ran = state.hooks_run if state is not None else 0
-        hooks = ", ".join(f"{kind}×{count}" for kind, count in info.hooks)
+        hooks = ", ".join(f"{printable(kind)}×{count}" for kind, count in info.hooks)
         parts.append(Text(f"  {hooks}; {ran} run so far"))
     if info.captures:
         parts.append(_section("captured for grad()"))
