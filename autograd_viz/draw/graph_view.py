@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from autograd_viz.sources.engine import node_info, walk_graph
+from autograd_viz.sources.engine import node_info, numbered_scopes, walk_graph
 from autograd_viz.trace import GraphTaskInfo, NodeInfo, TraceEvent
 from autograd_viz.trace.replay import ExecutionState, NodeState, NodeStatus
 
@@ -204,12 +204,16 @@ def from_tensors(tensors: Sequence[Tensor]) -> GraphView:
         for edge in node._next_edges:
             if edge is not None:
                 incoming[edge.function._id] = incoming.get(edge.function._id, 0) + 1
-    infos = [node_info(node, incoming.get(node._id, 0), "needed", (), 0) for node in graph]
+    scopes, modules = numbered_scopes(graph)
+    infos = [
+        node_info(node, incoming.get(node._id, 0), "needed", (), 0, scope)
+        for node, scope in zip(graph, scopes, strict=True)
+    ]
     outputs = [
         Output(t.grad_fn._id, t.name, tuple(t.shape), str(t.dtype))  # type: ignore[union-attr]
         for t in tensors
     ]
-    return from_graph(infos, outputs)
+    return from_graph(infos, outputs, modules)
 
 
 def from_torch_tensors(tensors: Sequence[Any]) -> GraphView:
@@ -237,7 +241,7 @@ def from_torch_tensors(tensors: Sequence[Any]) -> GraphView:
         Output(node._id, None, tuple(t.shape), str(t.dtype).removeprefix("torch."))
         for (node, _), t in zip(plan.roots, tensors, strict=True)
     ]
-    return from_graph(infos, outputs)
+    return from_graph(infos, outputs, info.modules)
 
 
 def _check_graphs(tensors: Sequence[Any]) -> None:
@@ -265,8 +269,11 @@ class Output:
     """Its dtype's name."""
 
 
-def from_graph(infos: Sequence[NodeInfo], outputs: Sequence[Output]) -> GraphView:
-    """A graph before backward: its nodes (with their dependency counts) and its outputs.
+def from_graph(
+    infos: Sequence[NodeInfo], outputs: Sequence[Output], modules: Mapping[str, str] | None = None
+) -> GraphView:
+    """A graph before backward: its nodes (with their dependency counts), its outputs, and
+    the class name of each module path in the nodes' scopes.
 
     Every source of graphs draws through here: our engine's tensors
     (:func:`from_tensors`) and PyTorch's (:func:`autograd_viz.draw.dot.to_dot`).
@@ -292,6 +299,7 @@ def from_graph(infos: Sequence[NodeInfo], outputs: Sequence[Output]) -> GraphVie
         nodes,
         tuple(_edges(nodes.values(), keys)),
         (*boxes, *_leaf_boxes(nodes.values(), None)),
+        modules=dict(modules or {}),
     )
 
 

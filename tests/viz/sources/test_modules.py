@@ -95,3 +95,15 @@ def test_number_calls_ranks_each_paths_ids_among_the_graphs_nodes() -> None:
     ]
     assert scopes[1] is scopes[2]  # one shared tuple per raw scope
     assert modules == {"m": "M", "m.c": "Other"}  # the class of the earliest call
+
+
+def test_a_graph_drawn_before_backward_has_its_scopes() -> None:
+    from autograd_viz.draw.graph_view import from_tensors
+
+    x = engine.tensor([1.0, 2.0], requires_grad=True, name="x")
+    with engine.scope("enc", kind="Enc"):
+        y = (x * 2.0).exp()
+    view = from_tensors([y.sum()])
+    assert view.modules == {"enc": "Enc"}
+    scoped = sorted(n.info.name for n in view.nodes.values() if n.info.scope == (("enc", 0),))
+    assert scoped == ["AccumulateGrad", "ExpBackward0", "MulBackward0"]

@@ -309,3 +309,16 @@ def test_old_changes_are_dropped_past_the_bound(monkeypatch: pytest.MonkeyPatch)
         info = _recorded(lambda: model(x).sum().backward())
     assert len(tracking._local().starts) <= 64
     assert info.modules == {"model": "Sequential", "0": "Linear", "1": "Tanh"}
+
+
+def test_a_graph_drawn_before_backward_has_its_modules() -> None:
+    from autograd_viz.draw.graph_view import from_torch_tensors
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 4), nn.Tanh())
+    with record():
+        out = model(torch.randn(2, 3)).sum()
+        view = from_torch_tensors([out])
+    assert view.modules == {"model": "Sequential", "0": "Linear", "1": "Tanh"}
+    names = {n.info.name: n.info.scope for n in view.nodes.values()}
+    assert names["TanhBackward0"] == (("model", 0), ("1", 0))
