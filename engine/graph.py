@@ -523,7 +523,36 @@ class AccumulateGrad(Node):
                 action="created" if old is None else "added",
                 grad=LazySummary(variable._grad.data, str(variable.device)),
             )
+        if variable._post_accumulate_grad_hooks:
+            self._call_post_accumulate_grad_hooks(variable)
         return []
+
+    def _call_post_accumulate_grad_hooks(self, variable: Tensor) -> None:
+        """``hook(leaf)`` once ``.grad`` holds the sum, as PyTorch's AccumulateGrad calls it.
+
+        Outside the lock (PyTorch holds the node's own mutex; ours is shared by all leaves,
+        and a hook may start a backward of its own).
+        """
+        from engine.tensor import Tensor
+
+        hooks = variable._post_accumulate_grad_hooks
+        assert hooks is not None
+        for hook in list(hooks.values()):
+            result = hook(variable)
+            if HUB.active:
+                HUB.emit(
+                    "hook",
+                    _context.current_device_name(),
+                    _context.current_graph_task_id(),
+                    self,
+                    hook="post_accumulate_grad",
+                    replaced=False,
+                    hook_name=getattr(hook, "__qualname__", repr(hook)),
+                )
+            if result is not None:
+                if isinstance(result, Tensor):
+                    raise RuntimeError("Tensor post accumulate grad hooks should return None.")
+                raise TypeError(f"expected Variable, but hook returned '{type(result).__name__}'")
 
     def name(self) -> str:
         return "AccumulateGrad"

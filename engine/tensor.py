@@ -135,6 +135,7 @@ class Tensor:
     _retains_grad: bool = False
     _is_inference: bool = False
     _views: weakref.WeakSet[Tensor] | None = None
+    _post_accumulate_grad_hooks: dict[int, Any] | None = None
 
     if TYPE_CHECKING:
         # Operations are installed on the class by ``engine.ops`` at import time.
@@ -410,6 +411,26 @@ class Tensor:
         if self._backward_hooks is None:
             self._backward_hooks = new_hook_dict()
         return add_hook(self._backward_hooks, hook)
+
+    def register_post_accumulate_grad_hook(self, hook: Callable[[Tensor], None]) -> RemovableHandle:
+        """Call ``hook(self)`` each time a backward pass has added into this leaf's ``.grad``.
+
+        The hook sees the sum (``self.grad``) and must return None; ``grad()`` and
+        backward passes that do not reach the leaf do not call it. Returns a handle
+        whose ``remove()`` unregisters it.
+
+        Raises:
+            RuntimeError: if the tensor does not require grad, or is not a leaf.
+        """
+        if not self._requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        if self.grad_fn is not None:
+            raise RuntimeError(
+                "post accumulate grad hooks cannot be registered on non-leaf tensors"
+            )
+        if self._post_accumulate_grad_hooks is None:
+            self._post_accumulate_grad_hooks = new_hook_dict()
+        return add_hook(self._post_accumulate_grad_hooks, hook)
 
     def detach(self) -> Tensor:
         """A new tensor sharing data (and version counter), cut from the graph."""
