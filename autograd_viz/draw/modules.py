@@ -223,16 +223,20 @@ class ModuleTree:
         """The deepest call's depth (0 for a graph without modules)."""
         return max((s.depth for s in self.scopes), default=0)
 
-    def count(self, level: int, unfolded: frozenset[int] = frozenset()) -> int:
+    def count(
+        self, level: int, unfolded: frozenset[int] = frozenset(), limit: int | None = None
+    ) -> int:
         """Boxes a picture at ``level`` draws, every fold closed but ``unfolded``.
 
         At level ``L`` the calls of depth ``<= L`` are open (clusters around
         what they hold) and the others are one box each; a closed fold is one
-        box; a node counts :attr:`weights` boxes.
+        box; a node counts :attr:`weights` boxes. Counting stops past ``limit``.
         """
         total = sum(self.weights[k] for k in self.outside)
         stack = list(self.items.get(None, ()))
         while stack:
+            if limit is not None and total > limit:
+                break
             item = stack.pop()
             if isinstance(item, FoldGroup) and item.index not in unfolded:
                 total += 1
@@ -254,7 +258,7 @@ class ModuleTree:
         """
         best = 0
         for level in range(1, self.max_depth + 1):
-            if self.count(level, unfolded) > max_boxes:
+            if self.count(level, unfolded, max_boxes) > max_boxes:
                 break
             best = level
         return best
