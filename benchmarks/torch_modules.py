@@ -16,13 +16,19 @@ ways, interleaved (Note [Interleaving] in harness.py), the collector off:
 * ``record()``: the step recorded as it is.
 
 The last column is what module tracking adds to a recording, per node of
-the backward graph: ``record()`` minus ``record(), no modules``.
+the backward graph: ``record()`` minus ``record(), no modules``; on a busy
+machine it is within the noise of a recording, so a second table times the
+two parts alone: the hooks in the forward (per module call: the forward with
+them over the forward without, over the calls) and the lookup when backward
+starts (per node: the graph's plan and scopes with module tracking over
+without).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import sys
 import time
 import warnings
 from collections.abc import Callable, Iterator
@@ -35,6 +41,7 @@ from rich.table import Table
 import autograd_viz
 from autograd_viz.sources.pytorch import graph as torch_graph
 from autograd_viz.sources.pytorch import modules
+from autograd_viz.sources.pytorch.naming import LeafNamer
 from benchmarks.torch_bridge import Build, gru, measure, mlp, nodes_of
 
 
@@ -85,6 +92,77 @@ WAYS = {
 }
 
 
+def _forward(build: Build, hooks: bool) -> Callable[[Any], Any]:
+    def run(_loss: Any) -> Any:
+        if not hooks:
+            return build()
+        modules.arm()
+        try:
+            return build()
+        finally:
+            modules.disarm()
+
+    return run
+
+
+def _lookup(build: Build, tracked: bool) -> Callable[[Any], Any]:
+    """The graph's plan and its nodes' scopes, as a recorded backward makes them."""
+    modules.arm()
+    try:
+        loss = build()
+    finally:
+        modules.disarm()
+    roots = [(loss.grad_fn, 0)]
+
+    def run(_loss: Any) -> Any:
+        with contextlib.ExitStack() as stack:
+            if not tracked:
+                stack.enter_context(_no_module_tracking())
+            plan = torch_graph.plan_graph_task(roots, [], True, LeafNamer(sys._getframe(1)))
+            return plan.modules.scopes(plan.nodes)
+
+    return run
+
+
+def parts(repeat: int, clock: Callable[[], float]) -> None:
+    """The two parts directly: the hooks in the forward, the lookup when backward starts."""
+    table = Table(title="Module tracking's parts, median of interleaved repeats, gc off")
+    for column in ("workload", "module calls", "nodes", "hooks, µs per call", "lookup, µs/node"):
+        table.add_column(column, justify="left" if column == "workload" else "right")
+    for make in (mlp, gru):
+        label, build = make()
+        nodes = len(nodes_of(build()))
+        calls = _count_calls(build)
+        ways = {
+            "forward": _forward(build, False),
+            "forward, hooks": _forward(build, True),
+            "plan": _lookup(build, False),
+            "plan, scopes": _lookup(build, True),
+        }
+        for run in ways.values():
+            run(None)
+        medians = measure(lambda: torch.zeros(()), ways, repeat, clock)
+        hooks = (medians["forward, hooks"] - medians["forward"]) / calls * 1e6
+        lookup = (medians["plan, scopes"] - medians["plan"]) / nodes * 1e6
+        table.add_row(label, f"{calls}", f"{nodes}", f"{hooks:.1f}", f"{lookup:.1f}")
+    Console(width=120).print(table)
+
+
+def _count_calls(build: Build) -> int:
+    count = 0
+
+    def hook(module: Any, args: Any) -> None:
+        nonlocal count
+        count += 1
+
+    handle = torch.nn.modules.module.register_module_forward_pre_hook(hook)
+    try:
+        build()
+    finally:
+        handle.remove()
+    return count
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=15)
@@ -122,6 +200,7 @@ def main() -> None:
             )
         table.add_section()
     Console(width=120).print(table)
+    parts(args.repeat, clock)
     clock_name = "thread CPU time" if args.cpu_time else "wall time"
     print(f"torch {torch.__version__}, one intra-op thread; {args.repeat} repeats; {clock_name}")
 
