@@ -762,6 +762,12 @@ def _on_capture(state: NodeState, event: TraceEvent, data: Mapping[str, Any]) ->
 
 
 def _on_hook(state: NodeState, event: TraceEvent, data: Mapping[str, Any]) -> NodeState:
+    slot, after = data.get("slot"), data.get("after")
+    if after is not None and slot is not None and slot < len(state.slots):
+        # A tensor hook's result is what the buffer slot hands the node.
+        slots = list(state.slots)
+        slots[slot] = after
+        state = replace(state, slots=tuple(slots))
     if state.status is NodeStatus.QUEUED:  # popped: its tensor pre-hooks run before node_start
         return replace(
             state, hooks_run=state.hooks_run + 1, status=NodeStatus.RUNNING, thread=event.thread

@@ -376,7 +376,7 @@ EVENT_DATA: dict[str, tuple[dict[str, Reader], dict[str, Reader]]] = {
     "capture": ({"slot": read_count, "output_index": read_count, "grad": opt_summary}, {}),
     "hook": (
         {"hook": read_str, "replaced": read_bool, "hook_name": read_str},
-        {"slot": read_count},
+        {"slot": read_count, "location": read_str, "before": opt_summary, "after": opt_summary},
     ),
     "skip": ({"from_node": read_int, "input_nr": read_count, "reason": read_str}, {}),
     "release_variables": ({"count": read_count}, {}),

@@ -25,7 +25,7 @@ import torch
 import torch.autograd
 import torch.autograd.graph
 
-from autograd_viz.sources.pytorch import compiled, modules
+from autograd_viz.sources.pytorch import compiled, hooks, modules
 from autograd_viz.sources.pytorch import watch as _watch
 from autograd_viz.sources.pytorch.bookkeeping import forget_leftovers
 from autograd_viz.sources.pytorch.graph import plan_graph_task
@@ -61,6 +61,8 @@ _CALLING_THREAD = frozenset({"cpu", "meta"})
 # The gradients are the same; what is lost is the overlap of CPU and GPU
 # work during that one backward. One warning says so. With nobody
 # listening, PyTorch keeps its threads.
+
+hooks.install()  # before the program registers any (Note [Seeing the user's hooks])
 
 _lock = threading.Lock()
 _armed = 0

@@ -37,6 +37,7 @@ import torch
 
 from autograd_viz.sources.pytorch.emitter import Emitter
 from autograd_viz.sources.pytorch.graph import GraphPlan, TorchNode
+from autograd_viz.sources.pytorch.hooks import TENSOR_PRE
 
 DERIVED_MISMATCH = "derived_mismatch"
 """The event kind of a derived prediction PyTorch contradicted."""
@@ -115,6 +116,13 @@ class Bookkeeping:
         self._copy_slots = {edge for edge, count in plan.fan_in.items() if count > 1}
         for node, captures in plan.captures.items():
             self._copy_slots.update((node, slot) for slot, _ in captures)
+        self.hooked: dict[TorchNode, set[int]] = {}
+        """Input slots whose tensor hooks run between the buffer and the node (hooks.py)."""
+        for node in plan.nodes:
+            for hook in node.hooks:
+                if hook.kind == TENSOR_PRE and hook.slot is not None:
+                    self.hooked.setdefault(node, set()).add(hook.slot)
+                    self._copy_slots.add((node, hook.slot))
         if not copies:
             self._copy_slots.clear()
         self.followed = {node for node, _ in self._copy_slots}
@@ -349,9 +357,19 @@ class Bookkeeping:
                 self._run_unseen(task.node)
 
     def check_buffer(
-        self, node: TorchNode, grads: tuple[torch.Tensor | None, ...]
+        self,
+        node: TorchNode,
+        grads: tuple[torch.Tensor | None, ...],
+        before: dict[int, tuple[torch.Tensor | None, bool]],
     ) -> dict[int, torch.Tensor]:
         """Compare what ``node`` receives with the sums the model followed by copy.
+
+        Args:
+            node: the node starting.
+            grads: what it receives.
+            before: filled with ``(sum, changed)`` for each slot whose tensor
+                hooks ran in between (:attr:`hooked`): a difference there is
+                the hooks', shown on their ``hook`` events, not a mismatch.
 
         Returns:
             The copies that equal what ``node`` receives, bit for bit and in
@@ -359,17 +377,24 @@ class Bookkeeping:
             buffer's ``total``) are the inputs' summaries.
         """
         same = {}
+        hooked = self.hooked.get(node, ())
         for slot, grad in enumerate(grads):
             copy = self._copies.pop((node, slot), None)
+            if slot in hooked:
+                before[slot] = (copy, not _same_values(copy, grad))
             if copy is None:
                 continue
-            if not _same_values(copy, grad):
+            if slot in hooked:
+                if not before[slot][1] and grad.stride() == copy.stride():  # type: ignore[union-attr]
+                    same[slot] = copy
+            elif not _same_values(copy, grad):
                 self.mismatch(
                     "buffer",
                     node,
                     node,
                     f"input {slot} of {node.name()} (node {node._id}) differs from the sum of "
-                    "the gradients delivered to it (a tensor hook may have replaced it)",
+                    "the gradients delivered to it (a hook that autograd-viz cannot see, "
+                    "registered in C++, may have replaced it)",
                 )
             elif grad.stride() == copy.stride():  # type: ignore[union-attr]
                 same[slot] = copy

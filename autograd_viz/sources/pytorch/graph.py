@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 
+from autograd_viz.sources.pytorch.hooks import UserHook, counts, hooks_of
 from autograd_viz.sources.pytorch.modules import Calls, GraphModules, calls_of
 from autograd_viz.sources.pytorch.naming import LeafNamer
 from autograd_viz.sources.pytorch.saved import Seen, saved_summaries
@@ -72,6 +73,7 @@ class TorchNode:
         "calls",
         "device",
         "fn",
+        "hooks",
         "inputs",
         "leaf_name",
         "next_edges",
@@ -102,6 +104,8 @@ class TorchNode:
         """For ``AccumulateGrad``: the leaf."""
         self.leaf_name: str | None = None
         """For ``AccumulateGrad``: the leaf's name."""
+        self.hooks: tuple[UserHook, ...] = ()
+        """The user's hooks on it (Note [Seeing the user's hooks] in ``hooks.py``)."""
         self.calls: Calls | None = ()
         """The module calls that made it, outermost first; ``None`` when nobody followed
         them (:func:`~autograd_viz.sources.pytorch.modules.calls_of`)."""
@@ -234,7 +238,7 @@ def _node_info(
         status,
         captures,
         saved,
-        (),
+        counts(node.hooks),
         traceback,
         leaf,
         scope,
@@ -276,8 +280,10 @@ def _adapt(fn: Any) -> TorchNode:
     if name == "torch::autograd::AccumulateGrad":
         node = TorchNode(fn, ACCUMULATE_GRAD, fn._sequence_nr(), device)
         node.variable = fn.variable  # named once the walk has found the modules
+        node.hooks = hooks_of(fn, node.variable)
     else:
         node = TorchNode(fn, name, fn._sequence_nr(), device)
+        node.hooks = hooks_of(fn, None)
     node.num_inputs = len(inputs)
     node.inputs = inputs
     return node

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import warnings
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -22,6 +23,13 @@ from autograd_viz.sources.deferred import settle_waiting
 from autograd_viz.sources.pytorch.bookkeeping import Bookkeeping
 from autograd_viz.sources.pytorch.emitter import Emitter
 from autograd_viz.sources.pytorch.graph import GraphPlan, TorchNode
+from autograd_viz.sources.pytorch.hooks import (
+    MODULE_FULL_BACKWARD,
+    MODULE_FULL_BACKWARD_PRE,
+    POST_ACCUMULATE_GRAD,
+    TENSOR_PRE,
+    UserHook,
+)
 from engine.events import HUB
 from engine.graph_task import _graph_task_ids
 
@@ -88,6 +96,8 @@ class GraphTaskWatch:
         self._running: list[TorchNode] = []
         self._had_grad: dict[TorchNode, bool] = {}
         self._handles: list[Any] = []
+        self._module_inputs: dict[TorchNode, list[Any]] = {}
+        self._module_summaries: dict[TorchNode, Any] = {}
         self._live = True
 
     # -- the call --------------------------------------------------------------------
@@ -251,10 +261,11 @@ class GraphTaskWatch:
         derived = self.derived
         derived.advance(node)
         inputs = grads
+        before: dict[int, tuple[torch.Tensor | None, bool]] = {}
         if node in derived.followed:
             for slot, index in self.plan.captures.get(node, ()):
                 derived.capture(node, slot, index)
-            same = derived.check_buffer(node, grads)
+            same = derived.check_buffer(node, grads, before)
             if same:  # summarized already, as the buffer's total: the same summary
                 inputs = tuple([same.get(slot, grad) for slot, grad in enumerate(grads)])
         variable = node.variable
@@ -262,7 +273,10 @@ class GraphTaskWatch:
             self._had_grad[node] = variable.grad is not None
         emit = self.emit
         if HUB.active:
-            emit("node_start", node, {"inputs": emit.summaries(inputs)})
+            summaries = emit.summaries(inputs)
+            if node.hooks:
+                self._tensor_hooks(node, grads, summaries, before)
+            emit("node_start", node, {"inputs": summaries})
 
     def _node_end(self, node: TorchNode, outputs: tuple[Any, ...]) -> None:
         running = self._running
@@ -286,6 +300,8 @@ class GraphTaskWatch:
             del grad  # hold no gradient past the event (AccumulateGrad steals it next time)
         summaries = emit.summaries(outputs)
         if HUB.active:
+            if node.hooks:
+                self._later_hooks(node, outputs, summaries)
             emit("node_end", node, {"outputs": summaries})
         if _is_anomaly_enabled() and _anomaly_rejects(outputs):
             # PyTorch checks a node's outputs after its post hooks and raises: nothing
@@ -293,6 +309,60 @@ class GraphTaskWatch:
             running.append(node)
             return
         self.derived.pass_outputs(node, outputs, summaries)
+
+    # -- the user's hooks (Note [Seeing the user's hooks] in hooks.py) ---------------------
+    def _tensor_hooks(
+        self,
+        node: TorchNode,
+        grads: tuple[torch.Tensor | None, ...],
+        summaries: Any,
+        before: dict[int, tuple[torch.Tensor | None, bool]],
+    ) -> None:
+        """A slot's tensor hooks ran before the node: each listed, the slot before and after."""
+        for hook in node.hooks:
+            if hook.kind == TENSOR_PRE and hook.slot is not None and hook.slot < len(grads):
+                copy, changed = before.get(hook.slot, (None, False))
+                self._emit_hook(node, hook, changed, self.emit.summary(copy), summaries[hook.slot])
+        if any(h.kind in _MODULE_KINDS for h in node.hooks):
+            self._module_inputs[node] = [None if g is None else weakref.ref(g) for g in grads]
+            self._module_summaries[node] = summaries
+
+    def _later_hooks(self, node: TorchNode, outputs: tuple[Any, ...], summaries: Any) -> None:
+        """A leaf's post-accumulate-grad hooks, a module's backward hooks: listed, with values."""
+        inputs = self._module_inputs.pop(node, None)
+        before = self._module_summaries.pop(node, None)
+        for hook in node.hooks:
+            if hook.kind == POST_ACCUMULATE_GRAD:
+                grad = node.variable.grad if node.variable is not None else None
+                self._emit_hook(node, hook, False, None, self.emit.summary(grad))
+                del grad
+            elif hook.kind in _MODULE_KINDS:
+                # The node passes its inputs on as they are: a new object is a hook's.
+                changed = inputs is not None and any(
+                    (ref() if ref is not None else None) is not out
+                    for ref, out in zip(inputs, outputs, strict=False)
+                )
+                self._emit_hook(
+                    node,
+                    hook,
+                    changed,
+                    before[0] if before and len(before) == 1 else None,
+                    summaries[0] if len(summaries) == 1 else None,
+                )
+
+    def _emit_hook(
+        self, node: TorchNode, hook: UserHook, replaced: bool, before: Any, after: Any
+    ) -> None:
+        data: dict[str, Any] = {"hook": hook.kind, "replaced": replaced, "hook_name": hook.name}
+        if hook.slot is not None:
+            data["slot"] = hook.slot
+        if hook.location is not None:
+            data["location"] = hook.location
+        if before is not None:
+            data["before"] = before
+        if after is not None:
+            data["after"] = after
+        self.emit("hook", node, data)
 
     # -- emitting ----------------------------------------------------------------------
     def _start_data(self, summaries: list[Any], thread: str) -> dict[str, Any]:
@@ -342,6 +412,7 @@ class GraphTaskWatch:
 
 
 _warned: set[str] = set()
+_MODULE_KINDS = frozenset({MODULE_FULL_BACKWARD_PRE, MODULE_FULL_BACKWARD})
 
 
 def _warn_once(message: str) -> None:
