@@ -14,6 +14,7 @@ from autograd_viz.draw.graph_view import GraphView, from_state
 from autograd_viz.draw.modules import MAX_BOXES, ModuleTree
 from autograd_viz.draw.names import Names, node_name
 from autograd_viz.trace import Trace
+from tests.viz.dotting import needs_dot, svg_tree
 
 torch = pytest.importorskip("torch")
 nn = torch.nn
@@ -220,3 +221,10 @@ def test_around_a_parameter_name_the_picture_shows() -> None:
     graph = dot.to_dot(trace, around="layers.3.self_attn.in_proj_weight", depth=2).source
     assert "layers.3.self_attn.in_proj_weight" in graph
     assert "within 2 edges of layers.3.self_attn.in_proj_weight" in graph
+
+
+@needs_dot
+def test_the_default_picture_of_twelve_layers_fits_a_screens_width() -> None:
+    root = svg_tree(dot.to_dot(transformer_encoder()))
+    width = float(root.get("width", "0").removesuffix("pt"))
+    assert 0 < width <= 1440  # points: 1,920 pixels at 96 per inch
