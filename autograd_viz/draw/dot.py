@@ -656,6 +656,14 @@ def _caption(view: GraphView, extra: str | None = None) -> str:
     return html_label(rows) if rows else ""
 
 
+MODULE_LEGEND = (
+    ("#ffffff", "square box: a module call, closed (its nodes summed)"),
+    ("#ffffff", "3D box: alike calls one after another, folded (× count)"),
+    ("#ffffff", "frame: an open module call; its colour is its status"),
+)
+"""The legend's rows for a drawing by module (the fill follows the nodes' status)."""
+
+
 def _legend_label(view: GraphView) -> str:
     shown = ["not run"] if view.step is None else [s for s in STATUS_STYLES if s != "not run"]
     cells = []
@@ -670,6 +678,8 @@ def _legend_label(view: GraphView) -> str:
     cells.append((SAVED_FILL, "saved tensor"))
     if view.step is None:
         cells.append((OUTPUT_FILL, "output tensor"))
+    if view.clusters or any(n.box is not None for n in view.nodes.values()):
+        cells.extend(MODULE_LEGEND)
     rows = "".join(
         f'<TR><TD BGCOLOR="{fill}" BORDER="1">  </TD><TD ALIGN="LEFT">{html_text(text)}</TD></TR>'
         for fill, text in cells
