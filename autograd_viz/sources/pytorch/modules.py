@@ -23,7 +23,10 @@ and a graph of a model's parameters with such nodes says so in one warning.
 Note [Model paths]
 ~~~~~~~~~~~~~~~~~~
 Paths are the model's own names (``transformer.h.3.attn``, from
-``named_modules()`` of the outermost module called). The outermost module's
+``named_modules()`` of the outermost module called); a module called inside
+the model that is none of its submodules (a loss made in ``forward``) is
+named by its class under the module that called it (``CrossEntropyLoss``
+made in the model's own ``forward``, ``encoder.GELU`` in ``encoder``'s). The outermost module's
 own path is the variable the code calling backward binds it to (``model``,
 ``criterion``: Note [Finding the user's modules] in ``naming.py``), else its
 class name (``GPT2LMHeadModel``; ``MLP#2`` for a second one). When two
@@ -165,7 +168,10 @@ def _enter(module: torch.nn.Module, args: Any) -> None:
         kind = type(module).__name__
         if stack:
             root: _Root = stack[0][0]
-            path: str | None = root.names.get(id(module)) or kind
+            path = root.names.get(id(module))
+            if path is None:  # not a submodule of the model: made in a forward, or lent
+                outer = stack[-1][1]
+                path = kind if outer is None else f"{outer}.{kind}"
         else:
             root, path = _root(module), None
         _note(local, (*stack, (root, path, kind, next(_call_ids), weakref.ref(module))))

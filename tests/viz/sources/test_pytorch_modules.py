@@ -322,3 +322,39 @@ def test_a_graph_drawn_before_backward_has_its_modules() -> None:
     assert view.modules == {"model": "Sequential", "0": "Linear", "1": "Tanh"}
     names = {n.info.name: n.info.scope for n in view.nodes.values()}
     assert names["TanhBackward0"] == (("model", 0), ("1", 0))
+
+
+class _MakesItsOwn(nn.Module):
+    """A layer that makes a module in its forward, and a model whose forward makes a loss."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+
+    def forward(self, x: Any) -> Any:
+        return nn.GELU()(self.lin(x))
+
+
+class _WithLoss(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.encoder = _MakesItsOwn()
+
+    def forward(self, x: Any) -> Any:
+        return nn.MSELoss()(self.encoder(x), torch.zeros(2, 3))
+
+
+def test_a_module_made_in_a_forward_is_named_under_its_caller() -> None:
+    torch.manual_seed(0)
+    model = _WithLoss()
+    info = _recorded(lambda: model(torch.randn(2, 3)).backward())
+    _check_consistent(info)
+    assert info.modules == {
+        "model": "_WithLoss",
+        "encoder": "_MakesItsOwn",
+        "encoder.lin": "Linear",
+        "encoder.GELU": "GELU",
+        "MSELoss": "MSELoss",
+    }
+    (gelu,) = [n for n in _made(info) if n.name == "GeluBackward0"]
+    assert gelu.scope == (("model", 0), ("encoder", 0), ("encoder.GELU", 0))
