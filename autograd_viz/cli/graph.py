@@ -137,7 +137,9 @@ def run_dot(args: argparse.Namespace) -> int:
         raise CommandError(f"cannot write {output}: {exc}") from None
     tasks = ", ".join(str(t.id) for t in view.tasks)
     boxes = sum(1 for n in view.nodes.values() if n.box is not None)
-    drawn = f"{len(view.nodes) - boxes:,} nodes" + (f" and {boxes:,} module boxes" if boxes else "")
+    drawn = f"{len(view.nodes) - boxes:,} nodes"
+    if boxes:
+        drawn += " and 1 module box" if boxes == 1 else f" and {boxes:,} module boxes"
     print(
         f"Wrote {printable(output)} ({fmt}): {drawn}, {len(view.edges):,} edges "
         f"at step {step:,} of {len(trace):,}, graph task {tasks}."

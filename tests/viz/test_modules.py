@@ -379,7 +379,7 @@ def test_dot_command_takes_level_expand_and_around_a_module(
     out = tmp_path / "g.dot"
     assert cli.main(["dot", str(trace_file), "-o", str(out)]) == 0
     printed = capsys.readouterr().out
-    assert "nodes and 1 module boxes" in printed and "drawn by module (level 3)" in printed
+    assert "nodes and 1 module box," in printed and "drawn by module (level 3)" in printed
     assert "transformer.h.{0..11}</B> × 12" in out.read_text()
     argv = ["dot", str(trace_file), "-o", str(out), "--level", "0", "--expand", "lm_head"]
     assert cli.main(argv) == 0
