@@ -57,8 +57,9 @@ from autograd_viz.trace.records import Scope
 if TYPE_CHECKING:
     from autograd_viz.sources.pytorch.graph import TorchNode
 
-MAX_CHANGES = 1 << 18
-"""Stack changes kept per thread; past it the older half is dropped."""
+MAX_CHANGES = 1 << 17
+"""Stack changes kept per thread (two per module call that made a node; about 200 bytes
+each, so at most about 26 MB); past it the older half is dropped."""
 
 _get_sequence_nr = torch._C._autograd._get_sequence_nr
 _call_ids = itertools.count()
@@ -287,8 +288,9 @@ class GraphModules:
         if untracked and parameters:
             _warn_once(
                 "autograd-viz: nodes of a backward graph were made where no module call was "
-                "followed (before recording began, or on another thread); they have no module: "
-                "record the forward pass too"
+                "followed (before recording began, on another thread, or more than "
+                f"{MAX_CHANGES // 2:,} module calls ago); they have no module: record the "
+                "forward pass too"
             )
         return number_calls(raw)
 
