@@ -32,6 +32,7 @@ from autograd_viz.cli.base import (
     shown,
 )
 from autograd_viz.cli.record import add_call_options, call_selection
+from autograd_viz.nan.cause import canonical_op
 from autograd_viz.trace.text import printable
 
 if TYPE_CHECKING:
@@ -208,12 +209,9 @@ def _searched(calls: int) -> str:
     return f"no NaN or Inf found in the {_count(calls, 'backward call')} before it"
 
 
-def _count(n: int, thing: str) -> str:
-    """``1 anomaly``, ``2 anomalies``, ``0 backward calls``."""
-    if n == 1:
-        return f"1 {thing}"
-    plural = thing[:-1] + "ies" if thing.endswith("y") else thing + "s"
-    return f"{n:,} {plural}"
+def _count(n: int, singular: str, plural: str | None = None) -> str:
+    """``1 backward call``, ``0 backward calls``, ``2 more born``."""
+    return f"{n:,} {singular if n == 1 else plural or singular + 's'}"
 
 
 def print_report(report: NanReport, console: Console, stopped: bool = False) -> None:
@@ -230,7 +228,7 @@ def print_report(report: NanReport, console: Console, stopped: bool = False) -> 
         return
     value = "NaN" if first.value == "nan" else "Inf"
     born = "born" if first.born else "first seen"
-    op = first.aten_op or first.op
+    op = canonical_op(first.aten_op or first.op)  # one naming: `log`, whichever engine ran it
     if first.node.name == op:  # PyTorch: an op that made no autograd node (no grad through it)
         where_born = f"[bold]{shown(op)}[/bold] (no autograd node)"
     else:
@@ -284,7 +282,10 @@ def _print_others(report: NanReport, console: Console) -> None:
         return
     sources = report.sources
     passed = len(others) - len(sources)
-    console.print(f"[bold]Other findings[/bold]: {len(sources)} more born, {passed} passed one on")
+    console.print(
+        f"[bold]Other findings[/bold]: {len(sources):,} more born, "
+        f"{_count(passed, 'passed on from an earlier one', 'passed on from earlier ones')}"
+    )
     for finding in sources[:_LISTED]:
         console.print(f"  {shown(_one_line(finding))}", soft_wrap=True)
     if len(sources) > _LISTED:
@@ -293,7 +294,7 @@ def _print_others(report: NanReport, console: Console) -> None:
 
 def _one_line(finding: Finding) -> str:
     where = f" at {finding.source}" if finding.source is not None else ""
-    op = f" ({finding.aten_op})" if finding.aten_op is not None else ""
+    op = f" (op {canonical_op(finding.aten_op or finding.op)})"
     return f"{finding.phase:<8} {finding.value:<3} {finding.node}{op}: {finding.cause}{where}"
 
 

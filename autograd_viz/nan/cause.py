@@ -124,10 +124,39 @@ def forward_cause(
         if cause is not None:
             return cause
     if op in _EXPS and value == "inf":
-        return EXP_OVERFLOW
+        largest = _half_precision_limit(output, first)
+        return EXP_OVERFLOW if largest is None else f"{EXP_OVERFLOW}: past {largest}"
     if op in _OVERFLOWING and value == "inf":
-        return OVERFLOW
+        largest = _largest(output, first)
+        return OVERFLOW if largest is None else f"overflow: the result is past {largest}"
     return unexplained(op, value)
+
+
+_LARGEST = {
+    "float16": "65504",
+    "bfloat16": "3.39e38",
+    "float32": "3.40e38",
+    "float64": "1.80e308",
+}
+"""The largest finite value of each float dtype, by the name a summary gives it."""
+
+
+def _largest(*summaries: TensorSummary | None) -> str | None:
+    """``float16's largest value, 65504``: the limit an overflow went past, if known."""
+    for summary in summaries:
+        if summary is None:
+            continue
+        name = summary.dtype.removeprefix("torch.")
+        name = {"half": "float16", "float": "float32", "double": "float64"}.get(name, name)
+        if name in _LARGEST:
+            return f"{name}'s largest value, {_LARGEST[name]}"
+    return None
+
+
+def _half_precision_limit(*summaries: TensorSummary | None) -> str | None:
+    """The limit an exp went past when it is a half-precision one (where exp(11.1) overflows)."""
+    largest = _largest(*summaries)
+    return largest if largest is not None and "16'" in largest else None
 
 
 def backward_cause(op: str, value: str, grads: Summaries, saved: Summaries) -> str:

@@ -255,7 +255,11 @@ class VizApp(App[int]):
         if marks.non_finite:
             parts.append("break on NaN/Inf")
         if state.errors or state.anomalies:
-            parts.append(f"⚠ {len(state.errors)} errors, {len(state.anomalies)} anomalies")
+            errors, anomalies = len(state.errors), len(state.anomalies)
+            parts.append(
+                f"⚠ {errors} error{'' if errors == 1 else 's'}, "
+                f"{anomalies} anomal{'y' if anomalies == 1 else 'ies'}"
+            )
         if self.output:
             parts.append("o: program output")
         status = self.query_one("#status", Static)

@@ -298,3 +298,22 @@ def test_cli_output_option_after_the_script_saves_the_trace(
     assert cli.main(["nan", str(script), "-o", str(output), "--no-inf"]) == 1
     assert find_nans(Trace.load(output)).first is not None
     assert "trace saved to" in capsys.readouterr().err
+
+
+def test_cli_names_ops_one_way_and_counts_in_words(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = tmp_path / "two.py"
+    script.write_text(
+        "import numpy as np\nimport engine\n"
+        "x = engine.tensor([0.0, 4.0], requires_grad=True)\n"
+        "for _ in range(2):\n"
+        "    with np.errstate(all='ignore'):\n"
+        "        (x.sqrt() * 2.0).sum().backward()\n",
+        encoding="utf-8",
+    )
+    assert cli.main(["nan", str(script)]) == 1
+    out = capsys.readouterr().out
+    assert "(op sqrt)" in out
+    others = next(line for line in out.splitlines() if line.startswith("Other findings"))
+    assert "passed one on" not in others and re.search(r"\d+ more born, \d+ passed on", others)

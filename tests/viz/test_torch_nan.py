@@ -340,3 +340,21 @@ def test_a_in_the_tui_jumps_to_a_pytorch_birth_and_says_why(tmp_path: Path) -> N
         assert f"torch_nan_attention_mask.py:{_marked_line('torch_nan_attention_mask')}" in text
 
     run_app(app, actions, size=(120, 40))
+
+
+def test_wording_one_op_naming_plurals_and_float16s_range(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = tmp_path / "half.py"
+    script.write_text(
+        "import torch\n"
+        "x = torch.tensor([1.0, 12.0], dtype=torch.float16, requires_grad=True)\n"
+        "(x.exp() * 2).sum().backward()  # exp(12) is past what float16 holds\n",
+        encoding="utf-8",
+    )
+    assert cli.main(["nan", str(script)]) == 1
+    out = capsys.readouterr().out
+    assert re.search(r"at ExpBackward0 #\d+ \(op exp\)", out)  # as the engine names its op
+    assert "why           exp overflow: past float16's largest value, 65504" in out
+    assert "Other findings: 0 more born, 1 passed on from an earlier one" in out
+    assert "aten." not in out and "passed one on" not in out
