@@ -115,6 +115,10 @@ def test_compiled_model_stays_compiled_and_bit_identical(
     assert graphs == plain_graphs == 1
     assert logs == plain_logs
     ours = [line for line in lines if line not in plain_lines]
+    if watching is _recorded:  # the backward AOTAutograd traces on fake tensors never ran
+        with record() as trace:
+            _train(backend)
+        assert len(trace.graph_tasks) == 1
     if watching is _nan_watched:
         assert ours == [forward_compiled.INSIDE_NOT_CHECKED]
     else:
@@ -192,3 +196,32 @@ def test_compiled_autograd_is_said_and_watching_goes_on(monkeypatch: pytest.Monk
         "autograd-viz: cannot watch a backward call: compiled autograd runs this backward"
     ]
     assert len(trace.graph_tasks) == 1  # the later, ordinary backward
+
+
+class Sums(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x: Any) -> Any:
+        return self.lin(x).relu().sum(dim=-1)
+
+
+def _export_and_train() -> list[bytes]:
+    torch.manual_seed(0)
+    model = Sums()
+    exported = torch.export.export(model, (torch.randn(2, 4),))
+    exported.module()(torch.randn(2, 4))
+    model(torch.randn(2, 4)).sum().backward()
+    return [p.grad.numpy().tobytes() for p in model.parameters()]
+
+
+@pytest.mark.parametrize("watching", [_recorded, _nan_watched], ids=["record", "watch_nan"])
+def test_torch_export_logs_nothing_more_and_changes_nothing(watching: Watching) -> None:
+    with _said() as (plain_lines, plain_logs):
+        plain = _export_and_train()
+    with _said() as (lines, logs):
+        watched = watching(_export_and_train)
+    assert watched == plain
+    assert logs == plain_logs
+    assert [line for line in lines if line not in plain_lines] == []

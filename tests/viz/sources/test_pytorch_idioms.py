@@ -285,3 +285,25 @@ def test_a_watcher_that_fails_on_one_call_watches_the_next(
     one, two = (trace.graph_tasks[g] for g in sorted(trace.graph_tasks))
     assert all(n.saved == () for n in one.nodes.values())  # recorded without saved tensors
     assert any(n.saved for n in two.nodes.values())
+
+
+def test_ops_inside_torch_func_are_checked_in_the_forward_pass() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # the line about torch.func
+        with watch_nan() as watch:
+            grad = torch.func.grad(lambda v: torch.log(v).sum())(torch.zeros(3))
+    assert torch.isinf(grad).all()
+    first = watch.report.first
+    assert first is not None
+    assert (first.phase, first.aten_op, first.cause) == ("forward", "aten.log.default", "log of 0")
+
+
+def test_a_birth_in_a_jagged_nested_tensor_is_found_in_its_values() -> None:
+    a = torch.tensor([[1.0, 0.0]], requires_grad=True)
+    b = torch.tensor([[2.0, 3.0], [0.0, 4.0]], requires_grad=True)
+    with watch_nan() as watch:
+        nested = torch.nested.as_nested_tensor([a, b], layout=torch.jagged)
+        torch.log(nested).values().clamp(min=-5).sum().backward()
+    first = watch.report.first
+    assert first is not None
+    assert (first.phase, first.value, first.cause) == ("forward", "inf", "log of 0")
