@@ -504,7 +504,9 @@ def rebase_history(t: Tensor, result: Tensor, keep_view: bool = True) -> Tensor:
         )
     base = t._base
     if base is not None and (result.grad_fn is not None or base._requires_grad):
-        return _rebase_view(t, base, result, keep_view)
+        from engine.ops.inplace_views import rebase_view
+
+        return rebase_view(t, base, result, keep_view)
     t.data[...] = result.data
     t._bump_version()
     if result.grad_fn is not None:
@@ -512,80 +514,7 @@ def rebase_history(t: Tensor, result: Tensor, keep_view: bool = True) -> Tensor:
         t._output_nr = result._output_nr
         t._requires_grad = True
         if t._views:
-            _regenerate_views(t)
+            from engine.ops.inplace_views import regenerate_views
+
+            regenerate_views(t)
     return t
-
-
-# Note [In-place on views]
-# ~~~~~~~~~~~~~~~~~~~~~~~~
-# Writing into a view writes into its base, so the base's history must
-# change: as in PyTorch, the base's new history is a CopySlices that holds the
-# in-place op's node and applies it to the view's part of the gradient. The
-# view's elements are found from memory offsets (the view and its base share
-# memory), which covers every view op at once. Whenever a base takes a new
-# history (written directly or through a view), every view of it that has a
-# history (the base keeps them weakly) takes a fresh one from the new base, an
-# AsStridedBackward0, as PyTorch regenerates stale views: their gradients must
-# flow through what the base became.
-
-
-def _rebase_view(view: Tensor, base: Tensor, result: Tensor, keep_view: bool) -> Tensor:
-    from engine.ops.conversion import CopyBackwards
-    from engine.ops.indexing import copy_slices
-
-    if keep_view:
-        track_view(view)
-    positions = positions_in(view.data, base.data)
-    view.data[...] = result.data
-    view._bump_version()  # the base's counter: a view shares it
-    fn = result.grad_fn
-    if fn is None and grad_mode._state.enabled:
-        # Nothing of the view needed a gradient, but the base's history does: the view's
-        # elements were overwritten, which a copy of nothing says (no gradient to them).
-        fn = CopyBackwards()
-        fn.set_next_edges((None, None))
-    if fn is not None:
-        copy_slices(base, positions, fn)
-    return view
-
-
-def track_view(view: Tensor) -> None:
-    """Have ``view``'s base regenerate it when the base takes a new history."""
-    if view.grad_fn is None:  # a view with a history is tracked from its birth (wrap_view)
-        base = view._base
-        assert base is not None
-        if base._views is None:
-            base._views = weakref.WeakSet()
-        base._views.add(view)
-
-
-def _regenerate_views(base: Tensor) -> None:
-    from engine.ops.indexing import regenerate_view
-
-    with grad_mode.enable_grad():
-        for view in list(base._views or ()):
-            regenerate_view(view, base)
-
-
-def _address(array: Any) -> int:
-    interface = getattr(array, "__array_interface__", None)
-    return int(interface["data"][0]) if interface is not None else int(array.data.ptr)
-
-
-def positions_in(view: Any, base: Any) -> tuple[Any, ...]:
-    """For each element of ``view``, its index in ``base`` (they share memory)."""
-    base_offsets = sum(
-        (i * s for i, s in zip(np.indices(base.shape), base.strides, strict=True)),
-        np.zeros(base.shape, dtype=np.int64),
-    ).ravel()
-    start = _address(view) - _address(base)
-    view_offsets = start + sum(
-        (i * s for i, s in zip(np.indices(view.shape), view.strides, strict=True)),
-        np.zeros(view.shape, dtype=np.int64),
-    )
-    order = np.argsort(base_offsets, kind="stable")
-    found = np.searchsorted(base_offsets[order], view_offsets.ravel())
-    flat = order[np.minimum(found, order.size - 1)]
-    if not np.array_equal(base_offsets[flat], view_offsets.ravel()):
-        raise RuntimeError("internal error: a view does not lie inside its base's memory")
-    return tuple(np.unravel_index(flat.reshape(view.shape), base.shape))

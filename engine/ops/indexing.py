@@ -20,34 +20,27 @@ from typing import Any
 
 import numpy as np
 
-from engine import _context, grad_mode
 from engine.devices import CPU, Device, move_array
-from engine.graph import Node, shared_metadata
+from engine.graph import Node
 from engine.ops._core import (
-    _edge,
     as_tensor_like,
     check_inplace,
     check_same_device,
     make_node,
     needs_grad,
     normalize_dim,
-    positions_in,
     rebase_history,
-    track_view,
     wrap,
     wrap_view,
 )
 from engine.ops.conversion import CopyBackwards
 from engine.ops.shape import unsqueeze
-from engine.saved import ERR_BACKWARD_TWICE
 from engine.tensor import Tensor
 
 __all__ = [
     "FUNCTIONS",
     "TENSOR_METHODS",
     "AliasBackward0",
-    "AsStridedBackward0",
-    "CopySlices",
     "Index",
     "IndexBackward0",
     "IndexPutBackward0",
@@ -60,7 +53,6 @@ __all__ = [
     "narrow",
     "parse_index",
     "read",
-    "regenerate_view",
     "select",
     "setitem",
 ]
@@ -432,120 +424,6 @@ class IndexPutBackward0(Node):
         return (grad_input, grad_values)
 
 
-class CopySlices(Node):
-    """The history of a base after an in-place op on one of its views (PyTorch's node).
-
-    ``fn`` is the in-place op's own node (``MulBackward0`` for ``view.mul_(w)``,
-    ``CopyBackwards`` for an assignment): it is kept inside, not in the graph. The edges are
-    the base's old history, then ``fn``'s edges after its first (PyTorch's
-    ``[MulBackward0, AccumulateGrad]``). Backward passes the gradient through unchanged
-    except at the view's elements, which go through ``fn``.
-
-    Note [CopySlices runs fn]
-    ~~~~~~~~~~~~~~~~~~~~~~~~~
-    ``fn``'s first edge still points at the view's old history (a ``SelectBackward0``
-    of the old base): a saved output of ``fn`` unpacks with ``fn`` as its history, and
-    a second derivative must flow from there through the view. But that node is in no
-    graph task's ``exec_info``, so before running ``fn`` this node puts it there when
-    its own first output is needed (and takes it out when not), as PyTorch does; then
-    ``fn.should_compute_output(0)`` answers for the base.
-    """
-
-    __slots__ = ("fn", "index")
-    fn: Node | None
-    index: Index
-
-    def apply(self, grads: list[Any]) -> tuple[Any, ...]:
-        fn = self.fn
-        if fn is None:
-            raise RuntimeError(ERR_BACKWARD_TWICE)
-        task = _context.TLS.graph_task
-        if task is not None and task.exec_info:
-            _expose_view_history(task.exec_info, fn, self.should_compute_output(0))
-        g = grads[0]
-        res = fn.apply([read(g, self.index)])
-        grad_base = None
-        if self.should_compute_output(0):
-            # None when the view had no history (an assignment's temporary view): the
-            # overwritten elements then took nothing from the old base.
-            grad_base = _index_put(g, self.index, 0.0 if res[0] is None else res[0], False)
-        return (grad_base, *res[1:])
-
-    def release_variables(self) -> None:
-        fn, self.fn = self.fn, None  # a second backward raises, as in PyTorch
-        if fn is not None:
-            fn.release_variables()
-
-    def name(self) -> str:
-        return "CopySlices"
-
-
-def _expose_view_history(exec_info: dict[Node, Any], fn: Node, needed: bool) -> None:
-    """Note [CopySlices runs fn]: ``fn``'s first edge in ``exec_info`` iff it is ``needed``."""
-    from engine.graph_task import ExecInfo
-
-    edge = fn._next_edges[0] if fn._next_edges else None
-    if edge is None:
-        return
-    if edge.function not in exec_info:
-        if needed:
-            info = exec_info[edge.function] = ExecInfo()
-            info.needed = True
-    elif not needed:
-        del exec_info[edge.function]
-
-
-def copy_slices(base: Tensor, positions: tuple[Any, ...], fn: Node) -> None:
-    """Give ``base`` (a view's base, already written to) the history ``CopySlices(fn)``.
-
-    ``positions`` index the view's elements in ``base``; every view of ``base`` with a
-    history then takes a fresh one from it (Note [In-place on views] in ``_core``).
-    """
-    node = CopySlices()
-    node.set_next_edges((_edge(base), *fn._next_edges[1:]))
-    node.fn = fn
-    node.index = parse_index(positions, base)
-    node._input_metadata = shared_metadata(base.data.shape, base.data.dtype, base.device)
-    base.grad_fn = node
-    base._output_nr = 0
-    base._requires_grad = True
-    if base._views:
-        with grad_mode.enable_grad():
-            for view in list(base._views):
-                regenerate_view(view, base)
-
-
-class AsStridedBackward0(Node):
-    """A view regenerated from its base after the base changed in place.
-
-    PyTorch regenerates such views as ``as_strided`` of the new base; here the
-    view's elements are found by memory offset (Note [In-place on views]) and
-    the gradient lands on them in a zero tensor of the base's shape.
-    """
-
-    __slots__ = ("index", "self_sym_sizes")
-    index: Index
-    self_sym_sizes: tuple[int, ...]
-
-    def apply(self, grads: list[Any]) -> tuple[Any, ...]:
-        g = grads[0]
-        zeros = Tensor._make(g.device.xp.zeros(self.self_sym_sizes, dtype=g.dtype), g.device)
-        return (_index_put(zeros, self.index, g, True),)
-
-
-def regenerate_view(view: Tensor, base: Tensor) -> None:
-    """Give ``view`` a fresh history from ``base``'s current one (an ``AsStridedBackward0``)."""
-    node = make_node(AsStridedBackward0, base)
-    if node is None:
-        return
-    node.index = parse_index(positions_in(view.data, base.data), base)
-    node.self_sym_sizes = base.data.shape
-    node._input_metadata = shared_metadata(view.data.shape, view.data.dtype, view.device)
-    view.grad_fn = node
-    view._output_nr = 0
-    view._requires_grad = True
-
-
 def _index_put(
     input: Tensor,
     index: Index,
@@ -622,6 +500,8 @@ def setitem(input: Tensor, key: Any, value: Any) -> None:
     else:
         target = wrap_view(region, input)
         if input._base is not None:
+            from engine.ops.inplace_views import track_view
+
             track_view(input)  # it sees the write too
     number = not isinstance(value, Tensor)
     rebase_history(target, _copy_to(target, _values_on(input, value), number), target is input)
