@@ -33,10 +33,14 @@ def scatter_into_zeros(grad: Tensor, shape: tuple[int, ...], axis: int, position
     xp = grad.device.xp
     if positions.ndim == 1 and grad.ndim != 1:
         where: tuple[Any, ...] = (*(slice(None),) * axis, positions)
-    else:
-        grid = list(xp.indices(positions.shape, sparse=True))
-        grid[axis] = positions
-        where = tuple(grid)
+    else:  # one broadcastable range per other dimension (CuPy has no sparse indices)
+        ndim = positions.ndim
+        where = tuple(
+            positions
+            if d == axis
+            else xp.arange(n).reshape([n if e == d else 1 for e in range(ndim)])
+            for d, n in enumerate(positions.shape)
+        )
     zeros = wrap(xp.zeros(shape, dtype=grad.data.dtype), grad.device)
     return _index_put(zeros, Index((), where), grad, True)
 

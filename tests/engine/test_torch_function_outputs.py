@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import engine
+from tests.engine.test_torch_order import _both
 
 
 def _function(lib: Any, outputs: str, materialize: bool = True) -> Any:
@@ -90,6 +91,18 @@ def test_non_tensor_outputs_without_pytorch() -> None:
         "grad": [2.0, 2.0],
     }
     assert _run(engine, "ntn", [1], True)["output_nrs"] == [1]
+
+
+def _split_branches(lib: Any, xs: list[Any]) -> Any:
+    """A Function's two tensor outputs (a number between them) feeding two branches."""
+    first, _, third = _function(lib, "tnt").apply(xs[0] * xs[1])
+    return (first.tanh() * xs[1]).sum() + (third * 3.0 + xs[0]).exp().sum()
+
+
+@pytest.mark.oracle
+def test_nodes_run_in_pytorchs_order(torch: Any) -> None:
+    arrays = [np.array([0.1, 0.2], dtype=np.float32), np.array([0.3, -0.4], dtype=np.float32)]
+    _both(_split_branches, arrays, torch)
 
 
 class _Bad:

@@ -15,6 +15,7 @@ import pytest
 
 import engine
 from engine import Tensor
+from tests.engine.test_torch_order import _both
 
 RNG = np.random.default_rng(11)
 DISTINCT = RNG.permutation(24).reshape(2, 3, 4) * 0.37 + 0.05
@@ -215,3 +216,18 @@ def test_ops_are_public_names() -> None:
     for name in ("cumsum", "cumprod", "sort", "topk", "index_select"):
         assert name in engine.__all__ and callable(getattr(Tensor, name))
     assert "repeat" not in engine.__all__ and callable(Tensor.repeat)  # a method, as in PyTorch
+
+
+def _branches(lib: Any, xs: list[Any]) -> Any:
+    """Every new op on one branch of a graph whose branches meet at the end."""
+    a, b = xs
+    top = a.topk(2, dim=1).values.cumsum(1)
+    ordered = lib.sort(b * 2.0, dim=0, descending=True).values.cumprod(0)
+    picked = a.index_select(1, lib.tensor([2, 0])).repeat(1, 2)
+    return lib.cat([top.reshape(-1), ordered.reshape(-1), picked.reshape(-1)]).sum()
+
+
+@pytest.mark.oracle
+def test_nodes_run_in_pytorchs_order(torch: Any) -> None:
+    arrays = [DISTINCT[0].astype(np.float32), DISTINCT[1].astype(np.float32) - 1.0]
+    _both(_branches, arrays, torch)
