@@ -85,9 +85,12 @@ Calls = tuple[Call, ...]
 
 
 class _ThreadState:
-    __slots__ = ("stack", "stacks", "starts")
+    __slots__ = ("before", "stack", "stacks", "starts")
 
     def __init__(self) -> None:
+        self.before: Calls | None = None
+        """The calls of nodes numbered before the first change: ``None`` (not followed),
+        or ``()`` for a thread first met in a module call while the hooks were on."""
         self.stack: Calls = ()
         """The module calls running on this thread, outermost first."""
         self.starts: list[int] = []
@@ -148,6 +151,7 @@ def _note(local: _ThreadState, stack: Calls | None) -> None:
     if len(starts) >= MAX_CHANGES:
         del starts[: MAX_CHANGES // 2]
         del local.stacks[: MAX_CHANGES // 2]
+        local.before = None
     starts.append(seq)
     local.stacks.append(stack)
 
@@ -164,7 +168,13 @@ def _enter(module: torch.nn.Module, args: Any) -> None:
     if is_compiling():
         return  # Dynamo traces this hook (Note [Compiled regions] in compiled.py)
     try:
-        local = _local()
+        try:
+            local: _ThreadState = _tls.state
+        except AttributeError:
+            # A thread first met here, the hooks on: what it made before ran outside modules
+            # as far as can be told (the thread that armed them has its mark instead).
+            local = _tls.state = _ThreadState()
+            local.before = ()
         stack = local.stack
         kind = type(module).__name__
         if stack:
@@ -211,7 +221,7 @@ def calls_of(sequence_nrs: Iterable[int]) -> list[Calls | None]:
     out: list[Calls | None] = []
     for seq in sequence_nrs:
         i = bisect.bisect_right(starts, seq) - 1
-        out.append(stacks[i] if i >= 0 else None)
+        out.append(stacks[i] if i >= 0 else local.before)
     return out
 
 

@@ -107,3 +107,25 @@ def test_a_graph_drawn_before_backward_has_its_scopes() -> None:
     assert view.modules == {"enc": "Enc"}
     scoped = sorted(n.info.name for n in view.nodes.values() if n.info.scope == (("enc", 0),))
     assert scoped == ["AccumulateGrad", "ExpBackward0", "MulBackward0"]
+
+
+def test_a_live_session_keeps_the_scopes_as_a_recording_does() -> None:
+    from autograd_viz.live import LiveSession
+
+    def program() -> None:
+        w = engine.tensor([0.5, 2.0], requires_grad=True, name="w")
+        h = engine.tensor([1.0, 1.0])
+        for _ in range(2):
+            with engine.scope("cell", kind="Cell"):
+                h = (h * w).tanh()
+        h.sum().backward()
+
+    with LiveSession(program) as session:
+        session.run_to_end(timeout=10)
+    with record() as trace:
+        program()
+    for recorded in (session.trace, trace):
+        (info,) = recorded.graph_tasks.values()
+        assert info.modules == {"cell": "Cell"}
+        tanh = [n for n in _by_id(info) if n.name == "TanhBackward0"]
+        assert [n.scope for n in tanh] == [(("cell", 0),), (("cell", 1),)]

@@ -358,3 +358,26 @@ def test_a_module_made_in_a_forward_is_named_under_its_caller() -> None:
     }
     (gelu,) = [n for n in _made(info) if n.name == "GeluBackward0"]
     assert gelu.scope == (("model", 0), ("encoder", 0), ("encoder.GELU", 0))
+
+
+def test_a_live_session_follows_the_modules_of_its_programs_thread() -> None:
+    from autograd_viz.live import LiveSession
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 4), nn.Tanh())
+    scale = torch.tensor(2.0, requires_grad=True)
+
+    def program() -> None:
+        x = torch.randn(2, 3) * scale  # made on this thread before its first module call
+        model(x).sum().backward()
+
+    tracking._warned.clear()
+    with LiveSession(program) as session:
+        session.run_to_end(timeout=60)
+    assert session.error is None and not tracking._warned
+    (info,) = session.trace.graph_tasks.values()
+    assert info.modules == {"model": "Sequential", "0": "Linear", "1": "Tanh"}
+    (tanh,) = [n for n in _made(info) if n.name == "TanhBackward0"]
+    assert tanh.scope == (("model", 0), ("1", 0))
+    (mul,) = [n for n in _made(info) if n.name == "MulBackward0"]
+    assert mul.scope == ()
