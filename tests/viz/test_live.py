@@ -376,3 +376,57 @@ def test_stepping_into_an_anomaly(no_new_threads: None) -> None:
     final = session.trace.state_at(len(session.trace))
     assert final.anomalies == tuple(anomalies)
     assert final.node(anomalies[0].node_id).status is NodeStatus.FAILED
+
+
+def _backward_then_wait(done: threading.Event) -> Callable[[], None]:
+    """A target that runs one backward, then goes on outside the engine until ``done``
+    (a server or an eval loop: for a controller, it never finishes)."""
+
+    def target() -> None:
+        _seed_example()
+        done.wait(6 * TIMEOUT)
+
+    return target
+
+
+@pytest.mark.parametrize("move", ["continue_", "run_to_end", "step"])
+def test_cancel_ends_a_move_that_waits_on_a_target_that_never_finishes(
+    move: str, no_new_threads: None
+) -> None:
+    done = threading.Event()
+    # step waits for an event that never comes; continue_ and run_to_end for an end.
+    target = (lambda: done.wait(6 * TIMEOUT)) if move == "step" else _backward_then_wait(done)
+    session = LiveSession(target).start()
+    result: list[Any] = []
+    waiting = threading.Thread(target=lambda: result.append(getattr(session, move)()))
+    waiting.start()
+    time.sleep(0.3)
+    assert waiting.is_alive()  # it waits, with no timeout: the target has not finished
+    session.cancel()
+    waiting.join(TIMEOUT / 2)  # long before the target ends
+    assert not waiting.is_alive() and result == [None]
+    assert session.cancelled
+    done.set()
+    session.stop()
+    assert session.error is None and session.finished
+
+
+def test_a_session_attached_here_runs_its_target_on_this_thread(no_new_threads: None) -> None:
+    seen: list[threading.Thread] = []
+
+    def target() -> int:
+        seen.append(threading.current_thread())
+        _seed_example()
+        return 5
+
+    session = LiveSession(target).attach()
+    stepper = threading.Thread(target=lambda: session.run_to_end(timeout=TIMEOUT))
+    stepper.start()
+    assert session.run() == 5
+    stepper.join(TIMEOUT)
+    session.stop()
+    assert seen == [threading.current_thread()]
+    assert session.result == 5 and session.error is None
+    assert [e.kind for e in session.trace.events][-1] == "graph_task_end"
+    with pytest.raises(RuntimeError, match="already started"):
+        session.attach()
