@@ -330,12 +330,12 @@ def norm(
 
 # -- max and min -----------------------------------------------------------------
 class ValuesIndices(NamedTuple):
-    """What ``max(dim)`` and ``min(dim)`` return (PyTorch's ``torch.return_types``)."""
+    """What ``max(dim)``, ``min(dim)``, ``sort`` and ``topk`` return (``torch.return_types``)."""
 
     values: Tensor
     """The extreme values (differentiable)."""
     indices: Tensor
-    """Where they were found along ``dim`` (``int64``, never requires grad)."""
+    """Where they were found (or came from) along ``dim`` (``int64``, never requires grad)."""
 
 
 def _share_evenly(

@@ -153,7 +153,8 @@ def cumprod(input: Tensor, dim: int, *, dtype: Any = None) -> Tensor:
     """
     data, axis = _scan_input(input, dim, dtype)
     node = make_node(CumprodBackward0, input)
-    out = wrap(data.cumprod(axis) if data.ndim else data.copy(), input.device, node)
+    xp = input.device.xp
+    out = wrap(xp.cumprod(data, axis=axis) if data.ndim else data.copy(), input.device, node)
     if node is not None:
         node.dim = axis
         node.save(save(input), save_output(out))

@@ -615,6 +615,8 @@ _FUNCTION_NAMES = [
     "sort",
     "argsort",
     "cumsum",
+    "cumprod",
+    "tile",
     "diag",
     "tril",
     "triu",

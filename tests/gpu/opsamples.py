@@ -270,6 +270,16 @@ SAMPLES: dict[str, list[Sample]] = {
     ],
     "select": [S(lambda a: a.select(1, -1), r(2, 3))],
     "narrow": [S(lambda a: engine.narrow(a, 0, 1, 2), r(4, 2))],
+    "index_select": [S(lambda a, i: a.index_select(1, i), r(2, 3), np.array([2, 0, 2]))],
+    "repeat": [S(lambda a: a.repeat(2, 1, 2), r(2, 3))],
+    # -- scans and sorting
+    "cumsum": [S(lambda a: a.cumsum(1), r(2, 3)), S(lambda a: engine.cumsum(a, 0), ints(5, 4))],
+    "cumprod": [
+        S(lambda a: a.cumprod(1), r(2, 4)),
+        S(lambda a: engine.cumprod(a, 0), np.array([2.0, 0.0, 3.0, 0.5])),
+    ],
+    "sort": [S(lambda a: a.sort(1, descending=True), r(3, 4)), S(engine.sort, r(5))],
+    "topk": [S(lambda a: a.topk(2), r(3, 4)), S(lambda a: engine.topk(a, 1, 0, False), r(3, 4))],
     # -- linalg
     "matmul": [
         S(engine.matmul, r(3), r(3)),
