@@ -122,6 +122,9 @@ class ModuleTree:
     """The innermost call of each node created inside one, by node key."""
     group_of: Mapping[int, int]
     """The fold group of each folded call, by scope index."""
+    folded: frozenset[int]
+    """The folded calls and every call inside them: a level never opens these (a fold
+    opened shows its calls closed, one box each; Note [What a level opens])."""
     items: Mapping[int | None, tuple[Item, ...]]
     """What each call holds (``None``: the top), folds in place of their runs, in forward order."""
     weights: Mapping[str, int]
@@ -150,6 +153,9 @@ class ModuleTree:
             for i, group in enumerate(g for g in runs if not out or self._foldable(g, out))
         )
         self.group_of = {i: g.index for g in self.groups for i in g.scopes}
+        self.folded = frozenset(
+            d for g in self.groups for i in g.scopes for d in self.descendants(i)
+        )
         self.items = {
             parent: tuple(self._items(children))
             for parent, children in (
@@ -230,7 +236,8 @@ class ModuleTree:
 
         At level ``L`` the calls of depth ``<= L`` are open (clusters around
         what they hold) and the others are one box each; a closed fold is one
-        box; a node counts :attr:`weights` boxes. Counting stops past ``limit``.
+        box, an unfolded one a box per call; a node counts :attr:`weights`
+        boxes. Counting stops past ``limit``.
         """
         total = sum(self.weights[k] for k in self.outside)
         stack = list(self.items.get(None, ()))
@@ -238,8 +245,8 @@ class ModuleTree:
             if limit is not None and total > limit:
                 break
             item = stack.pop()
-            if isinstance(item, FoldGroup) and item.index not in unfolded:
-                total += 1
+            if isinstance(item, FoldGroup):
+                total += 1 if item.index not in unfolded else item.count
                 continue
             for scope in (item,) if isinstance(item, Scope) else self._scopes_of(item):
                 if scope.depth > level:

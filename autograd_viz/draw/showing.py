@@ -114,15 +114,15 @@ def choose(
 
     Args:
         tree: the graph's module tree.
-        level: calls at this depth or shallower are open; by default the
-            deepest level with at most ``max_boxes`` boxes, the folds opened here
-            counted open (:meth:`ModuleTree.default_level`).
+        level: calls at this depth or shallower are open, except the calls
+            of folds (Note [What a level opens]); by default the deepest level
+            with at most ``max_boxes`` boxes (:meth:`ModuleTree.default_level`).
         expand: modules (or nodes) to show whole: a module is opened with
             every call inside it and every fold inside unfolded; a node's
             modules are opened so that it is drawn.
         open: calls opened one level (what they hold is drawn; their own
             calls stay boxes unless the level opens them).
-        unfold: fold groups drawn as their calls.
+        unfold: fold groups drawn as their calls, one box each.
         focus: node keys to draw: the calls enclosing them are opened, one
             level each, and their folds unfolded.
         max_boxes: the budget of the default level.
@@ -150,8 +150,19 @@ def choose(
     frozen = frozenset(unfolded)
     if level is None:
         level = tree.default_level(max_boxes, frozen)
-    opened.update(s.index for s in tree.scopes if s.depth <= level)
+    # See Note [What a level opens].
+    opened.update(s.index for s in tree.scopes if s.depth <= level and s.index not in tree.folded)
     return Choice(level, frozenset(opened), frozen)
+
+
+# Note [What a level opens]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~
+# A level opens the calls that no fold holds. The calls of a fold (and what
+# they hold) open only when asked: a fold opened with Enter or ``unfold``
+# shows its calls as boxes, one each; the running node's block opens while its
+# eleven siblings stay boxes; ``expand`` opens the module it names, all the
+# way down. So stepping through a 12-layer model draws one layer's inside and
+# eleven boxes, not twelve insides.
 
 
 def focus_of(view: GraphView) -> list[str]:

@@ -175,18 +175,26 @@ def test_levels_count_what_they_draw_and_the_default_fits_the_budget() -> None:
         assert len(small.nodes) + len(small.boxes) <= budget
 
 
-def test_unfolded_blocks_are_boxes_and_a_deeper_level_opens_them() -> None:
+def test_an_unfolded_fold_shows_its_calls_as_boxes_until_one_is_opened() -> None:
     view = _view(transformer_trace())
     tree = _tree(view)
     group = tree.groups[0]
-    chosen = showing.choose(tree, level=1, unfold=[group.index])
+    blocks = {f"transformer.h.{i}" for i in range(LAYERS)}
+    for level in range(tree.max_depth + 1):  # no level opens the calls of a fold
+        chosen = showing.choose(tree, level=level, unfold=[group.index])
+        picture = showing.apply(view, tree, chosen)
+        boxes = {n.box.name for n in picture.nodes.values() if n.box is not None}
+        assert blocks <= boxes or level == 0
+        assert len(picture.nodes) + len(picture.boxes) == tree.count(level, chosen.unfolded)
+    (block3,) = [s.index for s in tree.scopes if s.name == "transformer.h.3"]
+    chosen = showing.choose(tree, level=3, unfold=[group.index], open=[block3])
     picture = showing.apply(view, tree, chosen)
     boxes = {n.box.name for n in picture.nodes.values() if n.box is not None}
-    assert boxes == {f"transformer.h.{i}" for i in range(LAYERS)}
-    assert [c.name for c in picture.clusters.values()] == ["transformer", "lm_head"]
-    deeper = showing.apply(view, tree, showing.choose(tree, level=2, unfold=[group.index]))
-    boxes = {n.box.name for n in deeper.nodes.values() if n.box is not None}
-    assert boxes == {f"transformer.h.{i}.{m}" for i in range(LAYERS) for m in ("attn", "mlp")}
+    assert boxes == (blocks - {"transformer.h.3"}) | {
+        "transformer.h.3.attn",
+        "transformer.h.3.mlp",
+    }
+    assert "transformer.h.3" in {c.name for c in picture.clusters.values()}
 
 
 def _sum_check(picture: GraphView, view: GraphView) -> None:
