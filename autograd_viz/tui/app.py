@@ -174,7 +174,9 @@ class VizApp(App[int]):
         self.query_one(DagView).show(task, state, nodes.selected, self.path)
         graph = self.query_one("#graph")
         graph.border_title = self._task_title(task, state)
-        graph.border_subtitle = f"{self.view} view · v cycles"
+        graph.border_subtitle = f"{self.view} view · v cycles" + (
+            " · enter opens/closes a box" if self.view == "dag" else ""
+        )
         devices = sorted({t.device for t in state.threads.values()} | set(state.queues))
         lanes = tuple((name, t.stack) for name, t in sorted(state.threads.items()))
         self._update("#engine-body", (devices, state.queues, lanes), _engine_panel, state, devices)
@@ -295,6 +297,10 @@ class VizApp(App[int]):
             dag = self.query_one(DagView)
             dag.show(self.shown_task(state), state, message.rows.selected, self.path)
 
+    def on_dag_view_picked(self, message: DagView.Picked) -> None:
+        """← → in the drawing: select the node (or a box's first node) everywhere."""
+        self.query_one(NodeList).select(message.node_id)
+
     def on_row_list_chosen(self, message: RowList.Chosen) -> None:
         if isinstance(message.rows, EventLog) and not self.busy:
             self.driver.goto(message.row + 1)
@@ -385,9 +391,9 @@ class VizApp(App[int]):
 
     def action_search(self) -> None:
         prompt = PromptScreen(
-            "Find a node by id or name (any part of the name, any case)",
+            "Find a module, a parameter or a node (its id, or any part of its name)",
             value=self._query or "",
-            placeholder="MulBackward0, 12, W_h",
+            placeholder="layer4.1.conv2, fc.weight, MulBackward0 #12, 12, W_h",
         )
         self.push_screen(prompt, self._find)
 
@@ -398,6 +404,8 @@ class VizApp(App[int]):
         from autograd_viz.tui.search import find_next
 
         state = self.driver.state()
+        if self._find_by_name(query, state):
+            return
         found = find_next(
             self.driver.trace, self.shown_task(state), self.query_one(NodeList), query
         )
@@ -410,6 +418,44 @@ class VizApp(App[int]):
             self.pinned_task = task_id
             self.refresh_view()
         self.query_one(NodeList).select(node_id)
+
+    def _find_by_name(self, query: str, state: ExecutionState) -> bool:
+        """Select what ``query`` names exactly, as every view names it: a module path (its
+        box opened in the drawing), a fold, a parameter, ``Name #id``; ``False`` if nothing."""
+        from autograd_viz.draw.graph_view import GraphViewError
+
+        task = self.shown_task(state)
+        if task is None:
+            return False
+        dag = self.query_one(DagView)
+        pictures = dag.pictures(self.driver.trace, task)
+        try:
+            target = pictures.resolve(query.strip())
+        except GraphViewError:
+            return False
+        ids = [pictures.view.nodes[key].info.id for key in target.nodes]
+        if not ids:
+            return False
+        tree = pictures.tree
+        for scope in target.scopes:  # a module found is drawn whole, as --around draws it
+            inside = tree.descendants(scope)
+            dag.opened.update(inside)
+            dag.closed.difference_update(inside)
+            dag.unfolded.update(tree.group_of[i] for i in inside if i in tree.group_of)
+        if target.group is not None:
+            dag.unfolded.add(target.group)
+        if not target.scopes:  # a node or a parameter: open the modules around it
+            around = tree.scope_of.get(target.nodes[0])
+            for index in tree.ancestors(around) if around is not None else ():
+                dag.opened.add(index)
+                dag.closed.discard(index)
+                if index in tree.group_of:
+                    dag.unfolded.add(tree.group_of[index])
+        count = "1 node" if len(ids) == 1 else f"{len(ids):,} nodes"
+        self.message = f"{target.kind} {one_line(target.text, 80)}: {count}"
+        self.query_one(NodeList).select(ids[0])
+        self.refresh_view()
+        return True
 
     def action_pick_task(self) -> None:
         tasks = self.driver.trace.graph_tasks
@@ -440,9 +486,14 @@ class VizApp(App[int]):
     def action_cycle_view(self) -> None:
         view = VIEWS[(VIEWS.index(self.view) + 1) % len(VIEWS)]
         self.query_one("#graph").set_class(view == "dag", "-dag")
+        nodes = self.query_one(NodeList)
         if view != "dag":
-            self.query_one(NodeList).set_view(view)
+            nodes.set_view(view)
         self.refresh_view()
+        if view == "dag" and nodes.has_focus:
+            self.query_one(DagView).focus()  # Enter opens and closes its boxes
+        elif view != "dag" and self.query_one(DagView).has_focus:
+            nodes.focus()
 
     def action_next_process(self) -> None:
         """Show the next process's trace (``replay t.rank0.jsonl t.rank1.jsonl``) at its step."""

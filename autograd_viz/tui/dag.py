@@ -1,8 +1,12 @@
-"""The graph drawn in the terminal: labels in layers by topological number, edges as lines.
+"""The graph drawn in the terminal: labels in layers, edges as lines, modules as boxes.
 
-Where labels go and how each edge runs is worked out once per graph task in
-:mod:`autograd_viz.tui.routing` (see Note [Every edge is drawn alone]); a step
-redraws labels and colours.
+What is drawn is the picture every view draws (:mod:`autograd_viz.tui.pictures`:
+module calls as boxes, repeated siblings folded, the step's modules open); any
+graph task is drawn, whatever its size. Where labels go and how each edge runs
+is worked out once per picture in :mod:`autograd_viz.tui.routing` (see Note
+[Every edge is drawn alone]); a step redraws labels and colours. Enter opens
+the box under the selection, or closes the module around it; ← → move the
+selection along the drawing.
 """
 
 from __future__ import annotations
@@ -11,17 +15,19 @@ import itertools
 
 from rich.segment import Segment
 from rich.text import Text
+from textual.binding import Binding
 from textual.geometry import Region, Size
+from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from autograd_viz.trace import GraphTaskInfo, NodeInfo
+from autograd_viz.draw.showing import BoxStatus
+from autograd_viz.trace import GraphTaskInfo, NodeInfo, Trace
 from autograd_viz.trace.replay import ExecutionState, NodeState
-from autograd_viz.tui.routing import DOWN, LEFT, RIGHT, UP, Layout, Route, layout
+from autograd_viz.trace.text import printable
+from autograd_viz.tui.pictures import BOX_GLYPHS, Item, Picture, Pictures, box_text
+from autograd_viz.tui.routing import DOWN, LEFT, RIGHT, UP, Layout, Route
 from autograd_viz.tui.text import PATH_STYLE, STATUS_GLYPHS, non_finite, short_name
-
-MAX_DRAWN = 150
-"""Bigger graph tasks are not drawn (the node list handles any size)."""
 
 DELIVERED = "bold green3"
 """The style of an edge a gradient went along."""
@@ -98,6 +104,69 @@ def draw(
     return [canvas.row(r) for r in range(rows)]
 
 
+def draw_picture(
+    pictures: Pictures,
+    picture: Picture,
+    state: ExecutionState | None,
+    selected: int | None,
+    path: tuple[int, ...] = (),
+) -> list[Text]:
+    """A picture's rows at ``state``: boxes and nodes coloured by status, delivered edges bold.
+
+    ``selected`` and ``path`` are node ids; the box holding one is marked.
+    """
+    shape = picture.layout
+    columns, rows = shape.size
+    canvas = _Canvas(columns + 1, rows + 1)
+    item_of = picture.item_of
+    delivered: set[tuple[int, int]] = set()
+    task = pictures.task
+    if state is not None and task.id in state.graph_tasks:
+        delivered = {
+            (item_of[d.from_node], item_of[d.to_node])
+            for d in state.deliveries(task.id)
+            if d.from_node in item_of and d.to_node in item_of
+        }
+    on_path = {
+        (item_of[a], item_of[b])
+        for a, b in itertools.pairwise(path)
+        if a in item_of and b in item_of
+    }
+    marked = {item_of[n] for n in path if n in item_of}
+    chosen = item_of.get(selected) if selected is not None else None
+
+    def rank(route: Route) -> int:
+        pair = (route.sender, route.receiver)
+        return 2 if pair in on_path else 1 if pair in delivered else 0
+
+    for route in sorted(shape.routes, key=rank):
+        canvas.route(route, ("grey50", DELIVERED, f"bold {PATH_STYLE}")[rank(route)])
+    step = state.step if state is not None else 0
+    for index, item in picture.items.items():
+        if item.node is not None:
+            label = _label(item.node, _state(state, task, item.node.id), index == chosen)
+        else:
+            label = _box_label(item, *pictures.status(item, step), index == chosen)
+        if index in marked:
+            label.stylize(f"underline {PATH_STYLE}", 2)
+        canvas.text[shape.position[index]] = label
+    return [canvas.row(r) for r in range(rows)]
+
+
+def _box_label(item: Item, status: BoxStatus, ended: int, selected: bool) -> Text:
+    """``▣ layer4.1 ×2 3/40``: a box's status glyph, name, count and nodes run."""
+    glyph, style = STATUS_GLYPHS[BOX_GLYPHS[status]]
+    digits = len(str(item.runs))
+    text = Text().append(f"{glyph} ", style=style)
+    text.append(box_text(item), style="bold cyan" if status is BoxStatus.RUNNING else "cyan")
+    text.append(f" {ended:>{digits}}/{item.runs} ", style="dim")
+    if status is BoxStatus.FAILED:
+        text.stylize("magenta")
+    if selected:
+        text.stylize("reverse")
+    return text
+
+
 def _label(info: NodeInfo, state: NodeState | None, selected: bool) -> Text:
     status = state.status if state is not None else "not started"
     glyph, style = STATUS_GLYPHS.get(status, ("?", ""))
@@ -124,13 +193,52 @@ def _state(state: ExecutionState | None, task: GraphTaskInfo, node_id: int) -> N
 
 
 class DagView(ScrollView, can_focus=True):
-    """The drawn graph of the shown graph task (up to :data:`MAX_DRAWN` nodes)."""
+    """The drawn graph of the shown graph task, at module level (see the module notes)."""
+
+    BINDINGS = [  # noqa: RUF012 - Textual's declaration style
+        Binding("enter", "open_or_close", "Open / close a box", show=False),
+        Binding("right", "pick(1)", "Next in the drawing", show=False),
+        Binding("left", "pick(-1)", "Back in the drawing", show=False),
+    ]
+
+    class Picked(Message):
+        """The selection moved to ``node_id`` (the first node of what was picked)."""
+
+        def __init__(self, node_id: int) -> None:
+            super().__init__()
+            self.node_id = node_id
+            """The node to select."""
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self._drawn_task: GraphTaskInfo | None = None
-        self._drawn_layout: Layout | None = None
+        self._pictures: Pictures | None = None
+        self._picture: Picture | None = None
         self._drawn_rows: list[Text] = []
+        self._head = 0  # rows of notices above the drawing
+        self._selected: int | None = None
+        self._shown: tuple[GraphTaskInfo | None, ExecutionState | None, tuple[int, ...]] = (
+            None,
+            None,
+            (),
+        )
+        self.opened: set[int] = set()
+        """Module calls opened with Enter."""
+        self.closed: set[int] = set()
+        """Module calls closed with Enter (the level or the step would open them)."""
+        self.unfolded: set[int] = set()
+        """Fold groups opened with Enter."""
+
+    @property
+    def picture(self) -> Picture | None:
+        """The picture drawn."""
+        return self._picture
+
+    def pictures(self, trace: Trace, task: GraphTaskInfo) -> Pictures:
+        """The pictures of ``task`` (made once per graph task)."""
+        if self._pictures is None or self._pictures.task is not task:
+            self._pictures = Pictures(trace, task)
+            self.opened, self.closed, self.unfolded = set(), set(), set()
+        return self._pictures
 
     def show(
         self,
@@ -140,30 +248,75 @@ class DagView(ScrollView, can_focus=True):
         path: tuple[int, ...] = (),
     ) -> None:
         """Draw ``task`` at ``state`` with ``selected`` highlighted (only while visible)."""
+        self._shown = (task, state, path)
+        self._selected = selected
         if not self.display:
             return
-        if task is None or not task.nodes:
+        self._picture = None
+        self._head = 0
+        if task is None or not task.nodes or state is None:
             self._drawn_rows = [Text("No graph task yet.", style="dim italic")]
-        elif len(task.nodes) > MAX_DRAWN:
-            self._drawn_rows = [
-                Text(
-                    f"{len(task.nodes)} nodes: too many to draw here (up to {MAX_DRAWN}). "
-                    "Press v for the node list, or d to export the step as SVG.",
-                    style="dim italic",
-                )
-            ]
         else:
-            if task is not self._drawn_task or self._drawn_layout is None:
-                self._drawn_task, self._drawn_layout = task, layout(task)
-            self._drawn_rows = draw(task, self._drawn_layout, state, selected, path)
+            pictures = self.pictures(state.trace, task)
+            event = state.event
+            focus = None
+            if event is not None and event.graph_task == task.id:
+                focus = event.node_id
+            choice = pictures.choice(self.opened, self.closed, self.unfolded, focus)
+            picture = self._picture = pictures.picture(choice)
+            notices = [Text(printable(n), style="dim italic") for n in picture.notices]
+            self._head = len(notices)
+            self._drawn_rows = notices + draw_picture(pictures, picture, state, selected, path)
         width = max((row.cell_len for row in self._drawn_rows), default=1)
         self.virtual_size = Size(width, len(self._drawn_rows))
-        shape = self._drawn_layout
-        if shape is not None and selected in shape.position and task is self._drawn_task:
-            row, col = shape.position[selected]
-            region = Region(col, row, shape.width[selected], 1)
+        drawn = self._picture
+        if drawn is not None and selected is not None and selected in drawn.item_of:
+            index = drawn.item_of[selected]
+            row, col = drawn.layout.position[index]
+            region = Region(col, row + self._head, drawn.layout.width[index], 1)
             self.scroll_to_region(region, animate=False, center=True, immediate=True, force=True)
         self.refresh()
+
+    def _redraw(self) -> None:
+        task, state, path = self._shown
+        self.show(task, state, self._selected, path)
+
+    def action_open_or_close(self) -> None:
+        """Open the box the selection is in, or close the innermost module around it."""
+        picture, pictures, selected = self._picture, self._pictures, self._selected
+        if picture is None or pictures is None or selected is None:
+            return
+        if selected not in picture.item_of:
+            return
+        item = picture.items[picture.item_of[selected]]
+        tree = pictures.tree
+        if item.is_box:
+            if item.group is not None:
+                self.unfolded.add(item.group)
+            self.opened.update(item.scopes)
+            self.closed.difference_update(item.scopes)
+        else:
+            key = pictures.key_of.get(selected)
+            scope = tree.scope_of.get(key) if key is not None else None
+            if scope is None:
+                return
+            group = tree.group_of.get(scope)
+            if group is not None and group in self.unfolded:
+                self.unfolded.discard(group)
+            self.opened.discard(scope)
+            self.closed.add(scope)
+        self._redraw()
+
+    def action_pick(self, delta: int) -> None:
+        """Select the next (or previous) label of the drawing, in reading order."""
+        picture = self._picture
+        if picture is None or not picture.items:
+            return
+        order = sorted(picture.items, key=lambda i: picture.layout.position[i])
+        here = picture.item_of.get(self._selected) if self._selected is not None else None
+        at = order.index(here) + delta if here in order else 0
+        item = picture.items[order[max(0, min(len(order) - 1, at))]]
+        self.post_message(self.Picked(item.members[0]))
 
     def render_line(self, y: int) -> Strip:
         row = y + self.scroll_offset.y

@@ -31,7 +31,7 @@ gradient (one barycentre sweep), which keeps most edges short.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from autograd_viz.trace import GraphTaskInfo, NodeInfo
@@ -96,7 +96,6 @@ def layout(task: GraphTaskInfo) -> Layout:
     """Place ``task``'s nodes and route its edges (see Note [Every edge is drawn alone])."""
     nodes = task.nodes
     top = max(info.topological_nr for info in nodes.values())
-    depth = {info.id: top - info.topological_nr for info in nodes.values()}
     edges = sorted(
         {
             (info.id, edge[0])
@@ -105,6 +104,31 @@ def layout(task: GraphTaskInfo) -> Layout:
             if edge is not None and edge[0] in nodes
         }
     )
+    places = {
+        info.id: Place(top - info.topological_nr, info.sequence_nr, label_width(info))
+        for info in nodes.values()
+    }
+    return layout_places(places, edges)
+
+
+@dataclass(frozen=True, slots=True)
+class Place:
+    """What the layout needs of one label: its layer, its order in the layer, its width."""
+
+    layer: int
+    """0 for the top layer; every edge goes to a deeper layer."""
+    order: int
+    """Within a layer, of two labels fed from the same place the higher order comes first."""
+    width: int
+    """Columns of the label."""
+
+
+def layout_places(places: Mapping[int, Place], edges: Sequence[tuple[int, int]]) -> Layout:
+    """Place labels in their layers and route ``edges`` (sender, receiver) between them.
+
+    Every edge must go from a layer to a deeper one.
+    """
+    depth = {n: place.layer for n, place in places.items()}
     ins: dict[int, int] = {}
     outs: dict[int, int] = {}
     for sender, receiver in edges:
@@ -113,24 +137,24 @@ def layout(task: GraphTaskInfo) -> Layout:
     # The items of every layer: labels, then a pass-through per layer an edge skips.
     layers: dict[int, list[_Item]] = {}
     label: dict[int, _Item] = {}
-    for info in nodes.values():
-        ports = max(ins.get(info.id, 0), outs.get(info.id, 0))
-        item = _Item(info.id, width=max(label_width(info), 2 * ports))
-        label[info.id] = item
-        layers.setdefault(depth[info.id], []).append(item)
+    for n, place in places.items():
+        ports = max(ins.get(n, 0), outs.get(n, 0))
+        item = _Item(n, width=max(place.width, 2 * ports))
+        label[n] = item
+        layers.setdefault(depth[n], []).append(item)
     # chain[e]: the items edge e goes through, sender first, receiver last
     chain: list[list[_Item]] = []
     for e, (sender, receiver) in enumerate(edges):
         hops = [label[sender]]
         for d in range(depth[sender] + 1, depth[receiver]):
             through = _Item(None, edge=e)
-            layers[d].append(through)
+            layers.setdefault(d, []).append(through)
             hops.append(through)
         hops.append(label[receiver])
         for upper, lower in itertools.pairwise(hops):
             lower.ups = (*lower.ups, id(upper))
         chain.append(hops)
-    _order(layers, nodes)
+    _order(layers, {n: place.order for n, place in places.items()})
     # Rows: a layer's labels, then its band of tracks, then the arrows into the next layer.
     bands = {d: _band(d, layers, chain) for d in layers}
     row_of: dict[int, int] = {}
@@ -145,7 +169,7 @@ def layout(task: GraphTaskInfo) -> Layout:
     return Layout(position, width, (columns, row_of[max(layers)] + 1), routes)
 
 
-def _order(layers: dict[int, list[_Item]], nodes: Mapping[int, NodeInfo]) -> None:
+def _order(layers: dict[int, list[_Item]], orders: Mapping[int, int]) -> None:
     """Order each layer by barycentre and place every item under what feeds it."""
     centre: dict[int, float] = {}
     through: set[int] = set()  # pass-through columns of the layer above
@@ -157,8 +181,8 @@ def _order(layers: dict[int, list[_Item]], nodes: Mapping[int, NodeInfo]) -> Non
             return sum(placed) / len(placed) if placed else 0.0
 
         def key(item: _Item) -> tuple[float, int, int]:
-            info = nodes.get(item.node) if item.node is not None else None
-            return (wanted(item), -(info.sequence_nr if info else 0), item.edge)
+            order = orders.get(item.node, 0) if item.node is not None else 0
+            return (wanted(item), -order, item.edge)
 
         members.sort(key=key)
         x = 0

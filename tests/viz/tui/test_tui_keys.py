@@ -253,11 +253,12 @@ def test_a_move_in_the_drawn_dag_keeps_its_title_and_the_next_view(trace: Trace)
     async def actions(pilot: Pilot[Any]) -> None:
         graph = app.query_one("#graph")
         await pilot.press("v", "v")
-        assert graph.border_subtitle == "dag view · v cycles"
+        dag_title = "dag view · v cycles · enter opens/closes a box"
+        assert graph.border_subtitle == dag_title
         for key in ("e", "r", "s", "n", "p"):
             await pilot.press(key)
             assert app.query_one(DagView).display
-            assert graph.border_subtitle == "dag view · v cycles", key
+            assert graph.border_subtitle == dag_title, key
         await pilot.press("v")  # from the drawn DAG, the cycle goes on to the topo list
         assert node_list(app).display and node_list(app).view == "topo"
         assert graph.border_subtitle == "topo view · v cycles"

@@ -1,0 +1,304 @@
+"""What the drawn DAG shows of a graph task: the module view, as every picture draws it.
+
+The terminal draws the picture :mod:`autograd_viz.draw.showing` makes (module
+calls as boxes, repeated siblings folded, chains folded where no module
+encloses them, a node budget), never a folding of its own. See Note [A picture
+per choice].
+
+Note [A picture per choice]
+~~~~~~~~~~~~~~~~~~~~~~~~~~~
+Which boxes a picture has depends only on which module calls are open: the
+level, the boxes opened or closed with Enter, and the modules of the node the
+step is about (they open by themselves). That choice changes rarely while
+stepping, so a picture (its boxes, edges and layout) is made once per choice
+and kept; a step only recolours it. A box's colour at a step comes from when
+each of its nodes started, ended or failed, found once per graph task in the
+events and counted with a binary search, so a step costs the boxes drawn, not
+the nodes inside them.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from autograd_viz.draw import select, showing
+from autograd_viz.draw.graph_view import GraphView, ViewNode, from_graph
+from autograd_viz.draw.modules import MAX_BOXES, ModuleTree
+from autograd_viz.draw.names import Names, Target
+from autograd_viz.draw.showing import BoxStatus, Choice
+from autograd_viz.trace import GraphTaskInfo, NodeInfo, Trace
+from autograd_viz.trace.replay import NodeStatus
+from autograd_viz.trace.text import printable
+from autograd_viz.tui.routing import Layout, Place, label_width, layout_places
+
+NAME_ROOM = 40
+"""The most characters of a box's name drawn in the DAG (the inspector shows it whole)."""
+
+_NEVER = 1 << 62
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    """One label of the picture: a node drawn as itself, a closed module, or a folded chain."""
+
+    index: int
+    """Its id in the layout."""
+    node: NodeInfo | None
+    """The node, when it is drawn as itself."""
+    name: str
+    """A box's or fold's name, shown escaped (empty for a node)."""
+    count: int
+    """How many calls (or chain links) a box stands for."""
+    members: tuple[int, ...]
+    """Ids of the nodes it holds (one for a node)."""
+    runs: int
+    """Of those, how many run (the pruned ones never do)."""
+    scopes: tuple[int, ...] = ()
+    """The module calls a box stands for (:attr:`ModuleTree.scopes` indices)."""
+    group: int | None = None
+    """The fold group a box of folded calls stands for."""
+
+    @property
+    def is_box(self) -> bool:
+        """Whether it stands for several nodes."""
+        return self.node is None
+
+
+@dataclass(frozen=True, slots=True)
+class Picture:
+    """The drawn DAG for one choice of open modules (Note [A picture per choice])."""
+
+    items: Mapping[int, Item]
+    """Every label, by id."""
+    layout: Layout
+    """Where each label goes and how each edge runs."""
+    item_of: Mapping[int, int]
+    """The item each node is drawn in, by node id."""
+    notices: tuple[str, ...]
+    """What the picture folds or leaves out, in words."""
+
+
+class Pictures:
+    """The pictures of one graph task: its module tree, and a picture per choice, kept."""
+
+    def __init__(self, trace: Trace, task: GraphTaskInfo) -> None:
+        self.task = task
+        infos = list(task.nodes.values())
+        view = from_graph(infos, [])
+        self.view: GraphView = dataclasses.replace(view, modules=task.modules)
+        """Every node of the task, without a step: what the pictures are made from."""
+        self.tree = ModuleTree.of_view(self.view)
+        """The task's module calls (empty when the trace has none)."""
+        self.key_of = {node.info.id: key for key, node in self.view.nodes.items()}
+        self._names: Names | None = None
+        self._kept: dict[tuple[object, ...], Picture] = {}
+        self.trace = trace
+        self._times = _times(trace, task)
+        self._timed = len(trace.events)
+        self._sorted: dict[int, tuple[list[int], ...]] = {}
+
+    @property
+    def names(self) -> Names:
+        """Every name the pictures show, read back (node ids, parameters, modules, folds)."""
+        if self._names is None:
+            self._names = Names(((k, n.info) for k, n in self.view.nodes.items()), self.tree)
+        return self._names
+
+    def choice(
+        self,
+        opened: Iterable[int],
+        closed: Iterable[int],
+        unfolded: Iterable[int],
+        focus: int | None,
+    ) -> Choice | None:
+        """Which calls are open: the default level, ``opened`` and ``closed`` by the user
+        (scope indices), ``unfolded`` fold groups, and ``focus``'s modules."""
+        if not self.tree.scopes:
+            return None
+        key = self.key_of.get(focus) if focus is not None else None
+        chosen = showing.choose(
+            self.tree, open=opened, unfold=unfolded, focus=[key] if key is not None else []
+        )
+        shut = set(closed)
+        if key is not None and key in self.tree.scope_of:  # the step's node is never shut away
+            shut -= set(self.tree.ancestors(self.tree.scope_of[key]))
+        return Choice(chosen.level, chosen.open - shut, chosen.unfolded)
+
+    def picture(self, choice: Choice | None) -> Picture:
+        """The picture for ``choice`` (made once, then kept)."""
+        known = ("all",) if choice is None else (choice.open, choice.unfolded)
+        found = self._kept.get(known)
+        if found is None:
+            if len(self._kept) > 16:
+                self._kept.clear()
+                self._sorted.clear()
+            found = self._kept[known] = self._make(choice)
+        return found
+
+    def _make(self, choice: Choice | None) -> Picture:
+        view = self.view
+        if choice is not None:
+            view = showing.apply(view, self.tree, choice)
+        elif len(view.nodes) > MAX_BOXES:
+            view = select.collapse(view)
+        if len(view.nodes) > MAX_BOXES:
+            view = select.limit(view, MAX_BOXES)
+        items: dict[int, Item] = {}
+        index_of: dict[str, int] = {}
+        for key, node in view.nodes.items():
+            index_of[key] = len(items)
+            items[len(items)] = self._item(len(items), node)
+        edges = {
+            (index_of[e.tail], index_of[e.head])
+            for e in view.edges
+            if e.tail in index_of and e.head in index_of and e.tail != e.head
+        }
+        layers, drawn, dropped = _layers(items, edges, self._depth)
+        places = {i: Place(layers[i], _order(item), _width(item)) for i, item in items.items()}
+        notices = list(view.notices)
+        if dropped:
+            notices.append(f"{dropped} edges between boxes that lead back up are not drawn")
+        item_of = {m: i for i, item in items.items() for m in item.members}
+        return Picture(items, layout_places(places, sorted(drawn)), item_of, tuple(notices))
+
+    def _item(self, index: int, node: ViewNode) -> Item:
+        if node.box is None and node.fold is None:
+            return Item(index, node.info, "", 1, (node.info.id,), 1)
+        scopes: tuple[int, ...] = ()
+        group = None
+        if node.box is not None:
+            keys: Iterable[str] = node.box.members
+            name, count = node.box.name, node.box.count
+            scopes, group = node.box.scopes, node.box.group
+        else:
+            assert node.fold is not None
+            keys = node.fold.members
+            name, count = " → ".join(node.fold.pattern), node.fold.repeats
+        members = tuple(self.view.nodes[k].info.id for k in keys if k in self.view.nodes)
+        nodes = self.task.nodes
+        runs = sum(1 for m in members if nodes[m].status == "needed")  # pruned ones never run
+        return Item(index, None, printable(name), count, members, runs, scopes, group)
+
+    def _depth(self, item: Item) -> int:
+        nodes = self.task.nodes
+        return max(nodes[m].topological_nr for m in item.members)
+
+    def status(self, item: Item, step: int) -> tuple[BoxStatus, int]:
+        """A box's status after ``step`` events, and how many of its nodes have run."""
+        if self._timed != len(self.trace.events):  # a live trace grew
+            self._times, self._timed = _times(self.trace, self.task), len(self.trace.events)
+            self._sorted.clear()
+        times = self._sorted.get(id(item))
+        if times is None:
+            times = tuple(sorted(t.get(m, _NEVER) for m in item.members) for t in self._times)
+            self._sorted[id(item)] = times
+        starts, ends, fails = times
+        failed = bisect.bisect_right(fails, step)
+        ended = bisect.bisect_right(ends, step)
+        started = bisect.bisect_right(starts, step)
+        if failed:
+            return BoxStatus.FAILED, ended
+        if item.runs and ended >= item.runs:
+            return BoxStatus.DONE, ended
+        if not started:
+            return BoxStatus.NOT_STARTED, ended
+        return BoxStatus.RUNNING, ended
+
+    def resolve(self, text: str) -> Target:
+        """What ``text`` names in the task (see :class:`~autograd_viz.draw.names.Names`).
+
+        Raises:
+            GraphViewError: it names nothing.
+        """
+        return self.names.resolve(text)
+
+
+BOX_GLYPHS = {
+    BoxStatus.NOT_STARTED: NodeStatus.WAITING,
+    BoxStatus.RUNNING: NodeStatus.RUNNING,
+    BoxStatus.DONE: NodeStatus.DONE,
+    BoxStatus.FAILED: NodeStatus.FAILED,
+}
+"""The node status whose glyph and colour a box takes."""
+
+
+def box_text(item: Item) -> str:
+    """A box's name as drawn: cut to :data:`NAME_ROOM`, with its count."""
+    name = item.name if len(item.name) <= NAME_ROOM else item.name[: NAME_ROOM - 1] + "…"
+    return f"{name} ×{item.count}" if item.count > 1 else name
+
+
+def _width(item: Item) -> int:
+    if item.node is not None:
+        return label_width(item.node)
+    digits = len(str(item.runs))
+    return 2 + len(box_text(item)) + 1 + 2 * digits + 1 + 2
+
+
+def _order(item: Item) -> int:
+    return item.node.sequence_nr if item.node is not None else 0
+
+
+def _layers(
+    items: Mapping[int, Item], edges: set[tuple[int, int]], depth_of: object
+) -> tuple[dict[int, int], set[tuple[int, int]], int]:
+    """Each item's layer (longest path from the top), the edges drawn, how many are not.
+
+    Boxes hold nodes at many depths, so edges between them can form a cycle: the
+    items are taken in dependency order, and when none is free the one holding
+    the highest topological number is taken, its edges from items not yet placed
+    left out (they would lead back up).
+    """
+    assert callable(depth_of)
+    rank = {i: depth_of(item) for i, item in items.items()}
+    incoming: dict[int, set[int]] = {i: set() for i in items}
+    outgoing: dict[int, set[int]] = {i: set() for i in items}
+    for tail, head in edges:
+        incoming[head].add(tail)
+        outgoing[tail].add(head)
+    layer: dict[int, int] = {}
+    drawn: set[tuple[int, int]] = set()
+    waiting = {i: len(incoming[i]) for i in items}
+    free = sorted((i for i in items if not waiting[i]), key=lambda i: -rank[i])
+    left = set(items)
+    while left:
+        if not free:  # a cycle: take the highest item, cut what still leads into it
+            pick = max(left, key=lambda i: (rank[i], -i))
+            free = [pick]
+        current = free.pop(0)
+        if current not in left:
+            continue
+        left.discard(current)
+        placed = [t for t in incoming[current] if t in layer]
+        drawn.update((t, current) for t in placed)
+        layer[current] = max((layer[t] + 1 for t in placed), default=0)
+        for head in outgoing[current]:
+            waiting[head] -= 1
+            if waiting[head] == 0 and head in left:
+                free.append(head)
+        free.sort(key=lambda i: -rank[i])
+    return layer, drawn, len(edges) - len(drawn)
+
+
+def _times(trace: Trace, task: GraphTaskInfo) -> tuple[dict[int, int], ...]:
+    """When each node of ``task`` started, ended and failed: the step that applied the event."""
+    starts: dict[int, int] = {}
+    ends: dict[int, int] = {}
+    fails: dict[int, int] = {}
+    for event in trace.events:
+        if event.graph_task != task.id or event.node_id is None:
+            continue
+        step = event.index + 1
+        if event.kind == "node_start":
+            starts.setdefault(event.node_id, step)
+        elif event.kind == "node_end":
+            ends.setdefault(event.node_id, step)
+        elif event.kind in ("error", "anomaly"):
+            fails.setdefault(event.node_id, step)
+    return starts, ends, fails
+
+
+__all__ = ["BOX_GLYPHS", "NAME_ROOM", "Item", "Picture", "Pictures", "box_text"]

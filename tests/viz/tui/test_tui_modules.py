@@ -1,0 +1,196 @@
+"""The drawn DAG of a model with modules: it never refuses, boxes open and close, `/` finds names."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from textual.pilot import Pilot
+
+import autograd_viz
+import engine
+from autograd_viz.draw.modules import MAX_BOXES
+from autograd_viz.trace import Trace
+from autograd_viz.tui.dag import DagView
+from autograd_viz.tui.pictures import Picture
+from tests.viz.tui.test_tui_dag import drawn_edges
+from tests.viz.tui.tuiting import node_list, replay_app, run_app, status
+
+LAYERS = 40
+
+
+def blocks(layers: int = LAYERS) -> None:
+    """A residual stack of ``layers`` blocks (linear, then tanh), each in its own scopes."""
+    rng = np.random.default_rng(0)
+    h = engine.tensor(rng.standard_normal((4, 8)))
+    with engine.scope("model", "MLP"):
+        for i in range(layers):
+            with engine.scope(f"layers.{i}", "Block"):
+                w = engine.tensor(
+                    rng.standard_normal((8, 8)) * 0.3, requires_grad=True, name=f"layers.{i}.weight"
+                )
+                b = engine.tensor(np.zeros(8), requires_grad=True, name=f"layers.{i}.bias")
+                with engine.scope("linear", "Linear"):
+                    z = h @ w + b
+                with engine.scope("act", "Tanh"):
+                    h = z.tanh() + h
+    (h * h).sum().backward()
+
+
+@pytest.fixture(scope="module")
+def trace() -> Trace:
+    with autograd_viz.record() as recorded:
+        blocks()
+    return recorded
+
+
+def dag_of(app: Any) -> DagView:
+    return app.query_one(DagView)
+
+
+def check_picture(picture: Picture, rows: list[str]) -> None:
+    """Every label drawn once, every edge line leads from its own sender."""
+    assert len(picture.items) <= MAX_BOXES
+    drawn = drawn_edges(rows, picture.layout)
+    assert len(drawn) == len(set(drawn)) == len(picture.layout.routes)
+    assert {(r.sender, r.receiver) for r in picture.layout.routes} == set(drawn)
+
+
+def test_a_graph_of_more_than_150_nodes_is_drawn_by_module(trace: Trace) -> None:
+    task = next(iter(trace.graph_tasks.values()))
+    assert len(task.nodes) > MAX_BOXES
+    app = replay_app(trace)
+
+    async def actions(pilot: Pilot[Any]) -> None:
+        await pilot.press("v", "v")
+        dag = dag_of(app)
+        picture = dag.picture
+        assert picture is not None
+        boxes = [item for item in picture.items.values() if item.is_box]
+        assert boxes, "the modules are boxes"
+        assert sum(len(item.members) for item in picture.items.values()) == len(task.nodes)
+        rows = [row.plain for row in dag._drawn_rows[dag._head :]]
+        check_picture(picture, rows)
+        drawn = "\n".join(rows)
+        assert "too many to draw" not in drawn
+        assert any(item.name in drawn for item in boxes)
+
+    run_app(app, actions, size=(120, 40))
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=lambda s: f"{s[0]}x{s[1]}")
+def test_stepping_opens_the_box_of_the_current_node_and_no_other(
+    trace: Trace, size: tuple[int, int]
+) -> None:
+    app = replay_app(trace)
+
+    async def actions(pilot: Pilot[Any]) -> None:
+        await pilot.press("v", "v")
+        dag = dag_of(app)
+        seen_boxes = set()
+        for _ in range(25):
+            await pilot.press("n")
+            event = app.driver.state().event
+            assert event is not None and event.node_id is not None
+            picture = dag.picture
+            assert picture is not None
+            item = picture.items[picture.item_of[event.node_id]]
+            assert not item.is_box, "the node the step is about is drawn as itself"
+            seen_boxes.add(frozenset(i.name for i in picture.items.values() if i.is_box))
+            # Only the current node's modules are open: few nodes are drawn as themselves.
+            assert sum(not i.is_box for i in picture.items.values()) <= 12
+            assert len(picture.items) <= MAX_BOXES
+        assert len(seen_boxes) > 1  # the open box moved with the step, the others closed again
+
+    run_app(app, actions, size=size)
+
+
+def test_enter_opens_a_box_and_closes_it_again(trace: Trace) -> None:
+    app = replay_app(trace)
+
+    async def actions(pilot: Pilot[Any]) -> None:
+        await pilot.press("v", "v")
+        dag = dag_of(app)
+        assert dag.has_focus
+        picture = dag.picture
+        assert picture is not None
+        # Pick labels along the drawing until one is a box.
+        for _ in range(len(picture.items)):
+            await pilot.press("right")
+            selected = node_list(app).selected
+            assert selected is not None
+            item = picture.items[picture.item_of[selected]]
+            if item.is_box:
+                break
+        assert item.is_box
+        before = len(picture.items)
+        await pilot.press("enter")
+        opened = dag.picture
+        assert opened is not None and len(opened.items) > before
+        inside = opened.items[opened.item_of[selected]]
+        assert set(inside.members) < set(item.members) or not inside.is_box
+        # Enter on what is inside closes the module around it again.
+        while opened.items[opened.item_of[selected]].is_box:
+            await pilot.press("enter")
+            opened = dag.picture
+            assert opened is not None
+        count = len(opened.items)
+        await pilot.press("enter")
+        closed = dag.picture
+        assert closed is not None and len(closed.items) < count
+
+    run_app(app, actions, size=(120, 40))
+
+
+@pytest.mark.parametrize(
+    ("query", "kind"),
+    [
+        ("model.layers.7", "module"),
+        ("layers.3.weight", "parameter"),
+        ("model.layers.7.act", "module"),
+    ],
+)
+def test_find_takes_a_module_or_a_parameter(trace: Trace, query: str, kind: str) -> None:
+    task = next(iter(trace.graph_tasks.values()))
+    app = replay_app(trace)
+
+    async def actions(pilot: Pilot[Any]) -> None:
+        await pilot.press("v", "v", "slash")
+        app.screen.query_one("#prompt-input").value = query  # type: ignore[attr-defined]
+        await pilot.press("enter")
+        await pilot.pause()
+        selected = node_list(app).selected
+        assert selected is not None
+        info = task.nodes[selected]
+        if kind == "module":
+            assert info.scope and any(path == query for path, _ in info.scope)
+        else:
+            assert info.leaf is not None and info.leaf.name == query
+        assert f"{kind} {query}" in status(app)
+        picture = dag_of(app).picture
+        assert picture is not None
+        assert not picture.items[picture.item_of[selected]].is_box  # opened to show it
+
+    run_app(app, actions, size=(120, 40))
+
+
+def test_a_20000_node_chain_is_drawn_folded() -> None:
+    x = engine.tensor([1.0], requires_grad=True, name="x")
+    y = x
+    for _ in range(20_000):
+        y = y * 1.0001
+    with autograd_viz.record() as chain:
+        y.sum().backward()
+    app = replay_app(chain)
+
+    async def actions(pilot: Pilot[Any]) -> None:
+        await pilot.press("v", "v")
+        picture = dag_of(app).picture
+        assert picture is not None
+        assert len(picture.items) <= MAX_BOXES
+        assert any(item.count > 1000 for item in picture.items.values())  # the folded chain
+        await pilot.press("e")
+        assert dag_of(app).picture is not None
+
+    run_app(app, actions, size=(80, 24))
