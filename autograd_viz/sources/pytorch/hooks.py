@@ -86,6 +86,8 @@ def hooks_of(fn: Any, variable: torch.Tensor | None) -> tuple[UserHook, ...]:
         for hook in (getattr(variable, "_post_accumulate_grad_hooks", None) or {}).values():
             found.append(_describe(POST_ACCUMULATE_GRAD, None, hook))
         return tuple(found)
+    if not _noted:
+        return ()  # no hook was ever noted on a node: no metadata to read
     metadata = fn.metadata
     slots = metadata.get(TENSOR_HOOKS)
     if slots:
@@ -119,6 +121,8 @@ def _note_tensor_hooks(tensor: torch.Tensor) -> None:
     hooks = tensor._backward_hooks
     if fn is not None and hooks is not None:
         fn.metadata.setdefault(TENSOR_HOOKS, {})[tensor.output_nr] = hooks
+        if not _noted:
+            _noted.append(True)
 
 
 def _note_module_hooks(kind: str, backward_hook: Any, result: Any) -> None:
@@ -126,10 +130,14 @@ def _note_module_hooks(kind: str, backward_hook: Any, result: Any) -> None:
         fn = getattr(t, "grad_fn", None)
         if fn is not None and fn.name() == "BackwardHookFunctionBackward":
             fn.metadata[MODULE_HOOKS] = (kind, backward_hook)
+            if not _noted:
+                _noted.append(True)
             return
 
 
 _installed = False
+_noted: list[bool] = []
+"""Non-empty once a hook was noted on some node (until then no node's metadata is read)."""
 
 
 def install() -> None:

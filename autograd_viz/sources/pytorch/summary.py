@@ -159,16 +159,20 @@ def _say_without_values(tensor: torch.Tensor) -> None:
 
 def plain_shape(shape: Any) -> tuple[int, ...]:
     """A shape as ints; a dimension that is not one number (ragged, symbolic) as 0."""
-    dims = []
-    for dim in shape:
-        if type(dim) is int:
-            dims.append(dim)
-            continue
-        try:
-            dims.append(int(dim))
-        except Exception:  # noqa: BLE001 - a nested int has no value
-            dims.append(0)
-    return tuple(dims)
+    dims = tuple(shape)
+    for dim in dims:
+        if type(dim) is not int:
+            return tuple([_plain_dim(d) for d in dims])
+    return dims
+
+
+def _plain_dim(dim: Any) -> int:
+    if type(dim) is int:
+        return dim
+    try:
+        return int(dim)
+    except Exception:  # noqa: BLE001 - a nested int has no value
+        return 0
 
 
 def summary_shape(tensor: torch.Tensor) -> tuple[int, ...]:
