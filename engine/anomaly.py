@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 import traceback
 import warnings
 import weakref
@@ -117,9 +118,15 @@ class _AnomalyState:
         return AnomalySettings(*(getattr(self, name) for name in AnomalySettings._fields))
 
     def set(self, settings: AnomalySettings) -> None:
-        for name, value in zip(AnomalySettings._fields, settings, strict=True):
-            setattr(self, name, value)
-        self.node_metadata = self.enabled or self.open_scopes > 0
+        with NODE_METADATA_LOCK:
+            for name, value in zip(AnomalySettings._fields, settings, strict=True):
+                setattr(self, name, value)
+            self.node_metadata = self.enabled or self.open_scopes > 0
+
+
+NODE_METADATA_LOCK = threading.Lock()
+"""Held while ``node_metadata`` is worked out again (anomaly mode set, a scope entered or
+left, on any thread), so that no change is lost between two threads."""
 
 
 STATE = _AnomalyState()

@@ -28,7 +28,6 @@ its nodes exactly as before, and results never depend on scopes.
 from __future__ import annotations
 
 import itertools
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -44,7 +43,7 @@ is unique in the process (each entry of a scope takes the next one); recorders t
 call number within one graph."""
 
 _call_ids = itertools.count()
-_lock = threading.Lock()  # open_scopes is shared by every thread
+_lock = anomaly.NODE_METADATA_LOCK  # open_scopes is shared by every thread
 
 
 @contextmanager
