@@ -1,5 +1,9 @@
 """Train a small MLP classifier with the engine, PyTorch-style.
 
+Its parts are named with ``engine.scope`` (as a PyTorch model's modules name
+themselves), so its traces and drawings show them as boxes:
+``autograd-viz dot examples/mlp_classifier.py -o mlp.svg``.
+
 Run: python examples/mlp_classifier.py
 """
 
@@ -21,10 +25,20 @@ def main() -> None:
     w2 = (engine.randn(3, 16) * 0.5).requires_grad_()
     b2 = engine.zeros(3, requires_grad=True)
     params = [w1, b1, w2, b2]
+    # Named as PyTorch names a model's parameters: the module's path, then the attribute.
+    w1.name, b1.name = "mlp.hidden.weight", "mlp.hidden.bias"
+    w2.name, b2.name = "mlp.out.weight", "mlp.out.bias"
 
     for step in range(101):
-        logits = F.linear(F.relu(F.linear(points, w1, b1)), w2, b2)
-        loss = F.cross_entropy(logits, labels)
+        with engine.scope("mlp", kind="MLP"):
+            with engine.scope("hidden", kind="Linear"):
+                hidden = F.linear(points, w1, b1)
+            with engine.scope("relu", kind="ReLU"):
+                hidden = F.relu(hidden)
+            with engine.scope("out", kind="Linear"):
+                logits = F.linear(hidden, w2, b2)
+        with engine.scope("loss", kind="CrossEntropyLoss"):
+            loss = F.cross_entropy(logits, labels)
         for p in params:
             p.grad = None
         loss.backward()
