@@ -93,12 +93,15 @@ def test_run_anomaly_stops_continue_where_the_nan_is_born(monkeypatch: pytest.Mo
     """``autograd-viz run --anomaly SCRIPT``: c stops at the birth, and the inspector says why."""
     from autograd_viz.cli import tui as tui_commands
     from autograd_viz.tui import VizApp
-    from autograd_viz.tui.driver import Driver
+    from autograd_viz.tui.driver import LiveDriver
     from tests.viz.tui.tuiting import settle
 
     seen: dict[str, Any] = {}
 
-    def headless(driver: Driver, source: str) -> int:  # the TUI, without a terminal
+    def headless(attached: LiveDriver, source: str) -> int:  # the TUI, without a terminal
+        # A Pilot needs the main thread: the script runs on a thread of the session's here.
+        driver = LiveDriver(attached.session)
+        driver.breakpoints = attached.breakpoints
         app = VizApp(driver, source=source)
 
         async def actions(pilot: Pilot[Any]) -> None:
@@ -121,7 +124,7 @@ def test_run_anomaly_stops_continue_where_the_nan_is_born(monkeypatch: pytest.Mo
         return 0
 
     monkeypatch.setattr(tui_commands, "has_terminal", lambda: True)
-    monkeypatch.setattr(tui_commands, "_open", headless)
+    monkeypatch.setattr(tui_commands, "run_beside", headless)
     assert main(["run", "--anomaly", str(ROOT / "examples" / "nan_log_zero.py")]) == 0
     event = seen["event"]
     assert event.kind == "anomaly" and event.node_name == "LogBackward0" and event.data["born"]
