@@ -88,10 +88,12 @@ def to_chrome_trace(trace: Trace) -> dict[str, Any]:
         start has its finish, and slices on one lane nest.
     """
     events = trace.events
-    lanes = _lanes(trace)
     runs = _node_runs(events)
+    comm = _comm_slices(events)
+    lanes = _lanes(trace, [s.thread for s, _ in comm])
     # Module slices first: one that starts and ends with its only node encloses it.
     slices = _module_slices(trace, runs) + [run.span for run in runs] + _graph_task_slices(trace)
+    slices += [s for s, _ in comm]
     for lane in _group_by_thread(slices).values():
         _nest(lane)
     origin = min((e.t_ns for e in events), default=0)
@@ -112,7 +114,9 @@ def to_chrome_trace(trace: Trace) -> dict[str, Any]:
         }
         for s in slices
     ]
-    timed.extend(_flows(events, lanes, us))
+    flows = _flows(events, lanes, us)
+    timed.extend(flows)
+    timed.extend(_comm_flows(comm, lanes, us, len(flows) // 2 + 1))
     timed.extend(_instants(events, lanes, us))
     # At one ts, enclosing slices come first, then the flows and instants that bind to them.
     timed.sort(key=lambda item: (item["ts"], item["ph"] != "X", -item.get("dur", 0)))
@@ -170,11 +174,13 @@ def save_chrome_trace(trace: Trace, path: str | os.PathLike[str]) -> dict[str, A
 # -- lanes -----------------------------------------------------------------------------
 
 
-def _lanes(trace: Trace) -> dict[str, int]:
-    """A tid per thread, in order of first appearance (the caller's thread first)."""
+def _lanes(trace: Trace, extra: Sequence[str] = ()) -> dict[str, int]:
+    """A tid per thread, in order of first appearance (the caller's thread first), then
+    ``extra`` lanes (communication)."""
     lanes: dict[str, int] = {}
-    threads = [e.thread for e in trace.events] + [g.thread for g in trace.graph_tasks.values()]
-    for thread in threads:
+    threads = [e.thread for e in trace.events if e.kind != "comm"]
+    threads += [g.thread for g in trace.graph_tasks.values()]
+    for thread in [*threads, *extra]:
         if thread not in lanes:
             lanes[thread] = len(lanes) + 1
     return lanes
@@ -388,6 +394,63 @@ def _graph_task_slices(trace: Trace) -> list[_Slice]:
                     pool_args = {**args, "on_pool": True, "owner": info.thread}
                     slices.append(_Slice(thread, name, "graph_task", first, final, pool_args))
     return slices
+
+
+# -- communication ----------------------------------------------------------------------
+
+COMM_LANE = "communication: bucket "
+"""The lanes of a distributed job's collectives, one per gradient bucket."""
+
+
+def _comm_slices(events: Sequence[TraceEvent]) -> list[tuple[_Slice, TraceEvent]]:
+    """A slice per collective (a DDP bucket's allreduce), from launched to finished.
+
+    Each is on its bucket's lane (allreduces of several buckets overlap) and
+    comes with its ``launched`` event, where the backward was when it began.
+    """
+    launched: dict[tuple[int, Any], TraceEvent] = {}
+    out = []
+    last = max((e.t_ns for e in events), default=0)
+    for e in events:
+        if e.kind != "comm":
+            continue
+        key = (e.graph_task, e.data.get("bucket"))
+        if e.data.get("phase") == "launched":
+            launched[key] = e
+            continue
+        start = launched.pop(key, None)
+        if start is not None:
+            out.append((_comm_slice(start, e.t_ns, "finished"), start))
+    out += [(_comm_slice(start, last, "unfinished"), start) for start in launched.values()]
+    return out
+
+
+def _comm_slice(start: TraceEvent, end: int, status: str) -> _Slice:
+    d = start.data
+    args = {
+        "graph_task": start.graph_task,
+        "bucket": d.get("bucket"),
+        "bytes": d.get("bytes"),
+        "params": list(d.get("params", ())),
+        "launched_by": start.node_name,
+        "node_id": start.node_id,
+        "status": status,
+    }
+    name = f"{d.get('op')} bucket {d.get('bucket')}"
+    return _Slice(f"{COMM_LANE}{d.get('bucket')}", name, "comm", start.t_ns, end, args)
+
+
+def _comm_flows(
+    comm: Sequence[tuple[_Slice, TraceEvent]], lanes: Mapping[str, int], us: _Clock, first_id: int
+) -> list[dict[str, Any]]:
+    """An arrow from the node whose gradient launched each collective to the collective."""
+    out: list[dict[str, Any]] = []
+    for flow_id, (span, start) in enumerate(comm, first_id):
+        common = {"name": "launch", "cat": "flow", "id": flow_id, "pid": PROCESS_ID}
+        at = us(start.t_ns)
+        out.append({**common, "ph": "s", "ts": at, "tid": lanes[start.thread], "args": {}})
+        out.append({**common, "ph": "f", "bp": "e", "ts": at, "tid": lanes[span.thread]})
+    return out
 
 
 # -- flows and instants ----------------------------------------------------------------

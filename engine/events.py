@@ -66,11 +66,13 @@ EVENT_KINDS = frozenset(
         "reentrant_enter",
         "reentrant_exit",
         "derived_mismatch",
+        "comm",
     }
 )
-"""Every kind of event: the engine's, and ``derived_mismatch``, which only a source
-that derives part of what it reports (the PyTorch bridge) emits, when what it
-observes contradicts what it derived."""
+"""Every kind of event: the engine's, and two that only a source watching another
+engine emits: ``derived_mismatch`` (the PyTorch bridge), when what it observes
+contradicts what it derived, and ``comm``, a collective a distributed job's backward
+launched or finished (DDP's gradient buckets)."""
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 

@@ -32,6 +32,7 @@ KIND_MEANINGS: dict[str, str] = {
     "reentrant_exit": "that inner backward() returned",
     "anomaly": "anomaly mode found a NaN or Inf (forward output or returned gradient)",
     "error": "a backward function raised; the call fails",
+    "comm": "a gradient bucket's allreduce is launched, or has finished (DDP)",
     "graph_task_end": "the call finishes; backward() returns or raises",
     "derived_mismatch": "a PyTorch trace: what was observed contradicts what was derived",
 }
@@ -96,6 +97,10 @@ def what_happened(event: EventLike, data: Mapping[str, Any], label: Label) -> st
     if kind == "release_variables":
         count = d.get("count")
         return f"freed {count} saved tensor{'s' if count != 1 else ''}"
+    if kind == "comm":
+        return (
+            f"{d.get('op')} of bucket {d.get('bucket')} {d.get('phase')} ({d.get('bytes')} bytes)"
+        )
     if kind == "graph_task_end":
         if d.get("status") == "ok":
             return "graph task done; backward() returns"
@@ -162,6 +167,14 @@ def _explain(event: EventLike, data: Mapping[str, Any], label: Label) -> str:
             how = "born here" if d.get("born") else "passed on"
             return f"anomaly mode: {value} in {node}'s forward output ({how})"
         return f"anomaly mode: {node} returned {value} in gradient {d.get('output_index')}"
+    if kind == "comm":
+        params = ", ".join(str(p) for p in d.get("params", ()))
+        if d.get("phase") == "launched":
+            return (
+                f"{node}'s gradient completes bucket {d.get('bucket')} ({params}): its "
+                f"{d.get('op')} is launched while the backward goes on"
+            )
+        return f"the {d.get('op')} of bucket {d.get('bucket')} ({params}) finished"
     if kind == "reentrant_enter":
         return f"{node} calls backward() inside its backward: reentrant depth {d.get('depth')}"
     if kind == "reentrant_exit":

@@ -31,6 +31,8 @@ _lock = threading.RLock()
 _holders = 0
 _watch: Any = None
 """The bridge's open handle (a ``TorchWatch``), while armed."""
+_stop_ddp: Callable[[], None] | None = None
+"""Stops watching DDP's communication (:mod:`autograd_viz.sources.pytorch.ddp`), while armed."""
 _waiting: list[Callable[[], None]] = []
 """What to call once the program has imported ``torch`` (Note [Arming without importing torch])."""
 
@@ -60,7 +62,7 @@ def acquire() -> None:
 
 def release() -> None:
     """Count one holder less; disarm when none is left."""
-    global _holders, _watch
+    global _holders, _watch, _stop_ddp
     with _lock:
         _holders -= 1
         if _holders:
@@ -69,6 +71,9 @@ def release() -> None:
         if _watch is not None:
             _watch.close()
             _watch = None
+        if _stop_ddp is not None:
+            _stop_ddp()
+            _stop_ddp = None
 
 
 @contextmanager
@@ -118,15 +123,17 @@ def _torch_imported() -> None:
 
 
 def _arm() -> None:
-    global _watch
+    global _watch, _stop_ddp
     if _watch is not None:
         return
     torch = sys.modules.get("torch")
     if torch is None or not hasattr(torch, "autograd"):
         return  # a half-imported or foreign module named torch: nothing to watch
     from autograd_viz.sources.pytorch import watch_torch
+    from autograd_viz.sources.pytorch.ddp import watch_ddp
 
     _watch = watch_torch()
+    _stop_ddp = watch_ddp()
 
 
 class _TorchImportFinder(importlib.abc.MetaPathFinder):

@@ -33,16 +33,17 @@ if TYPE_CHECKING:
 
 FORMAT = "autograd-viz-trace"
 """The ``format`` field of every trace file's header."""
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 """The schema version this code writes."""
-READABLE_VERSIONS = (1, 2, 3, 4, 5, 6)
+READABLE_VERSIONS = (1, 2, 3, 4, 5, 6, 7)
 """The schema versions this code reads (2 added forward anomaly events; 3 the sources of
 events: the header's ``sources``, ``graph_task_start``'s ``source``, any event's
 ``derived`` and the ``derived_mismatch`` kind; 4 the PyTorch fields of ``anomaly``:
 ``aten_op``, ``module``, ``input_ops`` and ``saved``; 5 the modules: a node's ``scope``
 and a graph task's ``modules``; 6 the header's ``process``: rank, world size, host,
 launcher and the clock that lines up several processes' traces, and a graph task's
-``call``: its backward call's index in the run)."""
+``call``: its backward call's index in the run; 7 the ``comm`` kind: a distributed job's
+collectives, such as DDP's bucket allreduces)."""
 
 DEFAULT_MAX_VALUES = 16
 """Tensors with at most this many elements keep their values in summaries by default."""

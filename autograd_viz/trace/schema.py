@@ -380,6 +380,16 @@ EVENT_DATA: dict[str, tuple[dict[str, Reader], dict[str, Reader]]] = {
     ),
     "skip": ({"from_node": read_int, "input_nr": read_count, "reason": read_str}, {}),
     "release_variables": ({"count": read_count}, {}),
+    "comm": (
+        {
+            "op": read_str,
+            "phase": one_of("launched", "finished"),
+            "bucket": read_count,
+            "bytes": read_count,
+            "params": list_of(read_str),
+        },
+        {},
+    ),
     "anomaly": (
         {
             "output_index": read_count,

@@ -44,6 +44,7 @@ KIND_STYLES = {
     "release_variables": "grey70",
     "skip": "grey50",
     "derived_mismatch": "bold red",
+    "comm": "bold deep_sky_blue1",
 }
 
 

@@ -46,7 +46,13 @@ JOB = """
             dist.init_process_group("gloo")
             rank = dist.get_rank()
         torch.manual_seed(0)
-        model = DDP(torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1)))
+        layers = [torch.nn.Linear(4, 600), torch.nn.Tanh(), torch.nn.Linear(600, 600)]
+        layers += [torch.nn.Tanh(), torch.nn.Linear(600, 1)]
+        model = DDP(torch.nn.Sequential(*layers), bucket_cap_mb=1)  # 1.4 MB: several buckets
+        if mode == "hook":  # the program's own comm hook, registered after DDP was made
+            from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+            model.register_comm_hook(None, default_hooks.allreduce_hook)
         opt = torch.optim.SGD(model.parameters(), lr=0.1)
         g = torch.Generator().manual_seed(rank)
         for step in range(3):
@@ -134,6 +140,24 @@ def check_rank_traces(tmp_path: Path, launcher: str, graph_tasks: int = 3) -> No
     assert not (tmp_path / "t.jsonl").exists()  # the launching process ran no backward
 
 
+def check_allreduces(trace: Trace) -> None:
+    """Every graph task launched and finished each bucket's allreduce, from an AccumulateGrad."""
+    buckets = []
+    for gid in trace.graph_tasks:
+        comm = [e for e in trace.events if e.kind == "comm" and e.graph_task == gid]
+        launched = [e for e in comm if e.data["phase"] == "launched"]
+        finished = {e.data["bucket"] for e in comm if e.data["phase"] == "finished"}
+        buckets.append(len(launched))
+        assert {e.data["bucket"] for e in launched} == finished
+        params = {f"{layer}.{kind}" for layer in (0, 2, 4) for kind in ("weight", "bias")}
+        assert {p for e in launched for p in e.data["params"]} == params
+        assert all((e.node_name or "").endswith("AccumulateGrad") for e in launched)
+        end = next(e for e in trace.events if e.kind == "graph_task_end" and e.graph_task == gid)
+        assert all(e.seq < end.seq for e in comm)
+    # DDP's first step reduces one bucket; it then rebuilds them in the order gradients came
+    assert buckets[0] >= 1 and max(buckets) >= 2
+
+
 def test_mp_spawn_job_one_trace_per_rank_same_parameters(tmp_path: Path) -> None:
     script = job(tmp_path)
     plain = run(tmp_path, str(script), "plain", "unwatched", str(free_port()))
@@ -148,6 +172,7 @@ def test_mp_spawn_job_one_trace_per_rank_same_parameters(tmp_path: Path) -> None
     assert "rank 1 of 2" in done.stdout
     assert same_parameters(tmp_path, "watched", "unwatched")
     assert not left_running(script)
+    check_allreduces(Trace.load(tmp_path / "t.rank0.jsonl"))
     merged = run(tmp_path, "-m", "autograd_viz", "timeline", "t.rank0.jsonl", "t.rank1.jsonl")
     assert merged.returncode == 0, merged.stderr
     document = json.loads((tmp_path / "t.timeline.json").read_text())
@@ -201,3 +226,18 @@ def test_nan_names_the_rank_that_saw_it_first(tmp_path: Path) -> None:
     assert first.startswith("rank 1 of 2 saw the first NaN or Inf of 2 processes"), done.stdout
     assert "sqrt" in done.stdout
     assert not left_running(script)
+
+
+@pytest.mark.slow
+def test_a_comm_hook_of_the_program_runs_inside_the_watching_one(tmp_path: Path) -> None:
+    script = job(tmp_path)
+    plain = run(tmp_path, str(script), "hook", "unwatched", str(free_port()))
+    assert plain.returncode == 0, plain.stderr
+    done = run(
+        tmp_path,
+        *("-m", "autograd_viz", "record", "-o", "t.jsonl"),
+        *(str(script), "hook", "watched", str(free_port())),
+    )
+    assert done.returncode == 0, done.stderr
+    assert same_parameters(tmp_path, "watched", "unwatched")
+    check_allreduces(Trace.load(tmp_path / "t.rank1.jsonl"))

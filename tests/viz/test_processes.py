@@ -230,3 +230,39 @@ def test_a_timeline_of_several_processes_lines_their_clocks_up(tmp_path: Path) -
         assert {e["cat"] for e in slices} == {"node", "graph_task"}
     flows = [e["id"] for e in items if e["ph"] == "s"]
     assert len(flows) == len(set(flows))  # each process's arrows keep their own ids
+
+
+def test_collectives_are_slices_on_their_buckets_lanes_with_an_arrow_from_their_node(
+    tmp_path: Path,
+) -> None:
+    import engine
+    from autograd_viz.draw.words import explain
+    from autograd_viz.sources import record
+    from autograd_viz.timeline import to_chrome_trace
+    from engine.events import HUB
+
+    with record() as trace:
+        x = engine.tensor([1.0, 2.0], requires_grad=True, name="x")
+        (x * 2.0).sum().backward()
+        (gid,) = trace.graph_tasks
+        for bucket, phase in ((0, "launched"), (1, "launched"), (0, "finished"), (1, "finished")):
+            data = {"op": "allreduce", "bucket": bucket, "bytes": 8, "params": ("w",)}
+            HUB.emit_data("comm", "cpu", gid, None, {**data, "phase": phase})
+    trace.save(tmp_path / "t.jsonl")
+    trace = Trace.load(tmp_path / "t.jsonl")  # comm events are part of the schema
+    items = to_chrome_trace(trace)["traceEvents"]
+    lanes = {e["tid"]: e["args"]["name"] for e in items if e["name"] == "thread_name"}
+    comm = [e for e in items if e.get("cat") == "comm"]
+    assert sorted(lanes[e["tid"]] for e in comm) == [
+        "communication: bucket 0",
+        "communication: bucket 1",
+    ]
+    assert all(e["dur"] >= 0 and e["args"]["status"] == "finished" for e in comm)
+    arrows = [e for e in items if e["ph"] in "sf" and e["name"] == "launch"]
+    assert len(arrows) == 4
+    assert len({e["id"] for e in items if e["ph"] == "s"}) == len(
+        [e for e in items if e["ph"] == "s"]
+    )
+    launched = next(e for e in trace.events if e.kind == "comm")
+    sentence = explain(launched, launched.data, lambda node_id, name: str(name))
+    assert "bucket 0 (w)" in sentence and "launched" in sentence

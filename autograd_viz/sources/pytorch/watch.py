@@ -158,6 +158,10 @@ class GraphTaskWatch:
         if self.depth:
             self._emit_exit(ok=True)
 
+    def running_node(self) -> TorchNode | None:
+        """The node running on this graph task's thread now (inside its hooks), if any."""
+        return self._running[-1] if self._running else None
+
     def fail(self, exc: BaseException) -> None:
         """The call raised: the node that was running failed, and so did the graph task."""
         self.derived.finished = True
