@@ -5,7 +5,8 @@ Run:  .venv/bin/python scripts/screenshots.py [--out screenshots]
 Each scene drives the app headless (Textual's Pilot) exactly as a user would:
 ``autograd-viz demo`` live, stepping until something worth showing is on
 screen, and ``autograd-viz run examples/nan_log_zero.py``. The live engine is
-stepped one event at a time, so every run takes the same pictures. PNGs need
+stepped one event at a time, so every run takes the same pictures; a last one
+is ``autograd-viz dot`` of ``examples/torch_encoder.py`` mid-backward. PNGs need
 ``rsvg-convert`` (Debian's librsvg2-bin) and the Fira Code font Textual's SVG
 asks for (fonts-firacode); they are installed with apt-get when missing.
 """
@@ -140,6 +141,17 @@ def to_png(svg: Path) -> Path:
     return png
 
 
+def dot_modules(out: Path) -> Path:
+    """``autograd-viz dot`` of a 12-layer TransformerEncoder mid-backward, drawn by module."""
+    svg = out / "dot-modules.svg"
+    script = ROOT / "examples" / "torch_encoder.py"
+    command = [sys.executable, "-m", "autograd_viz", "dot", str(script), "--step", "1500"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    for path in (svg, svg.with_suffix(".png")):  # Graphviz draws both
+        subprocess.run([*command, "-o", str(path)], check=True, cwd=ROOT, env=env)
+    return svg.with_suffix(".png")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(ROOT / "screenshots"), help="output directory")
@@ -163,6 +175,7 @@ def main() -> None:
             command = [sys.executable, __file__, "--out", str(out), "--scene", name]
             subprocess.run(command, check=True)
         print(f"{to_png(out / 'dot-export.svg').relative_to(ROOT)}")
+        print(f"{dot_modules(out).relative_to(ROOT)}")
         return
     name, target, scene = next(s for s in scenes if s[0] == chosen)
     svg = asyncio.run(shoot(name, target, scene, out))

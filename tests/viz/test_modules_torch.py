@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 import autograd_viz
+from autograd_viz.cli import main
 from autograd_viz.draw import dot, showing
 from autograd_viz.draw.graph_view import GraphView, from_state
 from autograd_viz.draw.modules import MAX_BOXES, ModuleTree
@@ -228,3 +231,16 @@ def test_the_default_picture_of_twelve_layers_fits_a_screens_width() -> None:
     root = svg_tree(dot.to_dot(transformer_encoder()))
     width = float(root.get("width", "0").removesuffix("pt"))
     assert 0 < width <= 1440  # points: 1,920 pixels at 96 per inch
+
+
+def test_the_readmes_encoder_mid_backward_opens_one_layer(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = Path(__file__).resolve().parents[2] / "examples" / "torch_encoder.py"
+    out = tmp_path / "encoder.dot"
+    assert main(["dot", str(script), "--step", "1500", "-o", str(out)]) == 0
+    assert "module boxes" in capsys.readouterr().out
+    source = out.read_text()
+    closed = re.findall(r"<B>(layers\.\d+)</B>", source)
+    opened = re.findall(r"<B>(layers\.\d+)</B> <I>TransformerEncoderLayer</I>", source)
+    assert len(opened) == 1 and len(set(closed)) == 12
