@@ -167,7 +167,8 @@ def check_hook_results(result: Any, grads: Sequence[Any], hook: Any) -> list[Any
             f"hook '{hook_name(hook)}' has returned an incorrect number of values (got "
             f"{len(result)}, but expected {len(grads)})"
         )
+    # None replaces a gradient with None, as in PyTorch: the tuple is taken as it is.
     return [
-        grad if new is None else check_hook_result(new, grad, hook)
+        None if new is None else check_hook_result(new, grad, hook)
         for new, grad in zip(result, grads, strict=True)
     ]

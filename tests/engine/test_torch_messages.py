@@ -208,6 +208,25 @@ def test_messages_without_pytorch() -> None:
 
 
 @pytest.mark.oracle
+def test_none_from_a_node_hook_drops_that_gradient_in_both(torch: Any) -> None:
+    grads = []
+    for lib in (engine, torch):
+        x = lib.tensor([1.0, 2.0], requires_grad=True)
+        w = lib.tensor([3.0, 4.0], requires_grad=True)
+        y = x * w
+        y.grad_fn.register_hook(lambda gi, go: (None, gi[1]))
+        z = (y * 2.0) * 3.0
+        z.grad_fn.register_prehook(lambda go: (go[0] * 2.0,))
+        z.sum().backward()
+        v = lib.tensor([1.0], requires_grad=True)
+        u = v * 2.0
+        u.grad_fn.register_prehook(lambda go: (None,))
+        u.sum().backward()
+        grads.append((x.grad, w.grad.tolist(), v.grad))
+    assert grads[0] == grads[1] == (None, [12.0, 24.0], None)
+
+
+@pytest.mark.oracle
 def test_what_stays_allowed_is_allowed_in_both(torch: Any) -> None:
     for lib in (engine, torch):
         detached = lib.zeros(3, requires_grad=True).detach()
