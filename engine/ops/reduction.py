@@ -147,11 +147,11 @@ def sum_to_size(input: Tensor, *sizes: Any, size: Sequence[int] | None = None) -
     Raises:
         RuntimeError: if ``input`` is not expandable from ``size``.
     """
-    size = (
-        sizes[0]
-        if len(sizes) == 1 and type(sizes[0]) is tuple
-        else _size_arg("sum_to_size", sizes, size)
-    )
+    # One tuple (a Size too) is how the engine calls it: no conversion on that path.
+    if size is None and len(sizes) == 1 and isinstance(sizes[0], tuple):
+        size = sizes[0]
+    else:
+        size = _size_arg("sum_to_size", sizes, size)
     shape = input.data.shape
     if shape == size:
         return input
