@@ -182,7 +182,9 @@ def _explain(event: EventLike, data: Mapping[str, Any], label: Label) -> str:
     if kind == "capture":
         return f"grad() takes its result {d.get('output_index')} from {node}'s slot {d.get('slot')}"
     if kind == "hook":
-        return f"a {d.get('hook')} hook ran on {node}"
+        where = f" ({d['location']})" if d.get("location") else ""
+        replaced = ", replacing the gradient" if d.get("replaced") else ""
+        return f"the {d.get('hook')} hook {d.get('hook_name')}{where} ran on {node}{replaced}"
     if kind == "graph_task_start":
         depth = d.get("reentrant_depth")
         inner = f", reentrant depth {depth}" if depth else ""

@@ -201,3 +201,12 @@ def test_a_trace_with_hooks_saves_and_loads(tmp_path: Path) -> None:
     assert {(e.node_name, e.data["hook_name"]) for e in loaded.events if e.kind == "hook"} == {
         (name, e.data["hook_name"]) for (name, _), e in _hooks(trace).items()
     }
+
+
+def test_the_step_explained_names_the_hook_and_its_line() -> None:
+    from autograd_viz.draw.words import explain
+
+    trace, _, _ = _watched()
+    event = _hooks(trace)[("MulBackward0", "tensor_pre")]
+    text = explain(event, event.data, lambda node_id, name: f"{name} #{node_id}")
+    assert f"half ({_line(half)})" in text and "replacing the gradient" in text
