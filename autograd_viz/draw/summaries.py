@@ -21,6 +21,7 @@ from autograd_viz.draw.graph_view import GraphView, ViewEdge, ViewNode
 from autograd_viz.draw.modules import FoldGroup, ModuleTree
 from autograd_viz.draw.select import drawn_status
 from autograd_viz.trace.replay import NodeStatus
+from engine.events import TensorSummary
 
 
 class BoxStatus(enum.StrEnum):
@@ -128,6 +129,14 @@ class _Sum:
         )
 
 
+def _non_finite(summaries: tuple[TensorSummary | None, ...]) -> bool:
+    """``ViewNode.non_finite`` for one tuple of summaries, without a property call per summary."""
+    for summary in summaries:
+        if summary is not None and (summary.nan_count or summary.inf_count):
+            return True
+    return False
+
+
 def _widen(span: list[int], low: int, high: int) -> None:
     if not span:
         span.extend((low, high))
@@ -170,7 +179,7 @@ def scope_summaries(
         total.nodes += 1
         total.remaining += node.remaining
         total.dependencies += info.dependencies
-        if (node.slots or node.outputs) and node.non_finite:
+        if _non_finite(node.slots) or (node.outputs and _non_finite(node.outputs)):
             total.non_finite += 1
         total.statuses["not run" if node.status is None else node.status] += 1
         seq, topo = info.sequence_nr, info.topological_nr

@@ -208,6 +208,7 @@ def _sum_check(picture: GraphView, view: GraphView) -> None:
         assert summary.nodes == len(members)
         assert summary.remaining == sum(m.remaining for m in members)
         assert summary.dependencies == sum(m.info.dependencies for m in members)
+        assert summary.non_finite == sum(m.non_finite for m in members)
         topos = [m.info.topological_nr for m in members]
         assert summary.topological_nrs == (min(topos), max(topos))
         counted: dict[str, int] = {}
@@ -236,6 +237,27 @@ def test_box_summaries_are_the_sums_of_their_nodes_at_every_step() -> None:
         showing.BoxStatus.RUNNING,
         showing.BoxStatus.DONE,
     }
+
+
+def test_a_box_holding_a_nan_says_so_and_is_failed() -> None:
+    x = engine.tensor([0.0, 4.0], requires_grad=True, name="x")
+    with engine.scope("encoder", kind="Encoder"):
+        with engine.scope("bad", kind="Sqrt"):
+            y = x.sqrt()
+        with engine.scope("fine", kind="Tanh"):
+            z = y.tanh()
+    with autograd_viz.record() as trace:
+        z.sum().backward()
+    view = _view(trace)
+    picture = showing.module_view(view, level=1)
+    boxes = {n.box.name: n.box for n in picture.nodes.values() if n.box is not None}
+    assert boxes["encoder.bad"].summary.status is showing.BoxStatus.FAILED
+    assert boxes["encoder.bad"].summary.non_finite == 2  # SqrtBackward0 and x's AccumulateGrad
+    assert boxes["encoder.fine"].summary.status is showing.BoxStatus.DONE
+    _sum_check(picture, view)
+    encoder = [c for c in picture.clusters.values() if c.name == "encoder"]
+    assert encoder[0].summary.status is showing.BoxStatus.FAILED
+    assert "⚠ 2 with NaN/Inf" in dot.to_dot(trace, level=1).source
 
 
 def test_the_running_nodes_modules_open_by_themselves_at_a_step() -> None:
