@@ -66,9 +66,11 @@ class CallSelection:
 
     def wants(self, index: int) -> bool:
         """Whether the backward call numbered ``index`` (from 0) is recorded."""
-        if not self.filters:
-            return True
-        if self.every is not None and index % self.every == 0:
+        every = self.every
+        if every is not None:
+            if index % every == 0:
+                return True
+        elif self.steps is None:
             return True
         i = bisect.bisect_right(self._starts, index) - 1
         return i >= 0 and index < self._ends[i]

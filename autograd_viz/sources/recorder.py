@@ -12,6 +12,7 @@ summaries computed while the engine still holds the arrays.
 from __future__ import annotations
 
 import bisect
+import itertools
 import os
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -80,10 +81,12 @@ class Recorder:
         """Backward calls from user code seen so far (recorded or not)."""
         self._on_calls = on_calls
         self._kept: set[int] | None = set() if calls is not None and calls.filters else None
-        self._local = threading.local()  # .call: this thread's call index; .keep: recorded
+        self._local = threading.local()  # .call: the index of this thread's call, if recorded
+        self._counter = itertools.count()
         self._in_flight = 0  # recorded calls running
         self._ended = 0  # recorded calls ended since the last part handed on
         self._gated = False
+        self._listening: bool | None = None  # gated: subscribed, idle, or neither
 
     @contextmanager
     def listening(self, gated: bool = False) -> Iterator[Recorder]:
@@ -95,53 +98,85 @@ class Recorder:
                 for a recorder that needs no event outside the calls it keeps.
         """
         watch_calls = self.calls is not None or self._on_calls is not None
-        self._gated = gated and self._kept is not None
         if watch_calls:
             CALLS.add(self)
         try:
-            if self._gated:
+            if gated and self._kept is not None:
+                with self._lock:
+                    self._gated = True
+                    self._expect_next()
                 yield self
             else:
                 with events.listen(self):
                     yield self
         finally:
             CALLS.remove(self)
+            with self._lock:
+                if self._gated:
+                    self._gated = False
+                    self._listen(None)
             events.unsubscribe(self)
             self.close()
 
     # -- calls (Note [Recording some calls]) ---------------------------------------------
     def call_started(self) -> None:
         """A backward call from user code starts on this thread (:data:`engine.calls.CALLS`)."""
-        with self._lock:
-            index = self.calls_seen
-            self.calls_seen += 1
-            keep = not self.closed and (self.calls is None or self.calls.wants(index))
-            if keep:
+        index = next(self._counter)  # atomic: calls on several threads get distinct indices
+        self.calls_seen = index + 1
+        calls = self.calls
+        keep = not self.closed and (calls is None or calls.wants(index))
+        self._local.call = index if keep else None
+        if keep:
+            with self._lock:
                 self._in_flight += 1
-                if self._gated and self._in_flight == 1:
-                    events.subscribe(self)
-        local = self._local
-        local.call = index
-        local.keep = keep
+                if self._gated:
+                    self._listen(True)
 
     def call_ended(self) -> None:
         """The call this thread started has ended: hand on what is finished."""
         local = self._local
-        keep = getattr(local, "keep", False)
-        local.keep = False
-        local.call = None
-        if not keep:
+        if getattr(local, "call", None) is None:  # not recorded (or started before we watched)
+            if self._gated and self.calls is not None and self.calls.wants(self.calls_seen):
+                with self._lock:
+                    if not self._in_flight:
+                        self._expect_next()  # the next call is recorded: its forward too
             return
+        local.call = None
         with self._lock:
             self._in_flight -= 1
             self._ended += 1
             if self._in_flight:
                 return
             if self._gated:
-                events.unsubscribe(self)
+                self._expect_next()
             if self._kept is not None:
                 self._kept.clear()
             self._hand_on()
+
+    def _expect_next(self) -> None:
+        """Listen from now on if the next call is one to record, else wait (under the lock).
+
+        From the end of the previous call, so that the recorded call's forward
+        pass is watched too (Note [Backward calls] in ``engine/calls.py``).
+        """
+        assert self.calls is not None
+        self._listen(not self.closed and self.calls.wants(self.calls_seen))
+
+    def _listen(self, listen: bool | None) -> None:
+        """Subscribe to the events (``True``), wait idle for a call to record (``False``) or
+        neither (``None``, when recording ends); gated only, under the lock."""
+        was = self._listening
+        if listen == was:
+            return
+        self._listening = listen
+        if listen:
+            events.subscribe(self)
+        elif was:
+            events.unsubscribe(self)
+        if was is False:
+            CALLS.set_idle(False)
+        if listen is False:
+            CALLS.set_idle(True)
 
     def _hand_on(self) -> None:
         """Give what is recorded so far to ``on_calls`` and start afresh (under the lock).
@@ -250,16 +285,16 @@ class Recorder:
 
     def _record_start(self, event: Event) -> None:
         parent = event.data.get("parent_graph_task") or None
-        local = self._local
+        call = getattr(self._local, "call", None)
         kept = self._kept
         if kept is not None:
-            if not (getattr(local, "keep", False) or parent in kept):
+            if call is None and parent not in kept:
                 return
             kept.add(event[5])
         build = event.data.get("graph_snapshot")
         info = snapshot(event, self.max_values) if build is None else build(self.max_values)
-        if parent is None and getattr(local, "keep", False):
-            info = _with_call(info, local.call)
+        if parent is None and call is not None:
+            info = _with_call(info, call)
         data = _plain_data(event, self.max_values)
         with self._lock:
             if self.closed:

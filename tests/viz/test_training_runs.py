@@ -259,3 +259,35 @@ def test_watch_nan_every_checks_every_call_but_records_only_its_own() -> None:
         _nan_loop(12, born=5)
     assert _calls(watch.trace) == [0, 5, 10]
     assert watch.found
+
+
+# -- PyTorch -------------------------------------------------------------------------------
+
+
+def test_a_recorded_pytorch_call_keeps_its_modules_and_others_run_without_module_hooks() -> None:
+    torch = pytest.importorskip("torch")
+    hooks = torch.nn.modules.module._global_forward_pre_hooks
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 1))
+    x = torch.randn(2, 3)
+
+    def loop() -> list[Any]:
+        grads = []
+        for _ in range(5):
+            model.zero_grad()
+            hooked.append(bool(hooks))
+            model(x).sum().backward()
+            grads.append(model[0].weight.grad.clone())
+        return grads
+
+    hooked: list[bool] = []
+    plain = loop()
+    hooked.clear()
+    with record(every=2) as trace:
+        watched = loop()
+    assert all(torch.equal(a, b) for a, b in zip(plain, watched, strict=True))
+    assert hooked == [True, False, True, False, True], "hooks only for a recorded call's forward"
+    assert not hooks
+    assert _calls(trace) == [0, 2, 4]
+    for info in trace.graph_tasks.values():
+        assert set(info.modules.values()) == {"Linear", "Tanh", "Sequential"}, info.modules

@@ -53,6 +53,7 @@ import torch
 from autograd_viz.sources.modules import RawScope, number_calls
 from autograd_viz.sources.pytorch.compiled import is_compiling
 from autograd_viz.trace.records import Scope
+from engine.calls import CALLS
 
 if TYPE_CHECKING:
     from autograd_viz.sources.pytorch.graph import TorchNode
@@ -119,26 +120,62 @@ _handles: list[Any] = []
 _warned: set[str] = set()
 
 
+_armed = False
+
+
 def arm() -> None:
     """Start following module calls (the bridge calls it when it is armed)."""
+    global _armed
     with _lock:
-        if _handles:
-            return
-        hooks = torch.nn.modules.module
-        _handles.append(hooks.register_module_forward_pre_hook(_enter))
-        _handles.append(hooks.register_module_forward_hook(_leave, always_call=True))
-        _note(_local(), ())  # followed from here on this thread, outside any module
+        _armed = True
+        if not CALLS.idle:
+            _hook()
 
 
 def disarm() -> None:
     """Stop following module calls; what was noted stays for graphs made meanwhile."""
+    global _armed
     with _lock:
-        for handle in _handles:
-            handle.remove()
-        _handles.clear()
-        local = _local()
-        if local.starts:
-            _note(local, None)  # nodes this thread makes from here on were not followed
+        _armed = False
+        _unhook()
+
+
+def _follow(idle: bool) -> None:
+    """Whether a recorded backward call is coming (Note [Backward calls] in engine/calls.py).
+
+    PyTorch's global module hooks put every module call on its slow path, so
+    while every recorder waits for a call it does not keep, they come off.
+    """
+    with _lock:
+        if not _armed:
+            return
+        if idle:
+            _unhook()
+        else:
+            _hook()
+
+
+CALLS.idle_changed.append(_follow)
+
+
+def _hook() -> None:
+    if _handles:
+        return
+    hooks = torch.nn.modules.module
+    _handles.append(hooks.register_module_forward_pre_hook(_enter))
+    _handles.append(hooks.register_module_forward_hook(_leave, always_call=True))
+    _note(_local(), ())  # followed from here on this thread, outside any module
+
+
+def _unhook() -> None:
+    if not _handles:
+        return
+    for handle in _handles:
+        handle.remove()
+    _handles.clear()
+    local = _local()
+    if local.starts:
+        _note(local, None)  # nodes this thread makes from here on were not followed
 
 
 def _note(local: _ThreadState, stack: Calls | None) -> None:

@@ -1,0 +1,214 @@
+"""Training runs: what a call that is not recorded costs, and memory over a long recording.
+
+Run: OMP_NUM_THREADS=1 .venv/bin/python -m benchmarks.training [--steps 300] [--repeat 7]
+     [--memory 5000]
+
+* **Calls not recorded.** A training step (forward, backward, an SGD update)
+  timed plain and inside ``record(steps=...)`` that records none of the timed
+  calls: every backward call still goes through the call gate
+  (Note [Backward calls] in ``engine/calls.py``) and runs with nobody
+  listening. Two loops: W3's MLP (1024-1024-1024-10, tanh, batch 256) and a
+  small-tensor MLP (32-32-32-10, batch 8: many short calls, the gate's worst
+  case), and a one-node backward (the gate alone). Blocks of steps,
+  interleaved (Note [Interleaving] in harness.py), the collector off, timed
+  in the calling thread's CPU time; the table gives the fastest block's step,
+  the ratio over plain and the microseconds each call adds.
+* **``--memory N``**: ``autograd-viz record`` on an N-step loop of a 256-wide
+  MLP, each way in a process of its own (plain ``python``, streamed, ``--every
+  10``, ``--last 10``): maximum RSS and the trace file's size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import itertools
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+from rich.console import Console
+from rich.table import Table
+
+import autograd_viz
+
+Step = Callable[[], None]
+
+
+def training_step(widths: tuple[int, ...], batch: int) -> Step:
+    """One step of an MLP with tanh between layers, cross entropy and an SGD update."""
+    torch.manual_seed(0)
+    layers: list[torch.nn.Module] = []
+    for a, b in itertools.pairwise(widths):
+        layers += [torch.nn.Linear(a, b), torch.nn.Tanh()]
+    model = torch.nn.Sequential(*layers[:-1])
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
+    x = torch.randn(batch, widths[0])
+    y = torch.randint(0, widths[-1], (batch,))
+
+    def step() -> None:
+        optimizer.zero_grad(set_to_none=True)
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        optimizer.step()
+
+    return step
+
+
+def _block(step: Step, steps: int, watched: bool) -> float:
+    """CPU seconds per step over ``steps`` steps, plain or inside a recording that keeps none.
+
+    The calling thread's CPU time (``time.thread_time``): with one intra-op
+    thread, PyTorch's CPU work runs there, and other processes on a busy
+    machine do not count.
+    """
+    if not watched:
+        started = time.thread_time()
+        for _ in range(steps):
+            step()
+        return (time.thread_time() - started) / steps
+    with autograd_viz.record(steps=[10**12]):  # counts every call, records none
+        started = time.thread_time()
+        for _ in range(steps):
+            step()
+        elapsed = time.thread_time() - started
+    return elapsed / steps
+
+
+def not_recorded(steps: int, repeat: int) -> None:
+    table = Table(title="A training step when its backward call is not recorded (CPU time)")
+    for column in ("loop", "plain", "record(steps=...)", "× plain", "+µs per call"):
+        table.add_column(column, justify="left" if column == "loop" else "right")
+    loops = {
+        "W3 MLP 1024×3, batch 256": (training_step((1024, 1024, 1024, 10), 256), steps // 10),
+        "small MLP 32×3, batch 8": (training_step((32, 32, 32, 10), 8), steps),
+        "one-node backward": (_one_node(), steps * 5),
+    }
+    for label, (step, n) in loops.items():
+        for _ in range(3):
+            step()
+        plain: list[float] = []
+        watched: list[float] = []
+        gc.disable()
+        try:
+            for _ in range(repeat):
+                plain.append(_block(step, n, False))
+                watched.append(_block(step, n, True))
+        finally:
+            gc.enable()
+        # The fastest block of each: what a busy machine adds is never negative.
+        p, w = min(plain), min(watched)
+        table.add_row(
+            label,
+            f"{p * 1e6:.0f} µs",
+            f"{w * 1e6:.0f} µs",
+            f"{w / p:.3f}×",
+            f"{(w - p) * 1e6:.1f}",
+        )
+    Console(width=120).print(table)
+    print(f"{steps} steps per block (W3: a tenth), the fastest of {repeat} blocks each, interleaved")
+
+
+def _one_node() -> Step:
+    """A backward call with one node: what the call gate costs, alone."""
+    x = torch.ones(1, requires_grad=True)
+
+    def step() -> None:
+        (x * 2.0).sum().backward()
+
+    return step
+
+
+LOOP = """
+    import sys
+
+    import torch
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(256, 256), torch.nn.Tanh(), torch.nn.Linear(256, 256), torch.nn.Tanh(),
+        torch.nn.Linear(256, 10),
+    )
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
+    x = torch.randn(64, 256)
+    y = torch.randint(0, 10, (64,))
+    for _ in range(int(sys.argv[1])):
+        optimizer.zero_grad()
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        optimizer.step()
+"""
+
+
+def memory(steps: int) -> None:
+    table = Table(title=f"Recording a {steps:,}-step loop (256-wide MLP): each in its own process")
+    for column in ("way", "max RSS", "over plain", "trace file", "wall"):
+        table.add_column(column, justify="left" if column == "way" else "right")
+    with tempfile.TemporaryDirectory() as tmp:
+        script = Path(tmp) / "loop.py"
+        script.write_text(textwrap.dedent(LOOP), encoding="utf-8")
+        trace = Path(tmp) / "t.jsonl"
+        record = [sys.executable, "-m", "autograd_viz", "record", "-o", str(trace)]
+        ways = {
+            "plain python": [sys.executable],
+            "record (streamed)": record,
+            "record --every 10": [*record, "--every", "10"],
+            "record --last 10": [*record, "--last", "10"],
+        }
+        plain_rss = 0
+        for way, command in ways.items():
+            rss, wall = _run([*command, str(script), str(steps)])
+            plain_rss = plain_rss or rss
+            size = trace.stat().st_size if trace.exists() and way != "plain python" else 0
+            table.add_row(
+                way,
+                f"{rss / 2**20:.0f} MB",
+                "" if way == "plain python" else f"+{(rss - plain_rss) / 2**20:.0f} MB",
+                f"{size / 1e6:.1f} MB" if size else "",
+                f"{wall:.1f} s",
+            )
+            if trace.exists():
+                trace.unlink()
+    Console(width=120).print(table)
+
+
+def _run(command: list[str]) -> tuple[int, float]:
+    """Run ``command`` alone; its maximum RSS in bytes and its wall time."""
+    code = (
+        "import resource, subprocess, sys, time; t = time.perf_counter(); "
+        "subprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL); "
+        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, time.perf_counter() - t)"
+    )
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    out = subprocess.run(
+        [sys.executable, "-c", code, *command], env=env, check=True, capture_output=True, text=True
+    ).stdout.split()
+    return int(out[0]) * 1024, float(out[1])  # ru_maxrss is in KiB on Linux
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps", type=int, default=300, help="steps per block (small loop)")
+    parser.add_argument("--repeat", type=int, default=15)
+    parser.add_argument("--memory", type=int, default=0, metavar="N")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    if args.memory:
+        memory(args.memory)
+        return
+    not_recorded(args.steps, args.repeat)
+    print(f"torch {torch.__version__}, one intra-op thread; max RSS {_self_rss()} MB")
+
+
+def _self_rss() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+
+
+if __name__ == "__main__":
+    main()
