@@ -157,7 +157,7 @@ def test_jump_to_first_problem_finds_the_error() -> None:
         await pilot.press("a")
         assert app.driver.position == error.index + 1
         assert "first problem: error at FailsInBackwardBackward" in status(app)
-        assert "errors" in status(app)
+        assert "⚠ 1 error, 0 anomalies" in status(app)
 
     run_app(app, actions)
 
