@@ -2,8 +2,9 @@
 
 While the bridge is armed, PyTorch's global module hooks
 (``register_module_forward_pre_hook`` and ``register_module_forward_hook``)
-keep, per thread, the stack of module calls running, and :func:`scopes_of`
-tells a backward graph's nodes which calls made them.
+keep, per thread, the stack of module calls running; :func:`calls_of` tells a
+backward graph's nodes which calls made them, and :class:`GraphModules`
+names those calls for the trace.
 
 Note [Module calls own sequence ranges]
 ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
@@ -19,6 +20,8 @@ made in between replace each other, so a forward under ``no_grad`` costs no
 memory. The thread's list is bounded (:data:`MAX_CHANGES`); nodes older than
 it, or made before the bridge was armed or on another thread, have no module,
 and a graph of a model's parameters with such nodes says so in one warning.
+A thread first met in a module call (a live session's program) counts what it
+made before as made outside any module.
 
 Note [Model paths]
 ~~~~~~~~~~~~~~~~~~
@@ -26,8 +29,8 @@ Paths are the model's own names (``transformer.h.3.attn``, from
 ``named_modules()`` of the outermost module called); a module called inside
 the model that is none of its submodules (a loss made in ``forward``) is
 named by its class under the module that called it (``CrossEntropyLoss``
-made in the model's own ``forward``, ``encoder.GELU`` in ``encoder``'s). The outermost module's
-own path is the variable the code calling backward binds it to (``model``,
+made in the model's own ``forward``, ``encoder.GELU`` in ``encoder``'s). The
+outermost module's own path is the variable the code calling backward binds it to (``model``,
 ``criterion``: Note [Finding the user's modules] in ``naming.py``), else its
 class name (``GPT2LMHeadModel``; ``MLP#2`` for a second one). When two
 outermost modules with parameters made one graph, inner paths start with
