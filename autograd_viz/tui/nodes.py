@@ -86,6 +86,39 @@ def tree_rows(task: GraphTaskInfo) -> list[Row]:
     return rows
 
 
+def module_rows(task: GraphTaskInfo) -> list[Row] | None:
+    """The model's module calls as a tree, each with the nodes made in it; ``None`` without any.
+
+    Nodes made outside every module (the loss, for one) come first; each call is a
+    heading (its name as every view writes it, its class, how many nodes it holds)
+    over its own nodes, then the calls made inside it, in forward order.
+    """
+    from autograd_viz.draw.modules import ModuleTree
+
+    tree = ModuleTree.build(((str(i), info) for i, info in task.nodes.items()), task.modules)
+    if not tree.scopes:
+        return None
+    rows = [Row(int(key)) for key in tree.outside]
+    # (scope index, depth, guides above, is last among its siblings)
+    stack = [(index, 0, "", i == 0) for i, index in enumerate(reversed(tree.roots))]
+    while stack:
+        index, depth, above, last = stack.pop()
+        scope = tree.scopes[index]
+        branch = "└─" if last else "├─"
+        kind = f" · {printable(scope.kind)}" if scope.kind else ""
+        count = "1 node" if scope.size == 1 else f"{scope.size:,} nodes"
+        heading = f"{printable(scope.name)}{kind} · {count}"
+        rows.append(Row(None, depth, heading=heading, prefix=above[: 2 * MAX_INDENT] + branch))
+        below = above + ("  " if last else "│ ")
+        children = scope.children
+        for position, key in enumerate(scope.nodes):
+            end = position == len(scope.nodes) - 1 and not children
+            rows.append(Row(int(key), depth + 1, prefix=below + ("└─" if end else "├─")))
+        for i, child in enumerate(reversed(children)):
+            stack.append((child, depth + 1, below, i == 0))
+    return rows
+
+
 class NodeList(RowList):
     """The nodes of one graph task at the current step."""
 
@@ -96,7 +129,8 @@ class NodeList(RowList):
         self.shown_task: GraphTaskInfo | None = None
         """The graph task shown."""
         self.view = "topo"
-        """``"topo"`` (grouped by topological_nr) or ``"tree"`` (from the root)."""
+        """``"topo"`` (grouped by topological_nr) or ``"tree"`` (the module tree; for a graph
+        recorded without modules, the graph from the root)."""
         self.state: ExecutionState | None = None
         """The state the rows describe."""
         self.breakpoints: set[int] = set()
@@ -154,7 +188,10 @@ class NodeList(RowList):
             self.rows = []
         else:
             with paused_gc():  # a row per node of a task that may hold 100,000 of them
-                self.rows = tree_rows(task) if self.view == "tree" else topo_rows(task)
+                if self.view == "tree":
+                    self.rows = module_rows(task) or tree_rows(task)
+                else:
+                    self.rows = topo_rows(task)
         self._row_of_node = {}
         self._row_format = None
         for i, row in enumerate(self.rows):
@@ -167,7 +204,7 @@ class NodeList(RowList):
     def row_text(self, row: int) -> Text:
         entry = self.rows[row]
         if entry.node_id is None:
-            return Text(f"── {entry.heading} ", style="bold dim")
+            return Text(f"{entry.prefix}── {entry.heading} ", style="bold dim")
         assert self.shown_task is not None
         info = self.shown_task.nodes[entry.node_id]
         state = self._state(info.id)

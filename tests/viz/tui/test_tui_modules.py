@@ -194,3 +194,28 @@ def test_a_20000_node_chain_is_drawn_folded() -> None:
         assert dag_of(app).picture is not None
 
     run_app(app, actions, size=(80, 24))
+
+
+def test_the_tree_view_is_the_module_tree(trace: Trace) -> None:
+    task = next(iter(trace.graph_tasks.values()))
+    app = replay_app(trace)
+
+    async def actions(pilot: Pilot[Any]) -> None:
+        await pilot.press("v")
+        nodes = node_list(app)
+        assert nodes.view == "tree"
+        listed = [row.node_id for row in nodes.rows if row.node_id is not None]
+        assert sorted(listed) == sorted(task.nodes)  # every node once
+        headings = [row.heading for row in nodes.rows if row.node_id is None]
+        assert "model.layers.7 · Block · 6 nodes" in headings
+        assert "model.layers.7.act · Tanh · 2 nodes" in headings
+        # Each node sits under the heading of the innermost module it was made in.
+        current = ""
+        for i, row in enumerate(nodes.rows):
+            if row.node_id is None:
+                current = row.heading.split(" · ")[0]
+                assert nodes.row_text(i).plain.strip().endswith(f"{row.heading}")
+            elif task.nodes[row.node_id].scope and task.nodes[row.node_id].leaf is None:
+                assert task.nodes[row.node_id].scope[-1][0] == current
+
+    run_app(app, actions, size=(120, 40))
