@@ -1,8 +1,9 @@
 """How the TUI copes with a big trace: open, step, seek, scroll and switch views.
 
-Run: python benchmarks/tui_big.py [--nodes 20000] [--size 120x40 --size 80x24]
+Run: python benchmarks/tui_big.py [--nodes 20000] [--graph chain|blocks] [--size 120x40 ...]
 
-Records the backward pass of an n-node chain, then drives the app headless
+Records the backward pass of an n-node chain (or of a stack of blocks recorded
+with their modules), then drives the app headless
 (Textual's Pilot) at each size and times each key from the moment it reaches
 the app until the screen shows what it did: every message it caused handled,
 and the screen painted. Pilot's own ``press()`` and ``pause()`` wait until the
@@ -18,6 +19,7 @@ import argparse
 import asyncio
 import statistics
 import time
+
 from rich.console import Console
 from rich.table import Table
 from textual import events
@@ -40,6 +42,29 @@ def chain_trace(nodes: int) -> autograd_viz.Trace:
 
 _CHARACTERS = {"slash": "/", "enter": "\r"}
 
+
+def blocks_trace(nodes: int) -> autograd_viz.Trace:
+    """A residual stack of blocks, each in its modules (``engine.scope``): about ``nodes`` nodes."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    h = engine.tensor(rng.standard_normal((4, 8)))
+    with engine.scope("model", "Stack"):
+        for i in range(max(1, nodes // 6)):  # six nodes a block
+            with engine.scope(f"blocks.{i}", "Block"):
+                w = engine.tensor(rng.standard_normal((8, 8)) * 0.1, requires_grad=True)
+                b = engine.tensor(np.zeros(8), requires_grad=True)
+                with engine.scope("linear", "Linear"):
+                    z = h @ w + b
+                with engine.scope("act", "Tanh"):
+                    h = z.tanh() + h
+    with autograd_viz.record() as trace:
+        (h * h).sum().backward()
+    return trace
+
+
+GRAPHS = {"chain": chain_trace, "blocks": blocks_trace}
+
 Timings = dict[str, list[tuple[float, float]]]
 """Interaction → (key-to-screen seconds, CPU seconds) of each run."""
 
@@ -48,7 +73,7 @@ async def drive(trace: autograd_viz.Trace, size: tuple[int, int]) -> Timings:
     """Open the app at ``size`` and time each interaction."""
     timings: Timings = {}
     started = time.perf_counter()
-    app = VizApp(ReplayDriver(trace), source="chain")
+    app = VizApp(ReplayDriver(trace), source="benchmark")
     async with app.run_test(size=size) as pilot:
         await pilot.pause()
         timings["open (first screen)"] = [(time.perf_counter() - started, 0.0)]
@@ -79,7 +104,11 @@ async def drive(trace: autograd_viz.Trace, size: tuple[int, int]) -> Timings:
         await timed("tree view (v)", "v")
         await timed("tree view: step (s)", "s", repeat=10)
         await timed("drawn DAG (v)", "v")
-        await timed("drawn DAG: step (s)", "s", repeat=10)
+        await timed("drawn DAG: step (s)", "s", repeat=20)
+        await timed("drawn DAG: next node (n)", "n", repeat=20)
+        await timed("drawn DAG: step back (p)", "p", repeat=10)
+        await timed("drawn DAG: next label (right)", "right", repeat=10)
+        await timed("drawn DAG: open / close (enter)", "enter", repeat=6)
         await timed("topo list again (v)", "v")
         await timed("find a node (/ #id)", "slash")
         app.screen.query_one("#prompt-input").value = "#3"  # type: ignore[attr-defined]
@@ -113,15 +142,21 @@ def table(title: str, timings: Timings, recorded: float) -> Table:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=20_000)
+    parser.add_argument(
+        "--graph", choices=sorted(GRAPHS), default="chain", help="a chain, or blocks in modules"
+    )
     parser.add_argument("--size", action="append", help="COLUMNSxROWS (default 120x40 and 80x24)")
     args = parser.parse_args()
     sizes = [tuple(int(v) for v in s.split("x")) for s in args.size or ["120x40", "80x24"]]
     t0 = time.perf_counter()
-    trace = chain_trace(args.nodes)
+    trace = GRAPHS[args.graph](args.nodes)
     recorded = time.perf_counter() - t0
     for columns, rows in sizes:
         timings = asyncio.run(drive(trace, (columns, rows)))
-        title = f"TUI on a {args.nodes:,}-node chain ({len(trace.events):,} events), {columns}×{rows}"
+        nodes = sum(len(t.nodes) for t in trace.graph_tasks.values())
+        title = (
+            f"TUI on {args.graph}: {nodes:,} nodes, {len(trace.events):,} events, {columns}×{rows}"
+        )
         Console().print(table(title, timings, recorded))
 
 
