@@ -136,6 +136,21 @@ def _arm() -> None:
     _stop_ddp = watch_ddp()
 
 
+def _prepare() -> None:
+    """Once torch is imported: note hooks and compiled regions as the program makes them.
+
+    See Note [Seeing the user's hooks] and Note [Compiled regions] in the bridge:
+    a hook registered, or a function compiled, before the bridge is armed must
+    still be seen when it is. Nothing is watched until then.
+    """
+    torch = sys.modules.get("torch")
+    if torch is None or not hasattr(torch, "autograd"):
+        return
+    from autograd_viz.sources.pytorch import compiled
+
+    compiled.install()
+
+
 class _TorchImportFinder(importlib.abc.MetaPathFinder):
     """Finds nothing itself; calls what waits for ``torch`` once the real one has executed."""
 
@@ -182,3 +197,7 @@ class _ThenLoader(importlib.abc.Loader):
 
 
 _FINDER = _TorchImportFinder()
+
+_call_when_torch_is_imported(
+    _prepare
+)  # Note [Arming without importing torch]: waits, imports nothing

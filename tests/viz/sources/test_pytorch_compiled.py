@@ -225,3 +225,23 @@ def test_torch_export_logs_nothing_more_and_changes_nothing(watching: Watching) 
     assert watched == plain
     assert logs == plain_logs
     assert [line for line in lines if line not in plain_lines] == []
+
+
+def test_a_birth_in_a_regions_backward_is_found_on_compiled_function_backward() -> None:
+    torch._dynamo.reset()
+
+    def root(x: Any) -> Any:
+        return torch.sqrt(x) * 3  # finite forward at 0; the backward divides by 0
+
+    compiled = torch.compile(root, backend="aot_eager")
+    x = torch.zeros(3, requires_grad=True)
+    with watch_nan() as watch:
+        compiled(x).sum().backward()
+    first = watch.report.first
+    assert first is not None
+    assert (first.phase, first.value, first.node.name) == (
+        "backward",
+        "inf",
+        "CompiledFunctionBackward",
+    )
+    assert torch.isinf(x.grad).all()
