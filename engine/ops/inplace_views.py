@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 
 from engine import _context, grad_mode
-from engine.graph import Node, shared_metadata
-from engine.ops._core import _edge, make_node
+from engine.graph import Node, next_sequence_nr, shared_metadata
+from engine.ops._core import _edge
 from engine.ops.indexing import Index, _index_put, parse_index, read
 from engine.saved import ERR_BACKWARD_TWICE
 from engine.tensor import Tensor
@@ -66,6 +66,8 @@ def rebase_view(view: Tensor, base: Tensor, result: Tensor, keep_view: bool) -> 
         fn.set_next_edges((None, None))
     if fn is not None:
         copy_slices(base, positions, fn)
+        if keep_view and isinstance(view.grad_fn, AsStridedBackward0):
+            view.grad_fn.number()  # PyTorch reads the written view's grad_fn at once
     return view
 
 
@@ -191,17 +193,60 @@ def copy_slices(base: Tensor, positions: tuple[Any, ...], fn: Node) -> None:
         regenerate_views(base)
 
 
+_SEQUENCE_NR: Any = Node.__dict__["sequence_nr"]  # the slots' own descriptors
+_TOPOLOGICAL_NR: Any = Node.__dict__["topological_nr"]
+
+
 class AsStridedBackward0(Node):
     """A view regenerated from its base after the base changed in place.
 
     PyTorch regenerates such views as ``as_strided`` of the new base; here the
     view's elements are found by memory offset (Note [In-place on views]) and
     the gradient lands on them in a zero tensor of the base's shape.
+
+    Note [Views numbered when read]
+    ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+    PyTorch makes a stale view's new node the next time the view's ``grad_fn`` is
+    read: mostly by the op that uses the view, once that op's own node has its
+    sequence number, so the view's node numbers after it. We make the node when the
+    base changes (the graph is right at once, and no op pays a check), but give it
+    its number the first time one of its numbers is read, which for a view an op
+    uses is when the op links to it (``make_node`` reads ``topological_nr``). The
+    view an in-place op wrote through is numbered at once, as PyTorch reads its
+    ``grad_fn`` at once. A view regenerated again before any use never takes one.
     """
 
-    __slots__ = ("index", "self_sym_sizes")
+    __slots__ = ("_unnumbered", "index", "self_sym_sizes")
     index: Index
     self_sym_sizes: tuple[int, ...]
+    _unnumbered: bool
+
+    @property
+    def sequence_nr(self) -> int:
+        if self._unnumbered:
+            self.number()
+        return int(_SEQUENCE_NR.__get__(self, AsStridedBackward0))
+
+    @sequence_nr.setter
+    def sequence_nr(self, value: int) -> None:
+        _SEQUENCE_NR.__set__(self, value)
+        self._unnumbered = False
+
+    @property
+    def topological_nr(self) -> int:
+        if self._unnumbered:
+            self.number()
+        return int(_TOPOLOGICAL_NR.__get__(self, AsStridedBackward0))
+
+    @topological_nr.setter
+    def topological_nr(self, value: int) -> None:
+        _TOPOLOGICAL_NR.__set__(self, value)
+
+    def number(self) -> None:
+        """Take this thread's next sequence number now (Note [Views numbered when read])."""
+        if self._unnumbered:
+            self._unnumbered = False
+            _SEQUENCE_NR.__set__(self, next_sequence_nr())
 
     def apply(self, grads: list[Any]) -> tuple[Any, ...]:
         g = grads[0]
@@ -210,10 +255,15 @@ class AsStridedBackward0(Node):
 
 
 def regenerate_view(view: Tensor, base: Tensor) -> None:
-    """Give ``view`` a fresh history from ``base``'s current one (an ``AsStridedBackward0``)."""
-    node = make_node(AsStridedBackward0, base)
-    if node is None:
+    """Give ``view`` a fresh history from ``base``'s current one (an ``AsStridedBackward0``).
+
+    The node is numbered when first read (Note [Views numbered when read]).
+    """
+    if not (grad_mode._state.enabled and base._requires_grad):
         return
+    node = AsStridedBackward0(sequence_nr=0)
+    node._unnumbered = True
+    node.set_next_edges((_edge(base),))
     node.index = parse_index(positions_in(view.data, base.data), base)
     node.self_sym_sizes = base.data.shape
     node._input_metadata = shared_metadata(view.data.shape, view.data.dtype, view.device)

@@ -154,6 +154,15 @@ def _assign_then_change_a_view(lib: Any, xs: list[Any]) -> Any:
     return v + y[1:]
 
 
+def _stale_views_used_later(lib: Any, xs: list[Any]) -> Any:
+    y = xs[0] * 1.0
+    v, u = y[1:], y[:2]
+    y[0].mul_(xs[1])  # v and u are stale now: PyTorch makes their nodes when they are used
+    a = (v * 2.0).sum()
+    b = (y * 3.0).sum()
+    return lib.stack([a, b, (u * xs[1]).sum()])
+
+
 PROGRAMS: dict[str, Program] = {
     "y[0].mul_(2.0)": _scalar_mul_of_select,
     "y[0].mul_(w)": _tensor_mul_of_select,
@@ -175,6 +184,7 @@ PROGRAMS: dict[str, Program] = {
     "y[1] = w.reshape(1, 1)": _assign_row_broadcast,
     "y[1:, 0] = w on a view": _assign_into_a_view,
     "assign, then change a view": _assign_then_change_a_view,
+    "stale views used later": _stale_views_used_later,
 }
 
 X = np.array([1.0, 2.0, 3.0], dtype=np.float32)
@@ -246,14 +256,28 @@ def test_nodes_run_in_pytorchs_order(torch: Any, name: str) -> None:
 
 
 @pytest.mark.oracle
-@pytest.mark.parametrize(
-    "name", ["y[0].mul_(w)", "y[1] += w; y[2:].sub_(...)", "y[1] = 5.0", "y[:] = x * 2"]
-)
-def test_ties_between_nodes_break_as_in_pytorch(torch: Any, name: str) -> None:
-    """Programs whose stale views are never read again number every node as PyTorch does."""
+@pytest.mark.parametrize("name", list(PROGRAMS))
+def test_nodes_number_and_break_ties_as_in_pytorch(torch: Any, name: str) -> None:
+    """Every node ranks by sequence number as PyTorch's (Note [Views numbered when read])."""
     program = PROGRAMS[name]
-    # w * 0.0: every leaf gets a gradient, which _both compares.
-    _both(lambda lib, xs: (program(lib, xs) ** 2).sum() + xs[1] * 0.0, [X, W], torch)
+    def loss(lib: Any, xs: list[Any]) -> Any:
+        # The zero terms give every leaf a gradient, which _both compares.
+        return (program(lib, xs) ** 2).sum() + xs[1] * 0.0 + (xs[0] * 0.0).sum()
+
+    _both(loss, [X, W], torch)
+
+
+def test_a_stale_view_is_numbered_when_used() -> None:
+    x = engine.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    y = x * 1.0
+    v = y[1:]
+    y[0].mul_(2.0)
+    stale = v.grad_fn
+    assert stale.name() == "AsStridedBackward0" and stale._unnumbered
+    used = v * 2.0
+    assert not stale._unnumbered and stale.sequence_nr == used.grad_fn.sequence_nr + 1
+    y[1].add_(1.0)  # the written view's node is numbered at once; v's new one is not
+    assert v.grad_fn is not stale and v.grad_fn._unnumbered
 
 
 def test_the_op_inside_copyslices_is_not_in_the_graph() -> None:
