@@ -308,8 +308,6 @@ class Tensor:
                     f"assigned grad expected to be a Tensor or None but got grad of type "
                     f"{type(value).__name__}"
                 )
-            if value.device is not self.device:
-                raise RuntimeError("assigned grad has data located on a different device")
             if value.data.dtype != self.data.dtype:
                 raise RuntimeError(
                     f"attempting to assign a gradient with dtype '{_c_type_name(value.data)}' "
@@ -318,6 +316,19 @@ class Tensor:
                     f"can set the tensor's grad_dtype attribute with a specific dtype, or None "
                     f"to allow any dtype. Set grad_dtype with caution. Diverging the dtypes of a "
                     f"tensor and its gradient may break downstream systems that assume they match."
+                )
+            if value.device.type != self.device.type:
+                raise RuntimeError(
+                    f"attempting to assign a gradient with device type '{value.device.type}' to a "
+                    f"tensor with device type '{self.device.type}'. Please ensure that the "
+                    f"gradient and the tensor are on the same device"
+                )
+            if value.device is not self.device:
+                raise RuntimeError(
+                    f"attempting to assign a gradient located on device with index "
+                    f"'{value.device.index}' to a tensor located on device with index "
+                    f"'{self.device.index}'. Please ensure that the gradient and the tensor are "
+                    f"on the same device"
                 )
             if value.data.shape != self.data.shape:
                 raise RuntimeError(

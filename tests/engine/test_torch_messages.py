@@ -258,3 +258,24 @@ def test_sum_to_size_takes_ints_or_one_sequence_like_pytorch(
     assert got.shape == tuple(expected.shape)
     np.testing.assert_array_equal(got.detach().numpy(), expected.detach().numpy())
     assert ours.sum_to_size(size=(1, 3)).tolist() == theirs.sum_to_size(size=(1, 3)).tolist()
+
+
+@pytest.mark.oracle
+def test_a_grad_on_another_device_is_refused_in_pytorchs_words(torch: Any) -> None:
+    def assign(lib: Any, leaf_device: str, grad_device: str) -> Any:
+        return lambda lib: setattr(
+            lib.zeros(2, device=leaf_device, requires_grad=True),
+            "grad",
+            lib.zeros(2, device=grad_device),
+        )
+
+    # PyTorch's CPU build has no second device type but "meta"; ours has "sim".
+    ours = _error(engine, assign(engine, "cpu", "sim:0"))
+    theirs = _error(torch, assign(torch, "cpu", "meta"))
+    assert ours == (theirs[0], theirs[1].replace("'meta'", "'sim'"))
+    assert _error(engine, assign(engine, "sim:1", "sim:0")) == (
+        "RuntimeError",
+        "attempting to assign a gradient located on device with index '0' to a tensor located "
+        "on device with index '1'. Please ensure that the gradient and the tensor are on the same "
+        "device",
+    )
