@@ -16,6 +16,10 @@ Run: OMP_NUM_THREADS=1 .venv/bin/python -m benchmarks.training [--steps 300] [--
 * **``--memory N``**: ``autograd-viz record`` on an N-step loop of a 256-wide
   MLP, each way in a process of its own (plain ``python``, streamed, ``--every
   10``, ``--last 10``): maximum RSS and the trace file's size.
+* **``--open TRACE``**: finding the calls of a long trace and loading the
+  first, middle and last of them alone (``replay``/``dot``/``timeline``
+  ``--call K``), with this process's maximum RSS after each; ``--whole``
+  also loads the whole file once, for comparison.
 """
 
 from __future__ import annotations
@@ -25,7 +29,6 @@ import gc
 import itertools
 import os
 import resource
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -113,7 +116,9 @@ def not_recorded(steps: int, repeat: int) -> None:
             f"{(w - p) * 1e6:.1f}",
         )
     Console(width=120).print(table)
-    print(f"{steps} steps per block (W3: a tenth), the fastest of {repeat} blocks each, interleaved")
+    print(
+        f"{steps} steps per block (W3: a tenth), the fastest of {repeat} blocks each, interleaved"
+    )
 
 
 def _one_node() -> Step:
@@ -178,6 +183,49 @@ def memory(steps: int) -> None:
     Console(width=120).print(table)
 
 
+def open_calls(path: str, whole: bool) -> None:
+    """Time opening calls of a long trace by number, as ``--call K`` does, in this process."""
+    from autograd_viz.trace import Trace
+    from autograd_viz.trace.index import calls_in, load_call
+
+    size = os.path.getsize(path)
+    table = Table(title=f"Opening one call of {path} ({size / 1e6:.0f} MB)")
+    for column in ("what", "time", "max RSS after"):
+        table.add_column(column, justify="left" if column == "what" else "right")
+    started = time.perf_counter()
+    spans = calls_in(path)
+    table.add_row(
+        f"find the {len(spans):,} calls", f"{time.perf_counter() - started:.3f} s", _rss()
+    )
+    for where, span in (
+        ("first", spans[0]),
+        ("middle", spans[len(spans) // 2]),
+        ("last", spans[-1]),
+    ):
+        number = span.call if span.call is not None else spans.index(span)
+        started = time.perf_counter()
+        trace = load_call(path, number)
+        elapsed = time.perf_counter() - started
+        table.add_row(
+            f"load_call: the {where} (call {number}, {len(trace.events):,} events)",
+            f"{elapsed:.3f} s",
+            _rss(),
+        )
+    if whole:
+        started = time.perf_counter()
+        trace = Trace.load(path)
+        table.add_row(
+            f"Trace.load, the whole file ({len(trace.events):,} events)",
+            f"{time.perf_counter() - started:.1f} s",
+            _rss(),
+        )
+    Console(width=120).print(table)
+
+
+def _rss() -> str:
+    return f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024} MB"
+
+
 def _run(command: list[str]) -> tuple[int, float]:
     """Run ``command`` alone; its maximum RSS in bytes and its wall time."""
     code = (
@@ -197,8 +245,15 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=300, help="steps per block (small loop)")
     parser.add_argument("--repeat", type=int, default=15)
     parser.add_argument("--memory", type=int, default=0, metavar="N")
+    parser.add_argument("--open", default=None, metavar="TRACE", help="time --call on TRACE")
+    parser.add_argument(
+        "--whole", action="store_true", help="with --open: also load the whole file once"
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)
+    if args.open:
+        open_calls(args.open, args.whole)
+        return
     if args.memory:
         memory(args.memory)
         return

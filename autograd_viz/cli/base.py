@@ -177,16 +177,28 @@ def refuse_twice(
             )
 
 
-def load_trace(path: str) -> Trace:
+def load_trace(path: str, call: int | None = None) -> Trace:
     """Load a trace file; what is wrong with it becomes the one line ``main`` prints.
 
+    Args:
+        path: the trace file.
+        call: load only this backward call (``--call K``), reading only its
+            part of the file (Note [Seeking a call] in ``trace/index.py``).
+
     Raises:
-        CommandError: the file cannot be read or is not a valid trace.
+        CommandError: the file cannot be read, is not a valid trace, or has no such call.
     """
     from autograd_viz.trace import Trace, TraceFormatError
+    from autograd_viz.trace.index import CallNotFoundError, load_call
 
     try:
-        trace = Trace.load(path, progress=_LoadProgress(path) if sys.stderr.isatty() else None)
+        if call is not None:
+            trace = load_call(path, call)
+        else:
+            progress = _LoadProgress(path) if sys.stderr.isatty() else None
+            trace = Trace.load(path, progress=progress)
+    except CallNotFoundError as exc:
+        raise CommandError(f"{path}: {exc.args[0]}") from None
     except TraceFormatError as exc:
         raise CommandError(f"invalid trace file {exc}") from None
     except OSError as exc:
@@ -259,3 +271,25 @@ def rich_console(stderr: bool = False) -> Console:
 def note(message: str) -> None:
     """A line on stderr about what happened (names in it are shown escaped)."""
     print(f"{PROG}: {error_line(message)}", file=sys.stderr)
+
+
+def add_call_option(parser: argparse.ArgumentParser) -> None:
+    """``--call K``: open one backward call of a long trace, reading only its part."""
+    parser.add_argument(
+        "--call",
+        type=_call_number,
+        default=None,
+        metavar="K",
+        help="only backward call K of the run (as record numbered it: --every 100 keeps "
+        "0, 100, ...), read without the rest of the file",
+    )
+
+
+def _call_number(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a call number (0 or more), got {text!r}")
+    return value

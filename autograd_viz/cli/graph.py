@@ -19,6 +19,7 @@ from autograd_viz.cli.base import (
     CommandError,
     ScriptError,
     UsageError,
+    add_call_option,
     check_output,
     load_trace,
     note,
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
 
 def add_graph_options(parser: argparse.ArgumentParser, animate: bool = False) -> None:
     """The options ``dot`` and ``animate`` share, and ``dot``'s ``--step``; not SOURCE."""
+    add_call_option(parser)
     parser.add_argument(
         "-o",
         "--output",
@@ -210,21 +212,21 @@ def _prepare(
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     if source.endswith(".py"):
-        return source, _record(source, script_args)
+        return source, _record(source, script_args, args.call)
     if script_args:
         raise UsageError(
             f"{args.command}: {source} is a trace file, which takes no arguments "
             f"(got {' '.join(script_args)})"
         )
-    return source, _load(source)
+    return source, _load(source, args.call)
 
 
-def _record(script: str, script_args: list[str]) -> Trace:
+def _record(script: str, script_args: list[str], call: int | None = None) -> Trace:
     from autograd_viz.sources import record
     from autograd_viz.sources.script import ScriptFailedError, ScriptNotFoundError, run_script
 
     try:
-        with record() as trace:
+        with record(steps=None if call is None else [call]) as trace:
             status = run_script(script, script_args)
     except ScriptNotFoundError as exc:
         raise CommandError(str(exc)) from None
@@ -241,8 +243,8 @@ def _record(script: str, script_args: list[str]) -> Trace:
     return trace
 
 
-def _load(path: str) -> Trace:
-    trace = load_trace(path)
+def _load(path: str, call: int | None = None) -> Trace:
+    trace = load_trace(path, call)
     if not trace.graph_tasks:
         raise CommandError(f"{path} holds no backward pass, so there is nothing to draw")
     return trace

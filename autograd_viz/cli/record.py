@@ -23,6 +23,7 @@ from autograd_viz.cli.base import (
     CommandError,
     ScriptError,
     UsageError,
+    add_call_option,
     check_output,
     load_trace,
     note,
@@ -379,7 +380,7 @@ def run_timeline(args: argparse.Namespace) -> int:
     sources: list[str] = args.trace
     output: str = args.output or _timeline_name(sources[0], several=len(sources) > 1)
     check_output(output)
-    traces = [load_trace(source) for source in sources]
+    traces = [load_trace(source, args.call) for source in sources]
     try:
         if len(traces) == 1:
             document = save_chrome_trace(traces[0], output)
@@ -474,4 +475,5 @@ def add_record_commands(commands: argparse._SubParsersAction[ArgumentParser]) ->
         metavar="JSON",
         help="the timeline file to write (default: TRACE with .timeline.json)",
     )
+    add_call_option(timeline)
     timeline.set_defaults(run=run_timeline)

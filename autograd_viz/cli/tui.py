@@ -28,6 +28,7 @@ from autograd_viz.cli.base import (
     PROG,
     ArgumentParser,
     CommandError,
+    add_call_option,
     load_trace,
     note,
     options_only,
@@ -195,11 +196,11 @@ def run_replay(args: argparse.Namespace) -> int:
     paths: list[str] = args.trace
     if not has_terminal():
         for path in paths:
-            load_trace(path)  # what is wrong with a file comes first, terminal or not
+            load_trace(path, args.call)  # what is wrong with a file comes first, terminal or not
         _need_terminal(f"'{PROG} dot {paths[0]} -o graph.svg --step K' draws one step")
     processes = []
     for path in paths:
-        trace = load_for_replay(path)
+        trace = load_for_replay(path, args.call)
         processes.append((_process_title(path, trace), ReplayDriver(trace)))
     if len(processes) == 1:
         return _open(processes[0][1], paths[0])
@@ -215,7 +216,7 @@ def _process_title(path: str, trace: Trace) -> str:
     return f"{path} · rank {process['rank']}" + (f" of {size}" if size is not None else "")
 
 
-def load_for_replay(path: str) -> Trace:
+def load_for_replay(path: str, call: int | None = None) -> Trace:
     """Load the trace ``replay`` shows, to keep for the rest of the process.
 
     Note [A replayed trace skips the collector]
@@ -237,7 +238,7 @@ def load_for_replay(path: str) -> Trace:
     enabled = gc.isenabled()
     gc.disable()
     try:
-        trace = load_trace(path)
+        trace = load_trace(path, call)
         gc.freeze()
     finally:
         if enabled:
@@ -318,4 +319,5 @@ def add_tui_commands(commands: argparse._SubParsersAction[ArgumentParser]) -> No
         help="a trace file from 'autograd-viz record'; several (one per rank: t.rank0.jsonl "
         "t.rank1.jsonl) open together, and R switches between them",
     )
+    add_call_option(replay)
     replay.set_defaults(run=run_replay)

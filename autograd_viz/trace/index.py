@@ -1,0 +1,243 @@
+"""Opening one backward call of a long trace without reading the rest.
+
+Note [Seeking a call]
+~~~~~~~~~~~~~~~~~~~~~
+A training run's trace holds thousands of backward calls in hundreds of
+megabytes, and a view wants one of them. Every call starts with its
+``graph_task`` record, a line that begins ``{"type":"graph_task",`` (the
+writer puts ``type`` first), and runs to the next call's: so the file is its
+own index. :func:`calls_in` finds those lines with ``bytes.find`` over blocks
+of the file (C speed, memory of one block, whatever the file's size), reads
+each such line alone, and keeps the calls from user code (``parent`` null)
+with their ``call`` numbers and byte ranges. :func:`load_call` then reads the
+header and that one byte range, through the same validating loader as
+:func:`~autograd_viz.trace.file.load`: events of graph tasks that are not in
+the range (another thread's call, recorded at the same time) are left out. A
+file that does not start its records this way (written by hand, or by
+something else) is loaded whole and the call picked from it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from autograd_viz.trace import file as _file
+from autograd_viz.trace import reading
+from autograd_viz.trace.records import Trace, TraceEvent, TraceFormatError, paused_gc
+
+MARK = b'\n{"type":"graph_task",'
+"""How a graph task's record line starts, after the line before it."""
+BLOCK = 1 << 20
+"""Bytes read at a time while looking for calls."""
+
+
+class CallNotFoundError(LookupError):
+    """The trace holds no backward call with that number."""
+
+
+@dataclass(frozen=True)
+class CallSpan:
+    """Where one backward call from user code lies in a trace file."""
+
+    call: int | None
+    """Its ``call`` number (its index in the run), if the recorder counted calls."""
+    graph_task: int
+    """Its graph task id."""
+    start: int
+    """The byte offset of its ``graph_task`` line."""
+    end: int
+    """The byte offset of the next call's ``graph_task`` line, or the file's size."""
+
+
+def calls_in(path: str | os.PathLike[str]) -> list[CallSpan]:
+    """The backward calls from user code in the trace at ``path``, in file order.
+
+    Raises:
+        OSError: the file cannot be read.
+        TraceFormatError: the file is special (a FIFO, a device), or a
+            ``graph_task`` line is not valid JSON.
+    """
+    name = os.fspath(path)
+    starts: list[tuple[int, int | None, int]] = []  # offset, call, graph task
+    with reading.open_trace(name) as f:
+        size = os.fstat(f.fileno()).st_size
+        for offset in _marks(f):
+            f.seek(offset)
+            line = f.readline(reading.MAX_LINE_BYTES)
+            try:
+                item = json.loads(line)
+            except ValueError:
+                if not line.endswith(b"\n"):
+                    break  # cut short at the end: Note [Streamed traces]
+                raise TraceFormatError(
+                    f"{name}: the graph_task record at byte {offset} is not valid JSON"
+                ) from None
+            if isinstance(item, dict) and item.get("parent") is None:
+                call = item.get("call")
+                gid = item.get("id")
+                if isinstance(gid, int):
+                    starts.append((offset, call if isinstance(call, int) else None, gid))
+    if not starts:
+        return []
+    ends = [offset for offset, _, _ in starts[1:]] + [size]
+    return [
+        CallSpan(call, gid, offset, end)
+        for (offset, call, gid), end in zip(starts, ends, strict=True)
+    ]
+
+
+def _marks(f: object) -> list[int]:
+    """The offsets of every graph_task line, found a block at a time."""
+    found: list[int] = []
+    position = 0
+    tail = b""
+    read = f.read  # type: ignore[attr-defined]
+    while True:
+        block = read(BLOCK)
+        if not block:
+            return found
+        data = tail + block
+        base = position - len(tail)
+        at = data.find(MARK)
+        while at >= 0:
+            found.append(base + at + 1)  # the line starts after the newline
+            at = data.find(MARK, at + 1)
+        position += len(block)
+        tail = data[-(len(MARK) - 1) :]  # a mark cut in two by the block's end
+
+
+def pick(spans: list[CallSpan], call: int) -> CallSpan:
+    """The span of call number ``call`` (by position when the trace has no numbers).
+
+    Raises:
+        CallNotFoundError: there is no such call; the message says which there are.
+    """
+    numbered = [span for span in spans if span.call is not None]
+    if numbered:
+        for span in numbered:
+            if span.call == call:
+                return span
+        raise CallNotFoundError(
+            f"the trace holds no backward call {call}; it holds calls "
+            f"{_ranges([s.call for s in numbered if s.call is not None])}"
+        )
+    if 0 <= call < len(spans):
+        return spans[call]
+    raise CallNotFoundError(
+        f"the trace holds {len(spans)} backward call"
+        f"{'' if len(spans) == 1 else 's'} (0 to {len(spans) - 1}), "
+        f"not call {call}"
+    )
+
+
+def _ranges(numbers: list[int]) -> str:
+    """``0-2, 10, 20-21``, at most a dozen parts."""
+    parts: list[str] = []
+    start = prev = None
+    for n in sorted(set(numbers)):
+        if prev is not None and n == prev + 1:
+            prev = n
+            continue
+        if start is not None:
+            parts.append(str(start) if start == prev else f"{start}-{prev}")
+        start = prev = n
+    if start is not None:
+        parts.append(str(start) if start == prev else f"{start}-{prev}")
+    return ", ".join(parts[:12]) + (", ..." if len(parts) > 12 else "")
+
+
+def load_call(path: str | os.PathLike[str], call: int) -> Trace:
+    """Load backward call number ``call`` of the trace at ``path`` (Note [Seeking a call]).
+
+    Args:
+        path: a trace file.
+        call: the call's number (``GraphTaskInfo.call``), or its position
+            among the trace's calls from user code when they are not numbered.
+
+    Returns:
+        A trace of that call alone: its graph tasks (reentrant ones included)
+        and their events.
+
+    Raises:
+        CallNotFoundError: the trace holds no such call.
+        TraceFormatError: the file is not a valid trace.
+        OSError: the file cannot be read.
+    """
+    name = os.fspath(path)
+    spans = calls_in(name)
+    if not spans:
+        return _from_whole(name, call)
+    span = pick(spans, call)
+    loader = _file._Loader()
+    known: set[int] = set()
+    with reading.open_trace(name) as f, paused_gc():
+        header = f.readline(reading.MAX_LINE_BYTES)
+        _feed(loader, name, 1, header)
+        f.seek(span.start)
+        remaining = span.end - span.start
+        while remaining > 0:
+            raw = f.readline(min(remaining, reading.MAX_LINE_BYTES + 1))
+            if not raw:
+                break
+            remaining -= len(raw)
+            if not raw.endswith(b"\n"):
+                loader.cut_to_quiet()  # cut short while streaming
+                break
+            item = _decode(name, raw, span.start)
+            if isinstance(item, dict):
+                kind, gid = item.get("type"), item.get("graph_task")
+                if kind == "graph_task" and isinstance(item.get("id"), int):
+                    known.add(item["id"])
+                elif kind == "event" and gid and gid not in known:
+                    continue  # another call's, recorded at the same time
+            try:
+                loader.feed(item)
+            except ValueError as exc:
+                raise TraceFormatError(f"{name}, byte {span.start}+: {exc}") from None
+        try:
+            loader.finish_graph_task()
+            return loader.trace()
+        except ValueError as exc:
+            raise TraceFormatError(f"{name}: call {call}: {exc}") from None
+
+
+def _feed(loader: _file._Loader, name: str, lineno: int, raw: bytes) -> None:
+    try:
+        loader.feed(_decode(name, raw, 0))
+    except ValueError as exc:
+        raise TraceFormatError(f"{name}, line {lineno}: {exc}") from None
+
+
+def _decode(name: str, raw: bytes, offset: int) -> Any:
+    try:
+        return _file._decode(raw.decode("utf-8"))
+    except (ValueError, RecursionError) as exc:
+        raise TraceFormatError(f"{name}, near byte {offset}: not a valid record ({exc})") from None
+
+
+def _from_whole(name: str, call: int) -> Trace:
+    """Call ``call`` of a trace whose records are not laid out as the writer does."""
+    trace = Trace.load(name)
+    top = [info for info in trace.graph_tasks.values() if info.parent is None]
+    span = pick([CallSpan(info.call, info.id, 0, 0) for info in top], call)
+    wanted = {span.graph_task}
+    for info in trace.graph_tasks.values():  # reentrant calls start after their parents
+        if info.parent in wanted:
+            wanted.add(info.id)
+    events: list[TraceEvent] = []
+    firsts: dict[int, int] = {}
+    for event in trace.events:
+        if event.graph_task in wanted or event.graph_task == 0:
+            if event.kind == "graph_task_start":
+                firsts[event.graph_task] = len(events)
+            events.append(event._replace(index=len(events)))
+    graph_tasks = {
+        gid: dataclasses.replace(info, first_event=firsts[gid])
+        for gid, info in trace.graph_tasks.items()
+        if gid in wanted
+    }
+    return Trace(trace.header, graph_tasks, events)
