@@ -90,6 +90,8 @@ TEXT_PATHS: frozenset[str] = frozenset(
         "event:derived_mismatch.data.expected[]",
         "event:derived_mismatch.data.observed[]",
         "event:derived_mismatch.data.message",
+        "event:comm.data.op",
+        "event:comm.data.params[]",
     }
 )
 """Every free-text field of a trace file (Note [Every string is untrusted])."""

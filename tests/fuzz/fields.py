@@ -121,7 +121,8 @@ def _torch_seed() -> list[Record] | None:
 
 def _with_rare_fields(items: list[Record]) -> list[Record]:
     """Fields only some runs write, added where a trace may hold them: a process header,
-    a graph task's source, an error's traceback, a derived mismatch of the PyTorch bridge."""
+    a graph task's source, an error's traceback, a derived mismatch of the PyTorch bridge,
+    a DDP bucket's allreduce."""
     items = copy.deepcopy(items)
     items[0]["process"] = {
         "pid": 1,
@@ -156,6 +157,23 @@ def _with_rare_fields(items: list[Record]) -> list[Record]:
             },
         }
     )
+    for step, phase in enumerate(("launched", "finished"), 2):
+        items.append(
+            {
+                **{k: last[k] for k in ("type", "thread", "device", "graph_task")},
+                "kind": "comm",
+                "seq": last["seq"] + step,
+                "t_ns": last["t_ns"] + step,
+                "node": None,
+                "data": {
+                    "op": "allreduce",
+                    "phase": phase,
+                    "bucket": 0,
+                    "bytes": 8,
+                    "params": ["0.weight", "0.bias"],
+                },
+            }
+        )
     return items
 
 
