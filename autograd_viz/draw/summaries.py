@@ -22,6 +22,9 @@ from autograd_viz.draw.modules import FoldGroup, ModuleTree
 from autograd_viz.draw.select import drawn_status
 from autograd_viz.trace.replay import NodeStatus
 from engine.events import TensorSummary
+from engine.graph import UINT64_MAX
+
+_NO_SEQUENCE_NRS = (UINT64_MAX, UINT64_MAX)
 
 
 class BoxStatus(enum.StrEnum):
@@ -44,7 +47,8 @@ class BoxSummary:
     nodes: int
     """How many nodes."""
     sequence_nrs: tuple[int, int]
-    """Smallest and largest sequence number."""
+    """Smallest and largest sequence number, leaves' ``AccumulateGrad`` (``UINT64_MAX``)
+    left out; ``(UINT64_MAX, UINT64_MAX)`` when they are all there is."""
     topological_nrs: tuple[int, int]
     """Smallest and largest topological number."""
     remaining: int
@@ -97,7 +101,8 @@ class _Sum:
         self.dependencies += info.dependencies
         self.non_finite += node.non_finite
         self.statuses["not run" if node.status is None else node.status] += 1
-        _widen(self.seq, info.sequence_nr, info.sequence_nr)
+        if info.sequence_nr != UINT64_MAX:
+            _widen(self.seq, info.sequence_nr, info.sequence_nr)
         _widen(self.topo, info.topological_nr, info.topological_nr)
 
     def add(self, other: _Sum) -> None:
@@ -108,6 +113,7 @@ class _Sum:
         self.statuses.update(other.statuses)
         if other.seq:
             _widen(self.seq, *other.seq)
+        if other.topo:
             _widen(self.topo, *other.topo)
 
     def add_input(self, edge: ViewEdge) -> None:
@@ -117,7 +123,7 @@ class _Sum:
     def done(self) -> BoxSummary:
         return BoxSummary(
             nodes=self.nodes,
-            sequence_nrs=(self.seq[0], self.seq[1]) if self.seq else (0, 0),
+            sequence_nrs=(self.seq[0], self.seq[1]) if self.seq else _NO_SEQUENCE_NRS,
             topological_nrs=(self.topo[0], self.topo[1]) if self.topo else (0, 0),
             remaining=self.remaining,
             dependencies=self.dependencies,
@@ -183,20 +189,23 @@ def scope_summaries(
             total.non_finite += 1
         total.statuses["not run" if node.status is None else node.status] += 1
         seq, topo = info.sequence_nr, info.topological_nr
-        if total.seq:
-            span = total.seq
-            if seq < span[0]:
-                span[0] = seq
-            elif seq > span[1]:
-                span[1] = seq
-            span = total.topo
+        span = total.topo
+        if span:
             if topo < span[0]:
                 span[0] = topo
             elif topo > span[1]:
                 span[1] = topo
         else:
-            total.seq.extend((seq, seq))
-            total.topo.extend((topo, topo))
+            span.extend((topo, topo))
+        if seq != UINT64_MAX:  # a leaf's AccumulateGrad: no place in the forward's order
+            span = total.seq
+            if span:
+                if seq < span[0]:
+                    span[0] = seq
+                elif seq > span[1]:
+                    span[1] = seq
+            else:
+                span.extend((seq, seq))
     # A group's own sum: its calls' sums, its inputs those from outside every call of it.
     wanted = {g.index: g for g in groups}
     in_group = {i: g.index for g in wanted.values() for i in g.scopes}

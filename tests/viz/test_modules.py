@@ -211,6 +211,9 @@ def _sum_check(picture: GraphView, view: GraphView) -> None:
         assert summary.non_finite == sum(m.non_finite for m in members)
         topos = [m.info.topological_nr for m in members]
         assert summary.topological_nrs == (min(topos), max(topos))
+        seqs = [m.info.sequence_nr for m in members if m.info.leaf is None]
+        if seqs:
+            assert summary.sequence_nrs == (min(seqs), max(seqs))
         counted: dict[str, int] = {}
         for m in members:
             status = "not run" if m.status is None else m.status.value
