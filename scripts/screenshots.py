@@ -104,8 +104,35 @@ def export_scene(out: Path) -> Scene:
     return scene
 
 
+async def encoder_by_module(pilot: Pilot[Any], app: VizApp) -> None:
+    """The 12-layer encoder's replay at step 1,500, in the drawn DAG: boxes, one layer open."""
+    await settle(pilot, app)
+    app.driver.goto(1500)
+    app.refresh_view(follow=True)
+    await pilot.press("v", "v")
+    await settle(pilot, app)
+
+
+def recorded(script: str) -> Any:
+    """A replay of ``autograd-viz record SCRIPT``, as ``autograd-viz replay`` opens it."""
+    from autograd_viz.trace import Trace
+    from autograd_viz.tui import ReplayDriver
+
+    trace = ROOT / "screenshots" / ".encoder.jsonl"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    command = [sys.executable, "-m", "autograd_viz", "record", script, "-o", str(trace)]
+    subprocess.run(command, check=True, cwd=ROOT, env=env, capture_output=True)
+    try:
+        return ReplayDriver(Trace.load(trace))
+    finally:
+        trace.unlink()
+
+
 async def shoot(name: str, target: Any, scene: Scene, out: Path) -> Path:
-    app = VizApp(LiveDriver(LiveSession(target)), source=_source(target))
+    if isinstance(target, tuple):  # ("replay", script): a recorded trace
+        app = VizApp(recorded(target[1]), source=os.path.relpath(target[1], ROOT))
+    else:
+        app = VizApp(LiveDriver(LiveSession(target)), source=_source(target))
     async with app.run_test(size=SIZE) as pilot:
         await scene(pilot, app)
         path = out / f"{name}.svg"
@@ -167,6 +194,7 @@ def main() -> None:
         ("nan-found", nan_script, nan_found),
         ("dot-export-tui", demo_program, export_scene(out)),
         ("pytorch-live", str(ROOT / "examples" / "torch_transformer.py"), pytorch_step),
+        ("tui-modules", ("replay", str(ROOT / "examples" / "torch_encoder.py")), encoder_by_module),
     ]
     chosen = parser.parse_args().scene
     if chosen is None:
