@@ -26,14 +26,18 @@ import os
 import shutil
 import sys
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import graphviz
 
 from autograd_viz.draw import select as graph_select
 from autograd_viz.draw import showing
-from autograd_viz.draw.dot_modules import box_rows, box_tooltip, draw_nested
+from autograd_viz.draw.dot_modules import (
+    MODULE_LEGEND,
+    draw_nested,
+    module_attrs,
+    module_edge_attrs,
+)
 from autograd_viz.draw.escape import html_label, html_text, plain_text
 from autograd_viz.draw.graph_view import (
     GraphView,
@@ -46,61 +50,32 @@ from autograd_viz.draw.graph_view import (
     from_tensors,
     from_torch_tensors,
 )
-from autograd_viz.draw.showing import ModuleBox
+from autograd_viz.draw.styles import (
+    BORDER,
+    CAPTURED_BORDER,
+    DELIVERED,
+    FONT,
+    LEAF_FILL,
+    NON_FINITE,
+    OUTPUT_FILL,
+    PATH_COLOR,
+    PATH_NOTICE,
+    PENDING,
+    PRUNED_EDGE,
+    REENTRANT,
+    SAVED_FILL,
+    STATUS_STYLES,
+    Style,
+)
 from autograd_viz.live import thread_name
 from autograd_viz.trace import Trace
-from autograd_viz.trace.replay import ExecutionState, NodeStatus
+from autograd_viz.trace.replay import ExecutionState
 from engine.graph import UINT64_MAX
 
 if TYPE_CHECKING:
     from engine import Tensor
     from engine.events import TensorSummary
 
-FONT = "Helvetica"
-BORDER = "#374151"
-
-
-@dataclass(frozen=True, slots=True)
-class Style:
-    """How one node status is drawn."""
-
-    fill: str
-    """Fill colour."""
-    border: str = BORDER
-    """Border colour."""
-    penwidth: float = 1.0
-    """Border width."""
-    dashed: bool = False
-    """Dashed border."""
-    meaning: str = ""
-    """What the legend says."""
-
-
-STATUS_STYLES: dict[str, Style] = {
-    "not run": Style("#ffffff", meaning="not run yet (before backward)"),
-    NodeStatus.WAITING: Style("#ffffff", meaning="waiting: no gradient yet"),
-    NodeStatus.PARTIAL: Style("#fef08a", meaning="partially filled: some gradients arrived"),
-    NodeStatus.QUEUED: Style("#93c5fd", meaning="queued: every dependency arrived"),
-    NodeStatus.RUNNING: Style("#fb923c", "#9a3412", 2.5, meaning="running"),
-    NodeStatus.DONE: Style("#86efac", meaning="done"),
-    NodeStatus.PRUNED: Style("#f3f4f6", "#9ca3af", dashed=True, meaning="pruned by exec_info"),
-    NodeStatus.FAILED: Style("#fca5a5", "#b91c1c", 2.5, meaning="failed"),
-}
-"""Node colours by status (``"not run"`` is a graph drawn before any backward call)."""
-
-CAPTURED_BORDER = "#1d4ed8"
-PATH_COLOR = "#b91c1c"
-"""Nodes and edges of a highlighted path (``to_dot(highlight=...)``)."""
-PATH_NOTICE = "thick red: the path from the loss to the first NaN or Inf"
-
-NON_FINITE = Style("#f0abfc", "#dc2626", 4.0, meaning="NaN or Inf in a gradient")
-LEAF_FILL = "lightblue"
-OUTPUT_FILL = "darkolivegreen1"
-SAVED_FILL = "orange"
-DELIVERED = "#111827"
-PENDING = "#6b7280"
-PRUNED_EDGE = "#9ca3af"
-REENTRANT = "#7c3aed"
 FORMATS = {".dot": "dot", ".gv": "dot", ".svg": "svg", ".png": "png", ".pdf": "pdf"}
 """Output suffixes :func:`save` understands, and the Graphviz format of each."""
 
@@ -430,7 +405,7 @@ def _seq(nr: int) -> str:
 
 def _node_attrs(node: ViewNode, values: bool) -> dict[str, str]:
     if node.box is not None:
-        return _module_attrs(node.box)
+        return module_attrs(node.box)
     info = node.info
     fold = node.fold
     status = graph_select.fold_status(fold) if fold else node.status
@@ -484,27 +459,6 @@ def _node_attrs(node: ViewNode, values: bool) -> dict[str, str]:
     return attrs
 
 
-def _module_attrs(box: ModuleBox) -> dict[str, str]:
-    status = box.summary.node_status
-    style = STATUS_STYLES["not run" if status is None else status]
-    attrs = {
-        "label": html_label(box_rows(box)),
-        "id": box.key,
-        "class": ("fold " if box.count > 1 else "module ")
-        + ("not-run" if status is None else status.value),
-        "fillcolor": style.fill,
-        "tooltip": plain_text(box_tooltip(box)),
-        "shape": "box3d" if box.count > 1 else "box",
-        "style": "filled",
-        "penwidth": str(max(style.penwidth, 1.5)),
-    }
-    if box.summary.non_finite:
-        attrs.update(color=NON_FINITE.border, penwidth=str(NON_FINITE.penwidth))
-    elif style.border != BORDER:
-        attrs["color"] = style.border
-    return attrs
-
-
 def _tooltip(node: ViewNode) -> str:
     info = node.info
     parts = [f"{info.name} (id {info.id}, graph task {node.graph_task})"]
@@ -552,7 +506,7 @@ def _box_attrs(box: TensorBox, values: bool) -> dict[str, str]:
 def _edge_attrs(edge: ViewEdge, view: GraphView, values: bool) -> dict[str, str]:
     tail_node, head_node = view.nodes[edge.tail], view.nodes[edge.head]
     if tail_node.box is not None or head_node.box is not None:
-        return _module_edge_attrs(edge, tail_node, head_node)
+        return module_edge_attrs(edge, tail_node, head_node)
     rows = [str(edge.input_nr)]
     attrs: dict[str, str] = {}
     if values and edge.grad is not None:
@@ -569,23 +523,6 @@ def _edge_attrs(edge: ViewEdge, view: GraphView, values: bool) -> dict[str, str]
     attrs["tooltip"] = plain_text(
         f"output {edge.output_nr} of {tail} → input {edge.input_nr} of {head}"
     )
-    return attrs
-
-
-def _module_edge_attrs(edge: ViewEdge, tail: ViewNode, head: ViewNode) -> dict[str, str]:
-    """An edge into or out of a module box: how many edges it stands for, and if all went."""
-    attrs: dict[str, str] = {}
-    if edge.pruned:
-        attrs = {"color": PRUNED_EDGE, "style": "dashed"}
-    elif edge.delivered:
-        attrs = {"color": DELIVERED, "style": "bold", "penwidth": "2"}
-    if edge.count > 1:
-        attrs["label"] = f"×{edge.count:,}"
-    names = [
-        n.box.name if n.box is not None else f"{n.info.name} #{n.info.id}" for n in (tail, head)
-    ]
-    edges = "1 edge" if edge.count == 1 else f"{edge.count:,} edges"
-    attrs["tooltip"] = plain_text(f"{names[0]} → {names[1]}: {edges}")
     return attrs
 
 
@@ -654,14 +591,6 @@ def _caption(view: GraphView, extra: str | None = None) -> str:
         rows.append(html_text(line))
     rows.extend(html_text(n) for n in view.notices)
     return html_label(rows) if rows else ""
-
-
-MODULE_LEGEND = (
-    ("#ffffff", "square box: a module call, closed (its nodes summed)"),
-    ("#ffffff", "3D box: alike calls one after another, folded (× count)"),
-    ("#ffffff", "frame: an open module call; its colour is its status"),
-)
-"""The legend's rows for a drawing by module (the fill follows the nodes' status)."""
 
 
 def _legend_label(view: GraphView) -> str:

@@ -12,8 +12,15 @@ from collections.abc import Callable, Mapping, Sequence
 import graphviz
 
 from autograd_viz.draw.escape import html_label, html_text, plain_text
-from autograd_viz.draw.graph_view import GraphView, ViewNode
+from autograd_viz.draw.graph_view import GraphView, ViewEdge, ViewNode
 from autograd_viz.draw.showing import BoxStatus, BoxSummary, Cluster, ModuleBox
+from autograd_viz.draw.styles import (
+    BORDER,
+    DELIVERED,
+    NON_FINITE,
+    PRUNED_EDGE,
+    STATUS_STYLES,
+)
 
 CLUSTER_COLORS = {
     BoxStatus.NOT_STARTED: "#9ca3af",
@@ -140,4 +147,60 @@ def _small(text: str) -> str:
     return f'<FONT POINT-SIZE="9">{text}</FONT>'
 
 
-__all__ = ["CLUSTER_COLORS", "box_rows", "box_tooltip", "cluster_label", "draw_nested"]
+MODULE_LEGEND = (
+    ("#ffffff", "square box: a module call, closed (its nodes summed)"),
+    ("#ffffff", "3D box: alike calls one after another, folded (× count)"),
+    ("#ffffff", "frame: an open module call; its colour is its status"),
+)
+"""The legend's rows for a drawing by module (the fill follows the nodes' status)."""
+
+
+def module_attrs(box: ModuleBox) -> dict[str, str]:
+    """The DOT attributes of a closed module call's or a fold's node."""
+    status = box.summary.node_status
+    style = STATUS_STYLES["not run" if status is None else status]
+    attrs = {
+        "label": html_label(box_rows(box)),
+        "id": box.key,
+        "class": ("fold " if box.count > 1 else "module ")
+        + ("not-run" if status is None else status.value),
+        "fillcolor": style.fill,
+        "tooltip": plain_text(box_tooltip(box)),
+        "shape": "box3d" if box.count > 1 else "box",
+        "style": "filled",
+        "penwidth": str(max(style.penwidth, 1.5)),
+    }
+    if box.summary.non_finite:
+        attrs.update(color=NON_FINITE.border, penwidth=str(NON_FINITE.penwidth))
+    elif style.border != BORDER:
+        attrs["color"] = style.border
+    return attrs
+
+
+def module_edge_attrs(edge: ViewEdge, tail: ViewNode, head: ViewNode) -> dict[str, str]:
+    """An edge into or out of a module box: how many edges it stands for, and if all went."""
+    attrs: dict[str, str] = {}
+    if edge.pruned:
+        attrs = {"color": PRUNED_EDGE, "style": "dashed"}
+    elif edge.delivered:
+        attrs = {"color": DELIVERED, "style": "bold", "penwidth": "2"}
+    if edge.count > 1:
+        attrs["label"] = f"×{edge.count:,}"
+    names = [
+        n.box.name if n.box is not None else f"{n.info.name} #{n.info.id}" for n in (tail, head)
+    ]
+    edges = "1 edge" if edge.count == 1 else f"{edge.count:,} edges"
+    attrs["tooltip"] = plain_text(f"{names[0]} → {names[1]}: {edges}")
+    return attrs
+
+
+__all__ = [
+    "CLUSTER_COLORS",
+    "MODULE_LEGEND",
+    "box_rows",
+    "box_tooltip",
+    "cluster_label",
+    "draw_nested",
+    "module_attrs",
+    "module_edge_attrs",
+]
