@@ -96,8 +96,8 @@ class Pictures:
         self._names: Names | None = None
         self._kept: dict[tuple[object, ...], Picture] = {}
         self.trace = trace
-        self._times = _times(trace, task)
-        self._timed = len(trace.events)
+        self._times: tuple[dict[int, int], ...] = ({}, {}, {})
+        self._timed = _times(trace, task, self._times, 0)
         self._sorted: dict[int, tuple[list[int], ...]] = {}
 
     @property
@@ -188,8 +188,8 @@ class Pictures:
 
     def status(self, item: Item, step: int) -> tuple[BoxStatus, int]:
         """A box's status after ``step`` events, and how many of its nodes have run."""
-        if self._timed != len(self.trace.events):  # a live trace grew
-            self._times, self._timed = _times(self.trace, self.task), len(self.trace.events)
+        if self._timed != len(self.trace.events):  # a live trace grew: read what is new
+            self._timed = _times(self.trace, self.task, self._times, self._timed)
             self._sorted.clear()
         times = self._sorted.get(id(item))
         if times is None:
@@ -283,22 +283,23 @@ def _layers(
     return layer, drawn, len(edges) - len(drawn)
 
 
-def _times(trace: Trace, task: GraphTaskInfo) -> tuple[dict[int, int], ...]:
-    """When each node of ``task`` started, ended and failed: the step that applied the event."""
-    starts: dict[int, int] = {}
-    ends: dict[int, int] = {}
-    fails: dict[int, int] = {}
-    for event in trace.events:
+def _times(trace: Trace, task: GraphTaskInfo, times: tuple[dict[int, int], ...], start: int) -> int:
+    """Add to ``times`` (started, ended, failed) the step at which each node of ``task`` did it,
+    from the events from ``start`` on; returns how many events have been read."""
+    starts, ends, fails = times
+    events = trace.events
+    end = len(events)
+    for index in range(start, end):
+        event = events[index]
         if event.graph_task != task.id or event.node_id is None:
             continue
-        step = event.index + 1
         if event.kind == "node_start":
-            starts.setdefault(event.node_id, step)
+            starts.setdefault(event.node_id, index + 1)
         elif event.kind == "node_end":
-            ends.setdefault(event.node_id, step)
+            ends.setdefault(event.node_id, index + 1)
         elif event.kind in ("error", "anomaly"):
-            fails.setdefault(event.node_id, step)
-    return starts, ends, fails
+            fails.setdefault(event.node_id, index + 1)
+    return end
 
 
 __all__ = ["BOX_GLYPHS", "NAME_ROOM", "Item", "Picture", "Pictures", "box_text"]

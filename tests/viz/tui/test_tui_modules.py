@@ -219,3 +219,28 @@ def test_the_tree_view_is_the_module_tree(trace: Trace) -> None:
                 assert task.nodes[row.node_id].scope[-1][0] == current
 
     run_app(app, actions, size=(120, 40))
+
+
+def test_live_stepping_draws_the_module_of_each_new_node() -> None:
+    from autograd_viz.live import LiveSession
+    from autograd_viz.tui import LiveDriver, VizApp
+    from tests.viz.tui.tuiting import settle
+
+    driver = LiveDriver(LiveSession(blocks))
+    app = VizApp(driver, source="blocks")
+
+    async def actions(pilot: Pilot[Any]) -> None:
+        await settle(pilot)
+        await pilot.press("v", "v")
+        for _ in range(8):
+            await pilot.press("n")
+            await settle(pilot)
+            event = driver.trace.events[driver.position - 1]
+            assert event.kind == "node_start" and event.node_id is not None
+            picture = dag_of(app).picture
+            assert picture is not None  # drawn while the program is paused, not refused
+            assert not picture.items[picture.item_of[event.node_id]].is_box
+            assert len(picture.items) <= MAX_BOXES
+        await pilot.press("q")
+
+    run_app(app, actions, size=(120, 40))
