@@ -56,11 +56,13 @@ def start_child() -> None:
     else:
         from autograd_viz.sources import record
 
-        trace = stack.enter_context(record(settings.max_values))
+        trace = stack.enter_context(record(settings.max_values, **(settings.calls or {})))
     stack.enter_context(when_torch_is_imported(note_process_groups))
     _kept.append(stack)
-    atexit.register(stack.close)  # after the trace is saved: exit hooks run last in, first out
+    # Exit hooks run last in, first out: the recording ends (a --last ring hands over
+    # the calls it kept) before the trace is saved.
     watch_as_child(trace, settings)
+    atexit.register(stack.close)
 
 
 def own_trace_path(trace: Trace, output: str, children: list[ChildReport]) -> str | None:

@@ -82,7 +82,13 @@ def run_record(args: argparse.Namespace) -> int:
     signalled: int | None = None
     with _stopped_by_signals(), _saved_before_exit(recording), recording.running():
         with (
-            follow_children("record", recording.trace, output, args.max_values) as job,
+            follow_children(
+                "record",
+                recording.trace,
+                output,
+                args.max_values,
+                calls={"steps": calls.steps, "every": calls.every, "last": calls.last},
+            ) as job,
             _progress(recording, script),
         ):
             try:

@@ -190,6 +190,8 @@ class ChildSettings:
     """``nan``'s options: ``first``, ``forward``, ``inf``, ``ignore``."""
     rank: str | None = None
     """The watching process's ``RANK`` variable, which its children inherit."""
+    calls: dict[str, Any] | None = None
+    """``record``'s call selection: ``steps``, ``every``, ``last`` (each process counts its own)."""
     root: str = _PACKAGE_ROOT
     """Where ``autograd_viz`` is imported from, for a child whose path lacks it."""
 
@@ -255,6 +257,7 @@ def follow_children(
     output: str | None = None,
     max_values: int = 16,
     nan: dict[str, Any] | None = None,
+    calls: dict[str, Any] | None = None,
 ) -> Iterator[Job]:
     """Watch, inside the block, every child process the program starts, as ``command`` does here.
 
@@ -265,6 +268,7 @@ def follow_children(
             the children's traces in the job's directory (``nan`` without ``-o``).
         max_values: as :class:`~autograd_viz.sources.Recorder`'s.
         nan: ``nan``'s options, for ``command="nan"``.
+        calls: ``record``'s ``steps``, ``every`` and ``last``, for each child's own calls.
 
     Yields:
         The :class:`Job`; read its :meth:`~Job.reports` once the program has ended.
@@ -277,6 +281,7 @@ def follow_children(
         max_values=max_values,
         nan=nan,
         rank=os.environ.get("RANK"),
+        calls=calls,
     )
     saved = {name: os.environ.get(name) for name in (ENV, "PYTHONPATH")}
     os.environ[ENV] = settings.to_env()

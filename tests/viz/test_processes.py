@@ -266,3 +266,33 @@ def test_collectives_are_slices_on_their_buckets_lanes_with_an_arrow_from_their_
     launched = next(e for e in trace.events if e.kind == "comm")
     sentence = explain(launched, launched.data, lambda node_id, name: str(name))
     assert "bucket 0 (w)" in sentence and "launched" in sentence
+
+
+FIVE_CALLS = """
+    import multiprocessing as mp
+    import sys
+
+    import engine
+
+
+    def work():
+        for i in range(5):
+            x = engine.tensor([1.0, float(i)], requires_grad=True, name="x")
+            (x * 2.0).sum().backward()
+
+
+    if __name__ == "__main__":
+        child = mp.get_context("spawn").Process(target=work)
+        child.start()
+        child.join()
+"""
+
+
+@pytest.mark.parametrize(("option", "kept"), [("--every=2", 3), ("--last=2", 2)])
+def test_a_child_counts_and_selects_its_own_calls(tmp_path: Path, option: str, kept: int) -> None:
+    script = tmp_path / "five.py"
+    script.write_text(textwrap.dedent(FIVE_CALLS), encoding="utf-8")
+    done = run(tmp_path, "-m", "autograd_viz", "record", option, "-o", "t.jsonl", str(script))
+    assert done.returncode == 0, done.stderr
+    (trace,) = child_traces(tmp_path).values()
+    assert len(trace.graph_tasks) == kept
