@@ -296,3 +296,27 @@ def test_a_child_counts_and_selects_its_own_calls(tmp_path: Path, option: str, k
     assert done.returncode == 0, done.stderr
     (trace,) = child_traces(tmp_path).values()
     assert len(trace.graph_tasks) == kept
+
+
+def test_nan_in_one_rank_of_torchrun_heads_its_report_with_the_rank(tmp_path: Path) -> None:
+    script = tmp_path / "nan_rank.py"
+    script.write_text(
+        "import numpy as np\nimport engine\n"
+        "x = engine.tensor([0.0, 1.0], requires_grad=True, name='x')\n"
+        "with np.errstate(all='ignore'):\n    (x * 0.0).log().sum().backward()\n",
+        encoding="utf-8",
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO), "RANK": "1", "WORLD_SIZE": "2"}
+    env.pop(processes.ENV, None)
+    done = subprocess.run(
+        [sys.executable, "-m", "autograd_viz", "nan", "-o", "t.jsonl", str(script)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 1, done.stderr
+    assert done.stdout.startswith("rank 1 of 2 (pid "), done.stdout
+    assert Trace.load(tmp_path / "t.rank1.jsonl").header["process"]["rank"] == 1
