@@ -8,7 +8,8 @@ three parts:
   creation in the forward (``NodeInfo.scope``) as a tree of :class:`Scope`,
   and the runs of sibling calls with the same inside (GPT-2's 12 blocks, the
   blocks of a ResNet stage, the calls of an unrolled ``GRUCell``) as
-  :class:`FoldGroup`. A tree is built once per graph, not per step.
+  :class:`~autograd_viz.draw.folds.FoldGroup` (:mod:`autograd_viz.draw.folds`
+  says which runs fold). A tree is built once per graph, not per step.
 * :mod:`autograd_viz.draw.showing`: which module calls are open at a step (a
   level, ``expand``, boxes opened on request, the running or failing node's
   modules), and the :class:`~autograd_viz.draw.graph_view.GraphView` with one
@@ -31,11 +32,11 @@ shown as text by every view and never interpreted.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from autograd_viz.draw.folds import FoldGroup, fold_name, fold_runs, foldable
 from autograd_viz.trace import NodeInfo
 from engine.graph import UINT64_MAX
 
@@ -77,27 +78,6 @@ class Scope:
     name: str
     """What views call it and what :mod:`~autograd_viz.draw.names` reads back: the path,
     with ``:call`` when the graph holds several calls of the module (``"cell:3"``)."""
-
-
-@dataclass(frozen=True, slots=True)
-class FoldGroup:
-    """A run of at least two sibling calls with the same inside, drawn as one box until opened."""
-
-    index: int
-    """Its position in :attr:`ModuleTree.groups`."""
-    parent: int | None
-    """The call the siblings are made in, or ``None`` at the top."""
-    scopes: tuple[int, ...]
-    """The folded calls, in forward order."""
-    name: str
-    """Its members' names in one (``"transformer.h.{0..11}"``, ``"cell:{0..11}"``)."""
-    kind: str
-    """The members' class name."""
-
-    @property
-    def count(self) -> int:
-        """How many calls it folds (the ``×12``)."""
-        return len(self.scopes)
 
 
 Item = Scope | FoldGroup
@@ -147,10 +127,12 @@ class ModuleTree:
         out: dict[str, list[str]] = {}
         for tail, head in edges:
             out.setdefault(tail, []).append(head)
-        runs = _fold_groups(self.scopes, self.roots)
+        runs = fold_runs(self.scopes, self.roots)
         self.groups = tuple(
             replace(group, index=i)
-            for i, group in enumerate(g for g in runs if not out or self._foldable(g, out))
+            for i, group in enumerate(
+                g for g in runs if not out or foldable(g, self.members, out, weights)
+            )
         )
         self.group_of = {i: g.index for g in self.groups for i in g.scopes}
         self.folded = frozenset(
@@ -179,7 +161,8 @@ class ModuleTree:
             modules: class names by module path (``GraphTaskInfo.modules``).
             edges: ``(tail, head)`` keys of the graph's edges; with them, a run of
                 calls folds only where the gradient does not leave it and come back
-                (see Note [What folds]); without them, every run folds.
+                (Note [What folds] in :mod:`~autograd_viz.draw.folds`); without
+                them, every run folds.
         """
         return _build(nodes, modules or {}, edges)
 
@@ -269,33 +252,6 @@ class ModuleTree:
                 break
             best = level
         return best
-
-    def _foldable(self, group: FoldGroup, out: Mapping[str, Sequence[str]]) -> bool:
-        """Whether each call leads to the next, none out and back in (Note [What folds])."""
-        inside = [set(self.members(i)) for i in group.scopes]
-        for one, after in itertools.pairwise(inside):
-            if not self._linked(one, after, out) and not self._linked(after, one, out):
-                return False
-        members = set().union(*inside)
-        region = None if group.parent is None else set(self.members(group.parent))
-        stack = [h for t in members for h in out.get(t, ()) if h not in members]
-        seen: set[str] = set()
-        while stack:
-            key = stack.pop()
-            if key in seen or (region is not None and key not in region):
-                continue
-            seen.add(key)
-            for head in out.get(key, ()):
-                if head in members:
-                    return False
-                stack.append(head)
-        return True
-
-    def _linked(self, tails: set[str], heads: set[str], out: Mapping[str, Sequence[str]]) -> bool:
-        """Whether a gradient goes from ``tails`` into ``heads``, a leaf's AccumulateGrad aside
-        (two calls using one parameter are not one after the other)."""
-        weights = self.weights
-        return any(h in heads and weights[h] == 1 for t in tails for h in out.get(t, ()))
 
     def _scopes_of(self, group: FoldGroup) -> list[Scope]:
         return [self.scopes[i] for i in group.scopes]
@@ -432,80 +388,6 @@ def _signatures(growing: Sequence[_Growing], modules: Mapping[str, str]) -> list
         )
         out[g.index] = interned.setdefault(key, len(interned))
     return out
-
-
-# Note [What folds]
-# ~~~~~~~~~~~~~~~~~
-# A fold draws several sibling calls as one box, so it must read as one step of
-# the backward pass: gradients come into it, go through it, and leave. Runs of
-# consecutive siblings (in forward order) with one signature are the candidates:
-# GPT-2's blocks, a ResNet stage's blocks, an unrolled cell's calls. Two sibling
-# Linear layers with a ReLU of their parent between them (a Transformer layer's
-# feed-forward) are alike too, but folding them would draw the ReLU's gradient
-# leaving the box and coming back into it; two embeddings side by side (GPT-2's
-# wte and wpe) are alike but are no repetition. So, given the graph's edges, a
-# run folds only when each call sends its gradient straight into the next (or
-# takes it from it) and no path from its nodes reaches its nodes again through
-# the rest of its parent call.
-
-
-def _fold_groups(scopes: Sequence[Scope], roots: Sequence[int]) -> Iterable[FoldGroup]:
-    """Each run of at least two consecutive siblings with one signature, top first."""
-    count = 0
-    parents: list[tuple[int | None, Sequence[int]]] = [(None, roots)]
-    parents.extend((s.index, s.children) for s in scopes if s.children)
-    for parent, children in parents:
-        start = 0
-        while start < len(children):
-            end = start + 1
-            signature = scopes[children[start]].signature
-            while end < len(children) and scopes[children[end]].signature == signature:
-                end += 1
-            if end - start >= 2:
-                run = tuple(children[start:end])
-                yield FoldGroup(
-                    count,
-                    parent,
-                    run,
-                    fold_name([scopes[i].name for i in run]),
-                    scopes[run[0]].kind,
-                )
-                count += 1
-            start = end
-
-
-def fold_name(names: Sequence[str]) -> str:
-    """Several names in one: their common start and end around ``{a..b}`` or ``{a,b,c}``.
-
-    ``["transformer.h.0", ..., "transformer.h.11"]`` gives ``"transformer.h.{0..11}"``,
-    ``["cell:0", ..., "cell:11"]`` gives ``"cell:{0..11}"``;
-    :func:`autograd_viz.draw.names.expand_braces` reads it back.
-    """
-    if len(names) == 1:
-        return names[0]
-    head = _common_prefix(names)
-    # Cut after a separator, so that "h.10" and "h.11" differ in "10"/"11", not "0"/"1".
-    cut = max(head.rfind("."), head.rfind(":")) + 1
-    head = head[:cut]
-    rests = [n[cut:] for n in names]
-    tail = _common_prefix([r[::-1] for r in rests])[::-1]
-    cut_tail = tail.find(".")
-    tail = tail[cut_tail:] if cut_tail >= 0 else ""
-    middles = [r[: len(r) - len(tail)] for r in rests]
-    numbers = [int(m) for m in middles if m.isdecimal() and m == str(int(m))]
-    if len(numbers) == len(middles) and numbers == list(range(numbers[0], numbers[-1] + 1)):
-        body = f"{numbers[0]}..{numbers[-1]}"
-    else:
-        body = ",".join(middles)
-    return f"{head}{{{body}}}{tail}"
-
-
-def _common_prefix(names: Sequence[str]) -> str:
-    first, last = min(names), max(names)
-    n = 0
-    while n < min(len(first), len(last)) and first[n] == last[n]:
-        n += 1
-    return first[:n]
 
 
 __all__ = [
