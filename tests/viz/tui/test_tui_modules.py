@@ -244,3 +244,29 @@ def test_live_stepping_draws_the_module_of_each_new_node() -> None:
         await pilot.press("q")
 
     run_app(app, actions, size=(120, 40))
+
+
+@pytest.mark.parametrize("key", ["rich_action", "osc_title", "rtl", "newlines", "long"])
+def test_hostile_module_names_are_text_in_the_drawn_dag(key: str) -> None:
+    from autograd_viz.trace.text import printable
+    from tests.hostile.names import ACTING, HOSTILE
+    from tests.hostile.test_hostile_modules import scoped_trace
+
+    name = HOSTILE[key]
+    trace = scoped_trace(name)
+    app = replay_app(trace)
+
+    async def actions(pilot: Pilot[Any]) -> None:
+        await pilot.press("v", "v")
+        dag = dag_of(app)
+        picture = dag.picture
+        assert picture is not None
+        for _ in range(len(picture.items)):  # every label, boxes closed and opened
+            await pilot.press("right", "enter")
+        drawn = "\n".join(row.plain for row in dag._drawn_rows)
+        assert not [c for c in ACTING if c in drawn]
+        assert printable(name)[:10] in drawn  # the name, as text
+        lines = ["".join(seg.text for seg in dag.render_line(y)) for y in range(dag.size.height)]
+        assert not [c for c in ACTING if c in "".join(lines)]
+
+    run_app(app, actions, size=(120, 40))
