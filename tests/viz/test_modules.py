@@ -427,3 +427,64 @@ def test_dot_command_takes_level_expand_and_around_a_module(
     err = capsys.readouterr().err
     assert err.startswith("autograd-viz: error: nothing named 'transformer.x' in this graph")
     assert err.count("\n") == 1
+
+
+# -- random programs -------------------------------------------------------------------
+
+
+def _random_program(seed: int) -> Trace:
+    """Ops on two streams inside randomly nested, repeated and shared scopes."""
+    rng = np.random.default_rng(seed)
+    w = engine.tensor(rng.standard_normal((2, 2)), requires_grad=True, name="w")
+    xs = [
+        engine.tensor(rng.standard_normal((1, 2)), requires_grad=True, name=f"x{i}")
+        for i in range(2)
+    ]
+
+    def body(depth: int) -> None:
+        for _ in range(int(rng.integers(1, 4))):
+            choice = rng.integers(0, 4)
+            i = int(rng.integers(0, 2))
+            if choice == 0 and depth < 4:
+                name = ["a", "b", "block", "cell"][int(rng.integers(0, 4))]
+                for _ in range(int(rng.integers(1, 4))):  # called once or several times
+                    with engine.scope(name, kind=name.title()):
+                        body(depth + 1)
+            elif choice == 1:
+                xs[i] = (xs[i] @ w).tanh()
+            elif choice == 2:
+                xs[i] = xs[i] + xs[1 - i] * 0.5
+            else:
+                xs[i] = xs[i] * 2.0
+
+    body(0)
+    with autograd_viz.record() as trace:
+        (xs[0].sum() + xs[1].sum()).backward()
+    return trace
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_programs_keep_every_invariant(seed: int) -> None:
+    trace = _random_program(seed)
+    rng = np.random.default_rng(seed)
+    for step in sorted({0, len(trace), *rng.integers(0, len(trace) + 1, 3).tolist()}):
+        view = _view(trace, step)
+        tree = _tree(view)
+        names = Names(((k, n.info) for k, n in view.nodes.items()), tree)
+        for level in range(tree.max_depth + 1):
+            for unfold in ((), tuple(g.index for g in tree.groups)):
+                chosen = showing.choose(tree, level=level, unfold=unfold)
+                picture = showing.apply(view, tree, chosen)
+                # Every node is drawn once: as itself, or in exactly one box.
+                boxed = [k for n in picture.nodes.values() if n.box for k in n.box.members]
+                own = [k for k, n in picture.nodes.items() if n.box is None]
+                assert sorted(boxed + own) == sorted(view.nodes)
+                assert len(picture.nodes) + len(picture.boxes) == tree.count(level, chosen.unfolded)
+                _sum_check(picture, view)
+                for edge in picture.edges:
+                    assert edge.tail in picture.nodes and edge.head in picture.nodes
+        for name in names.shown():
+            if " #" not in name:
+                assert names.resolve(name).nodes, name
+        default = showing.module_view(view)
+        assert all(n.box is None or n.box.members for n in default.nodes.values())
