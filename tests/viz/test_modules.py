@@ -441,21 +441,29 @@ def _random_program(seed: int) -> Trace:
         for i in range(2)
     ]
 
+    def op() -> None:
+        i = int(rng.integers(0, 2))
+        kind = int(rng.integers(0, 3))
+        if kind == 0:
+            xs[i] = (xs[i] @ w).tanh()
+        elif kind == 1:
+            xs[i] = xs[i] + xs[1 - i] * 0.5
+        else:
+            xs[i] = xs[i] * 2.0
+
     def body(depth: int) -> None:
-        for _ in range(int(rng.integers(1, 4))):
-            choice = rng.integers(0, 4)
-            i = int(rng.integers(0, 2))
-            if choice == 0 and depth < 4:
+        for _ in range(int(rng.integers(2, 5))):
+            if depth < 3 and rng.random() < 0.6:
                 name = ["a", "b", "block", "cell"][int(rng.integers(0, 4))]
-                for _ in range(int(rng.integers(1, 4))):  # called once or several times
+                inner = int(rng.integers(0, 1 << 30))
+                for _ in range(int(rng.integers(1, 4))):  # one call, or several alike
                     with engine.scope(name, kind=name.title()):
+                        saved = rng.bit_generator.state
+                        rng.bit_generator.state = np.random.default_rng(inner).bit_generator.state
                         body(depth + 1)
-            elif choice == 1:
-                xs[i] = (xs[i] @ w).tanh()
-            elif choice == 2:
-                xs[i] = xs[i] + xs[1 - i] * 0.5
+                        rng.bit_generator.state = saved
             else:
-                xs[i] = xs[i] * 2.0
+                op()
 
     body(0)
     with autograd_viz.record() as trace:
