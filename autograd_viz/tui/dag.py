@@ -263,7 +263,7 @@ class DagView(ScrollView, can_focus=True):
             if event is not None and event.graph_task == task.id:
                 focus = event.node_id
             choice = pictures.choice(self.opened, self.closed, self.unfolded, focus)
-            picture = self._picture = pictures.picture(choice)
+            picture = self._picture = pictures.picture(choice, focus if focus is not None else selected)
             notices = [Text(printable(n), style="dim italic") for n in picture.notices]
             self._head = len(notices)
             self._drawn_rows = notices + draw_picture(pictures, picture, state, selected, path)

@@ -95,6 +95,7 @@ class Pictures:
         self.key_of = {node.info.id: key for key, node in self.view.nodes.items()}
         self._names: Names | None = None
         self._kept: dict[tuple[object, ...], Picture] = {}
+        self._views: dict[tuple[object, ...], GraphView] = {}
         self.trace = trace
         self._times: tuple[dict[int, int], ...] = ({}, {}, {})
         self._timed = _times(trace, task, self._times, 0)
@@ -127,25 +128,46 @@ class Pictures:
             shut -= set(self.tree.ancestors(self.tree.scope_of[key]))
         return Choice(chosen.level, chosen.open - shut, chosen.unfolded)
 
-    def picture(self, choice: Choice | None) -> Picture:
-        """The picture for ``choice`` (made once, then kept)."""
+    def picture(self, choice: Choice | None, focus: int | None = None) -> Picture:
+        """The picture for ``choice`` (made once, then kept).
+
+        When the picture would hold more than :data:`MAX_BOXES` labels (a fold of
+        thousands of calls opened), it keeps the part around ``focus`` (a node id),
+        else the part nearest the root.
+        """
         known = ("all",) if choice is None else (choice.open, choice.unfolded)
-        found = self._kept.get(known)
-        if found is None:
-            if len(self._kept) > 16:
+        view = self._views.get(known)
+        if view is None:
+            if len(self._views) > 16:
+                self._views.clear()
                 self._kept.clear()
                 self._sorted.clear()
-            found = self._kept[known] = self._make(choice)
+            view = self._views[known] = self._shown(choice)
+        centre = self._holding(view, focus) if len(view.nodes) > MAX_BOXES else None
+        found = self._kept.get((known, centre))
+        if found is None:
+            found = self._kept[(known, centre)] = self._make(_cut(view, centre))
         return found
 
-    def _make(self, choice: Choice | None) -> Picture:
-        view = self.view
+    def _shown(self, choice: Choice | None) -> GraphView:
         if choice is not None:
-            view = showing.apply(view, self.tree, choice)
-        elif len(view.nodes) > MAX_BOXES:
-            view = select.collapse(view)
-        if len(view.nodes) > MAX_BOXES:
-            view = select.limit(view, MAX_BOXES)
+            return showing.apply(self.view, self.tree, choice)
+        if len(self.view.nodes) > MAX_BOXES:
+            return select.collapse(self.view)
+        return self.view
+
+    def _holding(self, view: GraphView, focus: int | None) -> str | None:
+        """The drawn key of what holds node ``focus`` in ``view``."""
+        key = self.key_of.get(focus) if focus is not None else None
+        if key is None or key in view.nodes:
+            return key
+        for drawn, node in view.nodes.items():
+            inside = node.box.members if node.box else node.fold.members if node.fold else ()
+            if key in inside:
+                return drawn
+        return None
+
+    def _make(self, view: GraphView) -> Picture:
         items: dict[int, Item] = {}
         index_of: dict[str, int] = {}
         for key, node in view.nodes.items():
@@ -214,6 +236,19 @@ class Pictures:
             GraphViewError: it names nothing.
         """
         return self.names.resolve(text)
+
+
+def _cut(view: GraphView, centre: str | None) -> GraphView:
+    """At most :data:`MAX_BOXES` labels of ``view``: the nearest ``centre``, else the root's."""
+    if len(view.nodes) <= MAX_BOXES:
+        return view
+    if centre is not None:
+        target = Target(centre, "node", (centre,))
+        for depth in (24, 12, 6, 3, 1):
+            near = select.around(view, target, depth)
+            if len(near.nodes) <= MAX_BOXES:
+                return near
+    return select.limit(view, MAX_BOXES)
 
 
 BOX_GLYPHS = {

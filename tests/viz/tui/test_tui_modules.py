@@ -270,3 +270,24 @@ def test_hostile_module_names_are_text_in_the_drawn_dag(key: str) -> None:
         assert not [c for c in ACTING if c in "".join(lines)]
 
     run_app(app, actions, size=(120, 40))
+
+
+def test_deep_in_a_fold_of_hundreds_of_calls_the_current_node_is_drawn() -> None:
+    with autograd_viz.record() as long:
+        blocks(400)  # 400 blocks of one kind: 2,400 nodes, the fold far past 150 labels
+    task = next(iter(long.graph_tasks.values()))
+    app = replay_app(long)
+    middle = sorted(task.nodes)[len(task.nodes) // 2]
+    start = next(e for e in long.events if e.kind == "node_start" and e.node_id == middle)
+
+    async def actions(pilot: Pilot[Any]) -> None:
+        await pilot.press("v", "v")
+        app.driver.goto(start.index + 1)
+        app.refresh_view(follow=True)
+        await pilot.pause()
+        picture = dag_of(app).picture
+        assert picture is not None and len(picture.items) <= MAX_BOXES
+        assert middle in picture.item_of
+        assert not picture.items[picture.item_of[middle]].is_box
+
+    run_app(app, actions, size=(120, 40))
