@@ -496,3 +496,9 @@ def test_random_programs_keep_every_invariant(seed: int) -> None:
                 assert names.resolve(name).nodes, name
         default = showing.module_view(view)
         assert all(n.box is None or n.box.members for n in default.nodes.values())
+        keys = list(view.nodes)
+        for key in (keys[int(i)] for i in rng.integers(0, len(keys), 3)):
+            focused = showing.module_view(view, focus=[key], max_boxes=20)
+            assert key in focused.nodes  # the node a step is about is never inside a box
+            expanded = showing.module_view(view, expand=[node_name(view.nodes[key].info)])
+            assert key in expanded.nodes
