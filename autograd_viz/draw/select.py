@@ -100,8 +100,11 @@ def collapse(view: GraphView, min_repeats: int = 3) -> GraphView:
     spine, sides = _spines(view)
     names = {k: n.info.name for k, n in view.nodes.items()}
 
-    def signature(key: str) -> tuple[str, tuple[str, ...]]:
-        return (names[key], tuple(sorted(names[s] for s in sides.get(key, ()))))
+    def signature(key: str) -> tuple[object, ...]:
+        # The module call is part of it: a chain folds inside one call, never across
+        # calls, which the module view folds as calls (autograd_viz.draw.showing).
+        side = tuple(sorted(names[s] for s in sides.get(key, ())))
+        return (names[key], side, view.nodes[key].info.scope)
 
     runs = [
         run

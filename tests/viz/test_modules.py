@@ -429,6 +429,28 @@ def test_dot_command_takes_level_expand_and_around_a_module(
     assert err.count("\n") == 1
 
 
+def test_collapse_folds_chains_inside_one_call_never_across_calls() -> None:
+    x = engine.tensor([1.0], requires_grad=True, name="x")
+    y = x
+    with engine.scope("loop", kind="Loop"):
+        for _ in range(20):
+            y = y * 1.0001 + 0.0
+    for _ in range(3):
+        with engine.scope("cell", kind="Cell"):
+            for _ in range(2):
+                y = y * 1.0001 + 0.0
+    with autograd_viz.record() as trace:
+        y.sum().backward()
+    view = _view(trace)
+    folded = showing.show(view, collapse=True, expand=["all"])
+    (fold,) = [n.fold for n in folded.nodes.values() if n.fold is not None]
+    assert fold.repeats == 20 and fold.pattern == ("AddBackward0", "MulBackward0")
+    scopes = {view.nodes[k].info.scope for k in fold.members}
+    assert scopes == {(("loop", 0),)}
+    # The cell's three calls fold as calls, by the module view.
+    assert "cell:{0..2}" in {n.box.name for n in showing.show(view).nodes.values() if n.box}
+
+
 # -- random programs -------------------------------------------------------------------
 
 
