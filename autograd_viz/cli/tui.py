@@ -102,7 +102,6 @@ def run_beside(driver: LiveDriver, source: str) -> int:
     app = VizApp(driver, source=source)
     app.driver_class = BesideDriver
     failed: list[BaseException] = []
-    quit_early: list[bool] = []
 
     def tui() -> None:
         try:
@@ -110,7 +109,6 @@ def run_beside(driver: LiveDriver, source: str) -> int:
         except Exception as exc:  # noqa: BLE001 - said in one line once the program ends
             failed.append(exc)
         finally:
-            quit_early.append(not session.finished)
             app.stop_driver()  # cancels the session: nothing waits for the TUI any more
             _write_output(app)
             end_program(lambda: not session.finished)
@@ -127,7 +125,7 @@ def run_beside(driver: LiveDriver, source: str) -> int:
     if failed:
         raise CommandError(f"the TUI failed: {failed[0]!r}")
     error = session.error
-    if quit_early and quit_early[0]:
+    if driver.interrupted:  # whatever the script did once cancelled is no failure of its own
         note(f"quit while {source} was running: it was interrupted")
         _exit_now(INTERRUPTED)
     if isinstance(error, KeyboardInterrupt | SessionCancelled):

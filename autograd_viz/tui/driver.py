@@ -181,6 +181,8 @@ class LiveDriver(Driver):
         """The session was :meth:`~LiveSession.attach`-ed to a thread that runs the program
         itself (``autograd-viz run``, on the main thread): the driver never starts it, and
         :meth:`stop` only cancels it, so quitting never waits for the program."""
+        self.interrupted = False
+        """:meth:`stop` cancelled the program while it still ran (the user quit early)."""
         self._lock = threading.Lock()
         self._started = attached
 
@@ -233,6 +235,7 @@ class LiveDriver(Driver):
 
     def stop(self) -> None:
         if self.attached:
+            self.interrupted = not self.session.finished
             self.session.cancel()
         elif self._started:
             self.session.stop()

@@ -85,8 +85,12 @@ def test_q_ends_a_script_that_never_ends_within_a_second(
 def test_q_while_paused_mid_backward_ends_the_tool(run: Callable[..., Terminal]) -> None:
     terminal = run("forever")
     terminal.wait_for(PAUSED)
-    terminal.press("q")
+    pressed = time.monotonic()
+    terminal.press("q")  # the backward is cancelled, and the script interrupted
     assert terminal.wait() == 130
+    took = time.monotonic() - pressed
+    assert "quit while" in terminal.output and "it was interrupted" in terminal.output
+    assert took < 1.0, took
 
 
 @pytest.mark.parametrize(("mode", "expected"), [("exit", 5), ("exit-in-hook", 3)])
