@@ -30,6 +30,7 @@ from autograd_viz.nan.report import Finding
 from autograd_viz.trace import GraphTaskInfo, Trace, TraceEvent
 from autograd_viz.trace.replay import ExecutionState
 from autograd_viz.trace.text import one_line
+from autograd_viz.tui.calls import task_choices
 from autograd_viz.tui.dag import DagView
 from autograd_viz.tui.driver import Driver
 from autograd_viz.tui.keybar import KeyBar
@@ -462,13 +463,9 @@ class VizApp(App[int]):
         if not tasks:
             self.notify("No backward call has started yet.")
             return
-        choices = [("follow", "follow the current step")]
-        for gid, task in tasks.items():
-            depth = f", reentrant depth {task.reentrant_depth}" if task.reentrant_depth else ""
-            roots = one_line(", ".join(name for _, name, _ in task.roots) or "?", 80)
-            label = f"graph task {gid}: from {roots}, {len(task.nodes)} nodes{depth}"
-            choices.append((str(gid), label))
-        self.push_screen(TaskPicker(choices), self._pin_task)
+        title, rows = task_choices(self.driver.trace)
+        choices = [("follow", "follow the current step"), *rows]
+        self.push_screen(TaskPicker(choices, title), self._pin_task)
 
     def _pin_task(self, choice: str | None) -> None:
         if choice is None:

@@ -138,13 +138,16 @@ class PromptScreen(_Modal):
 class TaskPicker(_Modal):
     """Choose the graph task the node list shows, or follow the current step."""
 
-    def __init__(self, choices: Iterable[tuple[str, str]]) -> None:
+    def __init__(
+        self, choices: Iterable[tuple[str, str]], title: str = "Show which graph task?"
+    ) -> None:
         super().__init__()
         self.choices = list(choices)
+        self.title_text = title
 
     def compose(self) -> ComposeResult:
         with Vertical(id="picker"):
-            yield Label("Show which graph task?")
+            yield Label(Text(self.title_text))
             # Text, not markup: a label quotes node names (Note [Names are text]).
             yield OptionList(*(Option(Text(label), id=key) for key, label in self.choices))
 
