@@ -11,6 +11,7 @@ selection along the drawing.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 
 from rich.segment import Segment
@@ -21,7 +22,7 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from autograd_viz.draw.showing import BoxStatus
+from autograd_viz.draw.showing import BoxStatus, Choice
 from autograd_viz.trace import GraphTaskInfo, NodeInfo, Trace
 from autograd_viz.trace.replay import ExecutionState, NodeState
 from autograd_viz.trace.text import printable
@@ -192,6 +193,19 @@ def _state(state: ExecutionState | None, task: GraphTaskInfo, node_id: int) -> N
         return None
 
 
+LATER_NODES = 5000
+"""Graph tasks bigger than this make a new picture in a thread while the last one stays up."""
+
+# Note [Drawing a new picture later]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# A new choice of open modules (the step went into another module, or Enter)
+# needs the module view of every node: a second at 20,000 nodes. In a big graph
+# task the key does not wait for it: the last picture stays up, recoloured and
+# marked as being redrawn, a thread worker makes the new one (pictures only
+# read the trace), and the view is drawn again once it is there. A choice seen
+# before is kept, and drawn at once.
+
+
 class DagView(ScrollView, can_focus=True):
     """The drawn graph of the shown graph task, at module level (see the module notes)."""
 
@@ -213,6 +227,7 @@ class DagView(ScrollView, can_focus=True):
         super().__init__(id=id)
         self._pictures: Pictures | None = None
         self._picture: Picture | None = None
+        self._last: tuple[Pictures, Picture] | None = None
         self._drawn_rows: list[Text] = []
         self._head = 0  # rows of notices above the drawing
         self._selected: int | None = None
@@ -263,8 +278,20 @@ class DagView(ScrollView, can_focus=True):
             if event is not None and event.graph_task == task.id:
                 focus = event.node_id
             choice = pictures.choice(self.opened, self.closed, self.unfolded, focus)
-            picture = self._picture = pictures.picture(choice, focus if focus is not None else selected)
-            notices = [Text(printable(n), style="dim italic") for n in picture.notices]
+            centre = focus if focus is not None else selected
+            picture = pictures.kept(choice, centre)
+            notices = []
+            last = self._last
+            later = len(task.nodes) > LATER_NODES  # see Note [Drawing a new picture later]
+            if picture is None and later and last is not None and last[0] is pictures:
+                picture = last[1]
+                notices.append(Text("drawing the modules around this step…", style="yellow"))
+                self._make_later(pictures, choice, centre)
+            if picture is None:
+                picture = pictures.picture(choice, centre)
+            self._picture = picture
+            self._last = (pictures, picture)
+            notices += [Text(printable(n), style="dim italic") for n in picture.notices]
             self._head = len(notices)
             self._drawn_rows = notices + draw_picture(pictures, picture, state, selected, path)
         width = max((row.cell_len for row in self._drawn_rows), default=1)
@@ -276,6 +303,14 @@ class DagView(ScrollView, can_focus=True):
             region = Region(col, row + self._head, drawn.layout.width[index], 1)
             self.scroll_to_region(region, animate=False, center=True, immediate=True, force=True)
         self.refresh()
+
+    def _make_later(self, pictures: Pictures, choice: Choice | None, centre: int | None) -> None:
+        def make() -> None:
+            pictures.picture(choice, centre)
+            with contextlib.suppress(RuntimeError):  # the app closed meanwhile
+                self.app.call_from_thread(self._redraw)
+
+        self.run_worker(make, thread=True, exclusive=True, group="picture", exit_on_error=False)
 
     def _redraw(self) -> None:
         task, state, path = self._shown

@@ -149,6 +149,15 @@ class Pictures:
             found = self._kept[(known, centre)] = self._make(_cut(view, centre))
         return found
 
+    def kept(self, choice: Choice | None, focus: int | None = None) -> Picture | None:
+        """The picture :meth:`picture` would give, if it is made already; else ``None``."""
+        known = ("all",) if choice is None else (choice.open, choice.unfolded)
+        view = self._views.get(known)
+        if view is None:
+            return None
+        centre = self._holding(view, focus) if len(view.nodes) > MAX_BOXES else None
+        return self._kept.get((known, centre))
+
     def _shown(self, choice: Choice | None) -> GraphView:
         if choice is not None:
             return showing.apply(self.view, self.tree, choice)

@@ -291,3 +291,34 @@ def test_deep_in_a_fold_of_hundreds_of_calls_the_current_node_is_drawn() -> None
         assert not picture.items[picture.item_of[middle]].is_box
 
     run_app(app, actions, size=(120, 40))
+
+
+def test_in_a_big_graph_a_new_picture_is_drawn_without_holding_the_key() -> None:
+    from autograd_viz.tui.dag import LATER_NODES
+
+    with autograd_viz.record() as big:
+        blocks(LATER_NODES // 6 + 50)
+    task = next(iter(big.graph_tasks.values()))
+    assert len(task.nodes) > LATER_NODES
+    app = replay_app(big)
+
+    async def actions(pilot: Pilot[Any]) -> None:
+        await pilot.press("v", "v")
+        dag = dag_of(app)
+        moved = 0
+        for _ in range(40):
+            before = dag.picture
+            app.action_move("step_node")  # as n does, and look before anything else runs
+            event = app.driver.state().event
+            assert event is not None and event.node_id is not None
+            if "drawing the modules around this step" in dag._drawn_rows[0].plain:
+                moved += 1
+                assert dag.picture is before  # the last picture stays up meanwhile
+                await app.workers.wait_for_complete()
+                await pilot.pause()
+            picture = dag.picture
+            assert picture is not None
+            assert not picture.items[picture.item_of[event.node_id]].is_box
+        assert moved, "some step needed a picture not made yet"
+
+    run_app(app, actions, size=(120, 40))
