@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import itertools
 import json
 import re
 import xml.etree.ElementTree as ET
@@ -151,12 +152,14 @@ def test_dot_keeps_every_field_inside_its_label(
     seed: str, hostile_traces: dict[str, Trace]
 ) -> None:
     trace = _trace(hostile_traces, seed)
-    for step in _steps(trace):
+    # level 1: a module's calls drawn as one box each; by default, modules open as clusters.
+    for step, level in itertools.product(_steps(trace), (None, 1)):
         for gid in trace.graph_tasks:
             try:
-                source = to_dot(trace, step, graph_task=gid, values=True, saved=True).source
+                graph = to_dot(trace, step, graph_task=gid, values=True, saved=True, level=level)
             except GraphViewError:
                 continue
+            source = graph.source
             assert acting(source) == [], (step, gid)
             statements = [line.lstrip() for line in source.splitlines()]
             assert [s for s in statements if s.startswith("digraph")] == ["digraph backward {"]
