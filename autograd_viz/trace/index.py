@@ -65,24 +65,14 @@ def calls_in(path: str | os.PathLike[str]) -> list[CallSpan]:
     starts: list[tuple[int, int | None, int]] = []  # offset, call, graph task
     with reading.open_trace(name) as f:
         size = os.fstat(f.fileno()).st_size
-        for offset in _marks(f):
+        across = _scan(f, name, starts)
+        for offset in across:  # lines that ran past the block they start in
             f.seek(offset)
-            line = f.readline(reading.MAX_LINE_BYTES)
-            try:
-                item = json.loads(line)
-            except ValueError:
-                if not line.endswith(b"\n"):
-                    break  # cut short at the end: Note [Streamed traces]
-                raise TraceFormatError(
-                    f"{name}: the graph_task record at byte {offset} is not valid JSON"
-                ) from None
-            if isinstance(item, dict) and item.get("parent") is None:
-                call = item.get("call")
-                gid = item.get("id")
-                if isinstance(gid, int):
-                    starts.append((offset, call if isinstance(call, int) else None, gid))
+            if not _take(f.readline(reading.MAX_LINE_BYTES), offset, name, starts):
+                break
     if not starts:
         return []
+    starts.sort()
     ends = [offset for offset, _, _ in starts[1:]] + [size]
     return [
         CallSpan(call, gid, offset, end)
@@ -90,24 +80,55 @@ def calls_in(path: str | os.PathLike[str]) -> list[CallSpan]:
     ]
 
 
-def _marks(f: object) -> list[int]:
-    """The offsets of every graph_task line, found a block at a time."""
-    found: list[int] = []
+def _scan(f: Any, name: str, starts: list[tuple[int, int | None, int]]) -> list[int]:
+    """Read the file a block at a time, taking every graph_task line that ends in its block.
+
+    Returns:
+        The offsets of the graph_task lines that run past their block.
+    """
+    across: list[int] = []
     position = 0
     tail = b""
-    read = f.read  # type: ignore[attr-defined]
     while True:
-        block = read(BLOCK)
+        block = f.read(BLOCK)
         if not block:
-            return found
+            return across
         data = tail + block
         base = position - len(tail)
         at = data.find(MARK)
         while at >= 0:
-            found.append(base + at + 1)  # the line starts after the newline
+            end = data.find(b"\n", at + 1)
+            if end < 0:
+                across.append(base + at + 1)
+            else:
+                _take(data[at + 1 : end + 1], base + at + 1, name, starts)
             at = data.find(MARK, at + 1)
         position += len(block)
         tail = data[-(len(MARK) - 1) :]  # a mark cut in two by the block's end
+
+
+def _take(line: bytes, offset: int, name: str, starts: list[tuple[int, int | None, int]]) -> bool:
+    """Note the graph_task record ``line`` if it is a call from user code.
+
+    Returns:
+        ``False`` for a last line cut short (Note [Streamed traces]).
+
+    Raises:
+        TraceFormatError: the line is not valid JSON.
+    """
+    try:
+        item = json.loads(line)
+    except ValueError:
+        if not line.endswith(b"\n"):
+            return False
+        raise TraceFormatError(
+            f"{name}: the graph_task record at byte {offset} is not valid JSON"
+        ) from None
+    if isinstance(item, dict) and item.get("parent") is None:
+        call, gid = item.get("call"), item.get("id")
+        if isinstance(gid, int):
+            starts.append((offset, call if isinstance(call, int) else None, gid))
+    return True
 
 
 def pick(spans: list[CallSpan], call: int) -> CallSpan:
