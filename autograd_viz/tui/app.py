@@ -580,6 +580,11 @@ class VizApp(App[int]):
             for b in self.BINDINGS
             if isinstance(b, Binding)
         ]
+        keys += [
+            (b.key.replace("right", "→").replace("left", "←"), f"{b.description} (drawn DAG)")
+            for b in DagView.BINDINGS
+            if isinstance(b, Binding)
+        ]
         self.push_screen(HelpScreen(keys))
 
     async def action_quit(self) -> None:

@@ -13,6 +13,7 @@ from textual.widgets import Static
 from autograd_viz.draw.words import KIND_MEANINGS
 from autograd_viz.trace import Trace
 from autograd_viz.tui import VizApp
+from autograd_viz.tui.dag import DagView
 from autograd_viz.tui.keybar import ALWAYS, KEYS
 from autograd_viz.tui.panels import EventLog
 from autograd_viz.tui.screens import HelpScreen, PromptScreen
@@ -89,6 +90,8 @@ def test_help_lists_every_key_and_explains_the_marks_above_the_fold(
             assert key in text
         for binding in VizApp.BINDINGS:
             assert binding.description in text  # type: ignore[union-attr]
+        for binding in DagView.BINDINGS:  # Enter and the arrows in the drawn DAG
+            assert f"{binding.description} (drawn DAG)" in text  # type: ignore[union-attr]
         for kind in EVENT_KINDS:
             assert kind in text and KIND_MEANINGS[kind] in text
         assert "tab" in text and "enter" in text  # moving the selection with the keyboard
