@@ -69,6 +69,10 @@ class Terminal:
                 raise AssertionError(f"{text!r} never came; the screen ends {self.output[-800:]!r}")
             time.sleep(0.05)
 
+    def resize(self, size: tuple[int, int]) -> None:
+        """Make the terminal ``size`` (columns, rows), as a window resized by its user."""
+        fcntl.ioctl(self._master, termios.TIOCSWINSZ, struct.pack("HHHH", size[1], size[0], 0, 0))
+
     def press(self, keys: str) -> None:
         os.write(self._master, keys.encode())
 

@@ -129,3 +129,15 @@ def test_the_scripts_sigterm_handler_runs(run: Callable[..., Terminal], tmp_path
     assert (tmp_path / "flag").read_text() == "handled SIGTERM"
     terminal.press("q")
     assert terminal.wait() == 7
+
+
+def test_the_tui_follows_a_resized_terminal_without_sigwinch(run: Callable[..., Terminal]) -> None:
+    # SIGWINCH stays the script's (Note [The program keeps the main thread]): the TUI
+    # asks the terminal's size instead, and draws on rows it did not have before.
+    terminal = run("exit")
+    terminal.wait_for(PAUSED)
+    assert "\x1b[44;1H" not in terminal.output
+    terminal.resize((120, 44))
+    terminal.wait_for("\x1b[44;1H", timeout=10)
+    terminal.press("q")
+    assert terminal.wait() == 130
