@@ -200,7 +200,9 @@ def _root(module: torch.nn.Module) -> _Root:
     key = id(module)
     root = _roots.get(key)
     if root is None or root.module() is not module:
-        root = _roots[key] = _Root(module, lambda _ref: _roots.pop(key, None))
+        # The dict is bound now: at interpreter exit this module's globals may be gone
+        # before the weakref's callback runs.
+        root = _roots[key] = _Root(module, lambda _ref, roots=_roots: roots.pop(key, None))
     return root
 
 
