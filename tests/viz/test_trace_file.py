@@ -162,7 +162,10 @@ def test_wrong_format(tmp_path: Path, records: list[dict[str, Any]]) -> None:
 def test_unknown_version(tmp_path: Path, records: list[dict[str, Any]], version: Any) -> None:
     path = _write(tmp_path / "t.jsonl", [{**records[0], "version": version}, *records[1:]])
     _fails(
-        path, 1, f"unknown trace schema version {version!r}", "reads versions 1, 2, 3, 4, 5, 6 and 7"
+        path,
+        1,
+        f"unknown trace schema version {version!r}",
+        "reads versions 1, 2, 3, 4, 5, 6 and 7",
     )
 
 

@@ -184,6 +184,17 @@ def test_each_call_is_in_the_file_when_it_ends(tmp_path: Path) -> None:
     assert loaded.tail_cut == 0
 
 
+@pytest.mark.parametrize("kwargs", [{}, {"every": 3}, {"last": 2}, {"steps": "1-2"}])
+def test_results_are_bit_identical_while_written_to_a_file(
+    tmp_path: Path, kwargs: dict[str, Any]
+) -> None:
+    plain = _engine_loop(6)
+    with record(output=tmp_path / "run.jsonl", **kwargs):
+        watched = _engine_loop(6)
+    assert all(np.array_equal(a, b) for a, b in zip(plain, watched, strict=True))
+    assert Trace.load(tmp_path / "run.jsonl").graph_tasks
+
+
 def test_a_streamed_trace_is_the_trace_recorded_in_memory(tmp_path: Path) -> None:
     with record(steps="0-3") as in_memory:
         _engine_loop(5)
