@@ -122,3 +122,15 @@ def test_the_check_catches_an_import_upward_or_sideways(
 
     monkeypatch.setitem(globals(), "imports", with_one_more)
     assert any(f"imports {target}" in v and source in v for v in violations()), room
+
+
+def test_no_two_test_modules_share_a_file_name() -> None:
+    # The tests have no packages (no __init__.py), so pytest imports each file by its
+    # base name: two files of one name stop the whole suite at collection.
+    seen: dict[str, Path] = {}
+    clashes = []
+    for path in sorted((ROOT / "tests").rglob("test_*.py")):
+        if path.name in seen:
+            clashes.append(f"{seen[path.name].relative_to(ROOT)} and {path.relative_to(ROOT)}")
+        seen.setdefault(path.name, path)
+    assert not clashes, "test files that share a name: " + "; ".join(clashes)
