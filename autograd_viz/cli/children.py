@@ -14,6 +14,7 @@ import atexit
 import contextlib
 import datetime
 import os
+import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from autograd_viz.nan.report import NanReport
-    from autograd_viz.sources.processes import ChildReport
+    from autograd_viz.sources.processes import ChildReport, ChildSettings
     from autograd_viz.trace import Trace
 
 _kept: list[contextlib.ExitStack] = []
@@ -53,6 +54,9 @@ def start_child() -> None:
                 max_values=settings.max_values,
             )
         ).trace
+    elif settings.output is not None:
+        _stream(stack, settings)
+        return
     else:
         from autograd_viz.sources import record
 
@@ -63,6 +67,56 @@ def start_child() -> None:
     # the calls it kept) before the trace is saved.
     watch_as_child(trace, settings)
     atexit.register(stack.close)
+
+
+def _stream(stack: contextlib.ExitStack, settings: ChildSettings) -> None:
+    """``record``'s child: each call written to its file as it ends, as the parent's are, so
+    memory stays flat however long the child trains."""
+    from autograd_viz.sources.arming import when_torch_is_imported
+    from autograd_viz.sources.calls import CallSelection
+    from autograd_viz.sources.processes import (
+        finish_streamed,
+        follow_forks,
+        note_process_groups,
+        process_info,
+        streamed_path,
+    )
+    from autograd_viz.sources.recording import Recording
+
+    path = streamed_path(settings)
+    recording = Recording(settings.max_values, CallSelection(**(settings.calls or {})), path)
+    stack.enter_context(recording.running())
+    stack.enter_context(when_torch_is_imported(note_process_groups))
+    _kept.append(stack)
+    pid = os.getpid()
+
+    def finish() -> None:
+        if os.getpid() != pid:
+            return  # a fork of this child has its own
+        try:
+            recording.trace.header["process"] = process_info(settings.rank)
+            stack.close()  # the last calls written, the header rewritten with the process
+            problem = recording.save_error or (recording.writer.error if recording.writer else None)
+            if problem is not None:
+                raise problem
+            stats = recording.stats()
+            finish_streamed(path, settings, stats.graph_tasks, stats.events)
+        except Exception as exc:  # noqa: BLE001 - the child's exit goes on; one line says why
+            print(f"autograd-viz: process {pid} could not save its trace: {exc}", file=sys.stderr)
+
+    atexit.register(finish)
+    follow_forks(_Forks(settings), recording.trace)
+
+
+class _Forks:
+    """Keeps a streaming child's after-fork hook registered for the life of the process."""
+
+    def __init__(self, settings: ChildSettings) -> None:
+        self.settings = settings
+        _held.append(self)
+
+
+_held: list[_Forks] = []
 
 
 def own_trace_path(trace: Trace, output: str, children: list[ChildReport]) -> str | None:

@@ -318,8 +318,11 @@ def follow_forks(owner: object, trace: Trace) -> None:
     from multiprocessing import util
 
     settings: ChildSettings = owner.settings  # type: ignore[attr-defined]
+    parent = os.getpid()
 
     def in_child(_: object) -> None:
+        if os.getpid() == parent:
+            return  # a spawned child runs the hooks it registered at start-up: not a fork
         with contextlib.suppress(Exception):  # nothing of ours may break the child's start
             with trace.lock:
                 trace.events.clear()
@@ -386,20 +389,50 @@ def save_child_trace(trace: Trace, settings: ChildSettings) -> str | None:
         path = os.path.join(settings.job, f"{process['pid']}.jsonl")
     trace.save(path)
     stats = trace.stats()
+    report_child(settings, process, path, stats.graph_tasks, stats.events)
+    return path
+
+
+def streamed_path(settings: ChildSettings) -> str:
+    """Where a child streams its trace while it runs: its ``pid`` file (renamed to its rank's
+    when it turns out to have one)."""
+    assert settings.output is not None
+    return process_trace_path(settings.output, {"rank": None, "pid": os.getpid()})
+
+
+def finish_streamed(path: str, settings: ChildSettings, graph_tasks: int, events: int) -> None:
+    """A child's streamed trace is complete: rename it for its rank, and report it.
+
+    A child that recorded nothing leaves no file.
+    """
+    if not events:
+        with contextlib.suppress(OSError):
+            os.remove(path)
+        return
+    process = process_info(settings.rank)
+    final = process_trace_path(settings.output or path, process)
+    if final != path:
+        os.replace(path, final)
+    report_child(settings, process, final, graph_tasks, events)
+
+
+def report_child(
+    settings: ChildSettings, process: dict[str, Any], path: str, graph_tasks: int, events: int
+) -> None:
+    """Leave this child's report in the job's directory, for the watching command to read."""
     report = {
         "pid": process["pid"],
         "rank": process["rank"],
         "world_size": process["world_size"],
         "path": path,
-        "graph_tasks": stats.graph_tasks,
-        "events": stats.events,
+        "graph_tasks": graph_tasks,
+        "events": events,
         "clock": process["clock"],
     }
     target = os.path.join(settings.job, f"{process['pid']}.json")
     with open(f"{target}.tmp", "w", encoding="utf-8") as f:
         json.dump(report, f)
     os.replace(f"{target}.tmp", target)
-    return path
 
 
 def wall_ns(t_ns: int, clock: tuple[int, int] | list[int]) -> int:

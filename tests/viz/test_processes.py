@@ -320,3 +320,36 @@ def test_nan_in_one_rank_of_torchrun_heads_its_report_with_the_rank(tmp_path: Pa
     assert done.returncode == 1, done.stderr
     assert done.stdout.startswith("rank 1 of 2 (pid "), done.stdout
     assert Trace.load(tmp_path / "t.rank1.jsonl").header["process"]["rank"] == 1
+
+
+STREAMING_CHILD = """
+    import multiprocessing as mp
+    import os
+
+    import engine
+
+
+    def work():
+        for i in range(3):
+            x = engine.tensor([1.0, float(i)], requires_grad=True, name="x")
+            (x * 2.0).sum().backward()
+        with open(f"t.pid{os.getpid()}.jsonl", encoding="utf-8") as f:  # while it still runs
+            print("written", sum('"type":"graph_task"' in line for line in f))
+
+
+    if __name__ == "__main__":
+        child = mp.get_context("spawn").Process(target=work)
+        child.start()
+        child.join()
+"""
+
+
+def test_a_spawned_child_writes_each_call_as_it_ends(tmp_path: Path) -> None:
+    script = tmp_path / "streaming.py"
+    script.write_text(textwrap.dedent(STREAMING_CHILD), encoding="utf-8")
+    done = run(tmp_path, "-m", "autograd_viz", "record", "-o", "t.jsonl", str(script))
+    assert done.returncode == 0, done.stderr
+    assert "written 3" in done.stdout  # on disk before the child ended: its memory stays flat
+    (trace,) = child_traces(tmp_path).values()
+    assert len(trace.graph_tasks) == 3
+    assert trace.header["process"]["launcher"] == "multiprocessing (spawn)"
