@@ -16,6 +16,9 @@ Run: OMP_NUM_THREADS=1 .venv/bin/python -m benchmarks.training [--steps 300] [--
 * **``--memory N``**: ``autograd-viz record`` on an N-step loop of a 256-wide
   MLP, each way in a process of its own (plain ``python``, streamed, ``--every
   10``, ``--last 10``): maximum RSS and the trace file's size.
+* **``--light``**: the floor of a light tier that keeps no summaries: bare
+  node hooks against ``torch.profiler`` around the backward, on the MLP and
+  the GRU of ``benchmarks.torch_bridge``.
 * **``--open TRACE``**: finding the calls of a long trace and loading the
   first, middle and last of them alone (``replay``/``dot``/``timeline``
   ``--call K``), with this process's maximum RSS after each; ``--whole``
@@ -222,6 +225,81 @@ def open_calls(path: str, whole: bool) -> None:
     Console(width=120).print(table)
 
 
+def light_tier(repeat: int) -> None:
+    """What observing PyTorch's backward costs without summaries: hooks against the profiler.
+
+    The floor of a light tier (``--values none``): a no-op pre-hook and post
+    hook on every node (what a hook-based watcher pays before doing anything),
+    against ``torch.profiler`` around the backward (PyTorch's own C++-side
+    ``autograd::engine::evaluate_function`` events: each node's sequence
+    number, thread and times), on the GRU of ``benchmarks.torch_bridge``.
+    """
+    from benchmarks.torch_bridge import bare_hooks, gru, mlp, nodes_of, plain
+
+    def profiled(loss: torch.Tensor) -> None:
+        activities = [torch.profiler.ProfilerActivity.CPU]
+        with torch.profiler.profile(activities=activities) as prof:
+            loss.backward()
+        prof.events()  # the events a recorder would read: parsing them is part of the price
+
+    ways = {"plain": plain, "bare hooks": bare_hooks, "torch.profiler": profiled}
+    table = Table(title="Observing a backward without summaries (median, CPU time)")
+    for column in ("workload", "nodes", "way", "backward", "× plain", "+µs per node"):
+        table.add_column(column, justify="left" if column in ("workload", "way") else "right")
+    for make in (mlp, gru):
+        label, build = make()
+        nodes = len(nodes_of(build()))
+        samples: dict[str, list[float]] = {way: [] for way in ways}
+        for _ in range(2):
+            for run in ways.values():
+                run(build())
+        for _ in range(repeat):
+            for way, run in ways.items():
+                loss = build()
+                gc.collect()
+                gc.disable()
+                try:
+                    started = time.thread_time()
+                    run(loss)
+                    samples[way].append(time.thread_time() - started)
+                finally:
+                    gc.enable()
+        # The profiler left running over many calls, read once at the end (a flight
+        # recorder's way): its collection per backward, then the parse per node.
+        activities = [torch.profiler.ProfilerActivity.CPU]
+        collecting: list[float] = []
+        with torch.profiler.profile(activities=activities) as prof:
+            for _ in range(repeat):
+                loss = build()
+                gc.collect()
+                gc.disable()
+                try:
+                    started = time.thread_time()
+                    loss.backward()
+                    collecting.append(time.thread_time() - started)
+                finally:
+                    gc.enable()
+        started = time.thread_time()
+        prof.events()
+        parse = (time.thread_time() - started) / (repeat * nodes)
+        samples["profiler running"] = collecting
+        base = min(samples["plain"])
+        for way, times in samples.items():
+            best = min(times)
+            table.add_row(
+                label,
+                f"{nodes}",
+                way,
+                f"{best * 1e3:.2f} ms",
+                f"{best / base:.2f}×",
+                "" if way == "plain" else f"{(best - base) / nodes * 1e6:.1f}",
+            )
+        table.add_row(label, f"{nodes}", "  + reading its events", "", "", f"{parse * 1e6:.1f}")
+        table.add_section()
+    Console(width=120).print(table)
+    print("torch.profiler: started and read around each backward; 'running': started once")
+
+
 def _rss() -> str:
     return f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024} MB"
 
@@ -249,8 +327,14 @@ def main() -> None:
     parser.add_argument(
         "--whole", action="store_true", help="with --open: also load the whole file once"
     )
+    parser.add_argument(
+        "--light", action="store_true", help="time bare hooks against torch.profiler"
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)
+    if args.light:
+        light_tier(args.repeat)
+        return
     if args.open:
         open_calls(args.open, args.whole)
         return
