@@ -100,6 +100,7 @@ def run_record(args: argparse.Namespace) -> int:
             except Signalled as exc:
                 signalled = exc.signum
             children = job.reports()
+            unfinished = job.unfinished()
         # Who this process is, once its script has made its process group and the
         # children's settings are gone from the environment.
         recording.trace.header["process"] = process_info(inherited_rank)
@@ -120,6 +121,8 @@ def run_record(args: argparse.Namespace) -> int:
     size = os.path.getsize(own) if saved_to is not None and os.path.exists(own) else 0
     complete = failure is None and not interrupted and signalled is None
     _print_record_summary(recording, script, saved_to, size, complete, children)
+    for pid, path in unfinished:
+        note(f"process {pid} ended before finishing its trace; the calls it wrote are in {path}")
     output = saved_to or output
     if interrupted or signalled is not None:
         note(f"partial trace saved to {output}")

@@ -249,6 +249,29 @@ class Job:
                 continue  # a child killed while writing its report; its trace says the rest
         return sorted(found, key=lambda r: (r.rank is None, r.rank or 0, r.pid))
 
+    def unfinished(self) -> list[tuple[int, str]]:
+        """``(pid, trace file)`` of each streaming child that never finished its trace (killed
+        by a signal): the calls it wrote are in the file. One that wrote none leaves none."""
+        found = []
+        for name in sorted(os.listdir(self.settings.job)):
+            pid = name.removesuffix(".started")
+            if pid == name or os.path.exists(os.path.join(self.settings.job, f"{pid}.json")):
+                continue
+            try:
+                with open(os.path.join(self.settings.job, name), encoding="utf-8") as f:
+                    path = f.read()
+                with open(path, "rb") as trace:
+                    trace.readline()  # the header
+                    wrote = bool(trace.readline())
+            except OSError:
+                continue
+            if wrote:
+                found.append((int(pid), path))
+            else:
+                with contextlib.suppress(OSError):
+                    os.remove(path)
+        return found
+
 
 @contextmanager
 def follow_children(
@@ -395,9 +418,13 @@ def save_child_trace(trace: Trace, settings: ChildSettings) -> str | None:
 
 def streamed_path(settings: ChildSettings) -> str:
     """Where a child streams its trace while it runs: its ``pid`` file (renamed to its rank's
-    when it turns out to have one)."""
+    when it turns out to have one). The job's directory is told, so that a child killed
+    before it finished is still named (:meth:`Job.unfinished`)."""
     assert settings.output is not None
-    return process_trace_path(settings.output, {"rank": None, "pid": os.getpid()})
+    path = process_trace_path(settings.output, {"rank": None, "pid": os.getpid()})
+    with open(os.path.join(settings.job, f"{os.getpid()}.started"), "w", encoding="utf-8") as f:
+        f.write(path)
+    return path
 
 
 def finish_streamed(path: str, settings: ChildSettings, graph_tasks: int, events: int) -> None:

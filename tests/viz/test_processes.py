@@ -353,3 +353,42 @@ def test_a_spawned_child_writes_each_call_as_it_ends(tmp_path: Path) -> None:
     (trace,) = child_traces(tmp_path).values()
     assert len(trace.graph_tasks) == 3
     assert trace.header["process"]["launcher"] == "multiprocessing (spawn)"
+
+
+KILLED_CHILD = """
+    import multiprocessing as mp
+    import time
+
+    import engine
+
+
+    def work(ready):
+        for i in range(2):
+            x = engine.tensor([1.0, float(i)], requires_grad=True, name="x")
+            (x * 2.0).sum().backward()
+        ready.set()
+        time.sleep(60)
+
+
+    if __name__ == "__main__":
+        context = mp.get_context("spawn")
+        ready = context.Event()
+        child = context.Process(target=work, args=(ready,))
+        child.start()
+        ready.wait(60)
+        child.terminate()  # SIGTERM, as torchrun and mp.spawn stop the other ranks
+        child.join()
+"""
+
+
+def test_a_child_killed_by_a_signal_keeps_the_calls_written_so_far(tmp_path: Path) -> None:
+    script = tmp_path / "killed.py"
+    script.write_text(textwrap.dedent(KILLED_CHILD), encoding="utf-8")
+    done = run(tmp_path, "-m", "autograd_viz", "record", "-o", "t.jsonl", str(script))
+    assert done.returncode == 0, done.stderr
+    (trace,) = child_traces(tmp_path).values()
+    assert len(trace.graph_tasks) == 2
+    assert "process" not in trace.header  # it never reached its exit hooks
+    (path,) = tmp_path.glob("t.pid*.jsonl")
+    assert f"ended before finishing its trace; the calls it wrote are in {path}" in done.stderr
+    assert not left_running(script)
