@@ -40,12 +40,14 @@ from typing import Any
 
 import engine
 from autograd_viz.sources import arming
+from autograd_viz.sources.calls import CallSelection
 from autograd_viz.sources.recorder import Recorder
 from autograd_viz.sources.script import ScriptFailedError, check_script, run_script
 from autograd_viz.trace import DEFAULT_MAX_VALUES, Trace, TraceEvent
 from autograd_viz.trace.replay import ExecutionState
 from engine import events
 from engine.activity import ACTIVITY
+from engine.calls import CALLS
 from engine.events import Event, TensorSummary
 
 LIVE_THREAD = "autograd-viz-live"
@@ -160,6 +162,9 @@ class LiveSession:
             free run (a training loop) grew one past a gigabyte; at the
             limit the session warns, sets :attr:`truncated` and lets the
             target run on, no longer gated or recorded.
+        calls: gate only these backward calls of the target (its ``steps``
+            and ``every``, counted from 0 on the target's thread); the others
+            run on, unpaused and unrecorded. ``None`` gates every call.
     """
 
     def __init__(
@@ -170,6 +175,7 @@ class LiveSession:
         max_values: int = DEFAULT_MAX_VALUES,
         settle_timeout: float = 1.0,
         max_events: int | None = DEFAULT_MAX_EVENTS,
+        calls: CallSelection | None = None,
     ) -> None:
         if max_events is not None and (isinstance(max_events, bool) or max_events < 1):
             raise ValueError(f"max_events must be a positive integer or None, got {max_events!r}")
@@ -205,6 +211,9 @@ class LiveSession:
         self._finished = False
         self._workers_before: set[threading.Thread] | None = None
         self._armed = False
+        self._calls = calls if calls is not None and calls.filters else None
+        self._calls_seen = 0
+        self._call_kept = True  # whether the target's backward call now running is gated
         self.breakpoints: list[Breakpoint] = []
         """Breakpoints :meth:`continue_` stops at."""
         self.position = 0
@@ -259,7 +268,21 @@ class LiveSession:
         arming.acquire()  # PyTorch's backward calls are gated too
         self._armed = True
         events.subscribe(self._listener)
+        if self._calls is not None:
+            CALLS.add(self)
         self._thread = thread
+
+    def call_started(self) -> None:
+        """A backward call starts (:data:`engine.calls.CALLS`): is it one the session gates?"""
+        if threading.get_ident() == self._target_ident:
+            assert self._calls is not None
+            self._call_kept = self._calls.wants(self._calls_seen)
+            self._calls_seen += 1
+
+    def call_ended(self) -> None:
+        """The call ended: what the target does next (a forward, its NaN checks) is gated."""
+        if threading.get_ident() == self._target_ident:
+            self._call_kept = True
 
     def _main(self) -> None:
         self._target_ident = threading.get_ident()
@@ -297,6 +320,7 @@ class LiveSession:
                     stacklevel=2,
                 )
         events.unsubscribe(self._listener)
+        CALLS.remove(self)
         self._recorder.close()  # the trace no longer changes once stop() returns
         if self._armed:
             self._armed = False
@@ -476,6 +500,8 @@ class LiveSession:
         if gid in self._tasks:
             return True
         on_target = threading.get_ident() == self._target_ident
+        if on_target and not self._call_kept:
+            return False  # a backward call the session does not gate (``calls``)
         if event.kind == "graph_task_start" and (
             on_target or event.data.get("parent_graph_task") in self._tasks
         ):

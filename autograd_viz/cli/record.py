@@ -318,8 +318,8 @@ def _duration(ns: int) -> str:
     return f"{ns / 1_000_000_000:.2f} s"
 
 
-def add_call_options(parser: argparse.ArgumentParser) -> None:
-    """``--steps``, ``--every`` and ``--last``: which backward calls to record (any command)."""
+def add_call_options(parser: argparse.ArgumentParser, last: bool = True) -> None:
+    """``--steps``, ``--every`` and (with ``last``) ``--last``: which backward calls to record."""
     group = parser.add_argument_group(
         "which backward calls to record (counted from 0; reentrant calls belong to theirs)"
     )
@@ -332,6 +332,8 @@ def add_call_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--every", type=_positive, default=None, metavar="N", help="only calls 0, N, 2N, ..."
     )
+    if not last:
+        return
     group.add_argument(
         "--last",
         type=_positive,
@@ -351,7 +353,7 @@ def call_selection(args: argparse.Namespace) -> CallSelection:
     from autograd_viz.sources.calls import CallSelection, CallSelectionError
 
     try:
-        return CallSelection(args.steps, args.every, args.last)
+        return CallSelection(args.steps, args.every, getattr(args, "last", None))
     except CallSelectionError as exc:
         raise UsageError(f"--{exc}") from None
 

@@ -34,6 +34,7 @@ from autograd_viz.cli.base import (
     options_only,
     script_and_args,
 )
+from autograd_viz.cli.record import add_call_options, call_selection
 from autograd_viz.trace.text import printable
 
 if TYPE_CHECKING:
@@ -80,7 +81,8 @@ def run_live(args: argparse.Namespace) -> int:
     except ScriptNotFoundError as exc:
         raise CommandError(str(exc)) from None
     _need_terminal(f"'{PROG} record {script}' saves a trace to replay later")
-    session = LiveSession(functools.partial(_run_checked, script, script_args))
+    calls = call_selection(args)
+    session = LiveSession(functools.partial(_run_checked, script, script_args), calls=calls)
     driver = LiveDriver(session, attached=True)
     driver.breakpoints.non_finite = args.anomaly
     return run_beside(driver, script)
@@ -269,6 +271,7 @@ def add_run_options(run: argparse.ArgumentParser) -> None:
         help="stop at the first NaN or Inf: 'c' pauses where it is born, forward or backward "
         "(as pressing f does; the checks are those of 'autograd-viz nan')",
     )
+    add_call_options(run, last=False)
 
 
 def add_tui_commands(commands: argparse._SubParsersAction[ArgumentParser]) -> None:
@@ -291,7 +294,7 @@ def add_tui_commands(commands: argparse._SubParsersAction[ArgumentParser]) -> No
 
     run = commands.add_parser(
         "run",
-        usage=f"{PROG} run [-h] [--anomaly] SCRIPT [ARGS ...]",
+        usage=f"{PROG} run [-h] [--anomaly] [--steps LIST] [--every N] SCRIPT [ARGS ...]",
         help="open the TUI live on every backward call a Python script makes",
         description=(
             "Run SCRIPT as __main__ with ARGS, on the main thread as python would, with the "

@@ -302,3 +302,21 @@ def test_a_recorded_pytorch_call_keeps_its_modules_and_others_run_without_module
     assert _calls(trace) == [0, 2, 4]
     for info in trace.graph_tasks.values():
         assert set(info.modules.values()) == {"Linear", "Tanh", "Sequential"}, info.modules
+
+
+# -- a live session ------------------------------------------------------------------------
+
+
+def test_a_live_session_gates_only_the_chosen_calls() -> None:
+    from autograd_viz.live import LiveSession
+
+    results: list[list[np.ndarray]] = []
+    session = LiveSession(lambda: results.append(_engine_loop(5)), calls=CallSelection(every=2))
+    with session:
+        session.run_to_end(timeout=60)
+    assert session.error is None and results
+    trace = session.trace
+    top = [info for info in trace.graph_tasks.values() if info.parent is None]
+    assert len(top) == 3 and len(trace.graph_tasks) == 6, "calls 0, 2 and 4, each with its own"
+    assert all(np.array_equal(a, b) for a, b in zip(results[0], _engine_loop(5), strict=True))
+    assert not CALLS.watchers
