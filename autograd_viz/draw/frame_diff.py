@@ -32,7 +32,6 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
-from xml.sax.saxutils import escape as xml_escape
 
 from autograd_viz.draw.frames import (
     _KEEP_POSITIONS,
@@ -44,6 +43,7 @@ from autograd_viz.draw.frames import (
     _render,
     _viewport,
 )
+from autograd_viz.draw.svg_parts import element_groups, inline, renamed
 
 _ID = r'"(?:[^"\\]|\\.)*"|[^\s"\[\]{};=]+'
 _OPEN = re.compile(rf"\s*subgraph (?P<name>{_ID}) {{\n\Z")
@@ -349,10 +349,10 @@ class _Group:
 
     def take_drawings(self, drawing: bytes, sheet: bytes, changes: Changes) -> None:
         """Keep the drawing, and cut every variant out of the sheet into ``changes``."""
-        svg = _inline(drawing)
+        svg = inline(drawing)
         changes.drawings.append(svg)
-        by_id = _groups(sheet)
-        on_base = _groups(drawing)
+        by_id = element_groups(sheet)
+        on_base = element_groups(drawing)
         last = self.per_frame[self.members[-1]]
         for key, variants in self.variants.items():
             eid = self.ids[key]
@@ -361,7 +361,8 @@ class _Group:
                 if v == last[key] and eid in on_base:
                     markup = on_base[eid]
                 elif markup is not None:
-                    markup = _as_element(markup, f"v{eid}_{v}z", eid, key)
+                    title = _unquote(key[1]) if key[0] in ("n", "a") else None  # edges: as drawn
+                    markup = renamed(markup, f"v{eid}_{v}z", eid, title)
                 if markup is None:
                     continue  # dot drew nothing for it (an invisible element)
                 self.global_ids[(key, v)] = len(changes.variants)
@@ -373,7 +374,7 @@ class _Group:
         }
 
     def take_whole(self, drawing: bytes, changes: Changes) -> None:
-        changes.drawings.append(_inline(drawing))
+        changes.drawings.append(inline(drawing))
 
     def variant_ids(self, i: int) -> dict[str, int]:
         """Frame ``i``'s element id → variant index in :attr:`Changes.variants`."""
@@ -421,51 +422,3 @@ def _with_clusters(source: str, boxes: Mapping[str, str]) -> str:
                 out.append(f"\tgraph [{boxes[name]}]\n")
         out.append(line)
     return "".join(out)
-
-
-def _inline(svg: bytes) -> str:
-    """An SVG file as markup to put inside HTML: no XML declaration, doctype or comments."""
-    text = svg.decode("utf-8")
-    text = text[text.index("<svg") :]
-    return re.sub(r"<!--.*?-->\n?", "", text, flags=re.DOTALL)
-
-
-_TAG = re.compile(r"<g\b[^>]*>|</g>")
-_ELEMENT_ID = re.compile(r'\bid="([^"]*)"')
-_TITLE = re.compile(r"<title>.*?</title>", re.DOTALL)
-
-
-def _groups(svg: bytes) -> dict[str, str]:
-    """The SVG markup of each drawn element (node, edge, cluster) by its id.
-
-    dot writes every drawn element as a ``<g>`` right inside the graph's own
-    ``<g>``; text and attribute values never hold a raw ``<``, so counting the
-    ``<g>`` tags finds where each element ends.
-    """
-    text = svg.decode("utf-8")
-    out: dict[str, str] = {}
-    depth = 0
-    start, eid = -1, ""
-    for tag in _TAG.finditer(text):
-        if tag.group().startswith("</"):
-            depth -= 1
-            if depth == 1 and start >= 0:
-                out[eid] = text[start : tag.end()]
-                start = -1
-            continue
-        depth += 1
-        if depth == 2:
-            found = _ELEMENT_ID.search(tag.group())
-            if found is not None and 'class="graph"' not in tag.group():
-                start, eid = tag.start(), found.group(1)
-    return out
-
-
-def _as_element(markup: str, sheet_id: str, eid: str, key: Key) -> str:
-    """A variant cut from the sheet, with its element's id (and its anchors') and title."""
-    markup = markup.replace(f'{sheet_id}"', f'{eid}"')  # id="v…", id="a_v…", id="a_v…-label"
-    markup = markup.replace(f"{sheet_id}-", f"{eid}-")
-    if key[0] in ("n", "a"):  # an edge's title names its two nodes already
-        title = f"<title>{xml_escape(_unquote(key[1]))}</title>"
-        markup = _TITLE.sub(lambda _: title, markup, count=1)
-    return markup
