@@ -105,9 +105,14 @@ def test_a_trace_written_another_way_is_loaded_whole_and_the_call_picked(
 
 
 def test_the_last_call_of_a_file_cut_short_is_dropped(streamed: Path, tmp_path: Path) -> None:
+    whole = streamed.read_bytes()
+    cut_in_its_record = tmp_path / "cut_early.jsonl"
+    cut_in_its_record.write_bytes(whole[: calls_in(streamed)[-1].start + 20])
+    assert [span.call for span in calls_in(cut_in_its_record)] == [0, 2, 4, 6, 8]
     data = streamed.read_bytes()
     path = tmp_path / "cut.jsonl"
-    path.write_bytes(data[: calls_in(streamed)[-1].start + 200])
+    record_end = data.index(b"\n", calls_in(streamed)[-1].start) + 1  # its graph_task line
+    path.write_bytes(data[: record_end + 50])  # cut in its first node record
     assert [span.call for span in calls_in(path)] == [0, 2, 4, 6, 8, 10]
     assert load_call(path, 10).events == []
     assert _shape(load_call(path, 8)) == _shape(load_call(streamed, 8))
