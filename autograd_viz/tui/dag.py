@@ -203,7 +203,9 @@ LATER_NODES = 5000
 # task the key does not wait for it: the last picture stays up, recoloured and
 # marked as being redrawn, a thread worker makes the new one (pictures only
 # read the trace), and the view is drawn again once it is there. A choice seen
-# before is kept, and drawn at once.
+# before is kept, and drawn at once. The first picture of a big graph task
+# (its module tree, every node's view) is made in a thread too, the view
+# saying so meanwhile.
 
 
 class DagView(ScrollView, can_focus=True):
@@ -228,6 +230,7 @@ class DagView(ScrollView, can_focus=True):
         self._pictures: Pictures | None = None
         self._picture: Picture | None = None
         self._last: tuple[Pictures, Picture] | None = None
+        self._opening: GraphTaskInfo | None = None
         self._drawn_rows: list[Text] = []
         self._head = 0  # rows of notices above the drawing
         self._selected: int | None = None
@@ -269,8 +272,14 @@ class DagView(ScrollView, can_focus=True):
             return
         self._picture = None
         self._head = 0
+        fresh = self._pictures is None or self._pictures.task is not task
         if task is None or not task.nodes or state is None:
             self._drawn_rows = [Text("No graph task yet.", style="dim italic")]
+        elif fresh and len(task.nodes) > LATER_NODES:  # see Note [Drawing a new picture later]
+            self._drawn_rows = [Text("drawing the graph by its modules…", style="yellow")]
+            if self._opening is not task:
+                self._opening = task
+                self._open_later(state.trace, task, selected)
         else:
             pictures = self.pictures(state.trace, task)
             event = state.event
@@ -303,6 +312,26 @@ class DagView(ScrollView, can_focus=True):
             region = Region(col, row + self._head, drawn.layout.width[index], 1)
             self.scroll_to_region(region, animate=False, center=True, immediate=True, force=True)
         self.refresh()
+
+    def _open_later(self, trace: Trace, task: GraphTaskInfo, centre: int | None) -> None:
+        def make() -> None:
+            pictures = Pictures(trace, task)
+            pictures.picture(pictures.choice((), (), (), centre), centre)
+            with contextlib.suppress(RuntimeError):  # the app closed meanwhile
+                self.app.call_from_thread(self._adopt, pictures)
+
+        self.run_worker(make, thread=True, exclusive=True, group="picture", exit_on_error=False)
+
+    def _adopt(self, pictures: Pictures) -> None:
+        """Take the pictures a thread made, if their graph task is still the one shown."""
+        if self._opening is pictures.task:
+            self._opening = None
+        if self._shown[0] is pictures.task and (
+            self._pictures is None or self._pictures.task is not pictures.task
+        ):
+            self._pictures = pictures
+            self.opened, self.closed, self.unfolded = set(), set(), set()
+            self._redraw()
 
     def _make_later(self, pictures: Pictures, choice: Choice | None, centre: int | None) -> None:
         def make() -> None:

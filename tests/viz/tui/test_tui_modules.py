@@ -185,7 +185,11 @@ def test_a_20000_node_chain_is_drawn_folded() -> None:
     app = replay_app(chain)
 
     async def actions(pilot: Pilot[Any]) -> None:
-        await pilot.press("v", "v")
+        app.action_cycle_view()  # as v does, twice, and look before anything else runs
+        app.action_cycle_view()
+        assert "drawing the graph by its modules" in dag_of(app)._drawn_rows[0].plain
+        await app.workers.wait_for_complete()  # the first picture of a big task: in a thread
+        await pilot.pause()
         picture = dag_of(app).picture
         assert picture is not None
         assert len(picture.items) <= MAX_BOXES
@@ -304,6 +308,8 @@ def test_in_a_big_graph_a_new_picture_is_drawn_without_holding_the_key() -> None
 
     async def actions(pilot: Pilot[Any]) -> None:
         await pilot.press("v", "v")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
         dag = dag_of(app)
         moved = 0
         for _ in range(40):
