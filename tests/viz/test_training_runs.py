@@ -320,3 +320,14 @@ def test_a_live_session_gates_only_the_chosen_calls() -> None:
     assert len(top) == 3 and len(trace.graph_tasks) == 6, "calls 0, 2 and 4, each with its own"
     assert all(np.array_equal(a, b) for a, b in zip(results[0], _engine_loop(5), strict=True))
     assert not CALLS.watchers
+
+
+def test_a_recording_of_every_call_keeps_its_module_paths_beside_one_of_some() -> None:
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 1))
+    with record() as every_call, record(every=3):
+        for _ in range(4):
+            model(torch.randn(2, 3)).sum().backward()
+    assert len(every_call.graph_tasks) == 4
+    assert all(info.modules for info in every_call.graph_tasks.values())

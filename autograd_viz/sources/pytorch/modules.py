@@ -57,6 +57,7 @@ from autograd_viz.sources.modules import RawScope, number_calls
 from autograd_viz.sources.pytorch.compiled import is_compiling
 from autograd_viz.trace.records import Scope
 from engine.calls import CALLS
+from engine.events import HUB
 
 if TYPE_CHECKING:
     from autograd_viz.sources.pytorch.graph import TorchNode
@@ -147,12 +148,13 @@ def _follow(idle: bool) -> None:
     """Whether a recorded backward call is coming (Note [Backward calls] in engine/calls.py).
 
     PyTorch's global module hooks put every module call on its slow path, so
-    while every recorder waits for a call it does not keep, they come off.
+    while every recorder waits for a call it does not keep, they come off,
+    unless somebody else listens (a recorder of every call, a live session).
     """
     with _lock:
         if not _armed:
             return
-        if idle:
+        if idle and not HUB.active:
             _unhook()
         else:
             _hook()
