@@ -29,6 +29,8 @@ import threading
 from collections.abc import Callable
 from typing import Protocol
 
+__all__ = ["CALLS", "CallWatcher"]
+
 
 class CallWatcher(Protocol):
     """What :data:`CALLS` tells: called on the thread that makes the call."""

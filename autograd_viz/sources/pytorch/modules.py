@@ -204,7 +204,8 @@ def _root(module: torch.nn.Module) -> _Root:
     if root is None or root.module() is not module:
         # The dict is bound now: at interpreter exit this module's globals may be gone
         # before the weakref's callback runs.
-        root = _roots[key] = _Root(module, lambda _ref, roots=_roots: roots.pop(key, None))
+        roots = _roots
+        root = _roots[key] = _Root(module, lambda _ref: roots.pop(key, None))
     return root
 
 
