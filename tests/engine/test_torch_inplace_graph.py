@@ -260,6 +260,7 @@ def test_nodes_run_in_pytorchs_order(torch: Any, name: str) -> None:
 def test_nodes_number_and_break_ties_as_in_pytorch(torch: Any, name: str) -> None:
     """Every node ranks by sequence number as PyTorch's (Note [Views numbered when read])."""
     program = PROGRAMS[name]
+
     def loss(lib: Any, xs: list[Any]) -> Any:
         # The zero terms give every leaf a gradient, which _both compares.
         return (program(lib, xs) ** 2).sum() + xs[1] * 0.0 + (xs[0] * 0.0).sum()
