@@ -501,7 +501,7 @@ class _Hub:
                 try:
                     listener.take_events(rows)  # type: ignore[attr-defined]
                 except BaseException as exc:  # noqa: BLE001 - _listener_failed re-raises what it must
-                    self._listener_failed(listener, exc)
+                    self._listener_failed(listener, exc, rows[0][5] if rows else 0)
 
     def emit(
         self,
@@ -543,13 +543,21 @@ class _Hub:
             try:
                 listener(event)
             except BaseException as exc:  # noqa: BLE001 - _listener_failed re-raises what it must
-                self._listener_failed(listener, exc)
+                self._listener_failed(listener, exc, graph_task)
 
-    def _listener_failed(self, listener: Listener, exc: BaseException) -> None:
+    def _listener_failed(self, listener: Listener, exc: BaseException, graph_task: int) -> None:
+        """A listener raised: what is meant for the engine goes on (Note [Listener errors])."""
         if isinstance(exc, KeyboardInterrupt | SystemExit) or getattr(
             exc, "_engine_propagate", False
         ):
             raise exc
+        on_error = getattr(listener, "on_error", None)
+        if on_error is not None and isinstance(exc, Exception):
+            try:
+                on_error(exc, graph_task)
+                return  # it handled its own failure and stays subscribed
+            except Exception as inner:  # noqa: BLE001 - as any other listener's failure, below
+                exc = inner
         self.unsubscribe(listener)
         warnings.warn(
             f"event listener {listener!r} raised {type(exc).__name__}: {exc}; it has "
@@ -571,6 +579,17 @@ def _batch_max_values(listeners: tuple[Listener, ...]) -> int | None:
         found = max_values
     return found
 
+
+# Note [Listener errors]
+# ~~~~~~~~~~~~~~~~~~~~~~
+# A listener that raises never fails the backward pass. By default it is
+# unsubscribed with a RuntimeWarning (a user's listener that is broken stays
+# broken). A listener that must outlive its own failure (the recorder: one bad
+# event must not end watching for the rest of a run) has an ``on_error(exc,
+# graph_task)`` method: the hub calls it instead and the listener stays
+# subscribed; ``graph_task`` is the event's (for a batch, its first row's).
+# If ``on_error`` raises too, the listener is unsubscribed as above. Only the
+# failure path looks for the attribute: the plain path costs nothing more.
 
 # Note [Batched events]
 # ~~~~~~~~~~~~~~~~~~~~~
@@ -615,7 +634,8 @@ def listen(listener: Listener) -> Iterator[Listener]:
     a ``RuntimeWarning`` and unsubscribed; the backward pass goes on. An
     exception whose ``_engine_propagate`` attribute is true (used by debuggers
     to cancel a live backward) is instead raised into the engine, which fails
-    the graph task with it.
+    the graph task with it. A listener with an ``on_error(exc, graph_task)``
+    method is told instead and stays subscribed (Note [Listener errors]).
 
     A listener that only stores events may take them in batches instead: one
     with a ``take_events(rows)`` method and an int ``max_values`` attribute

@@ -32,7 +32,7 @@ from autograd_viz.cli.base import (
     script_and_args,
     shown,
 )
-from autograd_viz.trace.text import printable
+from autograd_viz.trace.text import one_line, printable
 
 if TYPE_CHECKING:
     from rich.text import Text
@@ -282,6 +282,7 @@ def _print_record_summary(
         ("duration", _duration(stats.duration_ns)),
         ("errors", _flagged(stats.errors)),
         ("anomalies", _flagged(stats.anomalies)),
+        *_cut_row(recording),
         ("saved to", f"{shown(output)} ({decimal(size)})"),
     ]
     for label, value in rows:
@@ -304,6 +305,17 @@ def _calls_row(recording: Recording) -> str:
     if recording.ring is not None and recording.ring.found:
         text += ", [bold red]stopped at the first NaN or Inf[/bold red]"
     return text
+
+
+def _cut_row(recording: Recording) -> list[tuple[str, str]]:
+    """``cut short  1 call (backward call 1 (graph task 7): ValueError: ...)``, when any was."""
+    recorder = recording.recorder
+    if not recorder.cut_calls:
+        return []
+    count = recorder.cut_calls
+    first = shown(one_line(recorder.first_cut or "", 160))
+    text = f"[bold red]{count:,}[/bold red] call{'' if count == 1 else 's'} by a recorder error"
+    return [("cut short", f"{text} (the first: {first})")]
 
 
 def _flagged(count: int) -> str:

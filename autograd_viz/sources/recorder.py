@@ -15,6 +15,7 @@ import bisect
 import itertools
 import os
 import threading
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -28,6 +29,7 @@ from autograd_viz.trace.records import (
     TraceEvent,
     new_header,
 )
+from autograd_viz.trace.text import one_line
 from engine import events
 from engine.calls import CALLS
 from engine.events import Event, LazySummary
@@ -87,6 +89,12 @@ class Recorder:
         self._ended = 0  # recorded calls ended since the last part handed on
         self._gated = False
         self._listening: bool | None = None  # gated: subscribed, idle, or neither
+        self._cut: set[int] = set()  # graph tasks whose recording failed (on_error)
+        self._said: set[str] = set()  # the errors on_error has warned about
+        self.cut_calls = 0
+        """How many graph tasks were cut short by an error of the recorder itself."""
+        self.first_cut: str | None = None
+        """The line said for the first of them (:attr:`GraphTaskInfo.cut`)."""
 
     @contextmanager
     def listening(self, gated: bool = False) -> Iterator[Recorder]:
@@ -147,6 +155,7 @@ class Recorder:
             self._ended += 1
             if self._in_flight:
                 return
+            self._cut.clear()  # every call has ended: no event of a cut one is still to come
             if self._gated:
                 self._expect_next()
             if self._kept is not None:
@@ -218,6 +227,8 @@ class Recorder:
         kept = self._kept
         if kept is not None and event[5] not in kept and event[5] != 0:
             return  # a graph task of a call not recorded (event[5]: graph_task; 0: none)
+        if self._cut and event[5] in self._cut:
+            return  # its recording failed: it ends where it failed (on_error)
         data = event[10]
         for value in data.values():
             if type(value) not in _KEPT_AS_IS:
@@ -250,6 +261,11 @@ class Recorder:
             rows = [row for row in rows if row[5] in kept or row[5] == 0]
             if not rows:
                 return
+        if self._cut:
+            cut = self._cut
+            rows = [row for row in rows if row[5] not in cut]
+            if not rows:
+                return
         with self._lock:
             if self.closed:
                 return
@@ -259,6 +275,47 @@ class Recorder:
             events_ = self.trace.events
             new = _new_trace_event
             events_.extend([new(TraceEvent, (i, *row)) for i, row in enumerate(rows, len(events_))])
+
+    def on_error(self, exc: Exception, graph_task: int) -> None:
+        """Recording an event of ``graph_task`` failed: cut that graph task there, go on.
+
+        The hub calls it instead of unsubscribing the recorder (Note [Listener
+        errors] in ``engine/events.py``), so that later backward calls are
+        recorded whole. The graph task keeps what was recorded of it before
+        the failure and nothing after; its :attr:`GraphTaskInfo.cut` holds the
+        line said, which is a ``RuntimeWarning`` (once per distinct error).
+        """
+        with self._lock:
+            if self.closed:
+                return
+            error = one_line(f"{type(exc).__name__}: {exc}")
+            info = self.trace.graph_tasks.get(graph_task) if graph_task else None
+            if graph_task and graph_task in self._cut:
+                return  # said already: a later event of the same graph task
+            if not graph_task:
+                where = "an event outside any backward call"
+            elif info is not None and info.call is not None:
+                where = f"backward call {info.call} (graph task {graph_task})"
+            else:
+                where = f"graph task {graph_task}"
+            line = f"{where}: {error}"
+            if graph_task:
+                self._cut.add(graph_task)
+                if info is not None:
+                    self.trace.graph_tasks[graph_task] = _with_cut(info, line)
+                self.cut_calls += 1
+                if self.first_cut is None:
+                    self.first_cut = line
+            said = error not in self._said
+            if said and len(self._said) < 100:  # bounded, however many kinds of errors
+                self._said.add(error)
+        if said:
+            warnings.warn(
+                f"autograd-viz: recording {where} failed ({error}); what came before is "
+                f"kept, later backward calls are recorded",
+                RuntimeWarning,
+                stacklevel=4,
+            )
 
     def _goes_last(self, seq: int) -> bool:
         """Whether an event numbered ``seq`` goes after every recorded one (under the lock)."""
@@ -339,6 +396,12 @@ def _with_first_event(info: GraphTaskInfo, index: int) -> GraphTaskInfo:
 def _with_call(info: GraphTaskInfo, call: int) -> GraphTaskInfo:
     fields = {name: getattr(info, name) for name in GraphTaskInfo.__slots__}
     fields["call"] = call
+    return GraphTaskInfo(**fields)
+
+
+def _with_cut(info: GraphTaskInfo, line: str) -> GraphTaskInfo:
+    fields = {name: getattr(info, name) for name in GraphTaskInfo.__slots__}
+    fields["cut"] = line
     return GraphTaskInfo(**fields)
 
 

@@ -33,6 +33,7 @@ TEXT_PATHS: frozenset[str] = frozenset(
         "graph_task.roots[][]",
         "graph_task.modules{}",
         "graph_task.modules.*",
+        "graph_task.cut",
         "node.name",
         "node.device",
         "node.inputs[][]",

@@ -93,6 +93,8 @@ def _graph_task_record(info: GraphTaskInfo) -> dict[str, Any]:
         out["modules"] = dict(info.modules)
     if info.call is not None:
         out["call"] = info.call
+    if info.cut is not None:
+        out["cut"] = info.cut
     return out
 
 
@@ -235,7 +237,7 @@ _GRAPH_TASK = s.record(
         "thread": s.read_str,
         "nodes": s.read_count,
     },
-    {"modules": s.modules, "call": s.read_count},
+    {"modules": s.modules, "call": s.read_count, "cut": s.read_str},
 )
 
 _EVENT = s.record(

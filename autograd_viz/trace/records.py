@@ -187,6 +187,10 @@ class GraphTaskInfo:
     call: int | None = None
     """Which backward call of the run this is, from 0 (Note [Backward calls] in
     ``engine/calls.py``), when the recorder counted calls; ``None`` for a reentrant one."""
+    cut: str | None = None
+    """Set when the recorder failed while recording this call (Note [Listener errors] in
+    ``engine/events.py``): the one line it said, such as ``call 1: ValueError: ...``. The
+    call is recorded up to the event that failed, and nothing of it after."""
 
 
 _NO_DATA: Mapping[str, Any] = MappingProxyType({})

@@ -86,6 +86,8 @@ def task_choices(trace: Trace) -> tuple[str, list[tuple[str, str]]]:
             norm = f"grad norm {figure.grad_norm:.3g}"
             bad = f", {figure.nonfinite:,} NaN/Inf" if figure.nonfinite else ""
             label = f"{bar(figure.grad_norm, low, high)} {call}: {norm}{bad}, {nodes}, from {roots}"
+        if task.cut is not None:  # a recorder error ended its recording early
+            label += f", cut short: {one_line(task.cut, 120)}"
         rows.append((str(gid), label))
     line = "".join(bar(f.grad_norm, low, high) for f in figures.values())
     if len(line) > 60:  # one bar per group of calls, the group's largest

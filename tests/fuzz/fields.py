@@ -121,7 +121,7 @@ def _torch_seed() -> list[Record] | None:
 
 def _with_rare_fields(items: list[Record]) -> list[Record]:
     """Fields only some runs write, added where a trace may hold them: a process header,
-    a graph task's source, an error's traceback, a derived mismatch of the PyTorch bridge,
+    a graph task's source and cut, an error's traceback, a derived mismatch of the PyTorch bridge,
     a DDP bucket's allreduce."""
     items = copy.deepcopy(items)
     items[0]["process"] = {
@@ -134,6 +134,8 @@ def _with_rare_fields(items: list[Record]) -> list[Record]:
         "launcher": "torchrun",
         "clock": [0, 0],
     }
+    for task in (r for r in items if r["type"] == "graph_task"):
+        task["cut"] = f"graph task {task['id']}: ValueError: a recorder error"
     events = [r for r in items if r["type"] == "event"]
     for event in events:
         if event["kind"] == "graph_task_start":
