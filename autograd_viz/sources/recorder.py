@@ -349,7 +349,11 @@ class Recorder:
                 return
             kept.add(event[5])
         build = event.data.get("graph_snapshot")
-        info = snapshot(event, self.max_values) if build is None else build(self.max_values)
+        failed: Exception | None = None
+        try:
+            info = snapshot(event, self.max_values) if build is None else build(self.max_values)
+        except Exception as exc:  # noqa: BLE001 - raised again below, once the call is in the trace
+            failed, info = exc, _bare_info(event)
         if parent is None and call is not None:
             info = _with_call(info, call)
         data = _plain_data(event, self.max_values)
@@ -368,6 +372,8 @@ class Recorder:
             source = event.data.get("source", "engine")
             if source not in sources:
                 sources.append(source)
+        if failed is not None:
+            raise failed  # the hub hands it to on_error, which marks the call cut
 
     def _insert(self, event: Event, data: Mapping[str, Any]) -> int:
         """Another thread emitted later but recorded first; keep engine order (under the lock)."""
@@ -397,6 +403,23 @@ def _with_call(info: GraphTaskInfo, call: int) -> GraphTaskInfo:
     fields = {name: getattr(info, name) for name in GraphTaskInfo.__slots__}
     fields["call"] = call
     return GraphTaskInfo(**fields)
+
+
+def _bare_info(event: Event) -> GraphTaskInfo:
+    """A graph task whose graph could not be read: its call, roots and options, no nodes."""
+    data = event.data
+    return GraphTaskInfo(
+        id=event.graph_task,
+        parent=data.get("parent_graph_task") or None,
+        reentrant_depth=data.get("reentrant_depth", 0),
+        keep_graph=bool(data.get("keep_graph")),
+        create_graph=bool(data.get("create_graph")),
+        root=event.node_id if event.node_id is not None else -1,
+        roots=tuple(tuple(r) for r in data.get("roots", ())),
+        outputs=tuple(tuple(o) for o in data.get("outputs", ())),
+        thread=event.thread,
+        first_event=0,
+    )
 
 
 def _with_cut(info: GraphTaskInfo, line: str) -> GraphTaskInfo:

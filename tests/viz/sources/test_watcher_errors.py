@@ -243,3 +243,54 @@ def test_the_call_picker_says_a_call_was_cut(monkeypatch: pytest.MonkeyPatch) ->
     _, rows = task_choices(trace)
     cut = [label for _, label in rows if "cut short" in label]
     assert len(cut) == 1 and "call 1:" in cut[0] and FAILURE in cut[0]
+
+
+def test_a_call_whose_graph_cannot_be_read_is_kept_bare_and_marked(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from autograd_viz.sources import recorder as recorder_module
+
+    real = recorder_module.snapshot
+    seen = {"n": 0}
+
+    def fails_on_call_1(event: Any, max_values: int) -> Any:
+        seen["n"] += 1
+        if seen["n"] == 2:
+            raise ValueError(FAILURE)
+        return real(event, max_values)
+
+    monkeypatch.setattr(recorder_module, "snapshot", fails_on_call_1)
+    plain = _run(_engine_step)
+    with warnings.catch_warnings(record=True) as said, autograd_viz.record() as trace:
+        warnings.simplefilter("always")
+        watched = _run(_engine_step)
+    assert _bits(watched) == _bits(plain)
+    assert len([w for w in said if FAILURE in str(w.message)]) == 1
+    calls = _calls(trace)
+    assert [calls[i].cut is not None for i in range(3)] == [False, True, False]
+    assert calls[1].nodes == {} and calls[0].nodes and calls[2].nodes
+    assert [e.kind for e in trace.events if e.graph_task == calls[1].id] == ["graph_task_start"]
+    trace.state_at(len(trace))
+    path = tmp_path / "bare.jsonl"
+    trace.save(path)
+    assert _calls(Trace.load(path))[1].cut == calls[1].cut
+
+
+def test_the_tui_steps_through_a_cut_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.viz.tui.tuiting import replay_app, run_app, settle, status
+
+    with _fails_once_in_call_1(monkeypatch), autograd_viz.record() as trace:
+        _run(_engine_step)
+    app = replay_app(trace)
+    seen: list[str] = []
+
+    async def actions(pilot: Any) -> None:
+        for _ in range(len(trace.events) + 2):
+            await pilot.press("s")
+        await settle(pilot)
+        seen.append(status(app))
+        await pilot.press("t")
+        await pilot.pause()
+
+    run_app(app, actions)
+    assert seen[0].startswith(f"step {len(trace.events)} of {len(trace.events)} ")
