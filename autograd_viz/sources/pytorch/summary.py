@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from autograd_viz.sources.deferred import DeferredSummary, defer
+from autograd_viz.sources.pytorch.host_view import FreedStorageError, host_view
 from engine import events
 from engine.events import LazySummary, TensorSummary
 
@@ -83,8 +84,8 @@ def summarize_tensor(tensor: torch.Tensor, device: str, max_values: int = 0) -> 
             if tensor.requires_grad:
                 tensor = tensor.detach()
             try:
-                array = tensor.numpy()
-            except RuntimeError:  # a negative view: the general path resolves it
+                array = host_view(tensor)  # Note [Reading a storage without pinning it]
+            except RuntimeError:  # a negative view, a freed storage: the general path
                 pass
             else:
                 return defer(array, tuple(tensor.shape), dtype, device)  # Note [Deferred summaries]
@@ -201,6 +202,9 @@ def _summarize_values(
     values: torch.Tensor, shape: tuple[int, ...], dtype: str, device: str, max_values: int
 ) -> TensorSummary:
     count = values.numel()
+    if count and not values.data_ptr():
+        # A storage FSDP2 freed (resize_(0)): any read would crash PyTorch itself.
+        raise FreedStorageError("the tensor's storage has been freed")
     if count >= LARGE and count > max_values and values.is_floating_point():
         return _summarize_large(values, shape, dtype, device)
     if values.dtype in _WIDENED:
@@ -208,8 +212,8 @@ def _summarize_values(
     if not values.is_cpu:
         values = values.cpu()
     try:
-        array = values.numpy()
-    except RuntimeError:  # a conjugate or negative view
+        array = host_view(values)  # Note [Reading a storage without pinning it]
+    except RuntimeError:  # a conjugate or negative view: resolved, it is a copy of our own
         array = values.resolve_conj().resolve_neg().numpy()
     if count > _SMALL and count > max_values and array.dtype.kind == "f":
         return defer(array, shape, dtype, device)  # Note [Deferred summaries]
@@ -249,7 +253,7 @@ def _summarize_large(
     total = float(values.sum())
     if math.isfinite(total):
         if values.device.type == "cpu":
-            array = values.numpy()
+            array = host_view(values)
             low, high = float(array.min()), float(array.max())
         else:
             low_t, high_t = torch.aminmax(values)
