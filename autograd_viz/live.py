@@ -538,10 +538,19 @@ class LiveSession:
 
     def _record(self, event: Event) -> TraceEvent:
         # Called with the session lock held, so events are recorded in the order let through.
-        self._recorder(event)
+        recorder = self._recorder
+        before = len(recorder.trace.events)
+        try:
+            recorder(event)
+        except Exception as exc:  # as the hub does for it (Note [Listener errors])
+            if getattr(exc, "_engine_propagate", False):
+                raise
+            recorder.on_error(exc, event.graph_task)  # cuts that graph task; the next are recorded
         if event.kind == "graph_task_end":
             self._settled_tasks.add(event.graph_task)
-        events_ = self._recorder.trace.events
+        events_ = recorder.trace.events
+        if len(events_) == before:  # of a graph task cut by a recorder error: shown, not kept
+            return TraceEvent(before, *event[:10], {})
         if self._max_events is not None and len(events_) >= self._max_events:
             self._truncate()
         return events_[-1]

@@ -294,3 +294,38 @@ def test_the_tui_steps_through_a_cut_call(monkeypatch: pytest.MonkeyPatch) -> No
 
     run_app(app, actions)
     assert seen[0].startswith(f"step {len(trace.events)} of {len(trace.events)} ")
+
+
+def test_a_live_session_goes_on_after_a_recorder_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    from autograd_viz.live import LiveSession
+
+    real = Recorder._goes_last
+    seen = {"n": 0}
+
+    def fails(self: Recorder, seq: int) -> bool:
+        seen["n"] += 1
+        if len(self.trace.graph_tasks) == 2 and seen["n"] > 0 and "at" not in seen:
+            seen["at"] = seen["n"] + 2  # the third event of the second graph task
+        if seen.get("at") == seen["n"]:
+            raise ValueError(FAILURE)
+        return real(self, seq)
+
+    monkeypatch.setattr(Recorder, "_goes_last", fails)
+    plain = _run(_engine_step)
+    results: list[Any] = []
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        with LiveSession(lambda: results.extend(_run(_engine_step))) as session:
+            steps = 0
+            while session.step(timeout=30) is not None:
+                steps += 1
+            assert session.finished and session.error is None
+            trace = session.trace
+    assert "at" in seen
+    assert _bits(results) == _bits(plain)
+    assert len([w for w in said if FAILURE in str(w.message)]) == 1
+    first, cut, last = (trace.graph_tasks[g] for g in sorted(trace.graph_tasks))
+    assert first.cut is None and last.cut is None and cut.cut is not None
+    ends = [e.graph_task for e in trace.events if e.kind == "graph_task_end"]
+    assert ends == [first.id, last.id]
+    assert steps > len(trace.events)  # the cut call's later events were stepped, not kept
