@@ -189,7 +189,7 @@ class TorchNanChecker:
         self._local = _ThreadState()
         self._modes: list[Any] = []
         self._handles: list[Any] = []
-        self._listener = self._on_event  # one bound method: the hub unsubscribes by identity
+        self._listener = _BackwardChecks(self)  # one object: the hub unsubscribes by identity
         self._settings = ExitStack()
         self._outer_regions: Any = None
         self._names: weakref.WeakKeyDictionary[torch.nn.Module, dict[int, str]] = (
@@ -697,3 +697,23 @@ def _tensor_of(summary: Any) -> torch.Tensor | None:
 
 
 __all__ = ["NonFiniteError", "TorchChecks", "TorchNanChecker"]
+
+
+class _BackwardChecks:
+    """The checker's event listener, which outlives its own failure (Note [Listener errors]).
+
+    A check that fails on one node (an output it cannot read) skips that node,
+    with one line, and the checks go on for every later node and call.
+    """
+
+    __slots__ = ("__call__",)
+
+    def __init__(self, checker: TorchNanChecker) -> None:
+        self.__call__ = checker._on_event
+
+    def on_error(self, exc: Exception, graph_task: int) -> None:
+        """One node's backward check failed: say it once, check the rest."""
+        _warn_once(
+            f"autograd-viz: a backward NaN check in graph task {graph_task} failed "
+            f"({type(exc).__name__}: {exc}); later nodes and calls are checked"
+        )

@@ -329,3 +329,38 @@ def test_a_live_session_goes_on_after_a_recorder_error(monkeypatch: pytest.Monke
     ends = [e.graph_task for e in trace.events if e.kind == "graph_task_end"]
     assert ends == [first.id, last.id]
     assert steps > len(trace.events)  # the cut call's later events were stepped, not kept
+
+
+def test_torch_backward_nan_check_goes_on_after_its_own_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pytest.importorskip("torch")
+    from autograd_viz.sources.pytorch import forward
+
+    real = forward._tensor_of
+    seen = {"n": 0}
+
+    def fails_once(summary: Any) -> Any:
+        seen["n"] += 1
+        if seen["n"] == 1:
+            raise ValueError(FAILURE)
+        return real(summary)
+
+    monkeypatch.setattr(forward, "_tensor_of", fails_once)
+    plain = _run(_torch_nan_step)
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        with autograd_viz.watch_nan() as watch:
+            watched = _run(_torch_nan_step)
+            checking = [item for item in HUB.listeners if hasattr(item, "on_error")]
+    assert seen["n"] > 1
+    assert _bits(watched) == _bits(plain)
+    assert len(checking) == 2  # the recorder and the backward checks, both still listening
+    lines = [str(w.message) for w in said if FAILURE in str(w.message)]
+    assert len(lines) == 1 and "backward NaN check" in lines[0]
+    first = watch.report.first
+    assert first is not None
+    assert _calls(watch.trace)[2].id == first.graph_task
+    assert [
+        a for a in watch.trace.events if a.kind == "anomaly" and a.data.get("phase") != "forward"
+    ]
