@@ -51,6 +51,7 @@ remembered by weak reference only.
 
 from __future__ import annotations
 
+import functools
 import sys
 import threading
 import warnings
@@ -189,7 +190,7 @@ class TorchNanChecker:
         self._local = _ThreadState()
         self._modes: list[Any] = []
         self._handles: list[Any] = []
-        self._listener = _BackwardChecks(self)  # one object: the hub unsubscribes by identity
+        self._listener = _backward_checks(self)  # one object: the hub unsubscribes by identity
         self._settings = ExitStack()
         self._outer_regions: Any = None
         self._names: weakref.WeakKeyDictionary[torch.nn.Module, dict[int, str]] = (
@@ -699,21 +700,21 @@ def _tensor_of(summary: Any) -> torch.Tensor | None:
 __all__ = ["NonFiniteError", "TorchChecks", "TorchNanChecker"]
 
 
-class _BackwardChecks:
+def _backward_checks(checker: TorchNanChecker) -> functools.partial[None]:
     """The checker's event listener, which outlives its own failure (Note [Listener errors]).
 
     A check that fails on one node (an output it cannot read) skips that node,
-    with one line, and the checks go on for every later node and call.
+    with one line, and the checks go on for every later node and call. A
+    ``partial``, because it takes an ``on_error`` attribute and calls through
+    in C: a listener runs on every event.
     """
 
-    __slots__ = ("__call__",)
-
-    def __init__(self, checker: TorchNanChecker) -> None:
-        self.__call__ = checker._on_event
-
-    def on_error(self, exc: Exception, graph_task: int) -> None:
-        """One node's backward check failed: say it once, check the rest."""
+    def on_error(exc: Exception, graph_task: int) -> None:
         _warn_once(
             f"autograd-viz: a backward NaN check in graph task {graph_task} failed "
             f"({type(exc).__name__}: {exc}); later nodes and calls are checked"
         )
+
+    listener = functools.partial(checker._on_event)
+    listener.on_error = on_error  # type: ignore[attr-defined]
+    return listener
