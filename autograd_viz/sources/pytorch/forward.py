@@ -75,6 +75,7 @@ from autograd_viz.sources.pytorch.op_values import (
     NAN,
     NEGINF,
     NORM_OPS,
+    PENDING_NAMESPACES,
     POSINF,
     UNINITIALIZED_OPS,
     OpInfo,
@@ -433,7 +434,9 @@ class TorchNanChecker:
         return OpInfo(
             name=name,
             short=short,
-            view=(not mutated and not fresh and bool(schema.returns)) or short in UNINITIALIZED_OPS,
+            view=(not mutated and not fresh and bool(schema.returns))
+            or short in UNINITIALIZED_OPS
+            or (func.namespace in PENDING_NAMESPACES and short != "wait_tensor"),
             mutated=mutated,
             fresh=fresh,
             several=len(schema.returns) > 1,

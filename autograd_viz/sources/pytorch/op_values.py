@@ -35,6 +35,12 @@ UNINITIALIZED_OPS = frozenset(
 )
 """Ops whose outputs hold whatever was in memory: not checked (a NaN there is no birth)."""
 
+PENDING_NAMESPACES = frozenset({"_c10d_functional", "c10d_functional"})
+"""Functional collectives (FSDP2's all-gather, reduce-scatter): their outputs hold whatever
+was in memory until ``wait_tensor``, so they are not checked (Note [Born in PyTorch]); the
+values they bring from other ranks are checked by the ops that read them, and were born
+on another rank, whose own checks name them."""
+
 NORM_OPS = frozenset({"linalg_vector_norm", "norm", "frobenius_norm", "linalg_norm"})
 """Ops whose outputs are remembered (weakly) as norms, so that a division by one is named."""
 
