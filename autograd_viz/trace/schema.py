@@ -155,29 +155,6 @@ def tuple_of(*readers: Reader) -> Reader:
     return read
 
 
-def int_map(reader: Reader) -> Reader:
-    """A JSON object whose keys are decimal integers (JSON keys are always strings)."""
-
-    def read(value: Any) -> dict[int, Any]:
-        if not isinstance(value, dict):
-            raise SchemaError(f"expected an object, got {_kind(value)}")
-        out: dict[int, Any] = {}
-        for key, item in value.items():
-            try:
-                number = int(key)
-            except ValueError:
-                raise SchemaError(f"key {show(key)} is not an integer") from None
-            if str(number) != key:
-                raise SchemaError(f"key {show(key)} is not an integer")
-            try:
-                out[number] = reader(item)
-            except SchemaError as exc:
-                raise SchemaError(f"[{key}]: {exc}") from None
-        return out
-
-    return read
-
-
 def str_map(reader: Reader) -> Reader:
     def read(value: Any) -> dict[str, Any]:
         if not isinstance(value, dict):

@@ -17,7 +17,6 @@ from __future__ import annotations
 import functools
 import sys
 import threading
-import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -25,6 +24,7 @@ import torch
 import torch.autograd
 import torch.autograd.graph
 
+from autograd_viz.sources.once import warn_once
 from autograd_viz.sources.pytorch import compiled, hooks, modules
 from autograd_viz.sources.pytorch import watch as _watch
 from autograd_viz.sources.pytorch.bookkeeping import forget_leftovers
@@ -68,7 +68,6 @@ _lock = threading.Lock()
 _armed = 0
 _original: Callable[..., Any] | None = None
 _patched: Callable[..., Any] | None = None
-_warned: set[str] = set()
 
 
 class TorchWatch:
@@ -124,7 +123,7 @@ def _arm() -> bool:
     global _original, _patched
     original = getattr(torch.autograd.graph, "_engine_run_backward", None)
     if not callable(original):
-        _warn_once(
+        warn_once(
             f"autograd-viz: PyTorch {torch.__version__} has no "
             "torch.autograd.graph._engine_run_backward; its backward calls cannot be watched"
         )
@@ -179,12 +178,6 @@ def _release() -> None:
         _original = _patched = None
 
 
-def _warn_once(message: str) -> None:
-    if message not in _warned:
-        _warned.add(message)
-        warnings.warn(message, RuntimeWarning, stacklevel=3)
-
-
 def _unwatchable(bound: dict[str, Any]) -> str | None:
     """Why this call cannot be watched, or ``None``."""
     compiled = sys.modules.get("torch._dynamo.compiled_autograd")
@@ -228,7 +221,7 @@ def _plain_values(t_outputs: Any) -> bool:
         if not isinstance(t, torch.Tensor):
             continue
         if _is_functorch_wrapper(t):
-            _warn_once(
+            warn_once(
                 "autograd-viz: a backward call inside a torch.func transform (grad, vjp, "
                 "jacrev) is recorded without values: its tensors are functorch wrappers"
             )
@@ -268,7 +261,7 @@ def _run_watched(original: Callable[..., Any], t_outputs: Any, args: Any, kwargs
     roots = [_edge(t) for t in t_outputs]
     if why is not None or any(r is None or r[0] is None for r in roots):
         if why is not None:
-            _warn_once(f"autograd-viz: cannot watch a backward call: {why}")
+            warn_once(f"autograd-viz: cannot watch a backward call: {why}")
         return original(t_outputs, *args, **kwargs)  # PyTorch reports a bad root itself
     plain = _plain_values(t_outputs)
     try:
@@ -279,14 +272,14 @@ def _run_watched(original: Callable[..., Any], t_outputs: Any, args: Any, kwargs
             LeafNamer(sys._getframe(2)),
         )
     except Exception as exc:  # noqa: BLE001 - never break the user's backward for a view
-        _warn_once(f"autograd-viz: cannot read this backward graph ({exc!r}); not watching it")
+        warn_once(f"autograd-viz: cannot read this backward graph ({exc!r}); not watching it")
         return original(t_outputs, *args, **kwargs)
     # See Note [Device threads]
     single_thread = torch._C._is_multithreading_enabled() and any(
         node.device not in _CALLING_THREAD for node in plan.nodes
     )
     if single_thread:
-        _warn_once(
+        warn_once(
             "autograd-viz: this backward's device nodes run on the calling thread while it "
             "is watched (torch.autograd.set_multithreading_enabled(False)): the same "
             "results, in an order that can be followed, without CPU/GPU overlap"

@@ -54,7 +54,6 @@ from __future__ import annotations
 import functools
 import sys
 import threading
-import warnings
 import weakref
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -67,6 +66,7 @@ from torch.utils import _python_dispatch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.weak import WeakIdKeyDictionary
 
+from autograd_viz.sources.once import warn_once
 from autograd_viz.sources.pytorch.compiled import around_compiled, is_compiling
 from autograd_viz.sources.pytorch.forward_compiled import RegionChecks, eagerly, step_aside_modes
 from autograd_viz.sources.pytorch.graph import TorchNode
@@ -101,7 +101,6 @@ from engine.events import HUB, Event, TensorSummary
 
 _BACKWARD_CALLS = frozenset({torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad})
 _NO_KINDS: frozenset[str] = frozenset()
-_WARNED: set[str] = set()
 
 
 class NonFiniteError(RuntimeError):
@@ -385,7 +384,7 @@ class TorchNanChecker:
         except NonFiniteError:
             raise
         except Exception as exc:  # noqa: BLE001 - a check never breaks the program it watches
-            _warn_once(f"autograd-viz: an op's output could not be checked for NaN ({exc!r})")
+            warn_once(f"autograd-viz: an op's output could not be checked for NaN ({exc!r})")
             return None
 
     _guarded = guarded
@@ -620,7 +619,7 @@ class TorchNanChecker:
                         continue
                     kinds = self._kinds(tensor)
                 except Exception as exc:  # noqa: BLE001 - one gradient, never the watching
-                    _warn_once(
+                    warn_once(
                         f"autograd-viz: an output of {event.node_name} could not be checked "
                         f"for NaN ({exc!r})"
                     )
@@ -686,12 +685,6 @@ class _Functions(TorchFunctionMode):
 # -- helpers ---------------------------------------------------------------------------
 
 
-def _warn_once(message: str) -> None:
-    if message not in _WARNED:
-        _WARNED.add(message)
-        warnings.warn(message, RuntimeWarning, stacklevel=3)
-
-
 def _tensor_of(summary: Any) -> torch.Tensor | None:
     """The gradient a bridge summary stands for, if it is still alive (a weak reference)."""
     if not isinstance(summary, TorchSummary):
@@ -713,7 +706,7 @@ def _backward_checks(checker: TorchNanChecker) -> functools.partial[None]:
     """
 
     def on_error(exc: Exception, graph_task: int) -> None:
-        _warn_once(
+        warn_once(
             f"autograd-viz: a backward NaN check in graph task {graph_task} failed "
             f"({type(exc).__name__}: {exc}); later nodes and calls are checked"
         )

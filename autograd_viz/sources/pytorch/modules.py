@@ -46,7 +46,6 @@ from __future__ import annotations
 import bisect
 import itertools
 import threading
-import warnings
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -54,6 +53,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from autograd_viz.sources.modules import RawScope, number_calls
+from autograd_viz.sources.once import warn_once
 from autograd_viz.sources.pytorch.compiled import is_compiling
 from autograd_viz.trace.records import Scope
 from engine.calls import CALLS
@@ -121,7 +121,6 @@ _roots: dict[int, _Root] = {}
 module."""
 _lock = threading.Lock()
 _handles: list[Any] = []
-_warned: set[str] = set()
 
 
 _armed = False
@@ -232,7 +231,7 @@ def _enter(module: torch.nn.Module, args: Any) -> None:
             root, path = _root(module), None
         _note(local, (*stack, (root, path, kind, next(_call_ids), weakref.ref(module))))
     except Exception as exc:  # noqa: BLE001 - never break the user's forward for a view
-        _warn_once(f"autograd-viz: cannot follow a module call ({exc!r}); modules may be missing")
+        warn_once(f"autograd-viz: cannot follow a module call ({exc!r}); modules may be missing")
 
 
 def _leave(module: torch.nn.Module, args: Any, output: Any) -> None:
@@ -246,13 +245,7 @@ def _leave(module: torch.nn.Module, args: Any, output: Any) -> None:
                 _note(local, stack[:i])
                 return
     except Exception as exc:  # noqa: BLE001 - never break the user's forward for a view
-        _warn_once(f"autograd-viz: cannot follow a module call ({exc!r}); modules may be missing")
-
-
-def _warn_once(message: str) -> None:
-    if message not in _warned:
-        _warned.add(message)
-        warnings.warn(message, RuntimeWarning, stacklevel=3)
+        warn_once(f"autograd-viz: cannot follow a module call ({exc!r}); modules may be missing")
 
 
 def calls_of(sequence_nrs: Iterable[int]) -> list[Calls | None]:
@@ -341,7 +334,7 @@ class GraphModules:
                 untracked += node.fn is not None
             raw.append((named[id(calls)] if calls else (), False))
         if untracked and parameters:
-            _warn_once(
+            warn_once(
                 "autograd-viz: nodes of a backward graph were made where no module call was "
                 "followed (before recording began, on another thread, or more than "
                 f"{MAX_CHANGES // 2:,} module calls ago); they have no module: record the "

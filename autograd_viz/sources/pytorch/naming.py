@@ -80,13 +80,6 @@ def shape_name(tensor: torch.Tensor) -> str:
     return f"tensor[{', '.join(str(d) for d in tensor.shape)}]"
 
 
-def visible_modules(frame: FrameType | None) -> list[torch.nn.Module]:
-    """The modules reachable from ``frame`` and its callers (Note [Finding the user's modules])."""
-    return sorted(
-        (module for _, module in _visible(frame)[0].values()), key=_parameter_count, reverse=True
-    )
-
-
 def _visible(
     frame: FrameType | None,
 ) -> tuple[dict[int, tuple[str, torch.nn.Module]], dict[int, str]]:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import threading
-import warnings
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -20,6 +19,7 @@ from typing import Any
 import torch
 
 from autograd_viz.sources.deferred import settle_waiting
+from autograd_viz.sources.once import warn_once
 from autograd_viz.sources.pytorch.bookkeeping import Bookkeeping
 from autograd_viz.sources.pytorch.emitter import Emitter
 from autograd_viz.sources.pytorch.graph import GraphPlan, TorchNode
@@ -234,7 +234,7 @@ class GraphTaskWatch:
         if getattr(exc, "_engine_propagate", False):
             raise exc
         self._live = False
-        _warn_once(f"autograd-viz: stopped watching a backward call after {exc!r}")
+        warn_once(f"autograd-viz: stopped watching a backward call after {exc!r}")
 
     # -- observed ----------------------------------------------------------------------
     def _hook(self, node: TorchNode) -> None:
@@ -399,7 +399,7 @@ class GraphTaskWatch:
             try:
                 return plan.snapshot(gid, parent, depth, keep, create, thread, max_values)
             except Exception as exc:  # noqa: BLE001 - the listener must not fail on it
-                _warn_once(
+                warn_once(
                     f"autograd-viz: the graph of a backward call could not be read whole "
                     f"({exc!r}); it is recorded without saved tensors and values"
                 )
@@ -415,14 +415,7 @@ class GraphTaskWatch:
         )
 
 
-_warned: set[str] = set()
 _MODULE_KINDS = frozenset({MODULE_FULL_BACKWARD_PRE, MODULE_FULL_BACKWARD})
-
-
-def _warn_once(message: str) -> None:
-    if message not in _warned:
-        _warned.add(message)
-        warnings.warn(message, RuntimeWarning, stacklevel=3)
 
 
 _is_anomaly_enabled = torch.is_anomaly_enabled

@@ -20,6 +20,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("torch._dynamo")
 
 from autograd_viz.nan.watch import watch_nan  # noqa: E402
+from autograd_viz.sources import once  # noqa: E402
 from autograd_viz.sources.pytorch import forward_compiled  # noqa: E402
 from autograd_viz.sources.recorder import record  # noqa: E402
 
@@ -173,9 +174,8 @@ def test_eager_compiled_checks_each_op_inside_and_says_so(monkeypatch: pytest.Mo
 
 
 def test_compiled_autograd_is_said_and_watching_goes_on(monkeypatch: pytest.MonkeyPatch) -> None:
-    from autograd_viz.sources.pytorch import arming
 
-    monkeypatch.setattr(arming, "_warned", set())
+    monkeypatch.setattr(once, "said", set())
     torch._dynamo.reset()
     torch.manual_seed(0)
     model = torch.nn.Linear(4, 2)

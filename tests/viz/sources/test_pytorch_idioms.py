@@ -19,7 +19,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from autograd_viz.nan.watch import watch_nan  # noqa: E402
-from autograd_viz.sources.pytorch import arming, summary  # noqa: E402
+from autograd_viz.sources import once  # noqa: E402
+from autograd_viz.sources.pytorch import summary  # noqa: E402
 from autograd_viz.sources.recorder import record  # noqa: E402
 from autograd_viz.trace import Trace  # noqa: E402
 from engine.events import HUB  # noqa: E402
@@ -194,7 +195,7 @@ def test_watch_nan_finds_the_inf_born_after_the_idiom(name: str) -> None:
 def test_torch_func_is_said_in_one_line_and_recorded_without_values(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(arming, "_warned", set())  # said once per process
+    monkeypatch.setattr(once, "said", set())  # said once per process
     with warnings.catch_warnings(record=True) as said:
         warnings.simplefilter("always")
         with record() as trace:

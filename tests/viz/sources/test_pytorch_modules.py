@@ -17,6 +17,7 @@ import pytest
 torch = pytest.importorskip("torch")
 nn = torch.nn
 
+from autograd_viz.sources import once  # noqa: E402
 from autograd_viz.sources.pytorch import modules as tracking  # noqa: E402
 from autograd_viz.sources.recorder import record  # noqa: E402
 from autograd_viz.trace import GraphTaskInfo, NodeInfo, Trace  # noqa: E402
@@ -256,7 +257,7 @@ def test_a_forward_before_recording_has_no_modules_and_says_so() -> None:
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(3, 4), nn.Linear(4, 1))
     loss = model(torch.randn(2, 3)).sum()
-    tracking._warned.clear()
+    once.said.clear()
     with pytest.warns(RuntimeWarning, match="record the forward pass too"), record() as trace:
         loss.backward()
     (info,) = trace.graph_tasks.values()
@@ -371,10 +372,10 @@ def test_a_live_session_follows_the_modules_of_its_programs_thread() -> None:
         x = torch.randn(2, 3) * scale  # made on this thread before its first module call
         model(x).sum().backward()
 
-    tracking._warned.clear()
+    once.said.clear()
     with LiveSession(program) as session:
         session.run_to_end(timeout=60)
-    assert session.error is None and not tracking._warned
+    assert session.error is None and not once.said
     (info,) = session.trace.graph_tasks.values()
     assert info.modules == {"model": "Sequential", "0": "Linear", "1": "Tanh"}
     (tanh,) = [n for n in _made(info) if n.name == "TanhBackward0"]

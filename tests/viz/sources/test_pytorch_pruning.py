@@ -9,6 +9,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from autograd_viz.sources import once  # noqa: E402
 from autograd_viz.sources.pytorch import DerivedMismatchWarning, watch_torch  # noqa: E402
 from autograd_viz.sources.pytorch.graph import node_id  # noqa: E402
 from autograd_viz.sources.recorder import record  # noqa: E402
@@ -331,7 +332,7 @@ def test_device_thread_graphs_run_on_the_calling_thread_while_watched(
 
     # Pretend the CPU were a device PyTorch runs on its own threads.
     monkeypatch.setattr(arming, "_CALLING_THREAD", frozenset({"meta"}))
-    monkeypatch.setattr(arming, "_warned", set())
+    monkeypatch.setattr(once, "said", set())
     x = torch.randn(3, requires_grad=True)
     seen: list[events.Event] = []
     multithreaded_inside: list[bool] = []
@@ -412,9 +413,8 @@ def test_the_last_listener_leaving_mid_backward_stops_the_watch_quietly() -> Non
 
 
 def test_batched_grad_runs_unwatched_with_a_warning(monkeypatch: pytest.MonkeyPatch) -> None:
-    from autograd_viz.sources.pytorch import arming
 
-    monkeypatch.setattr(arming, "_warned", set())
+    monkeypatch.setattr(once, "said", set())
     x = torch.randn(3, requires_grad=True)
     y = x * 2
     seen: list[events.Event] = []
@@ -431,13 +431,13 @@ def test_batched_grad_runs_unwatched_with_a_warning(monkeypatch: pytest.MonkeyPa
 def test_a_failure_of_the_watch_never_fails_the_backward(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from autograd_viz.sources.pytorch import bookkeeping, watch
+    from autograd_viz.sources.pytorch import bookkeeping
 
     def broken(*args: Any) -> None:
         raise KeyError("a bug in the bridge")
 
     monkeypatch.setattr(bookkeeping.Bookkeeping, "pass_outputs", broken)
-    monkeypatch.setattr(watch, "_warned", set())
+    monkeypatch.setattr(once, "said", set())
     x = torch.randn(3, requires_grad=True)
     seen: list[events.Event] = []
     with (
@@ -459,7 +459,7 @@ def test_a_stepped_device_graph_is_watched_on_the_calling_thread(
     # Pretend the CPU were a device, and a live session were stepping.
     monkeypatch.setattr(arming, "_CALLING_THREAD", frozenset({"meta"}))
     monkeypatch.setattr(ACTIVITY, "tracking", 1)
-    monkeypatch.setattr(arming, "_warned", set())
+    monkeypatch.setattr(once, "said", set())
     x = torch.randn(3, requires_grad=True)
     seen: list[events.Event] = []
     with watch_torch(), events.listen(seen.append), warnings.catch_warnings():
