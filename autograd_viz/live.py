@@ -24,11 +24,13 @@ as fast as recording, and as timing-dependent as the engine itself.
 
 A session gates only its target's engine work, and nobody once the target
 has finished (Note [Whose work a session gates]); it records at most
-``max_events`` events.
+``max_events`` events, and with ``calls.last`` only the target's last calls
+(Note [A live flight recorder]).
 """
 
 from __future__ import annotations
 
+import collections
 import functools
 import os
 import threading
@@ -45,6 +47,7 @@ from autograd_viz.sources.recorder import Recorder
 from autograd_viz.sources.script import ScriptFailedError, check_script, run_script
 from autograd_viz.trace import DEFAULT_MAX_VALUES, Trace, TraceEvent
 from autograd_viz.trace.replay import ExecutionState
+from autograd_viz.trace.stream import forget_before
 from engine import events
 from engine.activity import ACTIVITY
 from engine.calls import CALLS
@@ -127,6 +130,85 @@ def non_finite(event: TraceEvent) -> bool:
     return False
 
 
+class CallWindow:
+    """Which of the target's backward calls a session gates, and the last N it keeps.
+
+    Note [A live flight recorder]
+    ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+    With ``last`` a session keeps only the target's last N gated calls, so the
+    TUI can follow a long run (to the step where a NaN is born) in bounded
+    memory and still step back over the calls before it. A call's events run
+    from the end of the kept call before it (its forward pass, with the NaN
+    checks' findings) to its own end. When a kept call starts while N-1
+    finished ones are held, the oldest go (:func:`forget_before`): not at once
+    on the target's thread, which runs on between two steps while the UI reads
+    the trace, but when the session records the new call's first event, while
+    whoever drives the session waits for it in a move; it learns how many
+    events went from :attr:`dropped`.
+
+    Args:
+        calls: the calls to gate (``steps``, ``every``) and how many to keep
+            (``last``); ``None`` gates and keeps them all.
+    """
+
+    def __init__(self, calls: CallSelection | None) -> None:
+        self.selection = calls if calls is not None and calls.filters else None
+        """The ``steps`` and ``every`` of the calls gated, or ``None`` for every call."""
+        self.last = calls.last if calls is not None else None
+        """How many calls are kept, or ``None`` for every one."""
+        self.seen = 0
+        """The target's backward calls so far, gated or not."""
+        self.kept = True
+        """Whether the target's call now running (or its next one) is gated."""
+        self.dropped = 0
+        """Events forgotten so far, as older calls left the window."""
+        self._ends: collections.deque[int] = collections.deque()  # each kept call's end
+        self._due = False  # a kept call has started: make room at its first event
+
+    @property
+    def counts(self) -> bool:
+        """Whether the target's calls are counted (``steps``, ``every`` or ``last``)."""
+        return self.selection is not None or self.last is not None
+
+    def started(self) -> int | None:
+        """The target starts a backward call: its index in the run when it is gated."""
+        index = self.seen
+        self.seen += 1
+        self.kept = self.selection is None or self.selection.wants(index)
+        if not self.kept:
+            return None
+        self._due = self.last is not None
+        return index
+
+    def ended(self, recorded: int) -> None:
+        """The target's call ended with ``recorded`` events in the trace."""
+        if self.kept and self.last is not None:
+            self._ends.append(recorded)
+        self.kept = True  # what the target does next (a forward, its NaN checks) is gated
+
+    def make_room(self, trace: Trace) -> tuple[int, tuple[int, ...]]:
+        """Before recording an event: forget the calls past the last N, if one just started.
+
+        Returns:
+            How many events were forgotten, and which graph tasks.
+        """
+        if not self._due:
+            return 0, ()
+        self._due = False
+        assert self.last is not None
+        excess = len(self._ends) - (self.last - 1)
+        if excess <= 0:
+            return 0, ()
+        cut = self._ends[excess - 1]
+        self._ends = collections.deque(end - cut for end in list(self._ends)[excess:])
+        before = len(trace.events)
+        with trace.lock:
+            gone = forget_before(trace, cut)
+            forgotten = before - len(trace.events)
+        self.dropped += forgotten
+        return forgotten, gone
+
+
 class _Paused:
     """An engine thread waiting at the gate with its event."""
 
@@ -164,7 +246,9 @@ class LiveSession:
             target run on, no longer gated or recorded.
         calls: gate only these backward calls of the target (its ``steps``
             and ``every``, counted from 0 on the target's thread); the others
-            run on, unpaused and unrecorded. ``None`` gates every call.
+            run on, unpaused and unrecorded. Its ``last`` keeps only the last
+            N of them (Note [A live flight recorder]). ``None`` gates and keeps
+            every call.
     """
 
     def __init__(
@@ -211,9 +295,7 @@ class LiveSession:
         self._finished = False
         self._workers_before: set[threading.Thread] | None = None
         self._armed = False
-        self._calls = calls if calls is not None and calls.filters else None
-        self._calls_seen = 0
-        self._call_kept = True  # whether the target's backward call now running is gated
+        self._window = CallWindow(calls)
         self.breakpoints: list[Breakpoint] = []
         """Breakpoints :meth:`continue_` stops at."""
         self.position = 0
@@ -268,21 +350,22 @@ class LiveSession:
         arming.acquire()  # PyTorch's backward calls are gated too
         self._armed = True
         events.subscribe(self._listener)
-        if self._calls is not None:
+        if self._window.counts:
             CALLS.add(self)
         self._thread = thread
 
     def call_started(self) -> None:
         """A backward call starts (:data:`engine.calls.CALLS`): is it one the session gates?"""
         if threading.get_ident() == self._target_ident:
-            assert self._calls is not None
-            self._call_kept = self._calls.wants(self._calls_seen)
-            self._calls_seen += 1
+            with self._cond:
+                self._recorder.set_call(self._window.started())
 
     def call_ended(self) -> None:
         """The call ended: what the target does next (a forward, its NaN checks) is gated."""
         if threading.get_ident() == self._target_ident:
-            self._call_kept = True
+            with self._cond:
+                self._window.ended(len(self._recorder.trace.events))
+                self._recorder.set_call(None)
 
     def _main(self) -> None:
         self._target_ident = threading.get_ident()
@@ -364,6 +447,17 @@ class LiveSession:
     def trace(self) -> Trace:
         """Every event let through so far, in the order it was let through."""
         return self._recorder.trace
+
+    @property
+    def last(self) -> int | None:
+        """How many of the target's calls the session keeps (``None``: every one)."""
+        return self._window.last
+
+    @property
+    def dropped(self) -> int:
+        """Events forgotten so far as older calls left the window (Note [A live flight
+        recorder]); positions before a move less those dropped during it are positions after."""
+        return self._window.dropped
 
     @property
     def frontier(self) -> int:
@@ -500,7 +594,7 @@ class LiveSession:
         if gid in self._tasks:
             return True
         on_target = threading.get_ident() == self._target_ident
-        if on_target and not self._call_kept:
+        if on_target and not self._window.kept:
             return False  # a backward call the session does not gate (``calls``)
         if event.kind == "graph_task_start" and (
             on_target or event.data.get("parent_graph_task") in self._tasks
@@ -539,6 +633,11 @@ class LiveSession:
     def _record(self, event: Event) -> TraceEvent:
         # Called with the session lock held, so events are recorded in the order let through.
         recorder = self._recorder
+        forgotten, gone = self._window.make_room(recorder.trace)
+        if forgotten:
+            self.position = max(0, self.position - forgotten)
+            self._tasks.difference_update(gone)
+            self._settled_tasks.difference_update(gone)
         before = len(recorder.trace.events)
         try:
             recorder(event)

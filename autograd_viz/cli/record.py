@@ -330,8 +330,15 @@ def _duration(ns: int) -> str:
     return f"{ns / 1_000_000_000:.2f} s"
 
 
-def add_call_options(parser: argparse.ArgumentParser, last: bool = True) -> None:
-    """``--steps``, ``--every`` and (with ``last``) ``--last``: which backward calls to record."""
+LAST_HELP = (
+    "a flight recorder: keep the last N recorded calls in memory and write them when the "
+    "script ends, raises, is stopped (SIGINT, SIGTERM, SIGHUP) or a NaN or Inf is found"
+)
+"""``--last``'s help for the commands that record a script (``record``, ``nan``)."""
+
+
+def add_call_options(parser: argparse.ArgumentParser, last: str | None = LAST_HELP) -> None:
+    """``--steps``, ``--every`` and ``--last`` (its help ``last``; ``None``: no ``--last``)."""
     group = parser.add_argument_group(
         "which backward calls to record (counted from 0; reentrant calls belong to theirs)"
     )
@@ -344,16 +351,9 @@ def add_call_options(parser: argparse.ArgumentParser, last: bool = True) -> None
     group.add_argument(
         "--every", type=_positive, default=None, metavar="N", help="only calls 0, N, 2N, ..."
     )
-    if not last:
+    if last is None:
         return
-    group.add_argument(
-        "--last",
-        type=_positive,
-        default=None,
-        metavar="N",
-        help="a flight recorder: keep the last N recorded calls in memory and write them when "
-        "the script ends, raises, is stopped (SIGINT, SIGTERM, SIGHUP) or a NaN or Inf is found",
-    )
+    group.add_argument("--last", type=_positive, default=None, metavar="N", help=last)
 
 
 def call_selection(args: argparse.Namespace) -> CallSelection:

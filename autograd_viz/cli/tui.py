@@ -29,6 +29,7 @@ from autograd_viz.cli.base import (
     ArgumentParser,
     CommandError,
     add_call_option,
+    check_output,
     load_trace,
     note,
     options_only,
@@ -38,6 +39,7 @@ from autograd_viz.cli.record import add_call_options, call_selection
 from autograd_viz.trace.text import printable
 
 if TYPE_CHECKING:
+    from autograd_viz.live import LiveSession
     from autograd_viz.trace import Trace
     from autograd_viz.tui.app import VizApp
     from autograd_viz.tui.driver import Driver, LiveDriver
@@ -69,7 +71,10 @@ def run_live(args: argparse.Namespace) -> int:
     The script runs on the main thread, the TUI beside it (Note [The program
     keeps the main thread] in :mod:`autograd_viz.tui.beside`). The exit status
     is the script's, as ``python SCRIPT`` gives it: its ``sys.exit`` code, or 1
-    with its traceback when it raises; 130 when quitting interrupted it.
+    with its traceback when it raises; 130 when quitting interrupted it. With
+    ``--last N`` the session keeps only the last N calls it gated (Note [A live
+    flight recorder] in :mod:`autograd_viz.live`); with ``-o`` what it kept is
+    written when the session ends, however it ends.
     """
     from autograd_viz.live import LiveSession
     from autograd_viz.sources.script import ScriptNotFoundError, check_script
@@ -81,20 +86,29 @@ def run_live(args: argparse.Namespace) -> int:
     except ScriptNotFoundError as exc:
         raise CommandError(str(exc)) from None
     _need_terminal(f"'{PROG} record {script}' saves a trace to replay later")
+    output: str | None = args.output
+    if output is not None:
+        check_output(output)
     calls = call_selection(args)
     session = LiveSession(functools.partial(_run_checked, script, script_args), calls=calls)
     driver = LiveDriver(session, attached=True)
     driver.breakpoints.non_finite = args.anomaly
-    return run_beside(driver, script)
+    return run_beside(driver, script, output=output)
 
 
-def run_beside(driver: LiveDriver, source: str) -> int:
+def run_beside(driver: LiveDriver, source: str, output: str | None = None) -> int:
     """Run the driver's program here, on the main thread, with the TUI on a thread beside it.
 
     Returns when both have ended: the program's exit status (see :func:`run_live`).
 
+    Args:
+        driver: the live driver of an :meth:`~autograd_viz.live.LiveSession.attach`-able
+            session.
+        source: the script, as the TUI's title names it.
+        output: where to write what the session kept once it ends, if anywhere.
+
     Raises:
-        CommandError: the TUI failed.
+        CommandError: the TUI failed, or ``output`` could not be written.
     """
     from autograd_viz.live import SessionCancelled
     from autograd_viz.tui.app import VizApp
@@ -118,14 +132,19 @@ def run_beside(driver: LiveDriver, source: str) -> int:
     session.attach()
     thread = threading.Thread(target=tui, name="autograd-viz-tui", daemon=True)
     thread.start()
+    unsaved: str | None = None
     try:
         session.run()
         while thread.is_alive():  # the program has ended; the TUI shows it until `q`
             thread.join(0.1)
     finally:
         session.stop()
+        if output is not None:
+            unsaved = _save_session(session, output)
     if failed:
         raise CommandError(f"the TUI failed: {failed[0]!r}")
+    if unsaved is not None:
+        raise CommandError(unsaved)
     error = session.error
     if driver.interrupted:  # whatever the script did once cancelled is no failure of its own
         note(f"quit while {source} was running: it was interrupted")
@@ -138,6 +157,22 @@ def run_beside(driver: LiveDriver, source: str) -> int:
         return 1  # as python SCRIPT exits when it raises
     result = session.result
     return result if isinstance(result, int) else 0
+
+
+def _save_session(session: LiveSession, output: str) -> str | None:
+    """Write what ``session`` kept to ``output`` and say so; the error line if it failed."""
+    trace = session.trace
+    try:
+        trace.save(output)
+    except OSError as exc:
+        return f"cannot write trace {output}: {exc.strerror or exc}"
+    calls = sum(1 for info in trace.graph_tasks.values() if info.parent is None)
+    kept = f"the last {calls:,}" if session.dropped else f"{calls:,}"
+    note(
+        f"{kept} backward call{'' if calls == 1 else 's'} saved to {output}; "
+        f"step {'it' if calls == 1 else 'them'} with '{PROG} replay {output}'"
+    )
+    return None
 
 
 def _exit_now(status: int) -> NoReturn:
@@ -271,7 +306,18 @@ def add_run_options(run: argparse.ArgumentParser) -> None:
         help="stop at the first NaN or Inf: 'c' pauses where it is born, forward or backward "
         "(as pressing f does; the checks are those of 'autograd-viz nan')",
     )
-    add_call_options(run, last=False)
+    run.add_argument(
+        "-o",
+        "--output",
+        default=None,
+        metavar="TRACE",
+        help="when the session ends, write the calls it kept to TRACE (to replay later)",
+    )
+    add_call_options(
+        run,
+        last="a flight recorder: keep only the last N calls, so the TUI follows a long run in "
+        "bounded memory and steps back over those N (with -o, they are what is written)",
+    )
 
 
 def add_tui_commands(commands: argparse._SubParsersAction[ArgumentParser]) -> None:
@@ -294,7 +340,10 @@ def add_tui_commands(commands: argparse._SubParsersAction[ArgumentParser]) -> No
 
     run = commands.add_parser(
         "run",
-        usage=f"{PROG} run [-h] [--anomaly] [--steps LIST] [--every N] SCRIPT [ARGS ...]",
+        usage=(
+            f"{PROG} run [-h] [--anomaly] [-o TRACE] [--steps LIST] [--every N] [--last N] "
+            "SCRIPT [ARGS ...]"
+        ),
         help="open the TUI live on every backward call a Python script makes",
         description=(
             "Run SCRIPT as __main__ with ARGS, on the main thread as python would, with the "

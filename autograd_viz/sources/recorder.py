@@ -140,6 +140,11 @@ class Recorder:
                 if self._gated:
                     self._listen(True)
 
+    def set_call(self, index: int | None) -> None:
+        """Number the call this thread runs ``index`` (``None``: none), for a watcher of
+        :data:`~engine.calls.CALLS` that counts calls itself (a live session)."""
+        self._local.call = index
+
     def call_ended(self) -> None:
         """The call this thread started has ended: hand on what is finished."""
         local = self._local

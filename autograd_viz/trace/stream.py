@@ -182,6 +182,38 @@ def join(parts: Iterable[Trace], header: dict[str, Any] | None = None) -> Trace:
     return Trace(_header_copy(last_header) if last_header else None, graph_tasks, events)
 
 
+def forget_before(trace: Trace, position: int) -> tuple[int, ...]:
+    """Forget the first ``position`` events of ``trace`` and the graph tasks that began there.
+
+    A flight recorder's window moving on. What is left is renumbered from 0,
+    each graph task's ``first_event`` with it; a late event of a forgotten
+    graph task (the wake-up its last thread sends its owner) goes too. The
+    event list and the graph-task dict are replaced, not changed in place, so
+    a reader that took them a moment ago goes on reading a whole, older
+    window. Call it holding ``trace.lock``.
+
+    Returns:
+        The ids of the graph tasks forgotten.
+    """
+    if position <= 0:
+        return ()
+    gone = frozenset(gid for gid, info in trace.graph_tasks.items() if info.first_event < position)
+    events: list[Any] = []
+    moved: dict[int, int] = {}  # an event's index before -> after
+    for event in trace.events[position:]:
+        if event.graph_task not in gone:
+            moved[event.index] = len(events)
+            events.append(event._replace(index=len(events)))
+    trace.graph_tasks = {
+        gid: _moved(info, moved[info.first_event] - info.first_event)
+        for gid, info in trace.graph_tasks.items()
+        if gid not in gone
+    }
+    trace.events = events
+    trace._replayer = None  # it indexed the events that moved
+    return tuple(gone)
+
+
 def _moved(info: GraphTaskInfo, offset: int) -> GraphTaskInfo:
     fields = {name: getattr(info, name) for name in GraphTaskInfo.__slots__}
     fields["first_event"] += offset

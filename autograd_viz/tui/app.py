@@ -119,7 +119,7 @@ class VizApp(App[int]):
         """Node ids from the loss to the first problem ``a`` found, highlighted everywhere."""
         self.output: list[tuple[bool, str]] = []
         """What the program printed while the app ran: ``(to stderr, text)`` pieces."""
-        self._nan_report: tuple[int, tuple[Finding, ...]] | None = None
+        self._nan_report: tuple[tuple[int, int], tuple[Finding, ...]] | None = None
         self._print_lock = threading.Lock()
         self._unfinished: dict[tuple[int, bool], str] = {}
 
@@ -215,8 +215,10 @@ class VizApp(App[int]):
         from autograd_viz.nan.report import find_nans
 
         trace = self.driver.trace
-        if self._nan_report is None or self._nan_report[0] != len(trace.events):
-            self._nan_report = (len(trace.events), find_nans(trace).findings)
+        events = trace.events  # its first event changes when run --last forgets a call
+        key = (len(events), events[0].seq if events else -1)
+        if self._nan_report is None or self._nan_report[0] != key:
+            self._nan_report = (key, find_nans(trace).findings)
         return tuple(
             f
             for f in self._nan_report[1]
@@ -246,6 +248,8 @@ class VizApp(App[int]):
                 parts.append("live · engine paused")
             if driver.truncated:
                 parts.append("recording stopped at max_events; the program runs on unrecorded")
+            if driver.kept_calls is not None:
+                parts.append(f"keeps the last {driver.kept_calls:,} calls")
         else:
             parts.append("replay")
         if self.message:  # what the last move found: first, where a narrow bar keeps it

@@ -91,6 +91,11 @@ class Driver:
         """Whether recording stopped at the session's ``max_events`` while the program ran on."""
         return False
 
+    @property
+    def kept_calls(self) -> int | None:
+        """How many of the program's last backward calls are kept (``run --last``), if limited."""
+        return None
+
     def state(self) -> ExecutionState:
         """The engine after :attr:`position` events."""
         return self.trace.state_at(self.position)
@@ -185,6 +190,7 @@ class LiveDriver(Driver):
         """:meth:`stop` cancelled the program while it still ran (the user quit early)."""
         self._lock = threading.Lock()
         self._started = attached
+        self._dropped = session.dropped
 
     @property
     def finished(self) -> bool:
@@ -197,6 +203,10 @@ class LiveDriver(Driver):
     @property
     def truncated(self) -> bool:
         return self.session.truncated
+
+    @property
+    def kept_calls(self) -> int | None:
+        return self.session.last
 
     def goto(self, step: int) -> int:
         position = super().goto(step)
@@ -262,5 +272,9 @@ class LiveDriver(Driver):
             return self._sync(engine_move())
 
     def _sync(self, event: TraceEvent | None) -> TraceEvent | None:
+        dropped = self.session.dropped  # older calls forgotten during the move (run --last)
+        if dropped != self._dropped:
+            self.position = max(0, self.position - (dropped - self._dropped))
+            self._dropped = dropped
         self.position = self.session.position = max(self.position, self.session.position)
         return event

@@ -256,7 +256,10 @@ class EventLog(RowList):
 
     def row_text(self, row: int) -> Text:
         assert self.trace is not None
-        event = self.trace.events[row]
+        events = self.trace.events
+        if row >= len(events):  # a live flight recorder forgot older calls; shown anew next move
+            return Text()
+        event = events[row]
         applied = row < self.position
         marker = "▸" if row == self.position - 1 else " "
         digits = max(4, len(str(len(self.trace.events))))  # a space always after the marker

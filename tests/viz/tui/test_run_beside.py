@@ -141,3 +141,43 @@ def test_the_tui_follows_a_resized_terminal_without_sigwinch(run: Callable[..., 
     terminal.wait_for("\x1b[44;1H", timeout=10)
     terminal.press("q")
     assert terminal.wait() == 130
+
+
+LOOP = """\
+import engine
+w = engine.tensor([1.0, 2.0], requires_grad=True)
+for step in range(6):
+    (w * float(step + 1)).sum().backward()
+"""
+
+
+@pytest.mark.parametrize("quit_early", [False, True])
+def test_run_last_keeps_the_last_calls_and_writes_them_at_the_end(
+    tmp_path: Path, quit_early: bool
+) -> None:
+    from autograd_viz.trace import Trace
+
+    script = tmp_path / "loop.py"
+    script.write_text(LOOP)
+    output = tmp_path / "last.jsonl"
+    terminal = Terminal(["run", "--last", "2", "-o", str(output), str(script)])
+    try:
+        terminal.wait_for(PAUSED)
+        if quit_early:  # a few steps into call 0, then quit: what was kept is written
+            terminal.press("nn")
+            terminal.wait_for("graph task")
+        else:
+            terminal.press("e")
+            terminal.wait_for("keeps the last 2 calls")
+            terminal.wait_for(FINISHED)
+        terminal.press("q")
+        status = terminal.wait()
+    finally:
+        terminal.close()
+    assert status == (130 if quit_early else 0)
+    trace = Trace.load(output)
+    calls = [info.call for info in trace.graph_tasks.values() if info.parent is None]
+    assert calls == ([0] if quit_early else [4, 5])
+    tail = terminal.output.rsplit("\x1b[?1049l", 1)[-1]
+    saved = "1 backward call saved" if quit_early else "the last 2 backward calls saved"
+    assert saved in tail

@@ -98,8 +98,9 @@ def test_run_anomaly_stops_continue_where_the_nan_is_born(monkeypatch: pytest.Mo
 
     seen: dict[str, Any] = {}
 
-    def headless(attached: LiveDriver, source: str) -> int:  # the TUI, without a terminal
-        # A Pilot needs the main thread: the script runs on a thread of the session's here.
+    def headless(attached: LiveDriver, source: str, output: str | None = None) -> int:
+        # The TUI, without a terminal. A Pilot needs the main thread: the script runs on a
+        # thread of the session's here.
         driver = LiveDriver(attached.session)
         driver.breakpoints = attached.breakpoints
         app = VizApp(driver, source=source)
