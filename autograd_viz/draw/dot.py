@@ -30,7 +30,6 @@ from typing import TYPE_CHECKING, Any
 
 import graphviz
 
-from autograd_viz.draw import select as graph_select
 from autograd_viz.draw import showing
 from autograd_viz.draw.dot_modules import (
     MODULE_LEGEND,
@@ -345,7 +344,7 @@ def render(
         graph.edge(edge.tail, edge.head, **attrs)
     marked = set(highlight)
     for node in view.nodes.values():
-        if node.fold is None and node.box is None and node.info.id in marked:
+        if node.box is None and node.info.id in marked:
             graph.node(node.key, color=PATH_COLOR, penwidth="3.5")  # DOT merges the attributes
     for box in boxes:
         tail, head = (box.key, box.node) if box.kind == "output" else (box.node, box.key)
@@ -407,25 +406,13 @@ def _node_attrs(node: ViewNode, values: bool) -> dict[str, str]:
     if node.box is not None:
         return module_attrs(node.box)
     info = node.info
-    fold = node.fold
-    status = graph_select.fold_status(fold) if fold else node.status
+    status = node.status
     style = STATUS_STYLES["not run" if status is None else status]
-    if fold is None:
-        title = f"<B>{html_text(info.name)}</B> {_small(f'#{info.id}', PENDING)}"
-        numbers = f"seq {_seq(info.sequence_nr)} · topo {info.topological_nr}"
-        deps = f"deps {node.remaining}/{info.dependencies} · {html_text(info.device)}"
-        rows = [title, _small(numbers), _small(deps)]
-    else:
-        pattern = " → ".join(html_text(n) for n in fold.pattern)
-        seq = f"seq {_seq(fold.sequence_nrs[0])}…{_seq(fold.sequence_nrs[1])}"
-        topo = f"topo {fold.topological_nrs[0]}…{fold.topological_nrs[1]}"
-        counts = ", ".join(f"{n:,} {s}" for s, n in fold.statuses.items())
-        rows = [
-            f"<B>{pattern}</B> × {fold.repeats:,}",
-            _small(f"{seq} · {topo}"),
-            _small(f"{len(fold.members):,} nodes: {html_text(counts)}"),
-        ]
-    if values and fold is None:
+    title = f"<B>{html_text(info.name)}</B> {_small(f'#{info.id}', PENDING)}"
+    numbers = f"seq {_seq(info.sequence_nr)} · topo {info.topological_nr}"
+    deps = f"deps {node.remaining}/{info.dependencies} · {html_text(info.device)}"
+    rows = [title, _small(numbers), _small(deps)]
+    if values:
         rows.extend(
             _small(f"in {i}: {html_text(_summary(s))}")
             for i, s in enumerate(node.slots)
@@ -433,7 +420,7 @@ def _node_attrs(node: ViewNode, values: bool) -> dict[str, str]:
         )
     if node.error:
         rows.append(_small(html_text(_shorten(node.error, 60)), "#b91c1c"))
-    flagged = node.non_finite and fold is None
+    flagged = node.non_finite
     if flagged:
         rows.append(f'<FONT COLOR="#dc2626"><B>{html_text(_non_finite_text(node))}</B></FONT>')
         style = Style(NON_FINITE.fill, NON_FINITE.border, NON_FINITE.penwidth, style.dashed)
@@ -453,9 +440,6 @@ def _node_attrs(node: ViewNode, values: bool) -> dict[str, str]:
     if node.captured:
         attrs["peripheries"] = "2"
         attrs["color"] = CAPTURED_BORDER
-    if fold is not None:
-        attrs["shape"] = "box3d"
-        attrs["style"] = "filled"
     return attrs
 
 
@@ -528,7 +512,7 @@ def _edge_attrs(edge: ViewEdge, view: GraphView, values: bool) -> dict[str, str]
 
 def _saved_boxes(view: GraphView) -> Iterable[TensorBox]:
     for node in view.nodes.values():
-        if node.fold is not None or node.box is not None:
+        if node.box is not None:
             continue
         for i, summary in enumerate(node.info.saved):
             freed = summary is None or node.released

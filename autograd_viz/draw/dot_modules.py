@@ -11,9 +11,10 @@ from collections.abc import Callable, Mapping, Sequence
 
 import graphviz
 
+from autograd_viz.draw.boxes import ModuleBox
 from autograd_viz.draw.escape import html_label, html_text, plain_text
 from autograd_viz.draw.graph_view import GraphView, ViewEdge, ViewNode
-from autograd_viz.draw.showing import BoxStatus, BoxSummary, Cluster, ModuleBox
+from autograd_viz.draw.showing import BoxStatus, BoxSummary, Cluster
 from autograd_viz.draw.styles import (
     BORDER,
     DELIVERED,
@@ -107,6 +108,8 @@ def box_rows(box: ModuleBox) -> list[str]:
     rows = [f"<B>{html_text(box.name)}</B>{count}"]
     if box.kind:
         rows.append(_small(f"<I>{html_text(box.kind)}</I>"))
+    if box.pattern:
+        rows.append(_small(html_text(" → ".join(box.pattern))))
     rows.append(_small(html_text(_counts_line(summary))))
     rows.append(
         _small(
@@ -127,12 +130,16 @@ def box_rows(box: ModuleBox) -> list[str]:
 
 def box_tooltip(box: ModuleBox) -> str:
     """A closed module's tooltip (plain text; the caller escapes it)."""
-    return _plain_tooltip(box.name, box.kind, box.summary, box.count)
+    return _plain_tooltip(
+        box.name, box.kind, box.summary, box.count, "repetitions" if box.pattern else "calls"
+    )
 
 
-def _plain_tooltip(name: str, kind: str, summary: BoxSummary, count: int = 1) -> str:
+def _plain_tooltip(
+    name: str, kind: str, summary: BoxSummary, count: int = 1, what_folds: str = "calls"
+) -> str:
     what = f"{name} ({kind})" if kind else name
-    calls = f", {count:,} calls folded" if count > 1 else ""
+    calls = f", {count:,} {what_folds} folded" if count > 1 else ""
     return f"{what}{calls}: {summary.nodes:,} nodes, {summary.status.value}"
 
 
@@ -149,7 +156,7 @@ def _small(text: str) -> str:
 
 MODULE_LEGEND = (
     ("#ffffff", "square box: a module call, closed (its nodes summed)"),
-    ("#ffffff", "3D box: alike calls one after another, folded (× count)"),
+    ("#ffffff", "3D box: alike calls or chain links one after another, folded (× count)"),
     ("#ffffff", "frame: an open module call; its colour is its status"),
 )
 """The legend's rows for a drawing by module (the fill follows the nodes' status)."""

@@ -32,27 +32,10 @@ from autograd_viz.trace import GraphTaskInfo, NodeInfo, TraceEvent
 from autograd_viz.trace.replay import ExecutionState, NodeState, NodeStatus
 
 if TYPE_CHECKING:
-    from autograd_viz.draw.showing import Cluster, ModuleBox
+    from autograd_viz.draw.boxes import ModuleBox
+    from autograd_viz.draw.showing import Cluster
     from engine import Tensor
     from engine.events import TensorSummary
-
-
-@dataclass(frozen=True, slots=True)
-class Fold:
-    """A run of repeated chain links drawn as one node (see ``graph_select.collapse``)."""
-
-    pattern: tuple[str, ...]
-    """The node names of one repetition, in chain order."""
-    repeats: int
-    """How many times the pattern repeats."""
-    members: tuple[str, ...]
-    """Keys of the folded nodes, in chain order."""
-    statuses: Mapping[str, int]
-    """How many members are in each status (``"not run"`` before backward)."""
-    sequence_nrs: tuple[int, int]
-    """Smallest and largest sequence number among the members."""
-    topological_nrs: tuple[int, int]
-    """Smallest and largest topological number among the members."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,11 +64,10 @@ class ViewNode:
     """The engine thread that ran it."""
     released: bool = False
     """Its saved tensors were freed."""
-    fold: Fold | None = None
-    """Set when this node stands for a folded chain."""
     box: ModuleBox | None = None
-    """Set when this node stands for a closed module call or a fold of calls
-    (:mod:`autograd_viz.draw.showing`); its other fields are its first node's."""
+    """Set when this node stands for several: a closed module call, a fold of calls
+    (:mod:`autograd_viz.draw.showing`) or a folded chain (:mod:`autograd_viz.draw.chains`);
+    its other fields are its first node's."""
 
     @property
     def non_finite(self) -> bool:

@@ -2,9 +2,12 @@
 
 A view shows a node as ``Name #id``, a leaf's tensor by its name (a
 parameter: ``transformer.h.3.attn.c_attn.weight``), a module call by its
-path (``layer4.1.conv2``, ``cell:3`` when the module ran several times) and a
-fold by its members' names in one (``transformer.h.{0..11}``). :class:`Names`
-takes any of them back, and also:
+path (``layer4.1.conv2``, ``cell:3`` when the module ran several times), a
+fold of calls by its members' names in one (``transformer.h.{0..11}``) and a
+folded chain by one repetition's node names and its ends' ids
+(``(TanhBackward0, AddBackward0, MmBackward0) #93..#6``, made by
+:func:`~autograd_viz.draw.chains.chain_name`). :class:`Names` takes any of
+them back, and also:
 
 * a node id alone (``#17``, or ``17`` where no module is called ``17``, as
   ``nn.Sequential`` names its modules), or a node name only one node has;
@@ -21,7 +24,7 @@ from __future__ import annotations
 import difflib
 import fnmatch
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from autograd_viz.draw.graph_view import GraphViewError
@@ -42,7 +45,8 @@ class Target:
     text: str
     """The name as given."""
     kind: str
-    """``"node"``, ``"parameter"`` (a leaf's ``AccumulateGrad``), ``"module"`` or ``"fold"``."""
+    """``"node"``, ``"parameter"`` (a leaf's ``AccumulateGrad``), ``"module"``, ``"fold"``
+    (of module calls) or ``"chain"`` (a folded chain)."""
     nodes: tuple[str, ...]
     """Keys of the nodes it names: the node, or every node inside the modules."""
     scopes: tuple[int, ...] = ()
@@ -62,10 +66,20 @@ class Names:
     Args:
         nodes: ``(key, info)`` of every node drawn (``GraphView.nodes``'s keys and infos).
         tree: the graph's module tree.
+        chains: gives the folded chains' names and node keys
+            (:func:`~autograd_viz.draw.chains.chain_folds`); called once, the first
+            time a name is none of the others.
     """
 
-    def __init__(self, nodes: Iterable[tuple[str, NodeInfo]], tree: ModuleTree) -> None:
+    def __init__(
+        self,
+        nodes: Iterable[tuple[str, NodeInfo]],
+        tree: ModuleTree,
+        chains: Callable[[], Mapping[str, Sequence[str]]] | None = None,
+    ) -> None:
         self.tree = tree
+        self._find_chains = chains
+        self._chains: Mapping[str, Sequence[str]] | None = None
         self._by_id: dict[int, str] = {}
         self._infos: dict[str, NodeInfo] = {}
         self._by_name: dict[str, list[str]] = {}
@@ -106,7 +120,15 @@ class Names:
         out.extend(self._by_leaf)
         out.extend(s.name for s in self.tree.scopes)
         out.extend(g.name for g in self.tree.groups)
+        out.extend(self.chains)
         return out
+
+    @property
+    def chains(self) -> Mapping[str, Sequence[str]]:
+        """The folded chains' names and node keys (empty without ``chains``)."""
+        if self._chains is None:
+            self._chains = self._find_chains() if self._find_chains is not None else {}
+        return self._chains
 
     # -- the forms of a name ---------------------------------------------------------
 
@@ -128,7 +150,8 @@ class Names:
             return self._node(name, int(name))
         keys = self._by_name.get(name)
         if keys is None:
-            return None
+            chain = self.chains.get(name)
+            return None if chain is None else Target(name, "chain", tuple(chain))
         if len(keys) > 1:
             ids = ", ".join(node_name(self._infos[k]) for k in keys[:6])
             more = ", ..." if len(keys) > 6 else ""
@@ -182,7 +205,13 @@ class Names:
         return Target(text, kind, tuple(nodes), tuple(scopes), group)
 
     def _unknown(self, name: str) -> str:
-        known = {*self._by_scope_name, *self._by_group, *self._by_leaf, *self._by_name}
+        known = {
+            *self._by_scope_name,
+            *self._by_group,
+            *self._by_leaf,
+            *self._by_name,
+            *self.chains,
+        }
         close = difflib.get_close_matches(name, sorted(known), n=4, cutoff=0.6)
         if close:
             hint = f"; did you mean {', '.join(repr(c) for c in close)}?"

@@ -28,7 +28,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from autograd_viz.draw import select
+from autograd_viz.draw import chains, select
+from autograd_viz.draw.boxes import ModuleBox
 from autograd_viz.draw.graph_view import GraphView, ViewEdge, ViewNode
 from autograd_viz.draw.modules import MAX_BOXES, FoldGroup, ModuleTree, Scope
 from autograd_viz.draw.names import Names, Target
@@ -43,28 +44,6 @@ from autograd_viz.trace.replay import NodeStatus
 
 EXPAND_ALL = "all"
 """``expand=["all"]``: every node, no module boxes (the drawing without modules)."""
-
-
-@dataclass(frozen=True, slots=True)
-class ModuleBox:
-    """A closed module call, or a fold of sibling calls, drawn as one node."""
-
-    key: str
-    """Its key in the drawing: ``m<scope>`` for a call, ``f<group>`` for a fold."""
-    name: str
-    """What it is called (:attr:`Scope.name` or :attr:`FoldGroup.name`): typed back, it names it."""
-    kind: str
-    """The module's class name (``""`` if the trace does not say)."""
-    count: int
-    """How many calls it stands for: 1, or the fold's ``×count``."""
-    scopes: tuple[int, ...]
-    """The calls it stands for."""
-    group: int | None
-    """The fold group, for a fold."""
-    members: tuple[str, ...]
-    """Keys of the nodes inside it."""
-    summary: BoxSummary
-    """What they add up to at the step."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,7 +187,8 @@ def show(
             here is drawn whole, a node with its modules open.
         depth: with ``around``, how many edges away to go.
         collapse: fold repeated chains and the steps of loops that no module
-            encloses into one node with a count (:func:`~autograd_viz.draw.select.collapse`).
+            encloses into one box with a count (:func:`~autograd_viz.draw.chains.collapse`);
+            a chain fold named in ``expand`` is drawn whole.
         level: see :func:`choose`; by default the deepest with at most
             ``max_boxes`` boxes.
         expand: modules (or nodes) to draw whole; ``"all"`` draws every node,
@@ -229,6 +209,14 @@ def show(
     """
     focused = [*(focus_of(view) if follow else ()), *focus]
     expanded = list(expand)
+    kept: list[str] = []  # nodes of chain folds named in expand: drawn whole
+    if collapse and expand and EXPAND_ALL not in expand:
+        names = select.names_of_view(view)
+        for name in expand:
+            target = names.resolve(name)
+            if target.kind == "chain":
+                kept.extend(target.nodes)
+                expanded.remove(name)
     if around is not None:
         target = select.resolve(view, around)
         view = select.around(view, target, depth)
@@ -237,10 +225,10 @@ def show(
         else:
             focused.extend(target.nodes)
     if collapse:
-        view = select.collapse(view)
-    kept = [k for k in focused if k in view.nodes]
+        view = chains.collapse(view, keep=kept)
+    drawn = [k for k in focused if k in view.nodes]
     view = module_view(
-        view, level=level, expand=expanded, focus=kept, max_boxes=max_boxes, trees=trees
+        view, level=level, expand=expanded, focus=drawn, max_boxes=max_boxes, trees=trees
     )
     if max_nodes is not None:
         view = select.limit(view, max_nodes)
@@ -286,7 +274,11 @@ def module_view(
         return view
     targets = []
     if expand:
-        names = Names(((k, n.info) for k, n in view.nodes.items()), tree)
+        names = Names(
+            ((k, n.info) for k, n in view.nodes.items()),
+            tree,
+            chains=lambda: {c.name: c.members for c in chains.chain_folds(view)},
+        )
         targets = [names.resolve(name) for name in expand]
     chosen = choose(
         tree,
@@ -424,7 +416,6 @@ def _box_node(
         error=None,
         thread=None,
         released=False,
-        fold=None,
         box=box,
     )
 

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 
 from autograd_viz.draw.graph_view import GraphView, ViewEdge, ViewNode
 from autograd_viz.draw.modules import FoldGroup, ModuleTree
-from autograd_viz.draw.select import drawn_status
 from autograd_viz.trace.replay import NodeStatus
 from engine.events import TensorSummary
 from engine.graph import UINT64_MAX
@@ -235,6 +234,23 @@ def scope_summaries(
     return [s.done() for s in sums], {g: s.done() for g, s in group_sums.items()}
 
 
+def drawn_status(statuses: Mapping[str, int]) -> NodeStatus | None:
+    """The one status nodes in ``statuses`` are drawn with together: the most urgent."""
+    for status in (NodeStatus.FAILED, NodeStatus.RUNNING, NodeStatus.QUEUED, NodeStatus.PARTIAL):
+        if statuses.get(status.value):
+            return status
+    counted = {s for s, n in statuses.items() if n}
+    if not counted or counted == {"not run"}:
+        return None
+    if len(counted) == 1:
+        return NodeStatus(counted.pop())
+    if NodeStatus.DONE.value in counted and NodeStatus.WAITING.value in counted:
+        return NodeStatus.PARTIAL
+    if counted <= {NodeStatus.DONE.value, NodeStatus.PRUNED.value}:
+        return NodeStatus.DONE
+    return NodeStatus.WAITING
+
+
 def box_status(statuses: Mapping[str, int], non_finite: int = 0) -> BoxStatus:
     """One word for nodes in these statuses (see :class:`BoxStatus`)."""
     if non_finite or statuses.get(NodeStatus.FAILED.value):
@@ -249,4 +265,11 @@ def box_status(statuses: Mapping[str, int], non_finite: int = 0) -> BoxStatus:
     return BoxStatus.RUNNING
 
 
-__all__ = ["BoxStatus", "BoxSummary", "box_status", "scope_summaries", "summarize"]
+__all__ = [
+    "BoxStatus",
+    "BoxSummary",
+    "box_status",
+    "drawn_status",
+    "scope_summaries",
+    "summarize",
+]

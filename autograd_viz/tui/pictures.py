@@ -24,7 +24,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from autograd_viz.draw import select, showing
+from autograd_viz.draw import chains, select, showing
 from autograd_viz.draw.graph_view import GraphView, ViewNode, from_graph
 from autograd_viz.draw.modules import MAX_BOXES, ModuleTree
 from autograd_viz.draw.names import Names, Target
@@ -105,7 +105,12 @@ class Pictures:
     def names(self) -> Names:
         """Every name the pictures show, read back (node ids, parameters, modules, folds)."""
         if self._names is None:
-            self._names = Names(((k, n.info) for k, n in self.view.nodes.items()), self.tree)
+            view = self.view
+            self._names = Names(
+                ((k, n.info) for k, n in view.nodes.items()),
+                self.tree,
+                chains=lambda: {c.name: c.members for c in chains.chain_folds(view)},
+            )
         return self._names
 
     def choice(
@@ -162,7 +167,7 @@ class Pictures:
         if choice is not None:
             return showing.apply(self.view, self.tree, choice)
         if len(self.view.nodes) > MAX_BOXES:
-            return select.collapse(self.view)
+            return chains.collapse(self.view)
         return self.view
 
     def _holding(self, view: GraphView, focus: int | None) -> str | None:
@@ -171,7 +176,7 @@ class Pictures:
         if key is None or key in view.nodes:
             return key
         for drawn, node in view.nodes.items():
-            inside = node.box.members if node.box else node.fold.members if node.fold else ()
+            inside = node.box.members if node.box else ()
             if key in inside:
                 return drawn
         return None
@@ -196,18 +201,11 @@ class Pictures:
         return Picture(items, layout_places(places, sorted(drawn)), item_of, tuple(notices))
 
     def _item(self, index: int, node: ViewNode) -> Item:
-        if node.box is None and node.fold is None:
+        box = node.box
+        if box is None:
             return Item(index, node.info, "", 1, (node.info.id,), 1)
-        scopes: tuple[int, ...] = ()
-        group = None
-        if node.box is not None:
-            keys: Iterable[str] = node.box.members
-            name, count = node.box.name, node.box.count
-            scopes, group = node.box.scopes, node.box.group
-        else:
-            assert node.fold is not None
-            keys = node.fold.members
-            name, count = " → ".join(node.fold.pattern), node.fold.repeats
+        keys, name, count = box.members, box.name, box.count
+        scopes, group = box.scopes, box.group
         members = tuple(self.view.nodes[k].info.id for k in keys if k in self.view.nodes)
         nodes = self.task.nodes
         runs = sum(1 for m in members if nodes[m].status == "needed")  # pruned ones never run

@@ -10,7 +10,7 @@ import pytest
 
 import autograd_viz
 import engine
-from autograd_viz.draw import dot
+from autograd_viz.draw import chains, dot
 from autograd_viz.draw import select as graph_select
 from autograd_viz.draw.dot import to_dot
 from autograd_viz.draw.graph_view import GraphViewError
@@ -83,21 +83,21 @@ def test_collapse_folds_an_unrolled_chain_into_one_node_with_counts() -> None:
     )
     view = dot.build_view(trace, middle)
     folded = graph_select.collapse(view)
-    folds = [n for n in folded.nodes.values() if n.fold is not None]
+    folds = [n for n in folded.nodes.values() if n.box is not None]
     assert len(folds) == 1
-    fold = folds[0].fold
+    fold = folds[0].box
     assert fold is not None
     assert set(fold.pattern) == {"AddBackward0", "MulBackward0"} and len(fold.pattern) == 2
-    assert fold.repeats * 2 == len(fold.members) >= 96
-    assert sum(fold.statuses.values()) == len(fold.members)
-    assert fold.statuses["done"] > 0 and fold.statuses["waiting"] > 0
-    assert graph_select.fold_status(fold) is not None
+    assert fold.count * 2 == len(fold.members) >= 96
+    assert sum(fold.summary.statuses.values()) == len(fold.members) == fold.summary.nodes
+    assert fold.summary.statuses["done"] > 0 and fold.summary.statuses["waiting"] > 0
+    assert fold.summary.node_status is not None
     assert len(folded.nodes) == len(view.nodes) - len(fold.members) + 1
     # Edges into the run now end at the fold, edges out of it start there.
     keys = set(folded.nodes)
     assert all(e.tail in keys and e.head in keys for e in folded.edges)
     source = to_dot(trace, step=middle, collapse=True).source
-    assert f"× {fold.repeats:,}" in source and "shape=box3d" in source
+    assert f"× {fold.count:,}" in source and "shape=box3d" in source
     assert re.search(r"folded \d+ nodes of repeated chains into 1", source)
 
 
@@ -131,13 +131,13 @@ def test_collapse_folds_the_steps_of_an_unrolled_rnn_with_their_side_inputs() ->
     middle = [e.index for e in trace.events if e.kind == "node_start"][45]
     view = dot.build_view(trace, middle)
     folded = graph_select.collapse(view)
-    folds = [n for n in folded.nodes.values() if n.fold is not None]
+    folds = [n for n in folded.nodes.values() if n.box is not None]
     assert len(folds) == 1
-    fold = folds[0].fold
+    fold = folds[0].box
     assert fold is not None
     assert fold.pattern == ("TanhBackward0", "AddBackward0 +AccumulateGrad", "MmBackward0")
-    assert fold.repeats == 30 and len(fold.members) == 120
-    assert fold.statuses["done"] > 0 and fold.statuses["waiting"] > 0
+    assert fold.count == 30 and len(fold.members) == 120
+    assert fold.summary.statuses["done"] > 0 and fold.summary.statuses["waiting"] > 0
     # Left: the loss, the fold, and the inputs every step shares (W) or the first one takes (h0).
     leaves = {n.info.leaf.name for n in folded.nodes.values() if n.info.leaf is not None}
     assert leaves == {"W", "h0"} and len(folded.nodes) == 4
@@ -166,7 +166,7 @@ def test_dot_collapse_says_when_nothing_could_be_folded(
 def test_repeating_runs_find_the_longest_period_cover() -> None:
     names = ["A", "B", "A", "B", "A", "B", "C", "D", "D", "D", "E"]
     view_nodes = {f"k{i}": _fake(name) for i, name in enumerate(names)}
-    runs = list(graph_select._repeating_runs(list(view_nodes), view_nodes, 3))
+    runs = list(chains._repeating_runs(list(view_nodes), 3, lambda k: view_nodes[k].info.name))
     assert [(run[0], len(run), period) for run, period in runs] == [("k0", 6, 2), ("k7", 3, 1)]
 
 

@@ -362,7 +362,7 @@ def test_dot_draws_modules_as_clusters_and_folds_as_boxes() -> None:
     source = dot.to_dot(trace).source
     assert "transformer.h.{0..11}</B> × 12" in source
     assert 'class="fold done"' in source
-    assert "3D box: alike calls one after another, folded" in source  # the legend says so
+    assert "3D box: alike calls or chain links one after another, folded" in source  # the legend says so
     assert "3D box" not in dot.to_dot(trace, expand="all").source
     assert re.search(r"subgraph cluster_t0_d0_c\d+ \{", source)
     opened = dot.to_dot(trace, expand="transformer.h.3").source
@@ -443,8 +443,8 @@ def test_collapse_folds_chains_inside_one_call_never_across_calls() -> None:
         y.sum().backward()
     view = _view(trace)
     folded = showing.show(view, collapse=True, expand=["all"])
-    (fold,) = [n.fold for n in folded.nodes.values() if n.fold is not None]
-    assert fold.repeats == 20 and fold.pattern == ("AddBackward0", "MulBackward0")
+    (fold,) = [n.box for n in folded.nodes.values() if n.box is not None]
+    assert fold.count == 20 and fold.pattern == ("AddBackward0", "MulBackward0")
     scopes = {view.nodes[k].info.scope for k in fold.members}
     assert scopes == {(("loop", 0),)}
     # The cell's three calls fold as calls, by the module view.
