@@ -38,9 +38,9 @@ from engine.graph_task import (
     accumulate_into,
     add_into,
     buffer_device,
-    compute_dependencies,
 )
 from engine.node_steps import NodeSteps
+from engine.scheduler import arrive, compute_dependencies, init_to_execute
 from engine.tensor import Tensor, make_tensor
 from engine.validation import (
     conform_output,
@@ -99,9 +99,12 @@ class Engine(WorkerThreads, NodeSteps, Completion, EventEmission):
         skip_dummy_node = len(roots) == 1
         graph_root = roots[0].function if skip_dummy_node else GraphRoot(roots, inputs)
         min_topo_nr = min((e.function.topological_nr for e in outputs), default=0)
-        compute_dependencies(graph_root, graph_task, min_topo_nr)
+        graph_task.dependencies = compute_dependencies(graph_root, min_topo_nr)
         if outputs:
-            graph_task.init_to_execute(graph_root, outputs, accumulate_grad, min_topo_nr)
+            graph_task.exec_info = init_to_execute(
+                graph_root, outputs, accumulate_grad, min_topo_nr
+            )
+            graph_task.captured_vars = [None] * len(outputs)
         input_buffer: InputBuffer = [None] * (graph_root.num_inputs if skip_dummy_node else 0)
         if skip_dummy_node:
             accumulate_into(input_buffer, roots[0].input_nr, inputs[0])
@@ -455,19 +458,18 @@ class Engine(WorkerThreads, NodeSteps, Completion, EventEmission):
         try:
             dependencies = graph_task.dependencies
             not_ready = graph_task.not_ready
+            exec_info = graph_task.exec_info
             for i, output in enumerate(outputs):
                 edge = edges[i]
                 if edge is None:
                     continue
                 nxt = edge.function
-                count = dependencies.get(nxt)
-                if count is None:
-                    raise RuntimeError(f"dependency not found for {nxt.name()}")
-                count -= 1
-                if count:
-                    dependencies[nxt] = count
-                else:
-                    del dependencies[nxt]
+                try:  # See Note [Arriving at a node]
+                    count, buffer = arrive(
+                        dependencies, not_ready, exec_info, nxt, len(nxt._input_metadata)
+                    )
+                except KeyError:
+                    raise RuntimeError(f"dependency not found for {nxt.name()}") from None
                 if active:
                     emit(
                         "dependency_decrement",
@@ -478,22 +480,17 @@ class Engine(WorkerThreads, NodeSteps, Completion, EventEmission):
                         input_nr=edge.input_nr,
                         remaining=count,
                     )
-                buffer = not_ready.pop(nxt, None) if count == 0 else not_ready.get(nxt)
                 if buffer is None:
-                    if graph_task.exec_info and not self._should_execute(graph_task, nxt):
-                        if active:
-                            emit(
-                                "skip",
-                                graph_task,
-                                nxt,
-                                from_node=fn._id,
-                                input_nr=edge.input_nr,
-                                reason="not needed for the requested inputs",
-                            )
-                        continue
-                    buffer = [None] * len(nxt._input_metadata)
-                    if count:
-                        not_ready[nxt] = buffer
+                    if active:
+                        emit(
+                            "skip",
+                            graph_task,
+                            nxt,
+                            from_node=fn._id,
+                            input_nr=edge.input_nr,
+                            reason="not needed for the requested inputs",
+                        )
+                    continue
                 if output is not None:
                     old = buffer[edge.input_nr]
                     created = old is None

@@ -29,6 +29,7 @@ import numpy as np
 
 from engine import _context, anomaly, grad_mode
 from engine.events import HUB, LazySummary
+from engine.scheduler import UINT64_MAX
 
 if TYPE_CHECKING:
     from engine.devices import Device
@@ -50,7 +51,6 @@ __all__ = [
     "shared_metadata",
 ]
 
-UINT64_MAX = 2**64 - 1
 
 _node_ids = itertools.count(1)
 

@@ -10,29 +10,33 @@ import heapq
 import itertools
 import sys
 import threading
-from collections.abc import Sequence
 from typing import Any, TypeAlias
 
 from engine import _context
 from engine.activity import ACTIVITY, Completion
 from engine.devices import CPU, Device
-from engine.graph import _STEALS, UINT64_MAX, Edge, Node, _memory_only_it_reaches
+from engine.graph import _STEALS, Node, _memory_only_it_reaches
+from engine.scheduler import (
+    SHUTDOWN_PRIORITY,
+    WAKE_UP_PRIORITY,
+    ExactQueueEntry,
+    ExecInfo,
+    QueueEntry,
+    ready_entry,
+    special_entry,
+)
 from engine.tensor import Tensor, make_tensor
 
 __all__ = [
     "IN_PLACE_MIN",
     "SHUTDOWN_TASK",
-    "ExactQueueEntry",
-    "ExecInfo",
     "GraphTask",
     "InputBuffer",
     "NodeTask",
-    "QueueEntry",
     "ReadyQueue",
     "accumulate_into",
     "add_into",
     "buffer_device",
-    "compute_dependencies",
 ]
 
 _graph_task_ids = itertools.count(1)
@@ -108,19 +112,6 @@ def buffer_device(buffer: InputBuffer) -> Device:
     return CPU
 
 
-class ExecInfo:
-    """Per-node pruning state for ``inputs=`` and ``grad()`` (GraphTask::ExecInfo)."""
-
-    __slots__ = ("captures", "needed")
-
-    def __init__(self) -> None:
-        self.needed = False
-        self.captures: list[tuple[int, int]] | None = None  # (input_idx, output_idx)
-
-    def should_execute(self) -> bool:
-        return self.needed or self.captures is not None
-
-
 class GraphTask:
     """The state of one ``backward()`` / ``grad()`` call.
 
@@ -185,60 +176,6 @@ class GraphTask:
         parent = _context.TLS.graph_task
         self.parent_id = 0 if parent is None else parent.id
 
-    def init_to_execute(
-        self, graph_root: Node, outputs: Sequence[Edge], accumulate_grad: bool, min_topo_nr: int
-    ) -> None:
-        """Mark the nodes on a path from the root to ``outputs`` as needed (iterative DFS)."""
-        exec_info = self.exec_info
-        for output_idx, edge in enumerate(outputs):
-            info = exec_info.get(edge.function)
-            if info is None:
-                info = exec_info[edge.function] = ExecInfo()
-            if accumulate_grad:
-                info.needed = True
-            else:
-                if info.captures is None:
-                    info.captures = []
-                info.captures.append((edge.input_nr, output_idx))
-        self.captured_vars = [None] * len(outputs)
-        # As in PyTorch 2.x the root is needed only if something below it is (or it is an
-        # output itself): grad(x, x) captures x's gradient without running its AccumulateGrad.
-        exec_info.setdefault(graph_root, ExecInfo())
-
-        def should_execute(fn: Node) -> bool:
-            info = exec_info.get(fn)
-            return info is not None and info.should_execute()
-
-        def mark_needed(fn: Node) -> None:
-            info = exec_info.get(fn)
-            if info is None:
-                info = exec_info[fn] = ExecInfo()
-            info.needed = True
-
-        seen: set[Node] = set()
-        stack: list[tuple[Node, Any]] = [(graph_root, iter(graph_root.next_edges))]
-        while stack:
-            fn, children = stack[-1]
-            child: Node | None = None
-            for edge in children:
-                if edge is None:
-                    continue
-                if edge.function in seen:
-                    if should_execute(edge.function):
-                        mark_needed(fn)
-                    continue
-                seen.add(edge.function)
-                if edge.function.topological_nr < min_topo_nr:
-                    continue
-                child = edge.function
-                break
-            if child is not None:
-                stack.append((child, iter(child.next_edges)))
-            else:
-                stack.pop()
-                if should_execute(fn) and stack:
-                    mark_needed(stack[-1][0])
-
 
 NodeTask: TypeAlias = tuple[GraphTask | None, Node | None, InputBuffer | None]
 """``(graph_task, node, inputs)``: one node ready to run with its gathered inputs.
@@ -250,53 +187,13 @@ wake-up task; :data:`SHUTDOWN_TASK` tells a device thread to exit.
 SHUTDOWN_TASK: NodeTask = (None, None, None)
 """Pushed by ``shutdown()`` to stop a device thread."""
 
-_SHUTDOWN_PRIORITY = -(2.0**200)
-_WAKE_UP_PRIORITY = -(2.0**199)
-_EXACT_FLOAT = 2**53
-"""Sequence numbers below this are exact as floats (as is AccumulateGrad's, 2**64 - 1, alone)."""
-
 _HEAPQ_IS_ATOMIC = _context.GIL
 """Whether one ``heapq`` call on queue entries runs whole (Note [Lock-free queue ends])."""
 
 
-class QueueEntry(float):
-    """A task's priority as a number (smaller runs first), carrying the task as ``.task``.
-
-    A ``float`` subclass that adds no comparison: ``heapq`` compares entries
-    with ``float``'s own C code, and two tasks of the same priority compare
-    equal, so that ties stay where the heap algorithm leaves them
-    (Note [Ties in heap order]). A float with a slot is the cheapest such
-    object to make; priorities a float cannot hold exactly are
-    :class:`ExactQueueEntry` ints, which floats compare with exactly.
-    """
-
-    __slots__ = ("task",)
-    task: NodeTask
-
-
-class ExactQueueEntry(int):
-    """A :class:`QueueEntry` for a reentrant task or an unusual sequence_nr, as an exact int."""
-
-    task: NodeTask
-
-
-def _entry(task: NodeTask) -> QueueEntry | ExactQueueEntry:
-    """``task`` in its queue entry (a function, not a method: this runs once per node)."""
-    base, fn, _ = task
-    entry: QueueEntry | ExactQueueEntry
-    if fn is not None:
-        nr = fn.sequence_nr
-        depth = base.reentrant_depth  # type: ignore[union-attr]  # a node's task has a graph task
-        if not depth and (nr < _EXACT_FLOAT or nr == UINT64_MAX):
-            entry = QueueEntry(-nr)  # 2**64 - 1 rounds to 2**64, above every other depth-0 nr
-        else:
-            # Deeper reentrant depth first (below -2**64 even at depth 1, past
-            # AccumulateGrad's float), then the higher sequence_nr.
-            entry = ExactQueueEntry(-((depth << 65) | nr))
-    else:
-        entry = QueueEntry(_SHUTDOWN_PRIORITY if task is SHUTDOWN_TASK else _WAKE_UP_PRIORITY)
-    entry.task = task
-    return entry
+def _special_entry(task: NodeTask) -> QueueEntry:
+    """A wake-up or shutdown ``task``'s queue entry."""
+    return special_entry(SHUTDOWN_PRIORITY if task[0] is None else WAKE_UP_PRIORITY, task)
 
 
 _heappush = heapq.heappush
@@ -306,12 +203,9 @@ _heappop = heapq.heappop
 class ReadyQueue:
     """A priority queue of NodeTasks with a condition to wait on.
 
-    Order (PyTorch's CompareNodeTaskTime): shutdown tasks first, then wake-up
-    (empty) tasks, then the deeper reentrant depth, then the higher
-    sequence_nr; ties in heap order, as PyTorch's ``std::priority_queue``
-    (Note [Ties in heap order]). All four criteria are folded into one
-    number, the :class:`QueueEntry` that carries the task, so the heap holds
-    numbers only and compares them without a tuple.
+    The order is the scheduler's (Note [Ready-queue order] in
+    :mod:`engine.scheduler`): the heap holds the numbers
+    :func:`~engine.scheduler.ready_entry` makes, each carrying its task.
 
     Pushing does not count the task in its graph task's ``outstanding_tasks``:
     the engine does that under the graph task's lock (Note [Locks]).
@@ -328,7 +222,12 @@ class ReadyQueue:
         self.device = device
 
     def push(self, task: NodeTask) -> None:
-        entry = _entry(task)
+        _, fn, _ = task
+        entry = (
+            _special_entry(task)
+            if fn is None
+            else ready_entry(task[0].reentrant_depth, fn.sequence_nr, task)  # type: ignore[union-attr]
+        )
         if _HEAPQ_IS_ATOMIC:
             _heappush(self.heap, entry)
             if not self._waiting:
@@ -358,13 +257,18 @@ class ReadyQueue:
         On an empty queue ``task`` is handed back without touching the heap.
         Otherwise it is a push and a pop, never ``heapq.heappushpop``: that one
         hands back a task of the first priority without moving the heap, where
-        PyTorch's push and pop move its ties (Note [Ties in heap order]).
+        PyTorch's push and pop move its ties (Note [Ties in heap order] in :mod:`engine.scheduler`).
         Returns ``None`` when another consumer took every task in between.
         """
         heap = self.heap
         if not heap:
             return task
-        entry = _entry(task)
+        _, fn, _ = task
+        entry = (
+            _special_entry(task)
+            if fn is None
+            else ready_entry(task[0].reentrant_depth, fn.sequence_nr, task)  # type: ignore[union-attr]
+        )
         if _HEAPQ_IS_ATOMIC:
             _heappush(heap, entry)
             try:
@@ -395,20 +299,6 @@ class ReadyQueue:
     def __len__(self) -> int:
         return len(self.heap)
 
-    # Note [Ties in heap order]
-    # ~~~~~~~~~~~~~~~~~~~~~~~~~
-    # PyTorch's ready queue is a std::priority_queue, which breaks no ties:
-    # tasks of equal priority (AccumulateGrads all have sequence_nr 2**64-1)
-    # come out in whatever order the heap's sift moves leave them. Five
-    # leaves ready at once run as 1,3,5,2,4; eight as 1,3,7,6,8,5,2,4.
-    # heapq's push and pop are the same algorithms (libstdc++'s push_heap and
-    # pop_heap: on a tie the hole moves to the right child), so a heap whose
-    # entries compare equal on ties runs the same order, provided every push
-    # and pop PyTorch makes is made here too: a shortcut that hands a task
-    # back without its push and pop (as heappushpop does) leaves the heap's
-    # ties where PyTorch's moves would not. Only an empty queue may be
-    # skipped: a push and a pop there leave it empty either way.
-
     # Note [Lock-free queue ends]
     # ~~~~~~~~~~~~~~~~~~~~~~~~~~~
     # Every node run passes through a push and a pop, so their locks were a
@@ -421,29 +311,3 @@ class ReadyQueue:
     # ``_waiting``. Either the consumer's second look sees the key, or the
     # pusher sees the count and wakes it (taking the lock, which the consumer
     # releases only by waiting). Without a GIL every push and pop locks.
-
-
-def compute_dependencies(root: Node, task: GraphTask, min_topo_nr: int) -> None:
-    """Count, for every node reachable from ``root``, the edges arriving at it.
-
-    Nodes with a topological number below ``min_topo_nr`` cannot lead to any
-    requested output; they are counted but not walked (PyTorch's pruning).
-    The counts double as the set of nodes already seen (the root, having no
-    edge arriving at it in a DAG, is never met again).
-    """
-    dependencies = task.dependencies
-    stack = [root]
-    while stack:
-        fn = stack.pop()
-        if fn.topological_nr < min_topo_nr:
-            continue
-        for edge in fn._next_edges:
-            if edge is None:
-                continue
-            nxt = edge.function
-            count = dependencies.get(nxt)
-            if count is None:
-                dependencies[nxt] = 1
-                stack.append(nxt)
-            else:
-                dependencies[nxt] = count + 1

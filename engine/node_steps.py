@@ -28,11 +28,6 @@ __all__ = [
 class NodeSteps:
     """A node's apply with its hooks, captures and anomaly checks, as methods of the engine."""
 
-    @staticmethod
-    def _should_execute(graph_task: GraphTask, fn: Node) -> bool:
-        info = graph_task.exec_info.get(fn)
-        return info is not None and info.should_execute()
-
     def call_function(self, graph_task: GraphTask, fn: Node, grads: list[Any]) -> Sequence[Any]:
         """Hooks, ``apply``, output validation and post hooks of one node."""
         active = HUB.active

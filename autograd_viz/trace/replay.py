@@ -19,12 +19,13 @@ from __future__ import annotations
 import bisect
 import enum
 import heapq
-import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from engine.events import TensorSummary
+from engine.scheduler import WAKE_UP_PRIORITY, ExactQueueEntry, ready_entry, special_entry
+from engine.scheduler import QueueEntry as SchedulerEntry
 
 if TYPE_CHECKING:
     from autograd_viz.trace import GraphTaskInfo, NodeInfo, Trace, TraceEvent
@@ -337,30 +338,18 @@ class ExecutionState:
 # pop five ties as 1,3,5,2,4. The trace records every push (``enqueue``) and
 # every pop (the popped task's first ``hook``, ``node_start`` or
 # ``capture``), so replay runs the same operations on a heap of its own,
-# whose entries compare on priority only, and the order it shows is the
-# order the engine pops. Wake-up tasks sit in the heap too (they come first
-# and move the others), and a task whose graph task has ended is popped and
-# dropped, as the engine drops it. Each top-level graph task has its own CPU
+# whose entries are the engine's (``engine.scheduler.ready_entry``, Note
+# [Ready-queue order]), and the order it shows is the order the engine
+# pops. Wake-up tasks sit in the heap too (they come first and move the
+# others), and a task whose graph task has ended is popped and dropped, as
+# the engine drops it. Each top-level graph task has its own CPU
 # queue, which its reentrant calls share; each device has one queue. Should
 # a pop not find its task at the top (a trace from a recorder that dropped
 # events), the task is taken out wherever it is.
 
 
-class _Queued:
-    """A heap entry: a task (``None`` for a wake-up) and its priority, compared alone."""
-
-    __slots__ = ("entry", "priority")
-
-    def __init__(self, priority: tuple[float, int], entry: QueueEntry | None) -> None:
-        self.priority = priority
-        self.entry = entry
-
-    def __lt__(self, other: _Queued) -> bool:
-        return self.priority < other.priority
-
-
-_WAKE_UP = (-math.inf, 0)
-"""A wake-up task's priority: before every node (ready-queue order, engine.h)."""
+_Queued: TypeAlias = SchedulerEntry | ExactQueueEntry
+"""A heap entry: the engine's priority, carrying a task (``None`` for a wake-up) as ``.task``."""
 
 
 def _queue_key(rp: Replayer, gid: int, data: Mapping[str, Any]) -> tuple[str, int]:
@@ -384,13 +373,13 @@ def _push(rp: Replayer, small: _Small, event: TraceEvent) -> None:
     key = _queue_key(rp, gid, event.data)
     heap = small.queues.setdefault(key, [])
     if event.node_id is None:
-        heapq.heappush(heap, _Queued(_WAKE_UP, None))
+        heapq.heappush(heap, special_entry(WAKE_UP_PRIORITY, None))
         return
     task = small.graph_tasks.get(gid)
     depth = task.info.reentrant_depth if task is not None and task.info is not None else 0
     sequence_nr = event.sequence_nr or 0
     entry = QueueEntry(gid, event.node_id, event.node_name or "?", sequence_nr, depth, event.index)
-    heapq.heappush(heap, _Queued((-depth, -sequence_nr), entry))
+    heapq.heappush(heap, ready_entry(depth, sequence_nr, entry))
     small.waiting[(gid, event.node_id)] = key
 
 
@@ -403,15 +392,15 @@ def _pop(small: _Small, gid: int, node_id: int | None) -> None:
         return
     # Wake-ups and tasks of ended graph tasks at the top were popped and dropped first.
     while heap and _dropped(small, heap[0]):
-        gone = heapq.heappop(heap).entry
+        gone = heapq.heappop(heap).task
         if gone is not None:
             small.waiting.pop((gone.graph_task, gone.node_id), None)
-    top = heap[0].entry if heap else None
+    top = heap[0].task if heap else None
     if top is not None and (top.graph_task, top.node_id) == wanted:
         heapq.heappop(heap)
         return
     for item in heap:  # not at the top: see Note [Replaying the ready queues]
-        if item.entry is not None and (item.entry.graph_task, item.entry.node_id) == wanted:
+        if item.task is not None and (item.task.graph_task, item.task.node_id) == wanted:
             heap.remove(item)
             heapq.heapify(heap)
             return
@@ -419,9 +408,9 @@ def _pop(small: _Small, gid: int, node_id: int | None) -> None:
 
 def _dropped(small: _Small, item: _Queued) -> bool:
     """A wake-up, or a task whose graph task has ended: the engine pops it and runs nothing."""
-    if item.entry is None:
+    if item.task is None:
         return True
-    task = small.graph_tasks.get(item.entry.graph_task)
+    task = small.graph_tasks.get(item.task.graph_task)
     return task is not None and task.status != "running"
 
 
@@ -437,7 +426,7 @@ def _queues_by_device(small: _Small) -> dict[str, tuple[QueueEntry, ...]]:
                 order.append(item)
         orders.setdefault(device, []).append(order)
     return {
-        device: tuple(item.entry for item in heapq.merge(*lists) if item.entry is not None)
+        device: tuple(item.task for item in heapq.merge(*lists) if item.task is not None)
         for device, lists in orders.items()
     }
 

@@ -162,7 +162,7 @@ class CopySlices(Node):
 
 def _expose_view_history(exec_info: dict[Node, Any], fn: Node, needed: bool) -> None:
     """Note [CopySlices runs fn]: ``fn``'s first edge in ``exec_info`` iff it is ``needed``."""
-    from engine.graph_task import ExecInfo
+    from engine.scheduler import ExecInfo
 
     edge = fn._next_edges[0] if fn._next_edges else None
     if edge is None:

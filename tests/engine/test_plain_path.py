@@ -9,6 +9,7 @@ fail with the same error.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 from typing import Any
 
@@ -109,7 +110,27 @@ def _tree(log: list[str]) -> tuple[engine.Tensor, list[engine.Tensor]]:
     return (level[0] * level[0]).sum(), [x]
 
 
+def _random_dag(seed: int) -> Build:
+    """A random DAG of tagged nodes: fan-in, fan-out and ties between the leaves' nodes."""
+
+    def build(log: list[str]) -> tuple[engine.Tensor, list[engine.Tensor]]:
+        rng = random.Random(seed)
+        leaves = [_leaf([rng.uniform(-1, 1), rng.uniform(-1, 1)]) for _ in range(rng.randint(1, 4))]
+        made = list(leaves)
+        for i in range(rng.randint(5, 40)):
+            a, b = rng.choice(made), rng.choice(made)
+            value = a * b if rng.random() < 0.3 else a + b * rng.uniform(0.5, 1.5)
+            made.append(Tag.apply(value, f"n{i}", log))
+        loss = made[-1]
+        for extra in rng.sample(made, min(3, len(made))) + leaves:  # every leaf gets a grad
+            loss = loss + extra.tanh()
+        return loss.sum(), leaves
+
+    return build
+
+
 GRAPHS = {
+    **{f"random{seed}": _random_dag(seed) for seed in range(30)},
     "diamond": _diamond,
     "wide": _wide,
     "chain": _chain,

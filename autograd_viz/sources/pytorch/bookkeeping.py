@@ -14,7 +14,10 @@ Note [Checking what is derived]
 PyTorch pops the ready queue in ``ReadyQueue``'s order: deeper reentrant
 calls first, then higher ``sequence_nr`` (``AccumulateGrad`` first), ties
 in ``std::priority_queue``'s heap order, which :mod:`heapq` reproduces when
-equal keys compare equal. The model queue is the calling thread's, shared by
+equal keys compare equal. The counts, the buffers, the pruning and the
+queue's order are the engine's own scheduler (:mod:`engine.scheduler`), run
+over PyTorch's graph (``TorchNode`` gives its nodes the scheduler's
+protocol): nothing of it is written here again. The model queue is the calling thread's, shared by
 the graph tasks nested on it, as PyTorch's is; it is popped at every
 observed node start, and the task it predicts must be the node that starts.
 Tasks whose pop PyTorch does not show (the ``GraphRoot`` of several roots, a
@@ -31,13 +34,14 @@ from __future__ import annotations
 import heapq
 import threading
 import warnings
-from typing import Any
+from typing import Any, TypeAlias
 
 import torch
 
 from autograd_viz.sources.pytorch.emitter import Emitter
 from autograd_viz.sources.pytorch.graph import GraphPlan, TorchNode
 from autograd_viz.sources.pytorch.hooks import TENSOR_PRE
+from engine.scheduler import ExactQueueEntry, QueueEntry, arrive, ready_entry
 
 DERIVED_MISMATCH = "derived_mismatch"
 """The event kind of a derived prediction PyTorch contradicted."""
@@ -50,23 +54,16 @@ class DerivedMismatchWarning(RuntimeWarning):
     """What PyTorch did differs from what replaying its bookkeeping predicted."""
 
 
-class _Task:
-    """A task in the model ready queue; compares on its key only (ties stay ties)."""
+_Task: TypeAlias = tuple["Bookkeeping", TorchNode]
+"""A task of the model ready queue: the graph task's bookkeeping and the node."""
 
-    __slots__ = ("key", "node", "owner")
-
-    def __init__(self, owner: Bookkeeping, node: TorchNode) -> None:
-        self.key = (-owner.depth, -node.sequence_nr)
-        self.owner = owner
-        self.node = node
-
-    def __lt__(self, other: _Task) -> bool:
-        return self.key < other.key
+_Entry: TypeAlias = QueueEntry | ExactQueueEntry
+"""A model queue entry: the engine's priority carrying a :data:`_Task` (``.task``)."""
 
 
 class _ThreadQueue(threading.local):
     def __init__(self) -> None:
-        self.queue: list[_Task] = []
+        self.queue: list[_Entry] = []
 
 
 _QUEUES = _ThreadQueue()
@@ -83,8 +80,8 @@ def forget_leftovers() -> None:
     PyTorch's heap and change how ties pop, the order check says so.
     """
     queue = _QUEUES.queue
-    if any(task.owner.finished for task in queue):
-        queue[:] = [task for task in queue if not task.owner.finished]
+    if any(entry.task[0].finished for entry in queue):
+        queue[:] = [entry for entry in queue if not entry.task[0].finished]
         heapq.heapify(queue)
 
 
@@ -112,7 +109,7 @@ class Bookkeeping:
         """How many derived predictions PyTorch contradicted."""
         self._emit = emit
         self._remaining = dict(plan.dependencies)
-        self._not_ready: dict[TorchNode, list[bool]] = {}
+        self._not_ready: dict[TorchNode, list[Any]] = {}
         self._copy_slots = {edge for edge, count in plan.fan_in.items() if count > 1}
         for node, captures in plan.captures.items():
             self._copy_slots.update((node, slot) for slot, _ in captures)
@@ -161,27 +158,24 @@ class Bookkeeping:
 
     def pass_outputs(self, node: TorchNode, outputs: Any, summaries: list[Any]) -> None:
         """``Engine::evaluate_function``'s routing of a node's outputs, derived."""
-        plan = self.plan
         remaining = self._remaining
         not_ready = self._not_ready
+        exec_info = self.plan.exec_info
         copy_slots = self._copy_slots
         emit = self._emit
         node_id = node._id
         from_name = node._name
         count_out = len(outputs)
-        for i, edge in enumerate(node.next_edges):
+        for i, edge in enumerate(node._next_edges):
             if edge is None:
                 continue
-            nxt, slot = edge
-            count = remaining.get(nxt)
-            if count is None:
+            nxt = edge.function
+            slot = edge.input_nr
+            try:  # Note [Arriving at a node] in engine/scheduler.py
+                count, buffer = arrive(remaining, not_ready, exec_info, nxt, nxt.num_inputs)
+            except KeyError:
                 self.mismatch("dependencies", nxt, node, f"no dependency left for {nxt.name()}")
                 continue
-            count -= 1
-            if count:
-                remaining[nxt] = count
-            else:
-                del remaining[nxt]
             emit(
                 "dependency_decrement",
                 nxt,
@@ -193,29 +187,22 @@ class Bookkeeping:
                     "derived": True,
                 },
             )
-            buffer = not_ready.get(nxt)
             if buffer is None:
-                if plan.pruned and not plan.should_execute(nxt):
-                    emit(
-                        "skip",
-                        nxt,
-                        {
-                            "from_node": node_id,
-                            "input_nr": slot,
-                            "reason": "not needed for the requested inputs",
-                            "derived": True,
-                        },
-                    )
-                    continue
-                buffer = [False] * nxt.num_inputs
-                if count:
-                    not_ready[nxt] = buffer
-            elif not count:
-                del not_ready[nxt]
+                emit(
+                    "skip",
+                    nxt,
+                    {
+                        "from_node": node_id,
+                        "input_nr": slot,
+                        "reason": "not needed for the requested inputs",
+                        "derived": True,
+                    },
+                )
+                continue
             output = outputs[i] if i < count_out else None
             if output is not None and slot < len(buffer):
-                created = not buffer[slot]
-                buffer[slot] = True
+                created = buffer[slot] is None
+                buffer[slot] = True  # the model buffer knows which slots hold a gradient
                 total = None
                 if (nxt, slot) in copy_slots:
                     self.keep_copy(nxt, slot, output)
@@ -263,7 +250,7 @@ class Bookkeeping:
     def push(self, node: TorchNode, reason: str) -> None:
         """A task for ``node`` goes onto the thread's ready queue."""
         queue = self._queue
-        heapq.heappush(queue, _Task(self, node))
+        heapq.heappush(queue, ready_entry(self.depth, node.sequence_nr, (self, node)))
         device = node.device
         if device == "cpu":
             queue_name, owner = "cpu", self._owner
@@ -285,26 +272,27 @@ class Bookkeeping:
         """Pop the model queue up to ``node``, which PyTorch starts now."""
         queue = self._queue
         while queue:
-            task = heapq.heappop(queue)
-            if task.owner is not self:
-                if task.owner.finished:
+            entry = heapq.heappop(queue)
+            owner, popped = entry.task
+            if owner is not self:
+                if owner.finished:
                     continue  # a failed graph task's leftover: PyTorch discards it too
-                heapq.heappush(queue, task)
+                heapq.heappush(queue, entry)
                 break
-            if task.node is node:
+            if popped is node:
                 return
-            if node.fn is not None and self.runs(task.node):
+            if node.fn is not None and self.runs(popped):
                 self.mismatch(
                     "order",
-                    task.node,
+                    popped,
                     node,
                     f"{node.name()} (node {node._id}) started where PyTorch's order "
-                    f"predicted {task.node.name()} (node {task.node._id})",
+                    f"predicted {popped.name()} (node {popped._id})",
                 )
-                heapq.heappush(queue, task)
+                heapq.heappush(queue, entry)
                 self._unqueue(node)
                 return
-            self._run_unseen(task.node)
+            self._run_unseen(popped)
         self.mismatch(
             "order", None, node, f"{node.name()} (node {node._id}) started but was never enqueued"
         )
@@ -315,7 +303,7 @@ class Bookkeeping:
 
     def _unqueue(self, node: TorchNode) -> None:
         queue = self._queue
-        kept = [t for t in queue if not (t.owner is self and t.node is node)]
+        kept = [e for e in queue if not (e.task[0] is self and e.task[1] is node)]
         if len(kept) != len(queue):
             queue[:] = kept
             heapq.heapify(queue)
@@ -344,17 +332,17 @@ class Bookkeeping:
     def drain(self) -> None:
         """The call returned: play the model tasks left, which PyTorch popped unseen."""
         queue = self._queue
-        while queue and queue[0].owner is self:
-            task = heapq.heappop(queue)
-            if self.runs(task.node):
+        while queue and queue[0].task[0] is self:
+            node = heapq.heappop(queue).task[1]
+            if self.runs(node):
                 self.mismatch(
                     "order",
-                    task.node,
+                    node,
                     None,
-                    f"{task.node.name()} (node {task.node._id}) was predicted to run but never did",
+                    f"{node.name()} (node {node._id}) was predicted to run but never did",
                 )
             else:
-                self._run_unseen(task.node)
+                self._run_unseen(node)
 
     def check_buffer(
         self,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -32,6 +32,7 @@ from autograd_viz.trace import GraphTaskInfo, LeafInfo, NodeInfo
 from autograd_viz.trace.records import Scope, new_node_info
 from engine.events import TensorSummary
 from engine.graph import _node_ids
+from engine.scheduler import ExecInfo, compute_dependencies, init_to_execute, should_execute
 
 ACCUMULATE_GRAD = "AccumulateGrad"
 """How an ``AccumulateGrad`` node is named (PyTorch says ``torch::autograd::AccumulateGrad``)."""
@@ -60,6 +61,13 @@ def node_id(fn: Any) -> int:
     return int(nid)
 
 
+class TorchEdge(NamedTuple):
+    """Where a gradient goes: input ``input_nr`` of ``function`` (the scheduler's edge)."""
+
+    function: TorchNode
+    input_nr: int
+
+
 class TorchNode:
     """A PyTorch node as the event hub reads it (``_id``, ``name()``, numbers) plus its edges.
 
@@ -70,13 +78,13 @@ class TorchNode:
     __slots__ = (
         "_id",
         "_name",
+        "_next_edges",
         "calls",
         "device",
         "fn",
         "hooks",
         "inputs",
         "leaf_name",
-        "next_edges",
         "num_inputs",
         "sequence_nr",
         "topological_nr",
@@ -94,7 +102,7 @@ class TorchNode:
         """The longest path to a leaf, computed by :func:`plan_graph_task`."""
         self.device = device
         """The device of its first input slot: where PyTorch runs it."""
-        self.next_edges: list[tuple[TorchNode, int] | None] = []
+        self._next_edges: list[TorchEdge | None] = []
         """Per output: the node it feeds and that node's input slot, or ``None``."""
         self.num_inputs = 0
         """How many input slots its buffer has."""
@@ -109,6 +117,11 @@ class TorchNode:
         self.calls: Calls | None = ()
         """The module calls that made it, outermost first; ``None`` when nobody followed
         them (:func:`~autograd_viz.sources.pytorch.modules.calls_of`)."""
+
+    @property
+    def next_edges(self) -> list[TorchEdge | None]:
+        """Per output: the edge to the node it feeds, or ``None``."""
+        return self._next_edges
 
     def name(self) -> str:
         """``MulBackward0``, ``AccumulateGrad``, ... (read by the event hub)."""
@@ -138,6 +151,8 @@ class GraphPlan:
     """Nodes that run (all of the graph task's nodes when not ``pruned``)."""
     captures: dict[TorchNode, list[tuple[int, int]]] = field(default_factory=dict)
     """``(input slot, output index)`` captured at each node, for ``grad()``."""
+    exec_info: dict[TorchNode, ExecInfo] = field(default_factory=dict)
+    """PyTorch's ``exec_info`` (empty when not ``pruned``), as the engine's scheduler makes it."""
     fan_in: dict[tuple[TorchNode, int], int] = field(default_factory=dict)
     """How many edges of the graph task arrive at each input slot."""
     modules: GraphModules = field(default_factory=lambda: GraphModules(()))
@@ -145,7 +160,7 @@ class GraphPlan:
 
     def should_execute(self, node: TorchNode) -> bool:
         """PyTorch's ``ExecInfo::should_execute``: the node runs or is captured."""
-        return not self.pruned or node in self.needed or node in self.captures
+        return not self.pruned or should_execute(self.exec_info, node)
 
     def snapshot(
         self,
@@ -232,7 +247,7 @@ def _node_info(
         node.sequence_nr,
         node.topological_nr,
         node.device,
-        tuple([None if e is None else (e[0]._id, e[1]) for e in node.next_edges]),
+        tuple([None if e is None else (e.function._id, e.input_nr) for e in node._next_edges]),
         inputs,
         dependencies,
         status,
@@ -324,14 +339,14 @@ def plan_graph_task(
         root = root_edges[0][0]
     else:
         root = TorchNode(None, GRAPH_ROOT, 0, "cpu")
-        root.next_edges = list(root_edges)
+        root._next_edges = [TorchEdge(n, nr) for n, nr in root_edges]
         order.insert(0, root)
     # Walk every node reachable from the roots (the fns stay alive: the graph holds them).
     stack = [n for n, _ in reversed(root_edges)]
     walked = set(stack)
     while stack:
         node = stack.pop()
-        edges: list[tuple[TorchNode, int] | None] = []
+        edges: list[TorchEdge | None] = []
         for fn, nr in node.fn.next_functions:
             if fn is None:
                 edges.append(None)
@@ -340,12 +355,12 @@ def plan_graph_task(
             if child is None:  # adapt(fn), inline: the walk meets every edge
                 child = by_fn[id(fn)] = _adapt(fn)
                 order.append(child)
-            edges.append((child, nr))
-        node.next_edges = edges
+            edges.append(TorchEdge(child, nr))
+        node._next_edges = edges
         for edge in reversed(edges):
-            if edge is not None and edge[0] not in walked:
-                walked.add(edge[0])
-                stack.append(edge[0])
+            if edge is not None and edge.function not in walked:
+                walked.add(edge.function)
+                stack.append(edge.function)
     _topological_nrs(order)
     _find_calls(order)
     modules = GraphModules(order, namer.module_variables)
@@ -401,87 +416,43 @@ def _topological_nrs(order: list[TorchNode]) -> None:
         stack: list[tuple[TorchNode, int]] = [(start, 0)]
         while stack:
             node, i = stack.pop()
-            edges = node.next_edges
+            edges = node._next_edges
             count = len(edges)
             while i < count:
                 edge = edges[i]
-                if edge is not None and edge[0] not in done:
+                if edge is not None and edge.function not in done:
                     break
                 i += 1
             if i < count:
                 stack.append((node, i + 1))
-                stack.append((edges[i][0], 0))  # type: ignore[index]
+                stack.append((edges[i].function, 0))  # type: ignore[union-attr]
                 continue
             highest = -1
             for edge in edges:
-                if edge is not None and edge[0].topological_nr > highest:
-                    highest = edge[0].topological_nr
+                if edge is not None and edge.function.topological_nr > highest:
+                    highest = edge.function.topological_nr
             node.topological_nr = highest + 1
             done.add(node)
 
 
 def _dependencies(plan: GraphPlan, min_topo: int) -> None:
-    """``Engine::compute_dependencies``: nodes below ``min_topo`` are counted, not expanded."""
-    dependencies = plan.dependencies
+    """``Engine::compute_dependencies``, by the engine's scheduler; and the edges per slot."""
+    plan.dependencies = compute_dependencies(plan.root, min_topo)
     fan_in = plan.fan_in
-    queue = [plan.root]
-    seen = {plan.root}
-    while queue:
-        node = queue.pop()
+    for node in (plan.root, *plan.dependencies):
         if node.topological_nr < min_topo:
-            continue
-        for edge in node.next_edges:
-            if edge is None:
-                continue
-            nxt = edge[0]
-            dependencies[nxt] = dependencies.get(nxt, 0) + 1
-            fan_in[edge] = fan_in.get(edge, 0) + 1
-            if nxt not in seen:
-                seen.add(nxt)
-                queue.append(nxt)
+            continue  # counted, not walked: its edges are not the graph task's
+        for edge in node._next_edges:
+            if edge is not None:
+                key = (edge.function, edge.input_nr)
+                fan_in[key] = fan_in.get(key, 0) + 1
 
 
 def _init_to_execute(plan: GraphPlan, accumulate_grad: bool, min_topo: int) -> None:
-    """``GraphTask::init_to_execute``: a node runs iff a path from it reaches an input.
-
-    With ``backward(inputs=)`` the input nodes run too; with ``grad()`` their
-    slots are captured instead. The root is no exception: a root from which
-    no input can be reached is popped and skipped (then nothing runs at all).
-    """
-    needed = plan.needed
-    for index, (node, slot) in enumerate(plan.outputs):
-        if accumulate_grad:
-            needed.add(node)
-        else:
-            plan.captures.setdefault(node, []).append((slot, index))
-    finished: set[TorchNode] = set()
-    stack: list[tuple[TorchNode, int]] = [(plan.root, 0)]
-    on_stack = {plan.root}
-    while stack:
-        node, i = stack.pop()
-        edges = node.next_edges
-        descended = False
-        while i < len(edges):
-            edge = edges[i]
-            i += 1
-            if edge is None:
-                continue
-            child = edge[0]
-            if child in finished or child in on_stack or child.topological_nr < min_topo:
-                # Seen already, or never expanded (it cannot reach an input): its
-                # answer is final, as PyTorch's nodeShouldExecute reads it.
-                finished.add(child)
-                if child in needed or child in plan.captures:
-                    needed.add(node)
-                continue
-            stack.append((node, i))
-            stack.append((child, 0))
-            on_stack.add(child)
-            descended = True
-            break
-        if descended:
-            continue
-        on_stack.discard(node)
-        finished.add(node)
-        if stack and (node in needed or node in plan.captures):
-            needed.add(stack[-1][0])
+    """``GraphTask::init_to_execute``, by the engine's scheduler (Note [Pruning for inputs])."""
+    outputs = [TorchEdge(node, slot) for node, slot in plan.outputs]
+    plan.exec_info = init_to_execute(plan.root, outputs, accumulate_grad, min_topo)
+    plan.needed = {node for node, info in plan.exec_info.items() if info.needed}
+    plan.captures = {
+        node: info.captures for node, info in plan.exec_info.items() if info.captures is not None
+    }

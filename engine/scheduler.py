@@ -1,0 +1,318 @@
+"""The scheduler of a backward call, written once: which nodes run, when, and in what order.
+
+PyTorch's engine decides four things before and between node runs (see
+``seeds/``): how many edges arrive at each node (``compute_dependencies``),
+which nodes an ``inputs=`` / ``grad()`` call needs (``init_to_execute``),
+what a gradient arriving along an edge does to its node's count and input
+buffer, and the order of the ready queue. Each is one small function here,
+over a minimal node protocol (:class:`SchedulerNode`), with its note.
+
+Three things run them: the engine (:mod:`engine.engine`), on its own nodes;
+the PyTorch bridge (``autograd_viz.sources.pytorch``), which derives the
+events PyTorch's engine does not show by running these functions over an
+adapter of PyTorch's graph; and replay (``autograd_viz.trace.replay``),
+which rebuilds the ready queues of a trace with :func:`ready_entry`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol, TypeVar
+
+__all__ = [
+    "SHUTDOWN_PRIORITY",
+    "UINT64_MAX",
+    "WAKE_UP_PRIORITY",
+    "ExactQueueEntry",
+    "ExecInfo",
+    "QueueEntry",
+    "SchedulerEdge",
+    "SchedulerNode",
+    "arrive",
+    "compute_dependencies",
+    "init_to_execute",
+    "ready_entry",
+    "should_execute",
+    "special_entry",
+]
+
+UINT64_MAX = 2**64 - 1
+"""PyTorch's sequence number of ``AccumulateGrad``: it runs before any other node."""
+
+
+class SchedulerEdge(Protocol):
+    """Where a gradient goes: input ``input_nr`` of node ``function``."""
+
+    @property
+    def function(self) -> Any: ...
+
+    @property
+    def input_nr(self) -> int: ...
+
+
+class SchedulerNode(Protocol):
+    """What the scheduler reads of a node: its edges and its two numbers.
+
+    The engine's ``Node`` has these; the PyTorch bridge's ``TorchNode`` gives
+    them to PyTorch's nodes.
+    """
+
+    @property
+    def _next_edges(self) -> Sequence[SchedulerEdge | None]: ...
+
+    @property
+    def topological_nr(self) -> int: ...
+
+    @property
+    def sequence_nr(self) -> int: ...
+
+    @property
+    def num_inputs(self) -> int: ...
+
+
+N = TypeVar("N", bound=SchedulerNode)
+
+
+# Note [Dependency counting]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~
+# A node runs when every edge of the graph task that arrives at it has
+# delivered (HIPS autograd's topological sort, done with threads). So
+# before the first node runs, the engine counts the edges arriving at each
+# node reachable from the root, walking iteratively (a million-node chain
+# must not reach the recursion limit). A node whose topological number is
+# below ``min_topo_nr`` (the lowest among ``grad()``'s inputs) cannot lead to
+# any of them: it is counted but not walked (PyTorch's pruning). The counts
+# double as the set of nodes seen: in a DAG no edge arrives at the root.
+
+
+def compute_dependencies(root: N, min_topo_nr: int = 0) -> dict[N, int]:
+    """The number of edges arriving at each node reachable from ``root``.
+
+    See Note [Dependency counting].
+    """
+    dependencies: dict[Any, int] = {}
+    stack = [root]
+    while stack:
+        fn = stack.pop()
+        if fn.topological_nr < min_topo_nr:
+            continue
+        for edge in fn._next_edges:
+            if edge is None:
+                continue
+            nxt = edge.function
+            count = dependencies.get(nxt)
+            if count is None:
+                dependencies[nxt] = 1
+                stack.append(nxt)
+            else:
+                dependencies[nxt] = count + 1
+    return dependencies
+
+
+class ExecInfo:
+    """Per-node pruning state for ``inputs=`` and ``grad()`` (GraphTask::ExecInfo)."""
+
+    __slots__ = ("captures", "needed")
+
+    def __init__(self) -> None:
+        self.needed = False
+        """Whether the node runs."""
+        self.captures: list[tuple[int, int]] | None = None
+        """``(input slot, output index)`` of each gradient ``grad()`` takes from its buffer."""
+
+    def should_execute(self) -> bool:
+        """Whether the node is popped at all: it runs, or a gradient is captured there."""
+        return self.needed or self.captures is not None
+
+
+# Note [Pruning for inputs]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~
+# ``backward(inputs=)`` and ``grad()`` run only what leads to their inputs:
+# a node runs iff some path from it reaches an input's node. An iterative
+# depth-first walk from the root (GraphTask::init_to_execute) marks a node
+# needed when a child it meets, already seen or just finished, should
+# execute. With ``backward(inputs=)`` the input nodes themselves run (their
+# AccumulateGrad); with ``grad()`` the gradient arriving at the input's slot
+# is captured instead and the node does not run. As in PyTorch 2.x the root
+# is needed only if something below it is (or it is an input itself):
+# ``grad(x, x)`` captures x's gradient without running its AccumulateGrad,
+# and a root from which no input is reachable is popped and skipped.
+
+
+def init_to_execute(
+    root: N, outputs: Sequence[SchedulerEdge], accumulate_grad: bool, min_topo_nr: int
+) -> dict[N, ExecInfo]:
+    """Which nodes run, and which slots are captured, for ``outputs`` (Note [Pruning for inputs]).
+
+    Args:
+        root: where the call starts (its GraphRoot, or its one root node).
+        outputs: the edges of the call's ``inputs``, in order.
+        accumulate_grad: ``backward(inputs=)`` (the input nodes run) rather
+            than ``grad()`` (their slots are captured).
+        min_topo_nr: the lowest topological number among the outputs' nodes.
+
+    Returns:
+        The ``exec_info`` of every node the walk reached.
+    """
+    exec_info: dict[Any, ExecInfo] = {}
+    for output_idx, edge in enumerate(outputs):
+        info = exec_info.get(edge.function)
+        if info is None:
+            info = exec_info[edge.function] = ExecInfo()
+        if accumulate_grad:
+            info.needed = True
+        else:
+            if info.captures is None:
+                info.captures = []
+            info.captures.append((edge.input_nr, output_idx))
+    exec_info.setdefault(root, ExecInfo())
+
+    def mark_needed(fn: Any) -> None:
+        info = exec_info.get(fn)
+        if info is None:
+            info = exec_info[fn] = ExecInfo()
+        info.needed = True
+
+    seen: set[Any] = set()
+    stack: list[tuple[Any, Any]] = [(root, iter(root._next_edges))]
+    while stack:
+        fn, children = stack[-1]
+        child: Any = None
+        for edge in children:
+            if edge is None:
+                continue
+            if edge.function in seen:
+                if should_execute(exec_info, edge.function):
+                    mark_needed(fn)
+                continue
+            seen.add(edge.function)
+            if edge.function.topological_nr < min_topo_nr:
+                continue
+            child = edge.function
+            break
+        if child is not None:
+            stack.append((child, iter(child._next_edges)))
+        else:
+            stack.pop()
+            if should_execute(exec_info, fn) and stack:
+                mark_needed(stack[-1][0])
+    return exec_info
+
+
+def should_execute(exec_info: dict[Any, ExecInfo], fn: Any) -> bool:
+    """Whether a pruned graph task pops ``fn`` (ExecInfo::should_execute)."""
+    info = exec_info.get(fn)
+    return info is not None and info.should_execute()
+
+
+# Note [Arriving at a node]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~
+# Each output of a finished node travels along its edge to the next node
+# (Engine::evaluate_function, after the call): the next node's dependency
+# count goes down by one, and the gradient goes into the next node's input
+# buffer, made on the first arrival and kept in ``not_ready`` until the
+# count reaches zero, when the buffer leaves ``not_ready`` and the node is
+# ready to queue. In a pruned graph task (``exec_info`` not empty) a node
+# that should not execute gets no buffer: the gradient is dropped there
+# (a ``skip``). What the caller does with the buffer (sum a gradient into
+# it, follow it by copy) and where it queues a ready node is its own.
+
+
+def arrive(
+    dependencies: dict[Any, int],
+    not_ready: dict[Any, list[Any]],
+    exec_info: dict[Any, ExecInfo],
+    node: Any,
+    num_inputs: int,
+) -> tuple[int, list[Any] | None]:
+    """An edge delivers to ``node``: its remaining count, and its buffer (``None``: skipped).
+
+    See Note [Arriving at a node]. Raises ``KeyError`` if no edge of the
+    graph task was counted as arriving at ``node``.
+    """
+    count = dependencies[node] - 1
+    if count:
+        dependencies[node] = count
+        buffer = not_ready.get(node)
+    else:
+        del dependencies[node]
+        buffer = not_ready.pop(node, None)
+    if buffer is None:
+        if exec_info and not should_execute(exec_info, node):
+            return count, None
+        buffer = [None] * num_inputs
+        if count:
+            not_ready[node] = buffer
+    return count, buffer
+
+
+# Note [Ready-queue order]
+# ~~~~~~~~~~~~~~~~~~~~~~~~
+# PyTorch's CompareNodeTaskTime: shutdown tasks first, then wake-up (empty)
+# tasks, then the deeper reentrant depth, then the higher sequence_nr, so
+# that AccumulateGrad (sequence_nr 2**64-1) runs as soon as it is ready and
+# a node runs before the nodes made before it in the forward. Ties stay in
+# heap order (Note [Ties in heap order]). All four criteria fold into one
+# number, a ``float`` or ``int`` subclass that carries its task: a heap of
+# them compares in C, and equal priorities compare equal.
+#
+# Note [Ties in heap order]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~
+# PyTorch's ready queue is a std::priority_queue, which breaks no ties:
+# tasks of equal priority (AccumulateGrads all have sequence_nr 2**64-1)
+# come out in whatever order the heap's sift moves leave them. Five leaves
+# ready at once run as 1,3,5,2,4; eight as 1,3,7,6,8,5,2,4. heapq's push and
+# pop are the same algorithms (libstdc++'s push_heap and pop_heap: on a tie
+# the hole moves to the right child), so a heap of entries that compare
+# equal on ties runs the same order, provided every push and pop PyTorch
+# makes is made too: a shortcut that hands a task back without its push and
+# pop (as heappushpop does) leaves the heap's ties where PyTorch's moves
+# would not. Only an empty queue may be skipped: a push and a pop there
+# leave it empty either way.
+
+SHUTDOWN_PRIORITY = -(2.0**200)
+"""The priority of a task that stops a device thread: before everything."""
+WAKE_UP_PRIORITY = -(2.0**199)
+"""The priority of an empty task that wakes a graph task's owner: before every node."""
+_EXACT_FLOAT = 2**53
+"""Sequence numbers below this are exact as floats (as is AccumulateGrad's, 2**64 - 1, alone)."""
+
+
+class QueueEntry(float):
+    """A task's priority as a number (smaller runs first), carrying the task as ``.task``.
+
+    A ``float`` subclass that adds no comparison: ``heapq`` compares entries
+    with ``float``'s own C code, and two tasks of the same priority compare
+    equal (Note [Ties in heap order]). A float with a slot is the cheapest
+    such object to make; priorities a float cannot hold exactly are
+    :class:`ExactQueueEntry` ints, which floats compare with exactly.
+    """
+
+    __slots__ = ("task",)
+    task: Any
+
+
+class ExactQueueEntry(int):
+    """A :class:`QueueEntry` for a reentrant task or an unusual sequence_nr, as an exact int."""
+
+    task: Any
+
+
+def ready_entry(depth: int, sequence_nr: int, task: Any) -> QueueEntry | ExactQueueEntry:
+    """The queue entry of a node's ``task`` (Note [Ready-queue order])."""
+    entry: QueueEntry | ExactQueueEntry
+    if not depth and (sequence_nr < _EXACT_FLOAT or sequence_nr == UINT64_MAX):
+        entry = QueueEntry(-sequence_nr)  # 2**64 - 1 rounds to 2**64, above every other nr
+    else:
+        # Deeper reentrant depth first (below -2**64 even at depth 1, past
+        # AccumulateGrad's float), then the higher sequence_nr.
+        entry = ExactQueueEntry(-((depth << 65) | sequence_nr))
+    entry.task = task
+    return entry
+
+
+def special_entry(priority: float, task: Any) -> QueueEntry:
+    """The queue entry of a wake-up or shutdown ``task`` (:data:`WAKE_UP_PRIORITY`, ...)."""
+    entry = QueueEntry(priority)
+    entry.task = task
+    return entry
