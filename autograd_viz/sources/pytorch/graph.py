@@ -388,9 +388,9 @@ def plan_graph_task(
 
 def _find_calls(order: list[TorchNode]) -> None:
     """Each node's module calls (Note [Module calls own sequence ranges]), on this thread."""
-    made = [n for n in order if n.fn is not None and n.variable is None]
-    for node, calls in zip(made, calls_of(n.sequence_nr for n in made), strict=True):
-        node.calls = calls
+    for node, calls in zip(order, calls_of(order), strict=True):
+        if node.fn is not None and node.variable is None:
+            node.calls = calls
 
 
 def _output_edge(output: Any, by_fn: dict[int, TorchNode]) -> tuple[TorchNode, int]:

@@ -18,10 +18,25 @@ is written on a node; a graph's nodes are looked up (a binary search each)
 when its backward starts, on the thread that calls it. Changes with no node
 made in between replace each other, so a forward under ``no_grad`` costs no
 memory. The thread's list is bounded (:data:`MAX_CHANGES`); nodes older than
-it, or made before the bridge was armed or on another thread, have no module,
-and a graph of a model's parameters with such nodes says so in one warning.
-A thread first met in a module call (a live session's program) counts what it
-made before as made outside any module.
+it, or made before the bridge was armed, have no module, and a graph of a
+model's parameters with such nodes says so in one warning. A thread first met
+in a module call (a live session's program) counts what it made before as
+made outside any module.
+
+Note [Nodes made on another thread]
+~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+Sequence numbers are per thread, so a node made on a worker thread (a
+forward run in a ``threading.Thread``, DataParallel's replicas) must be
+looked up in that thread's changes, not in the caller's, where the same
+number means another node or nothing. A node does not say which thread made
+it, so once module calls run on a second thread, each module call's outputs
+are marked on their nodes (``metadata``, as Note [Node ids] in graph.py
+keeps ids) with the thread that returned them. The graph walk then gives
+each node the thread of its mark, else its parent's (the node that sends it
+its gradient), if the parent was made after it (a thread numbers its nodes in
+the order it makes them), else the caller's. The output of a call made on a
+worker carries it there, and the nodes below it follow. A program with one
+thread pays nothing for this: no mark, no lookup of one.
 
 Note [Model paths]
 ~~~~~~~~~~~~~~~~~~
@@ -66,8 +81,15 @@ MAX_CHANGES = 1 << 17
 """Stack changes kept per thread (two per module call that made a node; about 200 bytes
 each, so at most about 26 MB); past it the older half is dropped."""
 
+_THREAD_KEY = "autograd_viz.module_thread"
+"""The key of a node's ``metadata`` that holds the thread state that made it
+(Note [Nodes made on another thread])."""
+
 _get_sequence_nr = torch._C._autograd._get_sequence_nr
 _call_ids = itertools.count()
+_thread_states = itertools.count()
+_several = False
+"""Whether module calls were followed on more than one thread: outputs are marked from then on."""
 
 
 class _Root:
@@ -112,7 +134,16 @@ def _local() -> _ThreadState:
     try:
         state: _ThreadState = _tls.state
     except AttributeError:
-        state = _tls.state = _ThreadState()
+        state = _new_state()
+    return state
+
+
+def _new_state() -> _ThreadState:
+    """A state for this thread; from the second thread's on, module outputs are marked."""
+    global _several
+    state = _tls.state = _ThreadState()
+    if next(_thread_states) >= 1:
+        _several = True
     return state
 
 
@@ -217,7 +248,7 @@ def _enter(module: torch.nn.Module, args: Any) -> None:
         except AttributeError:
             # A thread first met here, the hooks on: what it made before ran outside modules
             # as far as can be told (the thread that armed them has its mark instead).
-            local = _tls.state = _ThreadState()
+            local = _new_state()
             local.before = ()
         stack = local.stack
         kind = type(module).__name__
@@ -243,24 +274,66 @@ def _leave(module: torch.nn.Module, args: Any, output: Any) -> None:
         for i in range(len(stack) - 1, -1, -1):
             if stack[i][4]() is module:
                 _note(local, stack[:i])
+                if _several:
+                    _mark(local, output)
                 return
     except Exception as exc:  # noqa: BLE001 - never break the user's forward for a view
         warn_once(f"autograd-viz: cannot follow a module call ({exc!r}); modules may be missing")
 
 
-def calls_of(sequence_nrs: Iterable[int]) -> list[Calls | None]:
-    """The module calls that made the nodes numbered ``sequence_nrs`` on this thread.
+def _mark(local: _ThreadState, output: Any) -> None:
+    """Mark the nodes of a module call's output tensors as made on this thread."""
+    if isinstance(output, torch.Tensor):
+        values: Iterable[Any] = (output,)
+    elif isinstance(output, tuple | list):
+        values = output
+    elif isinstance(output, dict):
+        values = output.values()
+    else:
+        return
+    for value in values:
+        if isinstance(value, torch.Tensor):
+            fn: Any = value.grad_fn  # torch's stubs type metadata as a method
+            if fn is not None:
+                fn.metadata[_THREAD_KEY] = local
 
-    ``None`` for a number older than what this thread noted (made before the
-    bridge was armed or after it was disarmed, long ago, or on another thread).
+
+def calls_of(nodes: Sequence[TorchNode]) -> list[Calls | None]:
+    """The module calls that made each of ``nodes``, given in the graph walk's order
+    (a node after the node that found it); on the thread that calls backward.
+
+    A node made on another thread is looked up in that thread's changes (Note
+    [Nodes made on another thread]). ``None`` for a node made where no module
+    call was followed (before the bridge was armed or after it was disarmed,
+    or long ago), and for leaves and a ``GraphRoot``.
     """
-    local = _local()
-    starts, stacks = local.starts, local.stacks
+    caller = _local()
+    if not _several:
+        return [
+            _lookup(caller, n.sequence_nr) if n.fn is not None and n.variable is None else None
+            for n in nodes
+        ]
+    made_by: dict[int, _ThreadState] = {}  # id(node) -> the thread state its parent gave it
     out: list[Calls | None] = []
-    for seq in sequence_nrs:
-        i = bisect.bisect_right(starts, seq) - 1
-        out.append(stacks[i] if i >= 0 else local.before)
+    for node in nodes:
+        fn = node.fn
+        if fn is None or node.variable is not None:
+            out.append(None)
+            continue
+        seq = node.sequence_nr
+        state = fn.metadata.get(_THREAD_KEY)
+        if not isinstance(state, _ThreadState):
+            state = made_by.get(id(node), caller)
+        out.append(_lookup(state, seq))
+        for edge in node.next_edges:
+            if edge is not None and edge[0].sequence_nr < seq:
+                made_by.setdefault(id(edge[0]), state)
     return out
+
+
+def _lookup(local: _ThreadState, seq: int) -> Calls | None:
+    i = bisect.bisect_right(local.starts, seq) - 1
+    return local.stacks[i] if i >= 0 else local.before
 
 
 class GraphModules:
