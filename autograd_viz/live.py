@@ -48,10 +48,11 @@ from autograd_viz.sources.script import ScriptFailedError, check_script, run_scr
 from autograd_viz.trace import DEFAULT_MAX_VALUES, Trace, TraceEvent
 from autograd_viz.trace.replay import ExecutionState
 from autograd_viz.trace.stream import forget_before
+from autograd_viz.trace.summary import TensorSummary
 from engine import events
 from engine.activity import ACTIVITY
 from engine.calls import CALLS
-from engine.events import Event, TensorSummary
+from engine.events import Event
 
 LIVE_THREAD = "autograd-viz-live"
 """The name of the thread a live session runs its target in."""

@@ -30,8 +30,8 @@ from typing import Any
 
 from autograd_viz.live import thread_name
 from autograd_viz.trace import Trace, TraceEvent
+from autograd_viz.trace.summary import TensorSummary
 from autograd_viz.trace.text import printable
-from engine.events import TensorSummary
 
 PROCESS_ID = 1
 """The one process every lane belongs to."""

@@ -45,8 +45,8 @@ from rich.console import Console
 from rich.table import Table
 
 import autograd_viz
+from autograd_viz.trace.summary import TensorSummary
 from benchmarks.torch_floor import FloorWatcher, floor, floor_with_records
-from engine.events import TensorSummary
 
 Build = Callable[[], torch.Tensor]
 

@@ -32,7 +32,7 @@ from autograd_viz.sources.pytorch.saved import saved_names
 from autograd_viz.sources.pytorch.summary import dtype_name
 from autograd_viz.trace import TraceEvent
 from autograd_viz.trace.records import new_node_info
-from engine.events import TensorSummary, slot_twin
+from autograd_viz.trace.summary import TensorSummary, slot_twin
 
 _clock = time.perf_counter_ns
 
@@ -301,7 +301,7 @@ class RecordsFloorWatcher(FloorWatcher):
     The replayed order and the buffer sums are checked against what PyTorch
     does; each event is a trace's :class:`~autograd_viz.trace.TraceEvent`
     with its data as a dict, each summary a
-    :class:`~engine.events.TensorSummary` and each node of the graph a
+    :class:`~autograd_viz.trace.summary.TensorSummary` and each node of the graph a
     :class:`~autograd_viz.trace.NodeInfo`. Still no leaf names, no events
     API, no errors handled, one thread.
     """

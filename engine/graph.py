@@ -46,6 +46,7 @@ __all__ = [
     "RemovableHandle",
     "add_hook",
     "new_hook_dict",
+    "new_node_id",
     "next_sequence_nr",
     "restart_sequence_nr",
     "shared_metadata",
@@ -53,6 +54,16 @@ __all__ = [
 
 
 _node_ids = itertools.count(1)
+
+
+def new_node_id() -> int:
+    """An id no other node of this process has, ours or a watched engine's.
+
+    Events name nodes by id; a source that watches another engine (the
+    PyTorch bridge) numbers its nodes from here so that they never share one
+    with ours.
+    """
+    return next(_node_ids)
 
 
 _sequence = threading.local()

@@ -37,9 +37,19 @@ __all__ = [
     "accumulate_into",
     "add_into",
     "buffer_device",
+    "new_graph_task_id",
 ]
 
 _graph_task_ids = itertools.count(1)
+
+
+def new_graph_task_id() -> int:
+    """An id no other graph task of this process has, ours or a watched engine's.
+
+    Events name their graph task by id; a source that watches another engine
+    numbers its backward calls from here so that they never share one with ours.
+    """
+    return next(_graph_task_ids)
 
 
 InputBuffer: TypeAlias = list[Any]

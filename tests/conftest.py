@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 import engine
+from autograd_viz.sources.summaries import resolve_summaries
 from engine import anomaly, events
 
 GPU_SKIP = "needs CuPy and an NVIDIA GPU"
@@ -52,7 +53,7 @@ def recorded() -> Iterator[list[events.Event]]:
     lock = threading.Lock()
 
     def listener(event: events.Event) -> None:
-        events.resolve_summaries(event)  # the arrays are gone once backward returns
+        resolve_summaries(event)  # into each lazy summary's .summary: the arrays go
         with lock:
             seen.append(event)
 

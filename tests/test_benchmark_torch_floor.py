@@ -11,10 +11,10 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import autograd_viz  # noqa: E402
+from autograd_viz.trace.summary import TensorSummary  # noqa: E402
 from benchmarks import torch_bridge  # noqa: E402
 from benchmarks.torch_bridge import gru, mlp, nodes_of  # noqa: E402
 from benchmarks.torch_floor import FloorWatcher, RecordsFloorWatcher  # noqa: E402
-from engine.events import TensorSummary  # noqa: E402
 
 
 def _grads(build: Any) -> tuple[Any, list[Any]]:

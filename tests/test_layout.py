@@ -3,7 +3,10 @@
 ``cli → tui → draw, nan, timeline → live → sources → trace → engine``: a room
 may import from rooms below it, never from a room above or beside it, and
 ``engine`` imports nothing of ``autograd_viz``. Imports inside functions count
-too: a lazy import is still a dependency.
+too: a lazy import is still a dependency. ``trace`` is plain data: it loads,
+replays and validates with no engine, so it imports nothing of ``engine``
+but the scheduler's order, which replay shares with the engine; and what ``autograd_viz`` takes from ``engine`` is public (no name or
+module that starts with an underscore).
 """
 
 from __future__ import annotations
@@ -29,6 +32,14 @@ RANKS = {
     "autograd_viz": 7,  # the package's own __init__ and __main__: the public facade
 }
 """A room may import rooms of a strictly lower rank (or itself)."""
+
+APART = {("trace", "engine")}
+"""``(room, lower room)``: a room that may not import that one although it is lower."""
+
+ALLOWED_APART = {("trace", "engine.scheduler")}
+"""Modules a room of :data:`APART` may import all the same. Replay rebuilds the ready
+queues with the engine's own scheduler (its order written once); that module needs
+nothing but the standard library."""
 
 
 def room_of(module: str) -> str | None:
@@ -86,9 +97,33 @@ def violations() -> list[str]:
                 continue
             if there not in RANKS:
                 bad.append(f"{path.relative_to(ROOT)}:{line} imports {target}: not a room")
-            elif RANKS[there] >= RANKS[here]:
+            elif RANKS[there] >= RANKS[here] or (
+                (here, there) in APART and (here, target) not in ALLOWED_APART
+            ):
                 bad.append(f"{path.relative_to(ROOT)}:{line} ({here}) imports {target} ({there})")
     return bad
+
+
+def private_engine_names(source: str) -> list[tuple[int, str]]:
+    """What ``source`` takes from ``engine`` that is private (``engine._x``, ``from engine
+    import _y``), with the line it is on."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            modules = [alias.name for alias in node.names]
+            names: list[str] = []
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            modules = [node.module or ""]
+            names = [alias.name for alias in node.names]
+        else:
+            continue
+        for module in modules:
+            if module.split(".")[0] == "engine":
+                parts = (*module.split("."), *names)
+                found += [
+                    (node.lineno, p) for p in parts if p.startswith("_") and p != "__version__"
+                ]
+    return found
 
 
 def test_every_module_belongs_to_a_room_and_imports_only_rooms_below_it() -> None:
@@ -101,10 +136,34 @@ def test_the_engine_never_imports_autograd_viz() -> None:
             assert not target.startswith("autograd_viz"), f"{path}:{line} imports {target}"
 
 
+def test_autograd_viz_takes_only_public_names_from_the_engine() -> None:
+    found = [
+        f"{path.relative_to(ROOT)}:{line} takes {name}"
+        for path in sorted((ROOT / "autograd_viz").rglob("*.py"))
+        for line, name in private_engine_names(path.read_text(encoding="utf-8"))
+    ]
+    assert found == []
+
+
+@pytest.mark.parametrize(
+    ("source", "name"),
+    [
+        ("from engine.graph_task import _graph_task_ids", "_graph_task_ids"),
+        ("from engine.events import HUB, _thread_name", "_thread_name"),
+        ("from engine.ops import _core", "_core"),
+        ("def f():\n    import engine._context", "_context"),
+    ],
+)
+def test_the_private_name_check_catches_one(source: str, name: str) -> None:
+    assert [found for _, found in private_engine_names(source)] == [name]
+    assert private_engine_names("import engine\nfrom engine.events import HUB, Event") == []
+
+
 @pytest.mark.parametrize(
     ("room", "source", "target"),
     [
         ("engine", "engine/engine.py", "autograd_viz.trace"),
+        ("trace", "autograd_viz/trace/replay.py", "engine.events"),
         ("trace", "autograd_viz/trace/records.py", "autograd_viz.sources.recorder"),
         ("sources", "autograd_viz/sources/recorder.py", "autograd_viz.live"),
         ("draw", "autograd_viz/draw/dot.py", "autograd_viz.nan.report"),

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from autograd_viz.nan.report import Finding, NanReport
-    from engine.events import TensorSummary
+    from autograd_viz.trace.summary import TensorSummary
 
 _LISTED = 8
 """How many other findings the report lists before it only counts them."""

@@ -37,10 +37,11 @@ class Step:
 
 
 def _resolve(value: Any) -> Any:
+    from autograd_viz.sources.summaries import resolve
     from engine.events import LazySummary
 
     if isinstance(value, LazySummary):
-        return value.resolve()
+        return resolve(value)
     if isinstance(value, list | tuple):
         return type(value)(_resolve(v) for v in value)
     return value

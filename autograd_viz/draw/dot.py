@@ -72,8 +72,8 @@ from autograd_viz.trace.replay import ExecutionState
 from engine.graph import UINT64_MAX
 
 if TYPE_CHECKING:
+    from autograd_viz.trace.summary import TensorSummary
     from engine import Tensor
-    from engine.events import TensorSummary
 
 FORMATS = {".dot": "dot", ".gv": "dot", ".svg": "svg", ".png": "png", ".pdf": "pdf"}
 """Output suffixes :func:`save` understands, and the Graphviz format of each."""

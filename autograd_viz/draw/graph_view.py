@@ -34,8 +34,8 @@ from autograd_viz.trace.replay import ExecutionState, NodeState, NodeStatus
 if TYPE_CHECKING:
     from autograd_viz.draw.boxes import ModuleBox
     from autograd_viz.draw.showing import Cluster
+    from autograd_viz.trace.summary import TensorSummary
     from engine import Tensor
-    from engine.events import TensorSummary
 
 
 @dataclass(frozen=True, slots=True)

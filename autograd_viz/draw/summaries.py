@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from autograd_viz.draw.graph_view import GraphView, ViewEdge, ViewNode
 from autograd_viz.draw.modules import FoldGroup, ModuleTree
 from autograd_viz.trace.replay import NodeStatus
-from engine.events import TensorSummary
+from autograd_viz.trace.summary import TensorSummary
 from engine.graph import UINT64_MAX
 
 _NO_SEQUENCE_NRS = (UINT64_MAX, UINT64_MAX)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-from engine.events import TensorSummary
+from autograd_viz.trace.summary import TensorSummary
 
 Label = Callable[[int | None, str | None], str]
 """Names a node for a reader: ``label(node_id, fallback_name)``."""

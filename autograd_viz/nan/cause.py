@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.events import TensorSummary
+from autograd_viz.trace.summary import TensorSummary
 
 LOG_OF_ZERO = "log of 0"
 LOG_OF_NEGATIVE = "log of a negative number"

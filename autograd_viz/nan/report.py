@@ -42,8 +42,8 @@ from dataclasses import dataclass
 import engine
 from autograd_viz.nan import cause as nan_cause
 from autograd_viz.trace import GraphTaskInfo, Trace, TraceEvent
+from autograd_viz.trace.summary import TensorSummary
 from engine.anomaly import op_name
-from engine.events import TensorSummary
 
 Summaries = tuple[TensorSummary | None, ...]
 

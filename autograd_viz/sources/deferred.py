@@ -8,7 +8,7 @@ summary (widen to float64, sum, sum of squares, minimum, maximum) cost far
 more in call overhead than in arithmetic, several times what the node that
 made the gradient cost. So :func:`defer` copies the values into the next
 row of a block kept for arrays of that length and dtype, and returns a
-:class:`DeferredSummary`: a :class:`~engine.events.TensorSummary` whose
+:class:`DeferredSummary`: a :class:`~autograd_viz.trace.summary.TensorSummary` whose
 statistics are computed the first time one of them is read, or by
 :func:`settle_waiting` for a whole block at once, five NumPy calls for all
 its rows. A block is settled when it is full, and every block when a
@@ -23,7 +23,7 @@ not depend on when, or beside which others, it was settled, and
 
 Settled, a summary becomes a plain ``TensorSummary``: its numbers are stored
 in the slots the two classes share and its class is switched (Note
-[Building frozen records] in ``engine/events.py``). Until then its ``values``
+[Building frozen records] in ``trace/summary.py``). Until then its ``values``
 slot holds where its row is, which no reader sees: every statistic of a
 ``DeferredSummary`` is read through a property that settles it first. Rows
 are written, read and reused only under one lock, so a summary read on one
@@ -38,8 +38,8 @@ from typing import Any
 
 import numpy as np
 
-from engine import events
-from engine.events import TensorSummary
+from autograd_viz.sources.summaries import summarize
+from autograd_viz.trace.summary import TensorSummary
 
 _FIELDS = ("min", "max", "mean", "norm", "nan_count", "inf_count", "values")
 _SLOTS = {name: TensorSummary.__dict__[name] for name in (*_FIELDS, "shape", "dtype", "device")}
@@ -87,7 +87,7 @@ def _unsettled(shape: tuple[int, ...], dtype: str, device: str) -> Any:
 
 
 class DeferredSummary(TensorSummary):
-    """A :class:`~engine.events.TensorSummary` of a float array, its numbers computed later.
+    """A :class:`~autograd_viz.trace.TensorSummary` of a float array, its numbers computed later.
 
     Made by :func:`defer`. Shape, dtype and device are read at once; reading
     any statistic settles it (Note [Deferred summaries]), after which it is a
@@ -261,7 +261,7 @@ def _settle_rows(rows: np.ndarray, summaries: list[Any]) -> None:
             low, high, mean, norm = lows[i], highs[i], means[i], norms[i]
             nan_count = inf_count = 0
         else:  # a NaN or an Inf (or a sum that overflowed): the general path counts them
-            general = events.summarize(rows[i], summary.device)
+            general = summarize(rows[i], summary.device)
             low, high, mean, norm = general.min, general.max, general.mean, general.norm
             nan_count, inf_count = general.nan_count, general.inf_count
         _set_min(summary, low)

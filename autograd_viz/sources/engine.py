@@ -12,8 +12,8 @@ from typing import Any
 
 import engine
 from autograd_viz.sources.modules import number_calls
+from autograd_viz.sources.summaries import summarize
 from autograd_viz.trace.records import GraphTaskInfo, LeafInfo, NodeInfo, Scope, new_node_info
-from engine import events
 from engine.events import Event
 from engine.scopes import node_scope
 
@@ -93,7 +93,7 @@ def node_info(
     device = metadata[0][2]._str if metadata else "cpu"
     saved = (
         tuple(
-            None if s.data is None else events.summarize(s.data, str(s._device), max_values)
+            None if s.data is None else summarize(s.data, str(s._device), max_values)
             for s in node._saved
         )
         if node._saved
@@ -123,9 +123,7 @@ def node_info(
             shape=tuple(variable.shape),
             dtype=str(variable.data.dtype),
             device=str(variable.device),
-            grad=None
-            if grad is None
-            else events.summarize(grad.data, str(grad.device), max_values),
+            grad=None if grad is None else summarize(grad.data, str(grad.device), max_values),
         )
     return new_node_info(  # NodeInfo's fields in order
         node._id,

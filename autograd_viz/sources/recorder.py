@@ -22,6 +22,7 @@ from typing import Any
 
 from autograd_viz.sources.calls import CallSelection
 from autograd_viz.sources.engine import snapshot
+from autograd_viz.sources.summaries import resolve
 from autograd_viz.trace.records import (
     DEFAULT_MAX_VALUES,
     GraphTaskInfo,
@@ -252,7 +253,7 @@ class Recorder:
                 events_.append(_new_trace_event(TraceEvent, (position, *event[:10], data)))
 
     def take_events(self, rows: list[tuple[Any, ...]]) -> None:
-        """Record events a source built as plain rows (Note [Batched events], ``engine/events.py``).
+        """Record events a source built as plain rows (Note [Batched events] in ``batches.py``).
 
         Args:
             rows: each event's fields in :class:`~engine.events.Event`'s
@@ -501,7 +502,7 @@ _DROPPED = {
 
 def _plain(value: Any, max_values: int) -> Any:
     if isinstance(value, LazySummary):
-        return value.resolve(max_values)
+        return resolve(value, max_values)
     if isinstance(value, list | tuple):
         return tuple(_plain(v, max_values) for v in value)
     return value
@@ -535,12 +536,12 @@ def _plain_values(data: Mapping[str, Any], max_values: int) -> dict[str, Any]:
         elif kind is list:  # of summaries, mostly: resolved without a call to _plain
             plain[key] = tuple(
                 [
-                    v.resolve(max_values) if isinstance(v, LazySummary) else _plain(v, max_values)
+                    resolve(v, max_values) if isinstance(v, LazySummary) else _plain(v, max_values)
                     for v in value
                 ]
             )
         elif isinstance(value, LazySummary):
-            plain[key] = value.resolve(max_values)
+            plain[key] = resolve(value, max_values)
         else:
             plain[key] = _plain(value, max_values)
     return plain

@@ -22,6 +22,7 @@ from autograd_viz.trace.records import (
     paused_gc,
 )
 from autograd_viz.trace.replay import ExecutionState, NodeState, NodeStatus
+from autograd_viz.trace.summary import TensorSummary
 
 __all__ = [
     "DEFAULT_MAX_VALUES",
@@ -31,6 +32,7 @@ __all__ = [
     "NodeInfo",
     "NodeState",
     "NodeStatus",
+    "TensorSummary",
     "Trace",
     "TraceEvent",
     "TraceFormatError",

@@ -26,13 +26,11 @@ import math
 from typing import Any
 
 from autograd_viz.trace.records import LeafInfo, NodeInfo, new_node_info
-from engine import events
-from engine.events import TensorSummary
+from autograd_viz.trace.summary import TensorSummary, new_summary
 
 INT_LIMIT = 2**64
 """The bound every integer of a trace file lies within (``schema.read_int``)."""
 
-_new_summary = events._new_summary  # the frozen record's builder (Note [Building frozen records])
 _FLOAT = frozenset({float})
 
 # -- tensor summaries ---------------------------------------------------------------------
@@ -80,7 +78,7 @@ def summary(value: Any) -> TensorSummary | None:
         ):
             return None
         values = tuple(values)
-    return _new_summary(
+    return new_summary(
         tuple(shape), dtype, device, low, high, mean, norm, nan_count, inf_count, values
     )
 

@@ -26,7 +26,7 @@ from autograd_viz.trace import (
 )
 from autograd_viz.trace import schema as s
 from autograd_viz.trace.records import FORMAT, READABLE_VERSIONS
-from engine.events import TensorSummary
+from autograd_viz.trace.summary import TensorSummary
 
 # -- writing ---------------------------------------------------------------------------
 

@@ -3,7 +3,7 @@
 A trace is plain data: one :class:`GraphTaskInfo` per backward call (the
 graph as it was when the call started, one :class:`NodeInfo` per node) and
 one :class:`TraceEvent` per engine step, its tensors as
-:class:`~engine.events.TensorSummary` values. Sources
+:class:`~autograd_viz.trace.summary.TensorSummary` values. Sources
 (:mod:`autograd_viz.sources`) fill it; views read it and never need to know
 which source it came from.
 
@@ -24,9 +24,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-import engine
-from engine import events
-from engine.events import TensorSummary
+from autograd_viz.trace.summary import TensorSummary, slot_twin
+from autograd_viz.version import __version__
 
 if TYPE_CHECKING:
     from autograd_viz.trace.replay import ExecutionState, Replayer
@@ -113,7 +112,7 @@ class NodeInfo:
 Scope = tuple[tuple[str, int], ...]
 """A node's :attr:`NodeInfo.scope`."""
 
-_NodeInfoFields = events.slot_twin(NodeInfo)
+_NodeInfoFields = slot_twin(NodeInfo)
 _new_object = object.__new__
 
 
@@ -205,7 +204,7 @@ class TraceEvent(NamedTuple):
     index: int  # type: ignore[assignment]  # the field shadows tuple.index, on purpose
     """Position in the trace (step ``index + 1`` is the state after this event)."""
     kind: str
-    """One of :data:`engine.events.EVENT_KINDS`."""
+    """One of the event kinds (``schema.EVENT_DATA``'s keys)."""
     seq: int
     """The engine's global event order."""
     t_ns: int
@@ -420,7 +419,7 @@ def new_header(max_values: int) -> dict[str, Any]:
     return {
         "format": FORMAT,
         "version": SCHEMA_VERSION,
-        "engine": engine.__version__,
+        "engine": __version__,
         "max_values": max_values,
         "sources": [],
     }

@@ -23,7 +23,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-from engine.events import TensorSummary
+from autograd_viz.trace.summary import TensorSummary
 from engine.scheduler import WAKE_UP_PRIORITY, ExactQueueEntry, ready_entry, special_entry
 from engine.scheduler import QueueEntry as SchedulerEntry
 

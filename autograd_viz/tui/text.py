@@ -6,8 +6,8 @@ from rich.text import Text
 
 from autograd_viz.trace import NodeInfo, TraceEvent
 from autograd_viz.trace.replay import NodeState, NodeStatus
+from autograd_viz.trace.summary import TensorSummary
 from autograd_viz.trace.text import printable, shorten
-from engine.events import TensorSummary
 from engine.graph import UINT64_MAX
 
 STATUS_GLYPHS: dict[NodeStatus | str, tuple[str, str]] = {

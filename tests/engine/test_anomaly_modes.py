@@ -203,10 +203,10 @@ def test_forward_event_fields(recorded: list[events.Event]) -> None:
     assert data["value"] == "inf" and data["output_index"] == 0
     assert data["born"] and data["raised"]
     assert data["nonfinite_inputs"] == []
-    tensor = data["tensor"].resolve()
+    tensor = data["tensor"].summary
     assert tensor.shape == (2,) and tensor.inf_count == 1 and tensor.nan_count == 0
     (given,) = data["inputs"]
-    assert given.resolve().values is None and given.resolve().min == 0.0
+    assert given.summary.values is None and given.summary.min == 0.0
     assert "x.log()  # the line" in "".join(data["traceback"])
 
 

@@ -15,8 +15,8 @@ import engine
 from autograd_viz.sources.recorder import record
 from autograd_viz.trace import Trace
 from autograd_viz.trace.replay import ExecutionState, Frame, NodeStatus, Replayer
+from autograd_viz.trace.summary import TensorSummary
 from engine.engine import MAX_RECURSION_DEPTH
-from engine.events import TensorSummary
 from tests.graphs import FailsInBackward, Reentrant
 
 MAX_VALUES = 1024

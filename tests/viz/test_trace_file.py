@@ -753,3 +753,8 @@ def test_hostile_module_paths_are_kept_as_they_are(tmp_path: Path) -> None:
     assert sorted(info.modules) == sorted(names)
     assert all(info.modules[path] == path for path in info.modules)
     assert loaded == trace
+
+
+def test_the_schema_reads_every_kind_of_event_the_engine_emits() -> None:
+    # trace/ does not import the engine (it is plain data), so the two lists meet here.
+    assert set(EVENT_DATA) == EVENT_KINDS

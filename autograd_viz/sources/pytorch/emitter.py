@@ -7,9 +7,10 @@ from typing import Any
 
 import torch
 
+from autograd_viz.sources.batches import batch_max_values, hand_over
 from autograd_viz.sources.pytorch.graph import TorchNode
 from autograd_viz.sources.pytorch.summary import resolved_summary, summaries_of, summary_of
-from engine.events import HUB, _current_thread_name, _thread_name
+from engine.events import HUB, thread_name
 
 
 class Emitter:
@@ -30,13 +31,10 @@ class Emitter:
         self.graph_task = graph_task
         self.listeners = HUB.listeners
         """The listeners rows are built for."""
-        self.max_values = HUB.batch_max_values
+        self.max_values = batch_max_values(self.listeners)
         """The ``max_values`` rows are built with; ``None`` when emitting one by one."""
         self.rows: list[tuple[Any, ...]] = []
-        try:
-            self.thread: str = _thread_name.name
-        except AttributeError:
-            self.thread = _current_thread_name()
+        self.thread = thread_name()
         """Where every node of the graph task runs (Note [Device threads] in ``arming.py``)."""
 
     def __call__(self, kind: str, node: TorchNode | None, data: dict[str, Any]) -> None:
@@ -68,7 +66,7 @@ class Emitter:
         rows = self.rows
         if rows:
             self.rows = []
-            HUB.take_events(rows, self.listeners)
+            hand_over(rows, self.listeners)
 
     def summary(self, tensor: torch.Tensor | None) -> Any:
         """A summary for an event: lazy one by one, resolved in rows."""

@@ -96,8 +96,9 @@ from autograd_viz.sources.pytorch.origins import (
 )
 from autograd_viz.sources.pytorch.saved import saved_summaries
 from autograd_viz.sources.pytorch.summary import TorchSummary, summarize_tensor
+from autograd_viz.trace.summary import TensorSummary
 from engine.activity import ACTIVITY
-from engine.events import HUB, Event, TensorSummary
+from engine.events import HUB, Event
 
 _BACKWARD_CALLS = frozenset({torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad})
 _NO_KINDS: frozenset[str] = frozenset()

@@ -30,8 +30,8 @@ from autograd_viz.sources.pytorch.summary import (
 )
 from autograd_viz.trace import GraphTaskInfo, LeafInfo, NodeInfo
 from autograd_viz.trace.records import Scope, new_node_info
-from engine.events import TensorSummary
-from engine.graph import _node_ids
+from autograd_viz.trace.summary import TensorSummary
+from engine.graph import new_node_id
 from engine.scheduler import ExecInfo, compute_dependencies, init_to_execute, should_execute
 
 ACCUMULATE_GRAD = "AccumulateGrad"
@@ -57,7 +57,7 @@ def node_id(fn: Any) -> int:
     metadata = fn.metadata
     nid = metadata.get(_ID_KEY)
     if nid is None:
-        nid = metadata[_ID_KEY] = next(_node_ids)
+        nid = metadata[_ID_KEY] = new_node_id()
     return int(nid)
 
 
@@ -94,7 +94,7 @@ class TorchNode:
     def __init__(self, fn: Any, name: str, sequence_nr: int, device: str) -> None:
         self.fn = fn
         """The PyTorch node (``None`` for a ``GraphRoot``)."""
-        self._id = next(_node_ids) if fn is None else node_id(fn)
+        self._id = new_node_id() if fn is None else node_id(fn)
         self._name = name
         self.sequence_nr = sequence_nr
         """PyTorch's ``_sequence_nr()``; 2**64-1 for ``AccumulateGrad``."""

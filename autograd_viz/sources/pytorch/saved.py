@@ -25,7 +25,7 @@ from typing import Any
 import torch
 
 from autograd_viz.sources.pytorch.summary import has_values, summarize_tensor
-from engine.events import TensorSummary
+from autograd_viz.trace.summary import TensorSummary
 
 _FIRST = ("_raw_saved_self", "_raw_saved_other", "_raw_saved_result")
 """Named first, as the NaN report lists them; the rest alphabetically."""

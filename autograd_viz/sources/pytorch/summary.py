@@ -1,7 +1,7 @@
 """Tensor summaries of PyTorch tensors, taken without holding the tensor.
 
 The engine's :class:`~engine.events.LazySummary` holds a weak reference to a
-NumPy array; :class:`TorchSummary` is the same contract for a ``torch.Tensor``
+NumPy array; :class:`TorchSummary` is one for a ``torch.Tensor``, which resolves itself
 (tensors support weak references). Listeners resolve summaries inside their
 callback, while PyTorch still holds the gradient; a weak reference never keeps
 a gradient alive, so ``AccumulateGrad`` still steals the buffer it would steal
@@ -21,8 +21,9 @@ import torch
 
 from autograd_viz.sources.deferred import DeferredSummary, defer
 from autograd_viz.sources.pytorch.host_view import FreedStorageError, host_view
-from engine import events
-from engine.events import LazySummary, TensorSummary
+from autograd_viz.sources.summaries import summarize
+from autograd_viz.trace.summary import TensorSummary
+from engine.events import LazySummary
 
 _DTYPE_NAMES: dict[torch.dtype, str] = {}
 _MAX_INDEX = sys.maxsize
@@ -44,9 +45,9 @@ LARGE = 1 << 14
 
 
 def summarize_tensor(tensor: torch.Tensor, device: str, max_values: int = 0) -> TensorSummary:
-    """The :class:`~engine.events.TensorSummary` of a tensor, computed now.
+    """The :class:`~autograd_viz.trace.summary.TensorSummary` of a tensor, computed now.
 
-    Small tensors are summarized by :func:`engine.events.summarize` on a NumPy
+    Small tensors are summarized by :func:`autograd_viz.sources.summaries.summarize` on a NumPy
     view (a host copy for a device tensor), so NaN and Inf are counted the
     same way as for our engine. Mid-size floating-point tensors are copied
     and summarized later, many at once (Note [Deferred summaries] in
@@ -217,14 +218,15 @@ def _summarize_values(
         array = values.resolve_conj().resolve_neg().numpy()
     if count > _SMALL and count > max_values and array.dtype.kind == "f":
         return defer(array, shape, dtype, device)  # Note [Deferred summaries]
-    summary = events.summarize(array, device, max_values)
+    summary = summarize(array, device, max_values)
     if summary.dtype != dtype:
         summary = dataclasses.replace(summary, dtype=dtype)
     return summary
 
 
 _SMALL = 64
-"""Up to this many elements :func:`engine.events.summarize` is fastest (and remembers)."""
+"""Up to this many elements :func:`~autograd_viz.sources.summaries.summarize` is fastest
+(and remembers)."""
 
 
 _FLOATS = frozenset({torch.float16, torch.float32, torch.float64})
@@ -289,7 +291,7 @@ class TorchSummary(LazySummary):
         if device is None:
             device = "cpu" if tensor.is_cpu else str(tensor.device)
         self.device = device
-        self._summary = None
+        self.summary = None
         self._covers = -1  # the largest max_values the summary answers as it is; none yet
         self._ref: Any = weakref.ref(tensor)
         self._strong = None
@@ -297,10 +299,10 @@ class TorchSummary(LazySummary):
     def resolve(self, max_values: int = 0) -> TensorSummary:
         """The summary; only shape, dtype and device if the tensor is already gone."""
         if max_values <= self._covers:
-            return self._summary  # type: ignore[return-value]  # it holds everything asked for
+            return self.summary  # it holds everything asked for
         tensor = self._ref()
         if tensor is None:
-            return self._summary or TensorSummary(self.shape, self.dtype, self.device)
+            return self.summary or TensorSummary(self.shape, self.dtype, self.device)
         key = None
         if type(tensor) is _Tensor and tensor.layout is _STRIDED and tensor.numel() >= LARGE:
             # See Note [One summary per memory]
@@ -310,15 +312,15 @@ class TorchSummary(LazySummary):
                 made, version = twin
                 source = made._ref()
                 if source is not None and source._version == version:
-                    shared = made._summary
-                    if shared.shape != self.shape:  # type: ignore[union-attr]
-                        shared = dataclasses.replace(shared, shape=self.shape)  # type: ignore[type-var]
+                    shared = made.summary
+                    if shared.shape != self.shape:
+                        shared = dataclasses.replace(shared, shape=self.shape)
                     self._covers = made._covers
-                    self._summary = shared
+                    self.summary = shared
                     # This tensor now vouches for the memory: the first may die first.
                     _SAME_MEMORY[key] = (self, tensor._version)
-                    return shared  # type: ignore[return-value]
-        summary = self._summary = summarize_tensor(tensor, self.device, max_values)
+                    return shared
+        summary = self.summary = summarize_tensor(tensor, self.device, max_values)
         # Asked again with a smaller max_values, the answer is the same summary; with a
         # larger one too, unless it would keep values this one has not.
         # (A deferred summary keeps no values, and reading them would settle it.)
@@ -416,7 +418,7 @@ _RESOLVED: dict[int, tuple[Any, int, int, TensorSummary]] = {}
 def resolved_summary(tensor: torch.Tensor, max_values: int) -> TensorSummary:
     """The summary of ``tensor`` computed now, as ``summary_of(tensor).resolve(max_values)``.
 
-    For events built as rows (Note [Batched events] in ``engine/events.py``),
+    For events built as rows (Note [Batched events] in ``sources/batches.py``),
     which need the numbers at once: no lazy summary in between, and the same
     summary for the same unchanged tensor (Note [One summary per gradient]).
     Large tensors go through :class:`TorchSummary`, which shares summaries

@@ -31,7 +31,7 @@ from autograd_viz.sources.pytorch.hooks import (
     UserHook,
 )
 from engine.events import HUB
-from engine.graph_task import _graph_task_ids
+from engine.graph_task import new_graph_task_id
 
 # Note [Whose hook fires]
 # ~~~~~~~~~~~~~~~~~~~~~~~~
@@ -77,7 +77,7 @@ class GraphTaskWatch:
         self, plan: GraphPlan, keep_graph: bool, create_graph: bool, copies: bool = True
     ) -> None:
         parent = current_watch()
-        self.id = next(_graph_task_ids)
+        self.id = new_graph_task_id()
         """Our graph task id (from our engine's counter: ids never collide)."""
         self.plan = plan
         self.keep_graph = keep_graph

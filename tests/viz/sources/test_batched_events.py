@@ -10,6 +10,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from autograd_viz.sources.batches import batch_max_values  # noqa: E402
 from autograd_viz.sources.pytorch import name  # noqa: E402
 from autograd_viz.sources.pytorch.bookkeeping import DerivedMismatchWarning  # noqa: E402
 from autograd_viz.sources.recorder import Recorder, record  # noqa: E402
@@ -39,17 +40,19 @@ PROGRAMS: dict[str, Program] = {
 
 def test_the_hub_batches_only_when_every_listener_is_a_recorder_with_one_max_values() -> None:
     first, second, other = Recorder(16), Recorder(16), Recorder(4)
-    assert HUB.batch_max_values is None
+    assert batch_max_values(HUB.listeners) is None
     with events.listen(first):
-        assert HUB.batch_max_values == 16
+        assert batch_max_values(HUB.listeners) == 16
         with events.listen(second):
-            assert HUB.batch_max_values == 16
+            assert batch_max_values(HUB.listeners) == 16
         with events.listen(other):
-            assert HUB.batch_max_values is None  # two max_values: one by one
+            assert batch_max_values(HUB.listeners) is None  # two max_values: one by one
         with events.listen(lambda event: None):
-            assert HUB.batch_max_values is None  # a listener that wants every event as it comes
-        assert HUB.batch_max_values == 16
-    assert HUB.batch_max_values is None
+            assert (
+                batch_max_values(HUB.listeners) is None
+            )  # a listener that wants every event as it comes
+        assert batch_max_values(HUB.listeners) == 16
+    assert batch_max_values(HUB.listeners) is None
 
 
 def _recorded(program: Program, listener: Any = None) -> tuple[Trace, Any]:
@@ -63,7 +66,7 @@ def _recorded(program: Program, listener: Any = None) -> tuple[Trace, Any]:
             record() as trace,
             events.listen(listener) if listener is not None else contextlib.nullcontext(),
         ):
-            batched = HUB.batch_max_values
+            batched = batch_max_values(HUB.listeners)
             result = backward()
     assert (batched is None) == (listener is not None)
     return trace, result
@@ -240,7 +243,7 @@ def test_backward_calls_on_two_threads_are_recorded_whole_and_in_order() -> None
             errors.append(exc)
 
     with record() as trace:
-        assert HUB.batch_max_values is not None
+        assert batch_max_values(HUB.listeners) is not None
         threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
         for thread in threads:
             thread.start()
@@ -268,7 +271,7 @@ def test_a_failing_backward_recorded_in_batches_keeps_its_error_and_end() -> Non
     x = torch.randn(3, requires_grad=True)
     loss = (Fails.apply(x * 2) * 3).sum()
     with record() as trace, pytest.raises(ValueError, match="no gradient today"):
-        assert HUB.batch_max_values is not None
+        assert batch_max_values(HUB.listeners) is not None
         loss.backward()
     kinds = [e.kind for e in trace.events]
     assert kinds[0] == "graph_task_start" and kinds[-2:] == ["error", "graph_task_end"]

@@ -13,8 +13,8 @@ import pytest
 
 from autograd_viz.sources import deferred
 from autograd_viz.sources.deferred import DeferredSummary, defer, float_summary, settle_waiting
-from engine import events
-from engine.events import TensorSummary
+from autograd_viz.sources.summaries import summarize
+from autograd_viz.trace.summary import TensorSummary
 
 LENGTHS = [65, 96, 127, 128, 129, 256, 1000, 3072, 8191, 8192, 8193, 16383]
 
@@ -80,7 +80,7 @@ def test_nan_and_inf_are_counted_as_the_engine_counts_them(bad: str) -> None:
         array[[3, 50]] = float(bad)
     summary = defer(array, (200,), str(array.dtype), "cpu")
     settle_waiting()
-    engine = events.summarize(array, "cpu")
+    engine = summarize(array, "cpu")
     assert (summary.nan_count, summary.inf_count) == (engine.nan_count, engine.inf_count)
     for name in ("min", "max", "mean", "norm"):
         ours, theirs = getattr(summary, name), getattr(engine, name)
