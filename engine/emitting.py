@@ -23,9 +23,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "TLS",
-    "EventEmission",
     "any_defined",
     "emit",
+    "emit_enqueue",
+    "emit_graph_task_end",
+    "emit_graph_task_start",
     "emit_hook",
     "summaries_of",
     "summary_of",
@@ -70,74 +72,75 @@ def any_defined(grads: list[Any]) -> bool:
     return False
 
 
-class EventEmission:
-    """The engine's events that take more than one line to build."""
-
-    def _emit_enqueue(self, queue: ReadyQueue, task: NodeTask, reason: str) -> None:
-        # The event comes first so that listeners see enqueue before the node starts on
-        # another thread. If a listener cancels, the task is still queued (no task is lost)
-        # before the exception goes on.
-        base, fn, _ = task
-        assert base is not None
-        try:
-            emit(
-                "enqueue",
-                base,
-                fn,
-                queue=str(queue.device),
-                queue_owner=f"graph_task {base.id}" if queue.device is CPU else "device",
-                reason=reason,
-                queue_length=len(queue) + 1,
-            )
-        except BaseException:
-            queue.push(task)
-            raise
-
-    def _emit_graph_task_start(
-        self,
-        graph_task: GraphTask,
-        graph_root: Node,
-        roots: Sequence[Edge],
-        inputs: Sequence[Tensor | None],
-        outputs: Sequence[Edge],
-    ) -> None:
-        needed = None
-        if graph_task.exec_info:
-            needed = sorted(n._id for n, info in graph_task.exec_info.items() if info.needed)
-        captures = None
-        if graph_task.exec_info:
-            captures = sorted(
-                (n._id, inp, out)
-                for n, info in graph_task.exec_info.items()
-                if info.captures
-                for inp, out in info.captures
-            )
+def emit_enqueue(queue: ReadyQueue, task: NodeTask, reason: str) -> None:
+    """``task`` is pushed onto ``queue`` for ``reason`` (``root``, ``ready``, ``wake-up``)."""
+    # The event comes first so that listeners see enqueue before the node starts on
+    # another thread. If a listener cancels, the task is still queued (no task is lost)
+    # before the exception goes on.
+    base, fn, _ = task
+    assert base is not None
+    try:
         emit(
-            "graph_task_start",
-            graph_task,
-            graph_root,
-            graph_root=weakref.ref(graph_root),
-            roots=[(e.function._id, e.function.name(), e.input_nr) for e in roots],
-            root_grads=[summary_of(g) for g in inputs],
-            dependencies={n._id: c for n, c in graph_task.dependencies.items()},
-            needed=needed,
-            captures=captures,
-            outputs=[(e.function._id, e.input_nr) for e in outputs],
-            keep_graph=graph_task.keep_graph,
-            create_graph=graph_task.grad_mode,
-            reentrant_depth=graph_task.reentrant_depth,
-            parent_graph_task=graph_task.parent_id,
+            "enqueue",
+            base,
+            fn,
+            queue=str(queue.device),
+            queue_owner=f"graph_task {base.id}" if queue.device is CPU else "device",
+            reason=reason,
+            queue_length=len(queue) + 1,
         )
+    except BaseException:
+        queue.push(task)
+        raise
 
-    def _emit_graph_task_end(self, graph_task: GraphTask) -> None:
-        if not HUB.active:
-            return
-        err = graph_task.error
-        emit(
-            "graph_task_end",
-            graph_task,
-            status="ok" if err is None else "error",
-            exc_type=None if err is None else type(err).__name__,
-            message=None if err is None else str(err),
-            captured=[summary_of(g) for g in graph_task.captured_vars],
+
+def emit_graph_task_start(
+    graph_task: GraphTask,
+    graph_root: Node,
+    roots: Sequence[Edge],
+    inputs: Sequence[Tensor | None],
+    outputs: Sequence[Edge],
+) -> None:
+    """A graph task starts: its roots, dependency counts and pruning."""
+    needed = None
+    if graph_task.exec_info:
+        needed = sorted(n._id for n, info in graph_task.exec_info.items() if info.needed)
+    captures = None
+    if graph_task.exec_info:
+        captures = sorted(
+            (n._id, inp, out)
+            for n, info in graph_task.exec_info.items()
+            if info.captures
+            for inp, out in info.captures
         )
+    emit(
+        "graph_task_start",
+        graph_task,
+        graph_root,
+        graph_root=weakref.ref(graph_root),
+        roots=[(e.function._id, e.function.name(), e.input_nr) for e in roots],
+        root_grads=[summary_of(g) for g in inputs],
+        dependencies={n._id: c for n, c in graph_task.dependencies.items()},
+        needed=needed,
+        captures=captures,
+        outputs=[(e.function._id, e.input_nr) for e in outputs],
+        keep_graph=graph_task.keep_graph,
+        create_graph=graph_task.grad_mode,
+        reentrant_depth=graph_task.reentrant_depth,
+        parent_graph_task=graph_task.parent_id,
+    )
+
+
+def emit_graph_task_end(graph_task: GraphTask) -> None:
+    """A graph task ends, with its status and its captured gradients (if anyone listens)."""
+    if not HUB.active:
+        return
+    err = graph_task.error
+    emit(
+        "graph_task_end",
+        graph_task,
+        status="ok" if err is None else "error",
+        exc_type=None if err is None else type(err).__name__,
+        message=None if err is None else str(err),
+        captured=[summary_of(g) for g in graph_task.captured_vars],
+    )

@@ -17,15 +17,22 @@ Every step emits an event when a listener is subscribed (``events.HUB``).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from typing import Any
 
 from engine import _context, anomaly, grad_mode
 from engine.activity import ACTIVITY
 from engine.calls import CALLS
-from engine.completion import DONE, Completion
+from engine.completion import DONE, complete, push, task_done, thread_on_exception
 from engine.devices import CPU
-from engine.emitting import EventEmission, emit, summaries_of, summary_of
+from engine.emitting import (
+    emit,
+    emit_enqueue,
+    emit_graph_task_start,
+    summaries_of,
+    summary_of,
+)
 from engine.events import HUB, LazySummary
 from engine.graph import Edge, GraphRoot, Node
 from engine.graph_task import (
@@ -39,7 +46,7 @@ from engine.graph_task import (
     add_into,
     buffer_device,
 )
-from engine.node_steps import NodeSteps
+from engine.node_steps import call_function, call_tensor_pre_hooks, capture, check_values
 from engine.scheduler import arrive, compute_dependencies, init_to_execute
 from engine.tensor import Tensor, make_tensor
 from engine.validation import (
@@ -56,8 +63,31 @@ MAX_RECURSION_DEPTH = 60
 TLS = _context.TLS
 
 
-class Engine(WorkerThreads, NodeSteps, Completion, EventEmission):
-    """Runs backward graphs. One process-wide instance: :func:`get_default_engine`."""
+class Engine:
+    """Runs backward graphs. One process-wide instance: :func:`get_default_engine`.
+
+    It owns its threads (:class:`~engine.workers.WorkerThreads`: one per
+    non-CPU device, and the reentrant pool), which run :meth:`thread_main`.
+    What happens around a node (hooks, captures, checks), how a graph task
+    ends and how events are built are plain functions of the graph task, in
+    :mod:`engine.node_steps`, :mod:`engine.completion` and
+    :mod:`engine.emitting`; the scheduling itself is :mod:`engine.scheduler`'s.
+    """
+
+    def __init__(self) -> None:
+        self.workers = WorkerThreads(self.thread_main)
+        """The device threads and the reentrant pool."""
+
+    def shutdown(self, timeout: float = 5.0) -> None:
+        """Stop every device and pool thread and wait for them (tests, clean exit).
+
+        The engine restarts threads on demand afterwards.
+        """
+        self.workers.shutdown(timeout)
+
+    def worker_threads(self) -> list[threading.Thread]:
+        """The live device and pool threads."""
+        return self.workers.worker_threads()
 
     # -- entry point -------------------------------------------------------
     def execute(
@@ -109,7 +139,7 @@ class Engine(WorkerThreads, NodeSteps, Completion, EventEmission):
         if skip_dummy_node:
             accumulate_into(input_buffer, roots[0].input_nr, inputs[0])
         if HUB.active:
-            self._emit_graph_task_start(graph_task, graph_root, roots, inputs, outputs)
+            emit_graph_task_start(graph_task, graph_root, roots, inputs, outputs)
         self.execute_with_graph_task(graph_task, graph_root, input_buffer)
         if graph_task.error is not None:
             raise graph_task.error
@@ -118,14 +148,14 @@ class Engine(WorkerThreads, NodeSteps, Completion, EventEmission):
     def execute_with_graph_task(
         self, graph_task: GraphTask, graph_root: Node, input_buffer: InputBuffer
     ) -> None:
-        queue = self.ready_queue(graph_task.cpu_ready_queue, buffer_device(input_buffer))
+        queue = self.workers.ready_queue(graph_task.cpu_ready_queue, buffer_device(input_buffer))
         if TLS.worker_device is None:
             # A fresh call from a user thread: this thread becomes the CPU worker.
             TLS.worker_device = CPU
             TLS.local_ready_queue = graph_task.cpu_ready_queue
             graph_task.owner = CPU
             try:
-                self._push(queue, (graph_task, graph_root, input_buffer), "root")
+                push(queue, (graph_task, graph_root, input_buffer), "root")
                 self.thread_main(graph_task)
             finally:
                 TLS.worker_device = None
@@ -142,10 +172,10 @@ class Engine(WorkerThreads, NodeSteps, Completion, EventEmission):
                 current_depth=TLS.current_depth,
                 on_pool=TLS.current_depth >= MAX_RECURSION_DEPTH,
             )
-        self._push(queue, (graph_task, graph_root, input_buffer), "root")
+        push(queue, (graph_task, graph_root, input_buffer), "root")
         if TLS.current_depth >= MAX_RECURSION_DEPTH:
             graph_task.shared = True  # See Note [Graph tasks one thread runs]
-            self.add_thread_pool_task(graph_task)
+            self.workers.add_thread_pool_task(graph_task)
             graph_task.done.wait()
         else:
             TLS.total_depth += 1
@@ -194,14 +224,14 @@ class Engine(WorkerThreads, NodeSteps, Completion, EventEmission):
                 local, fn, inputs = task
                 assert local is not None
                 if fn is None or inputs is None or local.has_error:
-                    finished = self._task_done(local)
+                    finished = task_done(local)
                 else:
                     if local is not current:
                         TLS.graph_task = current = local
                     finished = self._run(local, fn, inputs, queue, graph_task)
                 task = inputs = None
                 if finished is DONE:
-                    self._complete(local)
+                    complete(local, self.workers)
                 elif finished is not None:
                     task = finished  # popped by _run for this loop to run
             if task is not None:
@@ -233,6 +263,7 @@ class Engine(WorkerThreads, NodeSteps, Completion, EventEmission):
         dependencies = graph_task.dependencies
         not_ready = graph_task.not_ready
         cpu_queue = graph_task.cpu_ready_queue
+        workers = self.workers
         heap = queue.heap
         locked = False  # See Note [Graph tasks one thread runs]
         try:
@@ -320,14 +351,14 @@ class Engine(WorkerThreads, NodeSteps, Completion, EventEmission):
                             target = cpu_queue
                             for g in buffer:
                                 if g is not None and g.device is not CPU:
-                                    target = self.ready_queue(cpu_queue, g.device)
+                                    target = workers.ready_queue(cpu_queue, g.device)
                                     break
                             if target is not queue:
                                 if not locked:  # the hand-over: see pass_outputs
                                     graph_task.shared = True
                                     graph_task.lock.acquire()
                                     locked = True
-                                self._push(target, task, "ready", counted=True)
+                                push(target, task, "ready", counted=True)
                             else:
                                 if after is not None:
                                     queue.push(after)
@@ -361,8 +392,8 @@ class Engine(WorkerThreads, NodeSteps, Completion, EventEmission):
         except BaseException as exc:  # noqa: BLE001 - carried to the caller
             if locked:
                 graph_task.lock.release()
-            self.thread_on_exception(graph_task, fn, exc)
-            return self._task_done(graph_task)
+            thread_on_exception(graph_task, fn, exc, self.workers)
+            return task_done(graph_task)
 
     # Note [The plain path]
     # ~~~~~~~~~~~~~~~~~~~~~
@@ -409,12 +440,12 @@ class Engine(WorkerThreads, NodeSteps, Completion, EventEmission):
         if exec_info:
             fn_info = exec_info[fn]
             if not fn_info.needed:
-                grads = self.call_tensor_pre_hooks(graph_task, fn, grads)
+                grads = call_tensor_pre_hooks(graph_task, fn, grads)
             if fn_info.captures is not None:
-                self._capture(graph_task, fn, fn_info.captures, grads)
+                capture(graph_task, fn, fn_info.captures, grads)
             if not fn_info.needed:
                 return self.pass_outputs(graph_task, fn, (), queue)
-        outputs = self.call_function(graph_task, fn, grads)
+        outputs = call_function(graph_task, fn, grads)
         summaries = None
         if HUB.active:  # here, so that pass_outputs's accumulate events share the summaries
             summaries = summaries_of(outputs)
@@ -425,7 +456,7 @@ class Engine(WorkerThreads, NodeSteps, Completion, EventEmission):
                 emit("release_variables", graph_task, fn, count=len(fn._saved))
         checks = anomaly.STATE
         if outputs and checks.enabled and (checks.check_nan or checks.check_inf):
-            self._check_values(graph_task, fn, outputs)
+            check_values(graph_task, fn, outputs)
         return self.pass_outputs(graph_task, fn, outputs, queue, summaries)
 
     def pass_outputs(
@@ -520,14 +551,14 @@ class Engine(WorkerThreads, NodeSteps, Completion, EventEmission):
                 target = cpu_queue
                 for g in buffer:
                     if g is not None and g.device is not CPU:
-                        target = self.ready_queue(cpu_queue, g.device)
+                        target = self.workers.ready_queue(cpu_queue, g.device)
                         break
                 task = (graph_task, nxt, buffer)
                 graph_task.outstanding_tasks += 1
                 if target is queue and direct is None and not queue.heap:
                     direct = task
                     if active:
-                        self._emit_enqueue(queue, task, "ready")
+                        emit_enqueue(queue, task, "ready")
                     continue
                 if target is not queue and not locked:
                     graph_task.shared = True  # another thread will see it from now on
@@ -536,7 +567,7 @@ class Engine(WorkerThreads, NodeSteps, Completion, EventEmission):
                 if direct is not None and target is queue:
                     queue.push(direct)  # two ready for this queue: let its order decide
                     direct = None
-                self._push(target, task, "ready", counted=True)
+                push(target, task, "ready", counted=True)
             graph_task.outstanding_tasks -= 1
             if graph_task.outstanding_tasks == 0:
                 return DONE
@@ -554,20 +585,6 @@ class Engine(WorkerThreads, NodeSteps, Completion, EventEmission):
     # lock. The hand-over itself (pushing to another thread's queue, or to the
     # pool) first sets ``shared``, and the lock is taken before that push;
     # from then on every thread locks. Completion and errors always lock.
-
-    # -- queues and threads --------------------------------------------------
-    def _push(self, queue: ReadyQueue, task: NodeTask, reason: str, counted: bool = False) -> None:
-        """Count ``task`` in its graph task (unless ``counted``), emit ``enqueue``, push it."""
-        base = task[0]
-        assert base is not None
-        if not counted:  # pass_outputs counts its tasks, and marks the hand-over, itself
-            if queue is not TLS.local_ready_queue:
-                base.shared = True  # See Note [Graph tasks one thread runs]
-            with base.lock:
-                base.outstanding_tasks += 1
-        if HUB.active:
-            self._emit_enqueue(queue, task, reason)
-        queue.push(task)
 
 
 _default_engine = Engine()

@@ -10,8 +10,8 @@ tasks, started the first time a gradient is routed to that device.
 
 from __future__ import annotations
 
-import abc
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from engine import _context
@@ -29,10 +29,17 @@ TLS = _context.TLS
 _POOL_SHUTDOWN: Any = object()
 
 
-class WorkerThreads(abc.ABC):
-    """The device threads and the reentrant pool of an engine (see the module notes)."""
+class WorkerThreads:
+    """The device threads and the reentrant pool of an engine (see the module notes).
 
-    def __init__(self) -> None:
+    Args:
+        thread_main: the engine's loop, which every thread it starts runs:
+            ``thread_main(None)`` serves a device's queue until shut down,
+            ``thread_main(graph_task)`` runs a pool's graph task to its end.
+    """
+
+    def __init__(self, thread_main: Callable[[GraphTask | None], None]) -> None:
+        self._thread_main = thread_main
         self._device_queues: dict[Device, ReadyQueue] = {}
         self._device_threads: dict[Device, threading.Thread] = {}
         self._start_lock = threading.Lock()
@@ -41,10 +48,6 @@ class WorkerThreads(abc.ABC):
         self._pool_idle = 0
         self._pool_waiting = 0
         self._pool_threads: list[threading.Thread] = []
-
-    @abc.abstractmethod
-    def thread_main(self, graph_task: GraphTask | None) -> None:
-        """Pop and run tasks until ``graph_task`` completes (forever for device threads)."""
 
     def ready_queue(self, cpu_ready_queue: ReadyQueue, device: Device | None) -> ReadyQueue:
         """The CPU queue of the graph task, or the shared queue of ``device``."""
@@ -81,7 +84,7 @@ class WorkerThreads(abc.ABC):
         try:
             while True:
                 try:
-                    self.thread_main(None)
+                    self._thread_main(None)
                     return  # a shutdown task
                 except BaseException:  # noqa: BLE001
                     # Only a listener cancelling at a step outside a node gets here (errors in
@@ -135,7 +138,7 @@ class WorkerThreads(abc.ABC):
                 TLS.total_depth = graph_task.reentrant_depth
                 TLS.current_depth = 0
                 try:
-                    self.thread_main(graph_task)
+                    self._thread_main(graph_task)
                 except BaseException:  # noqa: BLE001
                     # As on a device thread: only a listener cancelling at a step outside a
                     # node (graph_task_end) gets here. The graph task is complete and its
