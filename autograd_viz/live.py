@@ -250,6 +250,9 @@ class LiveSession:
             run on, unpaused and unrecorded. Its ``last`` keeps only the last
             N of them (Note [A live flight recorder]). ``None`` gates and keeps
             every call.
+        values: which gradients the session's trace summarizes: ``"all"``,
+            ``"leaves"`` or ``"none"`` (Note [Values tiers] in
+            ``autograd_viz/trace/records.py``).
     """
 
     def __init__(
@@ -261,6 +264,7 @@ class LiveSession:
         settle_timeout: float = 1.0,
         max_events: int | None = DEFAULT_MAX_EVENTS,
         calls: CallSelection | None = None,
+        values: str = "all",
     ) -> None:
         if max_events is not None and (isinstance(max_events, bool) or max_events < 1):
             raise ValueError(f"max_events must be a positive integer or None, got {max_events!r}")
@@ -276,7 +280,7 @@ class LiveSession:
             raise TypeError(
                 f"target must be a callable or a script path, got {type(target).__name__}"
             )
-        self._recorder = Recorder(max_values, arrival_order=True)
+        self._recorder = Recorder(max_values, arrival_order=True, values=values)
         self._listener = self._gate  # one bound method, so unsubscribe finds it
         self._settle_timeout = settle_timeout
         self._max_events = max_events

@@ -52,6 +52,7 @@ def start_child() -> None:
                 inf=bool(options.get("inf", True)),
                 ignore=options.get("ignore", ()),
                 max_values=settings.max_values,
+                values=settings.values,
             )
         ).trace
     elif settings.output is not None:
@@ -60,7 +61,9 @@ def start_child() -> None:
     else:
         from autograd_viz.sources import record
 
-        trace = stack.enter_context(record(settings.max_values, **(settings.calls or {})))
+        trace = stack.enter_context(
+            record(settings.max_values, **(settings.calls or {}), values=settings.values)
+        )
     stack.enter_context(when_torch_is_imported(note_process_groups))
     _kept.append(stack)
     # Exit hooks run last in, first out: the recording ends (a --last ring hands over
@@ -84,7 +87,12 @@ def _stream(stack: contextlib.ExitStack, settings: ChildSettings) -> None:
     from autograd_viz.sources.recording import Recording
 
     path = streamed_path(settings)
-    recording = Recording(settings.max_values, CallSelection(**(settings.calls or {})), path)
+    recording = Recording(
+        settings.max_values,
+        CallSelection(**(settings.calls or {})),
+        path,
+        values=settings.values,
+    )
     stack.enter_context(recording.running())
     stack.enter_context(when_torch_is_imported(note_process_groups))
     _kept.append(stack)

@@ -52,6 +52,7 @@ def add_nan_command(commands: argparse._SubParsersAction[ArgumentParser]) -> Non
         usage=(
             f"{PROG} nan [-h] [-o TRACE] [--no-forward] [--inf | --no-inf] [--first] "
             "[--ignore OP] [--eager-compiled] [--steps LIST] [--every N] [--last N] "
+            "[--values {none,leaves,all}] "
             "SCRIPT [ARGS ...]"
         ),
         help="run a script and report where its first NaN or Inf was born, and why",
@@ -147,9 +148,15 @@ def run_nan(args: argparse.Namespace) -> int:
             steps=selection.steps,
             every=selection.every,
             last=selection.last,
+            values=args.values,
         ) as watch,
         follow_children(
-            "nan", watch.trace, output, DEFAULT_MAX_VALUES, {**options, "ignore": args.ignore}
+            "nan",
+            watch.trace,
+            output,
+            DEFAULT_MAX_VALUES,
+            {**options, "ignore": args.ignore},
+            values=args.values,
         ) as job,
     ):
         try:
@@ -220,6 +227,12 @@ def print_report(report: NanReport, console: Console, stopped: bool = False) -> 
     ``stopped``: the program was stopped at the first finding (``--first``).
     """
     first = report.first
+    if report.values != "all":
+        console.print(
+            f"[yellow]note:[/yellow] gradients were recorded without values (--values "
+            f"{report.values}): the report reads only the checks' own findings; record with "
+            "--values all for the values along the way"
+        )
     if first is None:
         calls = report.backward_calls
         console.print(

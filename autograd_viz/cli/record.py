@@ -73,7 +73,7 @@ def run_record(args: argparse.Namespace) -> int:
         raise CommandError(str(exc)) from None
     own, inherited_rank = _own_trace_path(output)
     try:
-        recording = Recording(args.max_values, calls, own)
+        recording = Recording(args.max_values, calls, own, values=args.values)
     except OSError as exc:
         raise CommandError(f"cannot write trace {own}: {exc.strerror or exc}") from None
     status = 0
@@ -88,6 +88,7 @@ def run_record(args: argparse.Namespace) -> int:
                 output,
                 args.max_values,
                 calls={"steps": calls.steps, "every": calls.every, "last": calls.last},
+                values=args.values,
             ) as job,
             _progress(recording, script),
         ):
@@ -351,6 +352,14 @@ def add_call_options(parser: argparse.ArgumentParser, last: str | None = LAST_HE
     group.add_argument(
         "--every", type=_positive, default=None, metavar="N", help="only calls 0, N, 2N, ..."
     )
+    group.add_argument(
+        "--values",
+        choices=("none", "leaves", "all"),
+        default="all",
+        help="which gradients to summarize: all (default), leaves (leaves' gradients only) or "
+        "none (the order, threads, times and graph of each call, without values: the "
+        "cheapest, for a flight recorder left on all run)",
+    )
     if last is None:
         return
     group.add_argument("--last", type=_positive, default=None, metavar="N", help=last)
@@ -461,7 +470,7 @@ def add_record_commands(commands: argparse._SubParsersAction[ArgumentParser]) ->
         "record",
         usage=(
             f"{PROG} record [-h] [-o TRACE] [--max-values N] [--steps LIST] [--every N] "
-            "[--last N] SCRIPT [ARGS ...]"
+            "[--last N] [--values {none,leaves,all}] SCRIPT [ARGS ...]"
         ),
         help="run a Python script and record every backward pass it makes",
         description=(

@@ -90,7 +90,9 @@ def run_live(args: argparse.Namespace) -> int:
     if output is not None:
         check_output(output)
     calls = call_selection(args)
-    session = LiveSession(functools.partial(_run_checked, script, script_args), calls=calls)
+    session = LiveSession(
+        functools.partial(_run_checked, script, script_args), calls=calls, values=args.values
+    )
     driver = LiveDriver(session, attached=True)
     driver.breakpoints.non_finite = args.anomaly
     return run_beside(driver, script, output=output)
@@ -342,7 +344,7 @@ def add_tui_commands(commands: argparse._SubParsersAction[ArgumentParser]) -> No
         "run",
         usage=(
             f"{PROG} run [-h] [--anomaly] [-o TRACE] [--steps LIST] [--every N] [--last N] "
-            "SCRIPT [ARGS ...]"
+            "[--values {none,leaves,all}] SCRIPT [ARGS ...]"
         ),
         help="open the TUI live on every backward call a Python script makes",
         description=(

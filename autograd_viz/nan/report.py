@@ -42,6 +42,7 @@ from dataclasses import dataclass
 import engine
 from autograd_viz.nan import cause as nan_cause
 from autograd_viz.trace import GraphTaskInfo, Trace, TraceEvent
+from autograd_viz.trace.records import values_recorded
 from autograd_viz.trace.summary import TensorSummary
 from engine.anomaly import op_name
 
@@ -128,6 +129,10 @@ class NanReport:
     """Every finding, in trace order, one per node and phase."""
     backward_calls: int
     """How many backward calls the trace holds."""
+    values: str = "all"
+    """The tier of values the trace was recorded at (Note [Values tiers]): below ``all``
+    only the checks' own findings are there to read; gradients found only in the
+    recorded values, the path's numbers and the causes read from them are not."""
 
     @property
     def others(self) -> tuple[Finding, ...]:
@@ -164,7 +169,14 @@ def find_nans(trace: Trace, ignore: Iterable[str] = ()) -> NanReport:
     if first is not None:
         task = _graph_task_of(trace, first)
         path = () if task is None else path_from_root(task, first.node.id)
-    return NanReport(first, torch_node, path, tuple(findings), len(trace.graph_tasks))
+    return NanReport(
+        first,
+        torch_node,
+        path,
+        tuple(findings),
+        len(trace.graph_tasks),
+        values_recorded(trace.header),
+    )
 
 
 def _ignored(finding: Finding, ignored: set[str]) -> bool:

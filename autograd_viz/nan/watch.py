@@ -89,6 +89,7 @@ def watch_nan(
     every: int | None = None,
     last: int | None = None,
     output: str | os.PathLike[str] | None = None,
+    values: str = "all",
 ) -> Iterator[NanWatch]:
     """Check everything the block runs for NaN (and Inf), on our engine and on PyTorch.
 
@@ -115,6 +116,10 @@ def watch_nan(
         last: keep only the last N recorded calls, up to the one with the first finding.
         output: also write the trace there when the block ends (with ``last``,
             at once when a finding is made).
+        values: which gradients the trace summarizes, as for ``record``: the
+            checks run and their findings are kept whole at every tier; the
+            report's causes and paths read the other summaries, so ``leaves``
+            and ``none`` report less (Note [Values tiers]).
 
     Yields:
         A :class:`NanWatch`; read its ``report`` inside or after the block.
@@ -125,7 +130,9 @@ def watch_nan(
     ignored = frozenset(ignore)
     calls = CallSelection(steps, every, last)
     # Not gated: the checks report through events, in calls that are not recorded too.
-    recording = Recording(max_values, calls, output if last is not None else None, gated=False)
+    recording = Recording(
+        max_values, calls, output if last is not None else None, gated=False, values=values
+    )
     try:
         with (
             recording.running(),

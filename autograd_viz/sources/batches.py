@@ -6,7 +6,9 @@ A listener that only stores events (a Recorder) does not need each one the
 moment it happens; it needs them in order, with their tensors summarized
 while the tensors exist. Such a listener has a ``take_events(rows)`` method
 and an int ``max_values`` attribute. While every listener subscribed to
-:data:`engine.events.HUB` has both, with the same ``max_values``,
+:data:`engine.events.HUB` has both, with the same ``max_values`` (and the
+same ``values``, the tier of summaries a recorder keeps, where they have one:
+Note [Values tiers] in ``autograd_viz/trace/records.py``),
 :func:`batch_max_values` gives it, and a source that emits many events per
 step (the PyTorch bridge derives four for every node it observes) may build
 each event as a plain row instead: its ``seq`` from ``HUB.seq`` and its time
@@ -37,13 +39,15 @@ def batch_max_values(listeners: tuple[Listener, ...]) -> int | None:
     them. A source asks once per graph task.
     """
     found = None
+    tier = None
     for listener in listeners:
         max_values = getattr(listener, "max_values", None)
         if getattr(listener, "take_events", None) is None or type(max_values) is not int:
             return None
-        if found is not None and max_values != found:
+        values = getattr(listener, "values", None)
+        if found is not None and (max_values != found or values != tier):
             return None
-        found = max_values
+        found, tier = max_values, values
     return found
 
 

@@ -18,8 +18,12 @@ from engine.events import Event
 from engine.scopes import node_scope
 
 
-def snapshot(event: Event, max_values: int) -> GraphTaskInfo:
-    """The graph of a ``graph_task_start`` event, walked from its root (iteratively)."""
+def snapshot(event: Event, max_values: int, values: str = "all") -> GraphTaskInfo:
+    """The graph of a ``graph_task_start`` event, walked from its root (iteratively).
+
+    ``values`` below ``all`` leaves out the saved tensors' summaries; ``none`` also the
+    leaves' ``.grad`` (Note [Values tiers] in ``autograd_viz/trace/records.py``).
+    """
     data = event.data
     root = data["graph_root"]()
     dependencies: Mapping[int, int] = data["dependencies"]
@@ -40,6 +44,7 @@ def snapshot(event: Event, max_values: int) -> GraphTaskInfo:
             tuple(captures.get(node._id, ())),
             max_values,
             scope,
+            values,
         )
     return GraphTaskInfo(
         id=event.graph_task,
@@ -86,9 +91,11 @@ def node_info(
     captures: tuple[tuple[int, int], ...],
     max_values: int,
     scope: Scope = (),
+    values: str = "all",
 ) -> NodeInfo:
     """What a trace keeps of ``node``: names, numbers, edges, saved tensors, hooks, leaf;
-    ``scope`` is its numbered scope (:func:`~autograd_viz.sources.modules.number_calls`)."""
+    ``scope`` is its numbered scope (:func:`~autograd_viz.sources.modules.number_calls`);
+    ``values``: the recording's tier (Note [Values tiers])."""
     metadata = node._input_metadata
     device = metadata[0][2]._str if metadata else "cpu"
     saved = (
@@ -96,7 +103,7 @@ def node_info(
             None if s.data is None else summarize(s.data, str(s._device), max_values)
             for s in node._saved
         )
-        if node._saved
+        if node._saved and values == "all"
         else ()
     )
     hooks = []
@@ -123,7 +130,9 @@ def node_info(
             shape=tuple(variable.shape),
             dtype=str(variable.data.dtype),
             device=str(variable.device),
-            grad=None if grad is None else summarize(grad.data, str(grad.device), max_values),
+            grad=None
+            if grad is None or values == "none"
+            else summarize(grad.data, str(grad.device), max_values),
         )
     return new_node_info(  # NodeInfo's fields in order
         node._id,

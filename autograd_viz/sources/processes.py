@@ -194,6 +194,8 @@ class ChildSettings:
     """``record``'s call selection: ``steps``, ``every``, ``last`` (each process counts its own)."""
     root: str = _PACKAGE_ROOT
     """Where ``autograd_viz`` is imported from, for a child whose path lacks it."""
+    values: str = "all"
+    """Which gradients are summarized (``--values``)."""
 
     def to_env(self) -> str:
         """The settings as the value of :data:`ENV`."""
@@ -281,6 +283,7 @@ def follow_children(
     max_values: int = 16,
     nan: dict[str, Any] | None = None,
     calls: dict[str, Any] | None = None,
+    values: str = "all",
 ) -> Iterator[Job]:
     """Watch, inside the block, every child process the program starts, as ``command`` does here.
 
@@ -292,6 +295,7 @@ def follow_children(
         max_values: as :class:`~autograd_viz.sources.Recorder`'s.
         nan: ``nan``'s options, for ``command="nan"``.
         calls: ``record``'s ``steps``, ``every`` and ``last``, for each child's own calls.
+        values: ``--values``, the tier of summaries each child keeps.
 
     Yields:
         The :class:`Job`; read its :meth:`~Job.reports` once the program has ended.
@@ -305,6 +309,7 @@ def follow_children(
         nan=nan,
         rank=os.environ.get("RANK"),
         calls=calls,
+        values=values,
     )
     saved = {name: os.environ.get(name) for name in (ENV, "PYTHONPATH")}
     os.environ[ENV] = settings.to_env()

@@ -28,8 +28,10 @@ from autograd_viz.trace.records import (
     GraphTaskInfo,
     Trace,
     TraceEvent,
+    check_values,
     new_header,
 )
+from autograd_viz.trace.summary import TensorSummary
 from autograd_viz.trace.text import one_line
 from engine import events
 from engine.calls import CALLS
@@ -59,6 +61,12 @@ class Recorder:
             then forgets it, so that :attr:`trace` holds only the calls in
             flight. ``None`` keeps everything in :attr:`trace`. It is called
             under the recorder's lock: it must not wait for the recorder.
+        values: which summaries to keep: ``"all"``, ``"leaves"`` (leaf
+            gradients only) or ``"none"`` (Note [Values tiers] in
+            ``autograd_viz/trace/records.py``).
+
+    Raises:
+        ValueError: ``max_values`` is not a count, or ``values`` not a tier.
     """
 
     def __init__(
@@ -67,12 +75,17 @@ class Recorder:
         arrival_order: bool = False,
         calls: CallSelection | None = None,
         on_calls: Callable[[Trace, int], object] | None = None,
+        values: str = "all",
     ) -> None:
         if isinstance(max_values, bool) or not isinstance(max_values, int) or max_values < 0:
             raise ValueError(f"max_values must be a non-negative integer, got {max_values!r}")
         self.max_values = max_values
         """The element count below which values are kept."""
-        self.trace = Trace(new_header(max_values))
+        self.values = check_values(values)
+        """The tier of values kept (Note [Values tiers]); a source that builds rows for this
+        recorder (Note [Batched events]) summarizes only what it keeps."""
+        self._tier = _TIERS[self.values]
+        self.trace = Trace(new_header(max_values, self.values))
         """The trace being filled."""
         self._lock = self.trace.lock  # Trace.copy takes it: a save never sees half a change
         self._arrival_order = arrival_order
@@ -238,7 +251,11 @@ class Recorder:
         data = event[10]
         for value in data.values():
             if type(value) not in _KEPT_AS_IS:
-                data = _plain_values(data, self.max_values)
+                data = (
+                    _plain_values(data, self.max_values)
+                    if self._tier is None or _tier_keeps(self._tier, event)
+                    else _without_values(data)
+                )
                 break
         with self._lock:
             if self.closed:
@@ -356,13 +373,20 @@ class Recorder:
             kept.add(event[5])
         build = event.data.get("graph_snapshot")
         failed: Exception | None = None
+        max_values = self.max_values if self._tier is None else None
         try:
-            info = snapshot(event, self.max_values) if build is None else build(self.max_values)
+            info = (
+                snapshot(event, self.max_values, self.values)
+                if build is None
+                else build(max_values)
+            )
         except Exception as exc:  # noqa: BLE001 - raised again below, once the call is in the trace
             failed, info = exc, _bare_info(event)
         if parent is None and call is not None:
             info = _with_call(info, call)
         data = _plain_data(event, self.max_values)
+        if self._tier is not None and not _tier_keeps(self._tier, event):
+            data = _without_values(data)
         with self._lock:
             if self.closed:
                 return
@@ -448,6 +472,7 @@ def record(
     every: int | None = None,
     last: int | None = None,
     output: str | os.PathLike[str] | None = None,
+    values: str = "all",
 ) -> Iterator[Trace]:
     """Record the backward calls made inside the ``with`` block: our engine's and PyTorch's.
 
@@ -478,6 +503,12 @@ def record(
             it ends and the trace holds only the calls in flight, so memory
             stays flat however long the run; with ``last``, the kept calls are
             written when the block ends.
+        values: which gradients are summarized: ``"all"`` (every tensor of
+            every event), ``"leaves"`` (leaves' gradients, the root's and
+            ``grad()``'s results) or ``"none"`` (the order, threads, times, graph
+            and bookkeeping of each call without values: the cheapest, for a
+            flight recorder left on for a whole run). The trace's header says
+            which (Note [Values tiers] in ``autograd_viz/trace/records.py``).
 
     Yields:
         The :class:`Trace`.
@@ -485,12 +516,57 @@ def record(
     Raises:
         CallSelectionError: ``steps``, ``every`` or ``last`` names no calls.
         OSError: ``output`` cannot be created.
+        ValueError: ``values`` is not one of the tiers.
     """
     from autograd_viz.sources.recording import Recording
 
-    recording = Recording(max_values, CallSelection(steps, every, last), output)
+    recording = Recording(max_values, CallSelection(steps, every, last), output, values=values)
     with recording.running():
         yield recording.trace
+
+
+# -- values tiers (Note [Values tiers] in autograd_viz/trace/records.py) ---------------
+
+_LEAF_NODES = frozenset({"AccumulateGrad", "torch::autograd::AccumulateGrad"})
+_TIERS: dict[str, frozenset[str] | None] = {
+    "all": None,
+    # The events whose summaries a tier keeps, besides anomaly (kept at every tier).
+    "leaves": frozenset({"capture", "graph_task_end", "graph_task_start"}),
+    "none": frozenset(),
+}
+
+
+def _tier_keeps(kinds: frozenset[str], event: Event) -> bool:
+    """Whether a recorder at a tier below ``all`` keeps ``event``'s summaries."""
+    kind = event[0]
+    if kind == "anomaly":
+        return True
+    if not kinds:
+        return False
+    if kind in kinds:
+        return True
+    # A leaf's gradient: AccumulateGrad's events (its accumulate, its hooks) and .grad.
+    return event[7] in _LEAF_NODES or (kind == "accumulate" and event[10].get("target") == "leaf")
+
+
+def _without_values(data: Mapping[str, Any]) -> dict[str, Any]:
+    """``data`` with every summary in it (alone or in a sequence) as ``None``."""
+    plain: dict[str, Any] = {}
+    for key, value in data.items():
+        kind = type(value)
+        if kind in _KEPT_AS_IS:
+            plain[key] = value
+        elif kind is list or kind is tuple:
+            plain[key] = tuple([None if _is_summary(v) else v for v in value])
+        elif _is_summary(value):
+            plain[key] = None
+        else:
+            plain[key] = value
+    return plain
+
+
+def _is_summary(value: Any) -> bool:
+    return isinstance(value, LazySummary | TensorSummary)
 
 
 # -- turning live objects into plain values -------------------------------------------

@@ -85,9 +85,12 @@ class Recording:
         gated: listen to events only while a recorded call runs (a call not
             recorded then costs next to nothing); a recording that needs every
             event, such as the NaN checks' findings, says ``False``.
+        values: which gradients are summarized: ``"all"``, ``"leaves"``,
+            ``"none"`` (Note [Values tiers] in ``autograd_viz/trace/records.py``).
 
     Raises:
         OSError: a streamed output file cannot be created.
+        ValueError: ``values`` is not a tier.
     """
 
     def __init__(
@@ -96,6 +99,7 @@ class Recording:
         calls: CallSelection | None = None,
         output: str | os.PathLike[str] | None = None,
         gated: bool = True,
+        values: str = "all",
     ) -> None:
         self.calls = calls if calls is not None else CallSelection()
         """Which calls are recorded."""
@@ -106,7 +110,10 @@ class Recording:
         """The flight recorder (with ``last``)."""
         in_memory = self.ring is None and self.output is None
         self.recorder = Recorder(
-            max_values, calls=self.calls, on_calls=None if in_memory else self._take
+            max_values,
+            calls=self.calls,
+            on_calls=None if in_memory else self._take,
+            values=values,
         )
         """The event listener."""
         self.writer: TraceWriter | None = None

@@ -247,15 +247,17 @@ def _accumulate(data: dict[str, Any]) -> dict[str, Any] | None:
         and (leaf_name is None or type(leaf_name) is str)
     ):
         return None
-    grad = summary(data["grad"])
-    if grad is None:
-        return None
-    if "total" in data:
+    grad = data["grad"]
+    if grad is not None:  # null: recorded without values (Note [Values tiers])
+        grad = summary(grad)
+        if grad is None:
+            return None
+    if data.get("total") is not None:
         total = summary(data["total"])
         if total is None:
             return None
         data["total"] = total
-    data["grad"] = grad
+    data["grad"] = grad  # last: a record that fails goes to the checked reader untouched
     return data
 
 

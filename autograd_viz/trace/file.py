@@ -189,7 +189,11 @@ _HEADER = s.record(
         "engine": s.read_str,
         "max_values": s.read_count,
     },
-    {"sources": s.list_of(s.read_str), "process": _PROCESS},
+    {
+        "sources": s.list_of(s.read_str),
+        "process": _PROCESS,
+        "values": s.one_of("none", "leaves"),  # version 9 (Note [Values tiers]); all: left out
+    },
 )
 
 _LEAF = s.record(

@@ -32,9 +32,9 @@ if TYPE_CHECKING:
 
 FORMAT = "autograd-viz-trace"
 """The ``format`` field of every trace file's header."""
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 """The schema version this code writes."""
-READABLE_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8)
+READABLE_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9)
 """The schema versions this code reads (2 added forward anomaly events; 3 the sources of
 events: the header's ``sources``, ``graph_task_start``'s ``source``, any event's
 ``derived`` and the ``derived_mismatch`` kind; 4 the PyTorch fields of ``anomaly``:
@@ -42,10 +42,29 @@ events: the header's ``sources``, ``graph_task_start``'s ``source``, any event's
 and a graph task's ``modules``; 6 the header's ``process``: rank, world size, host,
 launcher and the clock that lines up several processes' traces, and a graph task's
 ``call``: its backward call's index in the run; 7 the ``comm`` kind: a distributed job's
-collectives, such as DDP's bucket allreduces)."""
+collectives, such as DDP's bucket allreduces; 8 a graph task's ``cut``; 9 the header's
+``values``: the tier of values a trace was recorded at)."""
 
 DEFAULT_MAX_VALUES = 16
 """Tensors with at most this many elements keep their values in summaries by default."""
+
+VALUES_TIERS = ("none", "leaves", "all")
+"""What a recording keeps of the gradients (Note [Values tiers]): ``all`` (the default)
+summarizes every tensor in every event; ``leaves`` only the gradients of leaves
+(``AccumulateGrad``'s, a leaf's ``.grad``, ``grad()``'s results); ``none`` none."""
+
+# Note [Values tiers]
+# ~~~~~~~~~~~~~~~~~~~
+# A summary (shape, dtype, min, max, mean, norm, NaN and Inf counts) costs a few
+# reductions per tensor, several tensors per node: on small tensors it is most of
+# what recording costs. A recording at a lower tier keeps the order, threads,
+# times and graph of every call, and the bookkeeping derived from them, with
+# ``None`` where a summary would be. The header's ``values`` says which tier a
+# trace was recorded at (left out for ``all``, as in every trace before version
+# 9), so that a view says "values not recorded" rather than showing a blank,
+# and the NaN report, which reads values, says it needs them. Anomaly events
+# (the NaN checks' findings) are kept whole at every tier: they are rare, and
+# they are what the checks report.
 
 
 class TraceFormatError(ValueError):
@@ -414,12 +433,34 @@ def paused_gc() -> Iterator[None]:
             gc.enable()
 
 
-def new_header(max_values: int) -> dict[str, Any]:
-    """The header of a new trace."""
-    return {
+def new_header(max_values: int, values: str = "all") -> dict[str, Any]:
+    """The header of a new trace (``values``: its tier, Note [Values tiers])."""
+    header: dict[str, Any] = {
         "format": FORMAT,
         "version": SCHEMA_VERSION,
         "engine": __version__,
         "max_values": max_values,
         "sources": [],
     }
+    if values != "all":
+        header["values"] = values
+    return header
+
+
+def check_values(values: object) -> str:
+    """``values`` if it names a tier (:data:`VALUES_TIERS`).
+
+    Raises:
+        ValueError: it does not.
+    """
+    if not isinstance(values, str) or values not in VALUES_TIERS:
+        raise ValueError(
+            f"values must be one of {', '.join(repr(v) for v in VALUES_TIERS)}, got {values!r}"
+        )
+    return values
+
+
+def values_recorded(header: Mapping[str, Any]) -> str:
+    """The tier a trace was recorded at: its header's ``values``, ``all`` when left out."""
+    values = header.get("values", "all")
+    return values if isinstance(values, str) else "all"

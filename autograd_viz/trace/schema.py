@@ -342,11 +342,16 @@ EVENT_DATA: dict[str, tuple[dict[str, Reader], dict[str, Reader]]] = {
         {},
     ),
     "accumulate": (
-        {"target": one_of("buffer", "leaf"), "action": one_of("created", "added"), "grad": summary},
+        # grad and total: null in a trace recorded without them (version 9, Note [Values tiers])
+        {
+            "target": one_of("buffer", "leaf"),
+            "action": one_of("created", "added"),
+            "grad": opt_summary,
+        },
         {
             "slot": read_count,
             "from_node": read_int,
-            "total": summary,
+            "total": opt_summary,
             "leaf_name": optional(read_str),
         },
     ),

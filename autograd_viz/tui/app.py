@@ -28,6 +28,7 @@ from textual.widgets import Static
 from autograd_viz.draw.words import explain
 from autograd_viz.nan.report import Finding
 from autograd_viz.trace import GraphTaskInfo, Trace, TraceEvent
+from autograd_viz.trace.records import values_recorded
 from autograd_viz.trace.replay import ExecutionState
 from autograd_viz.trace.text import one_line
 from autograd_viz.tui.calls import task_choices
@@ -206,8 +207,17 @@ class VizApp(App[int]):
             findings = self._nan_findings(task.id, node_id, state.step)
         key = (task.id, node_id, node_state, breakpoint_, findings)
         info = task.nodes[node_id]
+        values = values_recorded(self.driver.trace.header)
         self._update(
-            "#inspector-body", key, inspect_node, info, node_state, task, breakpoint_, findings
+            "#inspector-body",
+            key,
+            inspect_node,
+            info,
+            node_state,
+            task,
+            breakpoint_,
+            findings,
+            values,
         )
 
     def _nan_findings(self, task_id: int, node_id: int, step: int) -> tuple[Finding, ...]:

@@ -45,6 +45,9 @@ def call_figures(trace: Trace) -> dict[int, CallFigures]:
             nonfinite[owner] = nonfinite.get(owner, 0) + 1
         elif event.kind == "accumulate" and event.data.get("target") == "leaf":
             grad = event.data["grad"]
+            if grad is None:  # recorded without values (--values none): no figure
+                squares[owner] = math.nan
+                continue
             bad = (grad.nan_count or 0) + (grad.inf_count or 0)
             if bad:
                 nonfinite[owner] = nonfinite.get(owner, 0) + bad

@@ -88,8 +88,12 @@ def inspect_node(
     task: GraphTaskInfo,
     breakpoint_: bool,
     findings: Sequence[Finding] = (),
+    values: str = "all",
 ) -> RenderableType:
-    """Everything about one node at one step; ``findings``: its NaNs and Infs so far, and why."""
+    """Everything about one node at one step; ``findings``: its NaNs and Infs so far, and why;
+    ``values``: the tier the trace was recorded at (Note [Values tiers])."""
+    # Below "all" a gradient was recorded without its summary: say so, never "empty".
+    unvalued = values == "none" or (values == "leaves" and info.leaf is None)
     head = Text()
     head.append_text(status_text(state.status if state else "not started"))
     head.append(f" {printable(info.name)}", style="bold")
@@ -121,7 +125,10 @@ def inspect_node(
     for i, shape in enumerate(info.inputs):
         slot = slots[i] if i < len(slots) else None
         line = Text(f"  [{i}] ")
-        if slot is None:
+        if unvalued:
+            line.append(f"{printable(shape[1])}{list(shape[0])}", style="cyan")
+            line.append(f"  values not recorded (--values {values})", style="dim")
+        elif slot is None:
             line.append("empty", style="dim")
             line.append(f"  expects {printable(shape[1])}{list(shape[0])}", style="dim")
         else:
@@ -139,7 +146,9 @@ def inspect_node(
         else:
             target = task.nodes.get(edge[0])
             line.append(f"{printable(target.name if target else '?')}#{edge[0]} slot {edge[1]}")
-        if outputs is not None and i < len(outputs):
+        if unvalued:
+            line.append("  values not recorded", style="dim")
+        elif outputs is not None and i < len(outputs):
             line.append("  ")
             line.append_text(summary_text(outputs[i], brief=True))
         parts.append(line)

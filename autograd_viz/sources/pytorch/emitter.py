@@ -25,7 +25,15 @@ class Emitter:
         graph_task: the graph task's id.
     """
 
-    __slots__ = ("graph_task", "listeners", "max_values", "rows", "thread")
+    __slots__ = (
+        "graph_task",
+        "keep_all",
+        "keep_leaves",
+        "listeners",
+        "max_values",
+        "rows",
+        "thread",
+    )
 
     def __init__(self, graph_task: int) -> None:
         self.graph_task = graph_task
@@ -33,6 +41,13 @@ class Emitter:
         """The listeners rows are built for."""
         self.max_values = batch_max_values(self.listeners)
         """The ``max_values`` rows are built with; ``None`` when emitting one by one."""
+        values = getattr(self.listeners[0], "values", "all") if self.listeners else "all"
+        if self.max_values is None:
+            values = "all"  # one by one, each listener keeps what its tier keeps
+        self.keep_leaves: bool = values != "none"
+        """Summarize leaves' gradients (the recorders' tier, Note [Values tiers])."""
+        self.keep_all: bool = values not in ("none", "leaves")
+        """Summarize every gradient."""
         self.rows: list[tuple[Any, ...]] = []
         self.thread = thread_name()
         """Where every node of the graph task runs (Note [Device threads] in ``arming.py``)."""
@@ -76,6 +91,16 @@ class Emitter:
         if max_values is None:
             return summary_of(tensor)
         return resolved_summary(tensor, max_values)
+
+    def keeps(self, node: TorchNode) -> bool:
+        """Whether ``node``'s gradients are summarized at the recorders' tier."""
+        return self.keep_all or (self.keep_leaves and node.variable is not None)
+
+    def summaries_if(self, keep: bool, tensors: Any) -> Any:
+        """:meth:`summaries` if ``keep``, else ``None`` for each tensor."""
+        if keep:
+            return self.summaries(tensors)
+        return (None,) * len(tensors)
 
     def summaries(self, tensors: Any) -> Any:
         """:meth:`summary` of each tensor: a list one by one, a tuple in rows."""

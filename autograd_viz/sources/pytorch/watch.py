@@ -91,6 +91,8 @@ class GraphTaskWatch:
         self._parent_watch = parent
         self.emit = Emitter(self.id)
         """How this graph task's events are emitted."""
+        # Below the tier "all" no sum is followed by copy: its values would not be kept.
+        copies = copies and self.emit.keep_all
         self.derived = Bookkeeping(plan, self.id, self.depth, self.emit, copies)
         """The replay of PyTorch's bookkeeping between nodes."""
         self._running: list[TorchNode] = []
@@ -111,7 +113,7 @@ class GraphTaskWatch:
         for node in plan.nodes:
             if node.fn is not None and node in plan.needed and node in in_task:
                 self._hook(node)
-        summaries = self.emit.summaries(root_grads)
+        summaries = self.emit.summaries_if(self.emit.keep_leaves, root_grads)
         if HUB.active:
             HUB.emit_data(
                 "graph_task_start", "cpu", self.id, plan.root, self._start_data(summaries, thread)
@@ -152,7 +154,7 @@ class GraphTaskWatch:
                 "status": "ok",
                 "exc_type": None,
                 "message": None,
-                "captured": self.emit.summaries(results),
+                "captured": self.emit.summaries_if(self.emit.keep_leaves, results),
             },
         )
         if self.depth:
@@ -277,7 +279,7 @@ class GraphTaskWatch:
             self._had_grad[node] = variable.grad is not None
         emit = self.emit
         if HUB.active:
-            summaries = emit.summaries(inputs)
+            summaries = emit.summaries_if(emit.keeps(node), inputs)
             if node.hooks:
                 self._tensor_hooks(node, grads, summaries, before)
             emit("node_start", node, {"inputs": summaries})
@@ -298,11 +300,11 @@ class GraphTaskWatch:
                         "target": "leaf",
                         "leaf_name": node.leaf_name,
                         "action": "added" if self._had_grad.pop(node, False) else "created",
-                        "grad": emit.summary(grad),
+                        "grad": emit.summary(grad) if emit.keep_leaves else None,
                     },
                 )
             del grad  # hold no gradient past the event (AccumulateGrad steals it next time)
-        summaries = emit.summaries(outputs)
+        summaries = emit.summaries_if(emit.keeps(node), outputs)
         if HUB.active:
             if node.hooks:
                 self._later_hooks(node, outputs, summaries)
@@ -326,7 +328,8 @@ class GraphTaskWatch:
         for hook in node.hooks:
             if hook.kind == TENSOR_PRE and hook.slot is not None and hook.slot < len(grads):
                 copy, changed = before.get(hook.slot, (None, False))
-                self._emit_hook(node, hook, changed, self.emit.summary(copy), summaries[hook.slot])
+                before_summary = self.emit.summary(copy) if self.emit.keeps(node) else None
+                self._emit_hook(node, hook, changed, before_summary, summaries[hook.slot])
         if any(h.kind in _MODULE_KINDS for h in node.hooks):
             self._module_inputs[node] = [None if g is None else weakref.ref(g) for g in grads]
             self._module_summaries[node] = summaries
@@ -337,7 +340,11 @@ class GraphTaskWatch:
         before = self._module_summaries.pop(node, None)
         for hook in node.hooks:
             if hook.kind == POST_ACCUMULATE_GRAD:
-                grad = node.variable.grad if node.variable is not None else None
+                grad = (
+                    node.variable.grad
+                    if node.variable is not None and self.emit.keep_leaves
+                    else None
+                )
                 self._emit_hook(node, hook, False, None, self.emit.summary(grad))
                 del grad
             elif hook.kind in _MODULE_KINDS:
