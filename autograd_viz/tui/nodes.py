@@ -1,122 +1,38 @@
 """The node list: a graph task's nodes grouped by topological number, or as a tree.
 
-Rows are built once per graph task and view (a tuple per row); what a row
-says about its node (status, dependencies left) is read from the current
-:class:`~autograd_viz.trace.replay.ExecutionState` when the row is drawn, so a step
-redraws the rows on screen and nothing else.
+Each view's rows are made once per graph task (a :class:`~autograd_viz.tui.listing.Listing`)
+and kept while the task is shown, so switching views back and forth costs a
+redraw; what a row says about its node (status, dependencies left) is read
+from the current :class:`~autograd_viz.trace.replay.ExecutionState` when the
+row is drawn, so a step redraws the rows on screen and nothing else.
+
+Note [A big listing is made in a thread]
+~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+A graph task of 20,000 nodes takes a good part of a second to list (the module
+tree alone is a module view of every node), more than a key may take. Past
+:data:`LATER_NODES` nodes, a view's rows are made by a thread worker (a listing
+only reads the graph task) while the list says so, and once the first view is
+up the other one is made the same way, so that ``v`` finds it ready. A node
+the app selects meanwhile is selected when the rows arrive.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
-from itertools import groupby
+import contextlib
 
 from rich.text import Text
 
-from autograd_viz.trace import GraphTaskInfo, NodeInfo, paused_gc
+from autograd_viz.trace import GraphTaskInfo
 from autograd_viz.trace.replay import ExecutionState, NodeState
 from autograd_viz.trace.text import printable
+from autograd_viz.tui.listing import Listing, Row, RowFormat, guides, node_row
 from autograd_viz.tui.rows import RowList
-from autograd_viz.tui.text import (
-    NON_FINITE_STYLE,
-    PATH_STYLE,
-    non_finite,
-    sequence_nr,
-    short_name,
-    shown_name,
-    status_text,
-)
 
-MAX_INDENT = 16
-"""Tree rows deeper than this are drawn at this depth with their depth written out."""
+LATER_NODES = 5000
+"""Graph tasks bigger than this are listed in a thread (Note [A big listing is made...])."""
 
-
-@dataclass(frozen=True, slots=True)
-class Row:
-    """One row of the node list: a node, or a heading over a group of nodes."""
-
-    node_id: int | None
-    """The node shown; ``None`` for a heading."""
-    depth: int = 0
-    """Depth in the tree view."""
-    heading: str = ""
-    """A heading's text."""
-    prefix: str = ""
-    """Tree guides drawn before the node."""
-    repeat: bool = False
-    """The node already appears above (the tree view shows a DAG's shared nodes once)."""
-
-
-def topo_rows(task: GraphTaskInfo) -> list[Row]:
-    """Nodes grouped by topological number, the root's group first; by sequence number inside."""
-    order = sorted(task.nodes.values(), key=lambda n: (-n.topological_nr, -n.sequence_nr, n.id))
-    rows: list[Row] = []
-    for topo, group in groupby(order, key=lambda n: n.topological_nr):
-        members = list(group)
-        count = f"{len(members)} node{'s' if len(members) != 1 else ''}"
-        rows.append(Row(None, heading=f"topological_nr {topo} · {count}"))
-        rows.extend(Row(node.id) for node in members)
-    return rows
-
-
-def tree_rows(task: GraphTaskInfo) -> list[Row]:
-    """The graph depth-first from the root; a node reached again is a one-line reference."""
-    nodes = task.nodes
-    rows: list[Row] = []
-    seen: set[int] = set()
-    # (node id, depth, guides above, is last child)
-    stack: list[tuple[int, int, str, bool]] = [(task.root, 0, "", True)]
-    while stack:
-        node_id, depth, guides, last = stack.pop()
-        branch = "" if depth == 0 else ("└─" if last else "├─")
-        shown = guides if depth <= MAX_INDENT else guides[: 2 * MAX_INDENT]
-        if node_id in seen:
-            rows.append(Row(node_id, depth, prefix=shown + branch, repeat=True))
-            continue
-        seen.add(node_id)
-        rows.append(Row(node_id, depth, prefix=shown + branch))
-        info = nodes.get(node_id)
-        if info is None:
-            continue
-        children = [edge[0] for edge in info.next_edges if edge is not None and edge[0] in nodes]
-        below = guides + ("" if depth == 0 else ("  " if last else "│ "))
-        for i in range(len(children) - 1, -1, -1):
-            stack.append((children[i], depth + 1, below, i == len(children) - 1))
-    return rows
-
-
-def module_rows(task: GraphTaskInfo) -> list[Row] | None:
-    """The model's module calls as a tree, each with the nodes made in it; ``None`` without any.
-
-    Nodes made outside every module (the loss, for one) come first; each call is a
-    heading (its name as every view writes it, its class, how many nodes it holds)
-    over its own nodes, then the calls made inside it, in forward order.
-    """
-    from autograd_viz.draw.modules import ModuleTree
-
-    tree = ModuleTree.build(((str(i), info) for i, info in task.nodes.items()), task.modules)
-    if not tree.scopes:
-        return None
-    rows = [Row(int(key)) for key in tree.outside]
-    # (scope index, depth, guides above, is last among its siblings)
-    stack = [(index, 0, "", i == 0) for i, index in enumerate(reversed(tree.roots))]
-    while stack:
-        index, depth, above, last = stack.pop()
-        scope = tree.scopes[index]
-        branch = "└─" if last else "├─"
-        kind = f" · {printable(scope.kind)}" if scope.kind else ""
-        count = "1 node" if scope.size == 1 else f"{scope.size:,} nodes"
-        heading = f"{printable(scope.name)}{kind} · {count}"
-        rows.append(Row(None, depth, heading=heading, prefix=above[: 2 * MAX_INDENT] + branch))
-        below = above + ("  " if last else "│ ")
-        children = scope.children
-        for position, key in enumerate(scope.nodes):
-            end = position == len(scope.nodes) - 1 and not children
-            rows.append(Row(int(key), depth + 1, prefix=below + ("└─" if end else "├─")))
-        for i, child in enumerate(reversed(children)):
-            stack.append((child, depth + 1, below, i == 0))
-    return rows
+LIST_VIEWS = ("topo", "tree")
+"""The node list's views, in the order ``v`` goes through them."""
 
 
 class NodeList(RowList):
@@ -124,8 +40,6 @@ class NodeList(RowList):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self.rows: list[Row] = []
-        """The rows, in order."""
         self.shown_task: GraphTaskInfo | None = None
         """The graph task shown."""
         self.view = "topo"
@@ -139,8 +53,20 @@ class NodeList(RowList):
         """Node ids on the highlighted path (the loss to the first NaN), marked with »."""
         self.flagged: frozenset[int] = frozenset()
         """Node ids anomaly mode has reported so far, marked with ⚠."""
-        self._row_of_node: dict[int, int] = {}
-        self._row_format: tuple[int, RowFormat] | None = None
+        self._listings: dict[str, Listing] = {}
+        self._listing: Listing | None = None
+        self._making: set[str] = set()
+        self._wanted: int | None = None
+
+    @property
+    def rows(self) -> list[Row]:
+        """The rows shown, in order (none while a big graph task's are being made)."""
+        return self._listing.rows if self._listing is not None else []
+
+    @property
+    def listing(self) -> Listing | None:
+        """The rows shown; ``None`` while they are being made in a thread."""
+        return self._listing
 
     def show(
         self,
@@ -149,64 +75,101 @@ class NodeList(RowList):
         breakpoints: set[int],
         path: frozenset[int] = frozenset(),
     ) -> None:
-        """Show ``task`` at ``state``; rebuilds the rows only when the task or view changed."""
+        """Show ``task`` at ``state``; lists the task only when it is a new one."""
         self.state = state
         self.breakpoints = breakpoints
         self.path = path
         self.flagged = frozenset(e.node_id for e in state.anomalies if e.node_id is not None)
         if task is not self.shown_task:
             self.shown_task = task
-            self._rebuild()
+            self._listings = {}
+            self._making = set()
+            self._wanted = None
+            self._use(self.view)
         self.refresh()
 
     def set_view(self, view: str) -> None:
         """Switch between ``"topo"`` and ``"tree"``, keeping the selected node."""
-        selected = self.selected
+        selected = self.selected if self._listing is not None else self._wanted
         self.view = view
-        self._rebuild()
+        self._use(view)
         if selected is not None:
             self.select(selected)
 
     @property
     def selected(self) -> int | None:
         """The node under the cursor (``None`` on a heading or when empty)."""
-        if 0 <= self.cursor < len(self.rows):
-            return self.rows[self.cursor].node_id
+        rows = self.rows
+        if 0 <= self.cursor < len(rows):
+            return rows[self.cursor].node_id
         return None
 
     def select(self, node_id: int, *, notify: bool = True) -> bool:
-        """Put the cursor on ``node_id``'s first row; ``False`` when it is not listed."""
-        row = self._row_of_node.get(node_id)
+        """Put the cursor on ``node_id``'s first row; ``False`` when it is not listed.
+
+        While the rows are being made, the node is selected once they are there.
+        """
+        if self._listing is None and self.shown_task is not None:
+            self._wanted = node_id
+            return node_id in self.shown_task.nodes
+        row = self._listing.row_of_node.get(node_id) if self._listing is not None else None
         if row is None:
             return False
         self.move_to(row, center=True, notify=notify)
         return True
 
-    def _rebuild(self) -> None:
+    def _use(self, view: str) -> None:
+        """Show ``view``'s rows of the shown task: kept, made now, or asked of a thread."""
         task = self.shown_task
-        if task is None:
-            self.rows = []
-        else:
-            with paused_gc():  # a row per node of a task that may hold 100,000 of them
-                if self.view == "tree":
-                    self.rows = module_rows(task) or tree_rows(task)
-                else:
-                    self.rows = topo_rows(task)
-        self._row_of_node = {}
-        self._row_format = None
-        for i, row in enumerate(self.rows):
-            if row.node_id is not None and not row.repeat:
-                self._row_of_node.setdefault(row.node_id, i)
-        self.set_row_count(len(self.rows))
-        if self.rows and self.rows[self.cursor].node_id is None and len(self.rows) > 1:
+        listing = self._listings.get(view)
+        if listing is None and task is not None:
+            if len(task.nodes) > LATER_NODES:  # see Note [A big listing is made in a thread]
+                self._make_later(task, view)
+            else:
+                listing = self._listings[view] = Listing(task, view)
+        self._listing = listing
+        rows = self.rows
+        self.set_row_count(len(rows) if listing is not None or task is None else 1)
+        if rows and rows[self.cursor].node_id is None and len(rows) > 1:
             self.move_to(self.cursor + 1, notify=False)
 
+    def _make_later(self, task: GraphTaskInfo, view: str) -> None:
+        if view in self._making:
+            return
+        self._making.add(view)
+        width = self.row_width
+        others = [v for v in LIST_VIEWS if v != view and v not in self._listings]
+
+        def make() -> None:
+            for each in (view, *others):  # the one asked for first, then the others
+                listing = Listing(task, each, width)
+                with contextlib.suppress(RuntimeError):  # the app closed meanwhile
+                    self.app.call_from_thread(self._adopt, listing)
+
+        self._making.update(others)
+        self.run_worker(make, thread=True, group="listing", exit_on_error=False)
+
+    def _adopt(self, listing: Listing) -> None:
+        """Keep rows a thread made, and show them if their task and view are on screen."""
+        if listing.task is not self.shown_task:
+            return
+        self._listings[listing.view] = listing
+        self._making.discard(listing.view)
+        if listing.view != self.view or self._listing is not None:
+            return
+        self._use(listing.view)
+        wanted, self._wanted = self._wanted, None
+        if wanted is None or not self.select(wanted):
+            self.move_to(self.cursor)  # the inspector and the drawing follow the cursor
+
     def row_text(self, row: int) -> Text:
-        entry = self.rows[row]
+        if self._listing is None:
+            count = len(self.shown_task.nodes) if self.shown_task is not None else 0
+            return Text(f"listing {count:,} nodes…", style="yellow")
+        entry = self._listing.rows[row]
         if entry.node_id is None:
             return Text(f"{entry.prefix}── {entry.heading} ", style="bold dim")
-        assert self.shown_task is not None
-        info = self.shown_task.nodes[entry.node_id]
+        info = self._listing.task.nodes[entry.node_id]
         state = self._state(info.id)
         fmt = self._format()
         text = Text(guides(entry, fmt.guides), style="dim")
@@ -222,13 +185,9 @@ class NodeList(RowList):
         return text.append_text(row_text)
 
     def _format(self) -> RowFormat:
-        """The rows' format at the current width, worked out once per width and list."""
-        width = self.row_width
-        if self._row_format is None or self._row_format[0] != width:
-            assert self.shown_task is not None
-            with paused_gc():
-                self._row_format = (width, row_format(self.shown_task, self.rows, width))
-        return self._row_format[1]
+        """The rows' format at the current width (worked out once per width and listing)."""
+        assert self._listing is not None
+        return self._listing.format(self.row_width)
 
     def _state(self, node_id: int) -> NodeState | None:
         if self.state is None or self.shown_task is None:
@@ -237,150 +196,3 @@ class NodeList(RowList):
             return self.state.node(node_id, self.shown_task.id)
         except KeyError:
             return None
-
-
-@dataclass(frozen=True, slots=True)
-class RowFormat:
-    """How the node rows of one list are written at one width, in aligned columns.
-
-    Every row keeps the name, seq, topo, deps (remaining/total) and device at
-    any width: when the full rows do not fit, the facts are written shorter
-    (``seq 3 topo 2`` without the double spaces, then ``s3 t2 d0/2``), then the
-    names (``Mul`` for ``MulBackward0``), and only then are names cut with ``…``.
-    """
-
-    short_names: bool
-    """Names without ``Backward0`` (``Acc(x)`` for an ``AccumulateGrad``)."""
-    facts: int
-    """0: ``  seq 3  topo 2  deps 0/2  cpu``; 1: single spaces; 2: ``s3 t2 d0/2 cpu``."""
-    left: int
-    """Columns for everything before the facts (guides, marks, name, id)."""
-    columns: tuple[int, int, int]
-    """Widths of the seq, topo and deps values."""
-    guides: int = 32
-    """Columns for a tree row's guides; deeper rows are cut with their depth written out."""
-
-
-_FACTS = (
-    ("  seq ", "  topo ", "  deps ", "  "),
-    (" seq ", " topo ", " deps ", " "),
-    (" s", " t", " d", " "),
-)
-_HEAD = 4
-"""Columns before a node's name: a mark (breakpoint, path), the status glyph, a space."""
-
-
-def guides(row: Row, room: int) -> str:
-    """A tree row's guides, cut to ``room`` columns (the depth written out when cut)."""
-    deep = row.depth > MAX_INDENT
-    if len(row.prefix) <= room and not deep:
-        return row.prefix
-    tag = f"[{row.depth}] "
-    return tag + row.prefix[len(row.prefix) - max(0, room - len(tag)) :]
-
-
-def row_name(info: NodeInfo, short: bool) -> str:
-    """The name a row gives a node: ``AccumulateGrad(x)`` or ``Acc(x)`` for a named leaf."""
-    if short:
-        return short_name(info)
-    leaf = info.leaf.name if info.leaf is not None and info.leaf.name else ""
-    return f"{shown_name(info.name)}({shown_name(leaf)})" if leaf else shown_name(info.name)
-
-
-def row_format(task: GraphTaskInfo, rows: list[Row], width: int) -> RowFormat:
-    """The widest :class:`RowFormat` whose rows fit in ``width`` columns (see there)."""
-    nodes = task.nodes
-    infos = [nodes[row.node_id] for row in rows if row.node_id is not None]
-    seq = max((len(sequence_nr(i.sequence_nr)) for i in infos), default=1)
-    topo = max((len(str(i.topological_nr)) for i in infos), default=1)
-    deps = max((2 * len(str(i.dependencies)) + 1 for i in infos), default=3)
-    device = max((len(printable(d)) for d in {i.device for i in infos}), default=3)
-    ident = max((len(f" #{i.id}") for i in infos), default=3)
-    shortest = sum(len(label) for label in _FACTS[-1]) + seq + topo + deps + device
-    room = max(4, min(width // 3, width - shortest - _HEAD - ident - 10))
-    lefts = _name_columns(nodes, rows, room)
-    for facts, labels in enumerate(_FACTS):
-        tail = sum(len(label) for label in labels) + seq + topo + deps + device
-        for short in (False, True):
-            left = lefts[short]
-            if left + tail <= width:
-                return RowFormat(short, facts, left, (seq, topo, deps), room)
-    return RowFormat(True, 2, max(_HEAD + 4, width - tail), (seq, topo, deps), room)
-
-
-def _name_columns(nodes: Mapping[int, NodeInfo], rows: list[Row], room: int) -> dict[bool, int]:
-    """Columns for the widest row's guides, marks, name and id, with full and short names.
-
-    A row's name depends only on its node's name and leaf's name, and a graph
-    task of 100,000 nodes has a few dozen of those: each is written once, with
-    the widest guides and id of the rows that show it.
-    """
-    widest: dict[tuple[str, str | None], tuple[NodeInfo, int]] = {}
-    for row in rows:
-        if row.node_id is None or row.repeat:
-            continue
-        info = nodes[row.node_id]
-        key = (info.name, info.leaf.name if info.leaf is not None else None)
-        around = len(guides(row, room)) + _HEAD + len(f" #{row.node_id}")
-        seen = widest.get(key)
-        if seen is None or around > seen[1]:
-            widest[key] = (info, around)
-    return {
-        short: max(
-            (around + len(row_name(info, short)) for info, around in widest.values()), default=0
-        )
-        for short in (False, True)
-    }
-
-
-def node_row(
-    info: NodeInfo,
-    state: NodeState | None,
-    breakpoint_: bool,
-    *,
-    on_path: bool = False,
-    fmt: RowFormat | None = None,
-    prefix: int = 0,
-    flagged: bool = False,
-) -> Text:
-    """``● MulBackward0 #7  seq 3  topo 2  deps 0/2  cpu``, with a breakpoint dot.
-
-    ``fmt`` says how to write it (the full form without one); ``prefix`` is
-    how many columns of tree guides come before the row. ``flagged``: anomaly
-    mode reported the node (its forward output or a gradient is NaN or Inf).
-    """
-    fmt = fmt or RowFormat(False, 0, 0, (1, 1, 1))
-    text = Text()
-    if breakpoint_:
-        text.append("⏺ ", style="bold red")
-    else:
-        text.append("» " if on_path else "  ", style=f"bold {PATH_STYLE}")
-    text.append_text(status_text(state.status if state is not None else "not started"))
-    if flagged or (state is not None and non_finite(state)):
-        text.append("⚠", style=NON_FINITE_STYLE)
-    text.append(" ")
-    ident = f" #{info.id}"
-    name = row_name(info, fmt.short_names)
-    room = fmt.left - prefix - text.cell_len - len(ident)
-    if room < len(name):
-        base, paren, leaf = name.partition("(")
-        if paren and room >= len(leaf) + 2:  # keep a leaf's name whole, cut the node's
-            name = base[: room - len(leaf) - 2] + "…(" + leaf
-        else:
-            name = name[: max(1, room - 1)] + "…"
-    name_style = "bold" if state is not None and state.status == "running" else ""
-    base, paren, leaf = name.partition("(")
-    text.append(base, style=name_style)
-    if paren:
-        text.append(paren + leaf, style="cyan")
-    text.append(ident, style="dim")
-    text.pad_right(max(0, fmt.left - prefix - text.cell_len))
-    remaining = state.remaining if state is not None else info.dependencies
-    seq_w, topo_w, deps_w = fmt.columns
-    seq_label, topo_label, deps_label, device_label = _FACTS[fmt.facts]
-    text.append(f"{seq_label}{sequence_nr(info.sequence_nr):<{seq_w}}")
-    text.append(f"{topo_label}{info.topological_nr:<{topo_w}}")
-    deps = f"{remaining}/{info.dependencies}"
-    text.append(f"{deps_label}{deps:<{deps_w}}", style="yellow" if remaining else "")
-    text.append(f"{device_label}{printable(info.device)}", style="dim")
-    return text

@@ -12,8 +12,9 @@ from textual.pilot import Pilot
 from autograd_viz.sources.recorder import record
 from autograd_viz.trace import GraphTaskInfo, NodeInfo, Trace
 from autograd_viz.trace.text import printable
-from autograd_viz.tui import nodes as node_rows
-from autograd_viz.tui.nodes import NodeList, Row, RowFormat, row_format, row_name
+from autograd_viz.tui import listing as node_rows
+from autograd_viz.tui.listing import Row, RowFormat, row_format, row_name
+from autograd_viz.tui.nodes import NodeList
 from autograd_viz.tui.text import sequence_nr
 from engine import graph, tensor
 from tests.viz.tui.tuiting import demo_trace, node_list, replay_app, run_app

@@ -1,0 +1,303 @@
+"""What the node list shows: a graph task's rows in each view, and how a row is written.
+
+A :class:`Listing` is one view's rows of one graph task (a tuple per row, with
+the row of each node and the rows' column format), made once: it only reads
+the graph task, so a thread can make it (see Note [A big listing is made in a
+thread] in :mod:`autograd_viz.tui.nodes`). What a row says about its node
+(status, dependencies left) is read from the current state when it is drawn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from itertools import groupby
+
+from rich.text import Text
+
+from autograd_viz.trace import GraphTaskInfo, NodeInfo, paused_gc
+from autograd_viz.trace.replay import NodeState
+from autograd_viz.trace.text import printable
+from autograd_viz.tui.text import (
+    NON_FINITE_STYLE,
+    PATH_STYLE,
+    non_finite,
+    sequence_nr,
+    short_name,
+    shown_name,
+    status_text,
+)
+
+MAX_INDENT = 16
+"""Tree rows deeper than this are drawn at this depth with their depth written out."""
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One row of the node list: a node, or a heading over a group of nodes."""
+
+    node_id: int | None
+    """The node shown; ``None`` for a heading."""
+    depth: int = 0
+    """Depth in the tree view."""
+    heading: str = ""
+    """A heading's text."""
+    prefix: str = ""
+    """Tree guides drawn before the node."""
+    repeat: bool = False
+    """The node already appears above (the tree view shows a DAG's shared nodes once)."""
+
+
+def topo_rows(task: GraphTaskInfo) -> list[Row]:
+    """Nodes grouped by topological number, the root's group first; by sequence number inside."""
+    order = sorted(task.nodes.values(), key=lambda n: (-n.topological_nr, -n.sequence_nr, n.id))
+    rows: list[Row] = []
+    for topo, group in groupby(order, key=lambda n: n.topological_nr):
+        members = list(group)
+        count = f"{len(members)} node{'s' if len(members) != 1 else ''}"
+        rows.append(Row(None, heading=f"topological_nr {topo} · {count}"))
+        rows.extend(Row(node.id) for node in members)
+    return rows
+
+
+def tree_rows(task: GraphTaskInfo) -> list[Row]:
+    """The graph depth-first from the root; a node reached again is a one-line reference."""
+    nodes = task.nodes
+    rows: list[Row] = []
+    seen: set[int] = set()
+    # (node id, depth, guides above, is last child)
+    stack: list[tuple[int, int, str, bool]] = [(task.root, 0, "", True)]
+    while stack:
+        node_id, depth, guides, last = stack.pop()
+        branch = "" if depth == 0 else ("└─" if last else "├─")
+        shown = guides if depth <= MAX_INDENT else guides[: 2 * MAX_INDENT]
+        if node_id in seen:
+            rows.append(Row(node_id, depth, prefix=shown + branch, repeat=True))
+            continue
+        seen.add(node_id)
+        rows.append(Row(node_id, depth, prefix=shown + branch))
+        info = nodes.get(node_id)
+        if info is None:
+            continue
+        children = [edge[0] for edge in info.next_edges if edge is not None and edge[0] in nodes]
+        below = guides + ("" if depth == 0 else ("  " if last else "│ "))
+        for i in range(len(children) - 1, -1, -1):
+            stack.append((children[i], depth + 1, below, i == len(children) - 1))
+    return rows
+
+
+def module_rows(task: GraphTaskInfo) -> list[Row] | None:
+    """The model's module calls as a tree, each with the nodes made in it; ``None`` without any.
+
+    Nodes made outside every module (the loss, for one) come first; each call is a
+    heading (its name as every view writes it, its class, how many nodes it holds)
+    over its own nodes, then the calls made inside it, in forward order.
+    """
+    from autograd_viz.draw.modules import ModuleTree
+
+    tree = ModuleTree.build(((str(i), info) for i, info in task.nodes.items()), task.modules)
+    if not tree.scopes:
+        return None
+    rows = [Row(int(key)) for key in tree.outside]
+    # (scope index, depth, guides above, is last among its siblings)
+    stack = [(index, 0, "", i == 0) for i, index in enumerate(reversed(tree.roots))]
+    while stack:
+        index, depth, above, last = stack.pop()
+        scope = tree.scopes[index]
+        branch = "└─" if last else "├─"
+        kind = f" · {printable(scope.kind)}" if scope.kind else ""
+        count = "1 node" if scope.size == 1 else f"{scope.size:,} nodes"
+        heading = f"{printable(scope.name)}{kind} · {count}"
+        rows.append(Row(None, depth, heading=heading, prefix=above[: 2 * MAX_INDENT] + branch))
+        below = above + ("  " if last else "│ ")
+        children = scope.children
+        for position, key in enumerate(scope.nodes):
+            end = position == len(scope.nodes) - 1 and not children
+            rows.append(Row(int(key), depth + 1, prefix=below + ("└─" if end else "├─")))
+        for i, child in enumerate(reversed(children)):
+            stack.append((child, depth + 1, below, i == 0))
+    return rows
+
+
+class Listing:
+    """One view's rows of one graph task, made once, in any thread (it only reads the task).
+
+    Args:
+        task: the graph task listed.
+        view: ``"topo"`` (grouped by topological_nr) or ``"tree"`` (the module tree; for
+            a graph recorded without modules, the graph from the root).
+        width: the columns a row will have, to work out their format now (see :meth:`format`).
+    """
+
+    def __init__(self, task: GraphTaskInfo, view: str, width: int | None = None) -> None:
+        self.task = task
+        """The graph task listed."""
+        self.view = view
+        """Which view's rows these are."""
+        with paused_gc():  # a row per node of a task that may hold 100,000 of them
+            rows = (module_rows(task) or tree_rows(task)) if view == "tree" else topo_rows(task)
+            row_of_node: dict[int, int] = {}
+            for i, row in enumerate(rows):
+                if row.node_id is not None and not row.repeat:
+                    row_of_node.setdefault(row.node_id, i)
+        self.rows: list[Row] = rows
+        """The rows, in order."""
+        self.row_of_node: Mapping[int, int] = row_of_node
+        """Each node's first row (a tree lists a shared node again, as a reference)."""
+        self._format: tuple[int, RowFormat] | None = None
+        if width is not None:
+            self.format(width)
+
+    def format(self, width: int) -> RowFormat:
+        """The rows' format at ``width`` columns, worked out once per width in a row."""
+        if self._format is None or self._format[0] != width:
+            with paused_gc():
+                self._format = (width, row_format(self.task, self.rows, width))
+        return self._format[1]
+
+
+@dataclass(frozen=True, slots=True)
+class RowFormat:
+    """How the node rows of one list are written at one width, in aligned columns.
+
+    Every row keeps the name, seq, topo, deps (remaining/total) and device at
+    any width: when the full rows do not fit, the facts are written shorter
+    (``seq 3 topo 2`` without the double spaces, then ``s3 t2 d0/2``), then the
+    names (``Mul`` for ``MulBackward0``), and only then are names cut with ``…``.
+    """
+
+    short_names: bool
+    """Names without ``Backward0`` (``Acc(x)`` for an ``AccumulateGrad``)."""
+    facts: int
+    """0: ``  seq 3  topo 2  deps 0/2  cpu``; 1: single spaces; 2: ``s3 t2 d0/2 cpu``."""
+    left: int
+    """Columns for everything before the facts (guides, marks, name, id)."""
+    columns: tuple[int, int, int]
+    """Widths of the seq, topo and deps values."""
+    guides: int = 32
+    """Columns for a tree row's guides; deeper rows are cut with their depth written out."""
+
+
+_FACTS = (
+    ("  seq ", "  topo ", "  deps ", "  "),
+    (" seq ", " topo ", " deps ", " "),
+    (" s", " t", " d", " "),
+)
+_HEAD = 4
+"""Columns before a node's name: a mark (breakpoint, path), the status glyph, a space."""
+
+
+def guides(row: Row, room: int) -> str:
+    """A tree row's guides, cut to ``room`` columns (the depth written out when cut)."""
+    deep = row.depth > MAX_INDENT
+    if len(row.prefix) <= room and not deep:
+        return row.prefix
+    tag = f"[{row.depth}] "
+    return tag + row.prefix[len(row.prefix) - max(0, room - len(tag)) :]
+
+
+def row_name(info: NodeInfo, short: bool) -> str:
+    """The name a row gives a node: ``AccumulateGrad(x)`` or ``Acc(x)`` for a named leaf."""
+    if short:
+        return short_name(info)
+    leaf = info.leaf.name if info.leaf is not None and info.leaf.name else ""
+    return f"{shown_name(info.name)}({shown_name(leaf)})" if leaf else shown_name(info.name)
+
+
+def row_format(task: GraphTaskInfo, rows: list[Row], width: int) -> RowFormat:
+    """The widest :class:`RowFormat` whose rows fit in ``width`` columns (see there)."""
+    nodes = task.nodes
+    infos = [nodes[row.node_id] for row in rows if row.node_id is not None]
+    seq = max((len(sequence_nr(i.sequence_nr)) for i in infos), default=1)
+    topo = max((len(str(i.topological_nr)) for i in infos), default=1)
+    deps = max((2 * len(str(i.dependencies)) + 1 for i in infos), default=3)
+    device = max((len(printable(d)) for d in {i.device for i in infos}), default=3)
+    ident = max((len(f" #{i.id}") for i in infos), default=3)
+    shortest = sum(len(label) for label in _FACTS[-1]) + seq + topo + deps + device
+    room = max(4, min(width // 3, width - shortest - _HEAD - ident - 10))
+    lefts = _name_columns(nodes, rows, room)
+    for facts, labels in enumerate(_FACTS):
+        tail = sum(len(label) for label in labels) + seq + topo + deps + device
+        for short in (False, True):
+            left = lefts[short]
+            if left + tail <= width:
+                return RowFormat(short, facts, left, (seq, topo, deps), room)
+    return RowFormat(True, 2, max(_HEAD + 4, width - tail), (seq, topo, deps), room)
+
+
+def _name_columns(nodes: Mapping[int, NodeInfo], rows: list[Row], room: int) -> dict[bool, int]:
+    """Columns for the widest row's guides, marks, name and id, with full and short names.
+
+    A row's name depends only on its node's name and leaf's name, and a graph
+    task of 100,000 nodes has a few dozen of those: each is written once, with
+    the widest guides and id of the rows that show it.
+    """
+    widest: dict[tuple[str, str | None], tuple[NodeInfo, int]] = {}
+    for row in rows:
+        if row.node_id is None or row.repeat:
+            continue
+        info = nodes[row.node_id]
+        key = (info.name, info.leaf.name if info.leaf is not None else None)
+        around = len(guides(row, room)) + _HEAD + len(f" #{row.node_id}")
+        seen = widest.get(key)
+        if seen is None or around > seen[1]:
+            widest[key] = (info, around)
+    return {
+        short: max(
+            (around + len(row_name(info, short)) for info, around in widest.values()), default=0
+        )
+        for short in (False, True)
+    }
+
+
+def node_row(
+    info: NodeInfo,
+    state: NodeState | None,
+    breakpoint_: bool,
+    *,
+    on_path: bool = False,
+    fmt: RowFormat | None = None,
+    prefix: int = 0,
+    flagged: bool = False,
+) -> Text:
+    """``● MulBackward0 #7  seq 3  topo 2  deps 0/2  cpu``, with a breakpoint dot.
+
+    ``fmt`` says how to write it (the full form without one); ``prefix`` is
+    how many columns of tree guides come before the row. ``flagged``: anomaly
+    mode reported the node (its forward output or a gradient is NaN or Inf).
+    """
+    fmt = fmt or RowFormat(False, 0, 0, (1, 1, 1))
+    text = Text()
+    if breakpoint_:
+        text.append("⏺ ", style="bold red")
+    else:
+        text.append("» " if on_path else "  ", style=f"bold {PATH_STYLE}")
+    text.append_text(status_text(state.status if state is not None else "not started"))
+    if flagged or (state is not None and non_finite(state)):
+        text.append("⚠", style=NON_FINITE_STYLE)
+    text.append(" ")
+    ident = f" #{info.id}"
+    name = row_name(info, fmt.short_names)
+    room = fmt.left - prefix - text.cell_len - len(ident)
+    if room < len(name):
+        base, paren, leaf = name.partition("(")
+        if paren and room >= len(leaf) + 2:  # keep a leaf's name whole, cut the node's
+            name = base[: room - len(leaf) - 2] + "…(" + leaf
+        else:
+            name = name[: max(1, room - 1)] + "…"
+    name_style = "bold" if state is not None and state.status == "running" else ""
+    base, paren, leaf = name.partition("(")
+    text.append(base, style=name_style)
+    if paren:
+        text.append(paren + leaf, style="cyan")
+    text.append(ident, style="dim")
+    text.pad_right(max(0, fmt.left - prefix - text.cell_len))
+    remaining = state.remaining if state is not None else info.dependencies
+    seq_w, topo_w, deps_w = fmt.columns
+    seq_label, topo_label, deps_label, device_label = _FACTS[fmt.facts]
+    text.append(f"{seq_label}{sequence_nr(info.sequence_nr):<{seq_w}}")
+    text.append(f"{topo_label}{info.topological_nr:<{topo_w}}")
+    deps = f"{remaining}/{info.dependencies}"
+    text.append(f"{deps_label}{deps:<{deps_w}}", style="yellow" if remaining else "")
+    text.append(f"{device_label}{printable(info.device)}", style="dim")
+    return text
