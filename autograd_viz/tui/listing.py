@@ -126,10 +126,9 @@ class Listing:
         task: the graph task listed.
         view: ``"topo"`` (grouped by topological_nr) or ``"tree"`` (the module tree; for
             a graph recorded without modules, the graph from the root).
-        width: the columns a row will have, to work out their format now (see :meth:`format`).
     """
 
-    def __init__(self, task: GraphTaskInfo, view: str, width: int | None = None) -> None:
+    def __init__(self, task: GraphTaskInfo, view: str) -> None:
         self.task = task
         """The graph task listed."""
         self.view = view
@@ -140,19 +139,18 @@ class Listing:
             for i, row in enumerate(rows):
                 if row.node_id is not None and not row.repeat:
                     row_of_node.setdefault(row.node_id, i)
+            measures = RowMeasures.of(task, rows)
         self.rows: list[Row] = rows
         """The rows, in order."""
         self.row_of_node: Mapping[int, int] = row_of_node
         """Each node's first row (a tree lists a shared node again, as a reference)."""
+        self._measures = measures
         self._format: tuple[int, RowFormat] | None = None
-        if width is not None:
-            self.format(width)
 
     def format(self, width: int) -> RowFormat:
-        """The rows' format at ``width`` columns, worked out once per width in a row."""
+        """The rows' format at ``width`` columns (kept for the last width asked)."""
         if self._format is None or self._format[0] != width:
-            with paused_gc():
-                self._format = (width, row_format(self.task, self.rows, width))
+            self._format = (width, self._measures.format(width))
         return self._format[1]
 
 
@@ -193,7 +191,7 @@ def guides(row: Row, room: int) -> str:
     if len(row.prefix) <= room and not deep:
         return row.prefix
     tag = f"[{row.depth}] "
-    return tag + row.prefix[len(row.prefix) - max(0, room - len(tag)) :]
+    return tag + row.prefix[max(0, len(row.prefix) - max(0, room - len(tag))) :]
 
 
 def row_name(info: NodeInfo, short: bool) -> str:
@@ -206,48 +204,75 @@ def row_name(info: NodeInfo, short: bool) -> str:
 
 def row_format(task: GraphTaskInfo, rows: list[Row], width: int) -> RowFormat:
     """The widest :class:`RowFormat` whose rows fit in ``width`` columns (see there)."""
-    nodes = task.nodes
-    infos = [nodes[row.node_id] for row in rows if row.node_id is not None]
-    seq = max((len(sequence_nr(i.sequence_nr)) for i in infos), default=1)
-    topo = max((len(str(i.topological_nr)) for i in infos), default=1)
-    deps = max((2 * len(str(i.dependencies)) + 1 for i in infos), default=3)
-    device = max((len(printable(d)) for d in {i.device for i in infos}), default=3)
-    ident = max((len(f" #{i.id}") for i in infos), default=3)
-    shortest = sum(len(label) for label in _FACTS[-1]) + seq + topo + deps + device
-    room = max(4, min(width // 3, width - shortest - _HEAD - ident - 10))
-    lefts = _name_columns(nodes, rows, room)
-    for facts, labels in enumerate(_FACTS):
-        tail = sum(len(label) for label in labels) + seq + topo + deps + device
-        for short in (False, True):
-            left = lefts[short]
-            if left + tail <= width:
-                return RowFormat(short, facts, left, (seq, topo, deps), room)
-    return RowFormat(True, 2, max(_HEAD + 4, width - tail), (seq, topo, deps), room)
+    return RowMeasures.of(task, rows).format(width)
 
 
-def _name_columns(nodes: Mapping[int, NodeInfo], rows: list[Row], room: int) -> dict[bool, int]:
-    """Columns for the widest row's guides, marks, name and id, with full and short names.
+@dataclass(frozen=True, slots=True)
+class RowMeasures:
+    """What the format of a list's rows depends on, measured once over all of them.
 
-    A row's name depends only on its node's name and leaf's name, and a graph
-    task of 100,000 nodes has a few dozen of those: each is written once, with
-    the widest guides and id of the rows that show it.
+    A row's name depends only on its node's name and leaf's name, and its guides'
+    width at any width only on its prefix's length and its depth; a graph task of
+    100,000 nodes has a few dozen of each. Each is kept once, with the widest id of
+    the rows that have it, so that a format at a new width (the list resized, a
+    scroll bar come) costs nothing like a pass over the rows.
     """
-    widest: dict[tuple[str, str | None], tuple[NodeInfo, int]] = {}
-    for row in rows:
-        if row.node_id is None or row.repeat:
-            continue
-        info = nodes[row.node_id]
-        key = (info.name, info.leaf.name if info.leaf is not None else None)
-        around = len(guides(row, room)) + _HEAD + len(f" #{row.node_id}")
-        seen = widest.get(key)
-        if seen is None or around > seen[1]:
-            widest[key] = (info, around)
-    return {
-        short: max(
-            (around + len(row_name(info, short)) for info, around in widest.values()), default=0
-        )
-        for short in (False, True)
-    }
+
+    columns: tuple[int, int, int, int, int]
+    """Widths of the seq, topo, deps and device values and of `` #id``."""
+    shapes: tuple[tuple[NodeInfo, Row, int], ...]
+    """For each name and shape of guides: a node with that name, a row with those
+    guides, and the widest `` #id`` of the rows with both."""
+
+    @classmethod
+    def of(cls, task: GraphTaskInfo, rows: list[Row]) -> RowMeasures:
+        """Measure ``rows`` of ``task``."""
+        nodes = task.nodes
+        infos = [nodes[row.node_id] for row in rows if row.node_id is not None]
+        seq = max((len(sequence_nr(v)) for v in {i.sequence_nr for i in infos}), default=1)
+        topo = max((len(str(v)) for v in {i.topological_nr for i in infos}), default=1)
+        deps = max((2 * len(str(v)) + 1 for v in {i.dependencies for i in infos}), default=3)
+        device = max((len(printable(d)) for d in {i.device for i in infos}), default=3)
+        ident = max((len(f" #{i.id}") for i in infos), default=3)
+        shapes: dict[tuple[str, str | None, int, int], tuple[NodeInfo, Row, int]] = {}
+        for row in rows:
+            if row.node_id is None or row.repeat:
+                continue
+            info = nodes[row.node_id]
+            leaf = info.leaf.name if info.leaf is not None else None
+            key = (info.name, leaf, len(row.prefix), row.depth)
+            wide = len(f" #{row.node_id}")
+            seen = shapes.get(key)
+            if seen is None or wide > seen[2]:
+                shapes[key] = (info, row, wide)
+        return cls((seq, topo, deps, device, ident), tuple(shapes.values()))
+
+    def format(self, width: int) -> RowFormat:
+        """The widest :class:`RowFormat` whose rows fit in ``width`` columns."""
+        seq, topo, deps, device, ident = self.columns
+        shortest = sum(len(label) for label in _FACTS[-1]) + seq + topo + deps + device
+        room = max(4, min(width // 3, width - shortest - _HEAD - ident - 10))
+        lefts = self._name_columns(room)
+        for facts, labels in enumerate(_FACTS):
+            tail = sum(len(label) for label in labels) + seq + topo + deps + device
+            for short in (False, True):
+                left = lefts[short]
+                if left + tail <= width:
+                    return RowFormat(short, facts, left, (seq, topo, deps), room)
+        return RowFormat(True, 2, max(_HEAD + 4, width - tail), (seq, topo, deps), room)
+
+    def _name_columns(self, room: int) -> dict[bool, int]:
+        """Columns for the widest row's guides, marks, name and id, with full and short names."""
+        return {
+            short: max(
+                (
+                    len(guides(row, room)) + _HEAD + wide + len(row_name(info, short))
+                    for info, row, wide in self.shapes
+                ),
+                default=0,
+            )
+            for short in (False, True)
+        }
 
 
 def node_row(

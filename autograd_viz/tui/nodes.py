@@ -137,12 +137,11 @@ class NodeList(RowList):
         if view in self._making:
             return
         self._making.add(view)
-        width = self.row_width
         others = [v for v in LIST_VIEWS if v != view and v not in self._listings]
 
         def make() -> None:
             for each in (view, *others):  # the one asked for first, then the others
-                listing = Listing(task, each, width)
+                listing = Listing(task, each)
                 with contextlib.suppress(RuntimeError):  # the app closed meanwhile
                     self.app.call_from_thread(self._adopt, listing)
 

@@ -11,7 +11,7 @@ from textual.pilot import Pilot
 import autograd_viz
 from autograd_viz.trace import GraphTaskInfo, Trace
 from autograd_viz.tui import nodes as node_list_module
-from autograd_viz.tui.listing import Listing
+from autograd_viz.tui.listing import MAX_INDENT, Listing, Row, guides
 from tests.viz.tui.test_tui_modules import blocks
 from tests.viz.tui.tuiting import inspector, node_list, replay_app, run_app
 
@@ -57,10 +57,10 @@ def test_a_big_graph_task_is_listed_in_a_thread_and_the_node_chosen_meanwhile_ke
     made: list[str] = []
 
     class HeldListing(Listing):
-        def __init__(self, task: GraphTaskInfo, view: str, width: int | None = None) -> None:
+        def __init__(self, task: GraphTaskInfo, view: str) -> None:
             assert threading.current_thread() is not threading.main_thread()
             release.wait(10)
-            super().__init__(task, view, width)
+            super().__init__(task, view)
             made.append(view)
 
     monkeypatch.setattr(node_list_module, "Listing", HeldListing)
@@ -89,3 +89,14 @@ def test_a_big_graph_task_is_listed_in_a_thread_and_the_node_chosen_meanwhile_ke
         assert made == ["topo", "tree"]
 
     run_app(app, actions)
+
+
+@pytest.mark.parametrize("room", [8, 12, 32, 40, 60])
+def test_a_row_deeper_than_the_indent_keeps_the_end_of_its_guides(room: int) -> None:
+    prefix = "│ " * MAX_INDENT + "├─"
+    shown = guides(Row(1, MAX_INDENT + 4, prefix=prefix), room)
+    tag = f"[{MAX_INDENT + 4}] "
+    assert shown.startswith(tag) and shown.endswith("├─")
+    assert len(shown) <= max(room, len(tag) + 2)
+    assert prefix.endswith(shown[len(tag) :])
+    assert len(shown) == len(tag) + min(len(prefix), max(0, room - len(tag)))
