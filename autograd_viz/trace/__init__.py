@@ -10,6 +10,8 @@ here runs or watches an engine; that is :mod:`autograd_viz.sources`.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from autograd_viz.trace.records import (
     DEFAULT_MAX_VALUES,
     GraphTaskInfo,
@@ -21,8 +23,10 @@ from autograd_viz.trace.records import (
     TraceStats,
     paused_gc,
 )
-from autograd_viz.trace.replay import ExecutionState, NodeState, NodeStatus
 from autograd_viz.trace.summary import TensorSummary
+
+if TYPE_CHECKING:
+    from autograd_viz.trace.replay import ExecutionState, NodeState, NodeStatus
 
 __all__ = [
     "DEFAULT_MAX_VALUES",
@@ -39,3 +43,18 @@ __all__ = [
     "TraceStats",
     "paused_gc",
 ]
+
+
+_REPLAY = ("ExecutionState", "NodeState", "NodeStatus")
+
+
+def __getattr__(attribute: str) -> Any:
+    """Replay's names, imported on first use: a recording process never replays
+    (Note [Lazy top-level names] in :mod:`autograd_viz`)."""
+    if attribute not in _REPLAY:
+        raise AttributeError(f"module {__name__!r} has no attribute {attribute!r}")
+    from autograd_viz.trace import replay
+
+    value = getattr(replay, attribute)
+    globals()[attribute] = value
+    return value

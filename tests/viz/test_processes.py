@@ -392,3 +392,46 @@ def test_a_child_killed_by_a_signal_keeps_the_calls_written_so_far(tmp_path: Pat
     (path,) = tmp_path.glob("t.pid*.jsonl")
     assert f"ended before finishing its trace; the calls it wrote are in {path}" in done.stderr
     assert not left_running(script)
+
+
+def test_a_watched_child_starts_without_the_drawing_modules(tmp_path: Path) -> None:
+    """A child imports the recorder only (Note [Lazy top-level names]); the public names
+    still resolve on first use."""
+    settings = ChildSettings(command="record", job=str(tmp_path), output=str(tmp_path / "t.jsonl"))
+    env = {
+        **os.environ,
+        processes.ENV: settings.to_env(),
+        "PYTHONPATH": os.pathsep.join([processes.STARTUP_DIR, str(REPO)]),
+    }
+    probe = textwrap.dedent(
+        """
+        import sys
+        assert "autograd_viz.cli.children" in sys.modules  # the child is watched
+        heavy = ("graphviz", "rich", "textual", "autograd_viz.draw", "autograd_viz.trace.replay",
+                 "autograd_viz.live", "autograd_viz.nan")
+        print(sorted(m for m in sys.modules if m.startswith(heavy)))
+        import autograd_viz
+        print(sorted(n for n in autograd_viz.__all__ if getattr(autograd_viz, n) is None))
+        from autograd_viz import ExecutionState, to_dot, watch_nan
+        from autograd_viz.trace import NodeStatus
+        print(to_dot.__module__, watch_nan.__module__, ExecutionState.__module__, NodeStatus.__name__)
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "[]",
+        "[]",
+        "autograd_viz.draw.dot autograd_viz.nan.watch autograd_viz.trace.replay NodeStatus",
+    ]
+    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+        import autograd_viz
+
+        _ = autograd_viz.nothing
