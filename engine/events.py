@@ -35,6 +35,7 @@ __all__ = [
     "Event",
     "LazySummary",
     "Listener",
+    "label_thread",
     "listen",
     "subscribe",
     "thread_name",
@@ -165,6 +166,16 @@ def _current_thread_name() -> str:
     name: str = threading.current_thread().name
     _thread_name.name = name
     return name
+
+
+def label_thread(name: str) -> None:
+    """Name the current thread's events ``name`` from now on, instead of its Python name.
+
+    For a thread Python did not start (a communication library's callback
+    thread), which Python calls ``Dummy-N``: the thread itself, and what the
+    program sees of it, are left as they are.
+    """
+    _thread_name.name = name
 
 
 def thread_name() -> str:

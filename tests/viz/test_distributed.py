@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -156,6 +157,12 @@ def check_allreduces(trace: Trace) -> None:
         assert all(e.seq < end.seq for e in comm)
     # DDP's first step reduces one bucket; it then rebuilds them in the order gradients came
     assert buckets[0] >= 1 and max(buckets) >= 2
+    # gloo completes the futures on its own threads: named for the backend, never Dummy-N
+    finished = {
+        e.thread for e in trace.events if e.kind == "comm" and e.data["phase"] == "finished"
+    }
+    assert all(re.fullmatch(r"gloo(-\d+)?|MainThread", name) for name in finished), finished
+    assert not any(e.thread.startswith("Dummy-") for e in trace.events)
 
 
 def test_mp_spawn_job_one_trace_per_rank_same_parameters(tmp_path: Path) -> None:

@@ -15,10 +15,11 @@ ready (the ``AccumulateGrad`` running when DDP calls the hook), reduces the
 bucket as DDP does without a hook (PyTorch's own ``allreduce_hook``: divide
 by the world size, then allreduce; its documentation promises the same
 results as no hook), and emits ``comm`` (``phase: "finished"``) on the
-thread that completes the future. The parameters are bit-identical to an
-unwatched run (``tests/viz/test_distributed.py``). DDP takes one comm hook:
-one the program registers later runs inside ours, so the program's own
-reduction is what runs, and is watched. Not watched: DDP models made before
+thread that completes the future (Note [Communication threads' names]).
+The parameters are bit-identical to an unwatched run
+(``tests/viz/test_distributed.py``). DDP takes one comm hook: one the
+program registers later runs inside ours, so the program's own reduction is
+what runs, and is watched. Not watched: DDP models made before
 arming, and reductions DDP makes outside the hook (unused-parameter maps,
 ``static_graph``'s first iteration's checks).
 """
@@ -35,7 +36,7 @@ import torch
 import torch.distributed as dist
 
 from engine.activity import ACTIVITY
-from engine.events import HUB
+from engine.events import HUB, label_thread
 
 _lock = threading.Lock()
 _armed = 0
@@ -143,6 +144,8 @@ class _Comm:
     def __init__(self, group: Any, names: dict[int, str]) -> None:
         self.group = group
         self.names = names
+        self.backend = backend_of(group)
+        """The process group's backend (``gloo``), which names its callback threads."""
         self.program_hook: tuple[Callable[..., Any], object] | None = None
         """A comm hook the program registered later: it reduces, inside ours."""
 
@@ -171,9 +174,11 @@ class _Comm:
         if watch is None:
             return future
         graph_task = watch.id
+        backend = self.backend
 
         def finished(done: torch.futures.Future[Any]) -> Any:
             if HUB.active:
+                name_comm_thread(backend)
                 ACTIVITY.enter()
                 try:
                     HUB.emit_data("comm", "cpu", graph_task, node, {**data, "phase": "finished"})
@@ -182,3 +187,42 @@ class _Comm:
             return done.value()
 
         return future.then(finished)
+
+
+# Note [Communication threads' names]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# A collective's future completes on a thread of the communication library
+# (gloo's, NCCL's), which Python did not start and calls ``Dummy-N``, a name
+# that differs from run to run and says nothing. Events on such a thread carry
+# the backend's name instead (``gloo``; ``gloo-2`` for a second such thread),
+# in the trace itself, so that every view (the TUI, the timeline's tracks,
+# ``run --print``) shows the same name. The thread is not renamed: the
+# program's own view of it (``threading``, logging's ``threadName``) is as it
+# would be unwatched.
+
+_comm_threads: dict[int, str] = {}
+_comm_lock = threading.Lock()
+
+
+def name_comm_thread(backend: str) -> None:
+    """Name this thread's events for ``backend`` if Python did not start it (Note [...])."""
+    thread = threading.current_thread()
+    if not isinstance(thread, threading._DummyThread) or thread.ident is None:
+        return
+    with _comm_lock:
+        name = _comm_threads.get(thread.ident)
+        if name is None:
+            taken = sum(1 for known in _comm_threads.values() if known.split("-")[0] == backend)
+            name = backend if not taken else f"{backend}-{taken + 1}"
+            _comm_threads[thread.ident] = name
+    # Each callback may come with a fresh Python thread state (and so fresh thread-locals):
+    # the name is given again every time, from the thread's id.
+    label_thread(name)
+
+
+def backend_of(group: Any) -> str:
+    """The backend of ``group`` (``gloo``, ``nccl``), or ``comm`` when it cannot be told."""
+    try:
+        return str(dist.get_backend(group)).lower() or "comm"
+    except Exception:  # noqa: BLE001 - a group without a backend name still has its events
+        return "comm"
