@@ -2,17 +2,24 @@
 
 Part of the view model (:mod:`autograd_viz.draw.modules`): which sibling calls
 fold (Note [What folds]), and the one name a fold is shown and typed back by.
+A run repeats one call (GPT-2's blocks: ``transformer.h.{0..11}`` ×12) or a
+pattern of up to :data:`MAX_PERIOD` calls (an unrolled loop calling ``emb``
+then ``cell``: ``(emb:{0..9}, cell:{0..9})`` ×10).
 """
 
 from __future__ import annotations
 
 import itertools
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from autograd_viz.draw.modules import Scope
+
+MAX_PERIOD = 4
+"""The most sibling calls one repetition of a fold holds (``emb, cell``: 2)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,14 +33,22 @@ class FoldGroup:
     scopes: tuple[int, ...]
     """The folded calls, in forward order."""
     name: str
-    """Its members' names in one (``"transformer.h.{0..11}"``, ``"cell:{0..11}"``)."""
+    """Its members' names in one (``"transformer.h.{0..11}"``, ``"cell:{0..11}"``,
+    ``"(emb:{0..9}, cell:{0..9})"``)."""
     kind: str
-    """The members' class name."""
+    """The members' class name (``"Embedding, GRUCell"`` for a pattern of calls)."""
+    period: int = 1
+    """How many calls one repetition holds: 1, or the length of a pattern (``emb, cell``: 2)."""
 
     @property
     def count(self) -> int:
-        """How many calls it folds (the ``×12``)."""
-        return len(self.scopes)
+        """How many repetitions it folds (the ``×12``)."""
+        return len(self.scopes) // self.period
+
+    def repetitions(self) -> list[tuple[int, ...]]:
+        """The calls of each repetition, in forward order."""
+        p = self.period
+        return [self.scopes[i : i + p] for i in range(0, len(self.scopes), p)]
 
 
 # Note [What folds]
@@ -49,31 +64,82 @@ class FoldGroup:
 # run folds only when each call sends its gradient straight into the next (or
 # takes it from it) and no path from its nodes reaches its nodes again through
 # the rest of its parent call.
+#
+# A repetition may hold several calls: an unrolled encoder-decoder calls
+# ``emb`` then ``cell`` at each step, a weight-shared stack ``attn`` then
+# ``mlp``. The siblings' signatures then repeat with a period (``A B A B``);
+# the longest cover wins, the shorter period on a tie (``A A A A`` folds as
+# four calls of one, not two pairs), and the same rule holds between
+# repetitions: each leads to the next. Alike is not enough where the module
+# changes halfway: an encoder's GRUCell and a decoder's have one signature, but
+# ``enc, enc, enc, dec, dec`` is two loops. So at each place of the pattern the
+# calls are either of one module throughout (``cell:0, cell:1``) or of
+# modules called once each (``h.0, h.1``), as the first two repetitions say
+# (``shared:0, middle, shared:1`` is a module used twice around another, no loop).
 
 
 def fold_runs(scopes: Sequence[Scope], roots: Sequence[int]) -> Iterable[FoldGroup]:
-    """Each run of at least two consecutive siblings with one signature, top first."""
+    """Each run of at least two repetitions of one to :data:`MAX_PERIOD` sibling signatures,
+    top first."""
     count = 0
+    calls = Counter(s.path for s in scopes)
     parents: list[tuple[int | None, Sequence[int]]] = [(None, roots)]
     parents.extend((s.index, s.children) for s in scopes if s.children)
     for parent, children in parents:
-        start = 0
-        while start < len(children):
-            end = start + 1
-            signature = scopes[children[start]].signature
-            while end < len(children) and scopes[children[end]].signature == signature:
-                end += 1
-            if end - start >= 2:
-                run = tuple(children[start:end])
-                yield FoldGroup(
-                    count,
-                    parent,
-                    run,
-                    fold_name([scopes[i].name for i in run]),
-                    scopes[run[0]].kind,
-                )
-                count += 1
-            start = end
+        signatures = [scopes[c].signature for c in children]
+        paths = [scopes[c].path for c in children]
+        once = [calls[p] == 1 for p in paths]
+        for start, end, period in _runs(signatures, paths, once):
+            run = tuple(children[start:end])
+            names = [[scopes[i].name for i in run[j::period]] for j in range(period)]
+            kinds = [scopes[run[j]].kind for j in range(period)]
+            if period == 1:
+                name, kind = fold_name(names[0]), kinds[0]
+            else:
+                name = "(" + ", ".join(fold_name(n) for n in names) + ")"
+                kind = ", ".join(k for k in kinds if k)
+            yield FoldGroup(count, parent, run, name, kind, period)
+            count += 1
+
+
+def _runs(
+    signatures: Sequence[int], paths: Sequence[str], once: Sequence[bool]
+) -> Iterable[tuple[int, int, int]]:
+    """``(start, end, period)`` of each maximal run of two or more repetitions, left to right
+    (Note [What folds]); ``once`` says which calls are their module's only call."""
+    i = 0
+    while i < len(signatures):
+        best_period, best_length = 0, 0
+        for period in range(1, MAX_PERIOD + 1):
+            pattern = signatures[i : i + period]
+            if len(pattern) < period or _periodic(pattern):
+                continue
+            first = paths[i : i + period]
+            same: list[bool] | None = None  # per place: one module throughout, or each once
+            repeats = 1
+            while signatures[i + repeats * period : i + (repeats + 1) * period] == pattern:
+                at = i + repeats * period
+                now = [first[j] == paths[at + j] for j in range(period)]
+                if same is None:
+                    same = now
+                if now != same or not all(
+                    now[j] or (once[i + j] and once[at + j]) for j in range(period)
+                ):
+                    break
+                repeats += 1
+            if repeats >= 2 and repeats * period > best_length:
+                best_period, best_length = period, repeats * period
+        if best_period:
+            yield i, i + best_length, best_period
+            i += best_length
+        else:
+            i += 1
+
+
+def _periodic(pattern: Sequence[int]) -> bool:
+    """Whether ``pattern`` repeats a shorter one (``A A``, ``A B A B``)."""
+    n = len(pattern)
+    return any(n % d == 0 and list(pattern) == list(pattern[:d]) * (n // d) for d in range(1, n))
 
 
 def foldable(
@@ -90,7 +156,7 @@ def foldable(
         out: the heads of each node's edges, by tail key.
         weights: :attr:`ModuleTree.weights` (2 marks a leaf's ``AccumulateGrad``).
     """
-    inside = [set(members(i)) for i in group.scopes]
+    inside = [{k for i in rep for k in members(i)} for rep in group.repetitions()]
     for one, after in itertools.pairwise(inside):
         if not _linked(one, after, out, weights) and not _linked(after, one, out, weights):
             return False
@@ -152,4 +218,4 @@ def _common_prefix(names: Sequence[str]) -> str:
     return first[:n]
 
 
-__all__ = ["FoldGroup", "fold_name", "fold_runs", "foldable"]
+__all__ = ["MAX_PERIOD", "FoldGroup", "fold_name", "fold_runs", "foldable"]

@@ -229,7 +229,7 @@ class ModuleTree:
                 break
             item = stack.pop()
             if isinstance(item, FoldGroup):
-                total += 1 if item.index not in unfolded else item.count
+                total += 1 if item.index not in unfolded else len(item.scopes)
                 continue
             for scope in (item,) if isinstance(item, Scope) else self._scopes_of(item):
                 if scope.depth > level:

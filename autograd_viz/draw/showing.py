@@ -399,7 +399,7 @@ def _box_node(
         key,
         item.name,
         item.kind,
-        len(_scopes(item)),
+        item.count if isinstance(item, FoldGroup) else 1,
         _scopes(item),
         group,
         tuple(members),
