@@ -52,7 +52,7 @@ from autograd_viz.trace.summary import TensorSummary
 from engine import events
 from engine.activity import ACTIVITY
 from engine.calls import CALLS
-from engine.events import Event
+from engine.events import DATA, Event
 
 LIVE_THREAD = "autograd-viz-live"
 """The name of the thread a live session runs its target in."""
@@ -654,7 +654,7 @@ class LiveSession:
             self._settled_tasks.add(event.graph_task)
         events_ = recorder.trace.events
         if len(events_) == before:  # of a graph task cut by a recorder error: shown, not kept
-            return TraceEvent(before, *event[:10], {})
+            return TraceEvent._make((before, *event[:DATA], {}))
         if self._max_events is not None and len(events_) >= self._max_events:
             self._truncate()
         return events_[-1]

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.events import HUB, Listener
+from engine.events import GRAPH_TASK, HUB, Listener
 
 __all__ = ["batch_max_values", "hand_over"]
 
@@ -67,4 +67,4 @@ def hand_over(rows: list[tuple[Any, ...]], listeners: tuple[Listener, ...]) -> N
             try:
                 listener.take_events(rows)  # type: ignore[attr-defined]
             except BaseException as exc:  # noqa: BLE001 - listener_failed re-raises what it must
-                HUB.listener_failed(listener, exc, rows[0][5] if rows else 0)
+                HUB.listener_failed(listener, exc, rows[0][GRAPH_TASK] if rows else 0)

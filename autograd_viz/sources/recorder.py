@@ -35,7 +35,7 @@ from autograd_viz.trace.summary import TensorSummary
 from autograd_viz.trace.text import one_line
 from engine import events
 from engine.calls import CALLS
-from engine.events import Event, LazySummary
+from engine.events import DATA, GRAPH_TASK, SEQ, Event, LazySummary
 
 _new_trace_event = tuple.__new__
 
@@ -240,15 +240,16 @@ class Recorder:
         """Record ``event``; call it on the engine thread that emitted it."""
         if self.closed:
             return
-        if event[0] == "graph_task_start":
+        if event.kind == "graph_task_start":
             self._record_start(event)
             return
         kept = self._kept
-        if kept is not None and event[5] not in kept and event[5] != 0:
-            return  # a graph task of a call not recorded (event[5]: graph_task; 0: none)
-        if self._cut and event[5] in self._cut:
+        graph_task = event.graph_task
+        if kept is not None and graph_task not in kept and graph_task != 0:
+            return  # a graph task of a call not recorded (0: an event outside any)
+        if self._cut and graph_task in self._cut:
             return  # its recording failed: it ends where it failed (on_error)
-        data = event[10]
+        data = event.data
         for value in data.values():
             if type(value) not in _KEPT_AS_IS:
                 data = (
@@ -262,12 +263,12 @@ class Recorder:
                 return
             events_ = self.trace.events
             position = len(events_)
-            if not self._goes_last(event[1]):
+            if not self._goes_last(event.seq):
                 self._insert(event, data)
-            elif data is event[10]:  # plain already: the event's own fields, after the index
+            elif data is event.data:  # plain already: the event's own fields, after the index
                 events_.append(_new_trace_event(TraceEvent, (position, *event)))
             else:  # the event's fields, kind to topological_nr, between the index and the data
-                events_.append(_new_trace_event(TraceEvent, (position, *event[:10], data)))
+                events_.append(_new_trace_event(TraceEvent, (position, *event[:DATA], data)))
 
     def take_events(self, rows: list[tuple[Any, ...]]) -> None:
         """Record events a source built as plain rows (Note [Batched events] in ``batches.py``).
@@ -281,18 +282,18 @@ class Recorder:
             return
         kept = self._kept
         if kept is not None:
-            rows = [row for row in rows if row[5] in kept or row[5] == 0]
+            rows = [row for row in rows if row[GRAPH_TASK] in kept or row[GRAPH_TASK] == 0]
             if not rows:
                 return
         if self._cut:
             cut = self._cut
-            rows = [row for row in rows if row[5] not in cut]
+            rows = [row for row in rows if row[GRAPH_TASK] not in cut]
             if not rows:
                 return
         with self._lock:
             if self.closed:
                 return
-            if not self._goes_last(rows[0][1]):
+            if not self._goes_last(rows[0][SEQ]):
                 self._merge(rows)
                 return
             events_ = self.trace.events
@@ -343,15 +344,16 @@ class Recorder:
     def _goes_last(self, seq: int) -> bool:
         """Whether an event numbered ``seq`` goes after every recorded one (under the lock)."""
         events_ = self.trace.events
-        return not events_ or self._arrival_order or events_[-1][2] < seq
+        return not events_ or self._arrival_order or events_[-1].seq < seq
 
     def _merge(self, rows: list[tuple[Any, ...]]) -> None:
         """Rows of one thread reach the recorder after later events of another (under the lock)."""
         trace = self.trace
         events_ = trace.events
-        first = bisect.bisect(events_, rows[0][1], key=lambda e: e.seq)
+        first = bisect.bisect(events_, rows[0][SEQ], key=lambda e: e.seq)
         later = events_[first:]
-        merged = sorted([*[e[1:] for e in later], *rows], key=lambda fields: fields[1])
+        # A recorded event without its index is a row (TraceEvent: index, then Event's fields).
+        merged = sorted([*[e[1:] for e in later], *rows], key=lambda fields: fields[SEQ])
         events_[first:] = [
             _new_trace_event(TraceEvent, (i, *f)) for i, f in enumerate(merged, first)
         ]
@@ -370,7 +372,7 @@ class Recorder:
         if kept is not None:
             if call is None and parent not in kept:
                 return
-            kept.add(event[5])
+            kept.add(event.graph_task)
         build = event.data.get("graph_snapshot")
         failed: Exception | None = None
         max_values = self.max_values if self._tier is None else None
@@ -393,10 +395,10 @@ class Recorder:
             trace = self.trace
             events_ = trace.events
             position = len(events_)
-            if not self._goes_last(event[1]):
+            if not self._goes_last(event.seq):
                 position = self._insert(event, data)
             else:
-                events_.append(_new_trace_event(TraceEvent, (position, *event[:10], data)))
+                events_.append(_new_trace_event(TraceEvent, (position, *event[:DATA], data)))
             trace.graph_tasks[info.id] = _with_first_event(info, position)
             sources = trace.header.setdefault("sources", [])
             source = event.data.get("source", "engine")
@@ -410,7 +412,7 @@ class Recorder:
         trace = self.trace
         events_ = trace.events
         position = bisect.bisect(events_, event.seq, key=lambda e: e.seq)
-        events_.insert(position, _new_trace_event(TraceEvent, (position, *event[:10], data)))
+        events_.insert(position, _new_trace_event(TraceEvent, (position, *event[:DATA], data)))
         for i in range(position + 1, len(events_)):
             events_[i] = _reindex(events_[i], i)
         _shift_first_events(trace, position)
@@ -594,7 +596,7 @@ def _plain_data(event: Event, max_values: int) -> Mapping[str, Any]:
     is kept as it is: the engine's read-only mapping, which nothing changes.
     """
     data = event.data
-    dropped = _DROPPED.get(event[0])
+    dropped = _DROPPED.get(event.kind)
     if dropped is None:
         for value in data.values():
             if type(value) not in _KEPT_AS_IS:

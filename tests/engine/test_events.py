@@ -152,3 +152,11 @@ def test_a_propagating_listener_cancels_backward_cleanly(kind: str) -> None:
     y = engine.tensor([1.0, 2.0], requires_grad=True)
     ((y.to("sim:0") * 2.0).to("cpu") + y).sum().backward()
     np.testing.assert_allclose(y.grad.numpy(), [3.0, 3.0])
+
+
+def test_the_positions_of_a_row_are_the_events_fields() -> None:
+    # Note [Rows of events]: a source's plain row is read with these names.
+    positions = {name: getattr(events, name.upper()) for name in events.Event._fields}
+    assert list(positions.values()) == list(range(len(events.Event._fields)))
+    event = events.Event("node_end", 3, 4, "t", "cpu", 9, 1, "MulBackward0", 2, 1, {"a": 1})
+    assert all(event[i] == getattr(event, name) for name, i in positions.items())

@@ -60,6 +60,7 @@ class Emitter:
         if self.max_values is not None:
             if hub.listeners is self.listeners:
                 task, thread = self.graph_task, self.thread
+                # A row: Event's fields in its order (Note [Rows of events] in engine/events.py).
                 if node is None:
                     row: tuple[Any, ...] = (
                         kind, next(hub.seq), _clock(), thread, "cpu", task,
