@@ -16,9 +16,9 @@ Run: OMP_NUM_THREADS=1 .venv/bin/python -m benchmarks.training [--steps 300] [--
 * **``--memory N``**: ``autograd-viz record`` on an N-step loop of a 256-wide
   MLP, each way in a process of its own (plain ``python``, streamed, ``--every
   10``, ``--last 10``): maximum RSS and the trace file's size.
-* **``--light``**: the floor of a light tier that keeps no summaries: bare
-  node hooks against ``torch.profiler`` around the backward, on the MLP and
-  the GRU of ``benchmarks.torch_bridge``.
+* **``--light``**: ``record(values=...)`` at each tier beside bare node
+  hooks, ``detect_anomaly`` and ``torch.profiler`` limited to the autograd
+  nodes, on the MLP and the GRU of ``benchmarks.torch_bridge``.
 * **``--open TRACE``**: finding the calls of a long trace and loading the
   first, middle and last of them alone (``replay``/``dot``/``timeline``
   ``--call K``), with this process's maximum RSS after each; ``--whole``
@@ -37,6 +37,7 @@ import sys
 import tempfile
 import textwrap
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -226,63 +227,75 @@ def open_calls(path: str, whole: bool) -> None:
 
 
 def light_tier(repeat: int) -> None:
-    """What observing PyTorch's backward costs without summaries: hooks against the profiler.
+    """The tiers of ``record(values=...)`` beside what a watcher without summaries could cost.
 
-    The floor of a light tier (``--values none``): a no-op pre-hook and post
-    hook on every node (what a hook-based watcher pays before doing anything),
-    against ``torch.profiler`` around the backward (PyTorch's own C++-side
-    ``autograd::engine::evaluate_function`` events: each node's sequence
-    number, thread and times), on the GRU of ``benchmarks.torch_bridge``.
+    On the MLP and the GRU of ``benchmarks.torch_bridge``, each backward timed
+    alone (thread CPU time, the collector off, the ways interleaved, the
+    fastest of ``repeat``): plain; inside one ``record(values=..., last=1)``
+    block per tier (a flight recorder left on: set up once, each call
+    recorded, the last kept); a no-op pre and post hook on every node (what
+    any hook-based watcher pays before it does anything); ``detect_anomaly``;
+    and ``torch.profiler`` limited to the autograd nodes' records
+    (``RecordScope.BACKWARD_FUNCTION``: one ``evaluate_function`` record per
+    node, with its sequence number, thread and times), left running over the
+    calls, then the price per node of taking its records out (Kineto
+    processes every record when the profiler stops, whether or not it is
+    read; a profiler that is never stopped holds every record of the run).
     """
+    from torch._C._autograd import _disable_profiler, _enable_profiler, _prepare_profiler
+    from torch._C._profiler import (
+        ProfilerActivity,
+        ProfilerConfig,
+        ProfilerState,
+        RecordScope,
+        _ExperimentalConfig,
+    )
+
     from benchmarks.torch_bridge import bare_hooks, gru, mlp, nodes_of, plain
 
-    def profiled(loss: torch.Tensor) -> None:
-        activities = [torch.profiler.ProfilerActivity.CPU]
-        with torch.profiler.profile(activities=activities) as prof:
+    def anomaly(loss: torch.Tensor) -> None:
+        with torch.autograd.detect_anomaly():
             loss.backward()
-        prof.events()  # the events a recorder would read: parsing them is part of the price
 
-    ways = {"plain": plain, "bare hooks": bare_hooks, "torch.profiler": profiled}
-    table = Table(title="Observing a backward without summaries (median, CPU time)")
+    table = Table(title="A backward call by values tier, and the floors (fastest, CPU time)")
     for column in ("workload", "nodes", "way", "backward", "× plain", "+µs per node"):
         table.add_column(column, justify="left" if column in ("workload", "way") else "right")
+    activities = {ProfilerActivity.CPU}
+    config = ProfilerConfig(
+        ProfilerState.KINETO, False, False, False, False, False, _ExperimentalConfig(), ""
+    )
     for make in (mlp, gru):
         label, build = make()
         nodes = len(nodes_of(build()))
-        samples: dict[str, list[float]] = {way: [] for way in ways}
-        for _ in range(2):
-            for run in ways.values():
-                run(build())
-        for _ in range(repeat):
-            for way, run in ways.items():
-                loss = build()
-                gc.collect()
-                gc.disable()
-                try:
-                    started = time.thread_time()
-                    run(loss)
-                    samples[way].append(time.thread_time() - started)
-                finally:
-                    gc.enable()
-        # The profiler left running over many calls, read once at the end (a flight
-        # recorder's way): its collection per backward, then the parse per node.
-        activities = [torch.profiler.ProfilerActivity.CPU]
-        collecting: list[float] = []
-        with torch.profiler.profile(activities=activities) as prof:
+        samples: dict[str, list[float]] = {}
+        plain_ways = {"plain": plain, "bare hooks": bare_hooks, "detect_anomaly": anomaly}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # anomaly mode's warning; the bridge's module note
+            for _ in range(2):
+                for run in plain_ways.values():
+                    run(build())
             for _ in range(repeat):
-                loss = build()
-                gc.collect()
-                gc.disable()
-                try:
-                    started = time.thread_time()
-                    loss.backward()
-                    collecting.append(time.thread_time() - started)
-                finally:
-                    gc.enable()
-        started = time.thread_time()
-        prof.events()
-        parse = (time.thread_time() - started) / (repeat * nodes)
-        samples["profiler running"] = collecting
+                for way, run in plain_ways.items():
+                    _timed(samples, way, run, build())
+                for values in ("all", "leaves", "none"):
+                    with autograd_viz.record(values=values, last=1):
+                        _timed(samples, f"record(values={values!r})", plain, build())
+            _prepare_profiler(config, activities)
+            scopes = {RecordScope.BACKWARD_FUNCTION}
+            _enable_profiler(config, activities, scopes)  # type: ignore[call-arg]
+            try:
+                for _ in range(repeat):
+                    _timed(samples, "torch.profiler, nodes only, running", plain, build())
+            finally:
+                started = time.perf_counter()
+                records = _disable_profiler().events()
+                stop = time.perf_counter() - started
+                started = time.perf_counter()
+                kept = [
+                    (e.sequence_nr(), e.start_thread_id(), e.start_ns(), e.duration_ns())
+                    for e in records
+                ]
+                read = time.perf_counter() - started
         base = min(samples["plain"])
         for way, times in samples.items():
             best = min(times)
@@ -294,10 +307,36 @@ def light_tier(repeat: int) -> None:
                 f"{best / base:.2f}×",
                 "" if way == "plain" else f"{(best - base) / nodes * 1e6:.1f}",
             )
-        table.add_row(label, f"{nodes}", "  + reading its events", "", "", f"{parse * 1e6:.1f}")
+        calls = len(samples["torch.profiler, nodes only, running"])
+        per_node = calls * nodes
+        table.add_row(
+            label, f"{nodes}", "  + stopping it (Kineto's processing)", "", "",
+            f"{stop / per_node * 1e6:.1f}",
+        )  # fmt: skip
+        table.add_row(
+            label, f"{nodes}", f"  + reading its {len(kept):,} records", "", "",
+            f"{read / per_node * 1e6:.1f}",
+        )  # fmt: skip
         table.add_section()
     Console(width=120).print(table)
-    print("torch.profiler: started and read around each backward; 'running': started once")
+    print(f"torch {torch.__version__}, one intra-op thread; the fastest of {repeat} each")
+
+
+def _timed(
+    samples: dict[str, list[float]],
+    way: str,
+    run: Callable[[torch.Tensor], None],
+    loss: torch.Tensor,
+) -> None:
+    """Time ``run(loss)`` in this thread's CPU time, the collector off, into ``samples[way]``."""
+    gc.collect()
+    gc.disable()
+    try:
+        started = time.thread_time()
+        run(loss)
+        samples.setdefault(way, []).append(time.thread_time() - started)
+    finally:
+        gc.enable()
 
 
 def _rss() -> str:
@@ -328,7 +367,7 @@ def main() -> None:
         "--whole", action="store_true", help="with --open: also load the whole file once"
     )
     parser.add_argument(
-        "--light", action="store_true", help="time bare hooks against torch.profiler"
+        "--light", action="store_true", help="time the values tiers against hooks and the profiler"
     )
     args = parser.parse_args()
     torch.set_num_threads(1)

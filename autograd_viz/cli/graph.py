@@ -27,6 +27,7 @@ from autograd_viz.cli.base import (
     refuse_twice,
     split_options,
 )
+from autograd_viz.trace.records import values_recorded
 from autograd_viz.trace.text import printable
 
 if TYPE_CHECKING:
@@ -148,6 +149,9 @@ def run_dot(args: argparse.Namespace) -> int:
     )
     for line in view.notices:
         print(f"  {printable(line)}")
+    tier = values_recorded(trace.header)
+    if args.values and tier != "all":
+        note(f"{source} was recorded with --values {tier}: gradient values not recorded")
     return 0
 
 

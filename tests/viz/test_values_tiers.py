@@ -297,6 +297,19 @@ def test_record_and_nan_take_values_on_the_command_line(tmp_path: Path) -> None:
     assert values_recorded(trace.header) == "none"
     assert [i.call for i in trace.graph_tasks.values()] == [2, 3]
     assert all(s is None for *_, s in _summaries(trace))
+    for view in (
+        ["dot", str(out), "--values", "-o", str(tmp_path / "g.dot")],
+        ["timeline", str(out), "--call", "3", "-o", str(tmp_path / "t.json")],
+    ):
+        shown = subprocess.run(
+            [sys.executable, "-m", "autograd_viz", *view],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert shown.returncode == 0, shown.stderr
+        said = "recorded with --values none: gradient values not recorded"
+        assert (said in shown.stderr) == (view[0] == "dot"), shown.stderr
     bad = subprocess.run(
         [*command, "--values", "some", str(script)], capture_output=True, text=True, check=False
     )
