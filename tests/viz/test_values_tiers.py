@@ -342,3 +342,18 @@ def test_the_tier_is_kept_whole_in_summaries_of_the_same_kind() -> None:
         if name in LEAF and kind == "accumulate" and isinstance(s, TensorSummary)
     ]
     assert grads and grads == same
+
+
+def test_a_live_session_records_at_its_tier() -> None:
+    from autograd_viz.live import LiveSession
+
+    plain = _engine_step()
+    with LiveSession(_engine_step, values="none") as session:
+        while not session.finished:
+            session.continue_(timeout=30)
+    assert session.error is None
+    assert np.array_equal(session.result, plain)
+    trace = session.trace
+    assert values_recorded(trace.header) == "none"
+    assert any(e.kind == "node_end" for e in trace.events)
+    assert all(s is None for *_, s in _summaries(trace))
