@@ -41,6 +41,9 @@ def start_child() -> None:
         return
     stack = contextlib.ExitStack()
     trace: Trace
+    if settings.command == "print":
+        _print(stack, settings)
+        return
     if settings.command == "nan":
         from autograd_viz.nan.watch import watch_nan
 
@@ -70,6 +73,41 @@ def start_child() -> None:
     # the calls it kept) before the trace is saved.
     watch_as_child(trace, settings)
     atexit.register(stack.close)
+
+
+def _print(stack: contextlib.ExitStack, settings: ChildSettings) -> None:
+    """``run --print``'s child: each call printed as it ends, its lines headed by the process
+    (``[rank1]``), to the output it shares with its parent; nothing is saved."""
+    from autograd_viz.cli.printing import CallPrinter, printing, process_prefix
+    from autograd_viz.sources.arming import when_torch_is_imported
+    from autograd_viz.sources.calls import CallSelection
+    from autograd_viz.sources.processes import (
+        follow_forks,
+        note_process_groups,
+        process_info,
+        report_child,
+    )
+
+    printer = CallPrinter(prefix=process_prefix(settings.rank, None))
+    calls = CallSelection(**(settings.calls or {}))
+    recorder = stack.enter_context(
+        printing(printer, settings.max_values, calls, values=settings.values)
+    )
+    stack.enter_context(when_torch_is_imported(note_process_groups))
+    _kept.append(stack)
+    pid = os.getpid()
+
+    def report() -> None:
+        if os.getpid() != pid:
+            return  # a fork of this child prints, and says nothing at exit
+        with contextlib.suppress(Exception):  # the child's exit goes on
+            report_child(settings, process_info(settings.rank), "", printer.calls, 0)
+
+    # Exit hooks run last in, first out: the calls still in flight at exit are printed
+    # (as far as they ran), then the parent is told how many calls this process printed.
+    atexit.register(report)
+    atexit.register(stack.close)
+    follow_forks(_Forks(settings), recorder.trace)
 
 
 def _stream(stack: contextlib.ExitStack, settings: ChildSettings) -> None:

@@ -7,7 +7,9 @@ on a thread beside it (see :mod:`autograd_viz.tui.beside`). ``run``
 turns the NaN checks of ``autograd-viz nan`` on (collecting), so that a NaN or
 Inf born in the forward pass is an event to stop at (``f``) and jump to (``a``). ``replay``
 steps through a trace file. The TUI needs a terminal; without one, ``demo``
-prints its walk-through instead and the others say what to run.
+prints its walk-through instead, ``run`` prints each backward call as it ends
+(as ``run --print`` does, :mod:`autograd_viz.cli.printing`) and ``replay``
+says what to run.
 """
 
 from __future__ import annotations
@@ -85,7 +87,12 @@ def run_live(args: argparse.Namespace) -> int:
         check_script(script)
     except ScriptNotFoundError as exc:
         raise CommandError(str(exc)) from None
-    _need_terminal(f"'{PROG} record {script}' saves a trace to replay later")
+    if args.print or not has_terminal():
+        if not args.print:
+            note("not a terminal: printing each backward call (run it in a terminal for the TUI)")
+        from autograd_viz.cli.printing import run_print
+
+        return run_print(args, script, script_args)
     output: str | None = args.output
     if output is not None:
         check_output(output)
@@ -314,6 +321,13 @@ def add_run_options(run: argparse.ArgumentParser) -> None:
         default=None,
         metavar="TRACE",
         help="when the session ends, write the calls it kept to TRACE (to replay later)",
+    )
+    run.add_argument(
+        "--print",
+        action="store_true",
+        help="no TUI: print each backward call as it ends, a line per node (topological "
+        "number, gradients waited for, thread) and per NaN or Inf; child processes print "
+        "too, each line headed by its rank ([rank1]); the default without a terminal",
     )
     add_call_options(
         run,

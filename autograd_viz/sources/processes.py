@@ -179,7 +179,8 @@ class ChildSettings:
     """What a watching command asks of every child process (Note [Children armed ...])."""
 
     command: str
-    """``"record"`` or ``"nan"``: what the child runs its code under."""
+    """``"record"``, ``"nan"`` or ``"print"`` (``run --print``): what the child runs its code
+    under."""
     job: str
     """The directory children report to."""
     output: str | None = None
@@ -288,7 +289,7 @@ def follow_children(
     """Watch, inside the block, every child process the program starts, as ``command`` does here.
 
     Args:
-        command: ``"record"`` or ``"nan"``.
+        command: ``"record"``, ``"nan"`` or ``"print"``.
         trace: this process's recording, which a forked child empties and keeps.
         output: the trace path each child's path is made from; ``None`` keeps
             the children's traces in the job's directory (``nan`` without ``-o``).
@@ -357,6 +358,8 @@ def follow_forks(owner: object, trace: Trace) -> None:
                 trace.graph_tasks.clear()
                 trace._replayer = None
                 trace.header.pop("process", None)
+            if settings.command == "print":
+                return  # it prints its own calls as they end, headed by its pid: nothing to save
             finish = _finisher(trace, settings)
             util.Finalize(None, finish, exitpriority=-(10**6))
             atexit.register(finish)

@@ -248,3 +248,34 @@ def test_a_comm_hook_of_the_program_runs_inside_the_watching_one(tmp_path: Path)
     assert done.returncode == 0, done.stderr
     assert same_parameters(tmp_path, "watched", "unwatched")
     check_allreduces(Trace.load(tmp_path / "t.rank1.jsonl"))
+
+
+def test_run_print_follows_the_ranks_of_mp_spawn(tmp_path: Path) -> None:
+    """``run`` without a terminal prints each rank's calls, headed by its rank."""
+    script = job(tmp_path)
+    plain = run(tmp_path, str(script), "nan", "unwatched", str(free_port()))
+    assert plain.returncode == 0, plain.stderr
+    done = run(tmp_path, "-m", "autograd_viz", "run", str(script), "nan", "w", str(free_port()))
+    assert done.returncode == 0, done.stderr
+    assert "not a terminal: printing each backward call" in done.stderr
+    lines = done.stdout.splitlines()
+    assert lines and all(re.match(r"\[rank[01]\] ", line) for line in lines), lines[:5]
+    for rank in (0, 1):
+        mine = [line.removeprefix(f"[rank{rank}] ") for line in lines if f"[rank{rank}]" in line]
+        headers = [line for line in mine if line.startswith("── backward call")]
+        assert [h.split(" · ")[0] for h in headers] == [f"── backward call {i}" for i in range(3)]
+        said = sum(int(re.search(r" · (\d+) nodes · ", h)[1]) for h in headers)  # type: ignore[index]
+        nodes = [line for line in mine if re.match(r" +\d+  topo \d+ +\S", line)]
+        assert len(nodes) == said > 0
+        assert all(re.search(r"waited for \d+ +main$", line) for line in nodes)
+        assert len([line for line in mine if "allreduce is launched" in line]) >= 3
+        assert len([line for line in mine if line.lstrip().startswith("done")]) == 3
+    born = [line for line in lines if "born here" in line]
+    assert born and all(line.startswith("[rank1] ") for line in born)
+    assert "(op sqrt)" in born[0] and f"{script}:" in born[0]
+    assert "6 backward calls by 2 child processes (rank 0 of 2, rank 1 of 2)" in done.stderr
+    for rank in (0, 1):  # bit for bit, NaNs included
+        ours = torch.load(tmp_path / f"w.{rank}.pt")
+        theirs = torch.load(tmp_path / f"unwatched.{rank}.pt")
+        assert [a.numpy().tobytes() for a in ours] == [b.numpy().tobytes() for b in theirs]
+    assert not left_running(script)

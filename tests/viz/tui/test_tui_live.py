@@ -249,10 +249,14 @@ def test_a_live_breakpoint_stops_the_engine_there() -> None:
     run_app(app, actions)
 
 
-def test_run_and_replay_need_a_terminal(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_without_a_terminal_run_prints_and_replay_says_what_to_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     script = EXAMPLES / "two_devices.py"
-    assert main(["run", str(script)]) == 3
-    assert "the TUI needs a terminal" in capsys.readouterr().err
+    assert main(["run", str(script)]) == 0
+    out, err = capsys.readouterr()
+    assert "not a terminal: printing each backward call" in err
+    assert "── backward call 0 · graph task" in out
     trace = tmp_path / "t.jsonl"
     with autograd_viz.record() as recorded:
         demo_program()
