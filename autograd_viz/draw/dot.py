@@ -16,63 +16,36 @@ to the node that started it.
 Every piece of text comes from user code (tensor names, custom Function
 names, exception messages) and is escaped: labels are HTML-like labels whose
 text goes through :func:`html_text`, other attributes through
-:func:`plain_text`, so nothing a user writes is read as DOT or HTML.
+:func:`plain_text`, so nothing a user writes is read as DOT or HTML. The drawing
+itself is :func:`~autograd_viz.draw.dot_render.render`; this module builds the
+view, chooses what to show and writes the file.
 """
 
 from __future__ import annotations
 
-import itertools
 import os
 import shutil
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import graphviz
 
 from autograd_viz.draw import showing
-from autograd_viz.draw.dot_modules import (
-    MODULE_LEGEND,
-    draw_nested,
-    module_attrs,
-    module_edge_attrs,
-)
-from autograd_viz.draw.escape import html_label, html_text, plain_text
+from autograd_viz.draw.dot_render import render
+from autograd_viz.draw.escape import html_text, plain_text
 from autograd_viz.draw.graph_view import (
     GraphView,
     GraphViewError,
-    TaskView,
-    TensorBox,
-    ViewEdge,
-    ViewNode,
     from_state,
     from_tensors,
     from_torch_tensors,
 )
-from autograd_viz.draw.styles import (
-    BORDER,
-    CAPTURED_BORDER,
-    DELIVERED,
-    FONT,
-    LEAF_FILL,
-    NON_FINITE,
-    OUTPUT_FILL,
-    PATH_COLOR,
-    PATH_NOTICE,
-    PENDING,
-    PRUNED_EDGE,
-    REENTRANT,
-    SAVED_FILL,
-    STATUS_STYLES,
-    Style,
-)
-from autograd_viz.live import thread_name
+from autograd_viz.draw.styles import NON_FINITE, PATH_COLOR, PATH_NOTICE, STATUS_STYLES
 from autograd_viz.trace import Trace
 from autograd_viz.trace.replay import ExecutionState
-from engine.graph import UINT64_MAX
 
 if TYPE_CHECKING:
-    from autograd_viz.trace.summary import TensorSummary
     from engine import Tensor
 
 FORMATS = {".dot": "dot", ".gv": "dot", ".svg": "svg", ".png": "png", ".pdf": "pdf"}
@@ -280,349 +253,11 @@ def pipe(graph: graphviz.Digraph, fmt: str) -> bytes:
     return data
 
 
-# -- escaping --------------------------------------------------------------------------
-
-
-# -- drawing ---------------------------------------------------------------------------
-
-
-def render(
-    view: GraphView,
-    *,
-    saved: bool = False,
-    values: bool = False,
-    legend: bool = True,
-    highlight: Sequence[int] = (),
-) -> graphviz.Digraph:
-    """Draw ``view`` (see :func:`to_dot`)."""
-    graph = graphviz.Digraph("backward", comment="autograd-viz backward graph")
-    graph.attr(
-        rankdir="TB",
-        compound="true",
-        nodesep="0.25",
-        ranksep="0.35",
-        fontname=FONT,
-        fontsize="11",
-        labelloc="b",
-    )
-    # Defaults carry what most nodes and edges share: quoting attributes is most of the cost.
-    graph.attr(
-        "node", shape="box", style="filled,rounded", color=BORDER, fontname=FONT, fontsize="11"
-    )
-    graph.attr("edge", color=PENDING, fontname=FONT, fontsize="9", arrowsize="0.7")
-    caption = _caption(view, PATH_NOTICE if highlight else None)
-    if caption:
-        graph.attr(label=caption)
-    boxes = list(view.boxes)
-    if saved:
-        boxes.extend(_saved_boxes(view))
-    by_node: dict[str, list[TensorBox]] = {}
-    for box in boxes:
-        by_node.setdefault(box.node, []).append(box)
-    with_clusters = view.step is not None
-    for position, task in enumerate(view.tasks):
-        members = [n for n in view.nodes.values() if n.graph_task == task.id]
-        if with_clusters:
-            with graph.subgraph(name=f"cluster_t{position}") as cluster:
-                cluster.attr(
-                    label=_task_label(task),
-                    style="rounded",
-                    color=REENTRANT if task.reentrant_depth else "#d1d5db",
-                    fontcolor="#374151",
-                    labelloc="t",
-                )
-                _draw_devices(cluster, members, by_node, values, f"t{position}", view)
-        else:
-            _draw_devices(graph, members, by_node, values, f"t{position}", view)
-    on_path = set(itertools.pairwise(highlight))
-    for edge in view.edges:
-        attrs = _edge_attrs(edge, view, values)
-        sender, receiver = view.nodes[edge.tail], view.nodes[edge.head]
-        ids = (sender.info.id, receiver.info.id)
-        if sender.box is None and receiver.box is None and ids in on_path:
-            attrs.update(color=PATH_COLOR, penwidth="3.5")
-        graph.edge(edge.tail, edge.head, **attrs)
-    marked = set(highlight)
-    for node in view.nodes.values():
-        if node.box is None and node.info.id in marked:
-            graph.node(node.key, color=PATH_COLOR, penwidth="3.5")  # DOT merges the attributes
-    for box in boxes:
-        tail, head = (box.key, box.node) if box.kind == "output" else (box.node, box.key)
-        if box.kind == "saved":
-            graph.edge(tail, head, style="dashed", arrowhead="none")
-        else:
-            graph.edge(tail, head)
-    _draw_reentrant_links(graph, view)
-    if view.elided:
-        _draw_elided(graph, view)
-    if legend:
-        graph.node("legend", label=_legend_label(view), id="legend", shape="plaintext", style="")
-    return graph
-
-
-def _draw_devices(
-    graph: graphviz.Digraph,
-    members: Sequence[ViewNode],
-    boxes: dict[str, list[TensorBox]],
-    values: bool,
-    prefix: str,
-    view: GraphView,
-) -> None:
-    devices: dict[str, list[ViewNode]] = {}
-    for node in members:
-        devices.setdefault(node.info.device, []).append(node)
-
-    def draw_node(graph: graphviz.Digraph, node: ViewNode) -> None:
-        graph.node(node.key, **_node_attrs(node, values))
-        for box in boxes.get(node.key, ()):
-            graph.node(box.key, **_box_attrs(box, values))
-
-    for i, (device, nodes) in enumerate(devices.items()):
-        with graph.subgraph(name=f"cluster_{prefix}_d{i}") as cluster:
-            cluster.attr(
-                label=html_label([f"<I>{html_text(device)}</I>"]),
-                style="dashed,rounded",
-                color="#9ca3af",
-                fontcolor="#6b7280",
-                labelloc="t",
-            )
-            if view.clusters:
-                draw_nested(cluster, nodes, view, f"{prefix}_d{i}", draw_node)
-                continue
-            for node in nodes:
-                draw_node(cluster, node)
-
-
-def _small(text: str, color: str | None = None) -> str:
-    colour = f' COLOR="{color}"' if color else ""
-    return f'<FONT POINT-SIZE="9"{colour}>{text}</FONT>'
-
-
-def _seq(nr: int) -> str:
-    return "2⁶⁴−1" if nr == UINT64_MAX else str(nr)
-
-
-def _node_attrs(node: ViewNode, values: bool) -> dict[str, str]:
-    if node.box is not None:
-        return module_attrs(node.box)
-    info = node.info
-    status = node.status
-    style = STATUS_STYLES["not run" if status is None else status]
-    title = f"<B>{html_text(info.name)}</B> {_small(f'#{info.id}', PENDING)}"
-    numbers = f"seq {_seq(info.sequence_nr)} · topo {info.topological_nr}"
-    deps = f"deps {node.remaining}/{info.dependencies} · {html_text(info.device)}"
-    rows = [title, _small(numbers), _small(deps)]
-    if values:
-        rows.extend(
-            _small(f"in {i}: {html_text(_summary(s))}")
-            for i, s in enumerate(node.slots)
-            if s is not None
-        )
-    if node.error:
-        rows.append(_small(html_text(_shorten(node.error, 60)), "#b91c1c"))
-    flagged = node.non_finite
-    if flagged:
-        rows.append(f'<FONT COLOR="#dc2626"><B>{html_text(_non_finite_text(node))}</B></FONT>')
-        style = Style(NON_FINITE.fill, NON_FINITE.border, NON_FINITE.penwidth, style.dashed)
-    attrs = {
-        "label": html_label(rows),
-        "id": node.key,
-        "class": "nonfinite" if flagged else ("not-run" if status is None else status.value),
-        "fillcolor": style.fill,
-        "tooltip": plain_text(_tooltip(node)),
-    }
-    if style.border != BORDER:
-        attrs["color"] = style.border
-    if style.dashed:
-        attrs["style"] = "filled,rounded,dashed"
-    if style.penwidth != 1.0:
-        attrs["penwidth"] = str(style.penwidth)
-    if node.captured:
-        attrs["peripheries"] = "2"
-        attrs["color"] = CAPTURED_BORDER
-    return attrs
-
-
-def _tooltip(node: ViewNode) -> str:
-    info = node.info
-    parts = [f"{info.name} (id {info.id}, graph task {node.graph_task})"]
-    if node.status is not None:
-        parts.append(f"status: {node.status.value}")
-    if node.thread:
-        parts.append(f"ran on {thread_name(node.thread)}")
-    if node.error:
-        parts.append(node.error)
-    if info.traceback:
-        parts.append("forward call:")
-        parts.extend(line.rstrip() for line in info.traceback[-4:])
-    return "\n".join(parts)
-
-
-def _non_finite_text(node: ViewNode) -> str:
-    nan = sum(s.nan_count for s in (*node.slots, *(node.outputs or ())) if s is not None)
-    inf = sum(s.inf_count for s in (*node.slots, *(node.outputs or ())) if s is not None)
-    found = [f"NaN×{nan}" if nan else "", f"Inf×{inf}" if inf else ""]
-    return "⚠ " + " ".join(f for f in found if f)
-
-
-def _box_attrs(box: TensorBox, values: bool) -> dict[str, str]:
-    fill = {"leaf": LEAF_FILL, "output": OUTPUT_FILL, "saved": SAVED_FILL}[box.kind]
-    shape = ", ".join(str(d) for d in box.shape)
-    rows = [
-        f"<B>{html_text(box.title)}</B>",
-        _small(f"({html_text(shape)}) {html_text(box.dtype)}"),
-    ]
-    if values and box.summary is not None:
-        what = ".grad " if box.kind == "leaf" else ""
-        rows.append(_small(html_text(what + _summary(box.summary))))
-    attrs = {
-        "label": html_label(rows),
-        "id": box.key,
-        "class": box.kind,
-        "fillcolor": fill,
-        "style": "filled",
-    }
-    if box.summary is not None and not box.summary.finite:
-        attrs.update(color=NON_FINITE.border, penwidth=str(NON_FINITE.penwidth))
-    return attrs
-
-
-def _edge_attrs(edge: ViewEdge, view: GraphView, values: bool) -> dict[str, str]:
-    tail_node, head_node = view.nodes[edge.tail], view.nodes[edge.head]
-    if tail_node.box is not None or head_node.box is not None:
-        return module_edge_attrs(edge, tail_node, head_node)
-    rows = [str(edge.input_nr)]
-    attrs: dict[str, str] = {}
-    if values and edge.grad is not None:
-        rows.append(html_text(_summary(edge.grad)))
-    if edge.pruned:
-        attrs = {"color": PRUNED_EDGE, "style": "dashed"}
-    elif edge.delivered:
-        attrs = {"color": DELIVERED, "style": "bold", "penwidth": "2"}
-    if edge.grad is not None and not edge.grad.finite:
-        attrs.update(color=NON_FINITE.border, penwidth="3", fontcolor=NON_FINITE.border)
-    tail = view.nodes[edge.tail].info.name
-    head = view.nodes[edge.head].info.name
-    attrs["label"] = html_label(rows) if len(rows) > 1 else rows[0]
-    attrs["tooltip"] = plain_text(
-        f"output {edge.output_nr} of {tail} → input {edge.input_nr} of {head}"
-    )
-    return attrs
-
-
-def _saved_boxes(view: GraphView) -> Iterable[TensorBox]:
-    for node in view.nodes.values():
-        if node.box is not None:
-            continue
-        for i, summary in enumerate(node.info.saved):
-            freed = summary is None or node.released
-            title = f"saved {i}" + (" (freed)" if freed else "")
-            shape = () if summary is None else summary.shape
-            dtype = "" if summary is None else summary.dtype
-            yield TensorBox(f"{node.key}_s{i}", "saved", node.key, title, summary, shape, dtype)
-
-
-def _draw_reentrant_links(graph: graphviz.Digraph, view: GraphView) -> None:
-    for position, task in enumerate(view.tasks):
-        if task.started_by is None or task.started_by not in view.nodes:
-            continue
-        first = next((n.key for n in view.nodes.values() if n.graph_task == task.id), None)
-        if first is None:
-            continue
-        graph.edge(
-            task.started_by,
-            first,
-            label="reentrant backward",
-            lhead=f"cluster_t{position}",
-            color=REENTRANT,
-            fontcolor=REENTRANT,
-            style="dashed",
-        )
-
-
-def _draw_elided(graph: graphviz.Digraph, view: GraphView) -> None:
-    graph.node(
-        "elided",
-        label=html_label([html_text(f"⋯ {view.elided:,} more nodes not shown")]),
-        id="elided",
-        shape="note",
-        fillcolor="#fef3c7",
-        style="filled",
-    )
-    for key in view.elided_near:
-        graph.edge(key, "elided", style="dotted", arrowhead="none")
-
-
-def _task_label(task: TaskView) -> str:
-    kind = f"reentrant backward, depth {task.reentrant_depth}" if task.reentrant_depth else ""
-    words = [f"graph task {task.id}", kind, task.status or ""]
-    rows = [f"<B>{html_text(' · '.join(w for w in words if w))}</B>"]
-    if task.error:
-        rows.append(_small(html_text(_shorten(task.error, 80)), "#b91c1c"))
-    return html_label(rows)
-
-
-def _caption(view: GraphView, extra: str | None = None) -> str:
-    rows = [] if extra is None else [html_text(extra)]
-    if view.step is not None:
-        line = f"step {view.step:,} of {view.total or 0:,}"
-        event = view.event
-        if event is None:
-            line += ": before the first event"
-        else:
-            where = f" {event.node_name}" if event.node_name else ""
-            line += f": {event.kind}{where} on {thread_name(event.thread)}"
-        rows.append(html_text(line))
-    rows.extend(html_text(n) for n in view.notices)
-    return html_label(rows) if rows else ""
-
-
-def _legend_label(view: GraphView) -> str:
-    shown = ["not run"] if view.step is None else [s for s in STATUS_STYLES if s != "not run"]
-    cells = []
-    for status in shown:
-        style = STATUS_STYLES[status]
-        cells.append((style.fill, style.meaning + (" (dashed)" if style.dashed else "")))
-    if view.step is not None:
-        cells.append(("#ffffff", "captured for grad() (double blue border)"))
-        cells.append((NON_FINITE.fill, NON_FINITE.meaning + " (thick red border)"))
-        cells.append(("#ffffff", "bold edge: gradient delivered"))
-    cells.append((LEAF_FILL, "leaf tensor (its .grad)"))
-    cells.append((SAVED_FILL, "saved tensor"))
-    if view.step is None:
-        cells.append((OUTPUT_FILL, "output tensor"))
-    if view.clusters or any(n.box is not None for n in view.nodes.values()):
-        cells.extend(MODULE_LEGEND)
-    rows = "".join(
-        f'<TR><TD BGCOLOR="{fill}" BORDER="1">  </TD><TD ALIGN="LEFT">{html_text(text)}</TD></TR>'
-        for fill, text in cells
-    )
-    return (
-        '<<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="2" CELLPADDING="2">'
-        f'<TR><TD COLSPAN="2"><B>legend</B></TD></TR>{rows}</TABLE>>'
-    )
-
-
-def _summary(summary: TensorSummary) -> str:
-    """A gradient in a few characters: its values when small, else its norm and range."""
-    if not summary.finite:
-        parts = [f"NaN×{summary.nan_count}" if summary.nan_count else ""]
-        parts.append(f"Inf×{summary.inf_count}" if summary.inf_count else "")
-        return " ".join(p for p in parts if p)
-    if summary.values is not None and len(summary.values) <= 4:
-        return "[" + ", ".join(f"{v:.4g}" for v in summary.values) + "]"
-    if summary.norm is None:
-        return "×".join(str(d) for d in summary.shape) or "scalar"
-    return f"‖g‖={summary.norm:.4g}"
-
-
-def _shorten(text: str, width: int) -> str:
-    first = text.splitlines()[0] if text else ""
-    return first if len(first) <= width else first[: width - 1] + "…"
-
-
 __all__ = [
     "FORMATS",
+    "NON_FINITE",
+    "PATH_COLOR",
+    "PATH_NOTICE",
     "STATUS_STYLES",
     "GraphViewError",
     "GraphvizNotFoundError",

@@ -51,7 +51,6 @@ remembered by weak reference only.
 
 from __future__ import annotations
 
-import functools
 import sys
 import threading
 import weakref
@@ -68,8 +67,9 @@ from torch.utils.weak import WeakIdKeyDictionary
 
 from autograd_viz.sources.once import warn_once
 from autograd_viz.sources.pytorch.compiled import around_compiled, is_compiling
+from autograd_viz.sources.pytorch.forward_backward import BackwardChecks, backward_checks
+from autograd_viz.sources.pytorch.forward_births import NO_KINDS, Birth, Births, NonFiniteError
 from autograd_viz.sources.pytorch.forward_compiled import RegionChecks, eagerly, step_aside_modes
-from autograd_viz.sources.pytorch.graph import TorchNode
 from autograd_viz.sources.pytorch.op_values import (
     FILL_OPS,
     NAN,
@@ -79,36 +79,19 @@ from autograd_viz.sources.pytorch.op_values import (
     POSINF,
     UNINITIALIZED_OPS,
     OpInfo,
-    checked_values,
     finite,
     mutated,
     new_nodes,
     results,
-    scalar_kinds,
-    tensors,
 )
 from autograd_viz.sources.pytorch.origins import (
     ORIGIN_KEY,
     Origin,
-    node_origin,
     user_frames,
-    user_stack,
 )
-from autograd_viz.sources.pytorch.saved import saved_summaries
-from autograd_viz.sources.pytorch.summary import TorchSummary, summarize_tensor
-from autograd_viz.trace.summary import TensorSummary
-from engine.activity import ACTIVITY
-from engine.events import HUB, Event
+from engine.events import HUB
 
 _BACKWARD_CALLS = frozenset({torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad})
-_NO_KINDS: frozenset[str] = frozenset()
-
-
-class NonFiniteError(RuntimeError):
-    """A NaN or Inf was found while checking with ``first=True`` (anomaly mode's raise)."""
-
-    _engine_propagate = True
-    """Raised in an event listener, it fails the backward call (see ``engine.events.listen``)."""
 
 
 @dataclass(frozen=True)
@@ -132,31 +115,10 @@ class TorchChecks:
     (results may then differ in the last bits; Note [Compiled regions])."""
 
 
-@dataclass(slots=True)
-class _Birth:
-    """A non-finite output born in one op, summarized at once."""
-
-    op: OpInfo
-    output_index: int
-    value: str
-    output: TensorSummary
-    inputs: list[TensorSummary | None]
-    nonfinite_inputs: list[int]
-    input_ops: list[str | None]
-    """Per input, ``"norm"`` when a norm op made it."""
-    ref: Any
-    """A weak reference to the output, to find its ``grad_fn`` once autograd attached it."""
-    node_nr: int | None
-    """The ``sequence_nr`` autograd gave the op's node, if it made one."""
-    device: str
-    stack: list[str]
-    module: str | None
-
-
 class _ThreadState(threading.local):
     def __init__(self) -> None:
         self.depth = 0
-        self.pending: list[_Birth] = []
+        self.pending: list[Birth] = []
         self.modules: list[str] = []
         self.names: dict[int, str] = {}
         """Qualified names of the modules under the outermost one running."""
@@ -164,7 +126,7 @@ class _ThreadState(threading.local):
         """The module depth at which the function mode stepped aside (Note [Fast paths])."""
 
 
-class TorchNanChecker:
+class TorchNanChecker(Births, BackwardChecks):
     """Checks a PyTorch program for NaN and Inf as it runs (see the module docstring).
 
     Enter and leave it on the same thread; it watches that thread's ops, and
@@ -191,7 +153,7 @@ class TorchNanChecker:
         self._local = _ThreadState()
         self._modes: list[Any] = []
         self._handles: list[Any] = []
-        self._listener = _backward_checks(self)  # one object: the hub unsubscribes by identity
+        self._listener = backward_checks(self)  # one object: the hub unsubscribes by identity
         self._settings = ExitStack()
         self._outer_regions: Any = None
         self._names: weakref.WeakKeyDictionary[torch.nn.Module, dict[int, str]] = (
@@ -352,7 +314,7 @@ class TorchNanChecker:
                 # snapshot (and so the TUI's inspector) shows the user's line from it.
                 metadata.setdefault("traceback_", stack)
 
-    def _emit_births(self, births: list[_Birth], nodes: dict[int, Any]) -> None:
+    def _emit_births(self, births: list[Birth], nodes: dict[int, Any]) -> None:
         for birth in births:
             tensor = birth.ref() if birth.ref is not None else None
             fn = tensor.grad_fn if tensor is not None else None
@@ -409,7 +371,7 @@ class TorchNanChecker:
         before: dict[int, frozenset[str]],
     ) -> None:
         if op.short in NORM_OPS and isinstance(out, torch.Tensor):
-            self._norms[out] = _NO_KINDS
+            self._norms[out] = NO_KINDS
         written = results(op, out, args, kwargs)
         bad = [(i, t) for i, t in enumerate(written) if t is not None and not finite(t)]
         if bad and not self._silent():
@@ -444,226 +406,6 @@ class TorchNanChecker:
             ignored=bool(names & self.checks.ignore),
         )
 
-    def kinds(self, t: torch.Tensor) -> frozenset[str]:
-        """Which of NaN, +Inf, -Inf ``t`` holds (exact; for tensors that failed the sum)."""
-        if type(t) is not torch.Tensor:
-            values = checked_values(t)
-            if values is None:
-                return _NO_KINDS
-            t = values
-        with torch.no_grad():
-            kinds = []
-            if bool(torch.isnan(t).any()):
-                kinds.append(NAN)
-            if not t.is_complex():
-                if bool(torch.isposinf(t).any()):
-                    kinds.append(POSINF)
-                if bool(torch.isneginf(t).any()):
-                    kinds.append(NEGINF)
-            elif bool(torch.isinf(t).any()):
-                kinds.append(POSINF)
-        return frozenset(kinds)
-
-    _kinds = kinds
-
-    @staticmethod
-    def _carry(marks: WeakIdKeyDictionary, args: Any, out: Any) -> None:
-        """A view of a marked tensor is marked too."""
-        found = [marks[t] for t in tensors(args) if t in marks]
-        if found:
-            kinds = frozenset().union(*found)
-            for t in tensors(out):
-                marks[t] = kinds
-
-    def _look(
-        self,
-        op: OpInfo,
-        args: Any,
-        kwargs: dict[str, Any],
-        written: list[torch.Tensor | None],
-        bad: list[tuple[int, torch.Tensor]],
-        before: dict[int, frozenset[str]],
-    ) -> None:
-        """The slow path: some output is not finite; was it born here?"""
-        checked = self._checked
-        inputs = list(tensors((args, kwargs)))
-        numbers = scalar_kinds((args, kwargs))
-        # A fill value of -inf is meant; any other non-finite number the user wrote
-        # (x * inf) is where the value came from, so the output is not born here.
-        carried = set(numbers & {NEGINF}) if op.fills else set()
-        flagged = not op.fills and bool(numbers & checked)
-        in_place = {id(t) for t in mutated(op, args, kwargs)} if op.mutated else set()
-        nonfinite = []
-        for i, t in enumerate(inputs):
-            if not (t.is_floating_point() or t.is_complex()):
-                continue
-            if id(t) in in_place:
-                kinds = before.get(id(t), _NO_KINDS)
-            else:
-                kinds = _NO_KINDS if finite(t) else self._kinds(t)
-            if not kinds:
-                continue
-            nonfinite.append(i)
-            meant = self._intentional.get(t)
-            if meant is not None:
-                carried |= meant
-            elif op.fills and (t.dim() == 0 or op.short.startswith("lift")):
-                carried |= kinds & {NEGINF}  # a fill value, or a tensor literal
-            elif kinds & checked:
-                flagged = True
-        for index, t in bad:
-            kinds = self._kinds(t)
-            if op.ignored or (not flagged and carried and kinds <= carried):
-                self._intentional[t] = kinds
-            elif kinds & checked and not flagged:
-                self._born(op, index, t, kinds, inputs, nonfinite, in_place)
-
-    def _born(
-        self,
-        op: OpInfo,
-        index: int,
-        t: torch.Tensor,
-        kinds: frozenset[str],
-        inputs: list[torch.Tensor],
-        nonfinite: list[int],
-        in_place: set[int],
-        fn: Any = None,
-    ) -> None:
-        value = NAN if NAN in kinds and self.checks.check_nan else "inf"
-        max_values = self.checks.max_values
-        device = str(t.device)
-        # An input written in place holds the output now: only its shape is known.
-        summaries: list[TensorSummary | None] = [
-            TensorSummary(tuple(x.shape), str(x.dtype).removeprefix("torch."), str(x.device))
-            if id(x) in in_place
-            else summarize_tensor(x, str(x.device), max_values)
-            for x in inputs
-        ]
-        local = self._local
-        node_nr = None
-        if torch.is_grad_enabled() and any(x.requires_grad for x in inputs):
-            node_nr = torch._C._autograd._get_sequence_nr() - 1
-        birth = _Birth(
-            op,
-            index,
-            value,
-            summarize_tensor(t, device, max_values),
-            summaries,
-            nonfinite,
-            ["norm" if x in self._norms else None for x in inputs],
-            weakref.ref(t),
-            node_nr,
-            device,
-            user_stack(),
-            local.modules[-1] if local.modules else None,
-        )
-        if local.depth and node_nr is not None and fn is None:
-            local.pending.append(birth)  # its node is known once autograd attached it
-        else:
-            self._emit_forward(birth, fn)
-
-    # -- events --------------------------------------------------------------------------
-    def _emit_forward(self, birth: _Birth, fn: Any) -> None:
-        op = birth.op
-        node = TorchNode(fn, fn.name(), fn._sequence_nr(), birth.device) if fn else None
-        if node is None:
-            node = TorchNode(None, op.name, 0, birth.device)
-        raises = self.checks.first
-        if HUB.active:
-            ACTIVITY.enter()  # a debugger may pause this thread here (Note [Quiescence])
-            try:
-                HUB.emit_data(
-                    "anomaly",
-                    birth.device,
-                    0,
-                    node,
-                    {
-                        "phase": "forward",
-                        "op": op.short,
-                        "aten_op": op.name,
-                        "output_index": birth.output_index,
-                        "value": birth.value,
-                        "born": True,
-                        "raised": raises,
-                        "tensor": birth.output,
-                        "inputs": birth.inputs,
-                        "nonfinite_inputs": birth.nonfinite_inputs,
-                        "input_ops": birth.input_ops,
-                        "traceback": birth.stack,
-                        "module": birth.module,
-                    },
-                )
-            finally:
-                ACTIVITY.leave()
-            self.findings += 1
-        if raises:
-            raise NonFiniteError(
-                f"Function '{node.name()}' produced {birth.value} values in its "
-                f"{birth.output_index}th forward output (op '{op.name}')."
-            )
-
-    def _on_event(self, event: Event) -> None:
-        """Anomaly mode's backward check, on each PyTorch node the bridge saw end."""
-        if event.kind != "node_end" or event.data.get("derived"):
-            return
-        for index, summary in enumerate(event.data.get("outputs") or ()):
-            tensor = _tensor_of(summary)
-            if tensor is None:
-                continue
-            # Outside _DisableTorchDispatch: a nested tensor is a Python subclass.
-            tensor = checked_values(tensor)
-            if tensor is None:
-                continue  # no values to check (Note [Tensors without values])
-            with torch._C._DisableTorchDispatch(), torch.no_grad():
-                try:
-                    if finite(tensor):
-                        continue
-                    kinds = self._kinds(tensor)
-                except Exception as exc:  # noqa: BLE001 - one gradient, never the watching
-                    warn_once(
-                        f"autograd-viz: an output of {event.node_name} could not be checked "
-                        f"for NaN ({exc!r})"
-                    )
-                    continue
-                if kinds & self._checked:
-                    value = NAN if NAN in kinds and self.checks.check_nan else "inf"
-                    self._emit_backward(event, index, value, summary)
-
-    def _emit_backward(self, event: Event, index: int, value: str, summary: Any) -> None:
-        fn = torch._C._current_autograd_node()  # the bridge's post hook runs on its thread
-        origin = node_origin(fn) if fn is not None else None
-        data = {
-            "phase": "backward",
-            "output_index": index,
-            "value": value,
-            "raised": self.checks.first,
-            "grad": summary,
-            "traceback": origin.formatted() if origin is not None else None,
-            "module": origin.module if origin is not None else None,
-            "saved": [] if fn is None else list(saved_summaries(fn, self.checks.max_values, {})),
-        }
-        HUB.emit_data("anomaly", event.device, event.graph_task, _NodeFields(event), data)
-        self.findings += 1
-        if self.checks.first:
-            raise NonFiniteError(
-                f"Function '{event.node_name}' returned {value} values in its {index}th output."
-            )
-
-
-class _NodeFields:
-    """The node fields of an event, to emit another event about the same node."""
-
-    __slots__ = ("_id", "_name", "sequence_nr", "topological_nr")
-
-    def __init__(self, event: Event) -> None:
-        self._id = event.node_id
-        self._name = event.node_name
-        self.sequence_nr = event.sequence_nr
-        self.topological_nr = event.topological_nr
-
-    def name(self) -> str | None:
-        return self._name
-
 
 class _Dispatch(TorchDispatchMode):
     def __init__(self, checker: TorchNanChecker) -> None:
@@ -683,35 +425,4 @@ class _Functions(TorchFunctionMode):
         return self.checker.function_call(func, args, kwargs or {})
 
 
-# -- helpers ---------------------------------------------------------------------------
-
-
-def _tensor_of(summary: Any) -> torch.Tensor | None:
-    """The gradient a bridge summary stands for, if it is still alive (a weak reference)."""
-    if not isinstance(summary, TorchSummary):
-        return None
-    ref = getattr(summary, "_ref", None)
-    return ref() if ref is not None else None
-
-
 __all__ = ["NonFiniteError", "TorchChecks", "TorchNanChecker"]
-
-
-def _backward_checks(checker: TorchNanChecker) -> functools.partial[None]:
-    """The checker's event listener, which outlives its own failure (Note [Listener errors]).
-
-    A check that fails on one node (an output it cannot read) skips that node,
-    with one line, and the checks go on for every later node and call. A
-    ``partial``, because it takes an ``on_error`` attribute and calls through
-    in C: a listener runs on every event.
-    """
-
-    def on_error(exc: Exception, graph_task: int) -> None:
-        warn_once(
-            f"autograd-viz: a backward NaN check in graph task {graph_task} failed "
-            f"({type(exc).__name__}: {exc}); later nodes and calls are checked"
-        )
-
-    listener = functools.partial(checker._on_event)
-    listener.on_error = on_error  # type: ignore[attr-defined]
-    return listener

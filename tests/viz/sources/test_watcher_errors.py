@@ -335,9 +335,9 @@ def test_torch_backward_nan_check_goes_on_after_its_own_error(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     pytest.importorskip("torch")
-    from autograd_viz.sources.pytorch import forward
+    from autograd_viz.sources.pytorch import forward_backward
 
-    real = forward._tensor_of
+    real = forward_backward._tensor_of
     seen = {"n": 0}
 
     def fails_once(summary: Any) -> Any:
@@ -346,7 +346,7 @@ def test_torch_backward_nan_check_goes_on_after_its_own_error(
             raise ValueError(FAILURE)
         return real(summary)
 
-    monkeypatch.setattr(forward, "_tensor_of", fails_once)
+    monkeypatch.setattr(forward_backward, "_tensor_of", fails_once)
     plain = _run(_torch_nan_step)
     with warnings.catch_warnings(record=True) as said:
         warnings.simplefilter("always")

@@ -1,0 +1,132 @@
+"""Anomaly mode's backward check, on each PyTorch node the bridge saw end.
+
+The backward half of :class:`~autograd_viz.sources.pytorch.forward.TorchNanChecker`:
+each output of a node is checked once (Note [Born in PyTorch] in
+``forward.py``), and a non-finite one is an ``anomaly`` event on that node,
+with the tensors it saved. The listener outlives its own failure on one node
+(Note [Listener errors] in engine/events.py).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from autograd_viz.sources.once import warn_once
+from autograd_viz.sources.pytorch.forward_births import NonFiniteError
+from autograd_viz.sources.pytorch.op_values import NAN, checked_values, finite
+from autograd_viz.sources.pytorch.origins import node_origin
+from autograd_viz.sources.pytorch.saved import saved_summaries
+from autograd_viz.sources.pytorch.summary import TorchSummary
+from engine.events import HUB, Event
+
+if TYPE_CHECKING:
+    from autograd_viz.sources.pytorch.forward import TorchChecks
+
+
+class BackwardChecks:
+    """The checker's backward check: a mixin of
+    :class:`~autograd_viz.sources.pytorch.forward.TorchNanChecker`, which holds the state."""
+
+    checks: TorchChecks
+    findings: int
+    _checked: frozenset[str]
+
+    def kinds(self, t: torch.Tensor) -> frozenset[str]:
+        """Which of NaN, +Inf, -Inf ``t`` holds (the checker's own)."""
+        raise NotImplementedError
+
+    def _on_event(self, event: Event) -> None:
+        """Anomaly mode's backward check, on each PyTorch node the bridge saw end."""
+        if event.kind != "node_end" or event.data.get("derived"):
+            return
+        for index, summary in enumerate(event.data.get("outputs") or ()):
+            tensor = _tensor_of(summary)
+            if tensor is None:
+                continue
+            # Outside _DisableTorchDispatch: a nested tensor is a Python subclass.
+            tensor = checked_values(tensor)
+            if tensor is None:
+                continue  # no values to check (Note [Tensors without values])
+            with torch._C._DisableTorchDispatch(), torch.no_grad():
+                try:
+                    if finite(tensor):
+                        continue
+                    kinds = self.kinds(tensor)
+                except Exception as exc:  # noqa: BLE001 - one gradient, never the watching
+                    warn_once(
+                        f"autograd-viz: an output of {event.node_name} could not be checked "
+                        f"for NaN ({exc!r})"
+                    )
+                    continue
+                if kinds & self._checked:
+                    value = NAN if NAN in kinds and self.checks.check_nan else "inf"
+                    self._emit_backward(event, index, value, summary)
+
+    def _emit_backward(self, event: Event, index: int, value: str, summary: Any) -> None:
+        fn = torch._C._current_autograd_node()  # the bridge's post hook runs on its thread
+        origin = node_origin(fn) if fn is not None else None
+        data = {
+            "phase": "backward",
+            "output_index": index,
+            "value": value,
+            "raised": self.checks.first,
+            "grad": summary,
+            "traceback": origin.formatted() if origin is not None else None,
+            "module": origin.module if origin is not None else None,
+            "saved": [] if fn is None else list(saved_summaries(fn, self.checks.max_values, {})),
+        }
+        HUB.emit_data("anomaly", event.device, event.graph_task, _NodeFields(event), data)
+        self.findings += 1
+        if self.checks.first:
+            raise NonFiniteError(
+                f"Function '{event.node_name}' returned {value} values in its {index}th output."
+            )
+
+
+class _NodeFields:
+    """The node fields of an event, to emit another event about the same node."""
+
+    __slots__ = ("_id", "_name", "sequence_nr", "topological_nr")
+
+    def __init__(self, event: Event) -> None:
+        self._id = event.node_id
+        self._name = event.node_name
+        self.sequence_nr = event.sequence_nr
+        self.topological_nr = event.topological_nr
+
+    def name(self) -> str | None:
+        return self._name
+
+
+def _tensor_of(summary: Any) -> torch.Tensor | None:
+    """The gradient a bridge summary stands for, if it is still alive (a weak reference)."""
+    if not isinstance(summary, TorchSummary):
+        return None
+    ref = getattr(summary, "_ref", None)
+    return ref() if ref is not None else None
+
+
+def backward_checks(checker: BackwardChecks) -> functools.partial[None]:
+    """The checker's event listener, which outlives its own failure (Note [Listener errors]).
+
+    A check that fails on one node (an output it cannot read) skips that node,
+    with one line, and the checks go on for every later node and call. A
+    ``partial``, because it takes an ``on_error`` attribute and calls through
+    in C: a listener runs on every event.
+    """
+
+    def on_error(exc: Exception, graph_task: int) -> None:
+        warn_once(
+            f"autograd-viz: a backward NaN check in graph task {graph_task} failed "
+            f"({type(exc).__name__}: {exc}); later nodes and calls are checked"
+        )
+
+    listener = functools.partial(checker._on_event)
+    listener.on_error = on_error  # type: ignore[attr-defined]
+    return listener
+
+
+__all__ = ["BackwardChecks", "backward_checks"]

@@ -1,0 +1,242 @@
+"""Where a forward NaN or Inf was born, and its ``anomaly`` event.
+
+The slow path of :class:`~autograd_viz.sources.pytorch.forward.TorchNanChecker`:
+when an aten op's output fails the cheap check, :class:`Births` finds out
+whether it was born in that op (Note [Born in PyTorch], Note [Intentional
+-inf] in ``forward.py``), summarizes it at once, and emits the forward
+``anomaly`` event on the op's node (raising :class:`NonFiniteError` in
+``first`` mode).
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch.utils.weak import WeakIdKeyDictionary
+
+from autograd_viz.sources.pytorch.graph import TorchNode
+from autograd_viz.sources.pytorch.op_values import (
+    NAN,
+    NEGINF,
+    POSINF,
+    OpInfo,
+    checked_values,
+    finite,
+    mutated,
+    scalar_kinds,
+    tensors,
+)
+from autograd_viz.sources.pytorch.origins import user_stack
+from autograd_viz.sources.pytorch.summary import summarize_tensor
+from autograd_viz.trace.summary import TensorSummary
+from engine.activity import ACTIVITY
+from engine.events import HUB
+
+if TYPE_CHECKING:
+    from autograd_viz.sources.pytorch.forward import TorchChecks
+
+NO_KINDS: frozenset[str] = frozenset()
+
+
+class NonFiniteError(RuntimeError):
+    """A NaN or Inf was found while checking with ``first=True`` (anomaly mode's raise)."""
+
+    _engine_propagate = True
+    """Raised in an event listener, it fails the backward call (see ``engine.events.listen``)."""
+
+
+@dataclass(slots=True)
+class Birth:
+    """A non-finite output born in one op, summarized at once."""
+
+    op: OpInfo
+    output_index: int
+    value: str
+    output: TensorSummary
+    inputs: list[TensorSummary | None]
+    nonfinite_inputs: list[int]
+    input_ops: list[str | None]
+    """Per input, ``"norm"`` when a norm op made it."""
+    ref: Any
+    """A weak reference to the output, to find its ``grad_fn`` once autograd attached it."""
+    node_nr: int | None
+    """The ``sequence_nr`` autograd gave the op's node, if it made one."""
+    device: str
+    stack: list[str]
+    module: str | None
+
+
+class Births:
+    """The checker's findings in the forward pass: a mixin of
+    :class:`~autograd_viz.sources.pytorch.forward.TorchNanChecker`, which holds the state."""
+
+    checks: TorchChecks
+    findings: int
+    _checked: frozenset[str]
+    _intentional: WeakIdKeyDictionary
+    _norms: WeakIdKeyDictionary
+    _local: threading.local
+
+    def kinds(self, t: torch.Tensor) -> frozenset[str]:
+        """Which of NaN, +Inf, -Inf ``t`` holds (exact; for tensors that failed the sum)."""
+        if type(t) is not torch.Tensor:
+            values = checked_values(t)
+            if values is None:
+                return NO_KINDS
+            t = values
+        with torch.no_grad():
+            kinds = []
+            if bool(torch.isnan(t).any()):
+                kinds.append(NAN)
+            if not t.is_complex():
+                if bool(torch.isposinf(t).any()):
+                    kinds.append(POSINF)
+                if bool(torch.isneginf(t).any()):
+                    kinds.append(NEGINF)
+            elif bool(torch.isinf(t).any()):
+                kinds.append(POSINF)
+        return frozenset(kinds)
+
+    _kinds = kinds
+
+    @staticmethod
+    def _carry(marks: WeakIdKeyDictionary, args: Any, out: Any) -> None:
+        """A view of a marked tensor is marked too."""
+        found = [marks[t] for t in tensors(args) if t in marks]
+        if found:
+            kinds = frozenset().union(*found)
+            for t in tensors(out):
+                marks[t] = kinds
+
+    def _look(
+        self,
+        op: OpInfo,
+        args: Any,
+        kwargs: dict[str, Any],
+        written: list[torch.Tensor | None],
+        bad: list[tuple[int, torch.Tensor]],
+        before: dict[int, frozenset[str]],
+    ) -> None:
+        """The slow path: some output is not finite; was it born here?"""
+        checked = self._checked
+        inputs = list(tensors((args, kwargs)))
+        numbers = scalar_kinds((args, kwargs))
+        # A fill value of -inf is meant; any other non-finite number the user wrote
+        # (x * inf) is where the value came from, so the output is not born here.
+        carried = set(numbers & {NEGINF}) if op.fills else set()
+        flagged = not op.fills and bool(numbers & checked)
+        in_place = {id(t) for t in mutated(op, args, kwargs)} if op.mutated else set()
+        nonfinite = []
+        for i, t in enumerate(inputs):
+            if not (t.is_floating_point() or t.is_complex()):
+                continue
+            if id(t) in in_place:
+                kinds = before.get(id(t), NO_KINDS)
+            else:
+                kinds = NO_KINDS if finite(t) else self._kinds(t)
+            if not kinds:
+                continue
+            nonfinite.append(i)
+            meant = self._intentional.get(t)
+            if meant is not None:
+                carried |= meant
+            elif op.fills and (t.dim() == 0 or op.short.startswith("lift")):
+                carried |= kinds & {NEGINF}  # a fill value, or a tensor literal
+            elif kinds & checked:
+                flagged = True
+        for index, t in bad:
+            kinds = self._kinds(t)
+            if op.ignored or (not flagged and carried and kinds <= carried):
+                self._intentional[t] = kinds
+            elif kinds & checked and not flagged:
+                self._born(op, index, t, kinds, inputs, nonfinite, in_place)
+
+    def _born(
+        self,
+        op: OpInfo,
+        index: int,
+        t: torch.Tensor,
+        kinds: frozenset[str],
+        inputs: list[torch.Tensor],
+        nonfinite: list[int],
+        in_place: set[int],
+        fn: Any = None,
+    ) -> None:
+        value = NAN if NAN in kinds and self.checks.check_nan else "inf"
+        max_values = self.checks.max_values
+        device = str(t.device)
+        # An input written in place holds the output now: only its shape is known.
+        summaries: list[TensorSummary | None] = [
+            TensorSummary(tuple(x.shape), str(x.dtype).removeprefix("torch."), str(x.device))
+            if id(x) in in_place
+            else summarize_tensor(x, str(x.device), max_values)
+            for x in inputs
+        ]
+        local = self._local
+        node_nr = None
+        if torch.is_grad_enabled() and any(x.requires_grad for x in inputs):
+            node_nr = torch._C._autograd._get_sequence_nr() - 1
+        birth = Birth(
+            op,
+            index,
+            value,
+            summarize_tensor(t, device, max_values),
+            summaries,
+            nonfinite,
+            ["norm" if x in self._norms else None for x in inputs],
+            weakref.ref(t),
+            node_nr,
+            device,
+            user_stack(),
+            local.modules[-1] if local.modules else None,
+        )
+        if local.depth and node_nr is not None and fn is None:
+            local.pending.append(birth)  # its node is known once autograd attached it
+        else:
+            self._emit_forward(birth, fn)
+
+    def _emit_forward(self, birth: Birth, fn: Any) -> None:
+        op = birth.op
+        node = TorchNode(fn, fn.name(), fn._sequence_nr(), birth.device) if fn else None
+        if node is None:
+            node = TorchNode(None, op.name, 0, birth.device)
+        raises = self.checks.first
+        if HUB.active:
+            ACTIVITY.enter()  # a debugger may pause this thread here (Note [Quiescence])
+            try:
+                HUB.emit_data(
+                    "anomaly",
+                    birth.device,
+                    0,
+                    node,
+                    {
+                        "phase": "forward",
+                        "op": op.short,
+                        "aten_op": op.name,
+                        "output_index": birth.output_index,
+                        "value": birth.value,
+                        "born": True,
+                        "raised": raises,
+                        "tensor": birth.output,
+                        "inputs": birth.inputs,
+                        "nonfinite_inputs": birth.nonfinite_inputs,
+                        "input_ops": birth.input_ops,
+                        "traceback": birth.stack,
+                        "module": birth.module,
+                    },
+                )
+            finally:
+                ACTIVITY.leave()
+            self.findings += 1
+        if raises:
+            raise NonFiniteError(
+                f"Function '{node.name()}' produced {birth.value} values in its "
+                f"{birth.output_index}th forward output (op '{op.name}')."
+            )
+
+
+__all__ = ["NO_KINDS", "Birth", "Births", "NonFiniteError"]
