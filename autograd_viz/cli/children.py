@@ -269,7 +269,9 @@ def first_finding(
         if report.first is None:
             continue
         clock = _clock(trace)
-        t_ns = trace.events[report.first.event_index].t_ns
+        t_ns = report.first.t_ns
+        if t_ns is None:  # a finding made by hand
+            t_ns = trace.events[report.first.event_index].t_ns
         found.append((wall_ns(t_ns, clock) if clock else t_ns, report, label, path))
     if not found:
         return None, calls

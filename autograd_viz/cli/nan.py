@@ -15,6 +15,8 @@ was found, 0 when nothing was.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
 from typing import TYPE_CHECKING
 
@@ -25,7 +27,10 @@ from autograd_viz.cli.base import (
     ArgumentParser,
     CommandError,
     ScriptError,
+    UsageError,
+    add_call_option,
     check_output,
+    load_trace,
     note,
     options_only,
     script_and_args,
@@ -33,15 +38,17 @@ from autograd_viz.cli.base import (
 )
 from autograd_viz.cli.record import add_call_options, call_selection
 from autograd_viz.nan.cause import canonical_op
+from autograd_viz.nan.scan import LISTED_SOURCES
 from autograd_viz.trace.text import printable
 
 if TYPE_CHECKING:
     from rich.console import Console
 
     from autograd_viz.nan.report import Finding, NanReport
+    from autograd_viz.nan.watch import NanWatch
     from autograd_viz.trace.summary import TensorSummary
 
-_LISTED = 8
+_LISTED = LISTED_SOURCES
 """How many other findings the report lists before it only counts them."""
 
 
@@ -53,7 +60,8 @@ def add_nan_command(commands: argparse._SubParsersAction[ArgumentParser]) -> Non
             f"{PROG} nan [-h] [-o TRACE] [--no-forward] [--inf | --no-inf] [--first] "
             "[--ignore OP] [--eager-compiled] [--steps LIST] [--every N] [--last N] "
             "[--values {none,leaves,all}] "
-            "SCRIPT [ARGS ...]"
+            "SCRIPT [ARGS ...]\n"
+            f"       {PROG} nan [--ignore OP] [--call K] TRACE.jsonl"
         ),
         help="run a script and report where its first NaN or Inf was born, and why",
         description=(
@@ -63,7 +71,9 @@ def add_nan_command(commands: argparse._SubParsersAction[ArgumentParser]) -> Non
             "module, the path from the loss, and the node PyTorch's anomaly mode would name. "
             "Exit status 1 when one is found, 0 when none is, 4 when the script failed "
             "without one. Options may come before or after SCRIPT; every other word after "
-            "SCRIPT is the script's (after a '--', every word is)."
+            "SCRIPT is the script's (after a '--', every word is). Given a trace file "
+            "(.jsonl) instead, report on what it recorded, reading it a call at a time "
+            "(--call K: that call alone)."
         ),
     )
     add_nan_options(nan)
@@ -108,6 +118,7 @@ def add_nan_options(nan: argparse.ArgumentParser) -> None:
         "may then differ in the last bits; default: it runs compiled, checked at its edges)",
     )
     add_call_options(nan)
+    add_call_option(nan)
 
 
 def run_nan(args: argparse.Namespace) -> int:
@@ -118,8 +129,9 @@ def run_nan(args: argparse.Namespace) -> int:
         print_first_process,
         print_own_rank,
     )
+    from autograd_viz.cli.record import own_streamed_path
     from autograd_viz.nan.watch import stopped_at_finding, watch_nan
-    from autograd_viz.sources.processes import follow_children
+    from autograd_viz.sources.processes import follow_children, process_info
     from autograd_viz.sources.script import (
         ScriptFailedError,
         ScriptNotFoundError,
@@ -129,6 +141,10 @@ def run_nan(args: argparse.Namespace) -> int:
     from autograd_viz.trace.records import DEFAULT_MAX_VALUES
 
     script, script_args = script_and_args(args, "nan")
+    if script.endswith(TRACE_SUFFIX):
+        return report_on_trace(args, script, script_args)
+    if args.call is not None:
+        raise UsageError(f"--call K picks a call of a trace file ({TRACE_SUFFIX}), not of a script")
     output: str | None = args.output
     if output is not None:
         check_output(output)
@@ -140,34 +156,50 @@ def run_nan(args: argparse.Namespace) -> int:
     failure: ScriptFailedError | None = None
     status = 0
     options = {"first": args.first, "forward": not args.no_forward, "inf": args.inf}
-    with (
-        watch_nan(
-            **options,
-            ignore=args.ignore,
-            eager_compiled=args.eager_compiled,
-            steps=selection.steps,
-            every=selection.every,
-            last=selection.last,
-            values=args.values,
-        ) as watch,
-        follow_children(
-            "nan",
-            watch.trace,
-            output,
-            DEFAULT_MAX_VALUES,
-            {**options, "ignore": args.ignore},
-            values=args.values,
-        ) as job,
-    ):
+    # Without --last each call is read for the report as it ends, and written to -o then:
+    # memory stays flat however long the run (Note [A run read a part at a time]).
+    streamed = selection.last is None
+    own_path, inherited_rank = own_streamed_path(output) if streamed and output else (None, None)
+    with contextlib.ExitStack() as stack:
+        try:
+            watch = stack.enter_context(
+                watch_nan(
+                    **options,
+                    ignore=args.ignore,
+                    eager_compiled=args.eager_compiled,
+                    steps=selection.steps,
+                    every=selection.every,
+                    last=selection.last,
+                    output=own_path,
+                    keep_trace=not streamed,
+                    values=args.values,
+                )
+            )
+        except OSError as exc:
+            raise CommandError(f"cannot write trace {own_path}: {exc.strerror or exc}") from None
+        job = stack.enter_context(
+            follow_children(
+                "nan",
+                watch.trace,
+                output,
+                DEFAULT_MAX_VALUES,
+                {**options, "ignore": args.ignore},
+                values=args.values,
+            )
+        )
         try:
             status = run_script(script, script_args)
         except ScriptFailedError as exc:
             if not (args.first and stopped_at_finding(exc.exception)):
                 failure = exc
         children = job.reports()
+        if own_path is not None:  # who this process is, once its script made its group
+            watch.trace.header["process"] = process_info(inherited_rank)
+        assert watch.recording is not None
+        watch.recording.finish()  # every call read, and written, before the report
         trace = watch.trace
         if children:  # the children's traces are read before the job's directory goes
-            own = (watch.report, trace) if trace.events else None
+            own = (watch.report, trace) if watch.recorded else None
             finding, calls = first_finding(
                 own, children, frozenset(args.ignore), output is not None
             )
@@ -191,12 +223,18 @@ def run_nan(args: argparse.Namespace) -> int:
         print_own_rank(console)
         if found or not failed:
             print_report(watch.report, console, stopped=args.first)
-    saved_to = own_trace_path(trace, output, children) if output is not None else None
+    if own_path is not None:
+        saved_to = _streamed_to(watch, own_path, bool(children))
+    else:
+        saved_to = own_trace_path(trace, output, children) if output is not None else None
+        if saved_to is not None:
+            try:
+                trace.save(saved_to)
+            except OSError as exc:
+                raise CommandError(
+                    f"cannot write trace {saved_to}: {exc.strerror or exc}"
+                ) from None
     if saved_to is not None:
-        try:
-            trace.save(saved_to)
-        except OSError as exc:
-            raise CommandError(f"cannot write trace {saved_to}: {exc.strerror or exc}") from None
         note(f"trace saved to {saved_to}; step it with '{PROG} replay {saved_to}'")
     if found:
         if failed:
@@ -210,6 +248,72 @@ def run_nan(args: argparse.Namespace) -> int:
     if status != 0:
         raise ScriptError(f"{script} exited with status {status}; {_searched(calls)}")
     return OK
+
+
+TRACE_SUFFIX = ".jsonl"
+"""What ``nan`` takes for a trace file to report on rather than a script to run."""
+
+
+def report_on_trace(args: argparse.Namespace, path: str, extra: list[str]) -> int:
+    """``autograd-viz nan TRACE.jsonl [--call K]``: the report on a recorded trace.
+
+    The file is read a call at a time (``--call K``: that call alone), so memory
+    is that of one call whatever the file's size (Note [A run read a part at a time]).
+    """
+    from autograd_viz.nan.report import find_nans
+    from autograd_viz.nan.scan import NanScan
+    from autograd_viz.nan.watch import KEPT_FINDINGS
+    from autograd_viz.trace import TraceFormatError
+    from autograd_viz.trace.index import iter_calls
+
+    runs_only = {
+        "-o": args.output is not None,
+        "--first": args.first,
+        "--no-forward": args.no_forward,
+        "--no-inf": not args.inf,
+        "--eager-compiled": args.eager_compiled,
+        "--steps": args.steps is not None,
+        "--every": args.every is not None,
+        "--last": args.last is not None,
+        "--values": args.values != "all",
+    }
+    given = [option for option, set_ in runs_only.items() if set_]
+    if given or extra:
+        what = ", ".join(given) if given else f"arguments ({' '.join(extra)})"
+        raise UsageError(
+            f"{what}: for a script that nan runs; {path} is a trace, read as it was recorded"
+        )
+    if args.call is not None:
+        report = find_nans(load_trace(path, args.call), args.ignore)
+    else:
+        scan = NanScan(args.ignore, keep=KEPT_FINDINGS)
+        try:
+            for part in iter_calls(path):
+                scan.add(part)
+        except TraceFormatError as exc:
+            raise CommandError(f"invalid trace file {exc}") from None
+        except OSError as exc:
+            raise CommandError(f"cannot read trace {path}: {exc.strerror or exc}") from None
+        report = scan.report()
+    print_report(report, _console())
+    return FOUND if report.first is not None else OK
+
+
+def _streamed_to(watch: NanWatch, path: str, children: bool) -> str | None:
+    """Where the trace written as calls ended is; ``None`` when this process kept none.
+
+    Raises:
+        CommandError: a write failed.
+    """
+    writer = watch.recording.writer if watch.recording is not None else None
+    if writer is not None and writer.error is not None:
+        raise CommandError(f"cannot write trace {path}: {writer.error.strerror or writer.error}")
+    if children and not watch.recorded:
+        # The children recorded everything; this process leaves no file of its own.
+        with contextlib.suppress(OSError):
+            os.remove(path)
+        return None
+    return path
 
 
 def _searched(calls: int) -> str:
@@ -290,19 +394,20 @@ def _anomaly_mode_says(report: NanReport, stopped: bool) -> str:
 
 
 def _print_others(report: NanReport, console: Console) -> None:
-    others = report.others
+    # A long run's report lists only some (Note [A run read a part at a time]).
+    others = report.other_count
     if not others:
         return
-    sources = report.sources
-    passed = len(others) - len(sources)
+    sources = report.source_count
+    passed = others - sources
     console.print(
-        f"[bold]Other findings[/bold]: {len(sources):,} more born, "
+        f"[bold]Other findings[/bold]: {sources:,} more born, "
         f"{_count(passed, 'passed on from an earlier one', 'passed on from earlier ones')}"
     )
-    for finding in sources[:_LISTED]:
+    for finding in report.sources[:_LISTED]:
         console.print(f"  {shown(_one_line(finding))}", soft_wrap=True)
-    if len(sources) > _LISTED:
-        console.print(f"  ... and {len(sources) - _LISTED} more")
+    if sources > _LISTED:
+        console.print(f"  ... and {sources - _LISTED} more")
 
 
 def _one_line(finding: Finding) -> str:

@@ -71,7 +71,7 @@ def run_record(args: argparse.Namespace) -> int:
         check_script(script)
     except ScriptNotFoundError as exc:
         raise CommandError(str(exc)) from None
-    own, inherited_rank = _own_trace_path(output)
+    own, inherited_rank = own_streamed_path(output)
     try:
         recording = Recording(args.max_values, calls, own, values=args.values)
     except OSError as exc:
@@ -138,7 +138,7 @@ def run_record(args: argparse.Namespace) -> int:
     return status
 
 
-def _own_trace_path(output: str) -> tuple[str, str | None]:
+def own_streamed_path(output: str) -> tuple[str, str | None]:
     """Where this process writes its trace (a rank's own file under ``torchrun``), and the
     ``RANK`` it inherited from a watching parent (``None`` when it has none)."""
     from autograd_viz.sources.processes import process_info, process_trace_path, read_settings

@@ -42,7 +42,6 @@ from dataclasses import dataclass
 import engine
 from autograd_viz.nan import cause as nan_cause
 from autograd_viz.trace import GraphTaskInfo, Trace, TraceEvent
-from autograd_viz.trace.records import values_recorded
 from autograd_viz.trace.summary import TensorSummary
 from engine.anomaly import op_name
 
@@ -113,6 +112,8 @@ class Finding:
     """PyTorch, forward: the aten op that made the value (``aten.log.default``)."""
     module: str | None = None
     """PyTorch: the qualified name of the module the op ran in (``encoder.layers.0``)."""
+    t_ns: int | None = None
+    """When its first event happened (``time.perf_counter_ns``, as the trace's ``t_ns``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,23 +127,45 @@ class NanReport:
     path: tuple[NodeRef, ...]
     """From the loss (the graph task's root) to the first finding's node; empty if not reached."""
     findings: tuple[Finding, ...]
-    """Every finding, in trace order, one per node and phase."""
+    """Every finding, in trace order, one per node and phase; a run read a part at a time
+    keeps the first ones and enough of those born to list (see :attr:`unlisted`)."""
     backward_calls: int
     """How many backward calls the trace holds."""
     values: str = "all"
     """The tier of values the trace was recorded at (Note [Values tiers]): below ``all``
     only the checks' own findings are there to read; gradients found only in the
     recorded values, the path's numbers and the causes read from them are not."""
+    unlisted: int = 0
+    """Findings left out of :attr:`findings` (a long run read a part at a time)."""
+    unlisted_born: int = 0
+    """How many of those created their value."""
 
     @property
     def others(self) -> tuple[Finding, ...]:
-        """Every finding but the first."""
+        """Every finding but the first (of :attr:`findings`)."""
         return tuple(f for f in self.findings if f is not self.first)
 
     @property
     def sources(self) -> tuple[Finding, ...]:
         """The other findings that created their value rather than passing one on."""
         return tuple(f for f in self.others if f.born)
+
+    @property
+    def other_count(self) -> int:
+        """How many findings there were besides the first, the unlisted ones included."""
+        listed = sum(1 for f in self.findings if f is not self.first)
+        unlisted_first = self.first is not None and not any(f is self.first for f in self.findings)
+        return listed + self.unlisted - unlisted_first
+
+    @property
+    def source_count(self) -> int:
+        """How many of :attr:`other_count` created their value."""
+        listed = sum(1 for f in self.findings if f.born and f is not self.first)
+        first = self.first
+        unlisted_first = (
+            first is not None and first.born and not any(f is first for f in self.findings)
+        )
+        return listed + self.unlisted_born - unlisted_first
 
 
 def find_nans(trace: Trace, ignore: Iterable[str] = ()) -> NanReport:
@@ -156,38 +179,29 @@ def find_nans(trace: Trace, ignore: Iterable[str] = ()) -> NanReport:
     Returns:
         The report; its ``first`` is ``None`` when nothing was found.
     """
-    index = _NodeRuns(trace)
-    findings = list(_anomaly_findings(trace, index)) or list(_gradient_findings(trace, index))
-    ignored = {nan_cause.canonical_op(op) for op in ignore}
-    if ignored:
-        findings = [f for f in findings if not _ignored(f, ignored)]
-    first = next((f for f in findings if f.phase == "forward" and f.born), None)
-    if first is None:
-        first = next((f for f in findings if f.phase == "backward"), None)
-    torch_node = _anomaly_mode_node(trace, findings)
-    path: tuple[NodeRef, ...] = ()
-    if first is not None:
-        task = _graph_task_of(trace, first)
-        path = () if task is None else path_from_root(task, first.node.id)
-    return NanReport(
-        first,
-        torch_node,
-        path,
-        tuple(findings),
-        len(trace.graph_tasks),
-        values_recorded(trace.header),
-    )
+    from autograd_viz.nan.scan import NanScan
+
+    scan = NanScan(ignore)
+    scan.add(trace)
+    return scan.report()
 
 
-def _ignored(finding: Finding, ignored: set[str]) -> bool:
+def ignored_ops(ignore: Iterable[str]) -> frozenset[str]:
+    """``ignore``'s ops, each named one way (:func:`~autograd_viz.nan.cause.canonical_op`)."""
+    return frozenset(nan_cause.canonical_op(op) for op in ignore)
+
+
+def is_ignored(finding: Finding, ignored: frozenset[str]) -> bool:
+    """Whether ``finding``'s op is one of ``ignored`` (from :func:`ignored_ops`)."""
     ops = {nan_cause.canonical_op(finding.op)}
     if finding.aten_op is not None and finding.phase == "forward":
         ops.add(nan_cause.canonical_op(finding.aten_op))
     return bool(ops & ignored)
 
 
-def _anomaly_mode_node(trace: Trace, findings: list[Finding]) -> NodeRef | None:
-    """The first backward node that returned NaN in any output: where anomaly mode raises."""
+def anomaly_mode_event(trace: Trace, findings: Iterable[Finding]) -> NodeRef | None:
+    """The first backward node whose ``anomaly`` event says it returned NaN in any output,
+    among the nodes of ``findings``: where anomaly mode raises."""
     kept = {(f.graph_task, f.node.id) for f in findings if f.phase == "backward"}
     for event in trace.events:
         if (
@@ -197,7 +211,7 @@ def _anomaly_mode_node(trace: Trace, findings: list[Finding]) -> NodeRef | None:
             and (event.graph_task, event.node_id) in kept
         ):
             return NodeRef(event.node_id or 0, event.node_name or "?")
-    return next((f.node for f in findings if f.phase == "backward" and f.value == "nan"), None)
+    return None
 
 
 def path_from_root(task: GraphTaskInfo, node_id: int) -> tuple[NodeRef, ...]:
@@ -224,13 +238,15 @@ def path_from_root(task: GraphTaskInfo, node_id: int) -> tuple[NodeRef, ...]:
     return tuple(reversed(path))
 
 
-def _graph_task_of(trace: Trace, finding: Finding) -> GraphTaskInfo | None:
+def graph_task_of(trace: Trace, finding: Finding) -> GraphTaskInfo | None:
+    """The graph task of ``trace`` that ran ``finding``'s node: its own, or (a forward
+    finding) the first that holds the node."""
     if finding.graph_task in trace.graph_tasks:
         return trace.graph_tasks[finding.graph_task]
     return next((t for t in trace.graph_tasks.values() if finding.node.id in t.nodes), None)
 
 
-class _NodeRuns:
+class NodeRuns:
     """Where each node ran: its ``node_start`` and ``node_end`` events, by graph task and id."""
 
     def __init__(self, trace: Trace) -> None:
@@ -265,7 +281,11 @@ class _NodeRuns:
         return info.traceback if info is not None else None
 
 
-def _anomaly_findings(trace: Trace, runs: _NodeRuns) -> Iterator[Finding]:
+def anomaly_findings(trace: Trace, runs: NodeRuns, offset: int = 0) -> Iterator[Finding]:
+    """The findings of ``trace``'s ``anomaly`` events, one per node and phase, in order.
+
+    ``offset``: the index in the run of the trace's first event (a part of a run).
+    """
     seen: set[tuple[str, int, int]] = set()
     for event in trace.events:
         if event.kind != "anomaly" or event.node_id is None:
@@ -295,25 +315,27 @@ def _anomaly_findings(trace: Trace, runs: _NodeRuns) -> Iterator[Finding]:
                     aten_op or op, value, inputs, output, data.get("input_ops") or ()
                 ),
                 0,
-                event.index,
+                event.index + offset,
                 source,
                 inputs,
                 (output,),
                 aten_op=aten_op,
                 module=data.get("module"),
+                t_ns=event.t_ns,
             )
             continue
-        yield _backward_finding(runs, event, node, op, value, data["output_index"], source)
+        yield _backward_finding(runs, event, node, op, value, data["output_index"], source, offset)
 
 
 def _backward_finding(
-    runs: _NodeRuns,
+    runs: NodeRuns,
     event: TraceEvent,
     node: NodeRef,
     op: str,
     value: str,
     output_index: int,
     source: SourceLine | None,
+    offset: int,
 ) -> Finding:
     task = event.graph_task
     grads = runs.grads_in(task, node.id)
@@ -331,16 +353,17 @@ def _backward_finding(
         all(nan_cause.finite(s) for s in known),
         nan_cause.backward_cause(op, value, grads, saved),
         task,
-        event.index,
+        event.index + offset,
         source,
         grads,
         outputs,
         saved,
         module=event.data.get("module"),
+        t_ns=event.t_ns,
     )
 
 
-def _gradient_findings(trace: Trace, runs: _NodeRuns) -> Iterator[Finding]:
+def gradient_findings(trace: Trace, runs: NodeRuns, offset: int = 0) -> Iterator[Finding]:
     """Backward findings from ``node_end`` gradients, for a trace without anomaly events."""
     for event in trace.events:
         if event.kind != "node_end" or event.node_id is None:
@@ -352,7 +375,9 @@ def _gradient_findings(trace: Trace, runs: _NodeRuns) -> Iterator[Finding]:
         value = "nan" if any(outputs[i].nan_count for i in bad) else "inf"
         node = NodeRef(event.node_id, event.node_name or "?")
         source = user_line(runs.traceback(event.graph_task, node.id))
-        yield _backward_finding(runs, event, node, op_name(node.name), value, bad[0], source)
+        yield _backward_finding(
+            runs, event, node, op_name(node.name), value, bad[0], source, offset
+        )
 
 
 # -- the user's line ---------------------------------------------------------------------

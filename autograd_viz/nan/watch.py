@@ -39,12 +39,16 @@ from contextlib import contextmanager
 from typing import Any
 
 from autograd_viz.nan.report import NanReport, find_nans
+from autograd_viz.nan.scan import NanScan
 from autograd_viz.sources.arming import when_torch_is_imported
 from autograd_viz.sources.calls import CallSelection
 from autograd_viz.sources.recording import Recording
 from autograd_viz.trace import Trace
 from autograd_viz.trace.records import DEFAULT_MAX_VALUES
 from engine.anomaly import detect_anomaly
+
+KEPT_FINDINGS = 100
+"""How many findings a report of a run read as it went lists in full (the rest are counted)."""
 
 _FINDING = re.compile(r"Function '[^']*' (returned|produced) (nan|inf) values")
 
@@ -53,18 +57,32 @@ class NanWatch:
     """What :func:`watch_nan` saw: the trace and, once asked, the report."""
 
     def __init__(
-        self, trace: Trace, ignore: frozenset[str], recording: Recording | None = None
+        self,
+        trace: Trace,
+        ignore: frozenset[str],
+        recording: Recording | None = None,
+        scan: NanScan | None = None,
     ) -> None:
         self.trace = trace
-        """Everything recorded inside the block (with ``last``, filled when it ends)."""
+        """Everything recorded inside the block (with ``last``, filled when it ends;
+        with ``keep_trace=False``, only the calls in flight)."""
         self.recording = recording
         """The recording behind :attr:`trace`: which calls it kept, where it wrote them."""
         self._ignore = ignore
+        self._scan = scan
         self._report: tuple[int, NanReport] | None = None
 
     @property
+    def recorded(self) -> bool:
+        """Whether anything was recorded (a trace read as it went holds nothing at the end)."""
+        return bool(self.trace.events) or (self._scan is not None and self._scan.events > 0)
+
+    @property
     def report(self) -> NanReport:
-        """Where the first NaN or Inf was born, and why (recomputed when the trace grew)."""
+        """Where the first NaN or Inf was born, and why (recomputed when the trace grew;
+        with ``keep_trace=False``, over the calls that have ended)."""
+        if self._scan is not None:
+            return self._scan.report()
         length = len(self.trace.events)
         if self._report is None or self._report[0] != length:
             self._report = (length, find_nans(self.trace, self._ignore))
@@ -90,6 +108,7 @@ def watch_nan(
     last: int | None = None,
     output: str | os.PathLike[str] | None = None,
     values: str = "all",
+    keep_trace: bool = True,
 ) -> Iterator[NanWatch]:
     """Check everything the block runs for NaN (and Inf), on our engine and on PyTorch.
 
@@ -115,7 +134,13 @@ def watch_nan(
         every: record only calls 0, N, 2N, ...
         last: keep only the last N recorded calls, up to the one with the first finding.
         output: also write the trace there when the block ends (with ``last``,
-            at once when a finding is made).
+            at once when a finding is made; with ``keep_trace=False``, each call
+            as it ends).
+        keep_trace: keep every recorded call in :attr:`NanWatch.trace`. With
+            ``False`` (and no ``last``) each call is read for the report when it
+            ends and dropped, so memory stays flat however long the run (Note
+            [A run read a part at a time] in :mod:`autograd_viz.nan.scan`); the
+            report lists the first findings and counts the rest.
         values: which gradients the trace summarizes, as for ``record``: the
             checks run and their findings are kept whole at every tier; the
             report's causes and paths read the other summaries, so ``leaves``
@@ -129,9 +154,16 @@ def watch_nan(
     """
     ignored = frozenset(ignore)
     calls = CallSelection(steps, every, last)
+    streamed = not keep_trace and last is None
+    scan = NanScan(ignored, keep=KEPT_FINDINGS) if streamed else None
     # Not gated: the checks report through events, in calls that are not recorded too.
     recording = Recording(
-        max_values, calls, output if last is not None else None, gated=False, values=values
+        max_values,
+        calls,
+        output if last is not None or streamed else None,
+        gated=False,
+        observe=scan.add if scan is not None else None,
+        values=values,
     )
     try:
         with (
@@ -145,9 +177,9 @@ def watch_nan(
                 eager_compiled=eager_compiled,
             ),
         ):
-            yield NanWatch(recording.trace, ignored, recording)
+            yield NanWatch(recording.trace, ignored, recording, scan)
     finally:
-        if output is not None and last is None:
+        if output is not None and last is None and not streamed:
             recording.trace.save(output)
 
 

@@ -5,7 +5,8 @@ and an output path:
 
 * memory (no ``last``, no output): the :class:`~autograd_viz.trace.Trace`
   holds every recorded call, as :func:`~autograd_viz.sources.recorder.record`
-  always did;
+  always did, unless someone reads the calls as they end (``observe``, as
+  ``nan`` does): then memory holds only the call in flight;
 * a file, written as calls end (an output, no ``last``): memory holds only the
   call in flight (Note [Streamed traces] in ``autograd_viz/trace/stream.py``);
 * a :class:`FlightRecorder` (``last``): the last N recorded calls in memory,
@@ -20,7 +21,7 @@ from __future__ import annotations
 import collections
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from autograd_viz.sources.arming import every_source
@@ -87,6 +88,9 @@ class Recording:
             event, such as the NaN checks' findings, says ``False``.
         values: which gradients are summarized: ``"all"``, ``"leaves"``,
             ``"none"`` (Note [Values tiers] in ``autograd_viz/trace/records.py``).
+        observe: called with each finished part (whole calls, in order) before
+            it goes to the file or the flight recorder; without either, the
+            part is then dropped, so the trace holds only the calls in flight.
 
     Raises:
         OSError: a streamed output file cannot be created.
@@ -100,6 +104,7 @@ class Recording:
         output: str | os.PathLike[str] | None = None,
         gated: bool = True,
         values: str = "all",
+        observe: Callable[[Trace], object] | None = None,
     ) -> None:
         self.calls = calls if calls is not None else CallSelection()
         """Which calls are recorded."""
@@ -108,7 +113,9 @@ class Recording:
         self.gated = gated
         self.ring = FlightRecorder(self.calls.last) if self.calls.last is not None else None
         """The flight recorder (with ``last``)."""
-        in_memory = self.ring is None and self.output is None
+        self.observe = observe
+        """What reads each finished part, if anything."""
+        in_memory = self.ring is None and self.output is None and observe is None
         self.recorder = Recorder(
             max_values,
             calls=self.calls,
@@ -177,6 +184,8 @@ class Recording:
             trace = self.recorder.trace
             trace.events, trace.graph_tasks = part.events, dict(part.graph_tasks)
             return
+        if self.observe is not None:
+            self.observe(part)
         if self.ring is not None:
             if self.ring.add(part, calls):
                 self.recorder.closed = True  # the calls after a finding are not kept

@@ -9,7 +9,11 @@ writer puts ``type`` first), and runs to the next call's: so the file is its
 own index. :func:`calls_in` finds those lines with ``bytes.find`` over blocks
 of the file (C speed, memory of one block, whatever the file's size), reads
 each such line alone, and keeps the calls from user code (``parent`` null)
-with their ``call`` numbers and byte ranges. :func:`load_call` then reads the
+with their ``call`` numbers and byte ranges. A call's forward pass is written
+before its ``graph_task`` line, as the events of no graph task (the NaN
+checks' findings): its range starts where the run of such lines just before
+that line starts (:func:`forward_start`, read backwards a block at a time).
+:func:`load_call` then reads the
 header and that one byte range, through the same validating loader as
 :func:`~autograd_viz.trace.file.load`: events of graph tasks that are not in
 the range (another thread's call, recorded at the same time) are left out. A
@@ -22,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -193,37 +198,117 @@ def load_call(path: str | os.PathLike[str], call: int) -> Trace:
     if not spans:
         return _from_whole(name, call)
     span = pick(spans, call)
-    loader = _file._Loader()
-    known: set[int] = set()
     with reading.open_trace(name) as f, paused_gc():
         header = f.readline(reading.MAX_LINE_BYTES)
-        _feed(loader, name, 1, header)
-        f.seek(span.start)
-        remaining = span.end - span.start
-        while remaining > 0:
-            raw = f.readline(min(remaining, reading.MAX_LINE_BYTES + 1))
-            if not raw:
-                break
-            remaining -= len(raw)
-            if not raw.endswith(b"\n"):
-                loader.cut_to_quiet()  # cut short while streaming
-                break
-            item = _decode(name, raw, span.start)
-            if isinstance(item, dict):
-                kind, gid = item.get("type"), item.get("graph_task")
-                if kind == "graph_task" and isinstance(item.get("id"), int):
-                    known.add(item["id"])
-                elif kind == "event" and gid and gid not in known:
-                    continue  # another call's, recorded at the same time
-            try:
-                loader.feed(item)
-            except ValueError as exc:
-                raise TraceFormatError(f"{name}, byte {span.start}+: {exc}") from None
+        start, end = forward_start(f, span.start), span.end
+        if end < os.fstat(f.fileno()).st_size:
+            end = forward_start(f, end)  # the next call's forward pass is the next call's
+        return _read_span(name, f, header, start, end, f"call {call}")
+
+
+def iter_calls(path: str | os.PathLike[str]) -> Iterator[Trace]:
+    """The trace at ``path`` one backward call at a time, in file order, each read alone.
+
+    What comes before the first call (a forward pass checked for NaNs, in a
+    script that had not called backward yet) comes first, on its own. Memory
+    is that of one call, whatever the file's size; a file not laid out as the
+    writer does (Note [Seeking a call]) comes whole.
+
+    Raises:
+        TraceFormatError: the file is not a valid trace.
+        OSError: the file cannot be read.
+    """
+    name = os.fspath(path)
+    spans = calls_in(name)
+    if not spans:
+        yield Trace.load(name)
+        return
+    with reading.open_trace(name) as f:
+        header = f.readline(reading.MAX_LINE_BYTES)
+        body = f.tell()
+        starts = [forward_start(f, span.start) for span in spans]
+        ends = [*starts[1:], os.fstat(f.fileno()).st_size]
+        if starts[0] > body:
+            with paused_gc():
+                before = _read_span(name, f, header, body, starts[0], "before call 0")
+            if before.events:
+                yield before
+        for i, (span, start, end) in enumerate(zip(spans, starts, ends, strict=True)):
+            what = f"call {span.call if span.call is not None else i}"
+            with paused_gc():
+                part = _read_span(name, f, header, start, end, what)
+            yield part
+
+
+FORWARD_LINE = b'{"type":"event",'
+"""How an event line starts; one of no graph task holds :data:`FORWARD_FIELD` too."""
+FORWARD_FIELD = b',"graph_task":0,'
+"""An event of no graph task (``JSON`` escapes the quotes of a string that holds this)."""
+
+
+def forward_start(f: Any, offset: int) -> int:
+    """Where the event lines of no graph task just before byte ``offset`` begin (``offset``
+    when there are none): the forward pass of the call whose ``graph_task`` line is there.
+
+    Reads backwards a block at a time; never goes before the header's end.
+    """
+    f.seek(0)
+    floor = len(f.readline(reading.MAX_LINE_BYTES))
+    start = offset
+    tail = b""  # the start of the line cut by the block read before
+    position = offset
+    while position > floor:
+        size = min(BACK_BLOCK, position - floor)
+        position -= size
+        f.seek(position)
+        data = f.read(size) + tail
+        lines = data.split(b"\n")
+        tail = lines[0] if position > floor else b""
+        complete = lines[1:] if position > floor else lines
+        for line in reversed(complete):
+            if not line:
+                continue  # the newline that ends the line before ``offset``
+            if not (line.startswith(FORWARD_LINE) and FORWARD_FIELD in line):
+                return start
+            start -= len(line) + 1
+    return start
+
+
+BACK_BLOCK = 1 << 16
+"""Bytes read at a time, backwards, looking for a call's forward pass."""
+
+
+def _read_span(name: str, f: Any, header: bytes, start: int, end: int, what: str) -> Trace:
+    """The records between byte ``start`` and ``end`` of an open trace, as a trace."""
+    loader = _file._Loader()
+    known: set[int] = set()
+    _feed(loader, name, 1, header)
+    f.seek(start)
+    remaining = end - start
+    while remaining > 0:
+        raw = f.readline(min(remaining, reading.MAX_LINE_BYTES + 1))
+        if not raw:
+            break
+        remaining -= len(raw)
+        if not raw.endswith(b"\n"):
+            loader.cut_to_quiet()  # cut short while streaming
+            break
+        item = _decode(name, raw, start)
+        if isinstance(item, dict):
+            kind, gid = item.get("type"), item.get("graph_task")
+            if kind == "graph_task" and isinstance(item.get("id"), int):
+                known.add(item["id"])
+            elif kind == "event" and gid and gid not in known:
+                continue  # another call's, recorded at the same time
         try:
-            loader.finish_graph_task()
-            return loader.trace()
+            loader.feed(item)
         except ValueError as exc:
-            raise TraceFormatError(f"{name}: call {call}: {exc}") from None
+            raise TraceFormatError(f"{name}, byte {start}+: {exc}") from None
+    try:
+        loader.finish_graph_task()
+        return loader.trace()
+    except ValueError as exc:
+        raise TraceFormatError(f"{name}: {what}: {exc}") from None
 
 
 def _feed(loader: _file._Loader, name: str, lineno: int, raw: bytes) -> None:

@@ -153,3 +153,36 @@ def test_dot_and_timeline_take_call(
     assert len(err) == 1 and "no backward call 5; it holds calls 0, 2, 4, 6, 8, 10" in err[0]
     assert cli.main(["dot", str(streamed), "--call", "x", "-o", str(out)]) == 2
     assert "expected a call number" in capsys.readouterr().err
+
+
+def _nan_loop(steps: int) -> None:
+    """A NaN born in each step's forward pass: events of no graph task before every call."""
+    w = engine.tensor([1.0, 2.0], requires_grad=True)
+    for step in range(steps):
+        with np.errstate(all="ignore"):
+            (w * engine.tensor([1.0, -float(step)])).sqrt().sum().backward()
+
+
+@pytest.mark.parametrize("block", [index.BACK_BLOCK, 7, 200])
+def test_a_call_brings_its_forward_pass_and_leaves_the_next_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, block: int
+) -> None:
+    from autograd_viz.nan.watch import watch_nan
+
+    path = tmp_path / "nan.jsonl"
+    with watch_nan(keep_trace=False, output=path):
+        _nan_loop(6)
+    monkeypatch.setattr(index, "BACK_BLOCK", block)  # lines cut across blocks read backwards
+    whole = Trace.load(path)
+    forward = [e for e in whole.events if e.graph_task == 0]
+    assert forward, "the NaN checks' findings in each forward pass"
+    parts = list(index.iter_calls(path))
+    assert [e for part in parts for e in _shape(part)] == _shape(whole), "nothing lost or twice"
+    for call in range(1, 6):
+        one = load_call(path, call)
+        (info,) = one.graph_tasks.values()
+        own = [e for e in one.events if e.graph_task == 0]
+        assert own, f"call {call} starts with its forward pass"
+        assert one.events.index(own[-1]) < info.first_event, "and it ends with its backward"
+        assert all(e.t_ns < one.events[info.first_event].t_ns for e in own)
+        assert one.events[-1].kind == "graph_task_end"
