@@ -23,7 +23,7 @@ import sys
 import threading
 import weakref
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, TypeAlias
 
 import numpy as np
 
@@ -40,11 +40,13 @@ __all__ = [
     "UINT64_MAX",
     "AccumulateGrad",
     "Edge",
+    "EdgeLike",
     "GraphRoot",
     "InputMetadata",
     "Node",
     "RemovableHandle",
     "add_hook",
+    "edge_to",
     "new_hook_dict",
     "new_node_id",
     "next_sequence_nr",
@@ -122,6 +124,22 @@ class Edge:
 
     def __repr__(self) -> str:
         return f"Edge(function={self.function!r}, input_nr={self.input_nr})"
+
+
+EdgeLike: TypeAlias = "Edge | Node"
+"""An edge as nodes keep it: an Edge, or a node for its own input 0
+(Note [A node is its own first edge])."""
+
+
+def edge_to(function: Node, input_nr: int) -> EdgeLike:
+    """The edge to input ``input_nr`` of ``function``, as nodes keep it."""
+    return function if input_nr == 0 else Edge(function, input_nr)
+
+
+def _as_edge(edge: EdgeLike | None) -> Edge | None:
+    if edge is None or type(edge) is Edge:
+        return edge
+    return Edge(edge.function, 0)
 
 
 class InputMetadata(NamedTuple):
@@ -273,7 +291,7 @@ class Node:
         cls.bare_init = cls.__init__ is Node.__init__
 
     def __init__(self, sequence_nr: int | None = None) -> None:
-        self._next_edges: tuple[Edge | None, ...] = ()
+        self._next_edges: tuple[EdgeLike | None, ...] = ()
         self.sequence_nr: int = next_sequence_nr() if sequence_nr is None else sequence_nr
         self.topological_nr: int = 0
         self._id: int = next(_node_ids)
@@ -301,9 +319,32 @@ class Node:
         return f"<{self.name()} object at {id(self):#x}>"
 
     # -- edges -----------------------------------------------------------
-    def set_next_edges(self, edges: Sequence[Edge | None]) -> None:
+    # Note [A node is its own first edge]
+    # ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+    # Python's cyclic collector walks every live object that can hold
+    # references, and a long graph is mostly nodes and their edges: with an
+    # Edge object per edge, a chain had three such objects per node (the
+    # node, its edges tuple, the Edge), and with the collector on, building
+    # one spent half its time in collections. Most edges go to input 0 of a
+    # node (every op with one output), so a node stands for that edge itself:
+    # ``function`` is the node, ``input_nr`` is 0. ``_next_edges`` holds the
+    # node there and an Edge only for a later input; the scheduler reads both
+    # the same way (``edge.function``, ``edge.input_nr``). The public
+    # ``next_edges`` still gives Edge objects.
+
+    input_nr: ClassVar[int] = 0
+    """As an edge: the input of ``function`` it feeds (Note [A node is its own first edge])."""
+
+    @property
+    def function(self) -> Node:
+        """As an edge: the node it feeds, itself (Note [A node is its own first edge])."""
+        return self
+
+    def set_next_edges(self, edges: Sequence[EdgeLike | None]) -> None:
         """Connect this node; its topological number becomes 1 + the deepest child's."""
-        self._next_edges = tuple(edges)
+        self._next_edges = tuple(
+            [e.function if type(e) is Edge and e.input_nr == 0 else e for e in edges]
+        )
         topo = -1
         for edge in self._next_edges:
             if edge is not None and edge.function.topological_nr > topo:
@@ -313,10 +354,11 @@ class Node:
     @property
     def next_edges(self) -> tuple[Edge | None, ...]:
         """One edge per forward input; ``None`` where no gradient is needed."""
-        return self._next_edges
+        return tuple([_as_edge(e) for e in self._next_edges])
 
     def next_edge(self, i: int) -> Edge | None:
-        return self._next_edges[i]
+        """The edge of forward input ``i``; ``None`` where no gradient is needed."""
+        return _as_edge(self._next_edges[i])
 
     @property
     def num_outputs(self) -> int:

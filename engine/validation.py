@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from engine.graph import Edge, InputMetadata, Node
+from engine.graph import EdgeLike, InputMetadata, Node
 from engine.saved import type_name
 from engine.tensor import Tensor
 
@@ -19,7 +19,7 @@ __all__ = [
 
 
 def validate_outputs(
-    edges: Sequence[Edge | None], grads: Sequence[Tensor | None], fn: Node | None
+    edges: Sequence[EdgeLike | None], grads: Sequence[Tensor | None], fn: Node | None
 ) -> Sequence[Tensor | None]:
     """Check (and conform) the gradients flowing along ``edges``, as PyTorch does.
 
@@ -58,7 +58,7 @@ def validate_outputs(
 
 
 def _validate_each(
-    edges: Sequence[Edge | None], grads: Sequence[Tensor | None], fn: Node | None
+    edges: Sequence[EdgeLike | None], grads: Sequence[Tensor | None], fn: Node | None
 ) -> list[Tensor | None]:
     """:func:`validate_outputs` once something does not fit: check and conform each one."""
     conformed = list(grads)

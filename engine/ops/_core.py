@@ -37,8 +37,10 @@ from engine.devices import CPU, Device
 from engine.graph import (
     _SHARED_METADATA,
     Edge,
+    EdgeLike,
     Node,
     _sequence,
+    edge_to,
     next_sequence_nr,
     shared_metadata,
 )
@@ -94,33 +96,32 @@ def make_node(cls: type[N], *inputs: Tensor | None) -> N | None:
     else:
         node = cls()
     # Node.set_next_edges, written out: edges and topological_nr.
+    # An edge to input 0 is the node itself (Note [A node is its own first edge]).
     if len(inputs) == 1:  # most ops: no loop, no list
-        edge = _new_object(Edge)
         fn = t.grad_fn
         if fn is None:
             fn = t._get_grad_accumulator()
-            edge.input_nr = 0
+            node._next_edges = (fn,)
+        elif t._output_nr:
+            node._next_edges = (Edge(fn, t._output_nr),)
         else:
-            edge.input_nr = t._output_nr
-        edge.function = fn
-        node._next_edges = (edge,)
+            node._next_edges = (fn,)
         node.topological_nr = fn.topological_nr + 1
     else:
-        edges: list[Edge | None] = []
+        edges: list[EdgeLike | None] = []
         topo = -1
         for t in inputs:
             if t is None or not t._requires_grad:
                 edges.append(None)
                 continue
-            edge = _new_object(Edge)
             fn = t.grad_fn
             if fn is None:
                 fn = t._get_grad_accumulator()
-                edge.input_nr = 0
+                edges.append(fn)
+            elif t._output_nr:
+                edges.append(Edge(fn, t._output_nr))
             else:
-                edge.input_nr = t._output_nr
-            edge.function = fn
-            edges.append(edge)
+                edges.append(fn)
             if fn.topological_nr > topo:  # noqa: PLR1730 - max() costs a call
                 topo = fn.topological_nr
         node._next_edges = tuple(edges)
@@ -177,15 +178,14 @@ def scalar_op(cls: type[N], input: Tensor, data: Any) -> tuple[Tensor, N | None]
             node._metadata = anomaly.new_metadata()
     else:
         node = cls()
-    edge = _new_object(Edge)
     fn = input.grad_fn
     if fn is None:
         fn = input._get_grad_accumulator()
-        edge.input_nr = 0
+        node._next_edges = (fn, None)  # Note [A node is its own first edge]
+    elif input._output_nr:
+        node._next_edges = (Edge(fn, input._output_nr), None)
     else:
-        edge.input_nr = input._output_nr
-    edge.function = fn
-    node._next_edges = (edge, None)
+        node._next_edges = (fn, None)
     node.topological_nr = fn.topological_nr + 1
     single = _SHARED_METADATA.get((data.shape, data.dtype, device._str))
     if single is None:
@@ -206,12 +206,12 @@ def link(node: N, inputs: Sequence[Tensor | None]) -> N:
     return node
 
 
-def _edge(t: Tensor | None) -> Edge | None:
+def _edge(t: Tensor | None) -> EdgeLike | None:
     if t is None or not t._requires_grad:
         return None
     if t.grad_fn is not None:
-        return Edge(t.grad_fn, t._output_nr)
-    return Edge(t._get_grad_accumulator(), 0)
+        return edge_to(t.grad_fn, t._output_nr)
+    return t._get_grad_accumulator()  # Note [A node is its own first edge]
 
 
 def wrap(data: Any, device: Device, node: Node | None = None) -> Tensor:
