@@ -67,6 +67,12 @@ JOB = """
             if mode == "fail" and rank == 1 and step == 2:  # rank 0 is not left waiting
                 raise RuntimeError("rank 1 fails after its last step")
         torch.save([p.detach() for p in model.parameters()], f"{out}.{rank}.pt")
+        if mode == "stall":  # rank 1 fails; rank 0, asleep, is stopped by the launcher's SIGTERM
+            if rank == 1:
+                raise RuntimeError("rank 1 fails while rank 0 waits")
+            import time
+
+            time.sleep(120)
         dist.destroy_process_group()
 
 
@@ -278,4 +284,27 @@ def test_run_print_follows_the_ranks_of_mp_spawn(tmp_path: Path) -> None:
         ours = torch.load(tmp_path / f"w.{rank}.pt")
         theirs = torch.load(tmp_path / f"unwatched.{rank}.pt")
         assert [a.numpy().tobytes() for a in ours] == [b.numpy().tobytes() for b in theirs]
+    assert not left_running(script)
+
+
+@pytest.mark.slow
+def test_a_rank_stopped_by_torchrun_saves_its_flight_recorder(tmp_path: Path) -> None:
+    """Note [A child stopped by a signal]: rank 1 fails, torchrun sends rank 0 SIGTERM."""
+    script = job(tmp_path)
+    torchrun = Path(sys.executable).parent / "torchrun"
+    if not torchrun.exists():
+        pytest.skip("no torchrun beside this python")
+    done = run(
+        tmp_path,
+        *("-m", "autograd_viz", "record", "--last", "2", "-o", "t.jsonl", str(torchrun)),
+        *("--nproc-per-node", "2", "--master-port", str(free_port())),
+        *(str(script), "stall", "w"),
+    )
+    assert done.returncode == 1, done.stderr  # torchrun's status for a failed rank, as unwatched
+    assert "rank 1 fails while rank 0 waits" in done.stderr
+    assert re.search(r"process \d+ got SIGTERM: saving what it recorded", done.stderr)
+    for rank in (0, 1):
+        trace = Trace.load(tmp_path / f"t.rank{rank}.jsonl")
+        assert len(trace.graph_tasks) == 2  # the last two of its three calls
+        assert trace.header["process"]["rank"] == rank
     assert not left_running(script)

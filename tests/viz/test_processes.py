@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -357,17 +358,23 @@ def test_a_spawned_child_writes_each_call_as_it_ends(tmp_path: Path) -> None:
 
 KILLED_CHILD = """
     import multiprocessing as mp
+    import os
+    import signal
+    import sys
     import time
 
     import engine
 
 
     def work(ready):
-        for i in range(2):
+        for i in range(4):
             x = engine.tensor([1.0, float(i)], requires_grad=True, name="x")
             (x * 2.0).sum().backward()
         ready.set()
-        time.sleep(60)
+        try:
+            time.sleep(60)
+        finally:
+            print("the child's finally ran", flush=True)
 
 
     if __name__ == "__main__":
@@ -376,21 +383,49 @@ KILLED_CHILD = """
         child = context.Process(target=work, args=(ready,))
         child.start()
         ready.wait(60)
-        child.terminate()  # SIGTERM, as torchrun and mp.spawn stop the other ranks
+        time.sleep(0.5)  # the child is asleep in its own code
+        os.kill(child.pid, getattr(signal, sys.argv[1]))
         child.join()
+        print("child exit code", child.exitcode)
 """
 
 
-def test_a_child_killed_by_a_signal_keeps_the_calls_written_so_far(tmp_path: Path) -> None:
+def test_a_child_killed_with_kill_9_keeps_the_calls_written_so_far(tmp_path: Path) -> None:
     script = tmp_path / "killed.py"
     script.write_text(textwrap.dedent(KILLED_CHILD), encoding="utf-8")
-    done = run(tmp_path, "-m", "autograd_viz", "record", "-o", "t.jsonl", str(script))
+    done = run(tmp_path, "-m", "autograd_viz", "record", "-o", "t.jsonl", str(script), "SIGKILL")
     assert done.returncode == 0, done.stderr
+    assert "child exit code -9" in done.stdout
     (trace,) = child_traces(tmp_path).values()
-    assert len(trace.graph_tasks) == 2
+    assert len(trace.graph_tasks) == 4  # every call it had ended: only one in flight is lost
     assert "process" not in trace.header  # it never reached its exit hooks
     (path,) = tmp_path.glob("t.pid*.jsonl")
     assert f"ended before finishing its trace; the calls it wrote are in {path}" in done.stderr
+    assert not left_running(script)
+
+
+@pytest.mark.parametrize("last", [None, "2"])
+def test_a_child_stopped_by_sigterm_saves_what_it_holds_and_ends_by_it(
+    tmp_path: Path, last: str | None
+) -> None:
+    """Note [A child stopped by a signal]: torchrun and mp.spawn stop the other ranks so."""
+    script = tmp_path / "stopped.py"
+    script.write_text(textwrap.dedent(KILLED_CHILD), encoding="utf-8")
+    plain = run(tmp_path, str(script), "SIGTERM")
+    assert "child exit code -15" in plain.stdout
+    assert "the child's finally ran" not in plain.stdout
+    options = ["--last", last] if last else []
+    done = run(
+        tmp_path, "-m", "autograd_viz", "record", *options, "-o", "t.jsonl", str(script), "SIGTERM"
+    )
+    assert done.returncode == 0, done.stderr
+    assert "child exit code -15" in done.stdout  # the status the job has unwatched
+    assert re.search(r"process \d+ got SIGTERM: saving what it recorded, then ending", done.stderr)
+    (trace,) = child_traces(tmp_path).values()  # its flight recorder, or its streamed file
+    assert len(trace.graph_tasks) == (2 if last else 4)
+    assert trace.header["process"]["launcher"] == "multiprocessing (spawn)"
+    assert "1 child process recorded" in done.stdout
+    assert "ended before finishing" not in done.stderr
     assert not left_running(script)
 
 
