@@ -540,7 +540,7 @@ _TIERS: dict[str, frozenset[str] | None] = {
 
 def _tier_keeps(kinds: frozenset[str], event: Event) -> bool:
     """Whether a recorder at a tier below ``all`` keeps ``event``'s summaries."""
-    kind = event[0]
+    kind = event.kind
     if kind == "anomaly":
         return True
     if not kinds:
@@ -548,7 +548,9 @@ def _tier_keeps(kinds: frozenset[str], event: Event) -> bool:
     if kind in kinds:
         return True
     # A leaf's gradient: AccumulateGrad's events (its accumulate, its hooks) and .grad.
-    return event[7] in _LEAF_NODES or (kind == "accumulate" and event[10].get("target") == "leaf")
+    return event.node_name in _LEAF_NODES or (
+        kind == "accumulate" and event.data.get("target") == "leaf"
+    )
 
 
 def _without_values(data: Mapping[str, Any]) -> dict[str, Any]:

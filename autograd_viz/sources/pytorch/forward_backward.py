@@ -105,8 +105,8 @@ def _tensor_of(summary: Any) -> torch.Tensor | None:
     """The gradient a bridge summary stands for, if it is still alive (a weak reference)."""
     if not isinstance(summary, TorchSummary):
         return None
-    ref = getattr(summary, "_ref", None)
-    return ref() if ref is not None else None
+    tensor: torch.Tensor | None = summary.array()
+    return tensor
 
 
 def backward_checks(checker: BackwardChecks) -> functools.partial[None]:
