@@ -253,11 +253,11 @@ def test_a_call_whose_graph_cannot_be_read_is_kept_bare_and_marked(
     real = recorder_module.snapshot
     seen = {"n": 0}
 
-    def fails_on_call_1(event: Any, max_values: int) -> Any:
+    def fails_on_call_1(event: Any, *args: Any) -> Any:
         seen["n"] += 1
         if seen["n"] == 2:
             raise ValueError(FAILURE)
-        return real(event, max_values)
+        return real(event, *args)
 
     monkeypatch.setattr(recorder_module, "snapshot", fails_on_call_1)
     plain = _run(_engine_step)
