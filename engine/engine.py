@@ -304,8 +304,12 @@ class Engine:
                             edge = edges[i]
                             if edge is None:
                                 continue
-                            nxt = edge.function
-                            slot = edge.input_nr
+                            if type(edge) is Edge:
+                                nxt = edge.function
+                                slot = edge.input_nr
+                            else:  # Note [A node is its own first edge], without the property
+                                nxt = edge  # type: ignore[assignment]  # a Node here
+                                slot = 0
                             grad = output
                             if grad is not None:
                                 meta = nxt._input_metadata[slot]
