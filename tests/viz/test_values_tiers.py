@@ -357,3 +357,40 @@ def test_a_live_session_records_at_its_tier() -> None:
     assert values_recorded(trace.header) == "none"
     assert any(e.kind == "node_end" for e in trace.events)
     assert all(s is None for *_, s in _summaries(trace))
+
+
+def test_a_child_process_records_at_the_tier_of_its_parent(tmp_path: Path) -> None:
+    child = tmp_path / "child.py"
+    child.write_text(
+        textwrap.dedent(
+            """
+            import numpy as np
+            import engine
+            w = engine.tensor(np.ones((3, 2)), requires_grad=True)
+            (engine.tensor(np.ones((2, 3))) @ w).tanh().sum().backward()
+            """
+        ),
+        encoding="utf-8",
+    )
+    parent = tmp_path / "parent.py"
+    parent.write_text(
+        f"import subprocess, sys\nsubprocess.run([sys.executable, {str(child)!r}], check=True)\n",
+        encoding="utf-8",
+    )
+    out = tmp_path / "t.jsonl"
+    done = subprocess.run(
+        [sys.executable, "-m", "autograd_viz", "record", "--values", "leaves", "-o", str(out),
+         str(parent)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    (path,) = tmp_path.glob("t.pid*.jsonl")
+    trace = Trace.load(path)
+    assert values_recorded(trace.header) == "leaves"
+    kept = [(kind, name) for kind, name, _, s in _summaries(trace) if s is not None]
+    assert kept and all(
+        name in LEAF or kind in ("graph_task_start", "graph_task_end") for kind, name in kept
+    )
