@@ -30,6 +30,7 @@ from typing import Any
 
 from autograd_viz.live import thread_name
 from autograd_viz.trace import Trace, TraceEvent
+from autograd_viz.trace.records import values_recorded
 from autograd_viz.trace.summary import TensorSummary
 from autograd_viz.trace.text import printable
 
@@ -89,6 +90,7 @@ def to_chrome_trace(trace: Trace) -> dict[str, Any]:
     """
     events = trace.events
     runs = _node_runs(events)
+    _say_values_not_recorded(runs, values_recorded(trace.header))
     comm = _comm_slices(events)
     lanes = _lanes(trace, [s.thread for s, _ in comm])
     # Module slices first: one that starts and ends with its only node encloses it.
@@ -133,6 +135,7 @@ def to_chrome_trace(trace: Trace) -> dict[str, Any]:
             "errors": stats.errors,
             "anomalies": stats.anomalies,
             "origin_ns": origin,
+            "values": values_recorded(trace.header),
         },
     }
     shown: dict[str, Any] = _shown(document)
@@ -285,6 +288,26 @@ def _node_args(e: TraceEvent) -> dict[str, Any]:
         "status": "ok",
         "inputs": _summaries(e.data.get("inputs", ())),
     }
+
+
+def _say_values_not_recorded(runs: list[_NodeRun], values: str) -> None:
+    """Below the tier ``all`` a gradient without a summary was not recorded: say so, rather
+    than "undefined" (Note [Values tiers] in ``autograd_viz/trace/records.py``)."""
+    if values == "all":
+        return
+    for run in runs:
+        args = run.span.args
+        if values == "leaves" and run.span.name in _LEAF_NODES:
+            continue
+        for key in ("inputs", "outputs"):
+            shown = args.get(key)
+            if isinstance(shown, list):
+                args[key] = [NOT_RECORDED if v == "undefined" else v for v in shown]
+
+
+NOT_RECORDED = "not recorded"
+"""A gradient's summary in a trace recorded without it."""
+_LEAF_NODES = frozenset({"AccumulateGrad", "torch::autograd::AccumulateGrad"})
 
 
 def _mark_error(s: _Slice, e: TraceEvent) -> None:

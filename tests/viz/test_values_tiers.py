@@ -171,9 +171,11 @@ def test_the_views_on_a_trace_without_values(tmp_path: Path) -> None:
     dot = to_dot(trace, values=True).source
     assert "AccumulateGrad" in dot and "TanhBackward" in dot
     chrome = to_chrome_trace(trace)
-    assert sum(1 for e in chrome["traceEvents"] if e.get("cat") == "node") == sum(
-        1 for e in trace.events if e.kind == "node_start"
-    )
+    nodes = [e for e in chrome["traceEvents"] if e.get("cat") == "node"]
+    assert len(nodes) == sum(1 for e in trace.events if e.kind == "node_start")
+    assert chrome["otherData"]["values"] == "none"
+    shown = [v for e in nodes for key in ("inputs", "outputs") for v in e["args"].get(key, ())]
+    assert shown and set(shown) == {"not recorded"}
     task = next(iter(trace.graph_tasks.values()))
     node = next(n for n in task.nodes.values() if n.name == "TanhBackward0")
     console = Console(width=100, record=True)
