@@ -9,8 +9,9 @@ after SOURCE; anything else after a script is the script's own arguments
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from autograd_viz.cli.base import (
@@ -205,6 +206,7 @@ def _prepare(
     ours, rest = split_options(words, args.option_parser)
     refuse_twice(ours, args.option_parser, args)
     args.option_parser.parse_args(ours, namespace=args)
+    _refuse_expanded_braces(args, words)
     if not rest:
         raise UsageError(f"{args.command}: missing SOURCE, a trace file or a Python script")
     source, *script_args = rest
@@ -223,6 +225,44 @@ def _prepare(
             f"(got {' '.join(script_args)})"
         )
     return source, _load(source, args.call)
+
+
+def _refuse_expanded_braces(args: argparse.Namespace, words: Sequence[str]) -> None:
+    """Refuse a fold's name the shell cut into words, which would name something else.
+
+    ``--around transformer.h.{0..11}`` unquoted reaches us as ``--around
+    transformer.h.0 transformer.h.1 ...``: the first word is taken for the name
+    and the others for SOURCE or the script's arguments, so the picture would
+    show one block, silently. Words given with SOURCE that read as the name's
+    brace expansion with it
+    (:func:`~autograd_viz.draw.folds.fold_name` of them all gives them back) say so.
+    """
+    from autograd_viz.draw.folds import fold_name
+    from autograd_viz.draw.names import expand_braces
+
+    if "--" in words:  # what follows is the script's, as given
+        words = words[: list(words).index("--")]
+    around = getattr(args, "around", None)
+    named = [("--around", around)] if around else []
+    named += [("--expand", value) for value in getattr(args, "expand", ())]
+    for option, value in named:
+        for start in range(len(words)):
+            after: list[str] = []
+            for other in words[start:]:
+                if other.startswith("-") or other == value or not _alike(value, other):
+                    break
+                after.append(other)
+            names = [value, *after]
+            folded = fold_name(names)
+            if after and "{" in folded and expand_braces(folded) == names:
+                raise UsageError(
+                    f"the shell expanded {folded!r} into {len(names)} words; quote the "
+                    f"name: {option} '{folded}'"
+                )
+
+
+def _alike(one: str, other: str) -> bool:
+    return difflib.SequenceMatcher(None, one, other).ratio() >= 0.6
 
 
 def _record(script: str, script_args: list[str], call: int | None = None) -> Trace:

@@ -9,11 +9,13 @@ names what the label stands for.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
 import autograd_viz
 import engine
+from autograd_viz.cli.main import main as cli_main
 from autograd_viz.draw import chains, dot, select, showing
 from autograd_viz.draw.graph_view import GraphView, GraphViewError, from_state
 from autograd_viz.draw.names import node_name
@@ -167,3 +169,60 @@ def test_every_label_of_a_torch_models_pictures_reads_back(model: str) -> None:
         for name in shown_names(picture):
             assert names.resolve(name).nodes, (title, name)
             assert tui.resolve(name).nodes, (title, name)
+
+
+# -- the command line ------------------------------------------------------------------
+
+
+@pytest.fixture
+def transformer_file(tmp_path: Path) -> Path:
+    path = tmp_path / "t.jsonl"
+    transformer_trace().save(path)
+    return path
+
+
+BLOCKS = [f"transformer.h.{i}" for i in range(12)]
+
+
+@pytest.mark.parametrize(
+    ("words", "option", "wanted"),
+    [
+        # dot t.jsonl --around transformer.h.{0..11}, unquoted
+        (["--around", *BLOCKS], "--around", "transformer.h.{0..11}"),
+        (["--expand", *BLOCKS, "--level", "1"], "--expand", "transformer.h.{0..11}"),
+        (
+            ["--around", "transformer.h.{0..11}", "--expand", *BLOCKS[:3]],
+            "--expand",
+            "transformer.h.{0..2}",
+        ),
+    ],
+)
+def test_a_fold_name_the_shell_expanded_is_refused_with_how_to_quote_it(
+    transformer_file: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    words: list[str],
+    option: str,
+    wanted: str,
+) -> None:
+    out = tmp_path / "g.dot"
+    for order in (
+        ["dot", str(transformer_file), "-o", str(out), *words],
+        ["dot", *words, str(transformer_file), "-o", str(out)],
+    ):
+        assert cli_main(order) == 2
+        err = capsys.readouterr().err
+        assert f"the shell expanded {wanted!r} into" in err, err
+        assert f"quote the name: {option} '{wanted}'" in err, err
+    assert not out.exists()
+
+
+def test_a_quoted_fold_name_and_unrelated_words_pass(
+    transformer_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "g.dot"
+    args = ["dot", str(transformer_file), "-o", str(out), "--around", "transformer.h.{0..11}"]
+    assert cli_main(args) == 0
+    assert "within 2 edges of transformer.h.{0..11}" in out.read_text()
+    assert cli_main(["dot", str(transformer_file), "-o", str(out), "--around", "lm_head"]) == 0
+    capsys.readouterr()
