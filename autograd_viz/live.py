@@ -210,6 +210,176 @@ class CallWindow:
         return forgotten, gone
 
 
+class SessionRecord:
+    """What a session let through, and where its view of it stands: recording and moving back.
+
+    Args:
+        max_values: tensors with at most this many elements keep their values.
+        values: which gradients are summarized (Note [Values tiers]).
+        calls: which of the target's calls are gated and kept (:class:`CallWindow`).
+        max_events: the most events kept (``None``: no limit).
+    """
+
+    def __init__(
+        self,
+        max_values: int,
+        values: str,
+        calls: CallSelection | None,
+        max_events: int | None,
+    ) -> None:
+        self.recorder = Recorder(max_values, arrival_order=True, values=values)
+        """The recorder, in the order the session lets events through."""
+        self.window = CallWindow(calls)
+        """Which calls are gated, and the last N kept."""
+        self.max_events = max_events
+        """The most events kept."""
+        self.position = 0
+        """The step shown; less than :attr:`frontier` after moving back."""
+
+    @property
+    def trace(self) -> Trace:
+        """Every event kept, in the order it was let through."""
+        return self.recorder.trace
+
+    @property
+    def frontier(self) -> int:
+        """How many events are kept."""
+        return len(self.recorder.trace.events)
+
+    def replayed(self) -> TraceEvent | None:
+        """Move forward over an event already kept, if :attr:`position` is behind."""
+        if self.position >= self.frontier:
+            return None
+        self.position += 1
+        return self.trace.events[self.position - 1]
+
+    def back(self, steps: int) -> int:
+        """Move :attr:`position` back over kept events; returns it."""
+        self.position = max(0, self.position - steps)
+        return self.position
+
+    def record(self, event: Event) -> tuple[TraceEvent, tuple[int, ...]]:
+        """Keep ``event`` (its session holds the lock, so events are kept in the order let
+        through), first forgetting the calls past the window (Note [A live flight recorder]).
+
+        Returns:
+            The event as kept (or as shown, when a recorder error cut its graph task), and
+            the graph tasks forgotten to make room for it.
+        """
+        recorder = self.recorder
+        forgotten, gone = self.window.make_room(recorder.trace)
+        if forgotten:
+            self.position = max(0, self.position - forgotten)
+        before = len(recorder.trace.events)
+        try:
+            recorder(event)
+        except Exception as exc:  # as the hub does for it (Note [Listener errors])
+            if getattr(exc, "_engine_propagate", False):
+                raise
+            recorder.on_error(exc, event.graph_task)  # cuts that graph task; the next are recorded
+        events_ = recorder.trace.events
+        if len(events_) == before:  # of a graph task cut by a recorder error: shown, not kept
+            return TraceEvent._make((before, *event[:DATA], {})), gone
+        return events_[-1], gone
+
+    @property
+    def full(self) -> bool:
+        """Whether :attr:`max_events` are kept."""
+        return self.max_events is not None and self.frontier >= self.max_events
+
+    def call_started(self) -> None:
+        """The target starts a backward call (the session's lock held)."""
+        self.recorder.set_call(self.window.started())
+
+    def call_ended(self) -> None:
+        """The target's call ended (the session's lock held)."""
+        self.window.ended(self.frontier)
+        self.recorder.set_call(None)
+
+
+class _Target:
+    """The user's code a session runs: on which thread, and what came of it."""
+
+    def __init__(self, run: Callable[[], Any]) -> None:
+        self.run = run
+        self.thread: threading.Thread | None = None
+        self.ident: int | None = None  # the thread's id once it runs the code
+        self.result: Any = None
+        self.error: BaseException | None = None
+
+    def main(self) -> None:
+        """Run the code on this thread; keep what it returned or raised."""
+        self.ident = threading.get_ident()
+        try:
+            self.result = self.run()
+        except SystemExit as exc:
+            if exc.code not in (None, 0):
+                self.error = exc
+        except BaseException as exc:  # noqa: BLE001 - handed to whoever drives the session
+            self.error = exc
+
+    @property
+    def on_it(self) -> bool:
+        """Whether the calling thread is the target's."""
+        return threading.get_ident() == self.ident
+
+    def join(self, timeout: float) -> None:
+        """Wait for a thread of the session's own; warn if it is still running."""
+        thread = self.thread
+        if thread is None or thread is threading.current_thread():
+            return
+        thread.join(timeout)
+        if thread.is_alive():
+            warnings.warn(
+                f"the live session's target still runs {timeout} s after stop(): it is "
+                "blocked outside the engine (the session no longer pauses it)",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+
+
+class _Hooks:
+    """What a session hooks into while it runs, and how it leaves the engine at stop."""
+
+    def __init__(self) -> None:
+        self._workers_before: set[threading.Thread] | None = None
+        self._armed = False
+
+    def hook(self, listener: Callable[[Event], None], watcher: LiveSession | None) -> None:
+        """Gate the engine's events (our engine's and PyTorch's) and, given a ``watcher``,
+        tell it where the target's backward calls begin and end."""
+        self._workers_before = set(engine.get_default_engine().worker_threads())
+        ACTIVITY.track(True)
+        arming.acquire()  # PyTorch's backward calls are gated too
+        self._armed = True
+        events.subscribe(listener)
+        if watcher is not None:
+            CALLS.add(watcher)
+
+    def unhook(self, listener: Callable[[Event], None], watcher: LiveSession) -> None:
+        """Stop hearing of events and calls."""
+        events.unsubscribe(listener)
+        CALLS.remove(watcher)
+
+    def leave(self, timeout: float) -> None:
+        """Disarm, and shut down the engine threads the session started."""
+        if self._armed:
+            self._armed = False
+            arming.release()
+        if self._workers_before is not None:
+            # backward() raises at the first error while device threads may still be
+            # finishing a node of the cancelled task, and routing its gradients restarts a
+            # device thread the shutdown just stopped: shut down again what that started.
+            # (No wait for quiescence: other threads' backward passes may never pause.)
+            engine_ = engine.get_default_engine()
+            for _ in range(3):
+                if not set(engine_.worker_threads()) - self._workers_before:
+                    break
+                engine_.shutdown(timeout)
+            ACTIVITY.track(False)
+            self._workers_before = None
+
+
 class _Paused:
     """An engine thread waiting at the gate with its event."""
 
@@ -271,19 +441,20 @@ class LiveSession:
         if isinstance(target, str | os.PathLike):
             path = os.fspath(target)
             check_script(path)
-            self._run: Callable[[], Any] = functools.partial(_run_script, path, list(args))
+            run: Callable[[], Any] = functools.partial(_run_script, path, list(args))
         elif callable(target):
             if args:
                 raise TypeError("args are for a script path; bind a callable's arguments yourself")
-            self._run = target
+            run = target
         else:
             raise TypeError(
                 f"target must be a callable or a script path, got {type(target).__name__}"
             )
-        self._recorder = Recorder(max_values, arrival_order=True, values=values)
+        self._target = _Target(run)
+        self._record = SessionRecord(max_values, values, calls, max_events)
+        self._hooks = _Hooks()
         self._listener = self._gate  # one bound method, so unsubscribe finds it
         self._settle_timeout = settle_timeout
-        self._max_events = max_events
         self.truncated = False
         """The session reached ``max_events``: it no longer gates or records the target."""
         self._cond = threading.Condition(threading.Lock())
@@ -294,21 +465,33 @@ class LiveSession:
         self._active_breakpoints: tuple[Breakpoint, ...] = ()
         self._hit: TraceEvent | None = None
         self._last_thread: str | None = None
-        self._thread: threading.Thread | None = None
-        self._target_ident: int | None = None
         self._tasks: set[int] = set()  # see Note [Whose work a session gates]
         self._finished = False
-        self._workers_before: set[threading.Thread] | None = None
-        self._armed = False
-        self._window = CallWindow(calls)
         self.breakpoints: list[Breakpoint] = []
         """Breakpoints :meth:`continue_` stops at."""
-        self.position = 0
+
+    @property
+    def position(self) -> int:
         """The step shown by :attr:`state`; less than :attr:`frontier` after :meth:`back`."""
-        self.result: Any = None
+        return self._record.position
+
+    @position.setter
+    def position(self, step: int) -> None:
+        self._record.position = step
+
+    @property
+    def result(self) -> Any:
         """What the target returned (a script: its exit status)."""
-        self.error: BaseException | None = None
+        return self._target.result
+
+    @property
+    def error(self) -> BaseException | None:
         """What the target raised, if anything (``SystemExit`` with status 0 is not an error)."""
+        return self._target.error
+
+    @property
+    def _thread(self) -> threading.Thread | None:
+        return self._target.thread
 
     # -- lifecycle -------------------------------------------------------------------
     def __enter__(self) -> LiveSession:
@@ -320,9 +503,9 @@ class LiveSession:
     def start(self) -> LiveSession:
         """Subscribe the gate and start the target in a background thread (paused at its
         first engine event)."""
-        self._begin(threading.Thread(target=self._main, name=LIVE_THREAD, daemon=True))
-        assert self._thread is not None
-        self._thread.start()
+        thread = threading.Thread(target=self._main, name=LIVE_THREAD, daemon=True)
+        self._begin(thread)
+        thread.start()
         return self
 
     def attach(self) -> LiveSession:
@@ -333,7 +516,7 @@ class LiveSession:
         delivers signals and a script may install its handlers, as it would unwatched.
         """
         self._begin(threading.current_thread())
-        self._target_ident = threading.get_ident()
+        self._target.ident = threading.get_ident()
         return self
 
     def run(self) -> Any:
@@ -348,39 +531,26 @@ class LiveSession:
         return self.result
 
     def _begin(self, thread: threading.Thread) -> None:
-        if self._thread is not None:
+        if self._target.thread is not None:
             raise RuntimeError("this live session was already started")
-        self._workers_before = set(engine.get_default_engine().worker_threads())
-        ACTIVITY.track(True)
-        arming.acquire()  # PyTorch's backward calls are gated too
-        self._armed = True
-        events.subscribe(self._listener)
-        if self._window.counts:
-            CALLS.add(self)
-        self._thread = thread
+        self._hooks.hook(self._listener, self if self._record.window.counts else None)
+        self._target.thread = thread
 
     def call_started(self) -> None:
         """A backward call starts (:data:`engine.calls.CALLS`): is it one the session gates?"""
-        if threading.get_ident() == self._target_ident:
+        if self._target.on_it:
             with self._cond:
-                self._recorder.set_call(self._window.started())
+                self._record.call_started()
 
     def call_ended(self) -> None:
         """The call ended: what the target does next (a forward, its NaN checks) is gated."""
-        if threading.get_ident() == self._target_ident:
+        if self._target.on_it:
             with self._cond:
-                self._window.ended(len(self._recorder.trace.events))
-                self._recorder.set_call(None)
+                self._record.call_ended()
 
     def _main(self) -> None:
-        self._target_ident = threading.get_ident()
         try:
-            self.result = self._run()
-        except SystemExit as exc:
-            if exc.code not in (None, 0):
-                self.error = exc
-        except BaseException as exc:  # noqa: BLE001 - handed to whoever drives the session
-            self.error = exc
+            self._target.main()
         finally:
             with self._cond:
                 # A finished session gates nobody (Note [Whose work a session gates]):
@@ -398,33 +568,10 @@ class LiveSession:
         and the gate is unsubscribed. The engine stays usable.
         """
         self.cancel()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout)
-            if self._thread.is_alive():
-                warnings.warn(
-                    f"the live session's target still runs {timeout} s after stop(): it is "
-                    "blocked outside the engine (the session no longer pauses it)",
-                    RuntimeWarning,
-                    stacklevel=2,
-                )
-        events.unsubscribe(self._listener)
-        CALLS.remove(self)
-        self._recorder.close()  # the trace no longer changes once stop() returns
-        if self._armed:
-            self._armed = False
-            arming.release()
-        if self._workers_before is not None:
-            # backward() raises at the first error while device threads may still be
-            # finishing a node of the cancelled task, and routing its gradients restarts a
-            # device thread the shutdown just stopped: shut down again what that started.
-            # (No wait for quiescence: other threads' backward passes may never pause.)
-            engine_ = engine.get_default_engine()
-            for _ in range(3):
-                if not set(engine_.worker_threads()) - self._workers_before:
-                    break
-                engine_.shutdown(timeout)
-            ACTIVITY.track(False)
-            self._workers_before = None
+        self._target.join(timeout)
+        self._hooks.unhook(self._listener, self)
+        self._record.recorder.close()  # the trace no longer changes once stop() returns
+        self._hooks.leave(timeout)
 
     def cancel(self) -> None:
         """Cancel the backward in progress and stop gating, without waiting for anything.
@@ -451,23 +598,23 @@ class LiveSession:
     @property
     def trace(self) -> Trace:
         """Every event let through so far, in the order it was let through."""
-        return self._recorder.trace
+        return self._record.trace
 
     @property
     def last(self) -> int | None:
         """How many of the target's calls the session keeps (``None``: every one)."""
-        return self._window.last
+        return self._record.window.last
 
     @property
     def dropped(self) -> int:
         """Events forgotten so far as older calls left the window (Note [A live flight
         recorder]); positions before a move less those dropped during it are positions after."""
-        return self._window.dropped
+        return self._record.window.dropped
 
     @property
     def frontier(self) -> int:
         """How many events the engine has been let through."""
-        return len(self._recorder.trace.events)
+        return self._record.frontier
 
     @property
     def state(self) -> ExecutionState:
@@ -482,8 +629,7 @@ class LiveSession:
 
     def back(self, steps: int = 1) -> int:
         """Move :attr:`position` back over recorded events; returns the new position."""
-        self.position = max(0, self.position - steps)
-        return self.position
+        return self._record.back(steps)
 
     # -- moving forward --------------------------------------------------------------
     def step(self, timeout: float | None = None) -> TraceEvent | None:
@@ -495,9 +641,9 @@ class LiveSession:
         Raises:
             TimeoutError: ``timeout`` seconds passed with no event to let through.
         """
-        if self.position < self.frontier:
-            self.position += 1
-            return self.trace.events[self.position - 1]
+        replayed = self._record.replayed()
+        if replayed is not None:
+            return replayed
         record = self._release_one(timeout)
         if record is not None:
             self.position = self.frontier
@@ -520,7 +666,7 @@ class LiveSession:
         Raises:
             TimeoutError: ``timeout`` seconds passed first; the engine is paused again.
         """
-        if self._thread is None:
+        if self._target.thread is None:
             raise RuntimeError("start the live session first")
         breakpoints = () if ignore_breakpoints else tuple(self.breakpoints)
         while self.position < self.frontier:
@@ -598,8 +744,8 @@ class LiveSession:
         gid = event.graph_task
         if gid in self._tasks:
             return True
-        on_target = threading.get_ident() == self._target_ident
-        if on_target and not self._window.kept:
+        on_target = self._target.on_it
+        if on_target and not self._record.window.kept:
             return False  # a backward call the session does not gate (``calls``)
         if event.kind == "graph_task_start" and (
             on_target or event.data.get("parent_graph_task") in self._tasks
@@ -627,37 +773,25 @@ class LiveSession:
                     self._cond.wait()
                 if paused.cancel and self._cancellable(event):
                     self._cancel_task(event)
-                paused.record = record = self._record(event)
+                paused.record = record = self._record_event(event)
             else:
-                record = self._record(event)
+                record = self._record_event(event)
             if not self._gated and any(b.matches(record) for b in self._active_breakpoints):
                 self._hit = record
                 self._gated = True
             self._cond.notify_all()
 
-    def _record(self, event: Event) -> TraceEvent:
-        # Called with the session lock held, so events are recorded in the order let through.
-        recorder = self._recorder
-        forgotten, gone = self._window.make_room(recorder.trace)
-        if forgotten:
-            self.position = max(0, self.position - forgotten)
-            self._tasks.difference_update(gone)
-            self._settled_tasks.difference_update(gone)
-        before = len(recorder.trace.events)
-        try:
-            recorder(event)
-        except Exception as exc:  # as the hub does for it (Note [Listener errors])
-            if getattr(exc, "_engine_propagate", False):
-                raise
-            recorder.on_error(exc, event.graph_task)  # cuts that graph task; the next are recorded
+    def _record_event(self, event: Event) -> TraceEvent:
+        """Keep ``event`` (lock held) and settle what that changes for the gate."""
+        record, gone = self._record.record(event)
         if event.kind == "graph_task_end":
             self._settled_tasks.add(event.graph_task)
-        events_ = recorder.trace.events
-        if len(events_) == before:  # of a graph task cut by a recorder error: shown, not kept
-            return TraceEvent._make((before, *event[:DATA], {}))
-        if self._max_events is not None and len(events_) >= self._max_events:
+        if gone:  # forgotten calls (Note [A live flight recorder]): nothing of theirs comes
+            self._tasks.difference_update(gone)
+            self._settled_tasks.difference_update(gone)
+        if self._record.full:
             self._truncate()
-        return events_[-1]
+        return record
 
     def _truncate(self) -> None:
         """The session holds ``max_events``: stop gating and recording (lock held)."""
@@ -665,7 +799,7 @@ class LiveSession:
         self._gated = False
         self._release_all()
         warnings.warn(
-            f"the live session recorded {self._max_events:,} events (max_events) and no "
+            f"the live session recorded {self._record.max_events:,} events (max_events) and no "
             "longer pauses or records its target; pass a larger max_events, or record the "
             "program with autograd_viz.record() and save the trace",
             RuntimeWarning,
@@ -713,7 +847,7 @@ class LiveSession:
 
     # -- the controller side (runs on the thread that calls step) --------------------
     def _release_one(self, timeout: float | None) -> TraceEvent | None:
-        if self._thread is None:
+        if self._target.thread is None:
             raise RuntimeError("start the live session first")
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
