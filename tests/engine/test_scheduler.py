@@ -20,6 +20,8 @@ from engine.scheduler import (
     SHUTDOWN_PRIORITY,
     UINT64_MAX,
     WAKE_UP_PRIORITY,
+    ExactQueueEntry,
+    QueueEntry,
     arrive,
     compute_dependencies,
     init_to_execute,
@@ -151,10 +153,10 @@ def test_ready_entries_order_shutdown_wake_up_depth_then_sequence_nr() -> None:
 
 @pytest.mark.parametrize(("count", "order"), [(5, [1, 3, 5, 2, 4]), (8, [1, 3, 7, 6, 8, 5, 2, 4])])
 def test_equal_priorities_pop_in_heap_order(count: int, order: list[int]) -> None:
-    heap: list[object] = []
+    heap: list[QueueEntry | ExactQueueEntry] = []
     for i in range(1, count + 1):
-        heapq.heappush(heap, ready_entry(0, UINT64_MAX, i))  # type: ignore[misc]
-    assert [heapq.heappop(heap).task for _ in range(count)] == order  # type: ignore[call-overload,attr-defined]
+        heapq.heappush(heap, ready_entry(0, UINT64_MAX, i))
+    assert [heapq.heappop(heap).task for _ in range(count)] == order
 
 
 def test_the_engine_counts_its_graph_with_the_scheduler() -> None:
