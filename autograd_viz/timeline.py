@@ -422,22 +422,26 @@ def _graph_task_slices(trace: Trace) -> list[_Slice]:
 # -- communication ----------------------------------------------------------------------
 
 COMM_LANE = "communication: bucket "
-"""The lanes of a distributed job's collectives, one per gradient bucket."""
+"""The lanes of a distributed job's collectives, one per DDP gradient bucket; FSDP2's are
+``communication: all_gather bucket N`` and ``communication: reduce_scatter bucket N``."""
 
 
 def _comm_slices(events: Sequence[TraceEvent]) -> list[tuple[_Slice, TraceEvent]]:
-    """A slice per collective (a DDP bucket's allreduce), from launched to finished.
+    """A slice per collective (a DDP bucket's allreduce, an FSDP2 parameter group's
+    all-gather or reduce-scatter), from launched to finished.
 
-    Each is on its bucket's lane (allreduces of several buckets overlap) and
-    comes with its ``launched`` event, where the backward was when it began.
+    Each is on its bucket's lane, one per kind of collective (allreduces of
+    several buckets overlap), and comes with its ``launched`` event, where the
+    backward was when it began (or the forward pass, graph task 0, for FSDP2's
+    all-gathers before a module's forward).
     """
-    launched: dict[tuple[int, Any], TraceEvent] = {}
+    launched: dict[tuple[int, Any, Any], TraceEvent] = {}
     out = []
     last = max((e.t_ns for e in events), default=0)
     for e in events:
         if e.kind != "comm":
             continue
-        key = (e.graph_task, e.data.get("bucket"))
+        key = (e.graph_task, e.data.get("bucket"), e.data.get("op"))
         if e.data.get("phase") == "launched":
             launched[key] = e
             continue
@@ -460,7 +464,10 @@ def _comm_slice(start: TraceEvent, end: int, status: str) -> _Slice:
         "status": status,
     }
     name = f"{d.get('op')} bucket {d.get('bucket')}"
-    return _Slice(f"{COMM_LANE}{d.get('bucket')}", name, "comm", start.t_ns, end, args)
+    lane = (
+        f"{COMM_LANE}{d.get('bucket')}" if d.get("op") == "allreduce" else f"communication: {name}"
+    )
+    return _Slice(lane, name, "comm", start.t_ns, end, args)
 
 
 def _comm_flows(

@@ -32,7 +32,8 @@ KIND_MEANINGS: dict[str, str] = {
     "reentrant_exit": "that inner backward() returned",
     "anomaly": "anomaly mode found a NaN or Inf (forward output or returned gradient)",
     "error": "a backward function raised; the call fails",
-    "comm": "a gradient bucket's allreduce is launched, or has finished (DDP)",
+    "comm": "a collective is launched, or has finished: a DDP gradient bucket's allreduce, "
+    "an FSDP2 parameter group's all-gather or reduce-scatter",
     "graph_task_end": "the call finishes; backward() returns or raises",
     "derived_mismatch": "a PyTorch trace: what was observed contradicts what was derived",
 }
@@ -169,6 +170,11 @@ def _explain(event: EventLike, data: Mapping[str, Any], label: Label) -> str:
         return f"anomaly mode: {node} returned {value} in gradient {d.get('output_index')}"
     if kind == "comm":
         params = ", ".join(str(p) for p in d.get("params", ()))
+        if d.get("op") != "allreduce":  # FSDP2: a parameter group's all-gather or reduce-scatter
+            when = " in the forward pass" if event.graph_task == 0 else ""
+            by = f" from {node}" if event.node_id is not None else ""
+            what = f"the {d.get('op')} of bucket {d.get('bucket')} ({params})"
+            return f"{what} {d.get('phase')}{by}{when}"
         if d.get("phase") == "launched":
             return (
                 f"{node}'s gradient completes bucket {d.get('bucket')} ({params}): its "

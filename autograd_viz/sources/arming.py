@@ -32,7 +32,8 @@ _holders = 0
 _watch: Any = None
 """The bridge's open handle (a ``TorchWatch``), while armed."""
 _stop_ddp: Callable[[], None] | None = None
-"""Stops watching DDP's communication (:mod:`autograd_viz.sources.pytorch.ddp`), while armed."""
+"""Stops watching DDP's and FSDP2's communication (:mod:`autograd_viz.sources.pytorch.ddp`,
+:mod:`~autograd_viz.sources.pytorch.fsdp`), while armed."""
 _waiting: list[Callable[[], None]] = []
 """What to call once the program has imported ``torch`` (Note [Arming without importing torch])."""
 
@@ -131,9 +132,16 @@ def _arm() -> None:
         return  # a half-imported or foreign module named torch: nothing to watch
     from autograd_viz.sources.pytorch import watch_torch
     from autograd_viz.sources.pytorch.ddp import watch_ddp
+    from autograd_viz.sources.pytorch.fsdp import watch_fsdp
 
     _watch = watch_torch()
-    _stop_ddp = watch_ddp()
+    stops = [watch_ddp(), watch_fsdp()]
+
+    def stop_distributed() -> None:
+        for stop in stops:
+            stop()
+
+    _stop_ddp = stop_distributed
 
 
 def _prepare() -> None:
@@ -197,6 +205,79 @@ class _ThenLoader(importlib.abc.Loader):
 
 
 _FINDER = _TorchImportFinder()
+
+
+class _ModuleImportFinder(importlib.abc.MetaPathFinder):
+    """Calls ``then(module)`` right after the module ``name`` has executed, once.
+
+    For a part of PyTorch a watcher patches only if the program uses it (FSDP2's
+    collectives): the program's import loads it, as it would unwatched, and
+    nothing is imported on our side.
+    """
+
+    def __init__(self, name: str, then: Callable[[ModuleType], None]) -> None:
+        self.name = name
+        self.then = then
+        self._searching = False
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if fullname != self.name or self._searching:
+            return None
+        self._searching = True
+        try:
+            for finder in sys.meta_path:
+                find = getattr(finder, "find_spec", None)
+                spec = find(fullname, path, target) if finder is not self and find else None
+                if spec is not None and spec.loader is not None:
+                    spec.loader = _ModuleThenLoader(spec.loader, self)
+                    return spec
+        finally:
+            self._searching = False
+        return None
+
+
+class _ModuleThenLoader(_ThenLoader):
+    """A module's own loader, followed by its finder's ``then``."""
+
+    def __init__(self, loader: importlib.abc.Loader, finder: _ModuleImportFinder) -> None:
+        super().__init__(loader)
+        self._finder = finder
+
+    def exec_module(self, module: ModuleType) -> None:
+        self._loader.exec_module(module)
+        module.__loader__ = self._loader
+        if module.__spec__ is not None:
+            module.__spec__.loader = self._loader
+        with _lock:
+            if self._finder not in sys.meta_path:
+                return  # stopped waiting while it loaded
+            sys.meta_path.remove(self._finder)
+        self._finder.then(module)
+
+
+def when_module_is_imported(name: str, then: Callable[[ModuleType], None]) -> Callable[[], None]:
+    """Call ``then(module)`` now if ``name`` is imported, else right after the program imports it.
+
+    Returns:
+        A function that stops waiting (safe to call after ``then`` ran).
+    """
+    with _lock:
+        module = sys.modules.get(name)
+        if module is not None:
+            then(module)
+            return lambda: None
+        finder = _ModuleImportFinder(name, then)
+        sys.meta_path.insert(0, finder)
+
+    def stop() -> None:
+        with _lock:
+            if finder in sys.meta_path:
+                sys.meta_path.remove(finder)
+
+    return stop
+
 
 _call_when_torch_is_imported(
     _prepare

@@ -8,6 +8,7 @@ its parameters are bit for bit those of the unwatched run.
 
 from __future__ import annotations
 
+import json
 import textwrap
 from pathlib import Path
 
@@ -65,6 +66,36 @@ JOB = """
 """
 
 
+OPS = ("all_gather", "reduce_scatter")
+GROUPS = {0: ("0.weight", "0.bias"), 1: ("2.weight", "2.bias"), 2: ("4.weight", "4.bias")}
+"""The parameter group of each fully_shard-ed Linear, numbered as first gathered."""
+
+
+def check_collectives(trace: Trace) -> None:
+    """FSDP2's collectives as comm events (Note [Watching FSDP2's collectives])."""
+    comm = [e for e in trace.events if e.kind == "comm"]
+    for e in comm:
+        assert e.data["op"] in OPS
+        assert tuple(e.data["params"]) == GROUPS[e.data["bucket"]]
+        assert e.data["bytes"] > 0
+    launched = [e for e in comm if e.data["phase"] == "launched"]
+    finished = [(e.graph_task, e.data["op"], e.data["bucket"]) for e in comm if e not in launched]
+    assert sorted((e.graph_task, e.data["op"], e.data["bucket"]) for e in launched) == sorted(
+        finished
+    )
+    # Before each forward every group is gathered, outside any backward call (graph task 0)
+    forward = [e.data["bucket"] for e in launched if e.graph_task == 0]
+    assert forward == [0, 1, 2] * 3
+    for gid in trace.graph_tasks:
+        mine = [e for e in launched if e.graph_task == gid]
+        # the backward re-gathers the groups the forward freed and reduce-scatters every
+        # group's gradients, last layer first
+        assert [e.data["bucket"] for e in mine if e.data["op"] == "all_gather"] == [2, 1, 0]
+        assert [e.data["bucket"] for e in mine if e.data["op"] == "reduce_scatter"] == [2, 1, 0]
+        end = next(e for e in trace.events if e.kind == "graph_task_end" and e.graph_task == gid)
+        assert all(e.seq < end.seq for e in comm if e.graph_task == gid)
+
+
 def test_fsdp2_job_under_record_and_nan_same_parameters(tmp_path: Path) -> None:
     script = tmp_path / "fsdp_job.py"
     script.write_text(textwrap.dedent(JOB), encoding="utf-8")
@@ -98,6 +129,19 @@ def test_fsdp2_job_under_record_and_nan_same_parameters(tmp_path: Path) -> None:
         ]
         assert (64, 64) in {g.shape for g in grads}
         assert all(g.norm is not None and g.nan_count == 0 for g in grads)
+        check_collectives(trace)
+    merged = run(tmp_path, "-m", "autograd_viz", "timeline", "t.rank0.jsonl", "t.rank1.jsonl")
+    assert merged.returncode == 0, merged.stderr
+    document = json.loads((tmp_path / "t.timeline.json").read_text())
+    lanes = {
+        e["args"]["name"]
+        for e in document["traceEvents"]
+        if e["ph"] == "M" and e["name"] == "thread_name"
+    }
+    assert {f"communication: {op} bucket {b}" for op in OPS for b in range(3)} <= lanes
+    slices = [e for e in document["traceEvents"] if e.get("cat") == "comm"]
+    assert len(slices) == 2 * 3 * (3 + 3 + 3)  # ranks x steps x (gathers before forward, before
+    assert all(e["args"]["status"] == "finished" for e in slices)  # backward, reduce-scatters)
     nan = ("-m", "autograd_viz", "nan", str(script))
     checked = run(tmp_path, *nan, "checked", str(free_port()), "plain")
     assert checked.returncode == 0, checked.stderr
