@@ -346,7 +346,7 @@ def apply(view: GraphView, tree: ModuleTree, choice: Choice) -> GraphView:
     return replace(
         view,
         nodes=nodes,
-        edges=tuple(_merge_edges(view.edges, drawn)),
+        edges=tuple(_merge_edges(view.edges, drawn, _steps(tree, boxes))),
         boxes=tuple(b for b in view.boxes if drawn.get(b.node, b.node) == b.node),
         elided_near=tuple(dict.fromkeys(drawn.get(k, k) for k in view.elided_near)),
         notices=(*view.notices, notice) if boxes else view.notices,
@@ -420,14 +420,45 @@ def _box_node(
     )
 
 
-def _merge_edges(edges: Iterable[ViewEdge], drawn: Mapping[str, str]) -> Iterable[ViewEdge]:
-    """Edges between drawn nodes: as they are between nodes, one per pair where a box is."""
+def _steps(
+    tree: ModuleTree, boxes: Mapping[str, tuple[Scope | FoldGroup, str | None]]
+) -> dict[str, int]:
+    """The repetition each node of a closed fold is in, by node key (Note [Rolled loops])."""
+    step: dict[str, int] = {}
+    for item, _parent in boxes.values():
+        if isinstance(item, FoldGroup):
+            for r, calls in enumerate(item.repetitions()):
+                for index in calls:
+                    # A parameter's AccumulateGrad sits in the call that first used it;
+                    # the later calls using it are sharing, not a loop.
+                    step.update((m, r) for m in tree.members(index) if tree.weights[m] == 1)
+    return step
+
+
+# Note [Rolled loops]
+# ~~~~~~~~~~~~~~~~~~~
+# A closed fold is a loop drawn rolled, as torchview and torchlens draw an
+# RNN: the edges by which one repetition passes its gradient to the next (an
+# unrolled cell's hidden state, a block's output) become one edge from the box
+# to itself, with their count, and the edges inside one repetition vanish
+# into the box like any module's, as do the later repetitions' edges into a
+# parameter the first one holds (shared weights are no recurrence).
+
+
+def _merge_edges(
+    edges: Iterable[ViewEdge], drawn: Mapping[str, str], steps: Mapping[str, int]
+) -> Iterable[ViewEdge]:
+    """Edges between drawn nodes: as they are between nodes, one per pair where a box is;
+    a fold's edges between its repetitions, one edge from the box to itself."""
     merged: dict[tuple[str, str], ViewEdge] = {}
     order: list[tuple[str, str] | ViewEdge] = []
     for edge in edges:
         tail, head = drawn.get(edge.tail, edge.tail), drawn.get(edge.head, edge.head)
         if tail == head and (tail != edge.tail or head != edge.head):
-            continue  # inside one box
+            if steps.get(edge.tail, -1) == steps.get(edge.head, -1):
+                continue  # inside one box (one repetition of a fold)
+            if edge.tail not in steps or edge.head not in steps:
+                continue
         if tail == edge.tail and head == edge.head:
             order.append(edge)
             continue

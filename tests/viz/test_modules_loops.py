@@ -184,3 +184,23 @@ def test_alike_cells_of_two_modules_fold_as_two_loops() -> None:
     view = _view(_record(TwoCells(), torch.randn(5, 2, 3)))
     groups = {g.name: g.count for g in ModuleTree.of_view(view).groups}
     assert groups == {"enc:{0..4}": 5, "dec:{0..3}": 4}
+
+
+def test_a_closed_fold_is_a_rolled_loop_with_one_edge_to_itself() -> None:
+    from tests.viz.test_modules import unrolled_trace
+
+    view = _view(unrolled_trace(12))  # h = (h @ w).tanh() in cell, twelve times
+    tree = ModuleTree.of_view(view)
+    picture = showing.module_view(view)
+    (box,) = [n for n in picture.nodes.values() if n.box is not None]
+    loops = [e for e in picture.edges if e.tail == e.head]
+    # Each call passes h to the next: eleven edges, one drawn; the shared weight's
+    # AccumulateGrad, made in the first call, is no step of the loop.
+    assert [(e.tail, e.count) for e in loops] == [(box.key, 11)]
+    source = dot.to_dot(unrolled_trace(12)).source
+    assert f'{box.key} -> {box.key} [label="×11" class=loop' in source
+    assert "from one repetition to the next (the loop, rolled)" in source
+    # Opened, the loop is its calls again, and no edge goes from a box to itself.
+    opened = showing.apply(view, tree, showing.choose(tree, unfold=[tree.groups[0].index]))
+    assert not [e for e in opened.edges if e.tail == e.head]
+    assert not [e for e in showing.module_view(view, expand=["all"]).edges if e.tail == e.head]
