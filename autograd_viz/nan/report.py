@@ -389,7 +389,7 @@ _OUR_DIRS = tuple(
 _NOT_USER = ("<frozen ", "runpy.py", "<string>")
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _RUNNERS = tuple(
-    os.path.join(_PACKAGE, part) for part in ("cli" + os.sep, "sources" + os.sep, "live.py")
+    os.path.join(_PACKAGE, part) for part in ("cli" + os.sep, "sources" + os.sep, "live" + os.sep)
 )
 """Where autograd-viz runs a program: its frames (and those above them) are not the user's."""
 

@@ -30,29 +30,23 @@ has finished (Note [Whose work a session gates]); it records at most
 
 from __future__ import annotations
 
-import collections
 import functools
 import os
 import threading
 import time
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-import engine
-from autograd_viz.sources import arming
+from autograd_viz.live.breakpoints import Breakpoint
+from autograd_viz.live.record import SessionRecord
+from autograd_viz.live.running import Hooks, Target, run_script_raising
 from autograd_viz.sources.calls import CallSelection
-from autograd_viz.sources.recorder import Recorder
-from autograd_viz.sources.script import ScriptFailedError, check_script, run_script
+from autograd_viz.sources.script import check_script
 from autograd_viz.trace import DEFAULT_MAX_VALUES, Trace, TraceEvent
 from autograd_viz.trace.replay import ExecutionState
-from autograd_viz.trace.stream import forget_before
-from autograd_viz.trace.summary import TensorSummary
-from engine import events
 from engine.activity import ACTIVITY
-from engine.calls import CALLS
-from engine.events import DATA, Event
+from engine.events import Event
 
 LIVE_THREAD = "autograd-viz-live"
 """The name of the thread a live session runs its target in."""
@@ -84,300 +78,6 @@ class SessionCancelled(RuntimeError):  # noqa: N818 - reads as what happened
     """Raised inside the user's code when its live session is stopped mid-backward."""
 
     _engine_propagate = True  # the engine fails the graph task with it (engine.events)
-
-
-@dataclass(frozen=True)
-class Breakpoint:
-    """Where :meth:`LiveSession.continue_` stops: every given condition must hold.
-
-    ``node`` matches a node's name (``"MulBackward0"``) or id; ``kind`` an
-    event kind; ``predicate`` any recorded event. A breakpoint with none of
-    them matches every event.
-    """
-
-    node: str | int | None = None
-    """A node name or node id."""
-    kind: str | None = None
-    """An event kind, such as ``"node_start"``."""
-    predicate: Callable[[TraceEvent], bool] | None = None
-    """A test on the recorded event."""
-
-    def __post_init__(self) -> None:
-        if self.kind is not None and self.kind not in events.EVENT_KINDS:
-            kinds = ", ".join(sorted(events.EVENT_KINDS))
-            raise ValueError(f"unknown event kind {self.kind!r}; expected one of {kinds}")
-        if self.predicate is not None and not callable(self.predicate):
-            raise TypeError("a breakpoint predicate must be callable")
-
-    def matches(self, event: TraceEvent) -> bool:
-        """Whether ``event`` stops a :meth:`LiveSession.continue_`."""
-        if self.kind is not None and event.kind != self.kind:
-            return False
-        if isinstance(self.node, int) and not isinstance(self.node, bool):
-            if event.node_id != self.node:
-                return False
-        elif self.node is not None and event.node_name != self.node:
-            return False
-        return self.predicate is None or bool(self.predicate(event))
-
-
-def non_finite(event: TraceEvent) -> bool:
-    """A breakpoint predicate: the event carries a gradient with a NaN or an Inf."""
-    for value in event.data.values():
-        items = value if isinstance(value, tuple) else (value,)
-        for item in items:
-            if isinstance(item, TensorSummary) and not item.finite:
-                return True
-    return False
-
-
-class CallWindow:
-    """Which of the target's backward calls a session gates, and the last N it keeps.
-
-    Note [A live flight recorder]
-    ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
-    With ``last`` a session keeps only the target's last N gated calls, so the
-    TUI can follow a long run (to the step where a NaN is born) in bounded
-    memory and still step back over the calls before it. A call's events run
-    from the end of the kept call before it (its forward pass, with the NaN
-    checks' findings) to its own end. When a kept call starts while N-1
-    finished ones are held, the oldest go (:func:`forget_before`): not at once
-    on the target's thread, which runs on between two steps while the UI reads
-    the trace, but when the session records the new call's first event, while
-    whoever drives the session waits for it in a move; it learns how many
-    events went from :attr:`dropped`.
-
-    Args:
-        calls: the calls to gate (``steps``, ``every``) and how many to keep
-            (``last``); ``None`` gates and keeps them all.
-    """
-
-    def __init__(self, calls: CallSelection | None) -> None:
-        self.selection = calls if calls is not None and calls.filters else None
-        """The ``steps`` and ``every`` of the calls gated, or ``None`` for every call."""
-        self.last = calls.last if calls is not None else None
-        """How many calls are kept, or ``None`` for every one."""
-        self.seen = 0
-        """The target's backward calls so far, gated or not."""
-        self.kept = True
-        """Whether the target's call now running (or its next one) is gated."""
-        self.dropped = 0
-        """Events forgotten so far, as older calls left the window."""
-        self._ends: collections.deque[int] = collections.deque()  # each kept call's end
-        self._due = False  # a kept call has started: make room at its first event
-
-    @property
-    def counts(self) -> bool:
-        """Whether the target's calls are counted (``steps``, ``every`` or ``last``)."""
-        return self.selection is not None or self.last is not None
-
-    def started(self) -> int | None:
-        """The target starts a backward call: its index in the run when it is gated."""
-        index = self.seen
-        self.seen += 1
-        self.kept = self.selection is None or self.selection.wants(index)
-        if not self.kept:
-            return None
-        self._due = self.last is not None
-        return index
-
-    def ended(self, recorded: int) -> None:
-        """The target's call ended with ``recorded`` events in the trace."""
-        if self.kept and self.last is not None:
-            self._ends.append(recorded)
-        self.kept = True  # what the target does next (a forward, its NaN checks) is gated
-
-    def make_room(self, trace: Trace) -> tuple[int, tuple[int, ...]]:
-        """Before recording an event: forget the calls past the last N, if one just started.
-
-        Returns:
-            How many events were forgotten, and which graph tasks.
-        """
-        if not self._due:
-            return 0, ()
-        self._due = False
-        assert self.last is not None
-        excess = len(self._ends) - (self.last - 1)
-        if excess <= 0:
-            return 0, ()
-        cut = self._ends[excess - 1]
-        self._ends = collections.deque(end - cut for end in list(self._ends)[excess:])
-        before = len(trace.events)
-        with trace.lock:
-            gone = forget_before(trace, cut)
-            forgotten = before - len(trace.events)
-        self.dropped += forgotten
-        return forgotten, gone
-
-
-class SessionRecord:
-    """What a session let through, and where its view of it stands: recording and moving back.
-
-    Args:
-        max_values: tensors with at most this many elements keep their values.
-        values: which gradients are summarized (Note [Values tiers]).
-        calls: which of the target's calls are gated and kept (:class:`CallWindow`).
-        max_events: the most events kept (``None``: no limit).
-    """
-
-    def __init__(
-        self,
-        max_values: int,
-        values: str,
-        calls: CallSelection | None,
-        max_events: int | None,
-    ) -> None:
-        self.recorder = Recorder(max_values, arrival_order=True, values=values)
-        """The recorder, in the order the session lets events through."""
-        self.window = CallWindow(calls)
-        """Which calls are gated, and the last N kept."""
-        self.max_events = max_events
-        """The most events kept."""
-        self.position = 0
-        """The step shown; less than :attr:`frontier` after moving back."""
-
-    @property
-    def trace(self) -> Trace:
-        """Every event kept, in the order it was let through."""
-        return self.recorder.trace
-
-    @property
-    def frontier(self) -> int:
-        """How many events are kept."""
-        return len(self.recorder.trace.events)
-
-    def replayed(self) -> TraceEvent | None:
-        """Move forward over an event already kept, if :attr:`position` is behind."""
-        if self.position >= self.frontier:
-            return None
-        self.position += 1
-        return self.trace.events[self.position - 1]
-
-    def back(self, steps: int) -> int:
-        """Move :attr:`position` back over kept events; returns it."""
-        self.position = max(0, self.position - steps)
-        return self.position
-
-    def record(self, event: Event) -> tuple[TraceEvent, tuple[int, ...]]:
-        """Keep ``event`` (its session holds the lock, so events are kept in the order let
-        through), first forgetting the calls past the window (Note [A live flight recorder]).
-
-        Returns:
-            The event as kept (or as shown, when a recorder error cut its graph task), and
-            the graph tasks forgotten to make room for it.
-        """
-        recorder = self.recorder
-        forgotten, gone = self.window.make_room(recorder.trace)
-        if forgotten:
-            self.position = max(0, self.position - forgotten)
-        before = len(recorder.trace.events)
-        try:
-            recorder(event)
-        except Exception as exc:  # as the hub does for it (Note [Listener errors])
-            if getattr(exc, "_engine_propagate", False):
-                raise
-            recorder.on_error(exc, event.graph_task)  # cuts that graph task; the next are recorded
-        events_ = recorder.trace.events
-        if len(events_) == before:  # of a graph task cut by a recorder error: shown, not kept
-            return TraceEvent._make((before, *event[:DATA], {})), gone
-        return events_[-1], gone
-
-    @property
-    def full(self) -> bool:
-        """Whether :attr:`max_events` are kept."""
-        return self.max_events is not None and self.frontier >= self.max_events
-
-    def call_started(self) -> None:
-        """The target starts a backward call (the session's lock held)."""
-        self.recorder.set_call(self.window.started())
-
-    def call_ended(self) -> None:
-        """The target's call ended (the session's lock held)."""
-        self.window.ended(self.frontier)
-        self.recorder.set_call(None)
-
-
-class _Target:
-    """The user's code a session runs: on which thread, and what came of it."""
-
-    def __init__(self, run: Callable[[], Any]) -> None:
-        self.run = run
-        self.thread: threading.Thread | None = None
-        self.ident: int | None = None  # the thread's id once it runs the code
-        self.result: Any = None
-        self.error: BaseException | None = None
-
-    def main(self) -> None:
-        """Run the code on this thread; keep what it returned or raised."""
-        self.ident = threading.get_ident()
-        try:
-            self.result = self.run()
-        except SystemExit as exc:
-            if exc.code not in (None, 0):
-                self.error = exc
-        except BaseException as exc:  # noqa: BLE001 - handed to whoever drives the session
-            self.error = exc
-
-    @property
-    def on_it(self) -> bool:
-        """Whether the calling thread is the target's."""
-        return threading.get_ident() == self.ident
-
-    def join(self, timeout: float) -> None:
-        """Wait for a thread of the session's own; warn if it is still running."""
-        thread = self.thread
-        if thread is None or thread is threading.current_thread():
-            return
-        thread.join(timeout)
-        if thread.is_alive():
-            warnings.warn(
-                f"the live session's target still runs {timeout} s after stop(): it is "
-                "blocked outside the engine (the session no longer pauses it)",
-                RuntimeWarning,
-                stacklevel=3,
-            )
-
-
-class _Hooks:
-    """What a session hooks into while it runs, and how it leaves the engine at stop."""
-
-    def __init__(self) -> None:
-        self._workers_before: set[threading.Thread] | None = None
-        self._armed = False
-
-    def hook(self, listener: Callable[[Event], None], watcher: LiveSession | None) -> None:
-        """Gate the engine's events (our engine's and PyTorch's) and, given a ``watcher``,
-        tell it where the target's backward calls begin and end."""
-        self._workers_before = set(engine.get_default_engine().worker_threads())
-        ACTIVITY.track(True)
-        arming.acquire()  # PyTorch's backward calls are gated too
-        self._armed = True
-        events.subscribe(listener)
-        if watcher is not None:
-            CALLS.add(watcher)
-
-    def unhook(self, listener: Callable[[Event], None], watcher: LiveSession) -> None:
-        """Stop hearing of events and calls."""
-        events.unsubscribe(listener)
-        CALLS.remove(watcher)
-
-    def leave(self, timeout: float) -> None:
-        """Disarm, and shut down the engine threads the session started."""
-        if self._armed:
-            self._armed = False
-            arming.release()
-        if self._workers_before is not None:
-            # backward() raises at the first error while device threads may still be
-            # finishing a node of the cancelled task, and routing its gradients restarts a
-            # device thread the shutdown just stopped: shut down again what that started.
-            # (No wait for quiescence: other threads' backward passes may never pause.)
-            engine_ = engine.get_default_engine()
-            for _ in range(3):
-                if not set(engine_.worker_threads()) - self._workers_before:
-                    break
-                engine_.shutdown(timeout)
-            ACTIVITY.track(False)
-            self._workers_before = None
 
 
 class _Paused:
@@ -441,7 +141,7 @@ class LiveSession:
         if isinstance(target, str | os.PathLike):
             path = os.fspath(target)
             check_script(path)
-            run: Callable[[], Any] = functools.partial(_run_script, path, list(args))
+            run: Callable[[], Any] = functools.partial(run_script_raising, path, list(args))
         elif callable(target):
             if args:
                 raise TypeError("args are for a script path; bind a callable's arguments yourself")
@@ -450,9 +150,9 @@ class LiveSession:
             raise TypeError(
                 f"target must be a callable or a script path, got {type(target).__name__}"
             )
-        self._target = _Target(run)
+        self._target = Target(run)
         self._record = SessionRecord(max_values, values, calls, max_events)
-        self._hooks = _Hooks()
+        self._hooks = Hooks()
         self._listener = self._gate  # one bound method, so unsubscribe finds it
         self._settle_timeout = settle_timeout
         self.truncated = False
@@ -889,11 +589,3 @@ class LiveSession:
             if paused.thread == self._last_thread:
                 return paused
         return min(self._paused, key=lambda p: (p.thread, p.event.seq))
-
-
-def _run_script(path: str, args: list[str]) -> int:
-    """Run a script; what it raises comes out as itself, as from a callable target."""
-    try:
-        return run_script(path, args)
-    except ScriptFailedError as exc:
-        raise exc.exception from None
