@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass
 
 from autograd_viz.trace import Trace
+from autograd_viz.trace.records import values_recorded
 from autograd_viz.trace.text import one_line
 
 BARS = "▁▂▃▄▅▆▇█"
@@ -60,6 +61,10 @@ def call_figures(trace: Trace) -> dict[int, CallFigures]:
     }
 
 
+NO_FIGURE = "·"
+"""A call's mark in a trace recorded without values (``--values none``)."""
+
+
 def bar(value: float, low: float, high: float) -> str:
     """One sparkline bar for ``value`` between ``low`` and ``high`` (``!`` when not finite)."""
     if not math.isfinite(value):
@@ -72,6 +77,7 @@ def bar(value: float, low: float, high: float) -> str:
 def task_choices(trace: Trace) -> tuple[str, list[tuple[str, str]]]:
     """The picker's title and its ``(key, label)`` rows after "follow the current step"."""
     figures = call_figures(trace)
+    unvalued = values_recorded(trace.header) == "none"  # no leaf gradient to take a norm of
     finite = [f.grad_norm for f in figures.values() if math.isfinite(f.grad_norm)]
     low, high = (min(finite), max(finite)) if finite else (0.0, 0.0)
     rows = []
@@ -86,9 +92,10 @@ def task_choices(trace: Trace) -> tuple[str, list[tuple[str, str]]]:
         else:
             numbered = numbered or task.call is not None
             call = f"call {task.call}" if task.call is not None else f"graph task {gid}"
-            norm = f"grad norm {figure.grad_norm:.3g}"
+            norm = "values not recorded" if unvalued else f"grad norm {figure.grad_norm:.3g}"
             bad = f", {figure.nonfinite:,} NaN/Inf" if figure.nonfinite else ""
-            label = f"{bar(figure.grad_norm, low, high)} {call}: {norm}{bad}, {nodes}, from {roots}"
+            mark = NO_FIGURE if unvalued else bar(figure.grad_norm, low, high)
+            label = f"{mark} {call}: {norm}{bad}, {nodes}, from {roots}"
         if task.cut is not None:  # a recorder error ended its recording early
             label += f", cut short: {one_line(task.cut, 120)}"
         rows.append((str(gid), label))
@@ -99,6 +106,8 @@ def task_choices(trace: Trace) -> tuple[str, list[tuple[str, str]]]:
         groups = [values[i : i + size] for i in range(0, len(values), size)]
         line = "".join(bar(_largest(group), low, high) for group in groups)
     what = "backward call" if numbered else "graph task"
+    if unvalued:
+        return f"Show which {what}? (recorded with --values none: no gradient norms)", rows
     return f"Show which {what}? Gradient norm per call: {line}", rows
 
 
