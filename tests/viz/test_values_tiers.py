@@ -162,6 +162,22 @@ def test_a_flight_recorder_with_no_values_keeps_the_last_calls(tmp_path: Path) -
     assert all(s is None for *_, s in _summaries(loaded))
 
 
+@pytest.mark.parametrize(
+    ("kwargs", "calls"), [({"every": 2}, [0, 2, 4]), ({"steps": "1,3"}, [1, 3])]
+)
+def test_steps_and_every_choose_the_calls_at_a_tier(
+    kwargs: dict[str, Any], calls: list[int], tmp_path: Path
+) -> None:
+    out = tmp_path / "run.jsonl"
+    with record(values="none", output=out, **kwargs):
+        grads = [_engine_step() for _ in range(5)]
+    assert all(np.array_equal(grads[0], g) for g in grads)
+    loaded = Trace.load(out)
+    assert [i.call for i in loaded.graph_tasks.values()] == calls
+    assert values_recorded(loaded.header) == "none"
+    assert all(s is None for *_, s in _summaries(loaded))
+
+
 def test_the_views_on_a_trace_without_values(tmp_path: Path) -> None:
     with record(values="none") as trace:
         _engine_step()
