@@ -19,6 +19,7 @@ from __future__ import annotations
 import bisect
 import enum
 import heapq
+import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, TypeAlias
@@ -462,6 +463,7 @@ class Replayer:
         self._small = _Small()
         self._captures: dict[int, bool] = {}
         self._applied = 0
+        self._extending = threading.Lock()  # one thread indexes at a time (a viewer's, ahead)
         if not lazy:
             self.extend()
 
@@ -475,7 +477,9 @@ class Replayer:
 
         With ``until``, only as far as the first checkpoint at or after that step.
         States before the indexed end never change when more is indexed: each
-        reads its own step's entries of the histories.
+        reads its own step's entries of the histories. Two threads may call it
+        (a viewer indexes ahead in one while it seeks in the other): one indexes
+        at a time.
         """
         from autograd_viz.trace import paused_gc
 
@@ -484,7 +488,7 @@ class Replayer:
         if until is not None:
             every = self.checkpoint_every
             end = min(end, -(-until // every) * every)
-        with paused_gc():
+        with self._extending, paused_gc():
             while self._applied < end:
                 _apply(self, self._small, events[self._applied], record=True)
                 self._applied += 1

@@ -165,8 +165,55 @@ class Driver:
         return None
 
 
+INDEX_CHUNK = 2048
+"""Events a replay indexes ahead at a time (Note [A replay indexes ahead])."""
+
+# Note [A replay indexes ahead]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# A state at step k is the nearest checkpoint plus at most CHECKPOINT_EVERY
+# events, once the trace is indexed that far; a trace is indexed lazily, so
+# that its first steps come at once. The first jump far ahead (e, a, a click
+# on a late event) would then index everything before it: seconds for a
+# 100,000-event trace. So a replay indexes the rest in a thread from the start,
+# a chunk at a time; the replayer lets one thread index at a time, and a seek
+# waits for at most the chunk under way. Should indexing fail (a trace that
+# cannot be replayed past some event), the thread stops there: the seek that
+# reaches that event meets the same error on the UI's thread, which shows it.
+
+
 class ReplayDriver(Driver):
-    """Steps through a recorded trace."""
+    """Steps through a recorded trace, indexing it ahead in a thread (see the note above)."""
+
+    def __init__(self, trace: Trace) -> None:
+        super().__init__(trace)
+        self.indexed = threading.Event()
+        """Set once every event is indexed (or indexing ahead stopped)."""
+        self._stopping = False
+
+    def start(self) -> None:
+        """Index the trace ahead, in a thread when it is long."""
+        if len(self.trace.events) <= INDEX_CHUNK:
+            self.indexed.set()
+            return
+        self.trace.state_at(0)  # the replayer is made here, on the caller's thread
+        thread = threading.Thread(target=self._index, name="autograd-viz index", daemon=True)
+        thread.start()
+
+    def stop(self) -> None:
+        """Stop indexing ahead."""
+        self._stopping = True
+
+    def _index(self) -> None:
+        total = len(self.trace.events)
+        step = 0
+        try:
+            while step < total and not self._stopping:
+                step = min(total, step + INDEX_CHUNK)
+                self.trace.state_at(step)
+        except Exception:  # noqa: BLE001 - the seek that gets there shows it (see the note)
+            pass
+        finally:
+            self.indexed.set()
 
 
 class LiveDriver(Driver):
