@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from autograd_viz.sources.engine import node_info, numbered_scopes, walk_graph
-from autograd_viz.trace import GraphTaskInfo, NodeInfo, TraceEvent
+from autograd_viz.trace import GraphTaskInfo, NodeInfo, TraceEvent, paused_gc
 from autograd_viz.trace.replay import ExecutionState, NodeState, NodeStatus
 
 if TYPE_CHECKING:
@@ -299,6 +299,18 @@ def from_state(state: ExecutionState, graph_task: int | None = None) -> GraphVie
     Raises:
         GraphViewError: the trace has no graph task, or not the one asked for.
     """
+    # Note [Building a big view skips the collector]
+    # ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+    # A view of 100,000 nodes is as many ViewNodes and ViewEdges, and a module view
+    # as many dictionary entries again, none in a reference cycle. Built with the
+    # cyclic collector on, they trigger full collections that scan the whole trace
+    # too (millions of objects): most of the time of a big `dot`. from_state and
+    # showing.show build with the collector paused, as loading a trace does.
+    with paused_gc():
+        return _from_state(state, graph_task)
+
+
+def _from_state(state: ExecutionState, graph_task: int | None) -> GraphView:
     trace = state.trace
     if not trace.graph_tasks:
         raise GraphViewError("the trace has no backward call to draw")

@@ -40,6 +40,7 @@ from autograd_viz.draw.summaries import (
     scope_summaries,
     summarize,
 )
+from autograd_viz.trace import paused_gc
 from autograd_viz.trace.replay import NodeStatus
 
 EXPAND_ALL = "all"
@@ -207,6 +208,25 @@ def show(
         GraphViewError: a name names nothing (or a node name several nodes have).
         ValueError: ``depth`` or ``max_nodes`` is out of range.
     """
+    with paused_gc():  # Note [Building a big view skips the collector]
+        return _show(
+            view, around, depth, collapse, level, expand, focus, max_boxes, max_nodes, follow, trees
+        )
+
+
+def _show(
+    view: GraphView,
+    around: int | str | None,
+    depth: int,
+    collapse: bool,
+    level: int | None,
+    expand: Sequence[str],
+    focus: Iterable[str],
+    max_boxes: int,
+    max_nodes: int | None,
+    follow: bool,
+    trees: dict[object, ModuleTree] | None,
+) -> GraphView:
     focused = [*(focus_of(view) if follow else ()), *focus]
     expanded = list(expand)
     kept: list[str] = []  # nodes of chain folds named in expand: drawn whole
