@@ -12,50 +12,46 @@ session first, which releases every paused engine thread with
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Sequence
-from typing import Any, ClassVar
+from typing import ClassVar
 
-from rich.console import Group
-from rich.text import Text
 from textual import events, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Container, VerticalScroll
 from textual.message import Message
-from textual.widgets import Static
+from textual.reactive import reactive
 
-from autograd_viz.draw.words import explain
-from autograd_viz.nan.report import Finding
 from autograd_viz.trace import GraphTaskInfo, Trace, TraceEvent
-from autograd_viz.trace.records import values_recorded
 from autograd_viz.trace.replay import ExecutionState
 from autograd_viz.trace.text import one_line
 from autograd_viz.tui.calls import task_choices
+from autograd_viz.tui.capture import PrintCapture
 from autograd_viz.tui.dag import DagView
 from autograd_viz.tui.driver import Driver
+from autograd_viz.tui.findings import NanFindings
 from autograd_viz.tui.keybar import KeyBar
 from autograd_viz.tui.nodes import NodeList
-from autograd_viz.tui.panels import (
-    EventLog,
-    inspect_node,
-    inspect_nothing,
-    queues_view,
-    threads_view,
-)
+from autograd_viz.tui.panels import EventLog
 from autograd_viz.tui.rows import RowList
 from autograd_viz.tui.screens import HelpScreen, PromptScreen, TaskPicker, TextScreen
-from autograd_viz.tui.text import non_finite
+from autograd_viz.tui.shown import (
+    STATUS_LIMIT,
+    EnginePanel,
+    ExplainLine,
+    Inspector,
+    Shown,
+    ShownPanel,
+    StatusBar,
+    explain_line,
+)
 
 WIDE = (120, 32)
 """From this size up (columns, rows), the wide layout."""
 
 VIEWS = ("topo", "tree", "dag")
 
-STATUS_LIMIT = 500
-"""The most characters the status bar quotes (a name may be 100,000 long)."""
-
-_NOTHING = object()
+__all__ = ["STATUS_LIMIT", "VIEWS", "WIDE", "Moved", "VizApp", "explain_line"]
 
 
 class Moved(Message):
@@ -69,7 +65,13 @@ class Moved(Message):
 
 
 class VizApp(App[int]):
-    """Step through a backward pass: the graph, ready queues, threads, inspector, timeline."""
+    """Step through a backward pass: the graph, ready queues, threads, inspector, timeline.
+
+    The app moves the driver and says what is shown (:attr:`shown`); the panels
+    redraw themselves from it (Note [Panels watch what is shown]). What a
+    program prints is kept by a :class:`~autograd_viz.tui.capture.PrintCapture`,
+    the NaN analysis by :class:`~autograd_viz.tui.findings.NanFindings`.
+    """
 
     CSS_PATH = "app.tcss"
     TITLE = "autograd-viz"
@@ -97,6 +99,9 @@ class VizApp(App[int]):
         Binding("R", "next_process", "Next rank (several traces)", show=False),
     ]
 
+    shown: reactive[Shown | None] = reactive(None, always_update=True)
+    """What is shown now; the panels are bound to it."""
+
     def __init__(
         self, driver: Driver, *, source: str, processes: Sequence[tuple[str, Driver]] = ()
     ) -> None:
@@ -115,14 +120,17 @@ class VizApp(App[int]):
         """The last thing a move found, shown in the status bar."""
         self._query: str | None = None
         self._stopped = False
-        self._shown: dict[str, object] = {}
         self.path: tuple[int, ...] = ()
         """Node ids from the loss to the first problem ``a`` found, highlighted everywhere."""
-        self.output: list[tuple[bool, str]] = []
+        self.capture = PrintCapture()
+        """What the program printed while the app ran."""
+        self.findings = NanFindings()
+        """The NaN analysis the inspector shows."""
+
+    @property
+    def output(self) -> list[tuple[bool, str]]:
         """What the program printed while the app ran: ``(to stderr, text)`` pieces."""
-        self._nan_report: tuple[tuple[int, int], tuple[Finding, ...]] | None = None
-        self._print_lock = threading.Lock()
-        self._unfinished: dict[tuple[int, bool], str] = {}
+        return self.capture.output
 
     # -- layout --------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -130,12 +138,14 @@ class VizApp(App[int]):
             with Container(id="graph", classes="panel"):
                 yield NodeList(id="nodes")
                 yield DagView(id="dag")
-            yield VerticalScroll(Static(id="engine-body"), id="engine", classes="panel")
-            yield VerticalScroll(Static(id="inspector-body"), id="inspector", classes="panel")
+            engine = EnginePanel(id="engine-body").data_bind(VizApp.shown)
+            yield VerticalScroll(engine, id="engine", classes="panel")
+            inspector = Inspector(id="inspector-body").data_bind(VizApp.shown)
+            yield VerticalScroll(inspector, id="inspector", classes="panel")
             with Container(id="events", classes="panel"):
                 yield EventLog(id="timeline")
-        yield Static(id="explain")
-        yield Static(id="status")
+        yield ExplainLine(id="explain").data_bind(VizApp.shown)
+        yield StatusBar(id="status").data_bind(VizApp.shown)
         yield KeyBar(id="keys")
 
     def on_mount(self) -> None:
@@ -179,112 +189,32 @@ class VizApp(App[int]):
         graph.border_subtitle = f"{self.view} view · v cycles" + (
             " · enter opens/closes a box" if self.view == "dag" else ""
         )
-        devices = sorted({t.device for t in state.threads.values()} | set(state.queues))
-        lanes = tuple((name, t.stack) for name, t in sorted(state.threads.items()))
-        self._update("#engine-body", (devices, state.queues, lanes), _engine_panel, state, devices)
         self.query_one(EventLog).show(self.driver.trace, self.driver.position)
-        self._update("#explain", state.event, explain_line, self.driver.trace, state.event)
-        self.refresh_inspector(state)
-        self.refresh_status(state)
+        self._publish(state, task)
 
     def refresh_inspector(self, state: ExecutionState | None = None) -> None:
         """Show the selected node in the inspector."""
-        state = state or self.driver.state()
-        task = self.shown_task(state)
-        nodes = self.query_one(NodeList)
-        node_id = nodes.selected
-        if task is None or node_id is None or node_id not in task.nodes:
-            started = bool(self.driver.trace.graph_tasks)
-            self._update("#inspector-body", started, inspect_nothing, self.driver.trace, state)
-            return
-        try:
-            node_state = state.node(node_id, task.id)
-        except KeyError:
-            node_state = None
-        breakpoint_ = node_id in self.driver.breakpoints.nodes
-        findings: tuple[Finding, ...] = ()
-        if node_id in nodes.flagged or (node_state is not None and non_finite(node_state)):
-            findings = self._nan_findings(task.id, node_id, state.step)
-        key = (task.id, node_id, node_state, breakpoint_, findings)
-        info = task.nodes[node_id]
-        values = values_recorded(self.driver.trace.header)
-        self._update(
-            "#inspector-body",
-            key,
-            inspect_node,
-            info,
-            node_state,
-            task,
-            breakpoint_,
-            findings,
-            values,
-        )
-
-    def _nan_findings(self, task_id: int, node_id: int, step: int) -> tuple[Finding, ...]:
-        """What ``autograd-viz nan`` finds at a node up to ``step``: NaN or Inf, and why."""
-        from autograd_viz.nan.report import find_nans
-
-        trace = self.driver.trace
-        events = trace.events  # its first event changes when run --last forgets a call
-        key = (len(events), events[0].seq if events else -1)
-        if self._nan_report is None or self._nan_report[0] != key:
-            self._nan_report = (key, find_nans(trace).findings)
-        return tuple(
-            f
-            for f in self._nan_report[1]
-            if f.node.id == node_id and f.graph_task in (task_id, 0) and f.event_index < step
-        )
-
-    def _update(self, selector: str, key: object, render: Callable[..., Any], *args: Any) -> None:
-        """Re-render a panel only when what it shows changed (a re-layout costs a frame)."""
-        if self._shown.get(selector, _NOTHING) == key:
-            return
-        self._shown[selector] = key
-        self.query_one(selector, Static).update(render(*args))
+        self.refresh_status(state)
 
     def refresh_status(self, state: ExecutionState | None = None) -> None:
-        """The status bar: step k of N, graph task, live or replay, breakpoints."""
+        """The status bar (and the inspector): step k of N, live or replay, breakpoints."""
         state = state or self.driver.state()
-        driver = self.driver
-        parts = [f"step {driver.position} of {driver.recorded}"]
-        if driver.live:
-            if self.busy:
-                parts.append("▶ engine running… (x pauses)")
-            elif driver.finished:
-                parts.append("live · program finished")
-            elif driver.recorded_all:
-                parts.append("live · program finished · replaying")
-            else:
-                parts.append("live · engine paused")
-            if driver.truncated:
-                parts.append("recording stopped at max_events; the program runs on unrecorded")
-            if driver.kept_calls is not None:
-                parts.append(f"keeps the last {driver.kept_calls:,} calls")
-        else:
-            parts.append("replay")
-        if self.message:  # what the last move found: first, where a narrow bar keeps it
-            parts.append(self.message)
-        if state.graph_task is not None:
-            parts.append(f"graph task {state.graph_task}")
-        marks = driver.breakpoints
-        if marks.nodes:
-            parts.append(f"⏺ {len(marks.nodes)}")
-        if marks.non_finite:
-            parts.append("break on NaN/Inf")
-        if state.errors or state.anomalies:
-            errors, anomalies = len(state.errors), len(state.anomalies)
-            parts.append(
-                f"⚠ {errors} error{'' if errors == 1 else 's'}, "
-                f"{anomalies} anomal{'y' if anomalies == 1 else 'ies'}"
-            )
-        if self.output:
-            parts.append("o: program output")
-        status = self.query_one("#status", Static)
-        # Text, not markup: the message quotes names and errors (Note [Names are text]).
-        line = Text(one_line(" · ".join(parts), STATUS_LIMIT))
-        status.update(line, layout=False)  # one line, always
-        status.set_class(self.busy, "-busy")
-        status.set_class(bool(state.errors or state.anomalies), "-problem")
+        self._publish(state, self.shown_task(state))
+
+    def _publish(self, state: ExecutionState, task: GraphTaskInfo | None) -> None:
+        """Say what is shown; the panels bound to :attr:`shown` redraw what changed."""
+        nodes = self.query_one(NodeList)
+        self.shown = Shown(
+            self.driver,
+            state,
+            task,
+            nodes.selected,
+            nodes.flagged,
+            self.findings,
+            self.busy,
+            self.message,
+            bool(self.output),
+        )
 
     def shown_task(self, state: ExecutionState) -> GraphTaskInfo | None:
         """The graph task in the node list: the pinned one, or the current step's."""
@@ -516,8 +446,9 @@ class VizApp(App[int]):
         self.title = f"autograd-viz · {one_line(self.source)}"
         self.pinned_task = None
         self.path = ()
-        self._nan_report = None
-        self._shown.clear()
+        self.findings = NanFindings()
+        for panel in self.query(ShownPanel):
+            panel.forget()
         self.message = f"now showing {self.source}"
         self.refresh_view(follow=True)
 
@@ -557,35 +488,17 @@ class VizApp(App[int]):
             self.screen.maximized = focused  # panels are containers, which Textual won't offer
 
     def _print(self, text: str, stderr: bool = False) -> None:
-        """Pass on what a program prints a whole line at a time, per thread.
-
-        ``print(a, b)`` writes ``a``, the separator, ``b`` and the newline
-        separately; two threads printing at once would share a line. Each
-        thread's text waits here until its newline (the rest when the program
-        ends, see :meth:`stop_driver`).
-        """
-        key = (threading.get_ident(), stderr)
-        with self._print_lock:
-            whole, newline, rest = (self._unfinished.pop(key, "") + text).rpartition("\n")
-            if rest:
-                self._unfinished[key] = rest
-        if newline:
-            super()._print(whole + newline, stderr)
-
-    def _flush_unfinished(self) -> None:
-        """What a thread printed after its last newline, kept for ``o`` and the terminal."""
-        with self._print_lock:
-            left, self._unfinished = self._unfinished, {}
-        for (_, stderr), text in left.items():
-            self.output.append((stderr, text))
+        """Pass on what a program prints a whole line at a time, per thread (see PrintCapture)."""
+        lines = self.capture.lines(text, stderr)
+        if lines:
+            super()._print(lines, stderr)
 
     def on_print(self, event: events.Print) -> None:
-        self.output.append((event.stderr, event.text))
-        if len(self.output) == 1:
+        if self.capture.keep(event.text, event.stderr):
             self.refresh_status()  # says that `o` shows it
 
     def action_output(self) -> None:
-        text = "".join(text for _, text in self.output) or "(nothing printed yet)"
+        text = self.capture.text() or "(nothing printed yet)"
         self.push_screen(TextScreen("What the program printed", text))
 
     def action_help(self) -> None:
@@ -610,44 +523,10 @@ class VizApp(App[int]):
         if not self._stopped:
             self._stopped = True
             self.driver.stop()
-            self._flush_unfinished()
+            self.capture.flush()
 
     def on_unmount(self) -> None:
         self.stop_driver()
-
-
-def _engine_panel(state: ExecutionState, devices: list[str]) -> Group:
-
-    return Group(
-        Text("ready queues (next first)", style="bold"),
-        queues_view(state, devices),
-        Text("engine threads", style="bold"),
-        threads_view(state),
-    )
-
-
-def explain_line(trace: Trace, event: TraceEvent | None) -> Text:
-    """The current step in plain English (the words ``demo --print`` uses, see draw.words)."""
-    if event is None:
-        return Text("Step 0: nothing has run yet. s steps one event; ? lists every key.")
-
-    def label(node_id: int | None, name: str | None) -> str:
-        if node_id is None:
-            return one_line(name or "")
-        if name is None:
-            info = next((t.nodes[node_id] for t in _tasks_with(trace, node_id)), None)
-            name = info.name if info is not None else "node"
-        return f"{one_line(name, 80)} #{node_id}"
-
-    text = Text(f"{event.index + 1}: ", style="bold")
-    text.append(one_line(explain(event, event.data, label), 400))
-    text.no_wrap = True
-    text.overflow = "ellipsis"
-    return text
-
-
-def _tasks_with(trace: Trace, node_id: int) -> list[GraphTaskInfo]:
-    return [t for t in trace.graph_tasks.values() if node_id in t.nodes]
 
 
 def _path_to(trace: Trace, event: TraceEvent | None) -> tuple[int, ...]:
