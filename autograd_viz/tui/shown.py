@@ -194,6 +194,8 @@ def status_parts(shown: Shown) -> list[str]:
             parts.append("live · engine paused")
         if driver.truncated:
             parts.append("recording stopped at max_events; the program runs on unrecorded")
+        if driver.kept_calls is not None:
+            parts.append(f"keeps the last {driver.kept_calls:,} calls")
     else:
         parts.append("replay")
     if shown.message:  # what the last move found: first, where a narrow bar keeps it
