@@ -12,9 +12,11 @@ modules (so PyTorch is not needed; a recorded PyTorch trace can be given with
   view and producing the DOT text, as ``autograd-viz dot`` does before ``dot``
   renders it.
 * ``big``: a chain of ``--nodes`` nodes in 100 layers of 4 modules each.
-  Timed: the module view alone (:func:`autograd_viz.draw.showing.show` on a
-  view already built), which is what every view pays on top of the graph at a
-  step.
+  Timed: the graph at the last step (:func:`~autograd_viz.draw.graph_view.from_state`),
+  the module view alone (:func:`autograd_viz.draw.showing.show` on a view
+  already built), which is what every view pays on top of the graph at a
+  step, and ``to_dot`` whole (both, and the DOT text), as ``autograd-viz dot``
+  does before Graphviz lays it out.
 
 Usage:
     python -m benchmarks.dot_modules [--repeats 5] [--nodes 100000] [--trace T.jsonl]
@@ -146,14 +148,14 @@ def main() -> None:
         ("gpt: dot --expand all", nodes, lambda: to_dot(gpt, expand="all").source),
     ]
     big = big_trace(args.nodes)
-    view = from_state(big.state_at(len(big)))
-    phases.append(
-        (
-            f"big: module view of {len(view.nodes):,} nodes",
-            len(view.nodes),
-            lambda: showing.show(view),
-        )
-    )
+    last = big.state_at(len(big))
+    view = from_state(last)
+    count = len(view.nodes)
+    phases += [
+        (f"big: graph at a step (from_state) of {count:,} nodes", count, lambda: from_state(last)),
+        (f"big: module view of {count:,} nodes", count, lambda: showing.show(view)),
+        (f"big: dot of {count:,} nodes, last step (DOT text)", count, lambda: to_dot(big).source),
+    ]
 
     table = Table(title=f"The module view (median of {args.repeats})")
     table.add_column("request")
