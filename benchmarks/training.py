@@ -18,7 +18,8 @@ Run: OMP_NUM_THREADS=1 .venv/bin/python -m benchmarks.training [--steps 300] [--
   10``, ``--last 10``): maximum RSS and the trace file's size.
 * **``--light``**: ``record(values=...)`` at each tier beside bare node
   hooks, ``detect_anomaly`` and ``torch.profiler`` limited to the autograd
-  nodes, on the MLP and the GRU of ``benchmarks.torch_bridge``.
+  nodes, on the MLP and the GRU of ``benchmarks.torch_bridge``; the tiers
+  alone on a small chain of our engine.
 * **``--open TRACE``**: finding the calls of a long trace and loading the
   first, middle and last of them alone (``replay``/``dot``/``timeline``
   ``--call K``), with this process's maximum RSS after each; ``--whole``
@@ -40,6 +41,7 @@ import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import torch
 from rich.console import Console
@@ -318,15 +320,59 @@ def light_tier(repeat: int) -> None:
             f"{read / per_node * 1e6:.1f}",
         )  # fmt: skip
         table.add_section()
+    _engine_tiers(table, repeat)
     Console(width=120).print(table)
     print(f"torch {torch.__version__}, one intra-op thread; the fastest of {repeat} each")
+
+
+def _engine_tiers(table: Table, repeat: int) -> None:
+    """The tiers on our engine: a tanh chain of three 32-wide layers, 20 times (124 nodes)."""
+    import numpy as np
+
+    import engine
+
+    rng = np.random.default_rng(0)
+    weights = [
+        engine.tensor(rng.standard_normal((32, 32)) * 0.1, requires_grad=True) for _ in range(3)
+    ]
+    x = engine.tensor(rng.standard_normal((8, 32)))
+
+    def build() -> Any:
+        h = x
+        for _ in range(20):
+            for w in weights:
+                h = (h @ w).tanh()
+        return h.sum()
+
+    def backward(loss: Any) -> None:
+        loss.backward()
+
+    label = "our engine: tanh 32×3 ×20, batch 8"
+    samples: dict[str, list[float]] = {}
+    for _ in range(repeat):
+        _timed(samples, "plain", backward, build())
+        for values in ("all", "leaves", "none"):
+            with autograd_viz.record(values=values, last=1) as trace:
+                _timed(samples, f"record(values={values!r})", backward, build())
+    nodes = sum(1 for e in trace.events if e.kind == "node_start")
+    base = min(samples["plain"])
+    for way, times in samples.items():
+        best = min(times)
+        table.add_row(
+            label,
+            f"{nodes}",
+            way,
+            f"{best * 1e3:.2f} ms",
+            f"{best / base:.2f}×",
+            "" if way == "plain" else f"{(best - base) / nodes * 1e6:.1f}",
+        )
 
 
 def _timed(
     samples: dict[str, list[float]],
     way: str,
-    run: Callable[[torch.Tensor], None],
-    loss: torch.Tensor,
+    run: Callable[[Any], None],
+    loss: Any,
 ) -> None:
     """Time ``run(loss)`` in this thread's CPU time, the collector off, into ``samples[way]``."""
     gc.collect()
