@@ -412,3 +412,23 @@ def test_a_child_process_records_at_the_tier_of_its_parent(tmp_path: Path) -> No
     assert kept and all(
         name in LEAF or kind in ("graph_task_start", "graph_task_end") for kind, name in kept
     )
+
+
+@pytest.mark.parametrize("values", ["none", "leaves"])
+def test_the_nan_checks_on_pytorch_name_the_birth_below_the_tier_all(values: str) -> None:
+    torch = pytest.importorskip("torch")
+    w = torch.tensor([1.0, 0.0, 2.0], requires_grad=True)
+    with watch_nan() as reference:
+        (w.log() * w).sum().backward()
+    w.grad = None
+    with watch_nan(values=values) as watch:
+        (w.log() * w).sum().backward()
+    first, expected = watch.report.first, reference.report.first
+    assert first is not None and expected is not None
+    assert (first.phase, first.node.name, first.op, first.value) == (
+        expected.phase,
+        expected.node.name,
+        expected.op,
+        expected.value,
+    )
+    assert watch.report.values == values
