@@ -277,6 +277,7 @@ def _print_record_summary(
         return  # the children recorded everything
     rows = [
         ("calls", _calls_row(recording)),
+        *_values_row(recording),
         ("graph tasks", f"{stats.graph_tasks:,}"),
         ("nodes run", f"{stats.nodes:,}"),
         ("events", f"{stats.events:,}"),
@@ -291,6 +292,15 @@ def _print_record_summary(
     if not stats.events:
         console.print("  [dim]No backward pass ran while recording.[/dim]")
     print_processes(console, children)
+
+
+def _values_row(recording: Recording) -> list[tuple[str, str]]:
+    """``values  none: no gradient summaries`` below the tier ``all`` (``--values``)."""
+    values = recording.recorder.values
+    if values == "all":
+        return []
+    kept = "no gradient summaries" if values == "none" else "summaries of leaves' gradients only"
+    return [("values", f"{values}: {kept}")]
 
 
 def _calls_row(recording: Recording) -> str:

@@ -81,7 +81,7 @@ class CallSelection:
         if self.steps is not None:
             parts.append(f"calls {self.steps}")
         if self.every is not None:
-            parts.append("every call" if self.every == 1 else f"every {self.every}th call")
+            parts.append("every call" if self.every == 1 else f"every {_ordinal(self.every)} call")
         if not parts:
             parts.append("every call")
         text = " and ".join(parts)
@@ -91,6 +91,12 @@ class CallSelection:
 
     def __repr__(self) -> str:
         return f"CallSelection(steps={self.steps!r}, every={self.every!r}, last={self.last!r})"
+
+
+def _ordinal(n: int) -> str:
+    """``2nd``, ``3rd``, ``11th``, ``21st``, ``100th``."""
+    suffix = "th" if n % 100 in (11, 12, 13) else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
 
 
 def parse_steps(text: str) -> list[tuple[int, int]]:

@@ -311,6 +311,7 @@ def test_record_and_nan_take_values_on_the_command_line(tmp_path: Path) -> None:
         check=False,
     )
     assert done.returncode == 0, done.stderr
+    assert "values       none: no gradient summaries" in done.stdout
     trace = Trace.load(out)
     assert values_recorded(trace.header) == "none"
     assert [i.call for i in trace.graph_tasks.values()] == [2, 3]
@@ -432,3 +433,13 @@ def test_the_nan_checks_on_pytorch_name_the_birth_below_the_tier_all(values: str
         expected.value,
     )
     assert watch.report.values == values
+
+
+def test_a_selection_says_its_every_in_english() -> None:
+    from autograd_viz.sources.calls import CallSelection
+
+    said = [CallSelection(every=n).describe() for n in (2, 3, 4, 11, 12, 13, 21, 22, 101)]
+    assert said == [
+        f"every {n} call"
+        for n in ("2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "22nd", "101st")
+    ]
