@@ -67,7 +67,7 @@ from torch.utils.weak import WeakIdKeyDictionary
 
 from autograd_viz.sources.once import warn_once
 from autograd_viz.sources.pytorch.compiled import around_compiled, is_compiling
-from autograd_viz.sources.pytorch.forward_backward import BackwardChecks, backward_checks
+from autograd_viz.sources.pytorch.forward_backward import BackwardChecks
 from autograd_viz.sources.pytorch.forward_births import NO_KINDS, Birth, Births, NonFiniteError
 from autograd_viz.sources.pytorch.forward_compiled import RegionChecks, eagerly, step_aside_modes
 from autograd_viz.sources.pytorch.op_values import (
@@ -126,7 +126,7 @@ class _ThreadState(threading.local):
         """The module depth at which the function mode stepped aside (Note [Fast paths])."""
 
 
-class TorchNanChecker(Births, BackwardChecks):
+class TorchNanChecker(Births):
     """Checks a PyTorch program for NaN and Inf as it runs (see the module docstring).
 
     Enter and leave it on the same thread; it watches that thread's ops, and
@@ -153,7 +153,7 @@ class TorchNanChecker(Births, BackwardChecks):
         self._local = _ThreadState()
         self._modes: list[Any] = []
         self._handles: list[Any] = []
-        self._listener = backward_checks(self)  # one object: the hub unsubscribes by identity
+        self._backward = BackwardChecks(self.checks, self._checked, self.kinds, self._found)
         self._settings = ExitStack()
         self._outer_regions: Any = None
         self._names: weakref.WeakKeyDictionary[torch.nn.Module, dict[int, str]] = (
@@ -174,11 +174,11 @@ class TorchNanChecker(Births, BackwardChecks):
             self._outer_regions = around_compiled(RegionChecks(self))
         if self.checks.eager_compiled:
             eagerly(self._settings)
-        HUB.subscribe(self._listener)
+        HUB.subscribe(self._backward.listener)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        HUB.unsubscribe(self._listener)
+        HUB.unsubscribe(self._backward.listener)
         if self._modes:
             around_compiled(self._outer_regions)
         self._settings.close()
@@ -214,6 +214,10 @@ class TorchNanChecker(Births, BackwardChecks):
         return not self.checks.first and not HUB.active
 
     _silent = silent
+
+    def _found(self) -> None:
+        """One more ``anomaly`` event emitted (the backward check's too)."""
+        self.findings += 1
 
     # -- modules -----------------------------------------------------------------------
     # Note [Fast paths]

@@ -1,15 +1,17 @@
 """Anomaly mode's backward check, on each PyTorch node the bridge saw end.
 
-The backward half of :class:`~autograd_viz.sources.pytorch.forward.TorchNanChecker`:
-each output of a node is checked once (Note [Born in PyTorch] in
-``forward.py``), and a non-finite one is an ``anomaly`` event on that node,
-with the tensors it saved. The listener outlives its own failure on one node
-(Note [Listener errors] in engine/events.py).
+The backward half of :class:`~autograd_viz.sources.pytorch.forward.TorchNanChecker`,
+an object of its own that the checker subscribes: each output of a node is
+checked once (Note [Born in PyTorch] in ``forward.py``), and a non-finite
+one is an ``anomaly`` event on that node, with the tensors it saved. The
+listener outlives its own failure on one node (Note [Listener errors] in
+engine/events.py).
 """
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -27,16 +29,28 @@ if TYPE_CHECKING:
 
 
 class BackwardChecks:
-    """The checker's backward check: a mixin of
-    :class:`~autograd_viz.sources.pytorch.forward.TorchNanChecker`, which holds the state."""
+    """Anomaly mode's backward check: subscribe :attr:`listener` to the hub.
 
-    checks: TorchChecks
-    findings: int
-    _checked: frozenset[str]
+    Args:
+        checks: what to check and whether to raise at the first finding.
+        checked: the kinds of value flagged (``nan``, ``+inf``, ``-inf``).
+        kinds: which of those a tensor holds (the checker's own test).
+        found: called once per finding emitted (the checker counts them).
+    """
 
-    def kinds(self, t: torch.Tensor) -> frozenset[str]:
-        """Which of NaN, +Inf, -Inf ``t`` holds (the checker's own)."""
-        raise NotImplementedError
+    def __init__(
+        self,
+        checks: TorchChecks,
+        checked: frozenset[str],
+        kinds: Callable[[torch.Tensor], frozenset[str]],
+        found: Callable[[], None],
+    ) -> None:
+        self.checks = checks
+        self._checked = checked
+        self.kinds = kinds
+        self._found = found
+        self.listener = backward_checks(self)
+        """The event listener (one object: the hub unsubscribes by identity)."""
 
     def _on_event(self, event: Event) -> None:
         """Anomaly mode's backward check, on each PyTorch node the bridge saw end."""
@@ -79,7 +93,7 @@ class BackwardChecks:
             "saved": [] if fn is None else list(saved_summaries(fn, self.checks.max_values, {})),
         }
         HUB.emit_data("anomaly", event.device, event.graph_task, _NodeFields(event), data)
-        self.findings += 1
+        self._found()
         if self.checks.first:
             raise NonFiniteError(
                 f"Function '{event.node_name}' returned {value} values in its {index}th output."
