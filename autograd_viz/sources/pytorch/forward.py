@@ -53,7 +53,6 @@ from __future__ import annotations
 
 import sys
 import threading
-import weakref
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -66,10 +65,11 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.weak import WeakIdKeyDictionary
 
 from autograd_viz.sources.once import warn_once
-from autograd_viz.sources.pytorch.compiled import around_compiled, is_compiling
+from autograd_viz.sources.pytorch.compiled import around_compiled
 from autograd_viz.sources.pytorch.forward_backward import BackwardChecks
 from autograd_viz.sources.pytorch.forward_births import NO_KINDS, Birth, Births, NonFiniteError
 from autograd_viz.sources.pytorch.forward_compiled import RegionChecks, eagerly, step_aside_modes
+from autograd_viz.sources.pytorch.forward_modules import ModuleHooks
 from autograd_viz.sources.pytorch.op_values import (
     FILL_OPS,
     NAN,
@@ -119,11 +119,6 @@ class _ThreadState(threading.local):
     def __init__(self) -> None:
         self.depth = 0
         self.pending: list[Birth] = []
-        self.modules: list[str] = []
-        self.names: dict[int, str] = {}
-        """Qualified names of the modules under the outermost one running."""
-        self.aside_at = -1
-        """The module depth at which the function mode stepped aside (Note [Fast paths])."""
 
 
 class TorchNanChecker(Births):
@@ -152,23 +147,16 @@ class TorchNanChecker(Births):
         self._norms: WeakIdKeyDictionary = WeakIdKeyDictionary()
         self._local = _ThreadState()
         self._modes: list[Any] = []
-        self._handles: list[Any] = []
+        self._modules = ModuleHooks(self._modes)
         self._backward = BackwardChecks(self.checks, self._checked, self.kinds, self._found)
         self._settings = ExitStack()
         self._outer_regions: Any = None
-        self._names: weakref.WeakKeyDictionary[torch.nn.Module, dict[int, str]] = (
-            weakref.WeakKeyDictionary()
-        )
 
     # -- arming ------------------------------------------------------------------------
     def __enter__(self) -> TorchNanChecker:
         if self.checks.forward:
-            hooks = torch.nn.modules.module
-            self._handles += [
-                hooks.register_module_forward_pre_hook(self._module_enter),
-                hooks.register_module_forward_hook(self._module_leave, always_call=True),
-            ]
-            self._modes = [_Functions(self), _Dispatch(self)]
+            self._modules.hook()
+            self._modes[:] = [_Functions(self), _Dispatch(self)]
             for mode in self._modes:
                 mode.__enter__()
             self._outer_regions = around_compiled(RegionChecks(self))
@@ -185,9 +173,7 @@ class TorchNanChecker(Births):
         for mode in reversed(self._modes):
             mode.__exit__(None, None, None)
         self._modes.clear()
-        for handle in self._handles:
-            handle.remove()
-        self._handles.clear()
+        self._modules.unhook()
 
     # -- compiled regions (forward_compiled.py) ------------------------------------------
     def modes_on(self) -> bool:
@@ -218,50 +204,6 @@ class TorchNanChecker(Births):
     def _found(self) -> None:
         """One more ``anomaly`` event emitted (the backward check's too)."""
         self.findings += 1
-
-    # -- modules -----------------------------------------------------------------------
-    # Note [Fast paths]
-    # ~~~~~~~~~~~~~~~~~
-    # With any TorchFunctionMode active, PyTorch's has_torch_function() is true, and
-    # nn.MultiheadAttention and the nn.Transformer layers skip their inference fast
-    # path (results then differ in the last bits). Without grad there is no node to
-    # tie to a line, so a module that runs without grad runs with the function mode
-    # off the stack, taking the path it takes unwatched; aten ops are checked all the
-    # same. The mode goes back when that module returns.
-
-    def _module_enter(self, module: torch.nn.Module, args: Any) -> None:
-        if is_compiling():
-            return  # Dynamo traces this hook: nothing of ours goes into its graph
-        local = self._local
-        if local.aside_at < 0 and not torch.is_grad_enabled() and self._function_mode_on_top():
-            torch._C._pop_torch_function_stack()
-            local.aside_at = len(local.modules)
-        if not local.modules:
-            names = self._names.get(module)
-            if names is None:
-                names = {id(m): n for n, m in module.named_modules() if n}
-                names[id(module)] = type(module).__name__
-                self._names[module] = names
-            local.names = names
-        local.modules.append(local.names.get(id(module)) or type(module).__name__)
-
-    def _module_leave(self, module: torch.nn.Module, args: Any, output: Any) -> None:
-        if is_compiling():
-            return
-        local = self._local
-        if local.modules:
-            local.modules.pop()
-        if local.aside_at == len(local.modules):
-            local.aside_at = -1
-            torch._C._push_on_torch_function_stack(self._modes[0])
-
-    def _function_mode_on_top(self) -> bool:
-        depth = torch._C._len_torch_function_stack()
-        return (
-            bool(self._modes)
-            and depth > 0
-            and (torch._C._get_function_stack_at(depth - 1) is self._modes[0])
-        )
 
     # -- torch functions: nodes, their origin, forward findings --------------------------
     def function_call(self, func: Any, args: Any, kwargs: dict[str, Any]) -> Any:
@@ -302,12 +244,11 @@ class TorchNanChecker(Births):
         frame = next(user_frames(sys._getframe(2)), None)
         if frame is None:
             return
-        modules = self._local.modules
         origin = Origin(
             frame.f_code.co_filename,
             frame.f_lineno,
             frame.f_code.co_name,
-            modules[-1] if modules else None,
+            self._modules.current,
         )
         stack = origin.formatted()
         for fn in fns:

@@ -38,6 +38,7 @@ from engine.events import HUB
 
 if TYPE_CHECKING:
     from autograd_viz.sources.pytorch.forward import TorchChecks
+    from autograd_viz.sources.pytorch.forward_modules import ModuleHooks
 
 NO_KINDS: frozenset[str] = frozenset()
 
@@ -80,6 +81,7 @@ class Births:
     _intentional: WeakIdKeyDictionary
     _norms: WeakIdKeyDictionary
     _local: threading.local
+    _modules: ModuleHooks
 
     def kinds(self, t: torch.Tensor) -> frozenset[str]:
         """Which of NaN, +Inf, -Inf ``t`` holds (exact; for tensors that failed the sum)."""
@@ -192,7 +194,7 @@ class Births:
             node_nr,
             device,
             user_stack(),
-            local.modules[-1] if local.modules else None,
+            self._modules.current,
         )
         if local.depth and node_nr is not None and fn is None:
             local.pending.append(birth)  # its node is known once autograd attached it

@@ -1,0 +1,105 @@
+"""The module calls the NaN checks tie each value to, through PyTorch's global module hooks.
+
+One job of :class:`~autograd_viz.sources.pytorch.forward.TorchNanChecker`:
+which module (by qualified name) is running on each thread, and stepping the
+checker's function mode aside while a module runs without grad.
+
+Note [Fast paths]
+~~~~~~~~~~~~~~~~~
+With any TorchFunctionMode active, PyTorch's has_torch_function() is true, and
+nn.MultiheadAttention and the nn.Transformer layers skip their inference fast
+path (results then differ in the last bits). Without grad there is no node to
+tie to a line, so a module that runs without grad runs with the function mode
+off the stack, taking the path it takes unwatched; aten ops are checked all the
+same. The mode goes back when that module returns.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from typing import Any
+
+import torch
+
+from autograd_viz.sources.pytorch.compiled import is_compiling
+
+
+class _Stack(threading.local):
+    def __init__(self) -> None:
+        self.modules: list[str] = []
+        self.names: dict[int, str] = {}
+        """Qualified names of the modules under the outermost one running."""
+        self.aside_at = -1
+        """The module depth at which the function mode stepped aside (Note [Fast paths])."""
+
+
+class ModuleHooks:
+    """The module running on each thread, by qualified name (``encoder.layers.0``).
+
+    Args:
+        modes: the checker's modes, its function mode first once armed (read
+            when a module runs, so the list may fill after :meth:`hook`).
+    """
+
+    def __init__(self, modes: list[Any]) -> None:
+        self._modes = modes
+        self._local = _Stack()
+        self._names: weakref.WeakKeyDictionary[torch.nn.Module, dict[int, str]] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._handles: list[Any] = []
+
+    @property
+    def current(self) -> str | None:
+        """The innermost module running on this thread, if any."""
+        modules = self._local.modules
+        return modules[-1] if modules else None
+
+    def hook(self) -> None:
+        """Follow every module call from now on."""
+        hooks = torch.nn.modules.module
+        self._handles += [
+            hooks.register_module_forward_pre_hook(self._enter),
+            hooks.register_module_forward_hook(self._leave, always_call=True),
+        ]
+
+    def unhook(self) -> None:
+        """Stop following module calls."""
+        for handle in self._handles:
+            handle.remove()
+        self._handles.clear()
+
+    def _enter(self, module: torch.nn.Module, args: Any) -> None:
+        if is_compiling():
+            return  # Dynamo traces this hook: nothing of ours goes into its graph
+        local = self._local
+        if local.aside_at < 0 and not torch.is_grad_enabled() and self._function_mode_on_top():
+            torch._C._pop_torch_function_stack()
+            local.aside_at = len(local.modules)
+        if not local.modules:
+            names = self._names.get(module)
+            if names is None:
+                names = {id(m): n for n, m in module.named_modules() if n}
+                names[id(module)] = type(module).__name__
+                self._names[module] = names
+            local.names = names
+        local.modules.append(local.names.get(id(module)) or type(module).__name__)
+
+    def _leave(self, module: torch.nn.Module, args: Any, output: Any) -> None:
+        if is_compiling():
+            return
+        local = self._local
+        if local.modules:
+            local.modules.pop()
+        if local.aside_at == len(local.modules):
+            local.aside_at = -1
+            torch._C._push_on_torch_function_stack(self._modes[0])
+
+    def _function_mode_on_top(self) -> bool:
+        depth = torch._C._len_torch_function_stack()
+        return (
+            bool(self._modes)
+            and depth > 0
+            and (torch._C._get_function_stack_at(depth - 1) is self._modes[0])
+        )
