@@ -366,7 +366,7 @@ def apply(view: GraphView, tree: ModuleTree, choice: Choice) -> GraphView:
     return replace(
         view,
         nodes=nodes,
-        edges=tuple(_merge_edges(view.edges, drawn, _steps(tree, boxes))),
+        edges=tuple(_merge_edges(view.edges, drawn, tree, _steps(tree, boxes))),
         boxes=tuple(b for b in view.boxes if drawn.get(b.node, b.node) == b.node),
         elided_near=tuple(dict.fromkeys(drawn.get(k, k) for k in view.elided_near)),
         notices=(*view.notices, notice) if boxes else view.notices,
@@ -442,16 +442,14 @@ def _box_node(
 
 def _steps(
     tree: ModuleTree, boxes: Mapping[str, tuple[Scope | FoldGroup, str | None]]
-) -> dict[str, int]:
-    """The repetition each node of a closed fold is in, by node key (Note [Rolled loops])."""
-    step: dict[str, int] = {}
+) -> dict[int, int]:
+    """The repetition of each call inside a closed fold, by scope index (Note [Rolled loops])."""
+    step: dict[int, int] = {}
     for item, _parent in boxes.values():
         if isinstance(item, FoldGroup):
             for r, calls in enumerate(item.repetitions()):
                 for index in calls:
-                    # A parameter's AccumulateGrad sits in the call that first used it;
-                    # the later calls using it are sharing, not a loop.
-                    step.update((m, r) for m in tree.members(index) if tree.weights[m] == 1)
+                    step.update(dict.fromkeys(tree.descendants(index), r))
     return step
 
 
@@ -466,19 +464,24 @@ def _steps(
 
 
 def _merge_edges(
-    edges: Iterable[ViewEdge], drawn: Mapping[str, str], steps: Mapping[str, int]
+    edges: Iterable[ViewEdge], drawn: Mapping[str, str], tree: ModuleTree, steps: Mapping[int, int]
 ) -> Iterable[ViewEdge]:
     """Edges between drawn nodes: as they are between nodes, one per pair where a box is;
     a fold's edges between its repetitions, one edge from the box to itself."""
     merged: dict[tuple[str, str], ViewEdge] = {}
     order: list[tuple[str, str] | ViewEdge] = []
+    scope_of, weights = tree.scope_of.get, tree.weights
     for edge in edges:
         tail, head = drawn.get(edge.tail, edge.tail), drawn.get(edge.head, edge.head)
         if tail == head and (tail != edge.tail or head != edge.head):
-            if steps.get(edge.tail, -1) == steps.get(edge.head, -1):
+            if not steps:
+                continue  # inside one box
+            one = steps.get(scope_of(edge.tail))  # type: ignore[arg-type]
+            other = steps.get(scope_of(edge.head))  # type: ignore[arg-type]
+            # A parameter's AccumulateGrad sits in the call that first used it; the later
+            # calls using it are sharing, not a loop.
+            if one is None or other is None or one == other or weights[edge.head] != 1:
                 continue  # inside one box (one repetition of a fold)
-            if edge.tail not in steps or edge.head not in steps:
-                continue
         if tail == edge.tail and head == edge.head:
             order.append(edge)
             continue
