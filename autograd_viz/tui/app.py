@@ -99,7 +99,7 @@ class VizApp(App[int]):
         Binding("R", "next_process", "Next rank (several traces)", show=False),
     ]
 
-    shown: reactive[Shown | None] = reactive(None, always_update=True)
+    shown: reactive[Shown | None] = reactive(None, always_update=True, repaint=False)
     """What is shown now; the panels are bound to it."""
 
     def __init__(
