@@ -362,7 +362,9 @@ def test_dot_draws_modules_as_clusters_and_folds_as_boxes() -> None:
     source = dot.to_dot(trace).source
     assert "transformer.h.{0..11}</B> × 12" in source
     assert 'class="fold done"' in source
-    assert "3D box: alike calls or chain links one after another, folded" in source  # the legend says so
+    assert (
+        "3D box: alike calls or chain links one after another, folded" in source
+    )  # the legend says so
     assert "3D box" not in dot.to_dot(trace, expand="all").source
     assert re.search(r"subgraph cluster_t0_d0_c\d+ \{", source)
     opened = dot.to_dot(trace, expand="transformer.h.3").source
