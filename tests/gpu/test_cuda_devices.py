@@ -15,6 +15,7 @@ import pytest
 
 import engine
 from autograd_viz.sources.recorder import Recorder
+from autograd_viz.sources.summaries import resolve
 from engine import Tensor, devices, events
 from engine.autograd import detect_anomaly
 from tests.gpu.conftest import Backend
@@ -267,7 +268,7 @@ def test_cuda_work_runs_on_its_own_worker_thread(
     for e in recorded:
         if e.kind == "node_end" and e.node_name == "ExpBackward0":
             (summary,) = e.data["outputs"]
-            assert summary.device == "cuda:0" and summary.resolve().norm is not None
+            assert summary.device == "cuda:0" and resolve(summary).norm is not None
 
 
 def test_a_recorder_traces_a_cuda_backward(backend: Backend) -> None:
@@ -350,7 +351,7 @@ def test_anomaly_collect_mode_reports_from_the_cuda_thread(
             x.sqrt().sum().backward()
     (found,) = [e for e in recorded if e.kind == "anomaly"]
     assert found.thread == "autograd-cuda:0" and found.node_name == "SqrtBackward0"
-    grad = found.data["grad"].resolve()
+    grad = resolve(found.data["grad"])
     assert grad.device == "cuda:0" and grad.nan_count == 1
     assert np.isnan(host(x.grad)[0])
 
