@@ -51,24 +51,22 @@ remembered by weak reference only.
 
 from __future__ import annotations
 
-import sys
-import threading
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torch.overrides import TorchFunctionMode
-from torch.utils import _python_dispatch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.weak import WeakIdKeyDictionary
 
 from autograd_viz.sources.once import warn_once
 from autograd_viz.sources.pytorch.compiled import around_compiled
 from autograd_viz.sources.pytorch.forward_backward import BackwardChecks
-from autograd_viz.sources.pytorch.forward_births import NO_KINDS, Birth, Births, NonFiniteError
+from autograd_viz.sources.pytorch.forward_births import NO_KINDS, Births, NonFiniteError
 from autograd_viz.sources.pytorch.forward_compiled import RegionChecks, eagerly, step_aside_modes
+from autograd_viz.sources.pytorch.forward_functions import FunctionCalls
 from autograd_viz.sources.pytorch.forward_modules import ModuleHooks
 from autograd_viz.sources.pytorch.op_values import (
     FILL_OPS,
@@ -81,17 +79,9 @@ from autograd_viz.sources.pytorch.op_values import (
     OpInfo,
     finite,
     mutated,
-    new_nodes,
     results,
 )
-from autograd_viz.sources.pytorch.origins import (
-    ORIGIN_KEY,
-    Origin,
-    user_frames,
-)
 from engine.events import HUB
-
-_BACKWARD_CALLS = frozenset({torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad})
 
 
 @dataclass(frozen=True)
@@ -113,12 +103,6 @@ class TorchChecks:
     eager_compiled: bool = False
     """Run ``torch.compile``d code eagerly, so that the ops inside are checked one by one
     (results may then differ in the last bits; Note [Compiled regions])."""
-
-
-class _ThreadState(threading.local):
-    def __init__(self) -> None:
-        self.depth = 0
-        self.pending: list[Birth] = []
 
 
 class TorchNanChecker(Births):
@@ -145,9 +129,9 @@ class TorchNanChecker(Births):
         self._ops: dict[Any, OpInfo] = {}
         self._intentional: WeakIdKeyDictionary = WeakIdKeyDictionary()
         self._norms: WeakIdKeyDictionary = WeakIdKeyDictionary()
-        self._local = _ThreadState()
         self._modes: list[Any] = []
         self._modules = ModuleHooks(self._modes)
+        self._functions = FunctionCalls(self._modules, self._modes, self._emit_forward)
         self._backward = BackwardChecks(self.checks, self._checked, self.kinds, self._found)
         self._settings = ExitStack()
         self._outer_regions: Any = None
@@ -204,68 +188,6 @@ class TorchNanChecker(Births):
     def _found(self) -> None:
         """One more ``anomaly`` event emitted (the backward check's too)."""
         self.findings += 1
-
-    # -- torch functions: nodes, their origin, forward findings --------------------------
-    def function_call(self, func: Any, args: Any, kwargs: dict[str, Any]) -> Any:
-        """Run a torch function; tag the nodes it made and emit the births it had."""
-        local = self._local
-        start = torch._C._autograd._get_sequence_nr()
-        local.depth += 1
-        out = None
-        try:
-            if func in _BACKWARD_CALLS and self._modes:
-                with self._outside_backward():
-                    out = func(*args, **kwargs)
-            else:
-                out = func(*args, **kwargs)
-        finally:
-            local.depth -= 1
-            pending = local.pending if local.depth == 0 else None
-            made = torch._C._autograd._get_sequence_nr() != start
-            if made or pending:
-                nodes = new_nodes(out, start) if made else {}
-                if made:
-                    self._tag(nodes.values())
-                if pending:
-                    local.pending = []
-                    self._emit_births(pending, nodes)
-        return out
-
-    @contextmanager
-    def _outside_backward(self) -> Iterator[None]:
-        """Step the dispatch mode aside while a backward call runs (Note [Born in PyTorch])."""
-        if _python_dispatch._get_current_dispatch_mode() is not self._modes[-1]:
-            yield  # somebody's mode sits above ours: ours checks the graph task id instead
-            return
-        with _python_dispatch._pop_mode_temporarily():
-            yield
-
-    def _tag(self, fns: Iterable[Any]) -> None:
-        frame = next(user_frames(sys._getframe(2)), None)
-        if frame is None:
-            return
-        origin = Origin(
-            frame.f_code.co_filename,
-            frame.f_lineno,
-            frame.f_code.co_name,
-            self._modules.current,
-        )
-        stack = origin.formatted()
-        for fn in fns:
-            metadata = fn.metadata
-            if ORIGIN_KEY not in metadata:
-                metadata[ORIGIN_KEY] = origin
-                # Where anomaly mode keeps a node's forward stack: the bridge's graph
-                # snapshot (and so the TUI's inspector) shows the user's line from it.
-                metadata.setdefault("traceback_", stack)
-
-    def _emit_births(self, births: list[Birth], nodes: dict[int, Any]) -> None:
-        for birth in births:
-            tensor = birth.ref() if birth.ref is not None else None
-            fn = tensor.grad_fn if tensor is not None else None
-            if fn is None and birth.node_nr is not None:
-                fn = nodes.get(birth.node_nr)
-            self._emit_forward(birth, fn)
 
     # -- aten ops ------------------------------------------------------------------------
     def dispatch(self, func: Any, args: Any, kwargs: dict[str, Any]) -> Any:
@@ -367,7 +289,7 @@ class _Functions(TorchFunctionMode):
         self.checker = checker
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        return self.checker.function_call(func, args, kwargs or {})
+        return self.checker._functions.call(func, args, kwargs or {})
 
 
 __all__ = ["NonFiniteError", "TorchChecks", "TorchNanChecker"]

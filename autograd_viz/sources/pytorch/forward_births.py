@@ -10,7 +10,6 @@ whether it was born in that op (Note [Born in PyTorch], Note [Intentional
 
 from __future__ import annotations
 
-import threading
 import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -38,6 +37,7 @@ from engine.events import HUB
 
 if TYPE_CHECKING:
     from autograd_viz.sources.pytorch.forward import TorchChecks
+    from autograd_viz.sources.pytorch.forward_functions import FunctionCalls
     from autograd_viz.sources.pytorch.forward_modules import ModuleHooks
 
 NO_KINDS: frozenset[str] = frozenset()
@@ -80,7 +80,7 @@ class Births:
     _checked: frozenset[str]
     _intentional: WeakIdKeyDictionary
     _norms: WeakIdKeyDictionary
-    _local: threading.local
+    _functions: FunctionCalls
     _modules: ModuleHooks
 
     def kinds(self, t: torch.Tensor) -> frozenset[str]:
@@ -178,7 +178,6 @@ class Births:
             else summarize_tensor(x, str(x.device), max_values)
             for x in inputs
         ]
-        local = self._local
         node_nr = None
         if torch.is_grad_enabled() and any(x.requires_grad for x in inputs):
             node_nr = torch._C._autograd._get_sequence_nr() - 1
@@ -196,9 +195,7 @@ class Births:
             user_stack(),
             self._modules.current,
         )
-        if local.depth and node_nr is not None and fn is None:
-            local.pending.append(birth)  # its node is known once autograd attached it
-        else:
+        if node_nr is None or fn is not None or not self._functions.wait_for_node(birth):
             self._emit_forward(birth, fn)
 
     def _emit_forward(self, birth: Birth, fn: Any) -> None:

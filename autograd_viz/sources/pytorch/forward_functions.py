@@ -1,0 +1,124 @@
+"""The torch functions a checked program calls: where each node came from, and births inside.
+
+One job of :class:`~autograd_viz.sources.pytorch.forward.TorchNanChecker`,
+driven by its ``TorchFunctionMode``: each new ``grad_fn`` is tied to the
+user's ``file:line`` and the module it was made in (its ``metadata``), and a
+value born non-finite inside a torch function whose node autograd has not
+attached yet waits until the function returns, then goes out on that node.
+A backward call runs with the checker's dispatch mode stepped aside (Note
+[Born in PyTorch] in ``forward.py``).
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch.utils import _python_dispatch
+
+from autograd_viz.sources.pytorch.op_values import new_nodes
+from autograd_viz.sources.pytorch.origins import ORIGIN_KEY, Origin, user_frames
+
+if TYPE_CHECKING:
+    from autograd_viz.sources.pytorch.forward_births import Birth
+    from autograd_viz.sources.pytorch.forward_modules import ModuleHooks
+
+_BACKWARD_CALLS = frozenset({torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad})
+
+
+class _Calls(threading.local):
+    def __init__(self) -> None:
+        self.depth = 0
+        self.pending: list[Birth] = []
+
+
+class FunctionCalls:
+    """The torch functions running on each thread, the nodes they make, the births they hold.
+
+    Args:
+        modules: the module running on each thread (its name goes into each origin).
+        modes: the checker's modes, its dispatch mode last once armed.
+        emit: emits a birth on its node (``None`` when there is none).
+    """
+
+    def __init__(
+        self, modules: ModuleHooks, modes: list[Any], emit: Callable[[Birth, Any], None]
+    ) -> None:
+        self._modules = modules
+        self._modes = modes
+        self._emit = emit
+        self._local = _Calls()
+
+    def wait_for_node(self, birth: Birth) -> bool:
+        """Keep ``birth`` until the torch function running returns, if one is (its node is
+        known once autograd attached it); ``False`` when none runs."""
+        local = self._local
+        if not local.depth:
+            return False
+        local.pending.append(birth)
+        return True
+
+    def call(self, func: Any, args: Any, kwargs: dict[str, Any]) -> Any:
+        """Run a torch function; tag the nodes it made and emit the births it had."""
+        local = self._local
+        start = torch._C._autograd._get_sequence_nr()
+        local.depth += 1
+        out = None
+        try:
+            if func in _BACKWARD_CALLS and self._modes:
+                with self._outside_backward():
+                    out = func(*args, **kwargs)
+            else:
+                out = func(*args, **kwargs)
+        finally:
+            local.depth -= 1
+            pending = local.pending if local.depth == 0 else None
+            made = torch._C._autograd._get_sequence_nr() != start
+            if made or pending:
+                nodes = new_nodes(out, start) if made else {}
+                if made:
+                    self._tag(nodes.values())
+                if pending:
+                    local.pending = []
+                    self._emit_births(pending, nodes)
+        return out
+
+    @contextmanager
+    def _outside_backward(self) -> Iterator[None]:
+        """Step the dispatch mode aside while a backward call runs (Note [Born in PyTorch])."""
+        if _python_dispatch._get_current_dispatch_mode() is not self._modes[-1]:
+            yield  # somebody's mode sits above ours: ours checks the graph task id instead
+            return
+        with _python_dispatch._pop_mode_temporarily():
+            yield
+
+    def _tag(self, fns: Iterable[Any]) -> None:
+        frame = next(user_frames(sys._getframe(2)), None)
+        if frame is None:
+            return
+        origin = Origin(
+            frame.f_code.co_filename,
+            frame.f_lineno,
+            frame.f_code.co_name,
+            self._modules.current,
+        )
+        stack = origin.formatted()
+        for fn in fns:
+            metadata = fn.metadata
+            if ORIGIN_KEY not in metadata:
+                metadata[ORIGIN_KEY] = origin
+                # Where anomaly mode keeps a node's forward stack: the bridge's graph
+                # snapshot (and so the TUI's inspector) shows the user's line from it.
+                metadata.setdefault("traceback_", stack)
+
+    def _emit_births(self, births: list[Birth], nodes: dict[int, Any]) -> None:
+        for birth in births:
+            tensor = birth.ref() if birth.ref is not None else None
+            fn = tensor.grad_fn if tensor is not None else None
+            if fn is None and birth.node_nr is not None:
+                fn = nodes.get(birth.node_nr)
+            self._emit(birth, fn)
