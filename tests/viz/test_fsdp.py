@@ -155,3 +155,33 @@ def test_fsdp2_job_under_record_and_nan_same_parameters(tmp_path: Path) -> None:
     assert "rank 1 of 2 saw the first NaN or Inf of 2 processes" in born.stdout
     assert "NaN born in the forward pass at aten.sqrt.default" in born.stdout
     assert not left_running(script)
+
+
+def test_fsdp2_is_patched_when_the_program_imports_it_and_restored_after(tmp_path: Path) -> None:
+    """Nothing of FSDP2 is imported on our side; its classes are as they were afterwards."""
+    probe = textwrap.dedent(
+        """
+        import sys
+
+        import torch
+        import autograd_viz
+
+        COLLECTIVES = "torch.distributed.fsdp._fully_shard._fsdp_collectives"
+        with autograd_viz.record():
+            assert COLLECTIVES not in sys.modules  # not imported by us
+            from torch.distributed.fsdp._fully_shard import _fsdp_collectives as c
+            from torch.distributed.fsdp._fully_shard import _fsdp_param_group as g
+
+            watched = [c.DefaultAllGather.__call__, c.DefaultReduceScatter.__call__]
+            watched += [g.FSDPParamGroup.unshard, g.FSDPParamGroup.post_backward]
+        plain = [c.DefaultAllGather.__call__, c.DefaultReduceScatter.__call__]
+        plain += [g.FSDPParamGroup.unshard, g.FSDPParamGroup.post_backward]
+        # each was a wrapper of what is back in its place now
+        assert [f.__wrapped__ for f in watched] == plain
+        assert not any(a is b for a, b in zip(watched, plain))
+        assert not any("autograd_viz" in type(f).__module__ for f in sys.meta_path)
+        print("ok")
+        """
+    )
+    done = run(tmp_path, "-c", probe)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
