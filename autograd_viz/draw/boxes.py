@@ -12,9 +12,13 @@ holds and what that adds up to at the step; its name, typed back into
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from autograd_viz.draw.summaries import BoxSummary
+
+if TYPE_CHECKING:
+    from autograd_viz.draw.graph_view import ViewNode
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,4 +48,25 @@ class ModuleBox:
     inputs (``"AddBackward0 +AccumulateGrad"``); empty for module calls."""
 
 
-__all__ = ["ModuleBox"]
+def box_node(first: ViewNode, box: ModuleBox) -> ViewNode:
+    """The drawn node standing for ``box``: its first node's device and graph task, the box's key.
+
+    What belongs to one node (its slots, outputs, error, thread) is cleared;
+    the status and the dependencies still to come are the box's summary's.
+    """
+    return replace(
+        first,
+        key=box.key,
+        status=box.summary.node_status,
+        remaining=box.summary.remaining,
+        slots=(),
+        outputs=None,
+        captured=False,
+        error=None,
+        thread=None,
+        released=False,
+        box=box,
+    )
+
+
+__all__ = ["ModuleBox", "box_node"]

@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Callable, Collection, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from autograd_viz.draw.boxes import ModuleBox
+from autograd_viz.draw.boxes import ModuleBox, box_node
 from autograd_viz.draw.graph_view import GraphView, ViewEdge, ViewNode
 from autograd_viz.draw.summaries import BoxSummary, summarize
 
@@ -175,18 +175,7 @@ def _box_node(first: ViewNode, run: ChainFold, summary: BoxSummary) -> ViewNode:
     box = ModuleBox(
         first.key, run.name, "", run.repeats, (), None, run.members, summary, run.pattern
     )
-    return replace(
-        first,
-        status=summary.node_status,
-        remaining=summary.remaining,
-        slots=(),
-        outputs=None,
-        captured=False,
-        error=None,
-        thread=None,
-        released=False,
-        box=box,
-    )
+    return box_node(first, box)
 
 
 def _spines(view: GraphView) -> tuple[dict[str, str], dict[str, tuple[str, ...]]]:

@@ -29,7 +29,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from autograd_viz.draw import chains, select
-from autograd_viz.draw.boxes import ModuleBox
+from autograd_viz.draw.boxes import ModuleBox, box_node
 from autograd_viz.draw.graph_view import GraphView, ViewEdge, ViewNode
 from autograd_viz.draw.modules import MAX_BOXES, FoldGroup, ModuleTree, Scope
 from autograd_viz.draw.names import Names, Target
@@ -425,19 +425,7 @@ def _box_node(
         tuple(members),
         summary,
     )
-    return replace(
-        first,
-        key=key,
-        status=summary.node_status,
-        remaining=summary.remaining,
-        slots=(),
-        outputs=None,
-        captured=False,
-        error=None,
-        thread=None,
-        released=False,
-        box=box,
-    )
+    return box_node(first, box)
 
 
 def _steps(
