@@ -30,7 +30,7 @@ from typing import Any
 
 from autograd_viz.live import thread_name
 from autograd_viz.trace import Trace, TraceEvent
-from autograd_viz.trace.records import values_recorded
+from autograd_viz.trace.records import DERIVED_ORDER, observed, values_recorded
 from autograd_viz.trace.summary import TensorSummary
 from autograd_viz.trace.text import printable
 
@@ -89,12 +89,15 @@ def to_chrome_trace(trace: Trace) -> dict[str, Any]:
         start has its finish, and slices on one lane nest.
     """
     events = trace.events
-    runs = _node_runs(events)
+    calls_only = observed(trace.header) == "calls"
+    # At the call level a node's time was not observed: the calls are the slices.
+    runs = [] if calls_only else _node_runs(events)
     _say_values_not_recorded(runs, values_recorded(trace.header))
     comm = _comm_slices(events)
     lanes = _lanes(trace, [s.thread for s, _ in comm])
     # Module slices first: one that starts and ends with its only node encloses it.
-    slices = _module_slices(trace, runs) + [run.span for run in runs] + _graph_task_slices(trace)
+    slices = _module_slices(trace, runs) + [run.span for run in runs]
+    slices += _graph_task_slices(trace, calls_only)
     slices += [s for s, _ in comm]
     for lane in _group_by_thread(slices).values():
         _nest(lane)
@@ -116,7 +119,7 @@ def to_chrome_trace(trace: Trace) -> dict[str, Any]:
         }
         for s in slices
     ]
-    flows = _flows(events, lanes, us)
+    flows = [] if calls_only else _flows(events, lanes, us)
     timed.extend(flows)
     timed.extend(_comm_flows(comm, lanes, us, len(flows) // 2 + 1))
     timed.extend(_instants(events, lanes, us))
@@ -136,6 +139,7 @@ def to_chrome_trace(trace: Trace) -> dict[str, Any]:
             "anomalies": stats.anomalies,
             "origin_ns": origin,
             "values": values_recorded(trace.header),
+            "observe": observed(trace.header),
         },
     }
     shown: dict[str, Any] = _shown(document)
@@ -373,8 +377,12 @@ def _module_slices(trace: Trace, runs: Sequence[_NodeRun]) -> list[_Slice]:
 # -- graph task slices -----------------------------------------------------------------
 
 
-def _graph_task_slices(trace: Trace) -> list[_Slice]:
-    """A slice per graph task on its owner's lane, and one on each pool thread it ran on."""
+def _graph_task_slices(trace: Trace, calls_only: bool = False) -> list[_Slice]:
+    """A slice per graph task on its owner's lane, and one on each pool thread it ran on.
+
+    ``calls_only``: the trace was recorded at the call level (Note [Observation
+    levels]): each slice is a ``call``, its nodes' order derived, not observed.
+    """
     events = trace.events
     last = max((e.t_ns for e in events), default=0)
     ends: dict[int, TraceEvent] = {}
@@ -401,6 +409,8 @@ def _graph_task_slices(trace: Trace) -> list[_Slice]:
             "nodes": len(info.nodes),
             "status": "unfinished" if end_event is None else end_event.data.get("status"),
         }
+        if calls_only:
+            args["order"] = DERIVED_ORDER
         if end_event is not None and end_event.data.get("status") == "error":
             args["error"] = f"{end_event.data.get('exc_type')}: {end_event.data.get('message')}"
         start = events[info.first_event].t_ns if info.first_event < len(events) else last
@@ -408,9 +418,8 @@ def _graph_task_slices(trace: Trace) -> list[_Slice]:
         # The owner's own events of this task (reentrant_exit) come after graph_task_end.
         owner_last = spans.get((gid, info.thread), [start, start])[1]
         name = f"graph task {gid}"
-        slices.append(
-            _Slice(info.thread, name, "graph_task", start, max(start, end, owner_last), args)
-        )
+        category = "call" if calls_only else "graph_task"
+        slices.append(_Slice(info.thread, name, category, start, max(start, end, owner_last), args))
         if gid in on_pool:
             for (task, thread), (first, final) in spans.items():
                 if task == gid and thread != info.thread and thread.startswith(POOL_THREAD_PREFIX):

@@ -59,7 +59,7 @@ def add_nan_command(commands: argparse._SubParsersAction[ArgumentParser]) -> Non
         usage=(
             f"{PROG} nan [-h] [-o TRACE] [--no-forward] [--inf | --no-inf] [--first] "
             "[--ignore OP] [--eager-compiled] [--steps LIST] [--every N] [--last N] "
-            "[--values {none,leaves,all}] "
+            "[--values {none,leaves,all}] [--observe nodes] "
             "SCRIPT [ARGS ...]\n"
             f"       {PROG} nan [--ignore OP] [--call K] TRACE.jsonl"
         ),
@@ -152,6 +152,11 @@ def run_nan(args: argparse.Namespace) -> int:
         check_script(script)
     except ScriptNotFoundError as exc:
         raise CommandError(str(exc)) from None
+    if args.observe == "calls":
+        raise UsageError(
+            "nan needs the nodes watched as they run (a NaN's birth is read from the values "
+            "along the way): --observe calls watches no node; leave it out"
+        )
     selection = call_selection(args)
     failure: ScriptFailedError | None = None
     status = 0

@@ -186,6 +186,7 @@ def printing(
     max_values: int,
     calls: CallSelection | None = None,
     values: str = "all",
+    observe: str = "nodes",
 ) -> Iterator[Recorder]:
     """Print every recorded backward call inside the block as it ends (every source armed).
 
@@ -197,7 +198,7 @@ def printing(
     from autograd_viz.sources.arming import every_source
     from autograd_viz.sources.recorder import Recorder
 
-    recorder = Recorder(max_values, calls=calls, on_calls=printer, values=values)
+    recorder = Recorder(max_values, calls=calls, on_calls=printer, values=values, observe=observe)
     with every_source(), recorder.listening(gated=False), nan_checks(max_values=max_values):
         yield recorder
 
@@ -243,7 +244,7 @@ def run_print(args: Any, script: str, script_args: list[str]) -> int:
     failure: ScriptFailedError | None = None
     status = 0
     with (
-        printing(printer, DEFAULT_MAX_VALUES, calls, args.values) as recorder,
+        printing(printer, DEFAULT_MAX_VALUES, calls, args.values, args.observe) as recorder,
         follow_children(
             "print",
             recorder.trace,

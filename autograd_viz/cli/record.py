@@ -73,7 +73,7 @@ def run_record(args: argparse.Namespace) -> int:
         raise CommandError(str(exc)) from None
     own, inherited_rank = own_streamed_path(output)
     try:
-        recording = Recording(args.max_values, calls, own, values=args.values)
+        recording = Recording(args.max_values, calls, own, values=args.values, watch=args.observe)
     except OSError as exc:
         raise CommandError(f"cannot write trace {own}: {exc.strerror or exc}") from None
     status = 0
@@ -300,7 +300,10 @@ def _values_row(recording: Recording) -> list[tuple[str, str]]:
     if values == "all":
         return []
     kept = "no gradient summaries" if values == "none" else "summaries of leaves' gradients only"
-    return [("values", f"{values}: {kept}")]
+    rows = [("values", f"{values}: {kept}")]
+    if recording.recorder.observe == "calls":
+        rows.append(("observe", "calls: each call's nodes derived from its graph, not observed"))
+    return rows
 
 
 def _calls_row(recording: Recording) -> str:
@@ -365,10 +368,18 @@ def add_call_options(parser: argparse.ArgumentParser, last: str | None = LAST_HE
     group.add_argument(
         "--values",
         choices=("none", "leaves", "all"),
-        default="all",
+        default=None,
         help="which gradients to summarize: all (default), leaves (leaves' gradients only) or "
         "none (the order, threads, times and graph of each call, without values: the "
         "cheapest, for a flight recorder left on all run)",
+    )
+    group.add_argument(
+        "--observe",
+        choices=("nodes", "calls"),
+        default="nodes",
+        help="what is watched: nodes (default: each node as it runs) or calls (no node is "
+        "watched: only each call's start and end; its nodes' order, dependencies and buffers "
+        "are derived from its graph after it, without values or node times)",
     )
     if last is None:
         return
@@ -384,9 +395,27 @@ def call_selection(args: argparse.Namespace) -> CallSelection:
     from autograd_viz.sources.calls import CallSelection, CallSelectionError
 
     try:
-        return CallSelection(args.steps, args.every, getattr(args, "last", None))
+        selection = CallSelection(args.steps, args.every, getattr(args, "last", None))
     except CallSelectionError as exc:
         raise UsageError(f"--{exc}") from None
+    _settle_values(args)
+    return selection
+
+
+def _settle_values(args: argparse.Namespace) -> None:
+    """``--values`` left out: ``all``, or ``none`` with ``--observe calls``, which keeps none.
+
+    Raises:
+        UsageError: ``--observe calls`` with ``--values leaves`` or ``all``.
+    """
+    observe = getattr(args, "observe", "nodes")
+    if args.values is None:
+        args.values = "none" if observe == "calls" else "all"
+    elif observe == "calls" and args.values != "none":
+        raise UsageError(
+            f"--observe calls watches no node, so it keeps no values: --values {args.values} "
+            "needs --observe nodes (the default)"
+        )
 
 
 def _positive(text: str) -> int:
@@ -480,7 +509,8 @@ def add_record_commands(commands: argparse._SubParsersAction[ArgumentParser]) ->
         "record",
         usage=(
             f"{PROG} record [-h] [-o TRACE] [--max-values N] [--steps LIST] [--every N] "
-            "[--last N] [--values {none,leaves,all}] SCRIPT [ARGS ...]"
+            "[--last N] [--values {none,leaves,all}] [--observe {nodes,calls}] "
+            "SCRIPT [ARGS ...]"
         ),
         help="run a Python script and record every backward pass it makes",
         description=(

@@ -30,6 +30,7 @@ from autograd_viz.cli.base import (
     PROG,
     ArgumentParser,
     CommandError,
+    UsageError,
     add_call_option,
     check_output,
     load_trace,
@@ -97,6 +98,11 @@ def run_live(args: argparse.Namespace) -> int:
     if output is not None:
         check_output(output)
     calls = call_selection(args)
+    if args.observe == "calls":
+        raise UsageError(
+            "the TUI steps a call node by node as it runs: --observe calls watches no node; "
+            "use it with --print, or record with it and open the trace (tui TRACE)"
+        )
     session = LiveSession(
         functools.partial(_run_checked, script, script_args), calls=calls, values=args.values
     )
@@ -358,7 +364,7 @@ def add_tui_commands(commands: argparse._SubParsersAction[ArgumentParser]) -> No
         "run",
         usage=(
             f"{PROG} run [-h] [--anomaly] [-o TRACE] [--steps LIST] [--every N] [--last N] "
-            "[--values {none,leaves,all}] SCRIPT [ARGS ...]"
+            "[--values {none,leaves,all}] [--observe {nodes,calls}] SCRIPT [ARGS ...]"
         ),
         help="open the TUI live on every backward call a Python script makes",
         description=(

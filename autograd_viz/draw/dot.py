@@ -23,6 +23,7 @@ view, chooses what to show and writes the file.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import sys
@@ -43,6 +44,7 @@ from autograd_viz.draw.graph_view import (
 )
 from autograd_viz.draw.styles import NON_FINITE, PATH_COLOR, PATH_NOTICE, STATUS_STYLES
 from autograd_viz.trace import Trace
+from autograd_viz.trace.records import DERIVED_ORDER, observed
 from autograd_viz.trace.replay import ExecutionState
 
 if TYPE_CHECKING:
@@ -147,7 +149,10 @@ def build_view(target: Any, step: int | None = None, *, graph_task: int | None =
     from engine import Tensor
 
     if isinstance(target, Trace):
-        return from_state(target.state_at(len(target) if step is None else step), graph_task)
+        view = from_state(target.state_at(len(target) if step is None else step), graph_task)
+        if observed(target.header) == "calls":  # Note [Observation levels]
+            view = dataclasses.replace(view, notices=(*view.notices, DERIVED_ORDER))
+        return view
     if isinstance(target, ExecutionState):
         if step is not None and step != target.step:
             raise TypeError(

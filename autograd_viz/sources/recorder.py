@@ -28,6 +28,7 @@ from autograd_viz.trace.records import (
     GraphTaskInfo,
     Trace,
     TraceEvent,
+    check_observe,
     check_values,
     new_header,
 )
@@ -64,9 +65,14 @@ class Recorder:
         values: which summaries to keep: ``"all"``, ``"leaves"`` (leaf
             gradients only) or ``"none"`` (Note [Values tiers] in
             ``autograd_viz/trace/records.py``).
+        observe: what is watched: ``"nodes"`` (each node as it runs) or
+            ``"calls"`` (each call's start and end; its nodes are derived after
+            it, Note [Observation levels] in ``autograd_viz/trace/records.py``),
+            which keeps no values: ``values`` must then be ``"none"``.
 
     Raises:
-        ValueError: ``max_values`` is not a count, or ``values`` not a tier.
+        ValueError: ``max_values`` is not a count, ``values`` not a tier,
+            ``observe`` not a level, or ``"calls"`` with values.
     """
 
     def __init__(
@@ -76,6 +82,7 @@ class Recorder:
         calls: CallSelection | None = None,
         on_calls: Callable[[Trace, int], object] | None = None,
         values: str = "all",
+        observe: str = "nodes",
     ) -> None:
         if isinstance(max_values, bool) or not isinstance(max_values, int) or max_values < 0:
             raise ValueError(f"max_values must be a non-negative integer, got {max_values!r}")
@@ -85,7 +92,14 @@ class Recorder:
         """The tier of values kept (Note [Values tiers]); a source that builds rows for this
         recorder (Note [Batched events]) summarizes only what it keeps."""
         self._tier = _TIERS[self.values]
-        self.trace = Trace(new_header(max_values, self.values))
+        self.observe = check_observe(observe)
+        """What is watched (Note [Observation levels]); the PyTorch bridge reads it."""
+        if self.observe == "calls" and self.values != "none":
+            raise ValueError(
+                f"observe='calls' keeps no values: values must be 'none', got {self.values!r} "
+                "(observe='nodes' records values)"
+            )
+        self.trace = Trace(new_header(max_values, self.values, self.observe))
         """The trace being filled."""
         self._lock = self.trace.lock  # Trace.copy takes it: a save never sees half a change
         self._arrival_order = arrival_order
@@ -474,7 +488,8 @@ def record(
     every: int | None = None,
     last: int | None = None,
     output: str | os.PathLike[str] | None = None,
-    values: str = "all",
+    values: str | None = None,
+    observe: str = "nodes",
 ) -> Iterator[Trace]:
     """Record the backward calls made inside the ``with`` block: our engine's and PyTorch's.
 
@@ -511,6 +526,12 @@ def record(
             and bookkeeping of each call without values: the cheapest, for a
             flight recorder left on for a whole run). The trace's header says
             which (Note [Values tiers] in ``autograd_viz/trace/records.py``).
+            Left out: ``"all"``, or ``"none"`` with ``observe="calls"``.
+        observe: ``"nodes"`` (every node watched as it runs) or ``"calls"``
+            (no node watched: each recorded call's order, dependencies and
+            buffers are derived from its graph after it ends, and only the
+            call's times are observed; no values). The header says which (Note
+            [Observation levels] in ``autograd_viz/trace/records.py``).
 
     Yields:
         The :class:`Trace`.
@@ -518,11 +539,20 @@ def record(
     Raises:
         CallSelectionError: ``steps``, ``every`` or ``last`` names no calls.
         OSError: ``output`` cannot be created.
-        ValueError: ``values`` is not one of the tiers.
+        ValueError: ``values`` is not one of the tiers, ``observe`` not a
+            level, or ``observe="calls"`` with values.
     """
     from autograd_viz.sources.recording import Recording
 
-    recording = Recording(max_values, CallSelection(steps, every, last), output, values=values)
+    if values is None:
+        values = "none" if observe == "calls" else "all"
+    recording = Recording(
+        max_values,
+        CallSelection(steps, every, last),
+        output,
+        values=values,
+        watch=observe,
+    )
     with recording.running():
         yield recording.trace
 

@@ -91,6 +91,8 @@ class Recording:
         observe: called with each finished part (whole calls, in order) before
             it goes to the file or the flight recorder; without either, the
             part is then dropped, so the trace holds only the calls in flight.
+        watch: ``"nodes"`` or ``"calls"`` (Note [Observation levels] in
+            ``autograd_viz/trace/records.py``).
 
     Raises:
         OSError: a streamed output file cannot be created.
@@ -105,6 +107,7 @@ class Recording:
         gated: bool = True,
         values: str = "all",
         observe: Callable[[Trace], object] | None = None,
+        watch: str = "nodes",
     ) -> None:
         self.calls = calls if calls is not None else CallSelection()
         """Which calls are recorded."""
@@ -121,6 +124,7 @@ class Recording:
             calls=self.calls,
             on_calls=None if in_memory else self._take,
             values=values,
+            observe=watch,
         )
         """The event listener."""
         self.writer: TraceWriter | None = None

@@ -193,6 +193,7 @@ _HEADER = s.record(
         "sources": s.list_of(s.read_str),
         "process": _PROCESS,
         "values": s.one_of("none", "leaves"),  # version 9 (Note [Values tiers]); all: left out
+        "observe": s.one_of("calls"),  # version 10 (Note [Observation levels]); nodes: left out
     },
 )
 

@@ -32,9 +32,9 @@ if TYPE_CHECKING:
 
 FORMAT = "autograd-viz-trace"
 """The ``format`` field of every trace file's header."""
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 """The schema version this code writes."""
-READABLE_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9)
+READABLE_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10)
 """The schema versions this code reads (2 added forward anomaly events; 3 the sources of
 events: the header's ``sources``, ``graph_task_start``'s ``source``, any event's
 ``derived`` and the ``derived_mismatch`` kind; 4 the PyTorch fields of ``anomaly``:
@@ -43,7 +43,8 @@ and a graph task's ``modules``; 6 the header's ``process``: rank, world size, ho
 launcher and the clock that lines up several processes' traces, and a graph task's
 ``call``: its backward call's index in the run; 7 the ``comm`` kind: a distributed job's
 collectives, such as DDP's bucket allreduces; 8 a graph task's ``cut``; 9 the header's
-``values``: the tier of values a trace was recorded at)."""
+``values``: the tier of values a trace was recorded at; 10 the header's ``observe``:
+``calls`` when each call's nodes were derived after it, not observed)."""
 
 DEFAULT_MAX_VALUES = 16
 """Tensors with at most this many elements keep their values in summaries by default."""
@@ -433,8 +434,9 @@ def paused_gc() -> Iterator[None]:
             gc.enable()
 
 
-def new_header(max_values: int, values: str = "all") -> dict[str, Any]:
-    """The header of a new trace (``values``: its tier, Note [Values tiers])."""
+def new_header(max_values: int, values: str = "all", observe: str = "nodes") -> dict[str, Any]:
+    """The header of a new trace (``values``: its tier, Note [Values tiers]; ``observe``:
+    what was watched, Note [Observation levels])."""
     header: dict[str, Any] = {
         "format": FORMAT,
         "version": SCHEMA_VERSION,
@@ -444,6 +446,8 @@ def new_header(max_values: int, values: str = "all") -> dict[str, Any]:
     }
     if values != "all":
         header["values"] = values
+    if observe != "nodes":
+        header["observe"] = observe
     return header
 
 
@@ -458,6 +462,42 @@ def check_values(values: object) -> str:
             f"values must be one of {', '.join(repr(v) for v in VALUES_TIERS)}, got {values!r}"
         )
     return values
+
+
+# Note [Observation levels]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~
+# ``nodes`` (the default): every node of a recorded backward call is watched as
+# it runs (hooks), so its order, thread and times are observed. ``calls``: no
+# node is watched; each recorded call keeps its roots, and after the call its
+# graph is walked and PyTorch's scheduler run over it (engine/scheduler.py) to
+# derive the nodes' order, dependencies and buffers: every node event is then
+# ``derived``, its time is the replay's, and only the call's start and end are
+# observed. No values are kept at this level.
+
+OBSERVE_LEVELS = ("nodes", "calls")
+"""What a recording watches (Note [Observation levels])."""
+
+DERIVED_ORDER = "order derived, not observed (recorded with --observe calls)"
+"""What the views say of a trace recorded at the call level."""
+
+
+def check_observe(observe: object) -> str:
+    """``observe`` if it names a level (:data:`OBSERVE_LEVELS`).
+
+    Raises:
+        ValueError: it does not.
+    """
+    if not isinstance(observe, str) or observe not in OBSERVE_LEVELS:
+        raise ValueError(
+            f"observe must be one of {', '.join(repr(v) for v in OBSERVE_LEVELS)}, got {observe!r}"
+        )
+    return observe
+
+
+def observed(header: Mapping[str, Any]) -> str:
+    """What a trace's recording watched: its header's ``observe``, ``nodes`` when left out."""
+    level = header.get("observe", "nodes")
+    return level if level in OBSERVE_LEVELS else "nodes"
 
 
 def values_recorded(header: Mapping[str, Any]) -> str:

@@ -25,7 +25,7 @@ import torch.autograd
 import torch.autograd.graph
 
 from autograd_viz.sources.once import warn_once
-from autograd_viz.sources.pytorch import compiled, hooks, modules
+from autograd_viz.sources.pytorch import call_level, compiled, hooks, modules
 from autograd_viz.sources.pytorch import watch as _watch
 from autograd_viz.sources.pytorch.bookkeeping import forget_leftovers
 from autograd_viz.sources.pytorch.graph import plan_graph_task
@@ -263,6 +263,17 @@ def _run_watched(original: Callable[..., Any], t_outputs: Any, args: Any, kwargs
         if why is not None:
             warn_once(f"autograd-viz: cannot watch a backward call: {why}")
         return original(t_outputs, *args, **kwargs)  # PyTorch reports a bad root itself
+    if call_level.observes_calls():  # Note [Observation levels] in autograd_viz/trace/records.py
+        return call_level.run_call_level(
+            original,
+            t_outputs,
+            args,
+            kwargs,
+            roots,  # type: ignore[arg-type]
+            [_input_edge(i) for i in bound["inputs"] or ()],
+            bound,
+            LeafNamer(sys._getframe(2)),
+        )
     plain = _plain_values(t_outputs)
     try:
         plan = plan_graph_task(

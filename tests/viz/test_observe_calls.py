@@ -1,0 +1,212 @@
+"""The call level (``record(observe="calls")``, ``--observe calls``): nodes derived, not observed."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from autograd_viz.draw.dot import to_dot
+from autograd_viz.sources.recorder import Recorder, record
+from autograd_viz.timeline import to_chrome_trace
+from autograd_viz.trace import Trace
+from autograd_viz.trace.records import observed, values_recorded
+
+torch = pytest.importorskip("torch")
+
+_ORDERED = ("node_start", "node_end", "enqueue", "dependency_decrement", "capture", "skip")
+"""The kinds the call level derives as the node level observes or derives them."""
+
+
+def _order(trace: Trace) -> list[tuple[Any, ...]]:
+    """Each call's node order and bookkeeping: kind, node, topological number, counts."""
+    rows = []
+    for e in trace.events:
+        if e.kind in _ORDERED or (e.kind == "accumulate" and e.data.get("target") == "buffer"):
+            rows.append(
+                (
+                    e.kind,
+                    e.node_name,
+                    e.topological_nr,
+                    e.data.get("remaining"),
+                    e.data.get("slot"),
+                    e.data.get("action"),
+                    e.data.get("output_index"),
+                )
+            )
+        elif e.kind in ("graph_task_start", "graph_task_end"):
+            rows.append((e.kind, e.data.get("status")))
+    return rows
+
+
+def _mlp() -> list[Any]:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
+    x = torch.randn(5, 4)
+    for _ in range(2):
+        model.zero_grad()
+        out = model(x)
+        (out.pow(2).sum() + out.sum()).backward()  # one buffer sums two gradients
+    return [p.grad.clone() for p in model.parameters()]
+
+
+def _gru() -> list[Any]:
+    torch.manual_seed(0)
+    cell = torch.nn.GRUCell(6, 6)
+    h = torch.zeros(2, 6)
+    for x in torch.randn(4, 2, 6):
+        h = cell(x, h)
+    (h.pow(2).sum() + h.sum()).backward()
+    return [p.grad.clone() for p in cell.parameters()]
+
+
+def _inputs() -> list[Any]:
+    torch.manual_seed(0)
+    w1 = torch.randn(3, 3, requires_grad=True)
+    w2 = torch.randn(3, 3, requires_grad=True)
+    x = torch.randn(2, 3)
+    loss = ((x @ w1).relu() @ w2).sum()
+    torch.autograd.backward(loss, inputs=[w2])  # only w2's side runs
+    (g,) = torch.autograd.grad((x @ w1 @ w2).tanh().sum(), [w1])
+    return [w2.grad.clone(), g, w1.grad]
+
+
+def _retained() -> list[Any]:
+    torch.manual_seed(0)
+    w = torch.randn(4, requires_grad=True)
+    y = (w * w).exp().sum()
+    y.backward(retain_graph=True)
+    y.backward()  # the same graph again
+    return [w.grad.clone()]
+
+
+PROGRAMS: dict[str, Callable[[], list[Any]]] = {
+    "mlp": _mlp,
+    "gru": _gru,
+    "inputs": _inputs,
+    "retain_graph": _retained,
+}
+
+
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_the_derived_order_is_the_observed_order_and_results_stay_bit_identical(
+    name: str, tmp_path: Path
+) -> None:
+    program = PROGRAMS[name]
+    plain = program()
+    with record(values="none") as nodes:
+        watched = program()
+    with record(observe="calls") as calls:
+        got = program()
+    for a, b in zip(plain, got, strict=True):
+        assert (a is None and b is None) or torch.equal(a, b), "results are bit-identical"
+    for a, b in zip(plain, watched, strict=True):
+        assert (a is None and b is None) or torch.equal(a, b)
+    assert _order(calls) == _order(nodes)
+    assert len(calls.graph_tasks) == len(nodes.graph_tasks) > 0
+    node_events = [e for e in calls.events if e.kind in ("node_start", "node_end")]
+    assert node_events and all(e.data.get("derived") for e in node_events)
+    assert not any(e.data.get("derived") for e in nodes.events if e.kind == "node_start")
+    assert observed(calls.header) == "calls" and observed(nodes.header) == "nodes"
+    assert values_recorded(calls.header) == "none"
+    path = tmp_path / "t.jsonl"
+    calls.save(path)
+    loaded = Trace.load(path)
+    assert loaded == calls and observed(loaded.header) == "calls"
+
+
+def test_a_call_keeps_its_own_times_and_its_nodes_none() -> None:
+    with record(observe="calls") as trace:
+        _gru()
+    start = next(e for e in trace.events if e.kind == "graph_task_start")
+    end = next(e for e in trace.events if e.kind == "graph_task_end")
+    assert end.t_ns > start.t_ns, "the call's start is taken before it runs"
+    nodes = [e for e in trace.events if e.kind == "node_start"]
+    assert all(e.t_ns == end.t_ns for e in nodes), "a node's time was not observed"
+    info = next(iter(trace.graph_tasks.values()))
+    assert all(n.saved == () for n in info.nodes.values())
+
+
+def test_a_flight_recorder_at_the_call_level_keeps_the_last_calls(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 1)
+    x = torch.randn(4, 3)
+
+    def train() -> list[Any]:
+        for _ in range(5):
+            model.zero_grad()
+            model(x).sum().backward()
+        return [p.grad.clone() for p in model.parameters()]
+
+    out = tmp_path / "last.jsonl"
+    with record(observe="calls", last=2, output=out) as trace:
+        train()
+    assert [i.call for i in trace.graph_tasks.values()] == [3, 4]
+    loaded = Trace.load(out)
+    assert observed(loaded.header) == "calls"
+    assert [i.call for i in loaded.graph_tasks.values()] == [3, 4]
+    dot = to_dot(loaded).source
+    assert "AddmmBackward0" in dot and "order derived, not observed" in dot
+    timeline = to_chrome_trace(loaded)
+    assert any(ev.get("cat") == "call" for ev in timeline["traceEvents"])
+
+
+def test_a_call_that_fails_is_recorded_with_its_error() -> None:
+    w = torch.randn(3, requires_grad=True)
+    y = (w * 2).sum()
+    y.backward()
+    with record(observe="calls") as trace, pytest.raises(RuntimeError, match="second time"):
+        y.backward()  # the graph was freed by the first call
+    end = next(e for e in trace.events if e.kind == "graph_task_end")
+    assert end.data["status"] == "error" and end.data["exc_type"] == "RuntimeError"
+    assert not any(e.kind == "node_start" for e in trace.events)
+
+
+def test_values_with_the_call_level_are_refused() -> None:
+    with pytest.raises(ValueError, match="observe='calls' keeps no values"):
+        Recorder(values="all", observe="calls")
+    with pytest.raises(ValueError, match="observe must be one of 'nodes', 'calls'"):
+        Recorder(observe="everything")
+    with pytest.raises(ValueError, match="got 'leaves'"), record(observe="calls", values="leaves"):
+        pass
+
+
+def test_the_command_line_records_at_the_call_level_and_refuses_what_needs_nodes(
+    tmp_path: Path,
+) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import torch
+            torch.manual_seed(0)
+            model = torch.nn.Linear(3, 1)
+            for step in range(4):
+                model.zero_grad()
+                model(torch.ones(2, 3)).sum().backward()
+            """
+        ),
+        encoding="utf-8",
+    )
+    out = tmp_path / "t.jsonl"
+    avz = [sys.executable, "-m", "autograd_viz"]
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*avz, *args], capture_output=True, text=True, check=False)
+
+    done = run("record", "-o", str(out), "--observe", "calls", "--last", "2", str(script))
+    assert done.returncode == 0, done.stderr
+    assert "observe      calls: each call's nodes derived from its graph" in done.stdout
+    trace = Trace.load(out)
+    assert observed(trace.header) == "calls" and values_recorded(trace.header) == "none"
+    assert [i.call for i in trace.graph_tasks.values()] == [2, 3]
+    bad = run("record", "--observe", "calls", "--values", "all", str(script))
+    assert bad.returncode == 2 and "--values all needs --observe nodes" in bad.stderr
+    nan = run("nan", "--observe", "calls", str(script))
+    assert nan.returncode == 2 and "nan needs the nodes watched" in nan.stderr
+    assert "Traceback" not in bad.stderr + nan.stderr
