@@ -282,6 +282,9 @@ def light_tier(repeat: int) -> None:
                 for values in ("all", "leaves", "none"):
                     with autograd_viz.record(values=values, last=1):
                         _timed(samples, f"record(values={values!r})", plain, build())
+                # The call level: no node watched, the call's graph walked after it.
+                with autograd_viz.record(observe="calls", last=1):
+                    _timed(samples, "record(observe='calls')", plain, build())
             _prepare_profiler(config, activities)
             scopes = {RecordScope.BACKWARD_FUNCTION}
             _enable_profiler(config, activities, scopes)  # type: ignore[call-arg]

@@ -26,7 +26,7 @@ from textual.widgets import Static
 from autograd_viz.draw.words import explain
 from autograd_viz.nan.report import Finding
 from autograd_viz.trace import GraphTaskInfo, Trace, TraceEvent
-from autograd_viz.trace.records import values_recorded
+from autograd_viz.trace.records import observed, values_recorded
 from autograd_viz.trace.replay import ExecutionState
 from autograd_viz.trace.text import one_line
 from autograd_viz.tui.driver import Driver
@@ -200,6 +200,8 @@ def status_parts(shown: Shown) -> list[str]:
             parts.append(f"keeps the last {driver.kept_calls:,} calls")
     else:
         parts.append("replay")
+        if observed(driver.trace.header) == "calls":  # Note [Observation levels]
+            parts.append("order derived, not observed")
     if shown.message:  # what the last move found: first, where a narrow bar keeps it
         parts.append(shown.message)
     if state.graph_task is not None:

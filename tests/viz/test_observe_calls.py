@@ -210,3 +210,26 @@ def test_the_command_line_records_at_the_call_level_and_refuses_what_needs_nodes
     nan = run("nan", "--observe", "calls", str(script))
     assert nan.returncode == 2 and "nan needs the nodes watched" in nan.stderr
     assert "Traceback" not in bad.stderr + nan.stderr
+
+
+def test_the_tui_replays_a_call_level_trace_and_says_the_order_is_derived() -> None:
+    from textual.pilot import Pilot
+
+    from tests.viz.tui.tuiting import inspector, replay_app, run_app, status
+
+    with record(observe="calls") as trace:
+        _mlp()
+    app = replay_app(trace)
+    seen: list[str] = []
+    bars: list[str] = []
+
+    async def actions(pilot: Pilot[Any]) -> None:
+        for _ in range(6):
+            await pilot.press("n")
+            await pilot.pause()
+            seen.append(inspector(app))
+            bars.append(status(app))
+
+    run_app(app, actions)
+    assert all("order derived, not observed" in bar for bar in bars), bars
+    assert any("Backward0" in text for text in seen), seen
