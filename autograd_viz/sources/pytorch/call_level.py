@@ -19,6 +19,7 @@ event has the call's end time) and values (none are kept).
 from __future__ import annotations
 
 import heapq
+import itertools
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -142,6 +143,8 @@ def _derive(
         },
     )
     emit = Emitter(gid)
+    # Every derived row takes the call's end: the nodes' own times were not observed.
+    emit.clock = itertools.repeat(end).__next__
     derived = Bookkeeping(plan, gid, depth, emit, copies=False)
     try:
         if failed is None:
@@ -152,8 +155,6 @@ def _derive(
             results = [None] * sum(len(c) for c in plan.captures.values())
             ending = {"status": "error", "exc_type": type(failed).__name__, "message": str(failed)}
         emit("graph_task_end", None, {**ending, "captured": (None,) * len(results)})
-        # Every derived event takes the call's end: the nodes' own times were not observed.
-        emit.rows = [(*row[:2], end, *row[3:]) for row in emit.rows]
         emit.flush()
     finally:
         derived.release()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -26,6 +27,7 @@ class Emitter:
     """
 
     __slots__ = (
+        "clock",
         "graph_task",
         "keep_all",
         "keep_leaves",
@@ -51,6 +53,8 @@ class Emitter:
         self.rows: list[tuple[Any, ...]] = []
         self.thread = thread_name()
         """Where every node of the graph task runs (Note [Device threads] in ``arming.py``)."""
+        self.clock: Callable[[], int] = _clock
+        """The rows' time: now, or for derived calls the call's end (``call_level.py``)."""
 
     def __call__(self, kind: str, node: TorchNode | None, data: dict[str, Any]) -> None:
         """Emit one event of the graph task (nothing when nobody listens)."""
@@ -63,12 +67,12 @@ class Emitter:
                 # A row: Event's fields in its order (Note [Rows of events] in engine/events.py).
                 if node is None:
                     row: tuple[Any, ...] = (
-                        kind, next(hub.seq), _clock(), thread, "cpu", task,
+                        kind, next(hub.seq), self.clock(), thread, "cpu", task,
                         None, None, None, None, data,
                     )  # fmt: skip
                 else:
                     row = (
-                        kind, next(hub.seq), _clock(), thread, "cpu", task,
+                        kind, next(hub.seq), self.clock(), thread, "cpu", task,
                         node._id, node._name, node.sequence_nr, node.topological_nr, data,
                     )  # fmt: skip
                 self.rows.append(row)
