@@ -161,7 +161,7 @@ def _print(stack: contextlib.ExitStack, settings: ChildSettings) -> None:
     printer = CallPrinter(prefix=process_prefix(settings.rank, None))
     calls = CallSelection(**(settings.calls or {}))
     recorder = stack.enter_context(
-        printing(printer, settings.max_values, calls, values=settings.values)
+        printing(printer, settings.max_values, calls, settings.values, settings.observe)
     )
     stack.enter_context(when_torch_is_imported(note_process_groups))
     _kept.append(stack)
@@ -200,6 +200,7 @@ def _stream(stack: contextlib.ExitStack, settings: ChildSettings) -> None:
         CallSelection(**(settings.calls or {})),
         path,
         values=settings.values,
+        watch=settings.observe,
     )
     stack.enter_context(recording.running())
     stack.enter_context(when_torch_is_imported(note_process_groups))

@@ -251,6 +251,7 @@ def run_print(args: Any, script: str, script_args: list[str]) -> int:
             max_values=DEFAULT_MAX_VALUES,
             calls={"steps": calls.steps, "every": calls.every},
             values=args.values,
+            observe=args.observe,
         ) as job,
     ):
         try:

@@ -89,6 +89,7 @@ def run_record(args: argparse.Namespace) -> int:
                 args.max_values,
                 calls={"steps": calls.steps, "every": calls.every, "last": calls.last},
                 values=args.values,
+                observe=args.observe,
             ) as job,
             _progress(recording, script),
         ):

@@ -197,6 +197,8 @@ class ChildSettings:
     """Where ``autograd_viz`` is imported from, for a child whose path lacks it."""
     values: str = "all"
     """Which gradients are summarized (``--values``)."""
+    observe: str = "nodes"
+    """What is watched (``--observe``)."""
 
     def to_env(self) -> str:
         """The settings as the value of :data:`ENV`."""
@@ -285,6 +287,7 @@ def follow_children(
     nan: dict[str, Any] | None = None,
     calls: dict[str, Any] | None = None,
     values: str = "all",
+    observe: str = "nodes",
 ) -> Iterator[Job]:
     """Watch, inside the block, every child process the program starts, as ``command`` does here.
 
@@ -297,6 +300,7 @@ def follow_children(
         nan: ``nan``'s options, for ``command="nan"``.
         calls: ``record``'s ``steps``, ``every`` and ``last``, for each child's own calls.
         values: ``--values``, the tier of summaries each child keeps.
+        observe: ``--observe``, what each child watches.
 
     Yields:
         The :class:`Job`; read its :meth:`~Job.reports` once the program has ended.
@@ -311,6 +315,7 @@ def follow_children(
         rank=os.environ.get("RANK"),
         calls=calls,
         values=values,
+        observe=observe,
     )
     saved = {name: os.environ.get(name) for name in (ENV, "PYTHONPATH")}
     os.environ[ENV] = settings.to_env()

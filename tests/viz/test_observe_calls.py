@@ -233,3 +233,30 @@ def test_the_tui_replays_a_call_level_trace_and_says_the_order_is_derived() -> N
     run_app(app, actions)
     assert all("order derived, not observed" in bar for bar in bars), bars
     assert any("Backward0" in text for text in seen), seen
+
+
+def test_a_child_process_records_at_the_call_level_too(tmp_path: Path) -> None:
+    child = tmp_path / "child.py"
+    child.write_text(
+        "import torch\nw = torch.ones(3, requires_grad=True)\n(w * 2).sum().backward()\n",
+        encoding="utf-8",
+    )
+    parent = tmp_path / "parent.py"
+    parent.write_text(
+        f"import subprocess, sys\nsubprocess.run([sys.executable, {str(child)!r}], check=True)\n",
+        encoding="utf-8",
+    )
+    out = tmp_path / "t.jsonl"
+    command = ["record", "-o", str(out), "--observe", "calls", str(parent)]
+    done = subprocess.run(
+        [sys.executable, "-m", "autograd_viz", *command],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    traces = [Trace.load(p) for p in tmp_path.glob("t*.jsonl")]
+    recorded = [t for t in traces if t.graph_tasks]
+    assert recorded, (done.stdout, [p.name for p in tmp_path.iterdir()])
+    assert all(observed(t.header) == "calls" for t in recorded)
+    assert all(e.data.get("derived") for t in recorded for e in t.events if e.kind == "node_start")
