@@ -354,6 +354,14 @@ class DagView(ScrollView, can_focus=True):
             return
         item = picture.items[picture.item_of[selected]]
         tree = pictures.tree
+        if item.is_box and item.group is None and not item.scopes:
+            # A chain folded to fit (a trace without modules): there is no module to open.
+            self.app.notify(
+                f"{item.name} is a chain folded to fit the screen; "
+                f"to see it whole: autograd-viz dot TRACE --expand '{item.name}'",
+                markup=False,
+            )
+            return
         if item.is_box:
             if item.group is not None:
                 self.unfolded.add(item.group)

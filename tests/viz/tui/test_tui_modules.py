@@ -328,3 +328,36 @@ def test_in_a_big_graph_a_new_picture_is_drawn_without_holding_the_key() -> None
         assert moved, "some step needed a picture not made yet"
 
     run_app(app, actions, size=(120, 40))
+
+
+def test_enter_on_a_folded_chain_says_how_to_see_it_whole() -> None:
+    x = engine.tensor(np.linspace(-1.0, 1.0, 4), requires_grad=True)
+    with autograd_viz.record() as chain:
+        y = x
+        for _ in range(MAX_BOXES):  # no modules: past MAX_BOXES nodes the chain is folded
+            y = (y * 0.5).tanh()
+        y.sum().backward()
+    app = replay_app(chain)
+
+    async def actions(pilot: Pilot[Any]) -> None:
+        await pilot.press("v", "v")
+        dag = dag_of(app)
+        picture = dag.picture
+        assert picture is not None
+        folds = [i for i in picture.items.values() if i.is_box]
+        assert folds and all(not i.scopes and i.group is None for i in folds)
+        for _ in range(len(picture.items)):
+            await pilot.press("right")
+            selected = node_list(app).selected
+            assert selected is not None
+            if picture.items[picture.item_of[selected]].is_box:
+                break
+        item = picture.items[picture.item_of[selected]]
+        assert item.is_box
+        await pilot.press("enter")
+        await pilot.pause()
+        assert dag.picture is picture  # nothing to open; the drawing stays
+        notices = [str(n.message) for n in app._notifications]
+        assert any(item.name in n and "--expand" in n for n in notices), notices
+
+    run_app(app, actions, size=(120, 40))
