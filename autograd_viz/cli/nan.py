@@ -280,7 +280,8 @@ def report_on_trace(args: argparse.Namespace, path: str, extra: list[str]) -> in
         "--steps": args.steps is not None,
         "--every": args.every is not None,
         "--last": args.last is not None,
-        "--values": args.values != "all",
+        "--values": args.values is not None,
+        "--observe": getattr(args, "observe", "nodes") != "nodes",
     }
     given = [option for option, set_ in runs_only.items() if set_]
     if given or extra:
