@@ -457,11 +457,7 @@ def check_values(values: object) -> str:
     Raises:
         ValueError: it does not.
     """
-    if not isinstance(values, str) or values not in VALUES_TIERS:
-        raise ValueError(
-            f"values must be one of {', '.join(repr(v) for v in VALUES_TIERS)}, got {values!r}"
-        )
-    return values
+    return _one_of("values", values, VALUES_TIERS)
 
 
 # Note [Observation levels]
@@ -487,11 +483,16 @@ def check_observe(observe: object) -> str:
     Raises:
         ValueError: it does not.
     """
-    if not isinstance(observe, str) or observe not in OBSERVE_LEVELS:
+    return _one_of("observe", observe, OBSERVE_LEVELS)
+
+
+def _one_of(name: str, value: object, choices: tuple[str, ...]) -> str:
+    """``value`` if it is one of ``choices``; else a ValueError naming argument ``name``."""
+    if not isinstance(value, str) or value not in choices:
         raise ValueError(
-            f"observe must be one of {', '.join(repr(v) for v in OBSERVE_LEVELS)}, got {observe!r}"
+            f"{name} must be one of {', '.join(repr(v) for v in choices)}, got {value!r}"
         )
-    return observe
+    return value
 
 
 def observed(header: Mapping[str, Any]) -> str:
