@@ -153,9 +153,13 @@ def test_mixed_cpu_and_cuda_graph(backend: Backend) -> None:
     xs, ws, bs = (t.detach().numpy() for t in (x, w.cpu(), b))
     hs = np.tanh(xs @ ws)
     dh = 2 * (hs + bs) * (1 - hs**2)
-    np.testing.assert_allclose(x.grad.numpy(), dh @ ws.T + 2, rtol=1e-12)
-    np.testing.assert_allclose(host(w.grad), xs.T @ dh, rtol=1e-12)
-    np.testing.assert_allclose(b.grad.numpy(), (2 * (hs + bs)).sum(0), rtol=1e-12)
+    # The expected values come from NumPy's tanh. A GPU's tanh can differ in the last
+    # bit, and 1 - h² cancels where h is near 1 (h[0, 0] = tanh(4.5)), which magnifies
+    # that bit to ~1e-12 relative on a real H200: the tolerance allows it.
+    rtol = 1e-12 if backend.name == "fake" else 1e-10
+    np.testing.assert_allclose(x.grad.numpy(), dh @ ws.T + 2, rtol=rtol)
+    np.testing.assert_allclose(host(w.grad), xs.T @ dh, rtol=rtol)
+    np.testing.assert_allclose(b.grad.numpy(), (2 * (hs + bs)).sum(0), rtol=rtol)
     assert (x.grad.device, w.grad.device, b.grad.device) == (x.device, w.device, b.device)
 
 
