@@ -416,22 +416,44 @@ def _same(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
+# Note [A pause of the collector is counted]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# The TUI builds rows, pictures and the replay's index in threads, each in a
+# pause, and their pauses overlap. The collector is one switch for the whole
+# process: a pause that restored the setting it saw on entry would switch the
+# collector back on while another thread's pause still wants it off, or leave
+# it off for good when two pauses end in the other order. So pauses are
+# counted under a lock: the first to begin saves the setting and switches the
+# collector off, the last to end restores it.
+
+_gc_lock = threading.Lock()
+_gc_pauses = 0
+_gc_was_enabled = False
+
+
 @contextmanager
 def paused_gc() -> Iterator[None]:
     """Pause the cyclic garbage collector while building many acyclic objects.
 
     Loading or indexing a trace allocates millions of small objects, none in a
     reference cycle; each generation-2 collection the allocations trigger would
-    scan all of them again (a fifth of a load's time). The previous setting is
-    restored afterwards.
+    scan all of them again (a fifth of a load's time). Pauses may nest and
+    overlap across threads: the setting before the first is restored when the
+    last ends (Note [A pause of the collector is counted]).
     """
-    was_enabled = gc.isenabled()
-    gc.disable()
+    global _gc_pauses, _gc_was_enabled
+    with _gc_lock:
+        if _gc_pauses == 0:
+            _gc_was_enabled = gc.isenabled()
+            gc.disable()
+        _gc_pauses += 1
     try:
         yield
     finally:
-        if was_enabled:
-            gc.enable()
+        with _gc_lock:
+            _gc_pauses -= 1
+            if _gc_pauses == 0 and _gc_was_enabled:
+                gc.enable()
 
 
 def new_header(max_values: int, values: str = "all", observe: str = "nodes") -> dict[str, Any]:
