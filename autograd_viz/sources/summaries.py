@@ -11,12 +11,17 @@ so that every listener gets the same and it outlives the array.
 from __future__ import annotations
 
 import math
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from autograd_viz.trace.summary import TensorSummary, new_summary
 from engine.events import Event, LazySummary
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    # NumPy is imported by the first summary: a watched process (a PyTorch program's child,
+    # a data loader's worker) that never summarizes an array starts up without it.
+    np = None
 
 __all__ = ["resolve", "resolve_summaries", "summarize"]
 
@@ -86,6 +91,8 @@ def summarize(array: Any, device: str = "cpu", max_values: int = 0) -> TensorSum
         The summary. Statistics of non-numeric arrays (booleans) are taken on
         their integer values. Statistics are computed in float64.
     """
+    if np is None:
+        _import_numpy()
     if type(array) is np.ndarray and 0 < array.size <= _SMALL and array.dtype.kind in "fiub":
         # See Note [Remembered summaries]
         key = (array.tobytes(), array.shape, array.dtype, device, max_values)
@@ -196,6 +203,13 @@ def _summarize_finite(
 # array in between (an in-place change makes other bytes, another key); a
 # NaN's bits compare equal to themselves, so NaN gradients hit too. The table
 # is cleared when full, which no concurrent reader can mind.
+
+
+def _import_numpy() -> None:
+    import numpy
+
+    globals()["np"] = numpy
+
 
 _REMEMBERED: dict[tuple[Any, ...], TensorSummary] = {}
 _REMEMBER = 1024
