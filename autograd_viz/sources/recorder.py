@@ -121,6 +121,11 @@ class Recorder:
         self._said: set[str] = set()  # the errors on_error has warned about
         self.cut_calls = 0
         """How many graph tasks were cut short by an error of the recorder itself."""
+        self.takes_calls = False
+        """Whether a source may hand it whole calls to derive later (:meth:`take_call`):
+        set for a flight recorder at the call level (Note [Calls derived later] in
+        ``autograd_viz/sources/pytorch/call_level.py``)."""
+        self._calls_held: list[tuple[Any, int | None]] = []  # (call, its index) not derived yet
         self.first_cut: str | None = None
         """The line said for the first of them (:attr:`GraphTaskInfo.cut`)."""
 
@@ -227,12 +232,16 @@ class Recorder:
         stops the program while a part is handed on leaves no lock held.
         """
         trace = self.trace
-        if self._on_calls is None or not trace.events:
+        held = self._calls_held
+        if self._on_calls is None or not (trace.events or held):
             return
         part = Trace(trace.header, trace.graph_tasks, trace.events)
         trace.graph_tasks = {}
         trace.events = []
         trace._replayer = None
+        if held:
+            self._calls_held = []
+            part = HeldCalls(part, held, self)
         calls, self._ended = self._ended, 0
         self._on_calls(part, calls)
 
@@ -313,6 +322,26 @@ class Recorder:
             events_ = self.trace.events
             new = _new_trace_event
             events_.extend([new(TraceEvent, (i, *row)) for i, row in enumerate(rows, len(events_))])
+
+    def take_call(self, call: Any) -> None:
+        """Hold a whole backward call a source derives only when it is read (:attr:`takes_calls`).
+
+        Args:
+            call: has ``source`` (its ``graph_task_start``'s) and
+                ``emit_into(recorder)``, which derives it into a recorder.
+        """
+        if self.closed:
+            return
+        index = getattr(self._local, "call", None)
+        if self._kept is not None and index is None:
+            return  # a call not recorded
+        with self._lock:
+            if self.closed:
+                return
+            sources = self.trace.header.setdefault("sources", [])
+            if call.source not in sources:
+                sources.append(call.source)
+            self._calls_held.append((call, index))
 
     def on_error(self, exc: Exception, graph_task: int) -> None:
         """Recording an event of ``graph_task`` failed: cut that graph task there, go on.
@@ -433,6 +462,41 @@ class Recorder:
         if position < trace._replayed_len:
             trace._replayer = None  # it indexed the events that moved
         return position
+
+
+class HeldCalls(Trace):
+    """A part of a recording whose calls are derived when it is first read (:meth:`trace`).
+
+    Its own events are the ones recorded as they came (none, mostly); the
+    held calls follow them once derived (Note [Calls derived later] in
+    ``autograd_viz/sources/pytorch/call_level.py``).
+    """
+
+    def __init__(self, part: Trace, held: list[tuple[Any, int | None]], recorder: Recorder) -> None:
+        super().__init__(part.header, part.graph_tasks, part.events)
+        self.held = held
+        """Each call not derived yet, with its index in the run."""
+        self._recorder = (recorder.max_values, recorder.values, recorder.observe)
+
+    def trace(self) -> Trace:
+        """The part with its calls derived (once: later reads get the same trace)."""
+        if self.held:
+            max_values, values, observe = self._recorder
+            into = Recorder(max_values, values=values, observe=observe)
+            for call, index in self.held:
+                into.set_call(index)
+                call.emit_into(into)
+            into.set_call(None)
+            self.held = []
+            derived = into.trace
+            offset = len(self.events)
+            self.events = [
+                *self.events,
+                *(e._replace(index=e.index + offset) for e in derived.events),
+            ]
+            for gid, info in derived.graph_tasks.items():
+                self.graph_tasks[gid] = _with_first_event(info, info.first_event + offset)
+        return self
 
 
 def _reindex(event: TraceEvent, index: int) -> TraceEvent:

@@ -26,7 +26,7 @@ from contextlib import contextmanager
 
 from autograd_viz.sources.arming import every_source
 from autograd_viz.sources.calls import CallSelection
-from autograd_viz.sources.recorder import Recorder
+from autograd_viz.sources.recorder import HeldCalls, Recorder
 from autograd_viz.trace.records import DEFAULT_MAX_VALUES, Trace, TraceStats
 from autograd_viz.trace.stream import TraceWriter, join
 
@@ -65,14 +65,20 @@ class FlightRecorder:
             return self.found
 
     def trace(self, header: dict[str, object]) -> Trace:
-        """The calls kept, as one trace."""
+        """The calls kept, as one trace (held calls derived now: Note [Calls derived later]
+        in ``autograd_viz/sources/pytorch/call_level.py``)."""
         with self._lock:
-            return join([part for part, _ in self._parts], header)
+            return join([_derived(part) for part, _ in self._parts], header)
 
     @property
     def calls(self) -> int:
         """How many calls are held now."""
         return self._calls
+
+
+def _derived(part: Trace) -> Trace:
+    """``part`` with its held calls derived, if it holds some."""
+    return part.trace() if isinstance(part, HeldCalls) else part
 
 
 class Recording:
@@ -127,6 +133,9 @@ class Recording:
             observe=watch,
         )
         """The event listener."""
+        # A flight recorder at the call level derives only the calls it still holds when
+        # it is written (Note [Calls derived later] in sources/pytorch/call_level.py).
+        self.recorder.takes_calls = self.ring is not None and watch == "calls" and observe is None
         self.writer: TraceWriter | None = None
         """The streamed file (with an output and no ``last``)."""
         if self.output is not None and self.ring is None:
@@ -186,6 +195,7 @@ class Recording:
             # A forked child (multiprocessing) inherited this recording: the file and the
             # ring are its parent's, so it keeps its calls in its trace, which it saves itself.
             trace = self.recorder.trace
+            part = _derived(part)
             trace.events, trace.graph_tasks = part.events, dict(part.graph_tasks)
             return
         if self.observe is not None:

@@ -39,8 +39,8 @@ def _order(trace: Trace) -> list[tuple[Any, ...]]:
                     e.data.get("output_index"),
                 )
             )
-        elif e.kind in ("graph_task_start", "graph_task_end"):
-            rows.append((e.kind, e.data.get("status")))
+        elif e.kind in ("graph_task_start", "graph_task_end", "reentrant_enter", "reentrant_exit"):
+            rows.append((e.kind, e.data.get("status"), e.data.get("depth")))
     return rows
 
 
@@ -85,11 +85,31 @@ def _retained() -> list[Any]:
     return [w.grad.clone()]
 
 
+def _checkpointed() -> list[Any]:
+    torch.manual_seed(0)
+    inner, head = torch.nn.Linear(3, 3), torch.nn.Linear(3, 1)
+    x = torch.randn(2, 3, requires_grad=True)
+    for _ in range(2):
+        y = torch.utils.checkpoint.checkpoint(lambda v: inner(v).tanh(), x, use_reentrant=True)
+        head(y).sum().backward()  # the checkpoint's backward runs a graph task of its own
+    return [x.grad.clone(), *(p.grad.clone() for p in inner.parameters())]
+
+
+def _two_roots() -> list[Any]:
+    torch.manual_seed(0)
+    w = torch.randn(3, requires_grad=True)
+    a, b = (w * 2).sum(), (w.exp() * w).sum()
+    torch.autograd.backward([a, b])  # PyTorch's GraphRoot hands out both gradients
+    return [w.grad.clone()]
+
+
 PROGRAMS: dict[str, Callable[[], list[Any]]] = {
     "mlp": _mlp,
     "gru": _gru,
     "inputs": _inputs,
     "retain_graph": _retained,
+    "checkpoint": _checkpointed,
+    "two_roots": _two_roots,
 }
 
 
@@ -111,13 +131,50 @@ def test_the_derived_order_is_the_observed_order_and_results_stay_bit_identical(
     assert len(calls.graph_tasks) == len(nodes.graph_tasks) > 0
     node_events = [e for e in calls.events if e.kind in ("node_start", "node_end")]
     assert node_events and all(e.data.get("derived") for e in node_events)
-    assert not any(e.data.get("derived") for e in nodes.events if e.kind == "node_start")
+    assert not any(
+        e.data.get("derived")
+        for e in nodes.events
+        if e.kind == "node_start" and e.node_name != "GraphRoot"  # PyTorch never shows it
+    )
     assert observed(calls.header) == "calls" and observed(nodes.header) == "nodes"
     assert values_recorded(calls.header) == "none"
     path = tmp_path / "t.jsonl"
     calls.save(path)
     loaded = Trace.load(path)
     assert loaded == calls and observed(loaded.header) == "calls"
+
+
+@pytest.mark.parametrize("last", [None, 5])
+def test_a_reentrant_checkpoint_is_a_child_of_its_call_not_a_call(last: int | None) -> None:
+    with record(values="none") as nodes:
+        _checkpointed()
+    with record(observe="calls", last=last) as calls:
+        _checkpointed()
+
+    def tasks(trace: Trace) -> list[tuple[Any, ...]]:
+        infos = list(trace.graph_tasks.values())
+        order = [i.id for i in infos]
+        return [
+            (i.call, None if i.parent is None else order.index(i.parent), i.reentrant_depth)
+            for i in infos
+        ]
+
+    assert tasks(calls) == tasks(nodes) == [(0, None, 0), (None, 0, 1), (1, None, 0), (None, 2, 1)]
+    # The inner graph task runs inside the checkpoint's node, as the node level saw it.
+    kinds = [
+        (e.kind, e.node_name)
+        for e in calls.events
+        if e.kind in ("graph_task_start", "reentrant_enter", "reentrant_exit")
+        or (e.kind in ("node_start", "node_end") and e.node_name == "CheckpointFunctionBackward")
+    ]
+    assert kinds[:6] == [
+        ("graph_task_start", "SumBackward0"),
+        ("node_start", "CheckpointFunctionBackward"),
+        ("graph_task_start", "TanhBackward0"),
+        ("reentrant_enter", None),
+        ("reentrant_exit", None),
+        ("node_end", "CheckpointFunctionBackward"),
+    ]
 
 
 def test_a_call_keeps_its_own_times_and_its_nodes_none() -> None:

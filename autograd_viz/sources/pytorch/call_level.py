@@ -2,10 +2,11 @@
 
 No hook is put on any node: PyTorch runs the call as unwatched, and only its
 roots, its ``inputs=`` targets, its thread and its start and end times are
-kept. Once the call has returned, its graph is still there (the saved tensors
-are freed, the ``next_functions`` stay), so it is walked as the node level
-walks it before a call (:func:`~autograd_viz.sources.pytorch.graph.plan_graph_task`)
-and PyTorch's scheduler (``engine/scheduler.py``, through
+kept (a :class:`CallSeen`). Once the call has returned, its graph is still
+there (the saved tensors are freed, the ``next_functions`` stay), so it is
+walked as the node level walks it before a call
+(:func:`~autograd_viz.sources.pytorch.graph.plan_graph_task`) and PyTorch's
+scheduler (``engine/scheduler.py``, through
 :class:`~autograd_viz.sources.pytorch.bookkeeping.Bookkeeping`) is run over
 it: the ready queue pops in PyTorch's order, and each node's start, end,
 dependency counts and buffers are emitted as ``derived`` events. See Note
@@ -14,6 +15,35 @@ dependency counts and buffers are emitted as ``derived`` events. See Note
 What is not known without watching: which of a node's outputs were ``None``
 (every edge is taken to carry a gradient), the nodes' times (every derived
 event has the call's end time) and values (none are kept).
+
+Note [Calls derived later]
+~~~~~~~~~~~~~~~~~~~~~~~~~~
+A flight recorder (``last=N``) keeps N calls of thousands and drops the
+rest, so deriving each call when it ends is work thrown away for all but N.
+When every listener is a recorder that takes calls to derive later
+(``takes_calls``: a flight recorder at the call level), a call ends with its
+:class:`CallSeen` handed to them, and the walk and the bookkeeping run only
+for the calls still held when the ring is written (the run's end, an
+exception, a signal). A call costs its gate and a few objects, whatever its
+size. What a held call keeps alive: its roots' nodes, and through them every
+node object of its graph and the leaves its ``AccumulateGrad`` nodes hold
+(the saved tensors were freed by the backward); the leaves' names are read
+from the calling code when the call starts, as the node level reads them,
+so no frame is kept. A call with ``retain_graph`` (or ``create_graph``) would
+keep its saved tensors too: it is derived at once. The trace is the same
+as when each call is derived as it ends, but for the event numbers
+(``seq``: taken when derived) and the node ids (given when a node is first
+walked); a user's hook added or removed on a node after the call is seen as
+it is when the call is derived.
+
+Note [Reentrant calls at the call level]
+~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+A reentrant backward (``checkpoint(use_reentrant=True)``) starts while a node
+of the outer call runs. Its :class:`CallSeen` records that node and joins
+the outer call's ``children``; it is derived inside the outer one, between
+that node's derived start and end, as the node level sees it: its own graph
+task, child of the outer one (not a call of its own), with its reentrant
+enter and exit.
 """
 
 from __future__ import annotations
@@ -32,8 +62,9 @@ from autograd_viz.sources.once import warn_once
 from autograd_viz.sources.pytorch.bookkeeping import Bookkeeping
 from autograd_viz.sources.pytorch.emitter import Emitter
 from autograd_viz.sources.pytorch.graph import GraphPlan, plan_graph_task
+from autograd_viz.sources.pytorch.modules import thread_modules
 from autograd_viz.sources.pytorch.naming import LeafNamer
-from engine.events import HUB, Event
+from engine.events import HUB, Event, thread_name
 from engine.graph_task import new_graph_task_id
 
 
@@ -44,6 +75,105 @@ def observes_calls() -> bool:
     nodes (``run --print``'s NaN checks) then reads derived events too.
     """
     return any(getattr(listener, "observe", "nodes") == "calls" for listener in HUB.listeners)
+
+
+class CallSeen:
+    """One backward call seen at its ends: what deriving its nodes needs, nothing more.
+
+    Made when the call starts, completed when it ends; derived then or later
+    (Note [Calls derived later]).
+    """
+
+    __slots__ = (
+        "accumulate_grad",
+        "captured",
+        "children",
+        "create_graph",
+        "depth",
+        "end",
+        "failed",
+        "graph_task",
+        "keep_graph",
+        "modules",
+        "namer",
+        "nesting",
+        "parent",
+        "roots",
+        "running",
+        "start",
+        "targets",
+        "thread",
+    )
+
+    def __init__(
+        self,
+        roots: Sequence[tuple[Any, int]],
+        targets: Sequence[Any],
+        bound: dict[str, Any],
+        namer: LeafNamer,
+        parent: CallSeen | None,
+    ) -> None:
+        self.roots = list(roots)
+        """``(grad_fn, input_nr)`` of each root (they hold the graph's nodes)."""
+        self.targets = list(targets)
+        """Each ``inputs=`` / ``grad()`` target, as the node level plans it."""
+        self.accumulate_grad = bool(bound["accumulate_grad"])
+        self.keep_graph = bool(bound.get("keep_graph"))
+        self.create_graph = bool(bound.get("create_graph"))
+        namer.module_variables()  # the calling code's names, read now: no frame is kept
+        self.namer = namer
+        self.modules = thread_modules()
+        """The calling thread's module calls (Note [Module calls own sequence ranges])."""
+        self.graph_task = new_graph_task_id()
+        """Our id of its graph task, taken when it starts: ids follow the calls' order."""
+        self.parent = parent
+        """The call-level call this one runs inside (a reentrant backward), if any."""
+        if parent is not None:
+            self.depth: int = parent.depth + 1
+        else:  # a call from inside an unwatched graph task is reentrant too
+            self.depth = 0 if torch._C._current_graph_task_id() == -1 else 1
+        self.nesting = 0
+        """How many call-level calls this thread runs around it."""
+        self.running: Any = torch._C._current_autograd_node() if parent is not None else None
+        """The outer call's node that started it (Note [Reentrant calls at the call level])."""
+        self.thread = thread_name()
+        self.start = _clock()
+        self.end = self.start
+        self.captured = 0
+        """How many ``grad()`` results it returned."""
+        self.failed: tuple[str, str] | None = None
+        """What it raised: the exception's type name and message."""
+        self.children: list[CallSeen] = []
+        """The reentrant calls its nodes made, in order."""
+
+    def ended(self, result: Any, failed: BaseException | None) -> None:
+        """The call returned ``result`` or raised ``failed``: note it, keep neither."""
+        self.end = _clock()
+        self.captured = len(result) if isinstance(result, tuple | list) else 0
+        if failed is not None:
+            self.failed = (type(failed).__name__, str(failed))
+
+    @property
+    def source(self) -> str:
+        """The ``source`` its ``graph_task_start`` names."""
+        return f"torch {torch.__version__}"
+
+    def emit_into(self, recorder: Any) -> None:
+        """Derive this call and hand its events to ``recorder`` (a Recorder), on this thread.
+
+        A call whose graph cannot be read, or whose derivation fails, is left
+        out with one warning; the other calls go on.
+        """
+        _emit_call(self, _ToRecorder(recorder), [])
+
+
+class _Calls(threading.local):
+    def __init__(self) -> None:
+        self.stack: list[CallSeen] = []
+
+
+_RUNNING = _Calls()
+"""The call-level calls each thread runs, outermost first."""
 
 
 def run_call_level(
@@ -71,67 +201,183 @@ def run_call_level(
     Returns:
         What PyTorch returned; what it raised goes on to the caller.
     """
-    thread = threading.current_thread().name
-    depth = 0 if torch._C._current_graph_task_id() == -1 else 1
-    start = _clock()
+    stack = _RUNNING.stack
+    try:
+        call: CallSeen | None = CallSeen(roots, targets, bound, namer, stack[-1] if stack else None)
+    except Exception as exc:  # noqa: BLE001 - never break the user's backward for a view
+        warn_once(f"autograd-viz: cannot watch a backward call ({exc!r}); not recording it")
+        return original(t_outputs, *args, **kwargs)
+    assert call is not None
+    call.nesting = len(stack)
+    stack.append(call)
     failed: BaseException | None = None
     try:
         result = original(t_outputs, *args, **kwargs)
     except BaseException as exc:  # noqa: BLE001 - raised again below, once the call is recorded
         failed, result = exc, None
-    end = _clock()
-    try:
-        plan = plan_graph_task(roots, targets, bool(bound["accumulate_grad"]), namer)
-    except Exception as exc:  # noqa: BLE001 - never break the user's backward for a view
-        warn_once(f"autograd-viz: cannot read this backward graph ({exc!r}); not recording it")
-        plan = None
-    if plan is not None and HUB.active:
-        try:
-            _derive(plan, bound, result, failed, depth, (start, end), thread)
-        except Exception as exc:  # the call has returned; a view must not fail it
-            if failed is None and getattr(exc, "_engine_propagate", False):
-                raise
-            warn_once(f"autograd-viz: stopped deriving a backward call after {exc!r}")
+    finally:
+        stack.pop()
+    call.ended(result, failed)
+    if call.parent is not None:
+        call.parent.children.append(call)  # derived inside its parent
+    elif HUB.active:
+        _hand_on(call, failed)
     if failed is not None:
         raise failed
     return result
 
 
-def _derive(
-    plan: GraphPlan,
-    bound: dict[str, Any],
-    result: Any,
-    failed: BaseException | None,
-    depth: int,
-    times: tuple[int, int],
-    thread: str,
-) -> None:
+def _hand_on(call: CallSeen, failed: BaseException | None) -> None:
+    """Give a finished outermost call to the listeners: to derive later, or derived now."""
+    listeners = HUB.listeners
+    if not call.keep_graph and all(getattr(li, "takes_calls", False) for li in listeners):
+        for listener in listeners:
+            try:
+                listener.take_call(call)  # type: ignore[attr-defined]
+            except BaseException as exc:  # noqa: BLE001 - listener_failed re-raises what it must
+                HUB.listener_failed(listener, exc, call.graph_task)
+        return
+    try:
+        _emit_call(call, _ToListeners(), [])
+    except Exception as exc:  # the call has returned; a view must not fail it
+        if failed is None and getattr(exc, "_engine_propagate", False):
+            raise
+
+
+# -- deriving ------------------------------------------------------------------------------
+
+
+class _ToListeners:
+    """Derived events to every listener of the hub, now."""
+
+    def start(self, call: CallSeen, node: Any, data: dict[str, Any]) -> None:
+        if node is not None:
+            fields = (node._id, node.name(), node.sequence_nr, node.topological_nr)
+        else:
+            fields = (None, None, None, None)
+        event = Event(
+            "graph_task_start",
+            next(HUB.seq),
+            call.start,
+            call.thread,
+            "cpu",
+            call.graph_task,
+            *fields,
+            MappingProxyType(data),
+        )
+        for listener in HUB.listeners:
+            try:
+                listener(event)
+            except BaseException as exc:  # noqa: BLE001 - listener_failed re-raises what it must
+                HUB.listener_failed(listener, exc, call.graph_task)
+
+    def emitter(self, call: CallSeen) -> Emitter:
+        emit = Emitter(call.graph_task)
+        emit.thread = call.thread
+        # Every derived row takes the call's end: the nodes' own times were not observed.
+        emit.clock = itertools.repeat(call.end).__next__
+        return emit
+
+
+class _ToRecorder(_ToListeners):
+    """Derived events to one recorder, whoever listens now (Note [Calls derived later])."""
+
+    def __init__(self, recorder: Any) -> None:
+        self.recorder = recorder
+
+    def start(self, call: CallSeen, node: Any, data: dict[str, Any]) -> None:
+        fields = (node._id, node.name(), node.sequence_nr, node.topological_nr)
+        self.recorder(
+            Event(
+                "graph_task_start",
+                next(HUB.seq),
+                call.start,
+                call.thread,
+                "cpu",
+                call.graph_task,
+                *fields,
+                MappingProxyType(data),
+            )
+        )
+
+    def emitter(self, call: CallSeen) -> Emitter:
+        return _Rows(call, self.recorder)
+
+
+class _Rows(Emitter):
+    """An :class:`Emitter` that builds every row for one recorder, listening or not."""
+
+    __slots__ = ("recorder",)
+
+    def __init__(self, call: CallSeen, recorder: Any) -> None:
+        super().__init__(call.graph_task)
+        self.recorder = recorder
+        self.listeners = (recorder,)
+        self.max_values = recorder.max_values
+        self.keep_leaves = self.keep_all = False
+        self.thread = call.thread
+        self.clock = itertools.repeat(call.end).__next__
+
+    def __call__(self, kind: str, node: Any, data: dict[str, Any]) -> None:
+        if node is None:
+            fields: tuple[Any, ...] = (None, None, None, None)
+        else:
+            fields = (node._id, node._name, node.sequence_nr, node.topological_nr)
+        task, thread = self.graph_task, self.thread
+        self.rows.append((kind, next(HUB.seq), self.clock(), thread, "cpu", task, *fields, data))
+
+    def flush(self) -> None:
+        rows = self.rows
+        if rows:
+            self.rows = []
+            self.recorder.take_events(rows)
+
+
+def _emit_call(call: CallSeen, out: _ToListeners, queue: list[Any]) -> None:
+    """Walk ``call``'s graph and emit it: its start, its nodes (derived), its end.
+
+    ``queue`` is the model of the thread's ready queue, shared with the
+    reentrant calls derived inside this one, as PyTorch shares its own.
+    """
+    try:
+        plan = plan_graph_task(
+            call.roots, call.targets, call.accumulate_grad, call.namer, call.modules
+        )
+    except Exception as exc:  # noqa: BLE001 - never break the user's backward for a view
+        warn_once(f"autograd-viz: cannot read this backward graph ({exc!r}); not recording it")
+        return
+    try:
+        _derive(call, plan, out, queue)
+    except Exception as exc:
+        if getattr(exc, "_engine_propagate", False):
+            raise
+        warn_once(f"autograd-viz: stopped deriving a backward call after {exc!r}")
+
+
+def _derive(call: CallSeen, plan: GraphPlan, out: _ToListeners, queue: list[Any]) -> None:
     """Emit the call: its start (observed time), its nodes (derived), its end."""
-    start, end = times
-    gid = new_graph_task_id()
-    keep_graph = bool(bound.get("keep_graph"))
-    create_graph = bool(bound.get("create_graph"))
+    gid, depth = call.graph_task, call.depth
+    parent = call.parent.graph_task if call.parent is not None else None
 
     def snapshot(max_values: int | None) -> Any:
         # The saved tensors are gone once the call has returned: no tensor is read.
-        return plan.snapshot(gid, None, depth, keep_graph, create_graph, thread, None)
+        return plan.snapshot(
+            gid, parent, depth, call.keep_graph, call.create_graph, call.thread, None
+        )
 
-    _emit_at(
-        start,
-        thread,
-        "graph_task_start",
-        gid,
+    out.start(
+        call,
         plan.root,
         {
             "graph_snapshot": snapshot,
-            "source": f"torch {torch.__version__}",
+            "source": call.source,
             "roots": [(n._id, n.name(), nr) for n, nr in plan.roots],
             "root_grads": (None,) * len(plan.roots),
             "outputs": [(n._id, nr) for n, nr in plan.outputs],
-            "keep_graph": keep_graph,
-            "create_graph": create_graph,
+            "keep_graph": call.keep_graph,
+            "create_graph": call.create_graph,
             "reentrant_depth": depth,
-            "parent_graph_task": 0,
+            "parent_graph_task": parent or 0,
             "dependencies": {n._id: c for n, c in plan.dependencies.items()},
             "needed": sorted(n._id for n in plan.needed) if plan.pruned else None,
             "captures": sorted(
@@ -142,29 +388,57 @@ def _derive(
             "derived": True,
         },
     )
-    emit = Emitter(gid)
-    # Every derived row takes the call's end: the nodes' own times were not observed.
-    emit.clock = itertools.repeat(end).__next__
+    emit = out.emitter(call)
+    if depth:
+        emit(
+            "reentrant_enter",
+            None,
+            {
+                "parent_graph_task": parent,
+                "depth": depth,
+                "current_depth": call.nesting,
+                "on_pool": False,
+            },
+        )
     derived = Bookkeeping(plan, gid, depth, emit, copies=False)
+    derived._queue = queue  # the model queue of this derivation, not the thread's
+    children = list(call.children)
     try:
-        if failed is None:
-            _replay(plan, derived, emit)
-            results = list(result) if result is not None else []
+        if call.failed is None:
+            _replay(plan, derived, emit, children, out, queue)
             ending: dict[str, Any] = {"status": "ok", "exc_type": None, "message": None}
         else:  # which node failed was not watched: the call's end says why, no node does
-            results = [None] * sum(len(c) for c in plan.captures.values())
-            ending = {"status": "error", "exc_type": type(failed).__name__, "message": str(failed)}
-        emit("graph_task_end", None, {**ending, "captured": (None,) * len(results)})
+            exc_type, message = call.failed
+            ending = {"status": "error", "exc_type": exc_type, "message": message}
+        for child in children:  # made by a node the replay did not meet
+            emit.flush()
+            _emit_call(child, out, queue)
+        emit("graph_task_end", None, {**ending, "captured": (None,) * call.captured})
+        if depth:
+            emit(
+                "reentrant_exit",
+                None,
+                {"parent_graph_task": parent, "depth": depth, "ok": call.failed is None},
+            )
         emit.flush()
     finally:
         derived.release()
 
 
-def _replay(plan: GraphPlan, derived: Bookkeeping, emit: Emitter) -> None:
-    """Pop the model ready queue to its end, as PyTorch's engine popped it during the call."""
-    root = plan.root
-    derived.push(root, "root")
-    queue = derived._queue
+def _replay(
+    plan: GraphPlan,
+    derived: Bookkeeping,
+    emit: Emitter,
+    children: list[CallSeen],
+    out: _ToListeners,
+    queue: list[Any],
+) -> None:
+    """Pop the model ready queue to its end, as PyTorch's engine popped it during the call.
+
+    A reentrant call is emitted inside the node that made it; it is taken
+    off ``children``.
+    """
+    derived.push(plan.root, "root")
     while queue and queue[0].task[0] is derived:
         node = heapq.heappop(queue).task[1]
         if not derived.runs(node):
@@ -172,27 +446,14 @@ def _replay(plan: GraphPlan, derived: Bookkeeping, emit: Emitter) -> None:
             continue
         edges = node._next_edges
         emit("node_start", node, {"inputs": (None,) * node.num_inputs, "derived": True})
+        if children and node.fn is not None:
+            for child in [c for c in children if c.running is node.fn]:
+                children.remove(child)
+                emit.flush()  # this call's rows first (Note [Batched events])
+                _emit_call(child, out, queue)
         emit("node_end", node, {"outputs": (None,) * len(edges), "derived": True})
         # Which outputs were None is not known: every edge is taken to carry a gradient.
         derived.pass_outputs(node, (True,) * len(edges), [None] * len(edges))
-
-
-def _emit_at(
-    at: int, thread: str, kind: str, graph_task: int, node: Any, data: dict[str, Any]
-) -> None:
-    """:meth:`engine.events.EventHub.emit_data` at a time taken earlier (the call's start)."""
-    if node is not None:
-        fields = (node._id, node.name(), node.sequence_nr, node.topological_nr)
-    else:
-        fields = (None, None, None, None)
-    event = Event(
-        kind, next(HUB.seq), at, thread, "cpu", graph_task, *fields, MappingProxyType(data)
-    )
-    for listener in HUB.listeners:
-        try:
-            listener(event)
-        except BaseException as exc:  # noqa: BLE001 - listener_failed re-raises what it must
-            HUB.listener_failed(listener, exc, graph_task)
 
 
 _clock = time.perf_counter_ns

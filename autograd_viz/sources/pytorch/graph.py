@@ -309,6 +309,7 @@ def plan_graph_task(
     outputs: Sequence[tuple[Any, int] | torch.Tensor],
     accumulate_grad: bool,
     namer: LeafNamer,
+    modules_of: object | None = None,
 ) -> GraphPlan:
     """Walk a backward call's graph and compute PyTorch's bookkeeping for it.
 
@@ -320,6 +321,9 @@ def plan_graph_task(
             does not reach is an unreachable input).
         accumulate_grad: ``backward()`` (``True``) or ``grad()`` (``False``).
         namer: names leaves.
+        modules_of: the calling thread's module calls
+            (:func:`~autograd_viz.sources.pytorch.modules.thread_modules`), for a
+            graph walked after its call, on another thread; ``None``: this thread's.
 
     Returns:
         The plan.
@@ -362,7 +366,7 @@ def plan_graph_task(
                 walked.add(edge.function)
                 stack.append(edge.function)
     _topological_nrs(order)
-    _find_calls(order)
+    _find_calls(order, modules_of)
     modules = GraphModules(order, namer.module_variables)
     namer.tracked = modules.parameter_names()
     for node in order:
@@ -386,9 +390,9 @@ def plan_graph_task(
     return plan
 
 
-def _find_calls(order: list[TorchNode]) -> None:
-    """Each node's module calls (Note [Module calls own sequence ranges]), on this thread."""
-    for node, calls in zip(order, calls_of(order), strict=True):
+def _find_calls(order: list[TorchNode], modules_of: object | None) -> None:
+    """Each node's module calls (Note [Module calls own sequence ranges])."""
+    for node, calls in zip(order, calls_of(order, modules_of), strict=True):
         if node.fn is not None and node.variable is None:
             node.calls = calls
 

@@ -298,16 +298,23 @@ def _mark(local: _ThreadState, output: Any) -> None:
                 fn.metadata[_THREAD_KEY] = local
 
 
-def calls_of(nodes: Sequence[TorchNode]) -> list[Calls | None]:
+def thread_modules() -> object:
+    """What this thread noted of its module calls, for :func:`calls_of` on another thread."""
+    return _local()
+
+
+def calls_of(nodes: Sequence[TorchNode], caller: object | None = None) -> list[Calls | None]:
     """The module calls that made each of ``nodes``, given in the graph walk's order
-    (a node after the node that found it); on the thread that calls backward.
+    (a node after the node that found it); on the thread that calls backward, or
+    later anywhere with that thread's ``caller`` (:func:`thread_modules`).
 
     A node made on another thread is looked up in that thread's changes (Note
     [Nodes made on another thread]). ``None`` for a node made where no module
     call was followed (before the bridge was armed or after it was disarmed,
     or long ago), and for leaves and a ``GraphRoot``.
     """
-    caller = _local()
+    if not isinstance(caller, _ThreadState):
+        caller = _local()
     if not _several:
         return [
             _lookup(caller, n.sequence_nr) if n.fn is not None and n.variable is None else None

@@ -186,6 +186,7 @@ class LeafNamer:
         self._qualified: dict[int, str] | None = None
         self._variables: dict[int, str] = {}
         self._module_variables: dict[int, str] = {}
+        self._modules: list[torch.nn.Module] = []  # their modules, alive as long as the namer
         self.tracked: dict[int, str] = {}
         """``id(parameter)`` → its name under the modules the forward was seen to call
         (:mod:`~autograd_viz.sources.pytorch.modules`): it names a parameter as the trace
@@ -215,5 +216,7 @@ class LeafNamer:
             modules, self._variables = _visible(self._frame)
             self._qualified = _qualified_names(modules)
             self._module_variables = {key: variable for key, (variable, _) in modules.items()}
+            # A call derived later names modules by these ids: they must not be reused.
+            self._modules = [module for _, module in modules.values()]
             self._frame = None  # keep no frame (and its locals) past the first lookup
         return self._qualified
