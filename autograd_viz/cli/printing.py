@@ -22,8 +22,10 @@ from __future__ import annotations
 import os
 import re
 import sys
+from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
 from autograd_viz.trace.text import one_line, printable
@@ -79,6 +81,7 @@ class CallPrinter:
     def lines(self, part: Trace) -> Iterator[str]:
         """The lines of one part: its calls in order, and any finding outside them."""
         step: dict[int, int] = {}
+        columns = _columns(part)
         for event in part.events:
             info = part.graph_tasks.get(event.graph_task)
             kind = event.kind
@@ -89,7 +92,7 @@ class CallPrinter:
                 yield _header(info)
             elif kind == "node_start":
                 step[event.graph_task] = step.get(event.graph_task, 0) + 1
-                yield _node_line(step[event.graph_task], event, info)
+                yield _node_line(step[event.graph_task], event, info, columns[event.graph_task])
             elif kind == "anomaly":
                 self.findings += 1
                 yield _finding(event, info)
@@ -114,24 +117,119 @@ def _header(info: GraphTaskInfo) -> str:
 
 def _node_name(node: Any) -> str:
     """``MulBackward0``, or ``AccumulateGrad(w)`` for a leaf with a name; printable."""
+    return one_line(_full_name(node), 80)
+
+
+def _full_name(node: Any) -> str:
+    """A node's whole printable name, with its module: ``AddmmBackward0 in encoder.0.fc``.
+
+    A leaf named by its module's path (``AccumulateGrad(encoder.0.fc.weight)``)
+    already says its module.
+    """
     name = str(node.name)
     leaf = node.leaf
     if leaf is not None and leaf.name:
         name = f"{name.removeprefix('torch::autograd::')}({leaf.name})"
     module = node.scope[-1][0] if node.scope else None
-    if module:
+    if module and not (leaf is not None and str(leaf.name).startswith(f"{module}.")):
         name = f"{name} in {module}"
-    return one_line(printable(name), 80)
+    return printable(name)
 
 
-def _node_line(n: int, event: TraceEvent, info: GraphTaskInfo | None) -> str:
-    node = info.nodes.get(event.node_id) if info is not None and event.node_id else None
-    name = _node_name(node) if node is not None else printable(event.node_name or "?")
-    topo = event.topological_nr if event.topological_nr is not None else "?"
+# Note [Columns of run --print]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# A node's line has columns (step, topological number, name, dependencies,
+# thread) that line up down a call. Their widths are measured on the call
+# itself, in terminal cells (a CJK module name takes two a character), since
+# the whole call is known when it is printed: a GPT-2's `AddmmBackward0 in
+# transformer.h.11.mlp.c_fc` and a toy's `MulBackward0` both line up. The name
+# column stops at NAME_CELLS: a longer name is cut in its middle with `…`,
+# keeping its op and its innermost modules, so one 100,000-character name
+# neither widens every line nor runs off them. Names are printable text first
+# (Note [Names are text]), so an escape is measured as the characters shown.
+
+NAME_CELLS = 60
+"""The widest a node's name is printed (Note [Columns of run --print])."""
+
+
+@dataclass(frozen=True)
+class _Columns:
+    """The widths, in terminal cells, of a call's node-line columns."""
+
+    step: int = 1
+    topo: int = 1
+    name: int = 1
+    waited: int = 1
+
+
+def _columns(part: Trace) -> dict[int, _Columns]:
+    """Each graph task's column widths, measured on the node lines it prints."""
+    from rich.cells import cell_len
+
+    widths: dict[int, list[int]] = {}
+    for event in part.events:
+        if event.kind != "node_start":
+            continue
+        info = part.graph_tasks.get(event.graph_task)
+        node = _node_of(event, info)
+        seen = widths.setdefault(event.graph_task, [0, 1, 1, 1])
+        seen[0] += 1
+        seen[1] = max(seen[1], len(str(_topo(event))))
+        seen[2] = max(seen[2], min(NAME_CELLS, cell_len(_line_name(event, node))))
+        seen[3] = max(seen[3], len(str(node.dependencies if node is not None else "?")))
+    columns: defaultdict[int, _Columns] = defaultdict(_Columns)
+    for task, (steps, topo, name, waited) in widths.items():
+        columns[task] = _Columns(len(str(steps)), topo, name, waited)
+    return columns
+
+
+def _node_of(event: TraceEvent, info: GraphTaskInfo | None) -> Any:
+    return info.nodes.get(event.node_id) if info is not None and event.node_id else None
+
+
+def _topo(event: TraceEvent) -> int | str:
+    return event.topological_nr if event.topological_nr is not None else "?"
+
+
+def _line_name(event: TraceEvent, node: Any) -> str:
+    return _full_name(node) if node is not None else printable(event.node_name or "?")
+
+
+def fit(text: str, cells: int) -> str:
+    """``text`` padded with spaces to ``cells`` terminal cells, or cut in its middle with ``…``
+    to fit them (Note [Columns of run --print])."""
+    from rich.cells import cell_len, get_character_cell_size
+
+    used = cell_len(text)
+    if used <= cells:
+        return text + " " * (cells - used)
+    room = cells - 1  # the ellipsis
+    head_room = room - room // 2
+    head, taken = [], 0
+    for char in text:
+        size = get_character_cell_size(char)
+        if taken + size > head_room:
+            break
+        head.append(char)
+        taken += size
+    tail: list[str] = []
+    tail_room = room - taken
+    for char in reversed(text):
+        size = get_character_cell_size(char)
+        if tail_room - size < 0:
+            break
+        tail.append(char)
+        tail_room -= size
+    return "".join(head) + "…" + "".join(reversed(tail)) + " " * tail_room
+
+
+def _node_line(n: int, event: TraceEvent, info: GraphTaskInfo | None, columns: _Columns) -> str:
+    node = _node_of(event, info)
+    name = fit(_line_name(event, node), columns.name)
     waited = node.dependencies if node is not None else "?"
     return (
-        f"  {n:>5}  topo {topo!s:<4} {name:<36} waited for {waited!s:<3} "
-        f"{printable(thread_label(event.thread))}"
+        f"  {n:>{columns.step}}  topo {_topo(event)!s:<{columns.topo}}  {name}  "
+        f"waited for {waited!s:<{columns.waited}}  {printable(thread_label(event.thread))}"
     )
 
 

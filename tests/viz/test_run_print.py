@@ -153,3 +153,72 @@ def test_the_printer_holds_nothing_once_a_call_is_printed() -> None:
     finally:
         printer._stream.close()  # type: ignore[union-attr]
     assert printer.calls == 5
+
+
+def printed_call(names: dict[str, str]) -> list[str]:
+    """The node lines ``run --print`` prints for ``(x * w).tanh().sum()``, each leaf named and
+    made inside a scope: ``names`` maps a leaf's name to its scope's."""
+    import io
+
+    import engine
+
+    out = io.StringIO()
+    with printing(CallPrinter(stream=out), 16):
+        total = None
+        for leaf, module in names.items():
+            with engine.scope(module):
+                x = engine.tensor([1.0, 2.0], requires_grad=True, name=leaf)
+                term = (x * 2.0).tanh().sum()
+            total = term if total is None else total + term
+        assert total is not None
+        total.backward()
+    lines = out.getvalue().splitlines()
+    return [line for line in lines if "waited for" in line]
+
+
+def test_columns_line_up_whatever_the_names_length() -> None:
+    """Note [Columns of run --print]: measured per call, in terminal cells."""
+    from rich.cells import cell_len
+
+    long_path = "transformer.h.11.attn.c_attn_projection"  # 55 cells after MulBackward0
+    lines = printed_call(
+        {"w": "a", "bias": long_path, "重み": "日本語のモジュール", "b": "m" * 100_000}
+    )
+    assert len(lines) == 19  # 4 leaves × (Sum, Tanh, Mul, AccumulateGrad) and 3 adds
+    columns = {cell_len(line[: line.index("waited for")]) for line in lines}
+    assert len(columns) == 1, lines  # every "waited for" starts in the same column
+    assert all(cell_len(line) < 120 for line in lines)
+    assert any(f"MulBackward0 in {long_path}" in line for line in lines)  # it fits whole
+    cut = [line.split("  ")[3] for line in lines if "…" in line]
+    # cut in the middle: the op and the innermost modules kept
+    assert "TanhBackward0 in " + "m" * 13 + "…" + "m" * 29 in cut  # 30 + 1 + 29 cells
+    assert "AccumulateGrad(bias) in transf…r.h.11.attn.c_attn_projection" in cut
+    assert len(cut) == 5  # the four nodes in the 100,000-m scope, and that leaf
+    assert any("AccumulateGrad(重み)" in line for line in lines)  # the leaf says its module
+
+
+def test_a_short_call_keeps_narrow_columns() -> None:
+    lines = printed_call({"x": "f"})
+    # the name column is as wide as the call's longest name, two spaces before the next
+    assert [line.split("waited for")[0] for line in lines] == [
+        "  1  topo 3  SumBackward0 in f       ",
+        "  2  topo 2  TanhBackward0 in f      ",
+        "  3  topo 1  MulBackward0 in f       ",
+        "  4  topo 0  AccumulateGrad(x) in f  ",
+    ]
+
+
+def test_hostile_names_are_shown_as_text_and_measured_as_shown() -> None:
+    from rich.cells import cell_len
+
+    hostile = {
+        "w\x1b[31m": "\u202eevil",
+        "[bold]x[/bold]": "tab\there",
+        "a\u200bb": "line\nbreak",
+    }
+    lines = printed_call(hostile)
+    text = "\n".join(lines)
+    assert "\x1b" not in text and "\u202e" not in text and "\t" not in text
+    assert "\\x1b[31m" in text and "\\u202eevil" in text and "tab\\there" in text
+    assert "line\\nbreak" in text and "[bold]x[/bold]" in text  # markup is plain text here
+    assert len({cell_len(line[: line.index("waited for")]) for line in lines}) == 1
