@@ -189,6 +189,23 @@ def test_a_call_keeps_its_own_times_and_its_nodes_none() -> None:
     assert all(n.saved == () for n in info.nodes.values())
 
 
+def test_a_call_takes_its_own_time_when_a_listener_wants_events_one_by_one() -> None:
+    # A listener beside the recorder that takes no batches (as run --print's NaN checks):
+    # the derived events are emitted one by one, and still carry the call's end, so the
+    # call's duration is its own, not its derivation's too.
+    from engine.events import listen
+
+    seen: list[Any] = []
+    with record(observe="calls") as trace, listen(seen.append):
+        _gru()
+    start = next(e for e in trace.events if e.kind == "graph_task_start")
+    end = next(e for e in trace.events if e.kind == "graph_task_end")
+    derived = [e for e in trace.events if e.kind != "graph_task_start"]
+    assert len(derived) > 100 and {e.t_ns for e in derived} == {end.t_ns}
+    assert end.t_ns > start.t_ns
+    assert [e.seq for e in seen] == [e.seq for e in trace.events], "both saw every event"
+
+
 def test_a_flight_recorder_at_the_call_level_keeps_the_last_calls(tmp_path: Path) -> None:
     torch.manual_seed(0)
     model = torch.nn.Linear(3, 1)

@@ -272,11 +272,48 @@ class _ToListeners:
                 HUB.listener_failed(listener, exc, call.graph_task)
 
     def emitter(self, call: CallSeen) -> Emitter:
-        emit = Emitter(call.graph_task)
-        emit.thread = call.thread
-        # Every derived row takes the call's end: the nodes' own times were not observed.
-        emit.clock = itertools.repeat(call.end).__next__
-        return emit
+        return _AtCallEnd(call)
+
+
+class _AtCallEnd(Emitter):
+    """An :class:`Emitter` whose every event, in rows or one by one, has the call's end time
+    and thread: the nodes' own times were not observed, and the derivation's own time is
+    no part of the call (``run --print`` says how long each call took)."""
+
+    __slots__ = ()
+
+    def __init__(self, call: CallSeen) -> None:
+        super().__init__(call.graph_task)
+        self.thread = call.thread
+        self.clock = itertools.repeat(call.end).__next__
+
+    def __call__(self, kind: str, node: Any, data: dict[str, Any]) -> None:
+        hub = HUB
+        if hub.active and self.max_values is not None and hub.listeners is not self.listeners:
+            self.flush()  # the listeners changed: one by one from now on, as Emitter does
+            self.max_values = None
+        if self.max_values is not None or not hub.active:
+            super().__call__(kind, node, data)  # rows take self.clock
+            return
+        if node is None:
+            fields: tuple[Any, ...] = (None, None, None, None)
+        else:
+            fields = (node._id, node.name(), node.sequence_nr, node.topological_nr)
+        event = Event(
+            kind,
+            next(hub.seq),
+            self.clock(),
+            self.thread,
+            "cpu",
+            self.graph_task,
+            *fields,
+            MappingProxyType(data),
+        )
+        for listener in hub.listeners:
+            try:
+                listener(event)
+            except BaseException as exc:  # noqa: BLE001 - listener_failed re-raises what it must
+                hub.listener_failed(listener, exc, self.graph_task)
 
 
 class _ToRecorder(_ToListeners):
@@ -359,7 +396,7 @@ def _derive(call: CallSeen, plan: GraphPlan, out: _ToListeners, queue: list[Any]
     gid, depth = call.graph_task, call.depth
     parent = call.parent.graph_task if call.parent is not None else None
 
-    def snapshot(max_values: int | None) -> Any:
+    def snapshot(max_values: int | None, values: str = "none") -> Any:
         # The saved tensors are gone once the call has returned: no tensor is read.
         return plan.snapshot(
             gid, parent, depth, call.keep_graph, call.create_graph, call.thread, None
