@@ -418,12 +418,13 @@ class Recorder:
             kept.add(event.graph_task)
         build = event.data.get("graph_snapshot")
         failed: Exception | None = None
-        max_values = self.max_values if self._tier is None else None
+        # A leaf's .grad before the call is a leaf's gradient: kept from the tier leaves up.
+        max_values = self.max_values if self.values != "none" else None
         try:
             info = (
                 snapshot(event, self.max_values, self.values)
                 if build is None
-                else build(max_values)
+                else build(max_values, self.values)
             )
         except Exception as exc:  # noqa: BLE001 - raised again below, once the call is in the trace
             failed, info = exc, _bare_info(event)

@@ -285,6 +285,37 @@ def test_each_tier_on_pytorch_keeps_the_call_and_leaves_results_bit_identical(
     assert loaded.state_at(len(loaded)).leaves
 
 
+def _twice(torch: Any, engine_: Any) -> list[Any]:
+    """Two backward calls through a leaf and a saved tensor: the second finds ``.grad`` set."""
+    if torch is not None:
+        w = torch.ones(3, requires_grad=True)
+        for _ in range(2):
+            (w.exp() * w).sum().backward()
+        return [w.grad.clone()]
+    w = engine_.tensor(np.ones(3), requires_grad=True)
+    for _ in range(2):
+        (w.exp() * w).sum().backward()
+    return [w.grad.data.copy()]
+
+
+@pytest.mark.parametrize("source", ["engine", "torch"])
+@pytest.mark.parametrize("values", TIERS)
+def test_a_leafs_grad_before_the_call_is_kept_from_leaves_up_and_saved_tensors_at_all(
+    values: str, source: str
+) -> None:
+    # The same promise on both engines (Note [Values tiers]): a leaf's .grad is a leaf's
+    # gradient (kept at leaves and all), a saved tensor is not (kept at all only).
+    torch = pytest.importorskip("torch") if source == "torch" else None
+    with record(values=values) as trace:
+        _twice(torch, engine)
+    second = list(trace.graph_tasks.values())[1]
+    (leaf,) = [n.leaf for n in second.nodes.values() if n.leaf is not None]
+    assert (leaf.grad is not None) == (values != "none")
+    if leaf.grad is not None:
+        assert leaf.grad.max == pytest.approx(2 * np.e), "the first call's gradient"
+    assert any(n.saved for n in second.nodes.values()) == (values == "all")
+
+
 # -- the command line ------------------------------------------------------------------------
 
 

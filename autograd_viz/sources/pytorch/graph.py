@@ -171,12 +171,15 @@ class GraphPlan:
         create_graph: bool,
         thread: str,
         max_values: int | None,
+        saved: bool = True,
     ) -> GraphTaskInfo:
         """The :class:`~autograd_viz.trace.GraphTaskInfo` of this plan.
 
         Call it while the graph task starts (inside the ``graph_task_start``
         listener): leaves' ``.grad`` are read as they are then. With
-        ``max_values=None`` no tensor is read (no saved tensors, no ``.grad``).
+        ``max_values=None`` no tensor is read (no saved tensors, no ``.grad``);
+        with ``saved=False`` no saved tensor (the tier ``leaves``, Note [Values
+        tiers] in ``autograd_viz/trace/records.py``).
         """
         in_task = self.dependencies.keys() | {self.root}
         nodes: dict[int, NodeInfo] = {}
@@ -192,6 +195,7 @@ class GraphPlan:
                 max_values,
                 seen,
                 scope,
+                saved,
             )
         return GraphTaskInfo(
             id=graph_task,
@@ -217,6 +221,7 @@ def _node_info(
     max_values: int | None,
     seen: Seen,
     scope: Scope,
+    with_saved: bool = True,
 ) -> NodeInfo:
     fn = node.fn
     inputs: tuple[tuple[tuple[int, ...], str, str], ...] = ()
@@ -226,7 +231,7 @@ def _node_info(
         inputs = node.inputs if node.inputs is not None else _input_slots(fn._input_metadata)
         stack = fn.metadata.get("traceback_")
         traceback = None if stack is None else tuple(str(line) for line in stack)
-        if max_values is not None:
+        if max_values is not None and with_saved:
             saved = saved_summaries(fn, max_values, seen)
     leaf = None
     variable = node.variable

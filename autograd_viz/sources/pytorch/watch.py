@@ -402,9 +402,11 @@ class GraphTaskWatch:
         plan, gid, parent, depth = self.plan, self.id, self.parent, self.depth
         keep, create = self.keep_graph, self.create_graph
 
-        def snapshot(max_values: int) -> Any:
+        def snapshot(max_values: int | None, values: str = "all") -> Any:
             try:
-                return plan.snapshot(gid, parent, depth, keep, create, thread, max_values)
+                return plan.snapshot(
+                    gid, parent, depth, keep, create, thread, max_values, values == "all"
+                )
             except Exception as exc:  # noqa: BLE001 - the listener must not fail on it
                 warn_once(
                     f"autograd-viz: the graph of a backward call could not be read whole "
