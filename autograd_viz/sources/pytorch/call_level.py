@@ -296,7 +296,7 @@ class _AtCallEnd(Emitter):
             super().__call__(kind, node, data)  # rows take self.clock
             return
         if node is None:
-            fields: tuple[Any, ...] = (None, None, None, None)
+            fields: tuple[Any, Any, Any, Any] = (None, None, None, None)
         else:
             fields = (node._id, node.name(), node.sequence_nr, node.topological_nr)
         event = Event(
@@ -357,7 +357,7 @@ class _Rows(Emitter):
 
     def __call__(self, kind: str, node: Any, data: dict[str, Any]) -> None:
         if node is None:
-            fields: tuple[Any, ...] = (None, None, None, None)
+            fields: tuple[Any, Any, Any, Any] = (None, None, None, None)
         else:
             fields = (node._id, node._name, node.sequence_nr, node.topological_nr)
         task, thread = self.graph_task, self.thread
