@@ -70,6 +70,7 @@ from autograd_viz.sources.pytorch.forward_functions import FunctionCalls
 from autograd_viz.sources.pytorch.forward_modules import ModuleHooks
 from autograd_viz.sources.pytorch.op_values import (
     FILL_OPS,
+    KERNEL_STATE_RETURNS,
     NAN,
     NEGINF,
     NORM_OPS,
@@ -257,7 +258,11 @@ class TorchNanChecker(Births):
             for i, a in enumerate(schema.arguments)
             if a.alias_info is not None and a.alias_info.is_write
         )
-        fresh = tuple(i for i, r in enumerate(schema.returns) if r.alias_info is None)
+        fresh = tuple(
+            i
+            for i, r in enumerate(schema.returns)
+            if r.alias_info is None and r.name not in KERNEL_STATE_RETURNS
+        )
         name = str(func)
         names = {name, name.rsplit(".", 1)[0], short, packet, f"aten.{short}", f"aten.{packet}"}
         return OpInfo(

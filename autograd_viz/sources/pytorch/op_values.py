@@ -35,6 +35,26 @@ UNINITIALIZED_OPS = frozenset(
 )
 """Ops whose outputs hold whatever was in memory: not checked (a NaN there is no birth)."""
 
+KERNEL_STATE_RETURNS = frozenset(
+    {
+        "log_sumexp",
+        "logsumexp",
+        "softmax_logsumexp",
+        "philox_seed",
+        "philox_offset",
+        "rng_state",
+        "unused",
+        "debug_attn_mask",
+        "cum_seq_q",
+        "cum_seq_k",
+    }
+)
+"""Returns of fused attention kernels that are the kernel's own state saved for its
+backward, not values of the program, by their names in the schema: they are not checked.
+The memory-efficient kernel pads ``log_sumexp`` to a multiple of 32 queries with ``inf``
+by design (seen on an H200: every transformer step reported "born Inf"), and a fully
+masked row's ``logsumexp`` is ``-inf``; the attention's output, return 0, is checked."""
+
 PENDING_NAMESPACES = frozenset({"_c10d_functional", "c10d_functional"})
 """Functional collectives (FSDP2's all-gather, reduce-scatter): their outputs hold whatever
 was in memory until ``wait_tensor``, so they are not checked (Note [Born in PyTorch]); the
