@@ -156,8 +156,11 @@ def check_allreduces(trace: Trace) -> None:
         finished = {e.data["bucket"] for e in comm if e.data["phase"] == "finished"}
         buckets.append(len(launched))
         assert {e.data["bucket"] for e in launched} == finished
-        params = {f"{layer}.{kind}" for layer in (0, 2, 4) for kind in ("weight", "bias")}
+        # named as model.named_parameters() names them on the DDP object the program holds
+        params = {f"module.{layer}.{kind}" for layer in (0, 2, 4) for kind in ("weight", "bias")}
         assert {p for e in launched for p in e.data["params"]} == params
+        leaves = {n.leaf.name for n in trace.graph_tasks[gid].nodes.values() if n.leaf}
+        assert leaves == params  # and as the trace names the leaves
         assert all((e.node_name or "").endswith("AccumulateGrad") for e in launched)
         end = next(e for e in trace.events if e.kind == "graph_task_end" and e.graph_task == gid)
         assert all(e.seq < end.seq for e in comm)

@@ -132,7 +132,9 @@ def _patch(ddp_class: Any) -> None:
 
 def _observe(ddp: Any) -> None:
     """Register the watching comm hook on a new DDP model (Note [Watching DDP ...])."""
-    names = {id(p): name for name, p in ddp.module.named_parameters()}
+    # Named as the program names them: model.named_parameters() on the DDP object says
+    # "module.fc.weight", since the model it wraps is its `module`.
+    names = {id(p): name for name, p in ddp.named_parameters()}
     comm = _Comm(ddp.process_group, names)
     dist._register_comm_hook(ddp.reducer, None, comm.hook)
     ddp._autograd_viz_comm = comm
