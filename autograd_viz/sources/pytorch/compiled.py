@@ -143,11 +143,41 @@ def region_name(compiled: Callable[..., Any], owner: Any) -> str:
     return f"compiled {getattr(inner, '__qualname__', None) or repr(inner)}"
 
 
+def module_paths(root: torch.nn.Module) -> dict[int, str]:
+    """The path of every module under ``root`` (by ``id``) as the program reaches it, ``root``
+    itself named by its class: ``torch.compile(model)`` is named as ``model`` (its class, and
+    ``fc`` for ``model.fc``), not ``OptimizedModule`` and ``_orig_mod.fc``.
+
+    An ``OptimizedModule`` hands attribute reads on to the module it wraps, its
+    ``_orig_mod``, so ``compiled.fc`` is ``model.fc``: that part of the path is
+    left out, at the root and inside (``encoder._orig_mod.lin`` is ``encoder.lin``).
+    """
+    inner = _original(root)
+    paths = {id(root): type(inner).__name__, id(inner): type(inner).__name__}
+    for path, module in inner.named_modules():
+        if path:
+            paths[id(module)] = ".".join(p for p in path.split(".") if p != _WRAPPED)
+    return paths
+
+
+_WRAPPED = "_orig_mod"
+"""The attribute under which an ``OptimizedModule`` holds the module it compiled."""
+
+
+def _original(module: torch.nn.Module) -> torch.nn.Module:
+    # Without Dynamo imported there is no OptimizedModule, and importing it takes a second.
+    eval_frame = sys.modules.get("torch._dynamo.eval_frame")
+    while eval_frame is not None and isinstance(module, eval_frame.OptimizedModule):
+        module = getattr(module, _WRAPPED)
+    return module
+
+
 __all__ = [
     "Around",
     "around_compiled",
     "hide_global_hooks_warning",
     "install",
     "is_compiling",
+    "module_paths",
     "region_name",
 ]

@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from autograd_viz.sources.pytorch.compiled import is_compiling
+from autograd_viz.sources.pytorch.compiled import is_compiling, module_paths
 
 
 class _Stack(threading.local):
@@ -80,9 +80,7 @@ class ModuleHooks:
         if not local.modules:
             names = self._names.get(module)
             if names is None:
-                names = {id(m): n for n, m in module.named_modules() if n}
-                names[id(module)] = type(module).__name__
-                self._names[module] = names
+                names = self._names[module] = module_paths(module)
             local.names = names
         local.modules.append(local.names.get(id(module)) or type(module).__name__)
 

@@ -153,6 +153,33 @@ def test_a_birth_inside_a_region_is_found_at_its_boundary(backend: str) -> None:
     assert (first.phase, first.value, first.op) == ("forward", "inf", "compiled LogOfZero")
     expected = "CompiledFunctionBackward" if backend == "aot_eager" else "LogBackward0"
     assert first.node.name == expected
+    assert first.module == "LogOfZero"  # the program's module, not OptimizedModule
+
+
+class Outer(torch.nn.Module):
+    """A model with a compiled part: ``encoder`` is an ``OptimizedModule``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.encoder = torch.compile(LogOfZero(), backend="aot_eager")
+
+    def forward(self, x: Any) -> Any:
+        return self.encoder(x)
+
+
+@pytest.mark.parametrize("eager_compiled", [False, True])
+def test_a_compiled_part_of_a_model_is_named_by_its_path(eager_compiled: bool) -> None:
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = Outer()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # what each way says is tested above
+        with watch_nan(eager_compiled=eager_compiled) as watch:
+            model(torch.randn(3, 4)).clamp(min=-10).sum().backward()
+    first = watch.report.first
+    assert first is not None
+    # model.encoder, not encoder._orig_mod (the ops run inside it when run eagerly)
+    assert first.module == "encoder"
 
 
 def test_eager_compiled_checks_each_op_inside_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -167,6 +194,7 @@ def test_eager_compiled_checks_each_op_inside_and_says_so(monkeypatch: pytest.Mo
     first = watch.report.first
     assert first is not None and first.aten_op == "aten.log.default"
     assert first.cause == "log of 0"
+    assert first.module == "LogOfZero"
     assert torch.compiler.is_compiling() is False  # the stance is back to default
     from torch._dynamo.eval_frame import _stance
 
