@@ -12,8 +12,15 @@ the app until the screen shows what it did: every message it caused handled,
 and the screen painted. Pilot's own ``press()`` and ``pause()`` wait until the
 process has looked idle for a few sleeps of 20 ms, a floor of about 60-90 ms on
 any key, so the key is sent and the screen painted here directly (the settling
-after each key is not timed). CPU time is the process's, the same span. Prints a
-table per size; run by hand, not part of the tests.
+after each key is not timed). CPU time is the process's, the same span.
+
+In the drawn DAG a key is answered with what is there (the last picture, or a
+line saying it is being drawn) while a thread makes a new picture; the rows
+"... picture shown" time from the key to that picture drawn, waited for
+explicitly (``DagView.drawn``), each run that needed one. `/` is timed twice:
+after the DAG was shown, and in a fresh app before it ever was (the task's
+names read in a thread from the prompt's opening; "... found" waits for them).
+Prints a table per size; run by hand, not part of the tests.
 """
 
 from __future__ import annotations
@@ -28,11 +35,13 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 from textual import events
+from textual.pilot import Pilot
 
 import autograd_viz
 import engine
 from autograd_viz.cli.tui import load_for_replay
 from autograd_viz.tui import ReplayDriver, VizApp
+from autograd_viz.tui.dag import DagView
 
 
 def chain_trace(nodes: int) -> autograd_viz.Trace:
@@ -75,36 +84,54 @@ Timings = dict[str, list[tuple[float, float]]]
 """Interaction → (key-to-screen seconds, CPU seconds) of each run."""
 
 
-async def drive(trace: autograd_viz.Trace, size: tuple[int, int]) -> Timings:
-    """Open the app at ``size`` and time each interaction."""
+async def _opened(app: VizApp, pilot: Pilot[int], timings: Timings, started: float) -> None:
+    """Wait for the first screen, its rows and the index a replay makes ahead; time them."""
+    await pilot.pause()
+    timings.setdefault("open (first screen)", []).append((time.perf_counter() - started, 0.0))
+    t0 = time.perf_counter()
+    await app.workers.wait_for_complete()  # a big task's rows: made in a thread
+    await pilot.pause()
+    timings.setdefault("  ... its rows, in a thread", []).append((time.perf_counter() - t0, 0.0))
+    driver = app.driver
+    assert isinstance(driver, ReplayDriver)
+    while not driver.indexed.is_set():  # the trace indexed ahead, for seeks far away
+        await asyncio.sleep(0.01)
+    indexed = time.perf_counter() - t0
+    timings.setdefault("  ... every event indexed, in a thread", []).append((indexed, 0.0))
+
+
+async def _press(app: VizApp, pilot: Pilot[int], key: str) -> tuple[float, float]:
+    """Send ``key`` and paint what it did: (key-to-screen seconds, CPU seconds)."""
+    t0, c0 = time.perf_counter(), time.process_time()
+    event = events.Key(key, _CHARACTERS.get(key, key if len(key) == 1 else None))
+    event.set_sender(app)
+    assert app._driver is not None
+    app._driver.send_message(event)
+    for _ in range(3):  # the key, the messages it posted, and theirs
+        await pilot._wait_for_screen()
+    app.screen._on_timer_update()  # lay out and paint now, not at the next tick
+    return time.perf_counter() - t0, time.process_time() - c0
+
+
+async def drive(
+    trace: autograd_viz.Trace, size: tuple[int, int], names: tuple[str, str]
+) -> Timings:
+    """Open the app at ``size`` and time each interaction (``names``: two to find)."""
     timings: Timings = {}
     started = time.perf_counter()
     app = VizApp(ReplayDriver(trace), source="benchmark")
     async with app.run_test(size=size) as pilot:
-        await pilot.pause()
-        timings["open (first screen)"] = [(time.perf_counter() - started, 0.0)]
-        t0 = time.perf_counter()
-        await app.workers.wait_for_complete()  # a big task's rows: made in a thread
-        await pilot.pause()
-        timings["  ... its rows, in a thread"] = [(time.perf_counter() - t0, 0.0)]
-        driver = app.driver
-        assert isinstance(driver, ReplayDriver)
-        while not driver.indexed.is_set():  # the trace indexed ahead, for seeks far away
-            await asyncio.sleep(0.01)
-        timings["  ... every event indexed, in a thread"] = [(time.perf_counter() - t0, 0.0)]
+        await _opened(app, pilot, timings, started)
+        dag = app.query_one(DagView)
 
         async def timed(name: str, key: str, repeat: int = 1) -> None:
             for _ in range(repeat):
-                t0, c0 = time.perf_counter(), time.process_time()
-                event = events.Key(key, _CHARACTERS.get(key, key if len(key) == 1 else None))
-                event.set_sender(app)
-                assert app._driver is not None
-                app._driver.send_message(event)
-                for _ in range(3):  # the key, the messages it posted, and theirs
-                    await pilot._wait_for_screen()
-                app.screen._on_timer_update()  # lay out and paint now, not at the next tick
-                latency, cpu = time.perf_counter() - t0, time.process_time() - c0
-                timings.setdefault(name, []).append((latency, cpu))
+                t0 = time.perf_counter()
+                timings.setdefault(name, []).append(await _press(app, pilot, key))
+                if dag.display and dag.redrawing:  # answered with what was there
+                    await dag.drawn()
+                    shown = (time.perf_counter() - t0, 0.0)
+                    timings.setdefault(f"  ... {name}: picture shown", []).append(shown)
                 await pilot.pause()  # let everything settle, untimed
 
         await timed("a key bound to nothing", "j", repeat=10)
@@ -119,10 +146,6 @@ async def drive(trace: autograd_viz.Trace, size: tuple[int, int]) -> Timings:
         await timed("tree view (v)", "v")
         await timed("tree view: step (s)", "s", repeat=10)
         await timed("drawn DAG (v)", "v")
-        t0 = time.perf_counter()
-        await app.workers.wait_for_complete()  # a big task's first picture: made in a thread
-        await pilot.pause()
-        timings["  ... its first picture, in a thread"] = [(time.perf_counter() - t0, 0.0)]
         await timed("drawn DAG: step (s)", "s", repeat=20)
         await timed("drawn DAG: next node (n)", "n", repeat=20)
         await timed("drawn DAG: step back (p)", "p", repeat=10)
@@ -132,7 +155,34 @@ async def drive(trace: autograd_viz.Trace, size: tuple[int, int]) -> Timings:
         await timed("find a node (/ #id)", "slash")
         app.screen.query_one("#prompt-input").value = "#3"  # type: ignore[attr-defined]
         await timed("find: enter", "enter")
-    timings["open (first screen)"] = timings["open (first screen)"][:1]
+
+    # `/` before the drawn DAG was ever shown: the task's names are not read yet.
+    started = time.perf_counter()
+    app = VizApp(ReplayDriver(trace), source="benchmark")
+    async with app.run_test(size=size) as pilot:
+        await _opened(app, pilot, timings, started)
+        dag = app.query_one(DagView)
+        timings["before the DAG was shown: find (/)"] = [await _press(app, pilot, "slash")]
+        t0 = time.perf_counter()
+        app.screen.query_one("#prompt-input").value = names[0]  # type: ignore[attr-defined]
+        timings["  ... find: enter on a name"] = [await _press(app, pilot, "enter")]
+        await dag.maker.wait()  # the names, read in a thread from the prompt's opening
+        await pilot.pause()
+        assert app.shown is not None and app.shown.message.endswith(
+            "1 node" if "#" in names[0] else "nodes"
+        )
+        timings["  ... found (names read in a thread), from Enter"] = [
+            (time.perf_counter() - t0, 0.0)
+        ]
+        await pilot.press("slash")
+        app.screen.query_one("#prompt-input").value = names[1]  # type: ignore[attr-defined]
+        timings["  ... find again: enter"] = [await _press(app, pilot, "enter")]
+        await pilot.pause()
+    for name in ("open (first screen)", "  ... its rows, in a thread"):
+        timings[name] = timings[name][:1]
+    timings["  ... every event indexed, in a thread"] = timings[
+        "  ... every event indexed, in a thread"
+    ][:1]
     return timings
 
 
@@ -144,7 +194,7 @@ def table(title: str, timings: Timings, recorded: float) -> Table:
     for name, runs in timings.items():
         latency = [r[0] * 1e3 for r in runs]
         cpu = [r[1] * 1e3 for r in runs]
-        if name.startswith("open") or "in a thread" in name:  # waited for, not a key
+        if name.startswith("open") or "in a thread" in name or "found" in name:  # waited for
             out.add_row(name, f"{latency[0]:.0f}", "", "", "", "1")
             continue
         out.add_row(
@@ -176,7 +226,10 @@ def main() -> None:
         recorded = time.perf_counter() - t0
         trace = load_for_replay(str(path))  # as `replay` holds it: frozen out of the collector
     for columns, rows in sizes:
-        timings = asyncio.run(drive(trace, (columns, rows)))
+        names = ("model.blocks.1000", "model.blocks.2000")  # modules
+        if args.graph == "chain":
+            names = ("#1000", "#2000")
+        timings = asyncio.run(drive(trace, (columns, rows), names))
         nodes = sum(len(t.nodes) for t in trace.graph_tasks.values())
         title = (
             f"TUI on {args.graph}: {nodes:,} nodes, {len(trace.events):,} events, {columns}×{rows}"

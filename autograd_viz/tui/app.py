@@ -33,6 +33,7 @@ from autograd_viz.tui.findings import NanFindings
 from autograd_viz.tui.keybar import KeyBar
 from autograd_viz.tui.nodes import NodeList
 from autograd_viz.tui.panels import EventLog
+from autograd_viz.tui.pictures import Pictures
 from autograd_viz.tui.rows import RowList
 from autograd_viz.tui.screens import HelpScreen, PromptScreen, TaskPicker, TextScreen
 from autograd_viz.tui.shown import (
@@ -340,21 +341,45 @@ class VizApp(App[int]):
             value=self._query or "",
             placeholder="layer4.1.conv2, fc.weight, MulBackward0 #12, 12, W_h",
         )
+        task = self.shown_task(self.driver.state())
+        dag = self.query_one(DagView)
         self.push_screen(prompt, self._find)
+        if task is not None:  # a big task's names are read in a thread while one types,
+            prompt.call_after_refresh(dag.prepare, self.driver.trace, task)  # once it is painted
 
     def _find(self, query: str | None) -> None:
+        """Select what ``query`` names (in a big task, once a thread has read its names)."""
         if not query:
             return
         self._query = query
+        task = self.shown_task(self.driver.state())
+        if task is None:
+            self._find_node(query)
+            return
+        waited = False
+
+        def then(pictures: Pictures) -> None:
+            if waited:
+                self.message = ""
+            if not self._find_by_name(query, pictures):
+                self._find_node(query)
+
+        if not self.query_one(DagView).with_pictures(self.driver.trace, task, then):
+            waited = True
+            names = f"{len(task.nodes):,} nodes' names"
+            self.message = f"finding {one_line(query, 80)}: reading {names}…"
+            self.refresh_status()
+
+    def _find_node(self, query: str) -> None:
+        """Select the next node whose id or name ``query`` is part of, in any graph task."""
         from autograd_viz.tui.search import find_next
 
         state = self.driver.state()
-        if self._find_by_name(query, state):
-            return
         found = find_next(
             self.driver.trace, self.shown_task(state), self.query_one(NodeList), query
         )
         if found is None:
+            self.refresh_status()
             self.notify(f"No node matches {one_line(query)!r}.", severity="warning", markup=False)
             return
         task_id, node_id = found
@@ -364,16 +389,14 @@ class VizApp(App[int]):
             self.refresh_view()
         self.query_one(NodeList).select(node_id)
 
-    def _find_by_name(self, query: str, state: ExecutionState) -> bool:
+    def _find_by_name(self, query: str, pictures: Pictures) -> bool:
         """Select what ``query`` names exactly, as every view names it: a module path (its
         box opened in the drawing), a fold, a parameter, ``Name #id``; ``False`` if nothing."""
         from autograd_viz.draw.graph_view import GraphViewError
 
-        task = self.shown_task(state)
-        if task is None:
-            return False
         dag = self.query_one(DagView)
-        pictures = dag.pictures(self.driver.trace, task)
+        if self.shown_task(self.driver.state()) is not pictures.task:
+            return False  # another task is shown now
         try:
             target = pictures.resolve(query.strip())
         except GraphViewError:

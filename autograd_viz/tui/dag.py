@@ -11,8 +11,9 @@ selection along the drawing.
 
 from __future__ import annotations
 
-import contextlib
+import asyncio
 import itertools
+from collections.abc import Callable
 
 from rich.segment import Segment
 from rich.text import Text
@@ -26,6 +27,7 @@ from autograd_viz.draw.showing import BoxStatus, Choice
 from autograd_viz.trace import GraphTaskInfo, NodeInfo, Trace
 from autograd_viz.trace.replay import ExecutionState, NodeState
 from autograd_viz.trace.text import printable
+from autograd_viz.tui.later import PictureMaker, make_ahead, upcoming
 from autograd_viz.tui.pictures import BOX_GLYPHS, Item, Picture, Pictures, box_text
 from autograd_viz.tui.routing import DOWN, LEFT, RIGHT, UP, Layout, Route
 from autograd_viz.tui.text import PATH_STYLE, STATUS_GLYPHS, non_finite, short_name
@@ -147,7 +149,7 @@ def draw_picture(
         if item.node is not None:
             label = _label(item.node, _state(state, task, item.node.id), index == chosen)
         else:
-            label = _box_label(item, *pictures.status(item, step), index == chosen)
+            label = _box_label(item, *pictures.status(picture, item, step), index == chosen)
         if index in marked:
             label.stylize(f"underline {PATH_STYLE}", 2)
         canvas.text[shape.position[index]] = label
@@ -194,18 +196,8 @@ def _state(state: ExecutionState | None, task: GraphTaskInfo, node_id: int) -> N
 
 
 LATER_NODES = 5000
-"""Graph tasks bigger than this make a new picture in a thread while the last one stays up."""
-
-# Note [Drawing a new picture later]
-# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
-# A new choice of open modules (the step went into another module, or Enter)
-# needs the module view of every node: a second at 20,000 nodes. In a big graph
-# task the key does not wait for it: the last picture stays up, recoloured and
-# marked as being redrawn, a thread worker makes the new one (pictures only
-# read the trace), and the view is drawn again once it is there. A choice seen
-# before is kept, and drawn at once. The first picture of a big graph task
-# (its module tree, every node's view) is made in a thread too, the view
-# saying so meanwhile.
+"""Graph tasks bigger than this have their pictures made in a thread (Note [Drawing a new
+picture later] in :mod:`autograd_viz.tui.later`)."""
 
 
 class DagView(ScrollView, can_focus=True):
@@ -231,6 +223,12 @@ class DagView(ScrollView, can_focus=True):
         self._picture: Picture | None = None
         self._last: tuple[Pictures, Picture] | None = None
         self._opening: GraphTaskInfo | None = None
+        self._waiting: list[tuple[GraphTaskInfo, Callable[[Pictures], None]]] = []
+        self._current = asyncio.Event()  # set while the picture of what is shown is drawn
+        self._current.set()
+        self._stale = False
+        self.maker = PictureMaker(self)
+        """Makes a big graph task's pictures in a thread (Note [Drawing a new picture later])."""
         self._drawn_rows: list[Text] = []
         self._head = 0  # rows of notices above the drawing
         self._selected: int | None = None
@@ -258,6 +256,37 @@ class DagView(ScrollView, can_focus=True):
             self.opened, self.closed, self.unfolded = set(), set(), set()
         return self._pictures
 
+    def with_pictures(
+        self, trace: Trace, task: GraphTaskInfo, then: Callable[[Pictures], None]
+    ) -> bool:
+        """Call ``then`` with the pictures of ``task``: now if they are made or the task is
+        small (``True``), else once a thread has made them (``False``)."""
+        if self._pictures is not None and self._pictures.task is task:
+            then(self._pictures)
+            return True
+        if len(task.nodes) <= LATER_NODES:
+            then(self.pictures(trace, task))
+            return True
+        self._waiting.append((task, then))
+        self._open_later(trace, task, None)
+        return False
+
+    def prepare(self, trace: Trace, task: GraphTaskInfo) -> None:
+        """Start making the pictures of a big ``task`` in a thread, if they are not made."""
+        if len(task.nodes) > LATER_NODES:
+            self.with_pictures(trace, task, lambda _: None)
+
+    @property
+    def redrawing(self) -> bool:
+        """What is drawn is a line or the last picture while a thread makes the one to show."""
+        return not self._current.is_set()
+
+    async def drawn(self) -> None:
+        """Return once the view draws the picture of what it shows, not a line saying it is
+        being drawn (tests and benchmarks wait for this, never a sleep)."""
+        while not self._current.is_set():
+            await self._current.wait()
+
     def show(
         self,
         task: GraphTaskInfo | None,
@@ -272,37 +301,20 @@ class DagView(ScrollView, can_focus=True):
             return
         self._picture = None
         self._head = 0
+        self._stale = False
         fresh = self._pictures is None or self._pictures.task is not task
+        later = task is not None and len(task.nodes) > LATER_NODES
         if task is None or not task.nodes or state is None:
             self._drawn_rows = [Text("No graph task yet.", style="dim italic")]
-        elif fresh and len(task.nodes) > LATER_NODES:  # see Note [Drawing a new picture later]
-            self._drawn_rows = [Text("drawing the graph by its modules…", style="yellow")]
-            if self._opening is not task:
-                self._opening = task
-                self._open_later(state.trace, task, selected)
+        elif fresh and later:  # see Note [Drawing a new picture later]
+            self._placeholder(task)
+            self._open_later(state.trace, task, selected)
         else:
-            pictures = self.pictures(state.trace, task)
-            event = state.event
-            focus = None
-            if event is not None and event.graph_task == task.id:
-                focus = event.node_id
-            choice = pictures.choice(self.opened, self.closed, self.unfolded, focus)
-            centre = focus if focus is not None else selected
-            picture = pictures.kept(choice, centre)
-            notices = []
-            last = self._last
-            later = len(task.nodes) > LATER_NODES  # see Note [Drawing a new picture later]
-            if picture is None and later and last is not None and last[0] is pictures:
-                picture = last[1]
-                notices.append(Text("drawing the modules around this step…", style="yellow"))
-                self._make_later(pictures, choice, centre)
-            if picture is None:
-                picture = pictures.picture(choice, centre)
-            self._picture = picture
-            self._last = (pictures, picture)
-            notices += [Text(printable(n), style="dim italic") for n in picture.notices]
-            self._head = len(notices)
-            self._drawn_rows = notices + draw_picture(pictures, picture, state, selected, path)
+            self._draw(self.pictures(state.trace, task), state, selected, path)
+        if self._stale:
+            self._current.clear()
+        else:
+            self._current.set()
         width = max((row.cell_len for row in self._drawn_rows), default=1)
         self.virtual_size = Size(width, len(self._drawn_rows))
         drawn = self._picture
@@ -313,33 +325,100 @@ class DagView(ScrollView, can_focus=True):
             self.scroll_to_region(region, animate=False, center=True, immediate=True, force=True)
         self.refresh()
 
-    def _open_later(self, trace: Trace, task: GraphTaskInfo, centre: int | None) -> None:
-        def make() -> None:
-            pictures = Pictures(trace, task)
-            pictures.picture(pictures.choice((), (), (), centre), centre)
-            with contextlib.suppress(RuntimeError):  # the app closed meanwhile
-                self.app.call_from_thread(self._adopt, pictures)
+    def _placeholder(self, task: GraphTaskInfo) -> None:
+        size = f"{len(task.nodes):,}"
+        self._drawn_rows = [Text(f"drawing {size} nodes by their modules…", style="yellow")]
+        self._stale = True
 
-        self.run_worker(make, thread=True, exclusive=True, group="picture", exit_on_error=False)
+    def _draw(
+        self,
+        pictures: Pictures,
+        state: ExecutionState,
+        selected: int | None,
+        path: tuple[int, ...],
+    ) -> None:
+        """The picture of the choice ``state`` makes, or, in a big graph task whose picture is
+        not made yet, the last one recoloured (or a line) while a thread makes it."""
+        task = pictures.task
+        event = state.event
+        focus = None
+        if event is not None and event.graph_task == task.id:
+            focus = event.node_id
+        choice = pictures.choice(self.opened, self.closed, self.unfolded, focus)
+        centre = focus if focus is not None else selected
+        picture = pictures.kept(choice, centre)
+        notices = []
+        last = self._last
+        if picture is not None or len(task.nodes) <= LATER_NODES:
+            if picture is None:
+                picture = pictures.picture(choice, centre)
+            elif len(task.nodes) > LATER_NODES:
+                self._make_ahead(pictures, state)
+        else:  # see Note [Drawing a new picture later]
+            self._make_later(pictures, choice, centre)
+            if last is None or last[0] is not pictures:
+                self._placeholder(task)
+                return
+            picture = last[1]
+            notices.append(Text("drawing the modules around this step…", style="yellow"))
+            self._stale = True
+        self._picture = picture
+        self._last = (pictures, picture)
+        notices += [Text(printable(n), style="dim italic") for n in picture.notices]
+        self._head = len(notices)
+        self._drawn_rows = notices + draw_picture(pictures, picture, state, selected, path)
+
+    def _open_later(self, trace: Trace, task: GraphTaskInfo, centre: int | None) -> None:
+        if self._opening is task:
+            return
+        self._opening = task
+
+        def make() -> Callable[[], None]:
+            pictures = Pictures(trace, task)
+            if self.display:  # the first picture too, when it is to be drawn
+                pictures.picture(pictures.choice((), (), (), centre), centre)
+            return lambda: self._adopt(pictures)
+
+        self.maker.want(make)
 
     def _adopt(self, pictures: Pictures) -> None:
         """Take the pictures a thread made, if their graph task is still the one shown."""
-        if self._opening is pictures.task:
+        task = pictures.task
+        if self._opening is task:
             self._opening = None
-        if self._shown[0] is pictures.task and (
-            self._pictures is None or self._pictures.task is not pictures.task
-        ):
+        waiting = [then for t, then in self._waiting if t is task]
+        self._waiting = [(t, then) for t, then in self._waiting if t is not task]
+        if self._shown[0] is not task and not waiting:
+            return  # another task is shown now
+        if self._pictures is None or self._pictures.task is not task:
             self._pictures = pictures
             self.opened, self.closed, self.unfolded = set(), set(), set()
+        for then in waiting:
+            then(pictures)
+        if self._shown[0] is task:
             self._redraw()
 
     def _make_later(self, pictures: Pictures, choice: Choice | None, centre: int | None) -> None:
-        def make() -> None:
+        def make() -> Callable[[], None]:
             pictures.picture(choice, centre)
-            with contextlib.suppress(RuntimeError):  # the app closed meanwhile
-                self.app.call_from_thread(self._redraw)
+            return self._redraw
 
-        self.run_worker(make, thread=True, exclusive=True, group="picture", exit_on_error=False)
+        self.maker.want(make)
+
+    def _make_ahead(self, pictures: Pictures, state: ExecutionState) -> None:
+        """Make the pictures of the next nodes the replay reaches, one job each, while idle."""
+        shown = (frozenset(self.opened), frozenset(self.closed), frozenset(self.unfolded))
+        nodes = upcoming(state.trace, pictures.task, state.step)
+
+        def make() -> Callable[[], None] | None:
+            return again if make_ahead(pictures, nodes, *shown) else None
+
+        def again() -> None:  # on the UI thread: the next one, unless the view moved on
+            now = (frozenset(self.opened), frozenset(self.closed), frozenset(self.unfolded))
+            if pictures is self._pictures and now == shown and self.display:
+                self.maker.ahead(make)
+
+        self.maker.ahead(make)
 
     def _redraw(self) -> None:
         task, state, path = self._shown

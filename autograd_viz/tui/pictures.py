@@ -15,14 +15,21 @@ and kept; a step only recolours it. A box's colour at a step comes from when
 each of its nodes started, ended or failed, found once per graph task in the
 events and counted with a binary search, so a step costs the boxes drawn, not
 the nodes inside them.
+
+The pictures of a big graph task are made in a thread (Note [Drawing a new
+picture later] in :mod:`autograd_viz.tui.later`) while the UI reads those made
+before: what is kept is read and added under a lock, and a picture is made
+outside it.
 """
 
 from __future__ import annotations
 
 import bisect
 import dataclasses
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from autograd_viz.draw import chains, select, showing
 from autograd_viz.draw.graph_view import GraphView, ViewNode, from_graph
@@ -38,6 +45,10 @@ NAME_ROOM = 40
 """The most characters of a box's name drawn in the DAG (the inspector shows it whole)."""
 
 _NEVER = 1 << 62
+
+KEPT_VIEWS = 16
+"""The most module views (choices of open modules) kept per graph task; the least
+recently drawn goes first."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +90,11 @@ class Picture:
     """The item each node is drawn in, by node id."""
     notices: tuple[str, ...]
     """What the picture folds or leaves out, in words."""
+    times: dict[int, tuple[int, tuple[list[int], ...]]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+    """Each box's nodes' start, end and failure steps, sorted, by item id, once read
+    (with the count of events read then: a live trace grows)."""
 
 
 class Pictures:
@@ -94,12 +110,14 @@ class Pictures:
         """The task's module calls (empty when the trace has none)."""
         self.key_of = {node.info.id: key for key, node in self.view.nodes.items()}
         self._names: Names | None = None
+        self._lock = threading.Lock()
         self._kept: dict[tuple[object, ...], Picture] = {}
-        self._views: dict[tuple[object, ...], GraphView] = {}
+        self._views: OrderedDict[tuple[object, ...], GraphView] = OrderedDict()
         self.trace = trace
         self._times: tuple[dict[int, int], ...] = ({}, {}, {})
         self._timed = _times(trace, task, self._times, 0)
-        self._sorted: dict[int, tuple[list[int], ...]] = {}
+        self.made = 0
+        """How many pictures were made (a module view laid out), for tests and benchmarks."""
 
     @property
     def names(self) -> Names:
@@ -141,27 +159,38 @@ class Pictures:
         else the part nearest the root.
         """
         known = ("all",) if choice is None else (choice.open, choice.unfolded)
-        view = self._views.get(known)
+        with self._lock:
+            view = self._views.get(known)
         if view is None:
-            if len(self._views) > 16:
-                self._views.clear()
-                self._kept.clear()
-                self._sorted.clear()
-            view = self._views[known] = self._shown(choice)
+            view = self._shown(choice)  # the long part, outside the lock
+            with self._lock:
+                self._views[known] = view
+                while len(self._views) > KEPT_VIEWS:
+                    old, _ = self._views.popitem(last=False)
+                    for key in [k for k in self._kept if k[0] == old]:
+                        del self._kept[key]
         centre = self._holding(view, focus) if len(view.nodes) > MAX_BOXES else None
-        found = self._kept.get((known, centre))
+        with self._lock:
+            found = self._kept.get((known, centre))
         if found is None:
-            found = self._kept[(known, centre)] = self._make(_cut(view, centre))
+            found = self._make(_cut(view, centre))
+            with self._lock:
+                self.made += 1
+                if known in self._views:
+                    self._kept[(known, centre)] = found
         return found
 
     def kept(self, choice: Choice | None, focus: int | None = None) -> Picture | None:
         """The picture :meth:`picture` would give, if it is made already; else ``None``."""
         known = ("all",) if choice is None else (choice.open, choice.unfolded)
-        view = self._views.get(known)
-        if view is None:
-            return None
+        with self._lock:
+            view = self._views.get(known)
+            if view is None:
+                return None
+            self._views.move_to_end(known)  # drawn again: the last to go
         centre = self._holding(view, focus) if len(view.nodes) > MAX_BOXES else None
-        return self._kept.get((known, centre))
+        with self._lock:
+            return self._kept.get((known, centre))
 
     def _shown(self, choice: Choice | None) -> GraphView:
         if choice is not None:
@@ -215,16 +244,16 @@ class Pictures:
         nodes = self.task.nodes
         return max(nodes[m].topological_nr for m in item.members)
 
-    def status(self, item: Item, step: int) -> tuple[BoxStatus, int]:
-        """A box's status after ``step`` events, and how many of its nodes have run."""
+    def status(self, picture: Picture, item: Item, step: int) -> tuple[BoxStatus, int]:
+        """A box of ``picture``: its status after ``step`` events, and how many of its nodes
+        have run."""
         if self._timed != len(self.trace.events):  # a live trace grew: read what is new
             self._timed = _times(self.trace, self.task, self._times, self._timed)
-            self._sorted.clear()
-        times = self._sorted.get(id(item))
-        if times is None:
-            times = tuple(sorted(t.get(m, _NEVER) for m in item.members) for t in self._times)
-            self._sorted[id(item)] = times
-        starts, ends, fails = times
+        cached = picture.times.get(item.index)
+        if cached is None or cached[0] != self._timed:
+            sort = tuple(sorted(t.get(m, _NEVER) for m in item.members) for t in self._times)
+            cached = picture.times[item.index] = (self._timed, sort)
+        starts, ends, fails = cached[1]
         failed = bisect.bisect_right(fails, step)
         ended = bisect.bisect_right(ends, step)
         started = bisect.bisect_right(starts, step)

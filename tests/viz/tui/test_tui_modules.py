@@ -187,9 +187,8 @@ def test_a_20000_node_chain_is_drawn_folded() -> None:
     async def actions(pilot: Pilot[Any]) -> None:
         app.action_cycle_view()  # as v does, twice, and look before anything else runs
         app.action_cycle_view()
-        assert "drawing the graph by its modules" in dag_of(app)._drawn_rows[0].plain
-        await app.workers.wait_for_complete()  # the first picture of a big task: in a thread
-        await pilot.pause()
+        assert "drawing 20,002 nodes by their modules" in dag_of(app)._drawn_rows[0].plain
+        await dag_of(app).drawn()  # the first picture of a big task: in a thread
         picture = dag_of(app).picture
         assert picture is not None
         assert len(picture.items) <= MAX_BOXES
@@ -297,37 +296,149 @@ def test_deep_in_a_fold_of_hundreds_of_calls_the_current_node_is_drawn() -> None
     run_app(app, actions, size=(120, 40))
 
 
-def test_in_a_big_graph_a_new_picture_is_drawn_without_holding_the_key() -> None:
+@pytest.fixture(scope="module")
+def big() -> Trace:
     from autograd_viz.tui.dag import LATER_NODES
 
-    with autograd_viz.record() as big:
+    with autograd_viz.record() as recorded:
         blocks(LATER_NODES // 6 + 50)
-    task = next(iter(big.graph_tasks.values()))
+    task = next(iter(recorded.graph_tasks.values()))
     assert len(task.nodes) > LATER_NODES
+    return recorded
+
+
+def test_in_a_big_graph_the_first_picture_comes_after_the_key_is_answered(big: Trace) -> None:
+    app = replay_app(big)
+
+    async def actions(pilot: Pilot[Any]) -> None:
+        dag = dag_of(app)
+        app.action_cycle_view()  # as v does, twice, and look before anything else runs
+        app.action_cycle_view()
+        assert dag.picture is None
+        assert dag._drawn_rows[0].plain.startswith("drawing 5,3")
+        assert not app.workers._workers, "the thread starts after the screen is painted"
+        await dag.drawn()
+        picture = dag.picture
+        assert picture is not None and len(picture.items) <= MAX_BOXES
+        assert "drawing" not in dag._drawn_rows[0].plain
+        check_picture(picture, [row.plain for row in dag._drawn_rows[dag._head :]])
+
+    run_app(app, actions, size=(120, 40))
+
+
+def test_in_a_big_graph_a_new_picture_is_drawn_without_holding_the_key(big: Trace) -> None:
+    task = next(iter(big.graph_tasks.values()))
+    app = replay_app(big)
+    # Nodes far apart, none among the next ones a replay reaches: never made ahead.
+    starts = [e for e in big.events if e.kind == "node_start" and e.graph_task == task.id]
+    far = starts[len(starts) // 3 :: len(starts) // 5][:3]
+
+    async def actions(pilot: Pilot[Any]) -> None:
+        await pilot.press("v", "v")
+        dag = dag_of(app)
+        await dag.drawn()
+        for start in far:
+            await dag.maker.wait()
+            before = dag.picture
+            app.driver.goto(start.index + 1)
+            app.refresh_view(follow=True)  # as a click on the event does; look at once
+            assert "drawing the modules around this step" in dag._drawn_rows[0].plain
+            assert dag.picture is before  # the last picture stays up meanwhile
+            await dag.drawn()
+            picture = dag.picture
+            assert picture is not None and picture is not before
+            assert start.node_id is not None
+            assert not picture.items[picture.item_of[start.node_id]].is_box
+
+    run_app(app, actions, size=(120, 40))
+
+
+def test_in_a_big_graph_the_next_nodes_pictures_are_made_ahead(big: Trace) -> None:
     app = replay_app(big)
 
     async def actions(pilot: Pilot[Any]) -> None:
         await pilot.press("v", "v")
-        await app.workers.wait_for_complete()
-        await pilot.pause()
         dag = dag_of(app)
-        moved = 0
-        for _ in range(40):
-            before = dag.picture
+        await dag.drawn()
+        pictures = dag._pictures
+        assert pictures is not None
+        made = set()
+        for _ in range(24):
+            await dag.maker.wait()  # what is made ahead is made while the user looks
+            count = pictures.made
             app.action_move("step_node")  # as n does, and look before anything else runs
+            assert "drawing" not in dag._drawn_rows[0].plain, "n found its picture made"
+            assert pictures.made == count, "the key made no picture itself"
             event = app.driver.state().event
-            assert event is not None and event.node_id is not None
-            if "drawing the modules around this step" in dag._drawn_rows[0].plain:
-                moved += 1
-                assert dag.picture is before  # the last picture stays up meanwhile
-                await app.workers.wait_for_complete()
-                await pilot.pause()
             picture = dag.picture
-            assert picture is not None
+            assert event is not None and event.node_id is not None and picture is not None
             assert not picture.items[picture.item_of[event.node_id]].is_box
-        assert moved, "some step needed a picture not made yet"
+            made.add(id(picture))
+        assert len(made) > 4, "the steps went into other modules: new pictures"
 
     run_app(app, actions, size=(120, 40))
+
+
+@pytest.mark.parametrize(
+    ("query", "kind"), [("model.layers.700", "module"), ("layers.300.weight", "parameter")]
+)
+def test_find_in_a_big_graph_reads_names_in_a_thread_and_draws_no_picture(
+    big: Trace, query: str, kind: str
+) -> None:
+    task = next(iter(big.graph_tasks.values()))
+    app = replay_app(big)
+
+    async def actions(pilot: Pilot[Any]) -> None:
+        dag = dag_of(app)
+        await pilot.press("slash")  # the prompt opens; the names are read while one types
+        app.pop_screen()
+        await dag.maker.wait()
+        pictures = dag._pictures
+        assert pictures is not None and pictures.task is task
+        assert pictures.made == 0, "reading names draws no picture"
+        assert not dag.display
+        app._find(query)  # as Enter in the prompt does
+        assert f"{kind} {query}" in status(app)
+        selected = node_list(app).selected
+        assert selected is not None
+        info = task.nodes[selected]
+        if kind == "module":
+            assert info.scope and any(path == query for path, _ in info.scope)
+        else:
+            assert info.leaf is not None and info.leaf.name == query
+        assert pictures.made == 0
+        await pilot.press("v", "v")  # the drawing then opens on what was found
+        await dag.drawn()
+        picture = dag.picture
+        assert picture is not None and dag._pictures is pictures
+        assert not picture.items[picture.item_of[selected]].is_box
+
+    run_app(app, actions, size=(120, 40))
+
+
+def test_find_in_a_big_graph_answers_at_once_and_selects_once_names_are_read(
+    big: Trace,
+) -> None:
+    task = next(iter(big.graph_tasks.values()))
+    app = replay_app(big)
+
+    async def actions(pilot: Pilot[Any]) -> None:
+        dag = dag_of(app)
+        before = node_list(app).selected
+        app._find("model.layers.500.act")  # Enter before any name was read
+        assert "finding model.layers.500.act" in status(app)
+        assert node_list(app).selected == before
+        assert dag._pictures is None and not app.workers._workers  # a thread, after the paint
+        await dag.maker.wait()
+        await pilot.pause()
+        selected = node_list(app).selected
+        assert selected is not None and selected != before
+        assert ("model.layers.500.act", 0) in task.nodes[selected].scope
+        assert "module model.layers.500.act: 2 nodes" in status(app)
+        assert "finding" not in status(app)
+        assert dag._pictures is not None and dag._pictures.made == 0
+
+    run_app(app, actions, size=(80, 24))
 
 
 def test_enter_on_a_folded_chain_says_how_to_see_it_whole() -> None:
