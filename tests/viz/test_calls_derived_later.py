@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 import gc
+import os
+import signal
+import subprocess
+import sys
+import textwrap
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -174,3 +180,57 @@ def test_the_ring_holds_no_more_calls_than_it_keeps() -> None:
         fifty_five = held() - before
     assert five == fifty_five == 2
     assert held() == before, "nothing is held once the ring is written"
+
+
+TORCH_LOOP = """
+    import os
+    import sys
+
+    import torch
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+    x = torch.randn(3, 4)
+    fail_at = int(sys.argv[1]) if len(sys.argv) > 1 else -1
+    for step in range(10**9):
+        if step == fail_at:
+            raise RuntimeError("the loss diverged")
+        model.zero_grad()
+        model(x).sum().backward()
+        with open(os.environ["PROGRESS"], "w") as f:
+            f.write(str(step))
+"""
+
+
+def _derived_calls(trace: Trace) -> list[int | None]:
+    nodes = [e for e in trace.events if e.kind == "node_start"]
+    assert nodes and all(e.data.get("derived") for e in nodes)
+    return [i.call for i in trace.graph_tasks.values()]
+
+
+def test_held_calls_are_derived_when_a_signal_stops_the_run(tmp_path: Path) -> None:
+    from tests.viz.test_cli_training import _start, _wait_for_steps
+
+    out = tmp_path / "t.jsonl"
+    process = _start(tmp_path, ["-o", str(out), "--observe", "calls", "--last", "3"], TORCH_LOOP)
+    _wait_for_steps(tmp_path, process, 20)
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == -signal.SIGTERM, stderr
+    calls = _derived_calls(Trace.load(out))
+    assert len(calls) == 3 and calls[0] is not None and calls[0] >= 18
+    assert calls == list(range(calls[0], calls[0] + 3))
+
+
+def test_held_calls_are_derived_when_the_script_raises(tmp_path: Path) -> None:
+    out = tmp_path / "t.jsonl"
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent(TORCH_LOOP), encoding="utf-8")
+    env = {**os.environ, "PROGRESS": str(tmp_path / "progress")}
+    done = subprocess.run(
+        [sys.executable, "-m", "autograd_viz", "record", "-o", str(out), "--observe", "calls",
+         "--last", "3", str(script), "10"],
+        env=env, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 1 and "the loss diverged" in done.stderr, done.stderr
+    assert _derived_calls(Trace.load(out)) == [7, 8, 9]
