@@ -17,7 +17,8 @@ from textual.pilot import Pilot
 
 import engine
 from autograd_viz.trace import GraphTaskInfo, Trace
-from autograd_viz.tui.dag import DagView, draw
+from autograd_viz.tui.canvas import draw
+from autograd_viz.tui.dag import DagView
 from autograd_viz.tui.routing import Layout, layout
 from tests.viz.tui.tuiting import demo_trace, replay_app, run_app, stepped_trace
 

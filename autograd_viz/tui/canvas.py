@@ -1,0 +1,184 @@
+"""The drawn DAG's rows: labels coloured by status, edges as lines, boxes with their counts.
+
+Where labels go and how each edge runs is worked out once per picture in
+:mod:`autograd_viz.tui.routing`; these functions draw a picture's rows at a
+step, which is all a step redraws.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+from rich.text import Text
+
+from autograd_viz.draw.showing import BoxStatus
+from autograd_viz.trace import GraphTaskInfo, NodeInfo
+from autograd_viz.trace.replay import ExecutionState, NodeState
+from autograd_viz.tui.pictures import BOX_GLYPHS, Item, Picture, Pictures, box_text
+from autograd_viz.tui.routing import DOWN, LEFT, RIGHT, UP, Layout, Route
+from autograd_viz.tui.text import PATH_STYLE, STATUS_GLYPHS, non_finite, short_name
+
+DELIVERED = "bold green3"
+"""The style of an edge a gradient went along."""
+
+_BOX = {
+    UP | DOWN: "│",
+    LEFT | RIGHT: "─",
+    DOWN | RIGHT: "┌",
+    DOWN | LEFT: "┐",
+    UP | RIGHT: "└",
+    UP | LEFT: "┘",
+}
+"""Every piece a line can have; lines never merge, so there are no junctions."""
+
+
+class _Canvas:
+    def __init__(self, columns: int, rows: int) -> None:
+        self.columns = columns
+        self.cells: dict[tuple[int, int], tuple[str, str]] = {}
+        self.text: dict[tuple[int, int], Text] = {}
+
+    def route(self, route: Route, style: str) -> None:
+        """Draw one edge; where it crosses another, the vertical line is drawn on top."""
+        for r, c, directions in route.pieces:
+            if directions == LEFT | RIGHT and (r, c) in self.cells:
+                continue  # a crossing: the other edge's vertical stays on top
+            self.cells[(r, c)] = (_BOX[directions], style)
+        self.cells[route.arrow] = ("▼", style)
+
+    def row(self, r: int) -> Text:
+        out = Text()
+        c = 0
+        while c < self.columns:
+            label = self.text.get((r, c))
+            if label is not None:
+                out.append_text(label)
+                c += label.cell_len
+                continue
+            glyph, style = self.cells.get((r, c), (" ", ""))
+            out.append(glyph, style=style)
+            c += 1
+        return out
+
+
+def draw(
+    task: GraphTaskInfo,
+    shape: Layout,
+    state: ExecutionState | None,
+    selected: int | None,
+    path: tuple[int, ...] = (),
+) -> list[Text]:
+    """The drawing's rows at ``state``: labels coloured by status, delivered edges bold."""
+    columns, rows = shape.size
+    canvas = _Canvas(columns + 1, rows + 1)
+    delivered: set[tuple[int, int]] = set()
+    if state is not None:
+        delivered = {(d.from_node, d.to_node) for d in state.deliveries(task.id)}
+    on_path = set(itertools.pairwise(path))
+
+    # Grey lines first, so that coloured ones are drawn over them where they cross.
+    def rank(route: Route) -> int:
+        pair = (route.sender, route.receiver)
+        return 2 if pair in on_path else 1 if pair in delivered else 0
+
+    for route in sorted(shape.routes, key=rank):
+        style = ("grey50", DELIVERED, f"bold {PATH_STYLE}")[rank(route)]
+        canvas.route(route, style)
+    for info in task.nodes.values():
+        node_state = _state(state, task, info.id)
+        label = _label(info, node_state, info.id == selected)
+        if info.id in path:
+            label.stylize(f"underline {PATH_STYLE}", 2)
+        canvas.text[shape.position[info.id]] = label
+    return [canvas.row(r) for r in range(rows)]
+
+
+def draw_picture(
+    pictures: Pictures,
+    picture: Picture,
+    state: ExecutionState | None,
+    selected: int | None,
+    path: tuple[int, ...] = (),
+) -> list[Text]:
+    """A picture's rows at ``state``: boxes and nodes coloured by status, delivered edges bold.
+
+    ``selected`` and ``path`` are node ids; the box holding one is marked.
+    """
+    shape = picture.layout
+    columns, rows = shape.size
+    canvas = _Canvas(columns + 1, rows + 1)
+    item_of = picture.item_of
+    delivered: set[tuple[int, int]] = set()
+    task = pictures.task
+    if state is not None and task.id in state.graph_tasks:
+        delivered = {
+            (item_of[d.from_node], item_of[d.to_node])
+            for d in state.deliveries(task.id)
+            if d.from_node in item_of and d.to_node in item_of
+        }
+    on_path = {
+        (item_of[a], item_of[b])
+        for a, b in itertools.pairwise(path)
+        if a in item_of and b in item_of
+    }
+    marked = {item_of[n] for n in path if n in item_of}
+    chosen = item_of.get(selected) if selected is not None else None
+
+    def rank(route: Route) -> int:
+        pair = (route.sender, route.receiver)
+        return 2 if pair in on_path else 1 if pair in delivered else 0
+
+    for route in sorted(shape.routes, key=rank):
+        canvas.route(route, ("grey50", DELIVERED, f"bold {PATH_STYLE}")[rank(route)])
+    step = state.step if state is not None else 0
+    for index, item in picture.items.items():
+        if item.node is not None:
+            label = _label(item.node, _state(state, task, item.node.id), index == chosen)
+        else:
+            label = _box_label(item, *pictures.status(picture, item, step), index == chosen)
+        if index in marked:
+            label.stylize(f"underline {PATH_STYLE}", 2)
+        canvas.text[shape.position[index]] = label
+    return [canvas.row(r) for r in range(rows)]
+
+
+def _box_label(item: Item, status: BoxStatus, ended: int, selected: bool) -> Text:
+    """``▣ layer4.1 ×2 3/40``: a box's status glyph, name, count and nodes run."""
+    glyph, style = STATUS_GLYPHS[BOX_GLYPHS[status]]
+    digits = len(str(item.runs))
+    text = Text().append(f"{glyph} ", style=style)
+    text.append(box_text(item), style="bold cyan" if status is BoxStatus.RUNNING else "cyan")
+    text.append(f" {ended:>{digits}}/{item.runs} ", style="dim")
+    if status is BoxStatus.FAILED:
+        text.stylize("magenta")
+    if selected:
+        text.stylize("reverse")
+    return text
+
+
+def _label(info: NodeInfo, state: NodeState | None, selected: bool) -> Text:
+    status = state.status if state is not None else "not started"
+    glyph, style = STATUS_GLYPHS.get(status, ("?", ""))
+    remaining = state.remaining if state is not None else info.dependencies
+    deps = len(str(info.dependencies))
+    text = Text().append(f"{glyph} ", style=style)
+    text.append(short_name(info), style="bold" if status == "running" else "")
+    text.append(f"#{info.id} ", style="dim")
+    text.append(f"{remaining:>{deps}}/{info.dependencies}", style="yellow" if remaining else "")
+    if state is not None and non_finite(state):
+        text.stylize("magenta")
+    if selected:
+        text.stylize("reverse")
+    return text
+
+
+def _state(state: ExecutionState | None, task: GraphTaskInfo, node_id: int) -> NodeState | None:
+    if state is None:
+        return None
+    try:
+        return state.node(node_id, task.id)
+    except KeyError:
+        return None
+
+
+__all__ = ["DELIVERED", "draw", "draw_picture"]
