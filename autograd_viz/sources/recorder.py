@@ -22,6 +22,7 @@ from typing import Any
 
 from autograd_viz.sources.calls import CallSelection
 from autograd_viz.sources.engine import snapshot
+from autograd_viz.sources.once import program_stacklevel
 from autograd_viz.sources.summaries import resolve
 from autograd_viz.trace.records import (
     DEFAULT_MAX_VALUES,
@@ -381,7 +382,7 @@ class Recorder:
                 f"autograd-viz: recording {where} failed ({error}); what came before is "
                 f"kept, later backward calls are recorded",
                 RuntimeWarning,
-                stacklevel=4,
+                stacklevel=program_stacklevel(),
             )
 
     def _goes_last(self, seq: int) -> bool:

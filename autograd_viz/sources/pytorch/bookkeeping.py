@@ -38,6 +38,7 @@ from typing import Any, TypeAlias
 
 import torch
 
+from autograd_viz.sources.once import program_stacklevel
 from autograd_viz.sources.pytorch.emitter import Emitter
 from autograd_viz.sources.pytorch.graph import GraphPlan, TorchNode
 from autograd_viz.sources.pytorch.hooks import TENSOR_PRE
@@ -393,7 +394,9 @@ class Bookkeeping:
     ) -> None:
         """Report a prediction PyTorch contradicted: an event and a warning."""
         self.mismatches += 1
-        warnings.warn(f"autograd-viz: {message}", DerivedMismatchWarning, stacklevel=2)
+        warnings.warn(
+            f"autograd-viz: {message}", DerivedMismatchWarning, stacklevel=program_stacklevel()
+        )
         self._emit(
             DERIVED_MISMATCH,
             observed,

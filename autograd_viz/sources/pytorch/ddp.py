@@ -35,6 +35,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from autograd_viz.sources.once import program_stacklevel
 from engine.activity import ACTIVITY
 from engine.events import HUB, label_thread
 
@@ -100,7 +101,7 @@ def _patch(ddp_class: Any) -> None:
             warnings.warn(
                 f"autograd-viz: cannot watch this DDP model's communication ({exc!r})",
                 RuntimeWarning,
-                stacklevel=2,
+                stacklevel=program_stacklevel(),
             )
 
     def register_comm_hook(self: Any, state: object, hook: Callable[..., Any]) -> None:

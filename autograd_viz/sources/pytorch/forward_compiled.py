@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch.utils import _python_dispatch
 
+from autograd_viz.sources.once import program_stacklevel
 from autograd_viz.sources.pytorch.compiled import region_name
 from autograd_viz.sources.pytorch.op_values import OpInfo, finite, tensors
 
@@ -41,11 +42,11 @@ RUNS_EAGERLY = (
 _said: set[str] = set()
 
 
-def say_once(message: str, stacklevel: int = 4) -> None:
+def say_once(message: str) -> None:
     """One line, once per process (pointing at the user's call of the compiled code)."""
     if message not in _said:
         _said.add(message)
-        warnings.warn(message, RuntimeWarning, stacklevel=stacklevel)
+        warnings.warn(message, RuntimeWarning, stacklevel=program_stacklevel())
 
 
 class RegionChecks:
@@ -116,7 +117,7 @@ def step_aside_modes(aside: ExitStack, function_mode: Any, dispatch_mode: Any) -
 
 def eagerly(aside: ExitStack) -> None:
     """Run compiled code eagerly until ``aside`` closes (one line says so)."""
-    say_once(RUNS_EAGERLY, stacklevel=3)
+    say_once(RUNS_EAGERLY)
     torch.compiler.set_stance("force_eager")
     aside.callback(torch.compiler.set_stance, "default")
 

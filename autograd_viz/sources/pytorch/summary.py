@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from autograd_viz.sources.deferred import DeferredSummary, defer
+from autograd_viz.sources.once import program_stacklevel
 from autograd_viz.sources.pytorch.host_view import FreedStorageError, host_view
 from autograd_viz.sources.summaries import summarize
 from autograd_viz.trace.summary import TensorSummary
@@ -155,7 +156,7 @@ def _say_without_values(tensor: torch.Tensor) -> None:
         f"autograd-viz: tensors of type {kind.__qualname__} are recorded without values "
         "(shape, dtype and device only): reading them would run their own code",
         RuntimeWarning,
-        stacklevel=2,
+        stacklevel=program_stacklevel(),
     )
 
 
