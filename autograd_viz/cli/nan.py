@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 
     from autograd_viz.nan.report import Finding, NanReport
     from autograd_viz.nan.watch import NanWatch
+    from autograd_viz.sources.recording import Recording
     from autograd_viz.trace.summary import TensorSummary
 
 _LISTED = LISTED_SOURCES
@@ -227,7 +228,9 @@ def run_nan(args: argparse.Namespace) -> int:
         calls = watch.report.backward_calls
         print_own_rank(console)
         if found or not failed:
-            print_report(watch.report, console, stopped=args.first)
+            recording = watch.recording
+            checked = None if recording is None else _checked_calls(recording, calls)
+            print_report(watch.report, console, stopped=args.first, checked=checked)
     if own_path is not None:
         saved_to = _streamed_to(watch, own_path, bool(children))
     else:
@@ -331,10 +334,31 @@ def _count(n: int, singular: str, plural: str | None = None) -> str:
     return f"{n:,} {singular if n == 1 else plural or singular + 's'}"
 
 
-def print_report(report: NanReport, console: Console, stopped: bool = False) -> None:
+def _checked_calls(recording: Recording, read: int) -> str | None:
+    """Which backward calls were checked, in words, where that is not every call the report
+    read: ``--last`` checks every call and keeps a few; ``--steps``/``--every`` check the
+    backward of the chosen calls only (the forward's ops are checked in every call).
+    ``read``: how many calls the report read."""
+    seen = recording.recorder.calls_seen
+    calls = recording.calls
+    if calls.filters:
+        return (
+            f"the backward of {read:,} of {_count(seen, 'backward call')} "
+            f"({calls.describe()}); the other calls' backward was not checked, "
+            "their forward ops were"
+        )
+    if calls.last is not None:
+        return f"{_count(seen, 'backward call')} (the last {calls.last} kept)"
+    return None
+
+
+def print_report(
+    report: NanReport, console: Console, stopped: bool = False, checked: str | None = None
+) -> None:
     """Print ``report``: the first finding in full, then a short list of the others.
 
     ``stopped``: the program was stopped at the first finding (``--first``).
+    ``checked``: which calls were checked, when not every call the report read.
     """
     first = report.first
     if report.values != "all":
@@ -344,10 +368,8 @@ def print_report(report: NanReport, console: Console, stopped: bool = False) -> 
             "--values all for the values along the way"
         )
     if first is None:
-        calls = report.backward_calls
-        console.print(
-            f"[bold green]no NaN or Inf found[/bold green] in {_count(calls, 'backward call')}"
-        )
+        where = checked if checked is not None else _count(report.backward_calls, "backward call")
+        console.print(f"[bold green]no NaN or Inf found[/bold green] in {where}")
         return
     value = "NaN" if first.value == "nan" else "Inf"
     born = "born" if first.born else "first seen"

@@ -358,3 +358,26 @@ def test_wording_one_op_naming_plurals_and_float16s_range(
     assert "why           exp overflow: past float16's largest value, 65504" in out
     assert "Other findings: 0 more born, 1 passed on from an earlier one" in out
     assert "aten." not in out and "passed one on" not in out
+
+
+def test_cli_says_which_calls_were_checked_under_every_steps_and_last(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A clean report under ``--every`` must not read as "the run is clean": the
+    unchosen calls' backward was not checked, and ``--last`` checked every call."""
+    script = tmp_path / "ten.py"
+    script.write_text(
+        "import torch\n"
+        "w = torch.randn(3, requires_grad=True)\n"
+        "for i in range(10):\n"
+        "    (w * 2).sum().backward()\n"
+    )
+    assert cli.main(["nan", str(script), "--every", "4"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "no NaN or Inf found in the backward of 3 of 10 backward calls (every 4th call)" in out
+    assert "the other calls' backward was not checked, their forward ops were" in out
+    assert cli.main(["nan", str(script), "--last", "3"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "no NaN or Inf found in 10 backward calls (the last 3 kept)" in out
+    assert cli.main(["nan", str(script)]) == 0
+    assert "no NaN or Inf found in 10 backward calls\n" in capsys.readouterr().out
