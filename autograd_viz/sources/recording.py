@@ -13,7 +13,9 @@ and an output path:
   written when the run ends, when the program is stopped (the command line
   saves on SIGINT, SIGTERM and SIGHUP) or at once when a call holds a
   non-finite value (an ``anomaly`` event): recording stops there, so the file
-  keeps the call where the NaN was found and the N-1 before it.
+  keeps the call where the NaN was found and the N-1 before it. At the call
+  level it holds PyTorch's calls underived and derives the N it writes (Note
+  [Calls derived later] in ``autograd_viz/sources/pytorch/call_level.py``).
 """
 
 from __future__ import annotations

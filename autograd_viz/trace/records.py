@@ -489,8 +489,11 @@ def check_values(values: object) -> str:
 # node is watched; each recorded call keeps its roots, and after the call its
 # graph is walked and PyTorch's scheduler run over it (engine/scheduler.py) to
 # derive the nodes' order, dependencies and buffers: every node event is then
-# ``derived``, its time is the replay's, and only the call's start and end are
-# observed. No values are kept at this level.
+# ``derived``, its time is the call's end, and only the call's start and end are
+# observed. No values are kept at this level. A flight recorder at this level
+# holds its calls and derives only those it writes (Note [Calls derived later] in
+# autograd_viz/sources/pytorch/call_level.py). Our engine's calls are recorded as
+# at ``nodes``: the engine emits every step while somebody listens.
 
 OBSERVE_LEVELS = ("nodes", "calls")
 """What a recording watches (Note [Observation levels])."""
