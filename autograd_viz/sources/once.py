@@ -25,6 +25,9 @@ import threading
 import warnings
 from types import FrameType
 
+_AUTOGRAD_VIZ = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+"""This package's directory (``autograd_viz``), whose frames are the watcher's."""
+
 said: set[str] = set()
 """The messages said so far (bounded: see :data:`MAX_SAID`)."""
 
@@ -82,11 +85,11 @@ def _library_file(filename: str, torch_dir: str | None) -> bool:
 @functools.lru_cache(maxsize=4)
 def _library_places(torch_dir: str | None) -> tuple[tuple[str, ...], frozenset[str]]:
     """The libraries' directories (each ending with a separator) and single files."""
-    import autograd_viz
     import engine
 
-    packages = [autograd_viz.__file__, engine.__file__, importlib.__file__]
+    packages = [engine.__file__, importlib.__file__]
     dirs = [os.path.dirname(f) for f in packages if f]
+    dirs.append(_AUTOGRAD_VIZ)
     if torch_dir:
         dirs.append(torch_dir)
     files = frozenset(os.path.realpath(f) for f in (contextlib.__file__, threading.__file__) if f)
