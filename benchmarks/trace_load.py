@@ -1,13 +1,14 @@
-"""Loading a trace with the fast readers and with the field-by-field readers alone.
+"""Loading a trace with the compiled readers and with the schema's readers called field by field.
 
-Note [Fast readers] in ``autograd_viz/trace/fast.py`` keeps a second reader of
-the file's common records for speed; this measures what it earns. The
+Note [One reader] in ``autograd_viz/trace/schema.py`` compiles the readers of
+the file's common records into straight-line functions; this measures what
+that earns. The
 workload records the backward of ``steps`` steps of ``y = tanh(y * w)`` and
 ``y = y + w`` over 3-element float64 tensors (summaries with values, as
 ``record()`` keeps them by default), saves it, and loads it back alternately
-with the fast readers and with them switched off (every record through
-:mod:`autograd_viz.trace.schema`'s readers), checking that both give the
-same trace. Alternating matters: this machine's speed drifts over minutes.
+with the compiled readers and without them (every record read by
+:mod:`autograd_viz.trace.schema`'s readers, a call per field), checking
+that both give the same trace. Alternating matters: this machine's speed drifts over minutes.
 
 Usage:
     python -m benchmarks.trace_load [--steps 5000] [--repeat 5]
@@ -25,7 +26,8 @@ from typing import Any
 
 import engine
 from autograd_viz import Trace, record
-from autograd_viz.trace import fast
+from autograd_viz.trace import file
+from autograd_viz.trace import schema as s
 
 
 def record_workload(steps: int) -> Trace:
@@ -45,16 +47,15 @@ def record_workload(steps: int) -> Trace:
 
 @contextmanager
 def field_by_field() -> Iterator[None]:
-    """Every fast reader says "not sure", so every record takes the checked path."""
-    saved = (fast.node, fast.plain_event, fast.event_data, fast.summary)
-    fast.node = lambda item: None
-    fast.plain_event = lambda item: False
-    fast.event_data = lambda kind, data: None
-    fast.summary = lambda value: None
+    """Every record read by the schema's readers themselves, none compiled."""
+    saved = (file._RECORDS, file._EVENT_DATA)
+    file._RECORDS = {"node": s.NODE.read, "event": s.EVENT.read}  # type: ignore[assignment]
+    data = {kind: reader.read for kind, reader in s.EVENT_DATA_READERS.items()}
+    file._EVENT_DATA = data  # type: ignore[assignment]
     try:
         yield
     finally:
-        fast.node, fast.plain_event, fast.event_data, fast.summary = saved
+        file._RECORDS, file._EVENT_DATA = saved
 
 
 def _load(path: str) -> tuple[float, Trace]:
@@ -73,15 +74,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Measure, print one line per reader, and return the figures."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=5000)
-    parser.add_argument("--repeat", type=int, default=5, help="alternations of the two readers")
+    parser.add_argument("--repeat", type=int, default=5, help="alternations of the two ways")
     args = parser.parse_args(argv)
     trace = record_workload(args.steps)
     path = os.path.join(tempfile.mkdtemp(), "trace.jsonl")
     trace.save(path)
-    times: dict[str, list[float]] = {"fast readers": [], "field by field": []}
+    times: dict[str, list[float]] = {"compiled": [], "field by field": []}
     for _ in range(args.repeat):
         took, quick = _load(path)
-        times["fast readers"].append(took)
+        times["compiled"].append(took)
         with field_by_field():
             took, slow = _load(path)
         times["field by field"].append(took)
@@ -92,8 +93,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     best = {name: min(values) for name, values in times.items()}
     for name, value in best.items():
         print(f"  {name:15s} {value:6.2f} s  {value / events * 1e6:5.1f} µs/event")
-    ratio = best["field by field"] / best["fast readers"]
-    print(f"  field by field / fast readers: {ratio:.2f}×")
+    ratio = best["field by field"] / best["compiled"]
+    print(f"  field by field / compiled: {ratio:.2f}×")
     return {"events": events, "bytes": size, **best}
 
 

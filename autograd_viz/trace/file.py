@@ -15,7 +15,6 @@ from typing import Any
 
 from autograd_viz.trace import (
     GraphTaskInfo,
-    LeafInfo,
     NodeInfo,
     Trace,
     TraceEvent,
@@ -168,98 +167,10 @@ def save(trace: Trace, path: str | os.PathLike[str]) -> None:
 
 # -- reading ---------------------------------------------------------------------------
 
-_PROCESS = s.record(
-    {
-        "pid": s.read_int,
-        "host": s.read_str,
-        "rank": s.optional(s.read_count),
-        "world_size": s.optional(s.read_count),
-        "local_rank": s.optional(s.read_count),
-        "backend": s.optional(s.read_str),
-        "launcher": s.optional(s.read_str),
-        "clock": s.tuple_of(s.read_int, s.read_int),
-    }
-)
-
-_HEADER = s.record(
-    {
-        "type": s.one_of("header"),
-        "format": s.read_str,
-        "version": s.read_int,
-        "engine": s.read_str,
-        "max_values": s.read_count,
-    },
-    {
-        "sources": s.list_of(s.read_str),
-        "process": _PROCESS,
-        "values": s.one_of("none", "leaves"),  # version 9 (Note [Values tiers]); all: left out
-        "observe": s.one_of("calls"),  # version 10 (Note [Observation levels]); nodes: left out
-    },
-)
-
-_LEAF = s.record(
-    {
-        "name": s.optional(s.read_str),
-        "shape": s.list_of(s.read_count),
-        "dtype": s.read_str,
-        "device": s.read_str,
-        "grad": s.opt_summary,
-    }
-)
-
-_NODE = s.record(
-    {
-        "type": s.one_of("node"),
-        "graph_task": s.read_int,
-        "id": s.read_int,
-        "name": s.read_str,
-        "sequence_nr": s.read_int,
-        "topological_nr": s.read_count,
-        "device": s.read_str,
-        "next_edges": s.list_of(s.optional(s.tuple_of(s.read_int, s.read_count))),
-        "inputs": s.list_of(s.tuple_of(s.list_of(s.read_count), s.read_str, s.read_str)),
-        "dependencies": s.read_count,
-        "status": s.one_of("needed", "pruned"),
-        "captures": s.list_of(s.tuple_of(s.read_count, s.read_count)),
-        "saved": s.summaries,
-        "hooks": s.list_of(s.tuple_of(s.read_str, s.read_count)),
-        "traceback": s.optional(s.lines),
-    },
-    {"leaf": _LEAF, "scope": s.scope},
-)
-
-_GRAPH_TASK = s.record(
-    {
-        "type": s.one_of("graph_task"),
-        "id": s.read_int,
-        "parent": s.optional(s.read_int),
-        "reentrant_depth": s.read_count,
-        "keep_graph": s.read_bool,
-        "create_graph": s.read_bool,
-        "root": s.read_int,
-        "roots": s.list_of(s.tuple_of(s.read_int, s.read_str, s.read_count)),
-        "outputs": s.list_of(s.tuple_of(s.read_int, s.read_count)),
-        "thread": s.read_str,
-        "nodes": s.read_count,
-    },
-    {"modules": s.modules, "call": s.read_count, "cut": s.read_str},
-)
-
-_EVENT = s.record(
-    {
-        "type": s.one_of("event"),
-        "kind": s.read_str,
-        "seq": s.read_int,
-        "t_ns": s.read_int,
-        "thread": s.read_str,
-        "device": s.read_str,
-        "graph_task": s.read_int,
-        "node": s.optional(
-            s.tuple_of(s.read_int, s.read_str, s.read_int, s.read_count),
-        ),
-        "data": lambda value: value,  # checked against the kind's schema below
-    }
-)
+_RECORDS = fast.Compiled({"node": s.NODE, "event": s.EVENT})
+"""The readers of the records read by the thousand, compiled (Note [One reader])."""
+_EVENT_DATA = fast.Compiled(s.EVENT_DATA_READERS)
+"""The readers of each kind of event's data, compiled."""
 
 
 # Note [Event order]
@@ -291,7 +202,7 @@ class _Loader:
 
     def feed(self, item: Any) -> None:
         if not isinstance(item, dict):
-            raise s.SchemaError(f"expected a JSON object, got {s._kind(item)}")
+            raise s.SchemaError(f"expected a JSON object, got {s.kind(item)}")
         kind = item.get("type")
         if kind == "event" and self.pending is None and self.header is not None:
             self.read_event(item)  # the common case, as the general one below would
@@ -308,7 +219,7 @@ class _Loader:
         if self.expect_start is not None and kind != "event":
             raise s.SchemaError(f"graph task {self.expect_start} has no graph_task_start event")
         if kind == "graph_task":
-            fields = _GRAPH_TASK(item)
+            fields = s.GRAPH_TASK(item)
             if fields["id"] in self.graph_tasks:
                 raise s.SchemaError(f"graph task {fields['id']} appears twice")
             parent = fields["parent"]
@@ -341,15 +252,14 @@ class _Loader:
                 f"versions {', '.join(str(v) for v in READABLE_VERSIONS[:-1])} "
                 f"and {READABLE_VERSIONS[-1]}"
             )
-        header = _HEADER(item)
+        header = s.HEADER(item)
         del header["type"]
         if "sources" in header:
             header["sources"] = list(header["sources"])  # a recording header's list
         self.header = header
 
     def read_node(self, item: dict[str, Any]) -> None:
-        read = fast.node(item)
-        gid, info = read if read is not None else _read_node_checked(item)
+        gid, info = _RECORDS["node"](item)
         pending = self.pending
         if pending is None or gid != pending["id"]:
             raise s.SchemaError("a node record must follow its graph_task record")
@@ -394,11 +304,9 @@ class _Loader:
         )
 
     def read_event(self, item: dict[str, Any]) -> None:
-        fields = item if fast.plain_event(item) else _EVENT(item)
+        fields = _RECORDS["event"](item)
         kind = fields["kind"]
-        data = fast.event_data(kind, fields["data"])
-        if data is None:
-            data = _read_event_data_checked(kind, fields["data"])
+        data = _read_event_data(kind, fields["data"])
         seq, thread = fields["seq"], fields["thread"]
         last = self.last_seq.get(thread)
         if last is not None and seq <= last:
@@ -470,27 +378,12 @@ def _new_event(fields: tuple[Any, ...]) -> TraceEvent:
     return event
 
 
-def _read_node_checked(item: dict[str, Any]) -> tuple[int, NodeInfo]:
-    """A node record, field by field: what :func:`fast.node` reads, and the errors it leaves."""
-    fields = _NODE(item)
-    gid = fields.pop("graph_task")
-    del fields["type"]
-    leaf = fields.pop("leaf", None)
-    if leaf is not None:
-        leaf["shape"] = tuple(leaf["shape"])
-        fields["leaf"] = LeafInfo(**leaf)
-    fields["inputs"] = tuple((tuple(shape), dt, dev) for shape, dt, dev in fields["inputs"])
-    return gid, NodeInfo(**fields)
-
-
-def _read_event_data_checked(kind: str, data: Any) -> dict[str, Any]:
-    """An event's ``data``, field by field: what :func:`fast.event_data` reads, and the errors
-    it leaves."""
-    reader = s.EVENT_DATA_READERS.get(kind)
-    if reader is None:
+def _read_event_data(kind: str, data: Any) -> dict[str, Any]:
+    """An event's ``data``, read by its kind's reader."""
+    if kind not in s.EVENT_DATA_READERS:
         raise s.SchemaError(f"unknown event kind {s.show(kind)}")
     try:
-        result: dict[str, Any] = reader(data)
+        result: dict[str, Any] = _EVENT_DATA[kind](data)
     except s.SchemaError as exc:
         raise s.SchemaError(f"data: {exc}") from None
     return result

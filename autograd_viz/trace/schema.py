@@ -1,232 +1,100 @@
-"""The trace file's schema: decoding JSON values into typed records, strictly.
+"""The trace file's schema: what each record and each event kind carries, as readers.
 
-Every value read from a trace file passes through a *reader*: a function that
-takes the raw JSON value and returns the decoded Python value or raises
-:class:`SchemaError` naming what was wrong. Readers compose (``optional``,
+Every value read from a trace file passes through a *reader*
+(:mod:`autograd_viz.trace.readers`): it takes the raw JSON value and returns
+the decoded Python value or raises :class:`SchemaError` naming what was
+wrong. Readers compose (:mod:`autograd_viz.trace.compose`: ``optional``,
 ``list_of``, ``record``), so the schema below reads as a table of what each
-event kind carries; ``docs/trace-format.md`` documents the same table.
+record and event kind carries; ``docs/trace-format.md`` documents the same
+table.
 
-Nothing here evaluates or unpickles anything: JSON in, dataclasses out.
+Note [One reader]
+~~~~~~~~~~~~~~~~~
+The table is the one description of the format. Calling a reader reads a
+value field by field, a function call per field, and names the first thing
+wrong ("data: grad: shape: [0]: expected a non-negative integer, got -1").
+Most of a trace file is a few kinds of record of one shape each, read by the
+hundred thousand, so :func:`autograd_viz.trace.fast.compiled` turns a
+record's reader into one straight-line function: each reader writes the
+code of its usual case (:meth:`Reader.test`, :meth:`Reader.emit`: "an int
+within bounds", "a list of them") beside the code that reads it field by
+field, and the compiled function runs the record's code in one go. On
+anything unusual, valid or not (an integer where a float is expected, a NaN
+written as ``"nan"``, a missing field), it hands the value, untouched, to
+the reader itself, which accepts what it always did and names what is
+wrong. So the compiled function returns exactly what the reader returns, or
+raises what it raises; ``tests/viz/test_trace_fast.py`` checks both on real
+traces and on mutations of them, and ``benchmarks/trace_load.py`` measures
+what the compiled functions earn.
+
+Nothing here evaluates or unpickles anything: JSON in, dataclasses out. The
+compiled code is made from this table alone, never from a file's contents.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
 from typing import Any
 
-from autograd_viz.trace import fast
-from autograd_viz.trace.summary import TensorSummary
+from autograd_viz.trace.compose import (
+    list_of,
+    optional,
+    read_floats,
+    record,
+    str_map,
+    tuple_of,
+)
+from autograd_viz.trace.readers import (
+    Reader,
+    SchemaError,
+    anything,
+    encode_float,
+    kind,
+    one_of,
+    read_bool,
+    read_count,
+    read_float,
+    read_int,
+    read_path,
+    read_str,
+    show,
+)
+from autograd_viz.trace.records import LeafInfo, NodeInfo, new_node_info
+from autograd_viz.trace.summary import TensorSummary, new_summary
 
-Reader = Callable[[Any], Any]
-
-
-class SchemaError(ValueError):
-    """A value does not match the schema (the caller adds the line number)."""
-
-
-# -- floats: JSON has no NaN or Inf, so they travel as strings ------------------------
-
-_NON_FINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
-
-
-def encode_float(value: float) -> float | str:
-    """A float as JSON: itself when finite, else ``"nan"``, ``"inf"`` or ``"-inf"``."""
-    if math.isfinite(value):
-        return value
-    if math.isnan(value):
-        return "nan"
-    return "inf" if value > 0 else "-inf"
-
-
-def read_float(value: Any) -> float:
-    if type(value) is float and value - value == 0.0:  # the common case: finite (inf - inf is nan)
-        return value
-    if isinstance(value, bool):
-        raise SchemaError(f"expected a number, got {_kind(value)}")
-    if isinstance(value, int | float):
-        try:
-            result = float(value)
-        except OverflowError:
-            raise SchemaError("number out of range") from None
-        if not math.isfinite(result):
-            raise SchemaError("number out of range")
-        return result
-    if isinstance(value, str) and value in _NON_FINITE:
-        return _NON_FINITE[value]
-    raise SchemaError(f"expected a number, got {_kind(value)}")
-
-
-_NUMBERS = frozenset({float, int})
-
-
-def read_floats(value: Any) -> tuple[float, ...]:
-    """A list of numbers (a summary's values): one pass in C when every one is finite."""
-    if type(value) is list and set(map(type, value)) <= _NUMBERS:
-        try:
-            if math.isfinite(sum(value)):  # any Inf or NaN, or an overflow, makes it not
-                return tuple(map(float, value))
-        except OverflowError:
-            pass  # a huge integer: the exact check below names it
-    return _each_float(value)
-
-
-# -- scalar readers --------------------------------------------------------------------
-
-_INT_LIMIT = fast.INT_LIMIT
-
-
-def read_int(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise SchemaError(f"expected an integer, got {_kind(value)}")
-    if not -_INT_LIMIT <= value <= _INT_LIMIT:
-        raise SchemaError(f"integer {show(value)} out of range")
-    return value
-
-
-def read_count(value: Any) -> int:
-    result = read_int(value)
-    if result < 0:
-        raise SchemaError(f"expected a non-negative integer, got {result}")
-    return result
-
-
-def read_str(value: Any) -> str:
-    if not isinstance(value, str):
-        raise SchemaError(f"expected a string, got {_kind(value)}")
-    return value
-
-
-def read_bool(value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise SchemaError(f"expected true or false, got {_kind(value)}")
-    return value
-
-
-def one_of(*choices: str) -> Reader:
-    def read(value: Any) -> str:
-        text = read_str(value)
-        if text not in choices:
-            raise SchemaError(f"expected one of {', '.join(choices)}; got {show(text)}")
-        return text
-
-    return read
-
-
-def optional(reader: Reader) -> Reader:
-    def read(value: Any) -> Any:
-        return None if value is None else reader(value)
-
-    return read
-
-
-def list_of(reader: Reader) -> Reader:
-    def read(value: Any) -> tuple[Any, ...]:
-        if not isinstance(value, list):
-            raise SchemaError(f"expected a list, got {_kind(value)}")
-        out: list[Any] = []
-        try:
-            for item in value:
-                out.append(reader(item))
-        except SchemaError as exc:
-            raise SchemaError(f"[{len(out)}]: {exc}") from None
-        return tuple(out)
-
-    return read
-
-
-_each_float = list_of(read_float)
-
-
-def tuple_of(*readers: Reader) -> Reader:
-    def read(value: Any) -> tuple[Any, ...]:
-        if not isinstance(value, list):
-            raise SchemaError(f"expected a list of {len(readers)} items, got {_kind(value)}")
-        if len(value) != len(readers):
-            raise SchemaError(f"expected a list of {len(readers)} items, got {len(value)}")
-        out: list[Any] = []
-        try:
-            for reader, item in zip(readers, value, strict=True):
-                out.append(reader(item))
-        except SchemaError as exc:
-            raise SchemaError(f"[{len(out)}]: {exc}") from None
-        return tuple(out)
-
-    return read
-
-
-def str_map(reader: Reader) -> Reader:
-    def read(value: Any) -> dict[str, Any]:
-        if not isinstance(value, dict):
-            raise SchemaError(f"expected an object, got {_kind(value)}")
-        out = {}
-        for key, item in value.items():
-            try:
-                out[key] = reader(item)
-            except SchemaError as exc:
-                raise SchemaError(f"{show(key)}: {exc}") from None
-        return out
-
-    return read
-
-
-def record(fields: Mapping[str, Reader], optional_fields: Mapping[str, Reader] = {}) -> Reader:
-    """A JSON object with exactly ``fields`` (plus any of ``optional_fields``)."""
-    readers = {**optional_fields, **fields}
-    required = frozenset(fields)
-    allowed = frozenset(readers)
-
-    def read(value: Any) -> dict[str, Any]:
-        if not isinstance(value, dict):
-            raise SchemaError(f"expected an object, got {_kind(value)}")
-        keys = value.keys()
-        if not keys >= required:
-            missing = next(name for name in fields if name not in value)
-            raise SchemaError(f"missing field {missing!r}")
-        if not keys <= allowed:
-            unknown = next(name for name in value if name not in allowed)
-            raise SchemaError(f"unknown field {show(unknown)}")
-        out = {}
-        name = ""
-        try:
-            for name, item in value.items():
-                out[name] = readers[name](item)
-        except SchemaError as exc:
-            raise SchemaError(f"{name}: {exc}") from None
-        return out
-
-    return read
-
-
-def _kind(value: Any) -> str:
-    names = {dict: "an object", list: "a list", str: "a string", bool: "a boolean"}
-    if value is None:
-        return "null"
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return f"the number {show(value)}"
-    return names.get(type(value), type(value).__name__)
-
-
-_SHOWN = 60
-
-
-def show(value: Any) -> str:
-    """``repr(value)`` cut to a length that fits in an error message."""
-    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**_SHOWN:
-        return f"an integer of {len(str(abs(value)))} digits"
-    if isinstance(value, list | dict):
-        return _kind(value)  # a nested value's repr is neither short nor useful
-    text = repr(value)
-    return text if len(text) <= _SHOWN else f"{text[: _SHOWN - 3]}..."
-
+__all__ = [
+    "EVENT", "EVENT_DATA", "EVENT_DATA_READERS", "GRAPH_TASK", "HEADER", "NODE", "Reader",
+    "SchemaError", "encode_float", "encode_summary", "kind", "show",
+]  # fmt: skip
 
 # -- tensor summaries -------------------------------------------------------------------
 
-_shape = list_of(read_count)
 _opt_float = optional(read_float)
 
-_SUMMARY = record(
-    {"shape": _shape, "dtype": read_str, "device": read_str},
+
+def _summary(
+    shape: tuple[int, ...],
+    dtype: str,
+    device: str,
+    low: float | None,
+    high: float | None,
+    mean: float | None,
+    norm: float | None,
+    nan_count: int,
+    inf_count: int,
+    values: tuple[float, ...] | None,
+) -> TensorSummary:
+    if values is not None and len(values) != math.prod(shape):
+        # Views reshape the values to the shape (the NaN report's causes do).
+        raise SchemaError(
+            f"values: {len(values)} values for a tensor of shape {list(shape)}, "
+            f"which has {math.prod(shape)}"
+        )
+    return new_summary(shape, dtype, device, low, high, mean, norm, nan_count, inf_count, values)
+
+
+summary = record(
+    {"shape": list_of(read_count), "dtype": read_str, "device": read_str},
     {
         "min": _opt_float,
         "max": _opt_float,
@@ -236,27 +104,10 @@ _SUMMARY = record(
         "inf_count": read_count,
         "values": read_floats,
     },
+    build=_summary,
+    defaults={"nan_count": 0, "inf_count": 0},
 )
-
-
-def read_summary(value: Any) -> TensorSummary:
-    """A tensor summary; a well-formed one is read in one step (Note [Fast readers])."""
-    read = fast.summary(value)
-    return read if read is not None else _read_summary_checked(value)
-
-
-def _read_summary_checked(value: Any) -> TensorSummary:
-    fields = _SUMMARY(value)
-    values = fields.get("values")
-    if values is not None:
-        # Views reshape the values to the shape (the NaN report's causes do).
-        numel = math.prod(fields["shape"])
-        if len(values) != numel:
-            raise SchemaError(
-                f"values: {len(values)} values for a tensor of shape {list(fields['shape'])}, "
-                f"which has {numel}"
-            )
-    return TensorSummary(**fields)
+"""A tensor summary."""
 
 
 def encode_summary(summary: TensorSummary) -> dict[str, Any]:
@@ -279,23 +130,118 @@ def encode_summary(summary: TensorSummary) -> dict[str, Any]:
     return out
 
 
-def read_path(value: Any) -> str:
-    """A module path: a non-empty string (``"transformer.h.3.attn"``)."""
-    text = read_str(value)
-    if not text:
-        raise SchemaError("expected a module path, got an empty string")
-    return text
-
-
 scope = list_of(tuple_of(read_path, read_count))
 """A node's ``scope``: ``[[path, call], ...]``, outermost first (version 5)."""
 modules = str_map(read_str)
 """A graph task's ``modules``: ``{path: class name}`` (version 5)."""
 
-summary = read_summary
-opt_summary = optional(read_summary)
+opt_summary = optional(summary)
 summaries = list_of(opt_summary)
 lines = list_of(read_str)
+
+# -- records ----------------------------------------------------------------------------
+
+PROCESS = record(
+    {
+        "pid": read_int,
+        "host": read_str,
+        "rank": optional(read_count),
+        "world_size": optional(read_count),
+        "local_rank": optional(read_count),
+        "backend": optional(read_str),
+        "launcher": optional(read_str),
+        "clock": tuple_of(read_int, read_int),
+    }
+)
+
+HEADER = record(
+    {
+        "type": one_of("header"),
+        "format": read_str,
+        "version": read_int,
+        "engine": read_str,
+        "max_values": read_count,
+    },
+    {
+        "sources": list_of(read_str),
+        "process": PROCESS,
+        "values": one_of("none", "leaves"),  # version 9 (Note [Values tiers]); all: left out
+        "observe": one_of("calls"),  # version 10 (Note [Observation levels]); nodes: left out
+    },
+)
+
+LEAF = record(
+    {
+        "name": optional(read_str),
+        "shape": list_of(read_count),
+        "dtype": read_str,
+        "device": read_str,
+        "grad": opt_summary,
+    },
+    build=LeafInfo,
+)
+
+
+def _node(kind: str, graph_task: int, node_id: int, *fields: Any) -> tuple[int, NodeInfo]:
+    return graph_task, new_node_info(node_id, *fields)
+
+
+NODE = record(
+    {
+        "type": one_of("node"),
+        "graph_task": read_int,
+        "id": read_int,
+        "name": read_str,
+        "sequence_nr": read_int,
+        "topological_nr": read_count,
+        "device": read_str,
+        "next_edges": list_of(optional(tuple_of(read_int, read_count))),
+        "inputs": list_of(tuple_of(list_of(read_count), read_str, read_str)),
+        "dependencies": read_count,
+        "status": one_of("needed", "pruned"),
+        "captures": list_of(tuple_of(read_count, read_count)),
+        "saved": summaries,
+        "hooks": list_of(tuple_of(read_str, read_count)),
+        "traceback": optional(lines),
+    },
+    {"leaf": LEAF, "scope": scope},
+    build=_node,
+    defaults={"scope": ()},
+)
+"""A node record: ``(graph task, NodeInfo)``."""
+
+GRAPH_TASK = record(
+    {
+        "type": one_of("graph_task"),
+        "id": read_int,
+        "parent": optional(read_int),
+        "reentrant_depth": read_count,
+        "keep_graph": read_bool,
+        "create_graph": read_bool,
+        "root": read_int,
+        "roots": list_of(tuple_of(read_int, read_str, read_count)),
+        "outputs": list_of(tuple_of(read_int, read_count)),
+        "thread": read_str,
+        "nodes": read_count,
+    },
+    {"modules": modules, "call": read_count, "cut": read_str},
+)
+
+EVENT = record(
+    {
+        "type": one_of("event"),
+        "kind": read_str,
+        "seq": read_int,
+        "t_ns": read_int,
+        "thread": read_str,
+        "device": read_str,
+        "graph_task": read_int,
+        "node": optional(
+            tuple_of(read_int, read_str, read_int, read_count),
+        ),
+        "data": anything,  # read by the kind's reader: _read_event_data
+    }
+)
 
 # -- event data, kind by kind ------------------------------------------------------------
 

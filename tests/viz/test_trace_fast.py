@@ -1,11 +1,12 @@
-"""The fast readers of trace files read what the checked readers read, and leave the rest to them.
+"""Compiled readers of trace files read what the schema's readers read, and fail as they fail.
 
-Note [Fast readers] in ``autograd_viz/trace/fast.py``: a fast reader returns
-what the checked reader would, or ``None``; never a value for a record the
-checked reader rejects, and never a different value. Checked here on every
-record of real traces, on each field of each common record replaced by odd
-values, and on whole mutated files, which must load to the same trace or fail
-with the same message with the fast readers on and off.
+Note [One reader] in ``autograd_viz/trace/schema.py``: a compiled reader runs
+a record's usual case in one go and hands anything else to the reader it was
+compiled from; it returns what that reader returns and raises what it raises,
+and changes its argument only when it read it. Checked here on every record
+of real traces, on each field of each common record replaced by odd values,
+and on whole mutated files, which must load to the same trace or fail with
+the same message with the compiled readers on and off.
 """
 
 from __future__ import annotations
@@ -36,38 +37,58 @@ _ODD: list[Any] = [
 
 @contextmanager
 def _checked_only() -> Iterator[None]:
-    """Every record read field by field, as before the fast readers."""
+    """Every record read field by field, by the schema's readers themselves."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(fast, "summary", lambda value: None)
-        patch.setattr(fast, "event_data", lambda kind, data: None)
-        patch.setattr(fast, "node", lambda item: None)
-        patch.setattr(fast, "plain_event", lambda item: False)
+        patch.setattr(file, "_RECORDS", {"node": s.NODE.read, "event": s.EVENT.read})
+        data = {kind: reader.read for kind, reader in s.EVENT_DATA_READERS.items()}
+        patch.setattr(file, "_EVENT_DATA", data)
         patch.setattr(file, "_decode", file._DECODER.decode)
         yield
 
 
-def _outcome(read: Callable[[Any], Any], value: Any) -> str | None:
-    """``repr`` of what ``read`` returns for a copy of ``value`` (strict: 1 is not 1.0),
-    or ``None`` when it raises SchemaError."""
+def _outcome(read: Callable[[Any], Any], value: Any) -> str:
+    """``repr`` of what ``read`` returns for ``value`` (strict: 1 is not 1.0), or its error."""
     try:
-        return repr(read(copy.deepcopy(value)))
-    except s.SchemaError:
-        return None
+        return repr(read(value))
+    except s.SchemaError as exc:
+        return f"SchemaError: {exc}"
 
 
-def _agree(fast_read: Callable[[Any], Any], checked_read: Callable[[Any], Any], value: Any) -> bool:
-    """Assert the fast reader returns the checked reader's value or ``None`` (and then leaves
-    its argument alone); returns whether it read the value."""
-    with _checked_only():
-        expected = _outcome(checked_read, value)
+def _agree(reader: s.Reader, value: Any) -> bool:
+    """Assert the compiled ``reader`` reads ``value`` as ``reader`` does, or fails with its
+    message, and changes it only when it read it; returns whether it read it in one go."""
+    read = _compiled(reader)
+    expected = _outcome(reader, copy.deepcopy(value))
     mine = copy.deepcopy(value)
-    got = fast_read(mine)
-    if got is None:
-        assert json.dumps(mine) == json.dumps(value), "a fast reader changed what it gave up on"
-        return False
-    assert expected is not None, f"the fast reader accepted what the checked one rejects: {value}"
-    assert repr(got) == expected, value
-    return True
+    handed: list[Any] = []
+
+    def hand_over(given: Any) -> Any:
+        handed.append(given)
+        return reader(given)
+
+    namespace = read.__globals__
+    original, namespace["_read"] = namespace["_read"], hand_over
+    try:
+        got = _outcome(read, mine)
+    finally:
+        namespace["_read"] = original
+    assert got == expected, value
+    if handed:
+        assert handed == [mine] and json.dumps(mine) == json.dumps(value), (
+            "a compiled reader changed what it handed over"
+        )
+    return not handed
+
+
+_COMPILED: dict[int, Callable[[Any], Any]] = {}
+
+
+def _compiled(reader: s.Reader) -> Callable[[Any], Any]:
+    """``reader`` compiled once, as the loader compiles it."""
+    key = id(reader)
+    if key not in _COMPILED:
+        _COMPILED[key] = fast.compiled(reader, "read")
+    return _COMPILED[key]
 
 
 def _records(data: bytes) -> list[dict[str, Any]]:
@@ -79,16 +100,12 @@ def files() -> dict[str, bytes]:
     return seed_files()
 
 
-def _readers(record: dict[str, Any]) -> tuple[Callable[[Any], Any], Callable[[Any], Any]] | None:
-    """The fast and the checked reader of a node record or of an event's data."""
+def _reader(record: dict[str, Any]) -> s.Reader | None:
+    """The reader of a node record or of an event's data."""
     if record.get("type") == "node":
-        return fast.node, file._read_node_checked
-    kind = record.get("kind")
-    if record.get("type") == "event" and kind in fast.EVENT_DATA:
-        return (
-            lambda data: fast.event_data(kind, data),
-            lambda data: file._read_event_data_checked(kind, data),
-        )
+        return s.NODE
+    if record.get("type") == "event":
+        return s.EVENT_DATA_READERS.get(record.get("kind"))  # type: ignore[arg-type]
     return None
 
 
@@ -99,20 +116,21 @@ def _what(record: dict[str, Any]) -> Any:
     return record if record["type"] == "node" else record["data"]
 
 
-def test_real_records_are_read_fast_and_the_same(files: dict[str, bytes]) -> None:
+def test_real_records_are_read_in_one_go_and_the_same(files: dict[str, bytes]) -> None:
     read: dict[str, int] = {}
     for data in files.values():
         for record in _records(data):
-            readers = _readers(record)
             if record["type"] == "event":
-                assert fast.plain_event(record)
-            if readers is None:
+                assert _agree(s.EVENT, record)
+            reader = _reader(record)
+            if reader is None:
                 continue
-            # Every real one reads fast, but for a NaN or an Inf: those travel as strings.
-            assert _agree(*readers, _what(record)) or _NON_FINITE.search(json.dumps(record))
+            # Every real one reads in one go, but for a NaN or an Inf: those travel as strings.
+            assert _agree(reader, _what(record)) or _NON_FINITE.search(json.dumps(record))
             name = record.get("kind", "node")
             read[name] = read.get(name, 0) + 1
-    assert set(read) == {*fast.EVENT_DATA, "node"}, read
+    common = {"enqueue", "dependency_decrement", "release_variables", "node_start", "node_end"}
+    assert {*common, "accumulate", "node"} <= set(read), read
 
 
 def _variants(value: Any) -> Iterator[Any]:
@@ -133,56 +151,75 @@ def _variants(value: Any) -> Iterator[Any]:
 
 
 def _one_of_each(files: dict[str, bytes]) -> Iterator[tuple[dict[str, Any], Any]]:
-    """A record of each kind with a fast reader (nodes with and without a leaf and a scope)."""
+    """A record of each kind (nodes with and without a leaf and a scope)."""
     seen: set[Any] = set()
     for data in files.values():
         for record in _records(data):
             key = record.get("kind") or (record["type"], "leaf" in record, "scope" in record)
-            if _readers(record) is not None and key not in seen:
+            if _reader(record) is not None and key not in seen:
                 seen.add(key)
                 yield record, key
 
 
-def test_odd_fields_are_read_the_same_or_left_to_the_checked_reader(
-    files: dict[str, bytes],
-) -> None:
+def test_odd_fields_are_read_the_same_or_fail_the_same(files: dict[str, bytes]) -> None:
     kinds = set()
     for record, key in _one_of_each(files):
         kinds.add(key)
-        fast_read, checked_read = _readers(record) or (None, None)
-        assert fast_read is not None and checked_read is not None
+        reader = _reader(record)
+        assert reader is not None
         for variant in _variants(_what(record)):
-            _agree(fast_read, checked_read, variant)
+            _agree(reader, variant)
+        if record["type"] == "event":
+            for variant in _variants({**record, "data": None}):
+                _agree(s.EVENT, variant)
     nodes = {("node", leaf, scope) for leaf in (True, False) for scope in (True, False)}
-    assert {*nodes, *fast.EVENT_DATA} <= kinds
+    common = {"enqueue", "dependency_decrement", "release_variables", "node_start", "node_end"}
+    assert {*nodes, *common, "accumulate"} <= kinds
 
 
-def test_odd_summaries_are_read_the_same_or_left_to_the_checked_reader() -> None:
-    summary = {
-        "shape": [2, 1],
-        "dtype": "float32",
-        "device": "cpu",
-        "min": -1.5,
-        "max": 2.0,
-        "mean": 0.25,
-        "norm": 2.5,
-        "nan_count": 0,
-        "inf_count": 0,
-        "values": [-1.5, 2.0],
-    }
-    assert _agree(fast.summary, s._read_summary_checked, summary)
-    for variant in _variants(summary):
-        _agree(fast.summary, s._read_summary_checked, variant)
-    for values in ([1, 2.0], [1e308, 1e308], [True, 1.0], ["nan", 1.0]):
-        _agree(fast.summary, s._read_summary_checked, {**summary, "values": values})
+_SUMMARY = {
+    "shape": [2, 1],
+    "dtype": "float32",
+    "device": "cpu",
+    "min": -1.5,
+    "max": 2.0,
+    "mean": 0.25,
+    "norm": 2.5,
+    "nan_count": 0,
+    "inf_count": 0,
+    "values": [-1.5, 2.0],
+}
 
 
-def test_a_summary_whose_values_are_null_is_rejected_fast_or_not(tmp_path: Path) -> None:
-    # The checked reader never took "values": null; the first fast reader did.
+def test_odd_summaries_are_read_the_same_or_fail_the_same() -> None:
+    assert _agree(s.summary, _SUMMARY)
+    for variant in _variants(_SUMMARY):
+        _agree(s.summary, variant)
+    for values in ([1, 2.0], [1e308, 1e308], [True, 1.0], ["nan", 1.0], [-1.5]):
+        assert not _agree(s.summary, {**_SUMMARY, "values": values})
+
+
+def test_a_summary_whose_values_are_null_is_rejected() -> None:
+    # The field-by-field reader never took "values": null; the first fast reader did.
     summary = {"shape": [1], "dtype": "float32", "device": "cpu", "values": None}
-    assert fast.summary(summary) is None
     with pytest.raises(s.SchemaError, match="values: expected a list, got null"):
-        s.read_summary(summary)
+        _compiled(s.summary)(summary)
+
+
+def test_a_compiled_reader_reads_an_object_within_the_value_into_a_copy() -> None:
+    # A record read as a dict is the value itself, its fields replaced once all is read;
+    # an object within it is copied, so that a value handed over stays as it was.
+    inner = s.record({"pair": s.tuple_of(s.read_int, s.read_str)})
+    outer = s.record({"inner": inner, "n": s.read_count})
+    value = {"inner": {"pair": [1, "a"]}, "n": 3}
+    assert _agree(outer, value)
+    read = _compiled(outer)(value)
+    assert read is value and read == {"inner": {"pair": (1, "a")}, "n": 3}
+    bad = {"inner": {"pair": [1, "a"]}, "n": -3}
+    assert not _agree(outer, bad)
+    with pytest.raises(s.SchemaError, match="n: expected a non-negative integer, got -3"):
+        _compiled(outer)(bad)
+    assert bad["inner"] == {"pair": [1, "a"]}
 
 
 def _loaded(path: Path) -> str:
@@ -193,7 +230,7 @@ def _loaded(path: Path) -> str:
     return repr((trace.header, trace.graph_tasks, trace.events))
 
 
-def test_mutated_files_load_the_same_or_fail_the_same_with_fast_readers_off(
+def test_mutated_files_load_the_same_or_fail_the_same_with_compiled_readers_off(
     files: dict[str, bytes], tmp_path: Path
 ) -> None:
     rng = random.Random(20261124)
@@ -239,7 +276,7 @@ def test_a_line_decodes_as_json_decode_reads_it(line: str) -> None:
 
 
 @pytest.mark.oracle
-def test_a_pytorch_trace_reads_fast_and_the_same(torch: Any, tmp_path: Path) -> None:
+def test_a_pytorch_trace_reads_in_one_go_and_the_same(torch: Any, tmp_path: Path) -> None:
     from autograd_viz.sources.recorder import record
 
     cell = torch.nn.GRUCell(4, 4)
@@ -252,9 +289,9 @@ def test_a_pytorch_trace_reads_fast_and_the_same(torch: Any, tmp_path: Path) -> 
     trace.save(path)
     derived = 0
     for record_ in _records(path.read_bytes()):
-        readers = _readers(record_)
-        if readers is not None:
-            assert _agree(*readers, _what(record_)), record_
+        reader = _reader(record_)
+        if reader is not None:
+            assert _agree(reader, _what(record_)), record_
             derived += record_.get("data", {}).get("derived", False)
     assert derived > 10  # the bridge's derived events read fast too
     loaded = _loaded(path)
