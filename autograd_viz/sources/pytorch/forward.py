@@ -51,37 +51,20 @@ remembered by weak reference only.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from torch.overrides import TorchFunctionMode
-from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils.weak import WeakIdKeyDictionary
 
-from autograd_viz.sources.once import warn_once
 from autograd_viz.sources.pytorch.compiled import around_compiled
 from autograd_viz.sources.pytorch.forward_backward import BackwardChecks
-from autograd_viz.sources.pytorch.forward_births import NO_KINDS, Births, NonFiniteError
+from autograd_viz.sources.pytorch.forward_births import Births, NonFiniteError
 from autograd_viz.sources.pytorch.forward_compiled import RegionChecks, eagerly, step_aside_modes
-from autograd_viz.sources.pytorch.forward_functions import FunctionCalls
+from autograd_viz.sources.pytorch.forward_functions import FunctionCalls, FunctionMode
 from autograd_viz.sources.pytorch.forward_modules import ModuleHooks
-from autograd_viz.sources.pytorch.op_values import (
-    FILL_OPS,
-    KERNEL_STATE_RETURNS,
-    NAN,
-    NEGINF,
-    NORM_OPS,
-    PENDING_NAMESPACES,
-    POSINF,
-    UNINITIALIZED_OPS,
-    OpInfo,
-    finite,
-    mutated,
-    results,
-)
+from autograd_viz.sources.pytorch.forward_ops import DispatchMode, OpChecks
+from autograd_viz.sources.pytorch.op_values import NAN, NEGINF, POSINF, OpInfo
 from engine.events import HUB
 
 
@@ -106,13 +89,19 @@ class TorchChecks:
     (results may then differ in the last bits; Note [Compiled regions])."""
 
 
-class TorchNanChecker(Births):
+class TorchNanChecker:
     """Checks a PyTorch program for NaN and Inf as it runs (see the module docstring).
 
     Enter and leave it on the same thread; it watches that thread's ops, and
     every PyTorch backward call the bridge watches. Findings are ``anomaly``
     events: they go nowhere, and nothing is checked in collect mode, while
     nobody listens to :data:`engine.events.HUB`.
+
+    The checker arms and owns one object per job: the module hooks
+    (:class:`ModuleHooks`), the torch functions and the nodes they make
+    (:class:`FunctionCalls`, behind its function mode), the aten ops
+    (:class:`OpChecks`, behind its dispatch mode), the forward findings
+    (:class:`Births`) and the backward listener (:class:`BackwardChecks`).
 
     Args:
         checks: what to check and whether to raise at the first finding.
@@ -127,13 +116,12 @@ class TorchNanChecker(Births):
         self._checked = frozenset(
             ([NAN] if c.check_nan else []) + ([POSINF, NEGINF] if c.check_inf else [])
         )
-        self._ops: dict[Any, OpInfo] = {}
-        self._intentional: WeakIdKeyDictionary = WeakIdKeyDictionary()
-        self._norms: WeakIdKeyDictionary = WeakIdKeyDictionary()
         self._modes: list[Any] = []
         self._modules = ModuleHooks(self._modes)
-        self._functions = FunctionCalls(self._modules, self._modes, self._emit_forward)
-        self._backward = BackwardChecks(self.checks, self._checked, self.kinds, self._found)
+        self._births = Births(self.checks, self._checked, self._modules, self._found)
+        self._functions = FunctionCalls(self._modules, self._modes, self._births.emit)
+        self._ops = OpChecks(self.checks, self._births, self._functions)
+        self._backward = BackwardChecks(self.checks, self._checked, self._births.kinds, self._found)
         self._settings = ExitStack()
         self._outer_regions: Any = None
 
@@ -141,7 +129,7 @@ class TorchNanChecker(Births):
     def __enter__(self) -> TorchNanChecker:
         if self.checks.forward:
             self._modules.hook()
-            self._modes[:] = [_Functions(self), _Dispatch(self)]
+            self._modes[:] = [FunctionMode(self._functions), DispatchMode(self._ops)]
             for mode in self._modes:
                 mode.__enter__()
             self._outer_regions = around_compiled(RegionChecks(self))
@@ -160,7 +148,11 @@ class TorchNanChecker(Births):
         self._modes.clear()
         self._modules.unhook()
 
-    # -- compiled regions (forward_compiled.py) ------------------------------------------
+    def _found(self) -> None:
+        """One more ``anomaly`` event emitted (forward or backward)."""
+        self.findings += 1
+
+    # -- what compiled regions ask (forward_compiled.py) ---------------------------------
     def modes_on(self) -> bool:
         """Whether the forward checks are armed."""
         return bool(self._modes)
@@ -173,128 +165,25 @@ class TorchNanChecker(Births):
         self, op: OpInfo, index: int, t: torch.Tensor, kinds: frozenset[str], inputs: list[Any]
     ) -> None:
         """A compiled region's output ``index`` was born non-finite: emit it on its node."""
-        self._born(op, index, t, kinds, inputs, [], set(), t.grad_fn)
+        births = self._births
+        births.emit(births.born(op, index, t, kinds, inputs, [], set()), t.grad_fn)
 
     @property
     def checked(self) -> frozenset[str]:
         """The kinds of value checked (``nan``, ``+inf``, ``-inf``)."""
         return self._checked
 
+    def kinds(self, t: torch.Tensor) -> frozenset[str]:
+        """Which of NaN, +Inf, -Inf ``t`` holds (exact)."""
+        return self._births.kinds(t)
+
     def silent(self) -> bool:
         """Collect mode with nobody listening: a finding would go nowhere."""
         return not self.checks.first and not HUB.active
 
-    _silent = silent
-
-    def _found(self) -> None:
-        """One more ``anomaly`` event emitted (the backward check's too)."""
-        self.findings += 1
-
-    # -- aten ops ------------------------------------------------------------------------
-    def dispatch(self, func: Any, args: Any, kwargs: dict[str, Any]) -> Any:
-        """Run an aten op and check what it wrote (Note [Born in PyTorch])."""
-        if torch._C._current_graph_task_id() != -1:
-            return func(*args, **kwargs)  # a backward node's op: checked by node
-        op = self._ops.get(func)
-        if op is None:
-            op = self._ops[func] = self._op_info(func)
-        if op.view:
-            out = func(*args, **kwargs)
-            if self._intentional or self._norms:
-                self._guarded(self._after_view, args, out)
-            return out
-        before = self._guarded(self._before, op, args, kwargs) if op.mutated else None
-        out = func(*args, **kwargs)
-        self._guarded(self._check, op, args, kwargs, out, before or {})
-        return out
-
-    def guarded(self, check: Callable[..., Any], *args: Any) -> Any:
-        """Run a check; one that fails (an exotic tensor) warns once and never breaks the op."""
-        try:
-            return check(*args)
-        except NonFiniteError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - a check never breaks the program it watches
-            warn_once(f"autograd-viz: an op's output could not be checked for NaN ({exc!r})")
-            return None
-
-    _guarded = guarded
-
-    def _after_view(self, args: Any, out: Any) -> None:
-        if self._intentional:
-            self._carry(self._intentional, args, out)
-        if self._norms:
-            self._carry(self._norms, args, out)
-
-    def _before(self, op: OpInfo, args: Any, kwargs: dict[str, Any]) -> dict[int, frozenset[str]]:
-        """What the tensors an in-place op writes held before it."""
-        return {id(t): self._kinds(t) for t in mutated(op, args, kwargs) if not finite(t)}
-
-    def _check(
-        self,
-        op: OpInfo,
-        args: Any,
-        kwargs: dict[str, Any],
-        out: Any,
-        before: dict[int, frozenset[str]],
-    ) -> None:
-        if op.short in NORM_OPS and isinstance(out, torch.Tensor):
-            self._norms[out] = NO_KINDS
-        written = results(op, out, args, kwargs)
-        bad = [(i, t) for i, t in enumerate(written) if t is not None and not finite(t)]
-        if bad and not self._silent():
-            self._look(op, args, kwargs, written, bad, before)
-        elif self._intentional and written:
-            for t in written:
-                if t is not None:
-                    self._intentional.pop(t, None)  # overwritten with finite values
-
-    def _op_info(self, func: Any) -> OpInfo:
-        schema = func._schema
-        packet = func.overloadpacket.__name__
-        short = packet.strip("_")
-        mutated = tuple(
-            (i, a.name)
-            for i, a in enumerate(schema.arguments)
-            if a.alias_info is not None and a.alias_info.is_write
-        )
-        fresh = tuple(
-            i
-            for i, r in enumerate(schema.returns)
-            if r.alias_info is None and r.name not in KERNEL_STATE_RETURNS
-        )
-        name = str(func)
-        names = {name, name.rsplit(".", 1)[0], short, packet, f"aten.{short}", f"aten.{packet}"}
-        return OpInfo(
-            name=name,
-            short=short,
-            view=(not mutated and not fresh and bool(schema.returns))
-            or short in UNINITIALIZED_OPS
-            or (func.namespace in PENDING_NAMESPACES and short != "wait_tensor"),
-            mutated=mutated,
-            fresh=fresh,
-            several=len(schema.returns) > 1,
-            fills=short in FILL_OPS,
-            ignored=bool(names & self.checks.ignore),
-        )
-
-
-class _Dispatch(TorchDispatchMode):
-    def __init__(self, checker: TorchNanChecker) -> None:
-        super().__init__()
-        self.checker = checker
-
-    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        return self.checker.dispatch(func, args, kwargs or {})
-
-
-class _Functions(TorchFunctionMode):
-    def __init__(self, checker: TorchNanChecker) -> None:
-        super().__init__()
-        self.checker = checker
-
-    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        return self.checker._functions.call(func, args, kwargs or {})
+    def guarded(self, check: Any, *args: Any) -> Any:
+        """Run a check that never breaks the program (see :meth:`OpChecks.guarded`)."""
+        return self._ops.guarded(check, *args)
 
 
 __all__ = ["NonFiniteError", "TorchChecks", "TorchNanChecker"]

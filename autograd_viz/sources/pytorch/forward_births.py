@@ -1,11 +1,13 @@
 """Where a forward NaN or Inf was born, and its ``anomaly`` event.
 
-The slow path of :class:`~autograd_viz.sources.pytorch.forward.TorchNanChecker`:
-when an aten op's output fails the cheap check, :class:`Births` finds out
-whether it was born in that op (Note [Born in PyTorch], Note [Intentional
--inf] in ``forward.py``), summarizes it at once, and emits the forward
-``anomaly`` event on the op's node (raising :class:`NonFiniteError` in
-``first`` mode).
+The slow path of :class:`~autograd_viz.sources.pytorch.forward.TorchNanChecker`,
+an object the checker owns: when an aten op's output fails the cheap check,
+:class:`Births` finds out whether it was born in that op (Note [Born in
+PyTorch], Note [Intentional -inf] in ``forward.py``) and summarizes it at
+once; the op check then has it emitted on the op's node, at once or when
+the torch function running returns (raising :class:`NonFiniteError` in
+``first`` mode). It keeps what is known of tensors between ops: which hold
+an intentional ``-inf``, which a norm op made.
 """
 
 from __future__ import annotations
@@ -36,8 +38,9 @@ from engine.activity import ACTIVITY
 from engine.events import HUB
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
     from autograd_viz.sources.pytorch.forward import TorchChecks
-    from autograd_viz.sources.pytorch.forward_functions import FunctionCalls
     from autograd_viz.sources.pytorch.forward_modules import ModuleHooks
 
 NO_KINDS: frozenset[str] = frozenset()
@@ -72,16 +75,30 @@ class Birth:
 
 
 class Births:
-    """The checker's findings in the forward pass: a mixin of
-    :class:`~autograd_viz.sources.pytorch.forward.TorchNanChecker`, which holds the state."""
+    """The forward findings: whether a non-finite output was born in its op, and its event.
 
-    checks: TorchChecks
-    findings: int
-    _checked: frozenset[str]
-    _intentional: WeakIdKeyDictionary
-    _norms: WeakIdKeyDictionary
-    _functions: FunctionCalls
-    _modules: ModuleHooks
+    Args:
+        checks: what to check and whether to raise at the first finding.
+        checked: the kinds of value flagged (``nan``, ``+inf``, ``-inf``).
+        modules: the module running on each thread (a finding names it).
+        found: called once per finding emitted (the checker counts them).
+    """
+
+    def __init__(
+        self,
+        checks: TorchChecks,
+        checked: frozenset[str],
+        modules: ModuleHooks,
+        found: Callable[[], None],
+    ) -> None:
+        self.checks = checks
+        self.checked = checked
+        self._modules = modules
+        self._found = found
+        self.intentional: WeakIdKeyDictionary = WeakIdKeyDictionary()
+        """Tensors holding an intentional ``-inf`` (Note [Intentional -inf]): their kinds."""
+        self.norms: WeakIdKeyDictionary = WeakIdKeyDictionary()
+        """Tensors a norm op made (a finding says which inputs were norms)."""
 
     def kinds(self, t: torch.Tensor) -> frozenset[str]:
         """Which of NaN, +Inf, -Inf ``t`` holds (exact; for tensors that failed the sum)."""
@@ -103,28 +120,36 @@ class Births:
                 kinds.append(POSINF)
         return frozenset(kinds)
 
-    _kinds = kinds
+    def marked(self) -> bool:
+        """Whether any tensor is marked intentional or a norm (a view then carries it)."""
+        return bool(self.intentional or self.norms)
+
+    def carry(self, args: Any, out: Any) -> None:
+        """A view of a marked tensor is marked too."""
+        if self.intentional:
+            self._carry(self.intentional, args, out)
+        if self.norms:
+            self._carry(self.norms, args, out)
 
     @staticmethod
     def _carry(marks: WeakIdKeyDictionary, args: Any, out: Any) -> None:
-        """A view of a marked tensor is marked too."""
         found = [marks[t] for t in tensors(args) if t in marks]
         if found:
             kinds = frozenset().union(*found)
             for t in tensors(out):
                 marks[t] = kinds
 
-    def _look(
+    def look(
         self,
         op: OpInfo,
         args: Any,
         kwargs: dict[str, Any],
-        written: list[torch.Tensor | None],
         bad: list[tuple[int, torch.Tensor]],
         before: dict[int, frozenset[str]],
-    ) -> None:
-        """The slow path: some output is not finite; was it born here?"""
-        checked = self._checked
+    ) -> Iterator[Birth]:
+        """The slow path: some output is not finite; the births among them, one at a time
+        (in ``first`` mode, emitting the first one raises and ends the look)."""
+        checked = self.checked
         inputs = list(tensors((args, kwargs)))
         numbers = scalar_kinds((args, kwargs))
         # A fill value of -inf is meant; any other non-finite number the user wrote
@@ -139,11 +164,11 @@ class Births:
             if id(t) in in_place:
                 kinds = before.get(id(t), NO_KINDS)
             else:
-                kinds = NO_KINDS if finite(t) else self._kinds(t)
+                kinds = NO_KINDS if finite(t) else self.kinds(t)
             if not kinds:
                 continue
             nonfinite.append(i)
-            meant = self._intentional.get(t)
+            meant = self.intentional.get(t)
             if meant is not None:
                 carried |= meant
             elif op.fills and (t.dim() == 0 or op.short.startswith("lift")):
@@ -151,13 +176,13 @@ class Births:
             elif kinds & checked:
                 flagged = True
         for index, t in bad:
-            kinds = self._kinds(t)
+            kinds = self.kinds(t)
             if op.ignored or (not flagged and carried and kinds <= carried):
-                self._intentional[t] = kinds
+                self.intentional[t] = kinds
             elif kinds & checked and not flagged:
-                self._born(op, index, t, kinds, inputs, nonfinite, in_place)
+                yield self.born(op, index, t, kinds, inputs, nonfinite, in_place)
 
-    def _born(
+    def born(
         self,
         op: OpInfo,
         index: int,
@@ -166,8 +191,8 @@ class Births:
         inputs: list[torch.Tensor],
         nonfinite: list[int],
         in_place: set[int],
-        fn: Any = None,
-    ) -> None:
+    ) -> Birth:
+        """Output ``index`` of ``op``, ``t``, was born holding ``kinds``: summarized now."""
         value = NAN if NAN in kinds and self.checks.check_nan else "inf"
         max_values = self.checks.max_values
         device = str(t.device)
@@ -181,24 +206,23 @@ class Births:
         node_nr = None
         if torch.is_grad_enabled() and any(x.requires_grad for x in inputs):
             node_nr = torch._C._autograd._get_sequence_nr() - 1
-        birth = Birth(
+        return Birth(
             op,
             index,
             value,
             summarize_tensor(t, device, max_values),
             summaries,
             nonfinite,
-            ["norm" if x in self._norms else None for x in inputs],
+            ["norm" if x in self.norms else None for x in inputs],
             weakref.ref(t),
             node_nr,
             device,
             user_stack(),
             self._modules.current,
         )
-        if node_nr is None or fn is not None or not self._functions.wait_for_node(birth):
-            self._emit_forward(birth, fn)
 
-    def _emit_forward(self, birth: Birth, fn: Any) -> None:
+    def emit(self, birth: Birth, fn: Any) -> None:
+        """The forward ``anomaly`` event of ``birth`` on ``fn``, its node (``None``: on the op)."""
         op = birth.op
         node = TorchNode(fn, fn.name(), fn._sequence_nr(), birth.device) if fn else None
         if node is None:
@@ -230,7 +254,7 @@ class Births:
                 )
             finally:
                 ACTIVITY.leave()
-            self.findings += 1
+            self._found()
         if raises:
             raise NonFiniteError(
                 f"Function '{node.name()}' produced {birth.value} values in its "

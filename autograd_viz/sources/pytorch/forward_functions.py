@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import torch
+from torch.overrides import TorchFunctionMode
 from torch.utils import _python_dispatch
 
 from autograd_viz.sources.pytorch.op_values import new_nodes
@@ -122,3 +123,14 @@ class FunctionCalls:
             if fn is None and birth.node_nr is not None:
                 fn = nodes.get(birth.node_nr)
             self._emit(birth, fn)
+
+
+class FunctionMode(TorchFunctionMode):
+    """The checker's function mode: every torch function through :meth:`FunctionCalls.call`."""
+
+    def __init__(self, calls: FunctionCalls) -> None:
+        super().__init__()
+        self.calls = calls
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        return self.calls.call(func, args, kwargs or {})

@@ -1,0 +1,149 @@
+"""The aten ops a checked program runs, each checked as it writes (Note [Born in PyTorch]).
+
+One job of :class:`~autograd_viz.sources.pytorch.forward.TorchNanChecker`,
+driven by its ``TorchDispatchMode``: every aten op of the forward pass runs,
+and what it wrote is checked with one cheap reduction per output; ops whose
+outputs only alias an input (views) are skipped by schema, but carry their
+input's marks (Note [Intentional -inf]). An output that fails goes to
+:class:`~autograd_viz.sources.pytorch.forward_births.Births`, and a birth it
+finds is emitted at once, or when the torch function running returns, once
+its node is known (:class:`~autograd_viz.sources.pytorch.forward_functions.FunctionCalls`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from autograd_viz.sources.once import warn_once
+from autograd_viz.sources.pytorch.forward_births import NO_KINDS, NonFiniteError
+from autograd_viz.sources.pytorch.op_values import (
+    FILL_OPS,
+    KERNEL_STATE_RETURNS,
+    NORM_OPS,
+    PENDING_NAMESPACES,
+    UNINITIALIZED_OPS,
+    OpInfo,
+    finite,
+    mutated,
+    results,
+)
+from engine.events import HUB
+
+if TYPE_CHECKING:
+    from autograd_viz.sources.pytorch.forward import TorchChecks
+    from autograd_viz.sources.pytorch.forward_births import Births
+    from autograd_viz.sources.pytorch.forward_functions import FunctionCalls
+
+
+class OpChecks:
+    """Runs each aten op and checks what it wrote.
+
+    Args:
+        checks: what to check and whether to raise at the first finding.
+        births: where an output that fails the check goes.
+        functions: the torch function running, whose node a birth may wait for.
+    """
+
+    def __init__(self, checks: TorchChecks, births: Births, functions: FunctionCalls) -> None:
+        self.checks = checks
+        self._births = births
+        self._functions = functions
+        self._ops: dict[Any, OpInfo] = {}
+
+    def dispatch(self, func: Any, args: Any, kwargs: dict[str, Any]) -> Any:
+        """Run an aten op and check what it wrote (Note [Born in PyTorch])."""
+        if torch._C._current_graph_task_id() != -1:
+            return func(*args, **kwargs)  # a backward node's op: checked by node
+        op = self._ops.get(func)
+        if op is None:
+            op = self._ops[func] = self._op_info(func)
+        if op.view:
+            out = func(*args, **kwargs)
+            if self._births.marked():
+                self.guarded(self._births.carry, args, out)
+            return out
+        before = self.guarded(self._before, op, args, kwargs) if op.mutated else None
+        out = func(*args, **kwargs)
+        self.guarded(self._check, op, args, kwargs, out, before or {})
+        return out
+
+    def guarded(self, check: Callable[..., Any], *args: Any) -> Any:
+        """Run a check; one that fails (an exotic tensor) warns once and never breaks the op."""
+        try:
+            return check(*args)
+        except NonFiniteError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a check never breaks the program it watches
+            warn_once(f"autograd-viz: an op's output could not be checked for NaN ({exc!r})")
+            return None
+
+    def _before(self, op: OpInfo, args: Any, kwargs: dict[str, Any]) -> dict[int, frozenset[str]]:
+        """What the tensors an in-place op writes held before it."""
+        kinds = self._births.kinds
+        return {id(t): kinds(t) for t in mutated(op, args, kwargs) if not finite(t)}
+
+    def _check(
+        self,
+        op: OpInfo,
+        args: Any,
+        kwargs: dict[str, Any],
+        out: Any,
+        before: dict[int, frozenset[str]],
+    ) -> None:
+        births = self._births
+        if op.short in NORM_OPS and isinstance(out, torch.Tensor):
+            births.norms[out] = NO_KINDS
+        written = results(op, out, args, kwargs)
+        bad = [(i, t) for i, t in enumerate(written) if t is not None and not finite(t)]
+        if bad and (self.checks.first or HUB.active):  # else a finding would go nowhere
+            for birth in births.look(op, args, kwargs, bad, before):
+                if birth.node_nr is None or not self._functions.wait_for_node(birth):
+                    births.emit(birth, None)
+        elif births.intentional and written:
+            for t in written:
+                if t is not None:
+                    births.intentional.pop(t, None)  # overwritten with finite values
+
+    def _op_info(self, func: Any) -> OpInfo:
+        schema = func._schema
+        packet = func.overloadpacket.__name__
+        short = packet.strip("_")
+        mutated = tuple(
+            (i, a.name)
+            for i, a in enumerate(schema.arguments)
+            if a.alias_info is not None and a.alias_info.is_write
+        )
+        fresh = tuple(
+            i
+            for i, r in enumerate(schema.returns)
+            if r.alias_info is None and r.name not in KERNEL_STATE_RETURNS
+        )
+        name = str(func)
+        names = {name, name.rsplit(".", 1)[0], short, packet, f"aten.{short}", f"aten.{packet}"}
+        return OpInfo(
+            name=name,
+            short=short,
+            view=(not mutated and not fresh and bool(schema.returns))
+            or short in UNINITIALIZED_OPS
+            or (func.namespace in PENDING_NAMESPACES and short != "wait_tensor"),
+            mutated=mutated,
+            fresh=fresh,
+            several=len(schema.returns) > 1,
+            fills=short in FILL_OPS,
+            ignored=bool(names & self.checks.ignore),
+        )
+
+
+class DispatchMode(TorchDispatchMode):
+    """The checker's dispatch mode: every aten op through :meth:`OpChecks.dispatch`."""
+
+    def __init__(self, ops: OpChecks) -> None:
+        super().__init__()
+        self.ops = ops
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        return self.ops.dispatch(func, args, kwargs or {})
