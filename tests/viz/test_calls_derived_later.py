@@ -20,7 +20,7 @@ from tests.viz.test_observe_calls import PROGRAMS
 
 torch = pytest.importorskip("torch")
 
-from autograd_viz.sources.pytorch import call_level  # noqa: E402 - needs torch
+from autograd_viz.sources.pytorch import call_derive, call_level  # noqa: E402 - needs torch
 
 _IDS = ("id", "next_edges", "sequence_nr")
 
@@ -111,13 +111,13 @@ def test_calls_derived_when_the_ring_is_written_equal_calls_derived_as_they_end(
 def _counting(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Count the graph walks of the call level (one per call derived)."""
     walks: list[int] = []
-    walk = call_level.plan_graph_task
+    walk = call_derive.plan_graph_task
 
     def counted(*args: Any, **kwargs: Any) -> Any:
         walks.append(1)
         return walk(*args, **kwargs)
 
-    monkeypatch.setattr(call_level, "plan_graph_task", counted)
+    monkeypatch.setattr(call_derive, "plan_graph_task", counted)
     return walks
 
 
