@@ -597,7 +597,11 @@ def record(
             (no node watched: each recorded call's order, dependencies and
             buffers are derived from its graph after it ends, and only the
             call's times are observed; no values). The header says which (Note
-            [Observation levels] in ``autograd_viz/trace/records.py``).
+            [Observation levels] in ``autograd_viz/trace/records.py``). With
+            ``last``, a PyTorch call is held underived, and only the calls
+            kept are derived, when the block ends: the light tier, a flight
+            recorder to leave on for a whole run (Note [Calls derived later]
+            in ``autograd_viz/sources/pytorch/call_level.py``).
 
     Yields:
         The :class:`Trace`.
