@@ -32,6 +32,7 @@ from autograd_viz.trace.records import (
     check_observe,
     check_values,
     new_header,
+    paused_gc,
 )
 from autograd_viz.trace.summary import TensorSummary
 from autograd_viz.trace.text import one_line
@@ -485,13 +486,17 @@ class HeldCalls(Trace):
         if self.held:
             max_values, values, observe = self._recorder
             into = Recorder(max_values, values=values, observe=observe)
-            for call, index in self.held:
-                into.set_call(index)
-                call.emit_into(into)
+            with paused_gc():  # a few rows and records per node, none in a cycle
+                for call, index in self.held:
+                    into.set_call(index)
+                    call.emit_into(into)
             into.set_call(None)
             self.held = []
             derived = into.trace
             offset = len(self.events)
+            if not offset:  # the usual part: nothing but held calls
+                self.events, self.graph_tasks = derived.events, derived.graph_tasks
+                return self
             self.events = [
                 *self.events,
                 *(e._replace(index=e.index + offset) for e in derived.events),
