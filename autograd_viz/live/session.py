@@ -7,20 +7,12 @@ lets that one event through. Everything let through is recorded into
 :attr:`LiveSession.trace`, so the session can also move back over what it has
 seen and forward again without touching the engine.
 
-Note [One step at a time]
-~~~~~~~~~~~~~~~~~~~~~~~~~
-:meth:`LiveSession.step` lets exactly one event through, and always the same
-one for the same program: before choosing, it waits until the engine is
-quiescent (every engine thread is paused at the gate or asleep waiting for
-work; see Note [Quiescence] in ``engine.activity``). Then the set of paused
-events no longer depends on timing, and the choice is fixed: the thread that
-went last goes again if it is paused, else the paused thread whose name sorts
-first. The released thread runs until its next event, so each step is one
-engine step even with several device threads.
-
-:meth:`LiveSession.continue_` opens the gate instead, checking breakpoints in
-the listener; the first event that matches closes it again. Free running is
-as fast as recording, and as timing-dependent as the engine itself.
+It is a small façade over one object per job: the target that runs
+(:class:`~autograd_viz.live.running.Target`), the gate that pauses, lets
+through and cancels the target's events (:class:`~autograd_viz.live.gate.Gate`,
+Note [One step at a time]), the record of what was let through and moving
+back over it (:class:`~autograd_viz.live.record.SessionRecord`), and the
+hooks into the engine undone at stop (:class:`~autograd_viz.live.running.Hooks`).
 
 A session gates only its target's engine work, and nobody once the target
 has finished (Note [Whose work a session gates]); it records at most
@@ -33,20 +25,17 @@ from __future__ import annotations
 import functools
 import os
 import threading
-import time
-import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from autograd_viz.live.breakpoints import Breakpoint
+from autograd_viz.live.gate import Gate, SessionCancelled  # noqa: F401 - its old home
 from autograd_viz.live.record import SessionRecord
 from autograd_viz.live.running import Hooks, Target, run_script_raising
 from autograd_viz.sources.calls import CallSelection
 from autograd_viz.sources.script import check_script
 from autograd_viz.trace import DEFAULT_MAX_VALUES, Trace, TraceEvent
 from autograd_viz.trace.replay import ExecutionState
-from engine.activity import ACTIVITY
-from engine.events import Event
 
 LIVE_THREAD = "autograd-viz-live"
 """The name of the thread a live session runs its target in."""
@@ -69,28 +58,6 @@ def thread_name(name: str) -> str:
 
 DEFAULT_MAX_EVENTS = 1_000_000
 """The most events a live session records unless told otherwise (a 400 MB trace file)."""
-
-_SETTLING = frozenset({"error", "graph_task_end", "reentrant_exit"})
-"""Events after which a graph task has nothing left to cancel (Note [Where a stop cancels])."""
-
-
-class SessionCancelled(RuntimeError):  # noqa: N818 - reads as what happened
-    """Raised inside the user's code when its live session is stopped mid-backward."""
-
-    _engine_propagate = True  # the engine fails the graph task with it (engine.events)
-
-
-class _Paused:
-    """An engine thread waiting at the gate with its event."""
-
-    __slots__ = ("cancel", "event", "permit", "record", "thread")
-
-    def __init__(self, event: Event) -> None:
-        self.event = event
-        self.thread = event.thread
-        self.permit = False
-        self.cancel = False
-        self.record: TraceEvent | None = None
 
 
 class LiveSession:
@@ -152,21 +119,8 @@ class LiveSession:
             )
         self._target = Target(run)
         self._record = SessionRecord(max_values, values, calls, max_events)
+        self._gate = Gate(self._target, self._record, settle_timeout)
         self._hooks = Hooks()
-        self._listener = self._gate  # one bound method, so unsubscribe finds it
-        self._settle_timeout = settle_timeout
-        self.truncated = False
-        """The session reached ``max_events``: it no longer gates or records the target."""
-        self._cond = threading.Condition(threading.Lock())
-        self._paused: list[_Paused] = []
-        self._gated = True
-        self._cancelled = False
-        self._settled_tasks: set[int] = set()  # ended, failed or cancelled: never cancel again
-        self._active_breakpoints: tuple[Breakpoint, ...] = ()
-        self._hit: TraceEvent | None = None
-        self._last_thread: str | None = None
-        self._tasks: set[int] = set()  # see Note [Whose work a session gates]
-        self._finished = False
         self.breakpoints: list[Breakpoint] = []
         """Breakpoints :meth:`continue_` stops at."""
 
@@ -192,6 +146,11 @@ class LiveSession:
     @property
     def _thread(self) -> threading.Thread | None:
         return self._target.thread
+
+    @property
+    def truncated(self) -> bool:
+        """The session reached ``max_events``: it no longer gates or records the target."""
+        return self._gate.truncated
 
     # -- lifecycle -------------------------------------------------------------------
     def __enter__(self) -> LiveSession:
@@ -233,31 +192,22 @@ class LiveSession:
     def _begin(self, thread: threading.Thread) -> None:
         if self._target.thread is not None:
             raise RuntimeError("this live session was already started")
-        self._hooks.hook(self._listener, self if self._record.window.counts else None)
+        self._hooks.hook(self._gate.listener, self if self._record.window.counts else None)
         self._target.thread = thread
 
     def call_started(self) -> None:
         """A backward call starts (:data:`engine.calls.CALLS`): is it one the session gates?"""
-        if self._target.on_it:
-            with self._cond:
-                self._record.call_started()
+        self._gate.call_started()
 
     def call_ended(self) -> None:
         """The call ended: what the target does next (a forward, its NaN checks) is gated."""
-        if self._target.on_it:
-            with self._cond:
-                self._record.call_ended()
+        self._gate.call_ended()
 
     def _main(self) -> None:
         try:
             self._target.main()
         finally:
-            with self._cond:
-                # A finished session gates nobody (Note [Whose work a session gates]):
-                # what still waits at the gate is let through.
-                self._finished = True
-                self._release_all()
-                self._cond.notify_all()
+            self._gate.finish()
 
     def stop(self, timeout: float = 5.0) -> None:
         """Cancel the backward in progress, if any, and end the session.
@@ -269,7 +219,7 @@ class LiveSession:
         """
         self.cancel()
         self._target.join(timeout)
-        self._hooks.unhook(self._listener, self)
+        self._hooks.unhook(self._gate.listener, self)
         self._record.recorder.close()  # the trace no longer changes once stop() returns
         self._hooks.leave(timeout)
 
@@ -280,19 +230,12 @@ class LiveSession:
         :meth:`step` or :meth:`continue_` waiting on another thread returns
         ``None`` at once. :meth:`stop` does this first, then cleans up.
         """
-        with self._cond:
-            self._cancelled = True
-            self._gated = False
-            for paused in self._paused:
-                paused.cancel = True
-                ACTIVITY.unblock()
-            self._paused.clear()
-            self._cond.notify_all()
+        self._gate.cancel()
 
     @property
     def cancelled(self) -> bool:
         """Whether :meth:`cancel` (or :meth:`stop`) was called."""
-        return self._cancelled
+        return self._gate.cancelled
 
     # -- what the session has seen ---------------------------------------------------
     @property
@@ -324,8 +267,7 @@ class LiveSession:
     @property
     def finished(self) -> bool:
         """Whether the target has returned (or raised) and no engine thread is paused."""
-        with self._cond:
-            return self._finished and not self._paused
+        return self._gate.finished
 
     def back(self, steps: int = 1) -> int:
         """Move :attr:`position` back over recorded events; returns the new position."""
@@ -344,7 +286,9 @@ class LiveSession:
         replayed = self._record.replayed()
         if replayed is not None:
             return replayed
-        record = self._release_one(timeout)
+        if self._target.thread is None:
+            raise RuntimeError("start the live session first")
+        record = self._gate.release_one(timeout)
         if record is not None:
             self.position = self.frontier
         return record
@@ -374,20 +318,7 @@ class LiveSession:
             self.position += 1
             if any(b.matches(record) for b in breakpoints):
                 return record
-        with self._cond:
-            self._hit = None
-            self._active_breakpoints = breakpoints
-            self._gated = False
-            self._release_all()
-            self._cond.notify_all()
-            done = self._cond.wait_for(
-                lambda: (
-                    self._hit is not None or self._finished or self.truncated or self._cancelled
-                ),
-                timeout,
-            )
-            hit = self._hit
-            self._gated = not self._cancelled
+        done, hit = self._gate.free_run(breakpoints, timeout)
         self.position = self.frontier
         if not done:
             raise TimeoutError(f"the target still runs after {timeout} s")
@@ -398,9 +329,7 @@ class LiveSession:
 
         Does nothing when no free run is in progress.
         """
-        with self._cond:
-            if not self._gated:
-                self._active_breakpoints = (Breakpoint(),)  # matches every event
+        self._gate.pause()
 
     def run_to_end(self, timeout: float | None = None) -> None:
         """Run the target to its end, ignoring breakpoints."""
@@ -420,172 +349,3 @@ class LiveSession:
     def remove_breakpoint(self, breakpoint_: Breakpoint) -> None:
         """Remove a breakpoint added before."""
         self.breakpoints.remove(breakpoint_)
-
-    # -- the gate (runs on engine threads) -------------------------------------------
-
-    # Note [Whose work a session gates]
-    # ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
-    # A session runs inside somebody's process, beside threads that are none
-    # of its business. It gates (pauses, records, cancels) only its target's
-    # engine work: events emitted on the target's thread, and events of the
-    # graph tasks the target started, wherever they run (a device thread, a
-    # reentrant pool thread) and including reentrant graph tasks started by
-    # their nodes. A graph task is the target's when its graph_task_start is
-    # emitted on the target's thread or names a parent graph task that is.
-    # Every other event passes untouched and unrecorded: another thread's
-    # backward never waits for a step. Once the target has returned or
-    # raised, the session gates nobody, whether or not stop() is called: a
-    # forgotten session (a notebook) never hangs a later backward.
-
-    def _owns(self, event: Event) -> bool:
-        """Whether ``event`` is the target's engine work (Note [Whose work a session gates])."""
-        if self._finished or self.truncated:
-            return False
-        gid = event.graph_task
-        if gid in self._tasks:
-            return True
-        on_target = self._target.on_it
-        if on_target and not self._record.window.kept:
-            return False  # a backward call the session does not gate (``calls``)
-        if event.kind == "graph_task_start" and (
-            on_target or event.data.get("parent_graph_task") in self._tasks
-        ):
-            with self._cond:
-                self._tasks.add(gid)
-            return True
-        return on_target
-
-    def _gate(self, event: Event) -> None:
-        if not self._owns(event):
-            return
-        with self._cond:
-            if self._cancelled:
-                self._after_cancel(event)
-                return
-            if self._finished or self.truncated:  # while this thread waited for the lock
-                return
-            if self._gated:
-                paused = _Paused(event)
-                self._paused.append(paused)
-                ACTIVITY.block()  # see Note [Quiescence]; whoever lets it go unblocks it
-                self._cond.notify_all()
-                while not paused.permit and not paused.cancel:
-                    self._cond.wait()
-                if paused.cancel and self._cancellable(event):
-                    self._cancel_task(event)
-                paused.record = record = self._record_event(event)
-            else:
-                record = self._record_event(event)
-            if not self._gated and any(b.matches(record) for b in self._active_breakpoints):
-                self._hit = record
-                self._gated = True
-            self._cond.notify_all()
-
-    def _record_event(self, event: Event) -> TraceEvent:
-        """Keep ``event`` (lock held) and settle what that changes for the gate."""
-        record, gone = self._record.record(event)
-        if event.kind == "graph_task_end":
-            self._settled_tasks.add(event.graph_task)
-        if gone:  # forgotten calls (Note [A live flight recorder]): nothing of theirs comes
-            self._tasks.difference_update(gone)
-            self._settled_tasks.difference_update(gone)
-        if self._record.full:
-            self._truncate()
-        return record
-
-    def _truncate(self) -> None:
-        """The session holds ``max_events``: stop gating and recording (lock held)."""
-        self.truncated = True
-        self._gated = False
-        self._release_all()
-        warnings.warn(
-            f"the live session recorded {self._record.max_events:,} events (max_events) and no "
-            "longer pauses or records its target; pass a larger max_events, or record the "
-            "program with autograd_viz.record() and save the trace",
-            RuntimeWarning,
-            stacklevel=2,
-        )
-
-    def _release_all(self) -> None:
-        """Let every paused thread go on (lock held)."""
-        for paused in self._paused:
-            paused.permit = True
-            ACTIVITY.unblock()
-        self._paused.clear()
-
-    def _after_cancel(self, event: Event) -> None:
-        """After :meth:`stop`: fail every unfinished graph task at its next event."""
-        if event.kind in _SETTLING:
-            self._settled_tasks.add(event.graph_task)
-        elif self._cancellable(event):
-            self._cancel_task(event)
-
-    def _cancellable(self, event: Event) -> bool:
-        """Whether raising at ``event`` fails its graph task (Note [Where a stop cancels])."""
-        if event.kind in _SETTLING or event.graph_task in self._settled_tasks:
-            return False
-        return not (event.kind == "enqueue" and event.data.get("reason") == "wake-up")
-
-    # Note [Where a stop cancels]
-    # ~~~~~~~~~~~~~~~~~~~~~~~~~~~
-    # stop() fails a graph task by raising SessionCancelled at its next event;
-    # the engine catches it where a node runs and fails the graph task, and
-    # raises it from backward() where the graph task starts. At an event that
-    # follows the end of a graph task there is nothing left to fail, and the
-    # engine does not expect a listener to raise there: graph_task_end (the
-    # thread that completes a task still has to wake its owner) and the
-    # wake-up enqueue that follows it. A raise there left the owner asleep in
-    # backward() forever. Those events, errors and reentrant exits are let
-    # through instead.
-
-    def _cancel_task(self, event: Event) -> None:
-        self._settled_tasks.add(event.graph_task)
-        raise SessionCancelled(
-            "the live session was stopped; this backward pass was cancelled "
-            f"at {event.kind} {event.node_name or ''}".rstrip()
-        )
-
-    # -- the controller side (runs on the thread that calls step) --------------------
-    def _release_one(self, timeout: float | None) -> TraceEvent | None:
-        if self._target.thread is None:
-            raise RuntimeError("start the live session first")
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            self._settle()
-            with self._cond:
-                if self._cancelled:
-                    return None
-                if self._paused:
-                    paused = self._choose()
-                    paused.permit = True
-                    self._paused.remove(paused)
-                    ACTIVITY.unblock()
-                    self._last_thread = paused.thread
-                    self._cond.notify_all()
-                    self._cond.wait_for(functools.partial(self._let_through, paused))
-                    return paused.record
-                if self._finished or self.truncated:
-                    return None
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    raise TimeoutError(f"no engine event within {timeout} s")
-                wait = 0.05 if remaining is None else min(0.05, remaining)
-                self._cond.wait(wait)
-
-    def _settle(self) -> None:
-        """Wait for quiescence (Note [One step at a time]), a few ms at a time: a
-        :meth:`cancel` ends the wait at once."""
-        deadline = time.monotonic() + self._settle_timeout
-        while not self._cancelled:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or ACTIVITY.wait_quiescent(min(remaining, 0.05)):
-                return
-
-    def _let_through(self, paused: _Paused) -> bool:
-        return paused.record is not None or self._cancelled
-
-    def _choose(self) -> _Paused:
-        for paused in self._paused:
-            if paused.thread == self._last_thread:
-                return paused
-        return min(self._paused, key=lambda p: (p.thread, p.event.seq))
