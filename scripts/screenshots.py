@@ -76,7 +76,8 @@ async def reentrant_call(pilot: Pilot[Any], app: VizApp) -> None:
         task = app.driver.state().graph_task
         info = app.driver.trace.graph_tasks.get(task) if task is not None else None
         event = app.driver.state().event
-        return info is not None and info.reentrant_depth > 0 and event.kind == "node_start"
+        deeper = info is not None and info.reentrant_depth > 0
+        return deeper and event is not None and event.kind == "node_start"
 
     await step_until(pilot, app, inside)
     await pilot.press("v", "v")  # the drawn DAG
@@ -137,7 +138,28 @@ async def shoot(name: str, target: Any, scene: Scene, out: Path) -> Path:
         await scene(pilot, app)
         path = out / f"{name}.svg"
         app.save_screenshot(str(path))
+    keep_spaces(path)
     return path
+
+
+def keep_spaces(svg: Path) -> None:
+    """Mark Textual's SVG ``xml:space="preserve"``, so that converters keep every space.
+
+    Textual writes a terminal line as one ``<text>`` per run of one style, its
+    spaces as no-break spaces, and a run may begin or end with them (``" #25"``
+    after a bold name). Under SVG's default ``xml:space``, librsvg (and so
+    ``rsvg-convert``) strips a text's leading and trailing white space and
+    collapses runs of it, and a no-break space counts as white space there:
+    the PNG showed ``AddBackward0#25`` and ``sstep``. Browsers lay the text out
+    as written, with or without the mark.
+    """
+    text = svg.read_text(encoding="utf-8")
+    if 'xml:space="preserve"' in text[:500]:
+        return
+    marked = text.replace("<svg ", '<svg xml:space="preserve" ', 1)
+    if marked == text:
+        raise ValueError(f"{svg} has no <svg> element to mark")
+    svg.write_text(marked, encoding="utf-8")
 
 
 def _source(target: Any) -> str:
