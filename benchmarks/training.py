@@ -20,6 +20,9 @@ Run: OMP_NUM_THREADS=1 .venv/bin/python -m benchmarks.training [--steps 300] [--
   hooks, ``detect_anomaly`` and ``torch.profiler`` limited to the autograd
   nodes, on the MLP and the GRU of ``benchmarks.torch_bridge``; the tiers
   alone on a small chain of our engine.
+* **``--parts``**: where a call-level call's time goes on the GRU: the call
+  held by a flight recorder, the names read at its start, the graph walk,
+  and deriving a held call when the ring is written.
 * **``--open TRACE``**: finding the calls of a long trace and loading the
   first, middle and last of them alone (``replay``/``dot``/``timeline``
   ``--call K``), with this process's maximum RSS after each; ``--whole``
@@ -350,6 +353,66 @@ def light_tier(repeat: int) -> None:
     print(f"torch {torch.__version__}, one intra-op thread; the fastest of {repeat} each")
 
 
+def call_level_parts(repeat: int) -> None:
+    """Where a call-level call's time goes on the GRU: the call held, and its derivation's parts.
+
+    Each part timed alone in thread CPU time, the collector off, the fastest
+    of ``repeat``: the backward call inside a call-level flight recorder (what
+    every call of a run pays), the calling code's names read at its start,
+    the graph walk (``plan_graph_task``), and deriving a held call into a
+    recorder (the walk, the replayed scheduler, the snapshot and the records:
+    what writing the ring pays for each call it holds).
+    """
+    import sys
+
+    from autograd_viz.sources.calls import CallSelection
+    from autograd_viz.sources.pytorch.graph import plan_graph_task
+    from autograd_viz.sources.pytorch.naming import LeafNamer
+    from autograd_viz.sources.recorder import HeldCalls
+    from autograd_viz.sources.recording import Recording
+    from benchmarks.torch_bridge import gru, nodes_of, plain
+
+    label, build = gru()
+    nodes = len(nodes_of(build()))
+    samples: dict[str, list[float]] = {}
+    frame = sys._getframe()
+
+    def walk(roots: list[tuple[Any, int]]) -> None:
+        plan_graph_task(roots, [], True, LeafNamer(frame))
+
+    for _ in range(2):
+        plain(build())
+    for _ in range(repeat):
+        _timed(samples, "plain", plain, build())
+        recording = Recording(calls=CallSelection(last=1), values="none", watch="calls")
+        with recording.running():
+            _timed(samples, "the call, held", plain, build())
+            assert recording.ring is not None
+            part = recording.ring._parts[-1][0]
+            assert isinstance(part, HeldCalls)
+            _timed(samples, "deriving the held call", lambda held: held.trace(), part)
+        _timed(samples, "the calling code's names", lambda f: LeafNamer(f)._look(), frame)
+        loss = build()
+        loss.backward()  # the graph after its call, as the ring walks it
+        _timed(samples, "the graph walk (plan_graph_task)", walk, [(loss.grad_fn, 0)])
+    table = Table(title=f"The call level on the {label} ({nodes} nodes): its parts")
+    for column in ("part", "fastest", "µs per node"):
+        table.add_column(column, justify="left" if column == "part" else "right")
+    base = min(samples["plain"])
+    for way, times in samples.items():
+        best = min(times)
+        over = best - base if way == "the call, held" else best
+        table.add_row(
+            way,
+            f"{best * 1e3:.3f} ms",
+            ""
+            if way == "plain"
+            else f"{over / nodes * 1e6:.2f}" + (" over plain" if way == "the call, held" else ""),
+        )
+    Console(width=120).print(table)
+    print(f"torch {torch.__version__}, one intra-op thread; the fastest of {repeat} each")
+
+
 def _engine_tiers(table: Table, repeat: int) -> None:
     """The tiers on our engine: a tanh chain of three 32-wide layers, 20 times (124 nodes)."""
     import numpy as np
@@ -440,8 +503,14 @@ def main() -> None:
     parser.add_argument(
         "--light", action="store_true", help="time the values tiers against hooks and the profiler"
     )
+    parser.add_argument(
+        "--parts", action="store_true", help="time the parts of a call-level call on the GRU"
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)
+    if args.parts:
+        call_level_parts(args.repeat)
+        return
     if args.light:
         light_tier(args.repeat)
         return
