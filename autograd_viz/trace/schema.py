@@ -72,25 +72,16 @@ __all__ = [
 _opt_float = optional(read_float)
 
 
-def _summary(
-    shape: tuple[int, ...],
-    dtype: str,
-    device: str,
-    low: float | None,
-    high: float | None,
-    mean: float | None,
-    norm: float | None,
-    nan_count: int,
-    inf_count: int,
-    values: tuple[float, ...] | None,
-) -> TensorSummary:
+def _summary(*fields: Any) -> TensorSummary:
+    """``new_summary(*fields)``, once its values (the last field) fit its shape (the first)."""
+    shape, values = fields[0], fields[-1]
     if values is not None and len(values) != math.prod(shape):
         # Views reshape the values to the shape (the NaN report's causes do).
         raise SchemaError(
             f"values: {len(values)} values for a tensor of shape {list(shape)}, "
             f"which has {math.prod(shape)}"
         )
-    return new_summary(shape, dtype, device, low, high, mean, norm, nan_count, inf_count, values)
+    return new_summary(*fields)
 
 
 summary = record(

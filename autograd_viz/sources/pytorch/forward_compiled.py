@@ -15,7 +15,6 @@ one line saying results may then differ in the last bits.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable
 from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any
@@ -23,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch.utils import _python_dispatch
 
-from autograd_viz.sources.once import program_stacklevel
+from autograd_viz.sources.once import warn_once
 from autograd_viz.sources.pytorch.compiled import region_name
 from autograd_viz.sources.pytorch.op_values import OpInfo, finite, tensors
 
@@ -39,14 +38,6 @@ RUNS_EAGERLY = (
     "autograd-viz: torch.compile'd code runs eagerly so that each op inside is checked; "
     "results may differ from the compiled run in the last bits"
 )
-_said: set[str] = set()
-
-
-def say_once(message: str) -> None:
-    """One line, once per process (pointing at the user's call of the compiled code)."""
-    if message not in _said:
-        _said.add(message)
-        warnings.warn(message, RuntimeWarning, stacklevel=program_stacklevel())
 
 
 class RegionChecks:
@@ -66,7 +57,7 @@ class RegionChecks:
         checker = self.checker
         if self.depth or checker.checks.eager_compiled or not checker.modes_on():
             return compiled(*args, **kwargs)
-        say_once(INSIDE_NOT_CHECKED)
+        warn_once(INSIDE_NOT_CHECKED)
         arguments = [t for t in tensors((args, kwargs)) if t.is_floating_point()]
         inputs = list(arguments)
         if isinstance(owner, torch.nn.Module):
@@ -117,7 +108,7 @@ def step_aside_modes(aside: ExitStack, function_mode: Any, dispatch_mode: Any) -
 
 def eagerly(aside: ExitStack) -> None:
     """Run compiled code eagerly until ``aside`` closes (one line says so)."""
-    say_once(RUNS_EAGERLY)
+    warn_once(RUNS_EAGERLY)
     torch.compiler.set_stance("force_eager")
     aside.callback(torch.compiler.set_stance, "default")
 

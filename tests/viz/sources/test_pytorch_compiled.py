@@ -109,7 +109,7 @@ def test_compiled_model_stays_compiled_and_bit_identical(
 ) -> None:
     with _said() as (plain_lines, plain_logs):
         plain, plain_graphs = _train(backend)
-    monkeypatch.setattr(forward_compiled, "_said", set())
+    monkeypatch.setattr(once, "said", set())
     with _said() as (lines, logs):
         watched, graphs = watching(lambda: _train(backend))
     assert watched == plain
@@ -186,7 +186,7 @@ def test_eager_compiled_checks_each_op_inside_and_says_so(monkeypatch: pytest.Mo
     torch._dynamo.reset()
     torch.manual_seed(0)
     compiled = torch.compile(LogOfZero(), backend="aot_eager")
-    monkeypatch.setattr(forward_compiled, "_said", set())
+    monkeypatch.setattr(once, "said", set())
     with _said() as (lines, _), watch_nan(eager_compiled=True) as watch:
         compiled(torch.randn(3, 4)).clamp(min=-10).sum().backward()
     assert forward_compiled.RUNS_EAGERLY in lines
