@@ -211,10 +211,12 @@ def scope_summaries(
     group_sums = {g: _Sum() for g in wanted}
     ancestors: dict[int | None, frozenset[int]] = {None: frozenset()}
     for edge in view.edges:
-        head = tree.scope_of.get(edge.head)
+        head = scope_of(edge.head)
         if head is None:
             continue
-        tail = tree.scope_of.get(edge.tail)
+        tail = scope_of(edge.tail)
+        if tail == head:  # inside one call (most edges): into none of the calls around it
+            continue
         around = ancestors.get(tail)
         if around is None:
             around = ancestors[tail] = frozenset(tree.ancestors(tail))  # type: ignore[arg-type]
