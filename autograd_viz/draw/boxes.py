@@ -46,6 +46,9 @@ class ModuleBox:
     pattern: tuple[str, ...] = ()
     """For a chain: the node names of one repetition, in chain order, each with its side
     inputs (``"AddBackward0 +AccumulateGrad"``); empty for module calls."""
+    shapes: bool = True
+    """For a fold of calls: whether they were found alike with the shapes of their tensors;
+    ``False`` where the trace did not record them (by their ops only)."""
 
 
 def box_node(first: ViewNode, box: ModuleBox) -> ViewNode:

@@ -31,6 +31,8 @@ CLUSTER_COLORS = {
 }
 """A module cluster's border colour by the status of what it holds."""
 MODULE_FONT = "#1f2937"
+OPS_ONLY = "alike by ops (shapes not recorded)"
+"""What a fold says whose calls were compared without their tensors' shapes."""
 
 NodeDrawer = Callable[[graphviz.Digraph, ViewNode], None]
 
@@ -110,6 +112,8 @@ def box_rows(box: ModuleBox) -> list[str]:
         rows.append(_small(f"<I>{html_text(box.kind)}</I>"))
     if box.pattern:
         rows.append(_small(html_text(" → ".join(box.pattern))))
+    if not box.shapes:
+        rows.append(_small(html_text(OPS_ONLY)))
     rows.append(_small(html_text(_counts_line(summary))))
     rows.append(
         _small(
@@ -130,17 +134,22 @@ def box_rows(box: ModuleBox) -> list[str]:
 
 def box_tooltip(box: ModuleBox) -> str:
     """A closed module's tooltip (plain text; the caller escapes it)."""
-    return _plain_tooltip(
-        box.name, box.kind, box.summary, box.count, "repetitions" if box.pattern else "calls"
-    )
+    what = "repetitions" if box.pattern else "calls"
+    return _plain_tooltip(box.name, box.kind, box.summary, box.count, what, box.shapes)
 
 
 def _plain_tooltip(
-    name: str, kind: str, summary: BoxSummary, count: int = 1, what_folds: str = "calls"
+    name: str,
+    kind: str,
+    summary: BoxSummary,
+    count: int = 1,
+    what_folds: str = "calls",
+    shapes: bool = True,
 ) -> str:
     what = f"{name} ({kind})" if kind else name
     calls = f", {count:,} {what_folds} folded" if count > 1 else ""
-    return f"{what}{calls}: {summary.nodes:,} nodes, {summary.status.value}"
+    ops = f" ({OPS_ONLY})" if not shapes else ""
+    return f"{what}{calls}{ops}: {summary.nodes:,} nodes, {summary.status.value}"
 
 
 def _counts_line(summary: BoxSummary) -> str:

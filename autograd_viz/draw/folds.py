@@ -9,7 +9,6 @@ then ``cell``: ``(emb:{0..9}, cell:{0..9})`` ×10).
 
 from __future__ import annotations
 
-import itertools
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -39,6 +38,10 @@ class FoldGroup:
     """The members' class name (``"Embedding, GRUCell"`` for a pattern of calls)."""
     period: int = 1
     """How many calls one repetition holds: 1, or the length of a pattern (``emb, cell``: 2)."""
+    shapes: bool = True
+    """Whether its calls were found alike by their ops and the shapes of the tensors they take;
+    ``False`` where the trace did not record shapes: by their ops only (Note [Alike calls] in
+    :mod:`~autograd_viz.draw.modules`)."""
 
     @property
     def count(self) -> int:
@@ -90,16 +93,24 @@ def fold_runs(scopes: Sequence[Scope], roots: Sequence[int]) -> Iterable[FoldGro
         paths = [scopes[c].path for c in children]
         once = [calls[p] == 1 for p in paths]
         for start, end, period in _runs(signatures, paths, once):
-            run = tuple(children[start:end])
-            names = [[scopes[i].name for i in run[j::period]] for j in range(period)]
-            kinds = [scopes[run[j]].kind for j in range(period)]
-            if period == 1:
-                name, kind = fold_name(names[0]), kinds[0]
-            else:
-                name = "(" + ", ".join(fold_name(n) for n in names) + ")"
-                kind = ", ".join(k for k in kinds if k)
-            yield FoldGroup(count, parent, run, name, kind, period)
+            yield group_of_calls(scopes, count, parent, children[start:end], period)
             count += 1
+
+
+def group_of_calls(
+    scopes: Sequence[Scope], index: int, parent: int | None, run: Sequence[int], period: int
+) -> FoldGroup:
+    """The :class:`FoldGroup` of the calls ``run`` (``period`` calls a repetition), named."""
+    run = tuple(run)
+    names = [[scopes[i].name for i in run[j::period]] for j in range(period)]
+    kinds = [scopes[run[j]].kind for j in range(period)]
+    if period == 1:
+        name, kind = fold_name(names[0]), kinds[0]
+    else:
+        name = "(" + ", ".join(fold_name(n) for n in names) + ")"
+        kind = ", ".join(k for k in kinds if k)
+    shapes = all(scopes[i].shapes for i in run)
+    return FoldGroup(index, parent, run, name, kind, period, shapes)
 
 
 def _runs(
@@ -142,46 +153,84 @@ def _periodic(pattern: Sequence[int]) -> bool:
     return any(n % d == 0 and list(pattern) == list(pattern[:d]) * (n // d) for d in range(1, n))
 
 
+class Flow:
+    """The graph's edges as folding reads them: every edge by tail, and the edges that cross
+    from one module call into another (only those can link two calls or leave one)."""
+
+    __slots__ = ("crossing", "out", "scope_of")
+
+    def __init__(self, edges: Iterable[tuple[str, str]], scope_of: Mapping[str, int]) -> None:
+        self.scope_of = scope_of
+        self.out: dict[str, list[str]] = {}
+        """The heads of each node's edges, by tail key."""
+        self.crossing: dict[int | None, list[tuple[str, str]]] = {}
+        """``(tail, head)`` of each edge whose ends are in different innermost calls, by the
+        tail's call (``None``: outside every module)."""
+        out, crossing, where = self.out, self.crossing, scope_of.get
+        last: str | None = None
+        heads: list[str] = []
+        scope: int | None = None
+        # One pass over every edge of a big graph: a view lists a node's edges together,
+        # so the tail's list and call are looked up once per node.
+        for tail, head in edges:
+            if tail != last:
+                last, scope = tail, where(tail)
+                heads = out.setdefault(tail, [])
+            heads.append(head)
+            if where(head) != scope:
+                crossing.setdefault(scope, []).append((tail, head))
+
+    def __bool__(self) -> bool:
+        return bool(self.out)
+
+
 def foldable(
     group: FoldGroup,
-    members: Callable[[int], list[str]],
-    out: Mapping[str, Sequence[str]],
+    descendants: Callable[[int], list[int]],
+    flow: Flow,
     weights: Mapping[str, int],
 ) -> bool:
     """Whether each call of ``group`` leads to the next, none out and back in (Note [What folds]).
 
     Args:
         group: the candidate run.
-        members: the node keys inside a call (:meth:`ModuleTree.members`).
-        out: the heads of each node's edges, by tail key.
+        descendants: a call and every call inside it (:meth:`ModuleTree.descendants`).
+        flow: the graph's edges.
         weights: :attr:`ModuleTree.weights` (2 marks a leaf's ``AccumulateGrad``).
     """
-    inside = [{k for i in rep for k in members(i)} for rep in group.repetitions()]
-    for one, after in itertools.pairwise(inside):
-        if not _linked(one, after, out, weights) and not _linked(after, one, out, weights):
-            return False
-    held = set().union(*inside)
-    region = None if group.parent is None else set(members(group.parent))
-    stack = [h for t in held for h in out.get(t, ()) if h not in held]
+    # Which repetition each call inside the run is part of; only edges crossing between
+    # calls can link two repetitions or leave the run.
+    repetition: dict[int | None, int] = {}
+    for r, calls in enumerate(group.repetitions()):
+        for index in calls:
+            repetition.update(dict.fromkeys(descendants(index), r))
+    where = flow.scope_of.get
+    linked = [False] * (group.count - 1)
+    left: list[str] = []
+    for scope, r in repetition.items():
+        for _tail, head in flow.crossing.get(scope, ()):
+            h = repetition.get(where(head))
+            if h is None:
+                left.append(head)
+            # A leaf's AccumulateGrad aside: two calls using one parameter are not one
+            # after the other.
+            elif (h == r + 1 or h == r - 1) and weights[head] == 1:
+                linked[min(h, r)] = True
+    if not all(linked):
+        return False
+    region = None if group.parent is None else set(descendants(group.parent))
+    stack = left
     seen: set[str] = set()
     while stack:
         key = stack.pop()
-        if key in seen or (region is not None and key not in region):
+        if key in seen or (region is not None and where(key) not in region):
             continue
         seen.add(key)
-        for head in out.get(key, ()):
-            if head in held:
+        for head in flow.out.get(key, ()):
+            if where(head) in repetition:
                 return False
             stack.append(head)
     return True
-
-
-def _linked(
-    tails: set[str], heads: set[str], out: Mapping[str, Sequence[str]], weights: Mapping[str, int]
-) -> bool:
-    """Whether a gradient goes from ``tails`` into ``heads``, a leaf's AccumulateGrad aside
-    (two calls using one parameter are not one after the other)."""
-    return any(h in heads and weights[h] == 1 for t in tails for h in out.get(t, ()))
 
 
 def fold_name(names: Sequence[str]) -> str:
@@ -203,11 +252,25 @@ def fold_name(names: Sequence[str]) -> str:
     tail = tail[cut_tail:] if cut_tail >= 0 else ""
     middles = [r[: len(r) - len(tail)] for r in rests]
     numbers = [int(m) for m in middles if m.isdecimal() and m == str(int(m))]
-    if len(numbers) == len(middles) and numbers == list(range(numbers[0], numbers[-1] + 1)):
-        body = f"{numbers[0]}..{numbers[-1]}"
-    else:
-        body = ",".join(middles)
+    body = ",".join(_spans(numbers) if len(numbers) == len(middles) else middles)
     return f"{head}{{{body}}}{tail}"
+
+
+def _spans(numbers: Sequence[int]) -> Iterable[str]:
+    """``0..5``, ``7``, ``9..11``: each run of three or more consecutive numbers as a range
+    (all of them when they are consecutive: ``0..11``, ``0..1``)."""
+    if numbers == list(range(numbers[0], numbers[-1] + 1)):
+        yield f"{numbers[0]}..{numbers[-1]}"
+        return
+    start = 0
+    for end in range(1, len(numbers) + 1):
+        if end < len(numbers) and numbers[end] == numbers[end - 1] + 1:
+            continue
+        if end - start >= 3:
+            yield f"{numbers[start]}..{numbers[end - 1]}"
+        else:
+            yield from (str(n) for n in numbers[start:end])
+        start = end
 
 
 def _common_prefix(names: Sequence[str]) -> str:
@@ -218,4 +281,12 @@ def _common_prefix(names: Sequence[str]) -> str:
     return first[:n]
 
 
-__all__ = ["MAX_PERIOD", "FoldGroup", "fold_name", "fold_runs", "foldable"]
+__all__ = [
+    "MAX_PERIOD",
+    "Flow",
+    "FoldGroup",
+    "fold_name",
+    "fold_runs",
+    "foldable",
+    "group_of_calls",
+]

@@ -36,7 +36,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from autograd_viz.draw.folds import FoldGroup, fold_name, fold_runs, foldable
+from autograd_viz.draw.folds import Flow, FoldGroup, fold_name, fold_runs, foldable
 from autograd_viz.trace import NodeInfo
 from engine.graph import UINT64_MAX
 
@@ -48,6 +48,9 @@ MAX_BOXES = 150
 
 ScopeKey = tuple[tuple[str, int], ...]
 """A node's ``scope``: ``(path, call)`` of each enclosing module call, outermost first."""
+NodeInputs = tuple[tuple[tuple[int, ...], str, str], ...]
+"""A node's :attr:`~autograd_viz.trace.NodeInfo.inputs`: ``(shape, dtype, device)`` of each
+gradient it takes."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,11 +76,15 @@ class Scope:
     size: int
     """How many nodes it holds, its children's included."""
     signature: int
-    """Equal for two calls with the same inside: class, node names and children, recursively
-    (leaves' ``AccumulateGrad`` nodes left out)."""
+    """Equal for two calls with the same inside: class, node names with the shapes, dtypes
+    and devices of the gradients they take, and children, recursively (leaves'
+    ``AccumulateGrad`` nodes left out; Note [Alike calls])."""
     name: str
     """What views call it and what :mod:`~autograd_viz.draw.names` reads back: the path,
     with ``:call`` when the graph holds several calls of the module (``"cell:3"``)."""
+    shapes: bool = True
+    """Whether every node inside it was recorded with the shapes of the gradients it takes
+    (its :attr:`signature` compares them); ``False``: by their ops only (Note [Alike calls])."""
 
 
 Item = Scope | FoldGroup
@@ -124,14 +131,12 @@ class ModuleTree:
         self.outside = tuple(outside)
         self.scope_of = scope_of
         self.weights = weights
-        out: dict[str, list[str]] = {}
-        for tail, head in edges:
-            out.setdefault(tail, []).append(head)
-        runs = fold_runs(self.scopes, self.roots)
+        runs = list(fold_runs(self.scopes, self.roots))
+        flow = Flow(edges, scope_of) if runs else None
         self.groups = tuple(
             replace(group, index=i)
             for i, group in enumerate(
-                g for g in runs if not out or foldable(g, self.members, out, weights)
+                g for g in runs if not flow or foldable(g, self.descendants, flow, weights)
             )
         )
         self.group_of = {i: g.index for g in self.groups for i in g.scopes}
@@ -273,7 +278,17 @@ class ModuleTree:
 class _Growing:
     """A scope while the tree is built."""
 
-    __slots__ = ("call", "children", "first", "index", "names", "nodes", "parent", "path")
+    __slots__ = (
+        "call",
+        "children",
+        "first",
+        "index",
+        "names",
+        "nodes",
+        "parent",
+        "path",
+        "shapes",
+    )
 
     def __init__(self, index: int, path: str, call: int, parent: int | None) -> None:
         self.index = index
@@ -282,8 +297,9 @@ class _Growing:
         self.parent = parent
         self.children: list[int] = []
         self.nodes: list[str] = []
-        self.names: list[str] = []
+        self.names: list[tuple[str, NodeInputs]] = []  # (name, inputs) of each node but leaves
         self.first = UINT64_MAX  # the smallest sequence_nr inside: forward order
+        self.shapes = True  # every node inside has its inputs' shapes
 
 
 def _build(
@@ -296,22 +312,30 @@ def _build(
     outside: list[str] = []
     scope_of: dict[str, int] = {}
     weights: dict[str, int] = {}
+    last: ScopeKey | None = None
+    inner = -1
+    scope: _Growing | None = None
+    # One pass over every node of a big graph; neighbours in the graph's order mostly share
+    # their scope, so the scope found for one is tried first for the next.
     for key, info in nodes:
-        weights[key] = 1 if info.leaf is None else 2
+        leaf = info.leaf
+        weights[key] = 1 if leaf is None else 2
         chain = info.scope
         if not chain:
             outside.append(key)
             continue
-        inner = index.get(chain)
-        if inner is None:
-            inner = _add_prefixes(chain, index, growing)
-        scope = growing[inner]
+        if chain is not last or scope is None:
+            found = index.get(chain)
+            inner = _add_prefixes(chain, index, growing) if found is None else found
+            scope, last = growing[inner], chain
         scope_of[key] = inner
         scope.nodes.append(key)
         # A parameter's AccumulateGrad is made by the first call that uses it: the
         # calls of an unrolled cell are alike but for it, so it is no part of their inside.
-        if info.leaf is None:
-            scope.names.append(info.name)
+        if leaf is None:
+            scope.names.append((info.name, info.inputs))
+            if not info.inputs:
+                scope.shapes = False
         # AccumulateGrad's sequence_nr is UINT64_MAX; it says nothing about order.
         scope.first = min(scope.first, info.sequence_nr)
     # Children before parents: a scope's index is above its parent's.
@@ -321,6 +345,7 @@ def _build(
             parent = growing[g.parent]
             sizes[g.parent] += sizes[g.index]
             parent.first = min(parent.first, g.first)
+            parent.shapes = parent.shapes and g.shapes
     for g in growing:
         g.children.sort(key=lambda c: (growing[c].first, c))
     signatures = _signatures(growing, modules)
@@ -343,6 +368,7 @@ def _build(
             size=sizes[g.index],
             signature=signatures[g.index],
             name=scope_name(g.path, g.call, calls[g.path] > 1, modules.get(g.path, "")),
+            shapes=g.shapes,
         )
         for g in growing
     ]
@@ -376,8 +402,21 @@ def _add_prefixes(chain: ScopeKey, index: dict[ScopeKey, int], growing: list[_Gr
     return parent
 
 
+# Note [Alike calls]
+# ~~~~~~~~~~~~~~~~~~
+# Two calls are alike when they hold the same ops on the same tensors: a
+# ResNet's stages run the same blocks at 64, 128, 256 and 512 channels, and
+# drawing them as one box ``layer{2..4}`` ×3 would say the widths are one. So a
+# node is its name with the shape, dtype and device of each gradient it takes
+# (``NodeInfo.inputs``), which every trace records, whatever its values tier. A
+# node recorded without them (a graph snapshot that could not read a tensor's
+# metadata) is compared by its name alone, and a fold holding such a node says
+# that its calls were compared by their ops only (``FoldGroup.shapes``).
+
+
 def _signatures(growing: Sequence[_Growing], modules: Mapping[str, str]) -> list[int]:
-    """Equal numbers for calls with the same class, node names and children's signatures."""
+    """Equal numbers for calls with the same class, nodes (names and the tensors they take)
+    and children's signatures (Note [Alike calls])."""
     interned: dict[tuple[object, ...], int] = {}
     out = [0] * len(growing)
     for g in reversed(growing):  # children first
