@@ -233,7 +233,8 @@ def node_name(info: NodeInfo) -> str:
 def expand_braces(text: str) -> list[str]:
     """The names ``{a..b}`` or ``{a,b,c}`` stand for (the first pair of braces).
 
-    ``"h.{0..2}.attn"`` gives ``["h.0.attn", "h.1.attn", "h.2.attn"]``.
+    ``"h.{0..2}.attn"`` gives ``["h.0.attn", "h.1.attn", "h.2.attn"]``; ranges and
+    names mix in a list: ``"h.{0..2,5}"`` gives ``["h.0", "h.1", "h.2", "h.5"]``.
 
     Raises:
         GraphViewError: a range longer than :data:`MAX_EXPANDED`.
@@ -242,13 +243,17 @@ def expand_braces(text: str) -> list[str]:
     if match is None:
         return [text]
     head, body, tail = match.groups()
-    span = _RANGE.match(body)
-    if span is None:
-        return [f"{head}{part}{tail}" for part in body.split(",")]
-    low, high = int(span.group(1)), int(span.group(2))
-    if high - low >= MAX_EXPANDED:
-        raise GraphViewError(f"{text!r} stands for more than {MAX_EXPANDED:,} names")
-    return [f"{head}{i}{tail}" for i in range(low, high + 1)]
+    out: list[str] = []
+    for part in body.split(","):
+        span = _RANGE.match(part)
+        if span is None:
+            out.append(f"{head}{part}{tail}")
+            continue
+        low, high = int(span.group(1)), int(span.group(2))
+        if high - low + len(out) >= MAX_EXPANDED:
+            raise GraphViewError(f"{text!r} stands for more than {MAX_EXPANDED:,} names")
+        out.extend(f"{head}{i}{tail}" for i in range(low, high + 1))
+    return out
 
 
 def names_of(view_nodes: Mapping[str, NodeInfo], tree: ModuleTree) -> Names:

@@ -16,7 +16,7 @@ order:
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import replace
 
 from autograd_viz.draw.chains import MAX_PERIOD, chain_folds, collapse
@@ -61,12 +61,21 @@ def names_of_view(view: GraphView) -> Names:
     )
 
 
-def around(view: GraphView, spec: int | str | Target, depth: int) -> GraphView:
+def around(
+    view: GraphView,
+    spec: int | str | Target,
+    depth: int,
+    together: Sequence[Collection[str]] = (),
+) -> GraphView:
     """The part of ``view`` within ``depth`` edges (either direction) of what ``spec`` names.
 
     ``spec`` is any name :mod:`~autograd_viz.draw.names` reads (a node, a
     parameter, a module: then every node inside it is a centre), or a
     :class:`~autograd_viz.draw.names.Target` already resolved.
+
+    ``together`` are sets of nodes that count as one: reaching one of them
+    reaches them all, at one distance, and keeps them all (the other calls of a
+    fold the centre is in, drawn as one box: Note [Around a fold]).
 
     Raises:
         GraphViewError: ``spec`` names nothing, or a node name several nodes have.
@@ -76,20 +85,84 @@ def around(view: GraphView, spec: int | str | Target, depth: int) -> GraphView:
         raise ValueError(f"depth must be a non-negative integer, got {depth!r}")
     target = spec if isinstance(spec, Target) else resolve(view, spec)
     neighbours = _undirected(view.edges)
-    distance = dict.fromkeys(target.nodes, 0)
-    frontier = deque(target.nodes)
+    member_of = {key: i for i, keys in enumerate(together) for key in keys}
+    distance: dict[str, int] = {}
+    frontier: deque[str] = deque()
+
+    carried = 0  # nodes kept because they are counted with one reached
+
+    def reach(key: str, at: int) -> None:
+        nonlocal carried
+        group = member_of.get(key)
+        for one in (key,) if group is None else together[group]:
+            if one not in distance:
+                distance[one] = at
+                frontier.append(one)
+                carried += one != key
+
+    for key in target.nodes:
+        reach(key, 0)
     while frontier:
         key = frontier.popleft()
         if distance[key] == depth:
             continue
         for other in neighbours.get(key, ()):
             if other not in distance:
-                distance[other] = distance[key] + 1
-                frontier.append(other)
+                reach(other, distance[key] + 1)
     name = view.nodes[target.nodes[0]].info.name if target.kind == "node" else target.text
     edges = "edge" if depth == 1 else "edges"
-    notice = f"showing the {len(distance):,} nodes within {depth} {edges} of {name}"
+    notice = f"showing the {len(distance) - carried:,} nodes within {depth} {edges} of {name}"
+    if carried:
+        notice += f", with the alike calls they reach folded ({carried:,} nodes more)"
     return _keep(view, [k for k in view.nodes if k in distance], notice)
+
+
+# Note [Around a fold]
+# ~~~~~~~~~~~~~~~~~~~~
+# ``--around transformer.h.6.attn`` asks about one block; drawing the fold it is
+# in as its twelve calls (eleven boxes and h.6 open), or the twelve calls whole
+# when the name is the fold itself, makes the neighbourhood as big as the
+# model. Around a name, a fold holding it is drawn as the repetition that holds
+# it (the first, for the fold itself), opened, and the other repetitions as one
+# box with their count (``transformer.h.{0..5,7..11}`` ×11). In the search for
+# the neighbourhood those other repetitions count as one node: reaching one of
+# their nodes reaches the box, and what is next to any of them is one edge
+# further (``select.around``'s ``together``).
+
+
+def other_repetitions(tree: ModuleTree, target: Target) -> list[list[str]]:
+    """For each fold holding ``target``, the nodes of its repetitions that do not hold it
+    (Note [Around a fold]); for a fold named itself, of all but its first.
+
+    They are what :func:`around` takes as ``together``.
+    """
+    held: dict[int, set[int]] = {}
+    if target.group is not None:
+        starts: Sequence[int] = tree.groups[target.group].repetitions()[0]
+    else:
+        inner = (tree.scope_of.get(k) for k in target.nodes)
+        starts = target.scopes or [i for i in dict.fromkeys(inner) if i is not None]
+    for index in starts:
+        for ancestor in tree.ancestors(index):
+            group_index = tree.group_of.get(ancestor)
+            if group_index is not None:
+                group = tree.groups[group_index]
+                held.setdefault(group_index, set()).add(
+                    group.scopes.index(ancestor) // group.period
+                )
+    out = []
+    for group_index, reps in held.items():
+        repetitions = tree.groups[group_index].repetitions()
+        rest = [
+            k
+            for r, calls in enumerate(repetitions)
+            if r not in reps
+            for i in calls
+            for k in tree.members(i)
+        ]
+        if rest:
+            out.append(rest)
+    return out
 
 
 # -- a node budget ---------------------------------------------------------------------
@@ -168,5 +241,6 @@ __all__ = [
     "find_node",
     "limit",
     "names_of_view",
+    "other_repetitions",
     "resolve",
 ]

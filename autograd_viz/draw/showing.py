@@ -26,10 +26,11 @@ to come, and one :class:`BoxStatus`.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from autograd_viz.draw import chains, select
 from autograd_viz.draw.boxes import ModuleBox, box_node
+from autograd_viz.draw.folds import group_of_calls
 from autograd_viz.draw.graph_view import GraphView, ViewEdge, ViewNode
 from autograd_viz.draw.modules import MAX_BOXES, FoldGroup, ModuleTree, Scope
 from autograd_viz.draw.names import Names, Target
@@ -75,6 +76,9 @@ class Choice:
     """Calls drawn as clusters (when every enclosing call is open and unfolded)."""
     unfolded: frozenset[int]
     """Fold groups drawn as their calls."""
+    held: Mapping[int, frozenset[int]] = field(default_factory=dict)
+    """Fold groups drawn as some of their repetitions (by position), the others as one box
+    (Note [Around a fold] in :mod:`~autograd_viz.draw.select`)."""
 
 
 # -- choosing --------------------------------------------------------------------------
@@ -89,6 +93,7 @@ def choose(
     unfold: Iterable[int] = (),
     focus: Iterable[str] = (),
     max_boxes: int = MAX_BOXES,
+    split: bool = False,
 ) -> Choice:
     """Which calls to open and which folds to unfold.
 
@@ -106,15 +111,25 @@ def choose(
         focus: node keys to draw: the calls enclosing them are opened, one
             level each, and their folds unfolded.
         max_boxes: the budget of the default level.
+        split: a fold holding something opened is drawn as the repetitions holding it,
+            the others as one box, instead of as all its calls (Note [Around a fold] in
+            :mod:`~autograd_viz.draw.select`).
     """
     opened: set[int] = set()
     unfolded = set(unfold)
+    held: dict[int, set[int]] = {}
     visible: set[int] = set(open)  # calls whose enclosing calls must all be open
     for target in expand:
-        for index in target.scopes:
+        scopes = target.scopes
+        if split and target.group is not None:  # a fold: its first repetition, whole
+            group = tree.groups[target.group]
+            scopes = group.repetitions()[0]
+            held.setdefault(group.index, set()).add(0)
+        for index in scopes:
             inside = tree.descendants(index)
             opened.update(inside)
-            unfolded.update(tree.group_of[i] for i in inside if i in tree.group_of)
+            # Split, the fold the module is a call of stays folded but for it.
+            unfolded.update(tree.group_of[i] for i in inside[split:] if i in tree.group_of)
             visible.add(index)
         if not target.scopes:
             focus = [*focus, *target.nodes]
@@ -125,14 +140,23 @@ def choose(
     for index in visible:
         for ancestor in tree.ancestors(index):
             opened.add(ancestor)
-            if ancestor in tree.group_of:
-                unfolded.add(tree.group_of[ancestor])
+            group_index = tree.group_of.get(ancestor)
+            if group_index is None:
+                continue
+            if split:
+                group = tree.groups[group_index]
+                held.setdefault(group_index, set()).add(
+                    group.scopes.index(ancestor) // group.period
+                )
+            else:
+                unfolded.add(group_index)
     frozen = frozenset(unfolded)
     if level is None:
         level = tree.default_level(max_boxes, frozen)
     # See Note [What a level opens].
     opened.update(s.index for s in tree.scopes if s.depth <= level and s.index not in tree.folded)
-    return Choice(level, frozenset(opened), frozen)
+    kept = {g: frozenset(r) for g, r in held.items() if g not in frozen}
+    return Choice(level, frozenset(opened), frozen, kept)
 
 
 # Note [What a level opens]
@@ -147,19 +171,16 @@ def choose(
 
 def focus_of(view: GraphView) -> list[str]:
     """The nodes a step is about: the running and failed ones, and the last event's node."""
-    keys = [
+    urgent = (NodeStatus.RUNNING, NodeStatus.FAILED)
+    event = view.event
+    node_id = None if event is None else event.node_id
+    task = None if event is None else event.graph_task
+    return [
         node.key
         for node in view.nodes.values()
-        if node.status in (NodeStatus.RUNNING, NodeStatus.FAILED)
+        if node.status in urgent
+        or (node_id is not None and node.info.id == node_id and node.graph_task == task)
     ]
-    event = view.event
-    if event is not None and event.node_id is not None:
-        keys.extend(
-            node.key
-            for node in view.nodes.values()
-            if node.info.id == event.node_id and node.graph_task == event.graph_task
-        )
-    return keys
 
 
 # -- drawing the choice ----------------------------------------------------------------
@@ -238,8 +259,11 @@ def _show(
                 kept.extend(target.nodes)
                 expanded.remove(name)
     if around is not None:
-        target = select.resolve(view, around)
-        view = select.around(view, target, depth)
+        names = select.names_of_view(view)
+        target = names.resolve(around)
+        view = select.around(
+            view, target, depth, together=select.other_repetitions(names.tree, target)
+        )
         if target.scopes:
             expanded.append(target.text)
         else:
@@ -248,7 +272,13 @@ def _show(
         view = chains.collapse(view, keep=kept)
     drawn = [k for k in focused if k in view.nodes]
     view = module_view(
-        view, level=level, expand=expanded, focus=drawn, max_boxes=max_boxes, trees=trees
+        view,
+        level=level,
+        expand=expanded,
+        focus=drawn,
+        max_boxes=max_boxes,
+        trees=trees,
+        split=around is not None,
     )
     if max_nodes is not None:
         view = select.limit(view, max_nodes)
@@ -263,6 +293,7 @@ def module_view(
     focus: Iterable[str] | None = None,
     max_boxes: int = MAX_BOXES,
     trees: dict[object, ModuleTree] | None = None,
+    split: bool = False,
 ) -> GraphView:
     """``view`` drawn at module level: the usual entry point of every view.
 
@@ -278,6 +309,8 @@ def module_view(
         trees: where to keep the tree of each graph drawn, for the next step of the
             same graph (an animation's frames, the TUI's steps): the tree does not
             change with the step, and building it walks every node.
+        split: draw a fold holding a module or node opened as the repetitions holding
+            it and one box for the others, not as all its calls (see :func:`choose`).
 
     Raises:
         GraphViewError: a name in ``expand`` names nothing.
@@ -306,6 +339,7 @@ def module_view(
         expand=targets,
         focus=focus_of(view) if focus is None else focus,
         max_boxes=max_boxes,
+        split=split,
     )
     return apply(view, tree, chosen)
 
@@ -317,7 +351,7 @@ def apply(view: GraphView, tree: ModuleTree, choice: Choice) -> GraphView:
     to step); edges into, out of and between boxes are merged into one per
     pair of drawn nodes, with their ``count``.
     """
-    drawn: dict[str, str] = {}  # node key -> the key it is drawn as
+    drawn: dict[str, str] = {}  # key of each node inside a box -> the box's key
     inside: dict[str, str] = {}  # drawn key -> innermost cluster
     clusters: dict[str, tuple[Scope, str | None]] = {}
     boxes: dict[str, tuple[Scope | FoldGroup, str | None]] = {}
@@ -330,13 +364,20 @@ def apply(view: GraphView, tree: ModuleTree, choice: Choice) -> GraphView:
             if item.index in choice.unfolded:
                 stack.extend((tree.scopes[i], parent) for i in reversed(item.scopes))
                 continue
+            held = choice.held.get(item.index)
+            if held:  # Note [Around a fold] in select.py
+                repetitions = item.repetitions()
+                opened = [i for r, calls in enumerate(repetitions) if r in held for i in calls]
+                rest = [i for r, calls in enumerate(repetitions) if r not in held for i in calls]
+                stack.extend((tree.scopes[i], parent) for i in reversed(opened))
+                if not rest:
+                    continue
+                item = group_of_calls(tree.scopes, item.index, item.parent, rest, item.period)
             _close(tree, item, f"f{item.index}", parent, drawn, inside, boxes)
         elif item.index in choice.open:
             key = f"c{item.index}"
             clusters[key] = (item, parent)
-            for own in item.nodes:
-                drawn[own] = own
-                inside[own] = key
+            inside.update(dict.fromkeys(item.nodes, key))
             stack.extend((child, key) for child in reversed(tree.items.get(item.index, ())))
         else:
             _close(tree, item, f"m{item.index}", parent, drawn, inside, boxes)
@@ -345,9 +386,10 @@ def apply(view: GraphView, tree: ModuleTree, choice: Choice) -> GraphView:
     closed_groups = [item for item, _ in boxes.values() if isinstance(item, FoldGroup)]
     summaries, group_summaries = scope_summaries(view, tree, closed_groups)
     nodes: dict[str, ViewNode] = {}
+    boxed = drawn.get
     for key, node in view.nodes.items():
-        shown = drawn.get(key, key)
-        if shown == key:
+        shown = boxed(key)
+        if shown is None:
             nodes[key] = node
         elif shown not in nodes:
             closed = boxes[shown][0]
@@ -357,7 +399,7 @@ def apply(view: GraphView, tree: ModuleTree, choice: Choice) -> GraphView:
             else:
                 summary = summaries[closed.index]
             nodes[shown] = _box_node(node, shown, closed, members, summary)
-    folded = sum(1 for k in view.nodes if drawn.get(k, k) != k)
+    folded = len(drawn)
     stand = "1 box stands" if len(boxes) == 1 else f"{len(boxes):,} boxes stand"
     notice = (
         f"drawn by module (level {choice.level}): {stand} for {folded:,} of "
@@ -400,8 +442,7 @@ def _close(
 ) -> None:
     boxes[key] = (item, parent)
     for index in _scopes(item):
-        for member in tree.members(index):
-            drawn[member] = key
+        drawn.update(dict.fromkeys(tree.members(index), key))
     if parent is not None:
         inside[key] = parent
 
@@ -424,6 +465,7 @@ def _box_node(
         group,
         tuple(members),
         summary,
+        shapes=item.shapes,
     )
     return box_node(first, box)
 
@@ -458,9 +500,9 @@ def _merge_edges(
     a fold's edges between its repetitions, one edge from the box to itself."""
     merged: dict[tuple[str, str], ViewEdge] = {}
     order: list[tuple[str, str] | ViewEdge] = []
-    scope_of, weights = tree.scope_of.get, tree.weights
+    scope_of, weights, boxed = tree.scope_of.get, tree.weights, drawn.get
     for edge in edges:
-        tail, head = drawn.get(edge.tail, edge.tail), drawn.get(edge.head, edge.head)
+        tail, head = boxed(edge.tail, edge.tail), boxed(edge.head, edge.head)
         if tail == head and (tail != edge.tail or head != edge.head):
             if not steps:
                 continue  # inside one box
