@@ -22,7 +22,6 @@ from autograd_viz.cli.base import (
     UsageError,
     add_call_option,
     check_output,
-    load_trace,
     note,
     options_only,
     refuse_twice,
@@ -288,7 +287,12 @@ def _record(script: str, script_args: list[str], call: int | None = None) -> Tra
 
 
 def _load(path: str, call: int | None = None) -> Trace:
-    trace = load_trace(path, call)
+    from autograd_viz.cli.tui import load_for_replay
+
+    # dot and animate keep the trace until they exit, as replay does: loaded with the
+    # collector off and frozen, a view of it built later does not scan it again (Note [A
+    # replayed trace skips the collector] in cli/tui.py).
+    trace = load_for_replay(path, call)
     if not trace.graph_tasks:
         raise CommandError(f"{path} holds no backward pass, so there is nothing to draw")
     return trace
