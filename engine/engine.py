@@ -282,7 +282,7 @@ class Engine:
                     after = self.evaluate_function(graph_task, fn, grads, queue)
                 else:
                     # The plain path: evaluate_function with what cannot apply taken out.
-                    edges = fn._next_edges
+                    num_edges = fn._num_edges
                     outputs: Sequence[Any]
                     if fn.skips_undefined_grads:
                         for g in grads:
@@ -290,18 +290,25 @@ class Engine:
                                 outputs = fn.apply(grads)
                                 break
                         else:
-                            outputs = [None] * len(edges)
+                            outputs = [None] * num_edges
                     else:
                         outputs = fn.apply(grads)
                     grads = None  # type: ignore[assignment]
-                    if len(outputs) != len(edges) or graph_task.shared:
-                        outputs = validate_outputs(edges, outputs, fn)
+                    if len(outputs) != num_edges or graph_task.shared:
+                        outputs = validate_outputs(fn._next_edges, outputs, fn)
                         after = self.pass_outputs(graph_task, fn, outputs, queue)
                     else:
                         # pass_outputs written out, validating each gradient as it goes.
                         after = None
                         for i, output in enumerate(outputs):
-                            edge = edges[i]
+                            # The edge from the node's slots (Note [Edges in the node's own
+                            # slots]), without building _next_edges' tuple.
+                            if i == 0:
+                                edge = fn._edge0
+                            elif i == 1:
+                                edge = fn._edge1
+                            else:
+                                edge = fn._edges[i]  # type: ignore[index]  # set past two
                             if edge is None:
                                 continue
                             if type(edge) is Edge:

@@ -52,6 +52,7 @@ __all__ = [
     "next_sequence_nr",
     "restart_sequence_nr",
     "shared_metadata",
+    "store_edges",
 ]
 
 
@@ -230,6 +231,16 @@ def add_hook(hooks: dict[int, Any], fn: Callable[..., Any]) -> RemovableHandle:
     return handle
 
 
+def store_edges(node: Node, edges: tuple[EdgeLike | None, ...]) -> None:
+    """Keep ``edges`` (as nodes keep them) in ``node``'s slots (Note [Edges in the node's own
+    slots])."""
+    n = node._num_edges = len(edges)
+    # None where unused: a node connected again must not keep its old edges' nodes alive.
+    node._edge0 = edges[0] if n else None
+    node._edge1 = edges[1] if n > 1 else None
+    node._edges = edges if n > 2 else None
+
+
 class Node:
     """A function of the backward graph.
 
@@ -248,10 +259,13 @@ class Node:
 
     __slots__ = (
         "__weakref__",
+        "_edge0",
+        "_edge1",
+        "_edges",
         "_id",
         "_input_metadata",
         "_metadata",
-        "_next_edges",
+        "_num_edges",
         "_post_hooks",
         "_pre_hooks",
         "_retains_grad_hooks",
@@ -290,8 +304,12 @@ class Node:
         cls.releases_more = cls.release_variables is not Node.release_variables
         cls.bare_init = cls.__init__ is Node.__init__
 
+    _edge0: EdgeLike | None
+    _edge1: EdgeLike | None
+    _edges: tuple[EdgeLike | None, ...] | None
+
     def __init__(self, sequence_nr: int | None = None) -> None:
-        self._next_edges: tuple[EdgeLike | None, ...] = ()
+        self._num_edges: int = 0  # Note [Edges in the node's own slots]
         self.sequence_nr: int = next_sequence_nr() if sequence_nr is None else sequence_nr
         self.topological_nr: int = 0
         self._id: int = next(_node_ids)
@@ -327,10 +345,24 @@ class Node:
     # node, its edges tuple, the Edge), and with the collector on, building
     # one spent half its time in collections. Most edges go to input 0 of a
     # node (every op with one output), so a node stands for that edge itself:
-    # ``function`` is the node, ``input_nr`` is 0. ``_next_edges`` holds the
-    # node there and an Edge only for a later input; the scheduler reads both
-    # the same way (``edge.function``, ``edge.input_nr``). The public
+    # ``function`` is the node, ``input_nr`` is 0. A node keeps the node
+    # there and an Edge only for a later input; the scheduler reads both the
+    # same way (``edge.function``, ``edge.input_nr``). The public
     # ``next_edges`` still gives Edge objects.
+    #
+    # Note [Edges in the node's own slots]
+    # ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+    # The tuple of edges was the last object a node cost the collector
+    # beside itself (a tuple holding a node stays tracked). Nearly every
+    # node has one or two edges, so they live in the node's slots instead:
+    # ``_num_edges`` says how many, ``_edge0`` and ``_edge1`` hold the first
+    # two, and only a node of three or more keeps them all, as the tuple
+    # ``_edges``. A slot past ``_num_edges`` is never read: the ops that make
+    # nodes leave it unset (a store fewer), ``store_edges`` sets it to None.
+    # A chain is then one object per node for the collector.
+    # ``_next_edges`` gives the edges as a tuple (a new one for up to two
+    # edges) to the scheduler and every reader off the hot paths; the plain
+    # path and the ops read and write the slots.
 
     input_nr: ClassVar[int] = 0
     """As an edge: the input of ``function`` it feeds (Note [A node is its own first edge])."""
@@ -340,13 +372,27 @@ class Node:
         """As an edge: the node it feeds, itself (Note [A node is its own first edge])."""
         return self
 
+    @property
+    def _next_edges(self) -> tuple[EdgeLike | None, ...]:
+        """The edges as nodes keep them, one per forward input (Note [Edges in the node's own
+        slots])."""
+        n = self._num_edges
+        if n == 2:
+            return (self._edge0, self._edge1)
+        if n == 1:
+            return (self._edge0,)
+        return self._edges if n else ()  # type: ignore[return-value]  # set past two
+
+    @_next_edges.setter
+    def _next_edges(self, edges: Sequence[EdgeLike | None]) -> None:
+        store_edges(self, tuple(edges))
+
     def set_next_edges(self, edges: Sequence[EdgeLike | None]) -> None:
         """Connect this node; its topological number becomes 1 + the deepest child's."""
-        self._next_edges = tuple(
-            [e.function if type(e) is Edge and e.input_nr == 0 else e for e in edges]
-        )
+        kept = tuple([e.function if type(e) is Edge and e.input_nr == 0 else e for e in edges])
+        store_edges(self, kept)
         topo = -1
-        for edge in self._next_edges:
+        for edge in kept:
             if edge is not None and edge.function.topological_nr > topo:
                 topo = edge.function.topological_nr
         self.topological_nr = topo + 1 if topo >= 0 else 0
@@ -363,7 +409,7 @@ class Node:
     @property
     def num_outputs(self) -> int:
         """How many gradients ``apply`` returns (one per forward input)."""
-        return len(self._next_edges)
+        return self._num_edges
 
     @property
     def next_functions(self) -> tuple[tuple[Node | None, int], ...]:
@@ -409,7 +455,7 @@ class Node:
 
     def should_compute_output(self, i: int) -> bool:
         """Whether the gradient for forward input ``i`` is needed by the running graph task."""
-        edge = self._next_edges[i]
+        edge = self.next_edge(i)
         if edge is None:
             return False
         task = _context.TLS.graph_task

@@ -52,7 +52,7 @@ def call_function(graph_task: GraphTask, fn: Node, grads: list[Any]) -> Sequence
     if not fn.skips_undefined_grads or any_defined(grads):
         outputs = _apply_as_current(fn, grads) if anomaly.STATE.enabled else fn.apply(grads)
     else:
-        outputs = [None] * len(fn._next_edges)
+        outputs = [None] * fn._num_edges
     outputs = validate_outputs(fn._next_edges, outputs, fn)
     if fn._post_hooks:
         outputs = _call_post_hooks(graph_task, fn, list(outputs), grads)

@@ -43,6 +43,7 @@ from engine.graph import (
     edge_to,
     next_sequence_nr,
     shared_metadata,
+    store_edges,
 )
 from engine.saved import SavedTensor
 from engine.tensor import Tensor
@@ -95,17 +96,19 @@ def make_node(cls: type[N], *inputs: Tensor | None) -> N | None:
             node._metadata = anomaly.new_metadata()
     else:
         node = cls()
-    # Node.set_next_edges, written out: edges and topological_nr.
-    # An edge to input 0 is the node itself (Note [A node is its own first edge]).
+    # Node.set_next_edges, written out: edges and topological_nr, in the node's slots (Note
+    # [Edges in the node's own slots]). An edge to input 0 is the node itself (Note [A node is
+    # its own first edge]).
     if len(inputs) == 1:  # most ops: no loop, no list
         fn = t.grad_fn
         if fn is None:
             fn = t._get_grad_accumulator()
-            node._next_edges = (fn,)
+            node._edge0 = fn
         elif t._output_nr:
-            node._next_edges = (Edge(fn, t._output_nr),)
+            node._edge0 = Edge(fn, t._output_nr)
         else:
-            node._next_edges = (fn,)
+            node._edge0 = fn
+        node._num_edges = 1
         node.topological_nr = fn.topological_nr + 1
     else:
         edges: list[EdgeLike | None] = []
@@ -124,7 +127,11 @@ def make_node(cls: type[N], *inputs: Tensor | None) -> N | None:
                 edges.append(fn)
             if fn.topological_nr > topo:  # noqa: PLR1730 - max() costs a call
                 topo = fn.topological_nr
-        node._next_edges = tuple(edges)
+        if len(edges) == 2:
+            node._edge0, node._edge1 = edges
+            node._num_edges = 2
+        else:
+            store_edges(node, tuple(edges))
         node.topological_nr = topo + 1
     if _ANOMALY.check_forward and _ANOMALY.enabled:  # see Note [Born non-finite] in engine.anomaly
         anomaly.note_forward_inputs(node, inputs)
@@ -181,11 +188,13 @@ def scalar_op(cls: type[N], input: Tensor, data: Any) -> tuple[Tensor, N | None]
     fn = input.grad_fn
     if fn is None:
         fn = input._get_grad_accumulator()
-        node._next_edges = (fn, None)  # Note [A node is its own first edge]
+        node._edge0 = fn  # Note [A node is its own first edge]
     elif input._output_nr:
-        node._next_edges = (Edge(fn, input._output_nr), None)
+        node._edge0 = Edge(fn, input._output_nr)
     else:
-        node._next_edges = (fn, None)
+        node._edge0 = fn
+    node._edge1 = None  # Note [Edges in the node's own slots]
+    node._num_edges = 2
     node.topological_nr = fn.topological_nr + 1
     single = _SHARED_METADATA.get((data.shape, data.dtype, device._str))
     if single is None:

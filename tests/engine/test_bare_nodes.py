@@ -11,11 +11,17 @@ from engine.ops._core import make_node, scalar_op, wrap
 from engine.ops.arithmetic import AddBackward0, MulBackward0
 from engine.tensor import Tensor
 
-_NUMBERED = {"__weakref__", "_id", "sequence_nr", "_next_edges", "topological_nr"}
+_NUMBERED = {"__weakref__", "_id", "sequence_nr", "topological_nr"}
+_EDGES = {"_num_edges", "_edge0", "_edge1", "_edges"}
+"""Compared through ``_next_edges``: slots past ``_num_edges`` are left unset (Note [Edges in
+the node's own slots])."""
 
 
 def _fields(node: Node) -> dict[str, object]:
-    return {name: getattr(node, name) for name in Node.__slots__ if name not in _NUMBERED}
+    fields = {
+        name: getattr(node, name) for name in Node.__slots__ if name not in _NUMBERED | _EDGES
+    }
+    return {**fields, "_next_edges": node._next_edges}
 
 
 def test_a_bare_node_has_every_field_node_init_sets() -> None:
@@ -23,7 +29,8 @@ def test_a_bare_node_has_every_field_node_init_sets() -> None:
     bare = make_node(MulBackward0, x, None)
     called = MulBackward0()
     assert bare is not None and MulBackward0.bare_init
-    assert _fields(bare) == _fields(called)
+    assert {**_fields(bare), "_next_edges": ()} == _fields(called)
+    assert bare._next_edges == (x._get_grad_accumulator(), None)
     assert bare.sequence_nr + 1 == called.sequence_nr and bare.node_id != called.node_id
     assert bare.topological_nr == 1 and bare.next_functions[1] == (None, 0)
 

@@ -1,4 +1,5 @@
-"""Edges as nodes keep them (Note [A node is its own first edge] in engine.graph)."""
+"""Edges as nodes keep them (Notes [A node is its own first edge] and [Edges in the node's own
+slots] in engine.graph)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ import gc
 from typing import Any
 
 import engine
-from engine.graph import Edge, edge_to
+from engine.graph import Edge, Node, edge_to
+from engine.ops.shape import cat
 
 
 class Twice(engine.Function):
@@ -45,7 +47,7 @@ def test_set_next_edges_keeps_an_edge_to_input_0_as_the_node() -> None:
     assert node._next_edges == (y.grad_fn,)
 
 
-def test_a_chain_leaves_two_objects_per_node_for_the_collector() -> None:
+def test_a_chain_leaves_one_object_per_node_for_the_collector() -> None:
     x = engine.tensor([1.0], dtype=engine.float64, requires_grad=True)
     y = x * 1.0001 + 0.0
     was_enabled = gc.isenabled()
@@ -60,7 +62,57 @@ def test_a_chain_leaves_two_objects_per_node_for_the_collector() -> None:
     finally:
         if was_enabled:
             gc.enable()
-    # Each step makes two nodes, each with its edges tuple; no Edge objects.
-    assert tracked <= 2 * 2 * steps + 50, tracked / (2 * steps)
+    # Each step makes two nodes, their edges in their slots: no tuple, no Edge objects.
+    assert tracked <= 2 * steps + 50, tracked / (2 * steps)
     y.backward()
     assert abs(float(x.grad.numpy()[0]) - 1.0001 ** (steps + 1)) < 1e-9 * 1.0001**steps  # type: ignore[union-attr]
+
+
+def test_an_add_tree_leaves_one_object_per_node_for_the_collector() -> None:
+    x = engine.tensor([1.0], dtype=engine.float64, requires_grad=True)
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        gc.collect()
+        before = len(gc.get_objects())
+        parts = [x * float(i) for i in range(512)]
+        while len(parts) > 1:
+            parts = [a + b for a, b in zip(parts[::2], parts[1::2], strict=True)]
+        gc.collect()  # the lists of parts are gone; what is left is the graph
+        tracked = len(gc.get_objects()) - before
+    finally:
+        if was_enabled:
+            gc.enable()
+    # 1023 nodes (512 muls, 511 adds of two edges) and the root tensor.
+    assert tracked <= 1023 + 50, tracked
+    parts[0].backward()
+    assert x.grad is not None and x.grad.tolist() == [sum(range(512))]
+
+
+def test_nodes_of_zero_to_many_edges_give_them_back_in_order() -> None:
+    x = engine.tensor([1.0, 2.0], requires_grad=True)
+    w = engine.tensor([3.0, 4.0], requires_grad=True)
+    leaf = x._get_grad_accumulator()
+    assert leaf._num_edges == 0 and leaf._next_edges == () and leaf.num_outputs == 0
+    one, two = x.exp().grad_fn, (x * w).grad_fn
+    assert isinstance(one, Node) and isinstance(two, Node)
+    assert one._next_edges == (leaf,) and one.num_outputs == 1
+    assert two._next_edges == (leaf, w._get_grad_accumulator()) and two.num_outputs == 2
+    a, c, d = x * 1.0, w * 2.0, x.exp()
+    many = cat([a, x.detach(), c, d]).grad_fn
+    assert isinstance(many, Node) and isinstance(c.grad_fn, Node)
+    assert many._next_edges == (a.grad_fn, None, c.grad_fn, d.grad_fn)
+    assert many.num_outputs == 4 and many.next_edge(2) == Edge(c.grad_fn, 0)
+    assert many.next_functions == ((a.grad_fn, 0), (None, 0), (c.grad_fn, 0), (d.grad_fn, 0))
+
+
+def test_connecting_a_node_again_drops_the_edges_it_no_longer_has() -> None:
+    x = engine.tensor([1.0], requires_grad=True)
+    node = cat([x * 1.0, x * 2.0, x * 3.0]).grad_fn
+    assert isinstance(node, Node)
+    assert node.num_outputs == 3
+    node._next_edges = (None,)
+    assert node._next_edges == (None,) and node.next_functions == ((None, 0),)
+    assert node._edge1 is None and node._edges is None  # nothing kept alive past the edges
+    node.set_next_edges([])
+    assert node._next_edges == () and node._edge0 is None
