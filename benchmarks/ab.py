@@ -6,7 +6,8 @@ measurement runs in a fresh child process that imports the engine from one
 tree; old and new alternate, and each child reports its best of several
 runs, so that a machine whose speed drifts over minutes hurts both sides
 alike. Workloads: W1's chain (forward and backward), W2's add tree and cat
-(backward), W1's backward under a recorder, and FAN: the backward of one
+(backward), W3's MLP step (forward and backward, ms per step: big arrays,
+few nodes), W1's backward under a recorder, and FAN: the backward of one
 large tensor (2**21 float64 elements) used eight times, whose gradients
 meet in one input buffer.
 
@@ -21,6 +22,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import operator
 import statistics
@@ -33,9 +35,11 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-WORKLOADS = ("W1", "W2", "REC", "FAN")
+WORKLOADS = ("W1", "W2", "W3", "REC", "FAN")
 FAN_USES = 8
 STEP = 1.0001
+MLP_WIDTHS = (1024, 1024, 1024, 10)
+"""W3's layers, as benchmarks.workloads has them: input, two tanh layers, classes."""
 
 
 def _chain(engine: Any, n: int) -> tuple[Any, Any]:
@@ -52,6 +56,38 @@ def _check(x: Any, expected: float) -> None:
         raise SystemExit(f"wrong gradient: {grad}, expected {expected}")
 
 
+def _mlp_data(batch: int) -> tuple[Any, Any, list[Any], list[Any]]:
+    """W3's batch, labels, weights and biases (float32), the same for every tree."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    pairs = list(itertools.pairwise(MLP_WIDTHS))
+    weights = [(rng.standard_normal((m, k)) / np.sqrt(m)).astype(np.float32) for m, k in pairs]
+    biases = [np.full(k, 0.01, dtype=np.float32) for _, k in pairs]
+    inputs = rng.standard_normal((batch, MLP_WIDTHS[0])).astype(np.float32)
+    return inputs, rng.integers(0, MLP_WIDTHS[-1], batch), weights, biases
+
+
+def _mlp_grad_norm(inputs: Any, targets: Any, weights: list[Any], biases: list[Any]) -> float:
+    """‖∂loss/∂W₀‖ of W3's step written out in float64 NumPy: what the engine must match."""
+    import numpy as np
+
+    h = inputs.astype(np.float64)
+    layers = [h]
+    for i, (w, b) in enumerate(zip(weights, biases, strict=True)):
+        h = h @ w.astype(np.float64) + b
+        if i < len(weights) - 1:
+            h = np.tanh(h)
+        layers.append(h)
+    p = np.exp(h - h.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
+    p[np.arange(len(targets)), targets] -= 1.0
+    g = p / len(targets)  # ∂loss/∂logits of the mean cross entropy
+    for i in range(len(weights) - 1, 0, -1):
+        g = (g @ weights[i].astype(np.float64).T) * (1.0 - layers[i] ** 2)
+    return float(np.linalg.norm(layers[0].T @ g))
+
+
 def _best(runs: int, once: Callable[[], dict[str, float]]) -> dict[str, float]:
     best: dict[str, float] = {}
     for _ in range(runs):
@@ -66,7 +102,10 @@ busy machine disturb much less (a change's cost shows there; waiting for a core 
 
 
 def measure(workload: str, n: int, runs: int, clock: str = "wall") -> dict[str, float]:
-    """µs per node of ``workload`` with the engine this process imported; best of ``runs``."""
+    """µs per node (W3: ms per step) of ``workload`` with the engine this process imported.
+
+    Each figure is the best of ``runs``.
+    """
     import numpy as np
 
     perf_counter = CLOCKS[clock]
@@ -104,6 +143,29 @@ def measure(workload: str, n: int, runs: int, clock: str = "wall") -> dict[str, 
             _check(x, sum(1.0 + i / n for i in range(n)))
         return out
 
+    def w3() -> dict[str, float]:
+        inputs, targets, weights, biases = data
+        ws = [engine.tensor(w, requires_grad=True) for w in weights]
+        bs = [engine.tensor(b, requires_grad=True) for b in biases]
+        x, labels = engine.tensor(inputs), engine.tensor(targets)
+        start = perf_counter()
+        h = x
+        for i, (w, b) in enumerate(zip(ws, bs, strict=True)):
+            h = h @ w + b
+            if i < len(ws) - 1:
+                h = h.tanh()
+        loss = functional.cross_entropy(h, labels)
+        built = perf_counter()
+        loss.backward()
+        done = perf_counter()
+        assert ws[0].grad is not None
+        grad = ws[0].grad.numpy().astype(np.float64)
+        norm = float(np.sqrt((grad * grad).sum()))
+        if abs(norm - expected_norm) > 1e-3 * expected_norm:  # float32 against float64
+            raise SystemExit(f"wrong gradient norm: {norm}, expected {expected_norm}")
+        # Per step, not per node: a few nodes on large arrays.
+        return {"W3 forward (ms/step)": built - start, "W3 backward (ms/step)": done - built}
+
     def rec() -> dict[str, float]:
         from autograd_viz import record
 
@@ -132,9 +194,17 @@ def measure(workload: str, n: int, runs: int, clock: str = "wall") -> dict[str, 
         _check(x, expected)
         return {"large fan-in backward": (done - start) / nodes}
 
-    once = {"W1": w1, "W2": w2, "REC": rec, "FAN": fan}[workload]
+    if workload == "W3":
+        from engine import functional
+
+        data = _mlp_data(n)
+        expected_norm = _mlp_grad_norm(*data)
+    once = {"W1": w1, "W2": w2, "W3": w3, "REC": rec, "FAN": fan}[workload]
     once()  # warm the process up: allocator arenas, specialized bytecode
-    return {key: value * 1e6 for key, value in _best(runs, once).items()}
+    return {
+        key: value * (1e3 if key.endswith("(ms/step)") else 1e6)
+        for key, value in _best(runs, once).items()
+    }
 
 
 def _child(
@@ -171,13 +241,16 @@ def _child(
     return dict(json.loads(out.stdout.splitlines()[-1]))
 
 
-SIZES = {"W1": 10_000, "W2": 3_000, "REC": 3_000, "FAN": 1 << 21}
+SIZES = {"W1": 10_000, "W2": 3_000, "W3": 256, "REC": 3_000, "FAN": 1 << 21}
+"""Each workload's ``n``: W1's steps, W2's and REC's width or steps, W3's batch, FAN's elements."""
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("old", help="the revision to compare with (a commit, tag or HEAD~N)")
-    parser.add_argument("--workload", default=",".join(WORKLOADS), help="W1, W2, REC and/or FAN")
+    parser.add_argument(
+        "--workload", default=",".join(WORKLOADS), help="W1, W2, W3, REC and/or FAN"
+    )
     parser.add_argument("--repeat", type=int, default=3, help="alternations of old and new")
     parser.add_argument("--runs", type=int, default=5, help="runs per child (its best counts)")
     parser.add_argument("--scale", type=float, default=1.0, help="multiplies every size")
@@ -222,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
                 ["git", "worktree", "remove", "--force", str(old_tree)], cwd=ROOT, check=False
             )
     table = Table(
-        title=f"µs per node ({args.clock}), median of {args.repeat}, gc {args.gc} "
+        title=f"µs per node (W3: ms per step; {args.clock}), median of {args.repeat}, gc {args.gc} "
         f"(old = {args.old}, new = this tree)"
     )
     for column in ("measure", "old", "new", "new/old"):

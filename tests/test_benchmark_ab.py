@@ -16,6 +16,8 @@ def test_measure_reports_every_workload_in_microseconds_per_node() -> None:
         "W1 backward",
         "W2 tree backward",
         "W2 cat backward",
+        "W3 forward (ms/step)",
+        "W3 backward (ms/step)",
         "W1 backward, recorded",
         "large fan-in backward",
     }
@@ -39,3 +41,12 @@ def test_ab_against_head_prints_both_sides_and_their_ratio(
 def test_an_unknown_revision_is_refused() -> None:
     with pytest.raises(SystemExit, match="cannot check out 'no-such-revision': .*no-such-revision"):
         ab.main(["no-such-revision", "--repeat", "1"])
+
+
+def test_w3_checks_its_gradient_against_numpy_by_hand() -> None:
+    inputs, targets, weights, biases = ab._mlp_data(8)
+    expected = ab._mlp_grad_norm(inputs, targets, weights, biases)
+    assert expected > 0
+    # A wrong step (another batch's labels) gives another norm, which the check refuses.
+    assert abs(ab._mlp_grad_norm(inputs, (targets + 1) % 10, weights, biases) - expected) > 1e-3
+    assert "W3 forward (ms/step)" in ab.measure("W3", 8, 1)
