@@ -315,7 +315,7 @@ class Engine:
                                 nxt = edge.function
                                 slot = edge.input_nr
                             else:  # Note [A node is its own first edge], without the property
-                                nxt = edge  # type: ignore[assignment]  # a Node here
+                                nxt = edge  # a Node here
                                 slot = 0
                             grad = output
                             if grad is not None:

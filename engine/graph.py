@@ -22,14 +22,14 @@ import itertools
 import sys
 import threading
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, TypeAlias
 
 import numpy as np
 
 from engine import _context, anomaly, grad_mode
 from engine.events import HUB, LazySummary
-from engine.scheduler import UINT64_MAX
+from engine.scheduler import UINT64_MAX, Edge, EdgesInSlots, store_edges
 
 if TYPE_CHECKING:
     from engine.devices import Device
@@ -89,42 +89,6 @@ def restart_sequence_nr(start: int) -> int:
     nr = next_sequence_nr()
     _sequence.next = itertools.count(start).__next__
     return nr
-
-
-class Edge:
-    """Where a gradient goes: input ``input_nr`` of node ``function``.
-
-    A slotted class rather than a NamedTuple: edges are made for every op and
-    a NamedTuple's Python-level ``__new__`` costs several times more.
-    """
-
-    __slots__ = ("function", "input_nr")
-
-    function: Node
-    """The node that receives the gradient."""
-    input_nr: int
-    """Which of that node's inputs (which forward output) it is."""
-
-    def __init__(self, function: Node, input_nr: int) -> None:
-        self.function = function
-        self.input_nr = input_nr
-
-    def __iter__(self) -> Iterator[Any]:
-        yield self.function
-        yield self.input_nr
-
-    def __eq__(self, other: object) -> bool:
-        return (
-            isinstance(other, Edge)
-            and other.function is self.function
-            and other.input_nr == self.input_nr
-        )
-
-    def __hash__(self) -> int:
-        return hash((id(self.function), self.input_nr))
-
-    def __repr__(self) -> str:
-        return f"Edge(function={self.function!r}, input_nr={self.input_nr})"
 
 
 EdgeLike: TypeAlias = "Edge | Node"
@@ -231,17 +195,7 @@ def add_hook(hooks: dict[int, Any], fn: Callable[..., Any]) -> RemovableHandle:
     return handle
 
 
-def store_edges(node: Node, edges: tuple[EdgeLike | None, ...]) -> None:
-    """Keep ``edges`` (as nodes keep them) in ``node``'s slots (Note [Edges in the node's own
-    slots])."""
-    n = node._num_edges = len(edges)
-    # None where unused: a node connected again must not keep its old edges' nodes alive.
-    node._edge0 = edges[0] if n else None
-    node._edge1 = edges[1] if n > 1 else None
-    node._edges = edges if n > 2 else None
-
-
-class Node:
+class Node(EdgesInSlots):
     """A function of the backward graph.
 
     Subclasses implement :meth:`apply`. The forward code that creates a node
@@ -259,13 +213,9 @@ class Node:
 
     __slots__ = (
         "__weakref__",
-        "_edge0",
-        "_edge1",
-        "_edges",
         "_id",
         "_input_metadata",
         "_metadata",
-        "_num_edges",
         "_post_hooks",
         "_pre_hooks",
         "_retains_grad_hooks",
@@ -304,12 +254,8 @@ class Node:
         cls.releases_more = cls.release_variables is not Node.release_variables
         cls.bare_init = cls.__init__ is Node.__init__
 
-    _edge0: EdgeLike | None
-    _edge1: EdgeLike | None
-    _edges: tuple[EdgeLike | None, ...] | None
-
     def __init__(self, sequence_nr: int | None = None) -> None:
-        self._num_edges: int = 0  # Note [Edges in the node's own slots]
+        self._num_edges = 0  # Note [Edges in the node's own slots] in engine.scheduler
         self.sequence_nr: int = next_sequence_nr() if sequence_nr is None else sequence_nr
         self.topological_nr: int = 0
         self._id: int = next(_node_ids)
@@ -347,23 +293,11 @@ class Node:
     # node (every op with one output), so a node stands for that edge itself:
     # ``function`` is the node, ``input_nr`` is 0. A node keeps the node
     # there and an Edge only for a later input; the scheduler reads both the
-    # same way (``edge.function``, ``edge.input_nr``). The public
-    # ``next_edges`` still gives Edge objects.
+    # same way (``edge.function``, ``edge.input_nr``), and its hot loops tell
+    # them apart by type. The public ``next_edges`` still gives Edge objects.
+    # Where a node keeps its edges: Note [Edges in the node's own slots] in
+    # engine.scheduler.
     #
-    # Note [Edges in the node's own slots]
-    # ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
-    # The tuple of edges was the last object a node cost the collector
-    # beside itself (a tuple holding a node stays tracked). Nearly every
-    # node has one or two edges, so they live in the node's slots instead:
-    # ``_num_edges`` says how many, ``_edge0`` and ``_edge1`` hold the first
-    # two, and only a node of three or more keeps them all, as the tuple
-    # ``_edges``. A slot past ``_num_edges`` is never read: the ops that make
-    # nodes leave it unset (a store fewer), ``store_edges`` sets it to None.
-    # A chain is then one object per node for the collector.
-    # ``_next_edges`` gives the edges as a tuple (a new one for up to two
-    # edges) to the scheduler and every reader off the hot paths; the plain
-    # path and the ops read and write the slots.
-
     input_nr: ClassVar[int] = 0
     """As an edge: the input of ``function`` it feeds (Note [A node is its own first edge])."""
 
@@ -371,21 +305,6 @@ class Node:
     def function(self) -> Node:
         """As an edge: the node it feeds, itself (Note [A node is its own first edge])."""
         return self
-
-    @property
-    def _next_edges(self) -> tuple[EdgeLike | None, ...]:
-        """The edges as nodes keep them, one per forward input (Note [Edges in the node's own
-        slots])."""
-        n = self._num_edges
-        if n == 2:
-            return (self._edge0, self._edge1)
-        if n == 1:
-            return (self._edge0,)
-        return self._edges if n else ()  # type: ignore[return-value]  # set past two
-
-    @_next_edges.setter
-    def _next_edges(self, edges: Sequence[EdgeLike | None]) -> None:
-        store_edges(self, tuple(edges))
 
     def set_next_edges(self, edges: Sequence[EdgeLike | None]) -> None:
         """Connect this node; its topological number becomes 1 + the deepest child's."""

@@ -16,13 +16,15 @@ which rebuilds the ready queues of a trace with :func:`ready_entry`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, Protocol, TypeVar
 
 __all__ = [
     "SHUTDOWN_PRIORITY",
     "UINT64_MAX",
     "WAKE_UP_PRIORITY",
+    "Edge",
+    "EdgesInSlots",
     "ExactQueueEntry",
     "ExecInfo",
     "QueueEntry",
@@ -34,6 +36,7 @@ __all__ = [
     "ready_entry",
     "should_execute",
     "special_entry",
+    "store_edges",
 ]
 
 UINT64_MAX = 2**64 - 1
@@ -73,6 +76,94 @@ class SchedulerNode(Protocol):
 N = TypeVar("N", bound=SchedulerNode)
 
 
+class Edge:
+    """Where a gradient goes: input ``input_nr`` of node ``function``.
+
+    A slotted class rather than a NamedTuple: edges are made for every op and
+    a NamedTuple's Python-level ``__new__`` costs several times more.
+    """
+
+    __slots__ = ("function", "input_nr")
+
+    function: Any
+    """The node that receives the gradient."""
+    input_nr: int
+    """Which of that node's inputs (which forward output) it is."""
+
+    def __init__(self, function: Any, input_nr: int) -> None:
+        self.function = function
+        self.input_nr = input_nr
+
+    def __iter__(self) -> Iterator[Any]:
+        yield self.function
+        yield self.input_nr
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, Edge)
+            and other.function is self.function
+            and other.input_nr == self.input_nr
+        )
+
+    def __hash__(self) -> int:
+        return hash((id(self.function), self.input_nr))
+
+    def __repr__(self) -> str:
+        return f"Edge(function={self.function!r}, input_nr={self.input_nr})"
+
+
+# Note [Edges in the node's own slots]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# Python's cyclic collector walks every live object that can hold
+# references, and a graph being built is mostly nodes: a tuple of edges per
+# node was a second object for it (a tuple holding a node stays tracked).
+# Nearly every node has one or two edges, so the engine's nodes keep them in
+# their own slots instead (EdgesInSlots): ``_num_edges`` says how many,
+# ``_edge0`` and ``_edge1`` hold the first two, and only a node of three or
+# more keeps them all, as the tuple ``_edges``. A slot past ``_num_edges`` is
+# never read: the ops that make nodes leave it unset (a store fewer),
+# store_edges sets it to None. A chain or an add tree is then one object per
+# node for the collector. ``_next_edges`` gives the edges as a tuple (a new
+# one for up to two edges) to every reader off the hot paths; the hot loops
+# (compute_dependencies here, the engine's plain path) read the slots.
+# An edge to input 0 of a node is the node itself (Note [A node is its own
+# first edge] in engine.graph), any other an Edge.
+
+
+class EdgesInSlots:
+    """A node that keeps its edges in its own slots (Note [Edges in the node's own slots])."""
+
+    __slots__ = ("_edge0", "_edge1", "_edges", "_num_edges")
+
+    _num_edges: int
+    _edge0: Any
+    _edge1: Any
+    _edges: tuple[Any, ...] | None
+
+    @property
+    def _next_edges(self) -> tuple[Any, ...]:
+        """The edges, one per forward input (``None`` where no gradient goes)."""
+        n = self._num_edges
+        if n == 2:
+            return (self._edge0, self._edge1)
+        if n == 1:
+            return (self._edge0,)
+        return self._edges if n else ()  # type: ignore[return-value]  # set past two
+
+    @_next_edges.setter
+    def _next_edges(self, edges: Sequence[Any]) -> None:
+        store_edges(self, tuple(edges))
+
+
+def store_edges(node: EdgesInSlots, edges: tuple[Any, ...]) -> None:
+    """Keep ``edges`` in ``node``'s slots (Note [Edges in the node's own slots])."""
+    n = node._num_edges = len(edges)
+    # None where unused: a node connected again must not keep its old edges' nodes alive.
+    node._edge0 = edges[0] if n else None
+    node._edge1 = edges[1] if n > 1 else None
+    node._edges = edges if n > 2 else None
+
+
 # Note [Dependency counting]
 # ~~~~~~~~~~~~~~~~~~~~~~~~~~
 # A node runs when every edge of the graph task that arrives at it has
@@ -83,6 +174,9 @@ N = TypeVar("N", bound=SchedulerNode)
 # below ``min_topo_nr`` (the lowest among ``grad()``'s inputs) cannot lead to
 # any of them: it is counted but not walked (PyTorch's pruning). The counts
 # double as the set of nodes seen: in a DAG no edge arrives at the root.
+# The engine's nodes are read through their slots, without the tuple and
+# the property (Note [Edges in the node's own slots]): this walk is a tenth
+# of a chain's backward. A graph is all engine nodes or all adapters.
 
 
 def compute_dependencies(root: N, min_topo_nr: int = 0) -> dict[N, int]:
@@ -92,14 +186,27 @@ def compute_dependencies(root: N, min_topo_nr: int = 0) -> dict[N, int]:
     """
     dependencies: dict[Any, int] = {}
     stack = [root]
+    in_slots = isinstance(root, EdgesInSlots)
+    edges: Sequence[Any]
     while stack:
         fn = stack.pop()
         if fn.topological_nr < min_topo_nr:
             continue
-        for edge in fn._next_edges:
+        if not in_slots:
+            edges = fn._next_edges
+        else:
+            n = fn._num_edges  # type: ignore[attr-defined]
+            if n == 2:
+                edges = (fn._edge0, fn._edge1)  # type: ignore[attr-defined]
+            elif n == 1:
+                edges = (fn._edge0,)  # type: ignore[attr-defined]
+            else:
+                edges = fn._edges if n else ()  # type: ignore[attr-defined]
+        for edge in edges:
             if edge is None:
                 continue
-            nxt = edge.function
+            # An engine node as an edge is its own input 0 (Note [A node is its own first edge]).
+            nxt: Any = edge if in_slots and type(edge) is not Edge else edge.function
             count = dependencies.get(nxt)
             if count is None:
                 dependencies[nxt] = 1
