@@ -374,7 +374,10 @@ class Node(EdgesInSlots):
 
     def should_compute_output(self, i: int) -> bool:
         """Whether the gradient for forward input ``i`` is needed by the running graph task."""
-        edge = self.next_edge(i)
+        if 0 <= i < self._num_edges <= 2:  # the slots themselves: this runs in backward
+            edge = self._edge1 if i else self._edge0
+        else:
+            edge = self._next_edges[i]
         if edge is None:
             return False
         task = _context.TLS.graph_task
