@@ -51,8 +51,9 @@ DEFAULT_MAX_VALUES = 16
 
 VALUES_TIERS = ("none", "leaves", "all")
 """What a recording keeps of the gradients (Note [Values tiers]): ``all`` (the default)
-summarizes every tensor in every event; ``leaves`` only the gradients of leaves
-(``AccumulateGrad``'s, a leaf's ``.grad``, ``grad()``'s results); ``none`` none."""
+summarizes every tensor in every event, and the saved tensors; ``leaves`` only the
+gradients of leaves (``AccumulateGrad``'s, a leaf's ``.grad`` before and after the call,
+``grad()``'s results); ``none`` none."""
 
 # Note [Values tiers]
 # ~~~~~~~~~~~~~~~~~~~
