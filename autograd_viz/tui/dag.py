@@ -104,7 +104,7 @@ class DagView(ScrollView, can_focus=True):
             then(self.pictures(trace, task))
             return True
         self._waiting.append((task, then))
-        self._open_later(trace, task, None)
+        self._open_later(trace, task, None, None)
         return False
 
     def prepare(self, trace: Trace, task: GraphTaskInfo) -> None:
@@ -144,7 +144,8 @@ class DagView(ScrollView, can_focus=True):
             self._drawn_rows = [Text("No graph task yet.", style="dim italic")]
         elif fresh and later:  # see Note [Drawing a new picture later]
             self._placeholder(task)
-            self._open_later(state.trace, task, selected)
+            focus = _focus(state, task)
+            self._open_later(state.trace, task, focus, selected if focus is None else focus)
         else:
             self._draw(self.pictures(state.trace, task), state, selected, path)
         if self._stale:
@@ -176,10 +177,7 @@ class DagView(ScrollView, can_focus=True):
         """The picture of the choice ``state`` makes, or, in a big graph task whose picture is
         not made yet, the last one recoloured (or a line) while a thread makes it."""
         task = pictures.task
-        event = state.event
-        focus = None
-        if event is not None and event.graph_task == task.id:
-            focus = event.node_id
+        focus = _focus(state, task)
         choice = pictures.choice(self.opened, self.closed, self.unfolded, focus)
         centre = focus if focus is not None else selected
         picture = pictures.kept(choice, centre)
@@ -204,15 +202,19 @@ class DagView(ScrollView, can_focus=True):
         self._head = len(notices)
         self._drawn_rows = notices + draw_picture(pictures, picture, state, selected, path)
 
-    def _open_later(self, trace: Trace, task: GraphTaskInfo, centre: int | None) -> None:
+    def _open_later(
+        self, trace: Trace, task: GraphTaskInfo, focus: int | None, centre: int | None
+    ) -> None:
+        """Make the pictures of ``task`` in a thread, and the first, of ``focus`` around
+        ``centre``, if it is to be drawn (as :meth:`_draw` will ask for it)."""
         if self._opening is task:
             return
         self._opening = task
 
         def make() -> Callable[[], None]:
             pictures = Pictures(trace, task)
-            if self.display:  # the first picture too, when it is to be drawn
-                pictures.picture(pictures.choice((), (), (), centre), centre)
+            if self.display:
+                pictures.picture(pictures.choice((), (), (), focus), centre)
             return lambda: self._adopt(pictures)
 
         self.maker.want(make)
@@ -317,3 +319,11 @@ class DagView(ScrollView, can_focus=True):
         ]
         x = self.scroll_offset.x
         return Strip(segments).crop_extend(x, x + width, base)
+
+
+def _focus(state: ExecutionState, task: GraphTaskInfo) -> int | None:
+    """The node the step is about, if it is one of ``task``'s: its modules open by themselves."""
+    event = state.event
+    if event is not None and event.graph_task == task.id:
+        return event.node_id
+    return None

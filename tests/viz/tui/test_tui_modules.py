@@ -308,10 +308,16 @@ def big() -> Trace:
 
 
 def test_in_a_big_graph_the_first_picture_comes_after_the_key_is_answered(big: Trace) -> None:
+    task = next(iter(big.graph_tasks.values()))
     app = replay_app(big)
+    starts = [e for e in big.events if e.kind == "node_start" and e.graph_task == task.id]
+    middle = starts[len(starts) // 2]
 
     async def actions(pilot: Pilot[Any]) -> None:
         dag = dag_of(app)
+        app.driver.goto(middle.index + 1)
+        app.refresh_view(follow=True)
+        await pilot.pause()
         app.action_cycle_view()  # as v does, twice, and look before anything else runs
         app.action_cycle_view()
         assert dag.picture is None
@@ -320,6 +326,8 @@ def test_in_a_big_graph_the_first_picture_comes_after_the_key_is_answered(big: T
         await dag.drawn()
         picture = dag.picture
         assert picture is not None and len(picture.items) <= MAX_BOXES
+        assert middle.node_id is not None  # the step's node drawn, its modules opened
+        assert not picture.items[picture.item_of[middle.node_id]].is_box
         assert "drawing" not in dag._drawn_rows[0].plain
         check_picture(picture, [row.plain for row in dag._drawn_rows[dag._head :]])
 
