@@ -358,7 +358,8 @@ def call_level_parts(repeat: int) -> None:
 
     Each part timed alone in thread CPU time, the collector off, the fastest
     of ``repeat``: the backward call inside a call-level flight recorder (what
-    every call of a run pays), the calling code's names read at its start,
+    every call of a run pays), a whole step (the forward, where module calls
+    are followed, and the backward), the calling code's names read at its start,
     the graph walk (``plan_graph_task``), and deriving a held call into a
     recorder (the walk, the replayed scheduler, the snapshot and the records:
     what writing the ring pays for each call it holds).
@@ -382,11 +383,18 @@ def call_level_parts(repeat: int) -> None:
 
     for _ in range(2):
         plain(build())
+
+    def step(_: None) -> None:
+        build().backward()
+
     for _ in range(repeat):
         _timed(samples, "plain", plain, build())
+        _timed(samples, "a whole step, plain (forward and backward)", step, None)
         recording = Recording(calls=CallSelection(last=1), values="none", watch="calls")
         with recording.running():
             _timed(samples, "the call, held", plain, build())
+            # The forward too: module calls are followed (global module hooks).
+            _timed(samples, "a whole step, held", step, None)
             assert recording.ring is not None
             part = recording.ring._parts[-1][0]
             assert isinstance(part, HeldCalls)
@@ -398,17 +406,20 @@ def call_level_parts(repeat: int) -> None:
     table = Table(title=f"The call level on the {label} ({nodes} nodes): its parts")
     for column in ("part", "fastest", "µs per node"):
         table.add_column(column, justify="left" if column == "part" else "right")
-    base = min(samples["plain"])
+    bases = {
+        "the call, held": min(samples["plain"]),
+        "a whole step, held": min(samples["a whole step, plain (forward and backward)"]),
+    }
     for way, times in samples.items():
         best = min(times)
-        over = best - base if way == "the call, held" else best
-        table.add_row(
-            way,
-            f"{best * 1e3:.3f} ms",
-            ""
-            if way == "plain"
-            else f"{over / nodes * 1e6:.2f}" + (" over plain" if way == "the call, held" else ""),
-        )
+        if "plain" in way:
+            per_node = ""
+        elif way in bases:
+            over = best - bases[way]
+            per_node = f"{over / nodes * 1e6:.2f} over plain ({best / bases[way]:.2f}×)"
+        else:
+            per_node = f"{best / nodes * 1e6:.2f}"
+        table.add_row(way, f"{best * 1e3:.3f} ms", per_node)
     Console(width=120).print(table)
     print(f"torch {torch.__version__}, one intra-op thread; the fastest of {repeat} each")
 
