@@ -381,6 +381,9 @@ def call_level_parts(repeat: int) -> None:
     def walk(roots: list[tuple[Any, int]]) -> None:
         plan_graph_task(roots, [], True, LeafNamer(frame))
 
+    def names(at: Any) -> None:
+        LeafNamer(at).module_variables()
+
     for _ in range(2):
         plain(build())
 
@@ -399,7 +402,7 @@ def call_level_parts(repeat: int) -> None:
             part = recording.ring._parts[-1][0]
             assert isinstance(part, HeldCalls)
             _timed(samples, "deriving the held call", lambda held: held.trace(), part)
-        _timed(samples, "the calling code's names", lambda f: LeafNamer(f)._look(), frame)
+        _timed(samples, "the calling code's names", names, frame)
         loss = build()
         loss.backward()  # the graph after its call, as the ring walks it
         _timed(samples, "the graph walk (plan_graph_task)", walk, [(loss.grad_fn, 0)])
