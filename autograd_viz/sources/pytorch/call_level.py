@@ -198,11 +198,10 @@ def run_call_level(
     """
     stack = _RUNNING.stack
     try:
-        call: CallSeen | None = CallSeen(roots, targets, bound, namer, stack[-1] if stack else None)
+        call = CallSeen(roots, targets, bound, namer, stack[-1] if stack else None)
     except Exception as exc:  # noqa: BLE001 - never break the user's backward for a view
         warn_once(f"autograd-viz: cannot watch a backward call ({exc!r}); not recording it")
         return original(t_outputs, *args, **kwargs)
-    assert call is not None
     call.nesting = len(stack)
     stack.append(call)
     failed: BaseException | None = None
