@@ -226,7 +226,7 @@ class _Record(Reader):
         items: dict[str, str] = {}
         for name, reader in self.fields.items():
             item = items[name] = code.name("f")
-            if reader is not anything:  # read by someone else (an event's data)
+            if reader is not anything or self.build is not None:  # else left for another reader
                 code.line(f"{item} = {src}[{name!r}]")
             read[name] = reader.emit(code, item)
         for name, reader in self.optional_fields.items():
