@@ -98,15 +98,17 @@ class PictureMaker:
                 self._idle.set()
             return
         self._running = True
-        app = self._view.app
+        view = self._view
 
         def run() -> None:
             then = None
             try:
                 then = job()
             finally:
-                with contextlib.suppress(RuntimeError):  # the app closed meanwhile
-                    app.call_from_thread(self._done, then)
+                # Posted, not called from the thread: a thread waiting on a loop that is
+                # closing would keep the process from exiting (call_from_thread waits).
+                with contextlib.suppress(RuntimeError):  # the app's loop closed meanwhile
+                    view.call_later(self._done, then)
 
         self._view.run_worker(run, thread=True, group="picture", exit_on_error=False)
 

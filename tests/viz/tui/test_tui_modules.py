@@ -387,6 +387,31 @@ def test_in_a_big_graph_the_next_nodes_pictures_are_made_ahead(big: Trace) -> No
     run_app(app, actions, size=(120, 40))
 
 
+def test_quitting_while_a_picture_is_made_leaves_no_thread_behind(big: Trace) -> None:
+    import threading
+
+    app = replay_app(big)
+    before = set(threading.enumerate())
+
+    async def actions(pilot: Pilot[Any]) -> None:
+        import asyncio
+
+        dag = dag_of(app)
+        app.action_cycle_view()  # as v does, twice
+        app.action_cycle_view()
+        for _ in range(500):  # the job starts once the placeholder is painted
+            if app.workers._workers:
+                break
+            await asyncio.sleep(0.01)
+        assert dag.maker.busy and dag.redrawing
+        await app.action_quit()  # as q does, while the thread makes the first picture
+
+    run_app(app, actions, size=(80, 24))
+    for thread in set(threading.enumerate()) - before:
+        thread.join(30)
+        assert not thread.is_alive(), f"{thread.name} still runs after the app closed"
+
+
 @pytest.mark.parametrize(
     ("query", "kind"), [("model.layers.700", "module"), ("layers.300.weight", "parameter")]
 )
