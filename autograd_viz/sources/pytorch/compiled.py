@@ -152,11 +152,11 @@ def module_paths(root: torch.nn.Module) -> dict[int, str]:
     ``_orig_mod``, so ``compiled.fc`` is ``model.fc``: that part of the path is
     left out, at the root and inside (``encoder._orig_mod.lin`` is ``encoder.lin``).
     """
-    inner = _original(root)
+    inner = original(root)
     paths = {id(root): type(inner).__name__, id(inner): type(inner).__name__}
     for path, module in inner.named_modules():
         if path:
-            paths[id(module)] = ".".join(p for p in path.split(".") if p != _WRAPPED)
+            paths[id(module)] = unwrapped_path(path)
     return paths
 
 
@@ -164,7 +164,18 @@ _WRAPPED = "_orig_mod"
 """The attribute under which an ``OptimizedModule`` holds the module it compiled."""
 
 
-def _original(module: torch.nn.Module) -> torch.nn.Module:
+def unwrapped_path(path: str) -> str:
+    """A module's or parameter's path as the program reaches it: without the
+    ``_orig_mod`` an ``OptimizedModule`` holds its module under (``fc.bias`` for
+    ``_orig_mod.fc.bias``)."""
+    if _WRAPPED not in path:
+        return path
+    return ".".join(part for part in path.split(".") if part != _WRAPPED)
+
+
+def original(module: torch.nn.Module) -> torch.nn.Module:
+    """The module a compiled module (``OptimizedModule``) wraps (through any number of them);
+    ``module`` itself when it is not one."""
     # Without Dynamo imported there is no OptimizedModule, and importing it takes a second.
     eval_frame = sys.modules.get("torch._dynamo.eval_frame")
     while eval_frame is not None and isinstance(module, eval_frame.OptimizedModule):
@@ -172,12 +183,21 @@ def _original(module: torch.nn.Module) -> torch.nn.Module:
     return module
 
 
+def class_name(module: torch.nn.Module) -> str:
+    """A module's class as the program wrote it: a compiled module's is the one it wraps."""
+    kind = type(module).__name__
+    return kind if kind != "OptimizedModule" else type(original(module)).__name__
+
+
 __all__ = [
     "Around",
     "around_compiled",
+    "class_name",
     "hide_global_hooks_warning",
     "install",
     "is_compiling",
     "module_paths",
+    "original",
     "region_name",
+    "unwrapped_path",
 ]

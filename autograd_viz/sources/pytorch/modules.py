@@ -53,7 +53,11 @@ their model's path (``block.0``, ``head``), as parameter names do. A
 parameter's ``AccumulateGrad`` gets the scope of the first call, in this
 graph, of the module that owns it, or of the innermost called module above
 it; its leaf is named after that module's path (``layers.0.linear1.weight``),
-so a parameter's name is its module's path and its attribute.
+so a parameter's name is its module's path and its attribute. A compiled
+model (``torch.compile(model)``, an ``OptimizedModule``) is named as the model
+it wraps: its class, the variable bound to ``model`` if any, and paths without
+the ``_orig_mod`` it holds the model under (``fc.bias``), as ``compiled.fc``
+reaches ``model.fc`` (``module_paths`` in ``compiled.py``).
 """
 
 from __future__ import annotations
@@ -69,7 +73,13 @@ import torch
 
 from autograd_viz.sources.modules import RawScope, number_calls
 from autograd_viz.sources.once import warn_once
-from autograd_viz.sources.pytorch.compiled import is_compiling
+from autograd_viz.sources.pytorch.compiled import (
+    class_name,
+    is_compiling,
+    module_paths,
+    original,
+    unwrapped_path,
+)
 from autograd_viz.trace.records import Scope
 from engine.calls import CALLS
 from engine.events import HUB
@@ -99,8 +109,14 @@ class _Root:
 
     def __init__(self, module: torch.nn.Module, forget: Callable[[Any], object]) -> None:
         self.module = weakref.ref(module, forget)
-        self.kind = type(module).__name__
-        self.names = {id(m): name for name, m in module.named_modules() if name}
+        self.kind = class_name(module)
+        # A compiled model is named as the model it wraps (Note [Model paths]).
+        inner = original(module)
+        self.names = {
+            key: name
+            for key, name in module_paths(module).items()
+            if key != id(module) and key != id(inner)
+        }
 
 
 Call = tuple["_Root", "str | None", str, int, "weakref.ref[torch.nn.Module]"]
@@ -251,7 +267,7 @@ def _enter(module: torch.nn.Module, args: Any) -> None:
             local = _new_state()
             local.before = ()
         stack = local.stack
-        kind = type(module).__name__
+        kind = class_name(module)
         if stack:
             root: _Root = stack[0][0]
             path = root.names.get(id(module))
@@ -389,8 +405,9 @@ class GraphModules:
             called.append((calls, module, None if alone else self._named[id(calls)][-1][0]))
         for recurse in (False, True):
             for calls, module, path in sorted(called, key=lambda c: -len(c[0])):
-                for attr, parameter in module.named_parameters(recurse=recurse):
+                for qualified, parameter in module.named_parameters(recurse=recurse):
                     if id(parameter) not in found:
+                        attr = unwrapped_path(qualified)  # a compiled model's, as the model's
                         found[id(parameter)] = (calls, attr if path is None else f"{path}.{attr}")
         return found
 
@@ -454,7 +471,9 @@ def _named(
     with_parameters = 0
     for root in sorted(first, key=first.__getitem__):
         module = root.module()
-        name = bound.get(id(module)) if module is not None else None
+        name = None
+        if module is not None:  # a compiled model by its model's variable, if one is bound
+            name = bound.get(id(original(module))) or bound.get(id(module))
         if name is None or name == "self" or name in taken:
             name = root.kind
             count = 1

@@ -29,6 +29,8 @@ from typing import Any
 
 import torch
 
+from autograd_viz.sources.pytorch.compiled import unwrapped_path
+
 _GIVEN: dict[int, tuple[weakref.ref[torch.Tensor], str]] = {}
 """``id(tensor)`` → (weak reference, name); an entry dies with its tensor."""
 
@@ -174,7 +176,7 @@ def _qualified_names(modules: dict[int, tuple[str, torch.nn.Module]]) -> dict[in
     for variable, module in tops:
         prefix = f"{variable}." if len(tops) > 1 else ""
         for qualified, parameter in module.named_parameters():
-            names.setdefault(id(parameter), prefix + qualified)
+            names.setdefault(id(parameter), prefix + unwrapped_path(qualified))
     return names
 
 

@@ -19,6 +19,9 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("torch._dynamo")
 
+from autograd_viz.draw import dot  # noqa: E402
+from autograd_viz.draw.graph_view import from_state  # noqa: E402
+from autograd_viz.draw.modules import ModuleTree  # noqa: E402
 from autograd_viz.nan.watch import watch_nan  # noqa: E402
 from autograd_viz.sources import once  # noqa: E402
 from autograd_viz.sources.pytorch import forward_compiled  # noqa: E402
@@ -180,6 +183,56 @@ def test_a_compiled_part_of_a_model_is_named_by_its_path(eager_compiled: bool) -
     assert first is not None
     # model.encoder, not encoder._orig_mod (the ops run inside it when run eagerly)
     assert first.module == "encoder"
+
+
+def _leaves(trace: Any) -> list[str]:
+    (task,) = trace.graph_tasks.values()
+    return sorted(n.leaf.name for n in task.nodes.values() if n.leaf is not None)
+
+
+def test_a_compiled_models_trace_names_it_as_the_program_does() -> None:
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = Net()
+    compiled = torch.compile(model, backend="eager")
+    with record() as trace:
+        compiled(torch.randn(5, 8)).sum().backward()
+    (task,) = trace.graph_tasks.values()
+    # model: Net, not compiled: OptimizedModule; fc.bias, not _orig_mod.fc.bias
+    assert dict(task.modules) == {"model": "Net"}
+    assert _leaves(trace) == sorted(name for name, _ in model.named_parameters())
+    tree = ModuleTree.of_view(from_state(trace.state_at(len(trace))))
+    assert [(tree.scopes[i].name, tree.scopes[i].kind) for i in tree.roots] == [("model", "Net")]
+    # Every view takes the names it shows.
+    graph = dot.to_dot(trace, around="lin1.bias", depth=2).source
+    assert "within 2 edges of lin1.bias" in graph
+    assert "<B>model</B> <I>Net</I>" in dot.to_dot(trace, around="model", depth=1).source
+    assert "_orig_mod" not in dot.to_dot(trace).source
+    assert "OptimizedModule" not in dot.to_dot(trace, expand="all").source
+
+
+def test_a_compiled_model_bound_to_no_other_name_is_named_by_its_class() -> None:
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    compiled = torch.compile(Net(), backend="eager")
+    with record() as trace:
+        compiled(torch.randn(5, 8)).sum().backward()
+    (task,) = trace.graph_tasks.values()
+    assert dict(task.modules) == {"compiled": "Net"}
+    assert _leaves(trace) == ["lin1.bias", "lin1.weight", "lin2.bias", "lin2.weight"]
+
+
+def test_a_compiled_part_of_a_models_trace_is_named_by_its_path() -> None:
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = Outer()
+    with record() as trace:
+        model(torch.randn(3, 4)).clamp(min=-10).sum().backward()
+    (task,) = trace.graph_tasks.values()
+    assert dict(task.modules) == {"model": "Outer", "encoder": "LogOfZero"}
+    assert _leaves(trace) == ["encoder.lin.bias", "encoder.lin.weight"]
+    graph = dot.to_dot(trace, around="encoder.lin.bias", depth=2).source
+    assert "within 2 edges of encoder.lin.bias" in graph
 
 
 def test_eager_compiled_checks_each_op_inside_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
