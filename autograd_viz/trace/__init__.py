@@ -1,10 +1,10 @@
 """The trace: the contract between the sources of events and the views.
 
 Plain data (:mod:`~autograd_viz.trace.records`), its file format
-(:mod:`~autograd_viz.trace.file`, read by the readers of
-:mod:`~autograd_viz.trace.schema`, compiled by :mod:`~autograd_viz.trace.fast`)
-and replay
-(:mod:`~autograd_viz.trace.replay`: the engine's state at any step). Nothing
+(:mod:`~autograd_viz.trace.file`, written by :mod:`~autograd_viz.trace.writing`
+and read by the readers of :mod:`~autograd_viz.trace.schema`, compiled by
+:mod:`~autograd_viz.trace.fast`) and replay (:mod:`~autograd_viz.trace.replay`:
+the engine's state at any step). Nothing
 here runs or watches an engine; that is :mod:`autograd_viz.sources`.
 """
 

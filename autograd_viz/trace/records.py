@@ -366,7 +366,7 @@ class Trace:
         Safe while a recorder still fills the trace: what is written is a
         :meth:`copy` taken when the save starts.
         """
-        from autograd_viz.trace.file import save
+        from autograd_viz.trace.writing import save
 
         save(self, path)
 

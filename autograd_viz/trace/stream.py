@@ -24,8 +24,8 @@ import warnings
 from collections.abc import Iterable
 from typing import Any
 
-from autograd_viz.trace.file import body_records, encode_line
 from autograd_viz.trace.records import GraphTaskInfo, Trace, TraceStats
+from autograd_viz.trace.writing import body_records, encode_line
 
 HEADER_BYTES = 1024
 """The header line's length in a streamed trace, spaces included, so it can be rewritten."""

@@ -14,7 +14,7 @@ import pytest
 import engine
 from autograd_viz.sources.recorder import Recorder, record
 from autograd_viz.trace import Trace, TraceEvent
-from autograd_viz.trace import file as trace_file
+from autograd_viz.trace import writing
 from autograd_viz.trace.records import FORMAT, SCHEMA_VERSION
 from engine import events
 from tests.graphs import reachable
@@ -449,7 +449,7 @@ def test_save_keeps_the_previous_file_when_writing_fails(tmp_path: Path) -> None
     broken = TraceEvent(len(trace), "node_end", 10**9, 0, "T", "cpu", 1, data={"x": object()})
     trace.events.append(broken)
     with pytest.raises(TypeError):
-        trace_file.save(trace, path)
+        writing.save(trace, path)
     assert path.read_text(encoding="utf-8") == "old\n"
     assert not list(tmp_path.glob("*.tmp"))
 
