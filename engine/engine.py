@@ -273,10 +273,7 @@ class Engine:
                     pruned
                     or HUB.active
                     or checks.enabled
-                    or fn._tensor_pre_hooks
-                    or fn._retains_grad_hooks
-                    or fn._pre_hooks
-                    or fn._post_hooks
+                    or fn._hooks is not None  # Note [A node's hooks in one slot]
                     or fn.hooks_on_variable
                 ):
                     after = self.evaluate_function(graph_task, fn, grads, queue)

@@ -44,6 +44,7 @@ __all__ = [
     "GraphRoot",
     "InputMetadata",
     "Node",
+    "NodeHooks",
     "RemovableHandle",
     "add_hook",
     "edge_to",
@@ -195,6 +196,29 @@ def add_hook(hooks: dict[int, Any], fn: Callable[..., Any]) -> RemovableHandle:
     return handle
 
 
+class NodeHooks:
+    """The hooks of one node, made with its first (Note [A node's hooks in one slot])."""
+
+    __slots__ = ("post", "pre", "retains_grad", "tensor_pre")
+
+    def __init__(self) -> None:
+        self.pre: dict[int, Any] | None = None
+        """``register_prehook``'s, by handle id."""
+        self.post: dict[int, Any] | None = None
+        """``register_hook``'s, by handle id."""
+        self.tensor_pre: dict[int, dict[int, Any]] | None = None
+        """``Tensor.register_hook``'s on each output, by output number, then handle id."""
+        self.retains_grad: dict[int, Any] | None = None
+        """``retain_grad``'s tensors (weakly) by output number."""
+
+
+def _hooks_of(node: Node) -> NodeHooks:
+    hooks = node._hooks
+    if hooks is None:
+        hooks = node._hooks = NodeHooks()
+    return hooks
+
+
 class Node(EdgesInSlots):
     """A function of the backward graph.
 
@@ -213,14 +237,11 @@ class Node(EdgesInSlots):
 
     __slots__ = (
         "__weakref__",
+        "_hooks",
         "_id",
         "_input_metadata",
         "_metadata",
-        "_post_hooks",
-        "_pre_hooks",
-        "_retains_grad_hooks",
         "_saved",
-        "_tensor_pre_hooks",
         "sequence_nr",
         "topological_nr",
     )
@@ -260,10 +281,7 @@ class Node(EdgesInSlots):
         self.topological_nr: int = 0
         self._id: int = next(_node_ids)
         self._metadata: dict[str, Any] | None = None
-        self._pre_hooks: dict[int, Any] | None = None
-        self._post_hooks: dict[int, Any] | None = None
-        self._tensor_pre_hooks: dict[int, dict[int, Any]] | None = None
-        self._retains_grad_hooks: dict[int, Any] | None = None
+        self._hooks: NodeHooks | None = None  # Note [A node's hooks in one slot]
         self._input_metadata: tuple[InputMetadata, ...] = ()
         self._saved: tuple[SavedTensor, ...] = ()
         if anomaly.STATE.node_metadata:
@@ -387,6 +405,54 @@ class Node(EdgesInSlots):
         return True
 
     # -- hooks -------------------------------------------------------------
+    # Note [A node's hooks in one slot]
+    # ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+    # Few nodes have hooks, yet every op stored four empty fields for them
+    # (pre, post, tensor pre-hooks, retain_grad) and the plain path read all
+    # four for every node it ran; each store and read is a generic one there,
+    # as the node's class varies. They live in one NodeHooks object, made
+    # with a node's first hook: an op stores one None, the plain path reads
+    # one slot (Note [The plain path] in engine.engine), and a node keeps
+    # three slots fewer. The four names stay as properties for the rest. A
+    # node whose hooks were all removed keeps its NodeHooks and runs on the
+    # general path, which gives the same results.
+
+    @property
+    def _pre_hooks(self) -> dict[int, Any] | None:
+        hooks = self._hooks
+        return None if hooks is None else hooks.pre
+
+    @_pre_hooks.setter
+    def _pre_hooks(self, value: dict[int, Any] | None) -> None:
+        _hooks_of(self).pre = value
+
+    @property
+    def _post_hooks(self) -> dict[int, Any] | None:
+        hooks = self._hooks
+        return None if hooks is None else hooks.post
+
+    @_post_hooks.setter
+    def _post_hooks(self, value: dict[int, Any] | None) -> None:
+        _hooks_of(self).post = value
+
+    @property
+    def _tensor_pre_hooks(self) -> dict[int, dict[int, Any]] | None:
+        hooks = self._hooks
+        return None if hooks is None else hooks.tensor_pre
+
+    @_tensor_pre_hooks.setter
+    def _tensor_pre_hooks(self, value: dict[int, dict[int, Any]] | None) -> None:
+        _hooks_of(self).tensor_pre = value
+
+    @property
+    def _retains_grad_hooks(self) -> dict[int, Any] | None:
+        hooks = self._hooks
+        return None if hooks is None else hooks.retains_grad
+
+    @_retains_grad_hooks.setter
+    def _retains_grad_hooks(self, value: dict[int, Any] | None) -> None:
+        _hooks_of(self).retains_grad = value
+
     def register_hook(
         self, fn: Callable[[tuple[Any, ...], tuple[Any, ...]], Any]
     ) -> RemovableHandle:

@@ -32,13 +32,12 @@ __all__ = [
 def call_function(graph_task: GraphTask, fn: Node, grads: list[Any]) -> Sequence[Any]:
     """Hooks, ``apply``, output validation and post hooks of one node."""
     active = HUB.active
-    if (
-        fn._tensor_pre_hooks
-        or fn._retains_grad_hooks
-        or (fn.hooks_on_variable and fn.has_tensor_hooks())
+    hooks = fn._hooks  # Note [A node's hooks in one slot] in engine.graph
+    if (hooks is not None and (hooks.tensor_pre or hooks.retains_grad)) or (
+        fn.hooks_on_variable and fn.has_tensor_hooks()
     ):
         grads = call_tensor_pre_hooks(graph_task, fn, grads)
-    if fn._pre_hooks:
+    if hooks is not None and hooks.pre:
         grads = _call_pre_hooks(graph_task, fn, grads)
     if active:
         emit(
@@ -54,7 +53,8 @@ def call_function(graph_task: GraphTask, fn: Node, grads: list[Any]) -> Sequence
     else:
         outputs = [None] * fn._num_edges
     outputs = validate_outputs(fn._next_edges, outputs, fn)
-    if fn._post_hooks:
+    hooks = fn._hooks  # again: a hook that ran may have added one
+    if hooks is not None and hooks.post:
         outputs = _call_post_hooks(graph_task, fn, list(outputs), grads)
     return outputs  # evaluate_function emits node_end
 

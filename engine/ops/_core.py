@@ -86,10 +86,7 @@ def make_node(cls: type[N], *inputs: Tensor | None) -> N | None:
             node.sequence_nr = next_sequence_nr()
         node._id = next(_graph._node_ids)  # a module attribute: tests restart it
         node._metadata = None
-        node._pre_hooks = None
-        node._post_hooks = None
-        node._tensor_pre_hooks = None
-        node._retains_grad_hooks = None
+        node._hooks = None  # Note [A node's hooks in one slot]
         node._input_metadata = ()
         node._saved = ()
         if _ANOMALY.node_metadata:
@@ -176,10 +173,7 @@ def scalar_op(cls: type[N], input: Tensor, data: Any) -> tuple[Tensor, N | None]
             node.sequence_nr = next_sequence_nr()
         node._id = next(_graph._node_ids)
         node._metadata = None
-        node._pre_hooks = None
-        node._post_hooks = None
-        node._tensor_pre_hooks = None
-        node._retains_grad_hooks = None
+        node._hooks = None  # Note [A node's hooks in one slot]
         node._saved = ()
         if _ANOMALY.node_metadata:
             node._metadata = anomaly.new_metadata()
