@@ -506,8 +506,12 @@ def _merge_edges(
         if tail == head and (tail != edge.tail or head != edge.head):
             if not steps:
                 continue  # inside one box
-            one = steps.get(scope_of(edge.tail))  # type: ignore[arg-type]
-            other = steps.get(scope_of(edge.head))  # type: ignore[arg-type]
+            inner = scope_of(edge.tail)
+            outer = scope_of(edge.head)
+            if inner == outer:
+                continue  # inside one call, so one repetition
+            one = steps.get(inner)  # type: ignore[arg-type]
+            other = steps.get(outer)  # type: ignore[arg-type]
             # A parameter's AccumulateGrad sits in the call that first used it; the later
             # calls using it are sharing, not a loop.
             if one is None or other is None or one == other or weights[edge.head] != 1:
