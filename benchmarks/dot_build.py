@@ -3,7 +3,8 @@
 The workload is the chain ``y = y * 1.0001 + 0.0`` of ``steps`` steps (two
 nodes a step, plus the final sum and the leaf's AccumulateGrad). Each phase
 is what ``autograd_viz.to_dot`` does for one kind of request, timed as the
-median of ``--repeats`` runs; "DOT text" includes building the view, drawing
+median of ``--repeats`` runs, in wall time and in this process's CPU time (the
+figure to compare on a shared machine); "DOT text" includes building the view, drawing
 it with the ``graphviz`` package and producing ``Digraph.source``. Rendering
 with Graphviz's ``dot`` program is not included (``dot`` itself takes far
 longer than this on 10,000 nodes; ``--collapse`` and ``--max-nodes`` are how
@@ -47,14 +48,15 @@ def chain(steps: int) -> engine.Tensor:
     return y.sum()
 
 
-def median_seconds(work: Callable[[], Any], repeats: int) -> float:
-    """Median wall time of ``repeats`` calls of ``work``."""
-    samples = []
+def median_seconds(work: Callable[[], Any], repeats: int) -> tuple[float, float]:
+    """Median wall time and median CPU time (this process) of ``repeats`` calls of ``work``."""
+    walls, cpus = [], []
     for _ in range(repeats):
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         work()
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
+        cpus.append(time.process_time() - start_cpu)
+        walls.append(time.perf_counter() - start)
+    return statistics.median(walls), statistics.median(cpus)
 
 
 def main() -> None:
@@ -80,13 +82,16 @@ def main() -> None:
     ]
     table = Table(title=f"DOT of a {nodes:,}-node backward graph (median of {args.repeats})")
     table.add_column("request")
-    table.add_column("time", justify="right")
-    table.add_column("per node", justify="right")
+    table.add_column("wall", justify="right")
+    table.add_column("CPU", justify="right")
+    table.add_column("CPU per node", justify="right")
     rows = []
     for name, work in phases:
-        seconds = median_seconds(work, args.repeats)
-        rows.append({"request": name, "seconds": seconds, "nodes": nodes})
-        table.add_row(name, f"{seconds * 1000:.0f} ms", f"{seconds / nodes * 1e6:.1f} µs")
+        seconds, cpu = median_seconds(work, args.repeats)
+        rows.append({"request": name, "seconds": seconds, "cpu_seconds": cpu, "nodes": nodes})
+        table.add_row(
+            name, f"{seconds * 1000:.0f} ms", f"{cpu * 1000:.0f} ms", f"{cpu / nodes * 1e6:.1f} µs"
+        )
     python = platform.python_version()
     table.caption = f"Python {python} on {platform.machine()}; {len(trace):,} events in the trace"
     Console().print(table)
