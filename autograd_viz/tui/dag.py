@@ -26,7 +26,7 @@ from textual.strip import Strip
 from autograd_viz.draw.showing import Choice
 from autograd_viz.trace import GraphTaskInfo, Trace
 from autograd_viz.trace.replay import ExecutionState
-from autograd_viz.trace.text import printable
+from autograd_viz.trace.text import one_line, printable
 from autograd_viz.tui.canvas import draw_picture
 from autograd_viz.tui.later import PictureMaker, make_ahead, upcoming
 from autograd_viz.tui.pictures import Picture, Pictures
@@ -63,7 +63,7 @@ class DagView(ScrollView, can_focus=True):
         self._current = asyncio.Event()  # set while the picture of what is shown is drawn
         self._current.set()
         self._stale = False
-        self.maker = PictureMaker(self)
+        self.maker = PictureMaker(self, self._failed)
         """Makes a big graph task's pictures in a thread (Note [Drawing a new picture later])."""
         self._drawn_rows: list[Text] = []
         self._head = 0  # rows of notices above the drawing
@@ -235,6 +235,17 @@ class DagView(ScrollView, can_focus=True):
             then(pictures)
         if self._shown[0] is task:
             self._redraw()
+
+    def _failed(self, error: Exception) -> None:
+        """A picture job raised: say so in the view, instead of a line saying it is drawing."""
+        self._opening = None
+        self._waiting = []
+        self._picture = None
+        self._head = 0
+        self._drawn_rows = [Text(f"could not draw this graph: {one_line(error)}", style="red")]
+        self._current.set()
+        self.virtual_size = Size(max(row.cell_len for row in self._drawn_rows), 1)
+        self.refresh()
 
     def _make_later(self, pictures: Pictures, choice: Choice | None, centre: int | None) -> None:
         def make() -> Callable[[], None]:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from collections.abc import Callable, Iterable
 
 from textual.widget import Widget
@@ -47,10 +48,12 @@ class PictureMaker:
 
     Args:
         view: the widget whose workers run the jobs, and whose app gets their results.
+        failed: called on the UI thread with what a job raised (the next job runs after).
     """
 
-    def __init__(self, view: Widget) -> None:
+    def __init__(self, view: Widget, failed: Callable[[Exception], None]) -> None:
         self._view = view
+        self._failed = failed
         self._wanted: Job | None = None
         self._spare: Job | None = None
         self._running = False
@@ -104,6 +107,8 @@ class PictureMaker:
             then = None
             try:
                 then = job()
+            except Exception as exc:  # noqa: BLE001 - said in the view; the app goes on
+                then = functools.partial(self._failed, exc)
             finally:
                 # Posted, not called from the thread: a thread waiting on a loop that is
                 # closing would keep the process from exiting (call_from_thread waits).

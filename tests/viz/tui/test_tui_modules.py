@@ -412,6 +412,31 @@ def test_quitting_while_a_picture_is_made_leaves_no_thread_behind(big: Trace) ->
         assert not thread.is_alive(), f"{thread.name} still runs after the app closed"
 
 
+def test_a_picture_that_cannot_be_made_is_said_in_the_view(
+    big: Trace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from autograd_viz.tui import dag as dag_module
+
+    def broken(trace: Trace, task: Any) -> None:
+        raise ValueError("a module tree with \x1b[31m in it")
+
+    monkeypatch.setattr(dag_module, "Pictures", broken)
+    app = replay_app(big)
+
+    async def actions(pilot: Pilot[Any]) -> None:
+        dag = dag_of(app)
+        await pilot.press("v", "v")
+        await dag.drawn()  # returns: the view says what went wrong instead of drawing
+        text = dag._drawn_rows[0].plain
+        assert text.startswith("could not draw this graph: a module tree with")
+        assert "\x1b" not in text  # the message shown as text
+        assert not dag.maker.busy
+        await pilot.press("s")  # the app goes on
+        assert app.driver.position == 1
+
+    run_app(app, actions, size=(80, 24))
+
+
 @pytest.mark.parametrize(
     ("query", "kind"), [("model.layers.700", "module"), ("layers.300.weight", "parameter")]
 )
