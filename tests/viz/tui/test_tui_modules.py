@@ -123,7 +123,7 @@ def test_enter_opens_a_box_and_closes_it_again(trace: Trace) -> None:
             item = picture.items[picture.item_of[selected]]
             if item.is_box:
                 break
-        assert item.is_box
+        assert item.is_box and selected is not None
         before = len(picture.items)
         await pilot.press("enter")
         opened = dag.picture
@@ -521,6 +521,7 @@ def test_enter_on_a_folded_chain_says_how_to_see_it_whole() -> None:
             assert selected is not None
             if picture.items[picture.item_of[selected]].is_box:
                 break
+        assert selected is not None
         item = picture.items[picture.item_of[selected]]
         assert item.is_box
         await pilot.press("enter")
