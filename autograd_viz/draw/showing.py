@@ -129,7 +129,9 @@ def choose(
             inside = tree.descendants(index)
             opened.update(inside)
             # Split, the fold the module is a call of stays folded but for it.
-            unfolded.update(tree.group_of[i] for i in inside[split:] if i in tree.group_of)
+            unfolded.update(
+                tree.group_of[i] for i in inside[1 if split else 0 :] if i in tree.group_of
+            )
             visible.add(index)
         if not target.scopes:
             focus = [*focus, *target.nodes]
