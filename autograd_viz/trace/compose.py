@@ -8,7 +8,15 @@ import math
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from autograd_viz.trace.readers import Reader, SchemaError, anything, kind, read_float, show
+from autograd_viz.trace.readers import (
+    Reader,
+    SchemaError,
+    anything,
+    emit_or_read,
+    kind,
+    read_float,
+    show,
+)
 
 if TYPE_CHECKING:
     from autograd_viz.trace.fast import Code
@@ -27,6 +35,8 @@ class _Optional(Reader):
 
     def emit(self, code: Code, src: str) -> str:
         test = self.test(src)
+        if test is not None and _reads_more(self.reader):
+            return emit_or_read(self, code, src)  # null, or a float in any form
         if test is not None:
             code.require(test)
             return src
@@ -99,10 +109,13 @@ class _Floats(Reader):
     def emit(self, code: Code, src: str) -> str:
         floats = code.constant(frozenset({float}))
         isfinite = code.constant(math.isfinite)
-        code.require(
+        usual = (
             f"type({src}) is list and set(map(type, {src})) <= {floats} and {isfinite}(sum({src}))"
         )
-        return f"tuple({src})"
+        # Else the reader itself, as for one float (read_float.emit): a NaN among them too.
+        out = code.name("x")
+        code.line(f"{out} = tuple({src}) if ({usual}) else {code.constant(self.read)}({src})")
+        return out
 
 
 read_floats = _Floats()
@@ -242,15 +255,14 @@ class _Record(Reader):
     def _emit_optional(self, code: Code, src: str, name: str, item: str, reader: Reader) -> str:
         default = self.defaults[name]
         test = reader.test(item)
-        if test is not None and self.build is None:
+        if test is not None and self.build is None and not _reads_more(reader):
             with code.block(f"if {name!r} in {src}:"):
                 code.line(f"{item} = {src}[{name!r}]")
                 code.require(test)
             return item  # read as itself where present, left out where absent
-        if test is not None and _reads_as_itself(reader, default):
+        if _reads_as_itself(reader, default):
             code.line(f"{item} = {src}.get({name!r}, {default!r})")
-            code.require(test)
-            return item
+            return reader.emit(code, item)
         out = code.name("p")
         with code.block(f"if {name!r} in {src}:"):
             code.line(f"{item} = {src}[{name!r}]")
@@ -258,6 +270,12 @@ class _Record(Reader):
         with code.block("else:"):
             code.line(f"{out} = {code.constant(default)}")
         return out
+
+
+def _reads_more(reader: Reader) -> bool:
+    """Whether ``reader`` writes code of its own beyond its :meth:`~Reader.test` (reading
+    an unusual value in place, as a float's does)."""
+    return type(reader).emit is not Reader.emit
 
 
 def _reads_as_itself(reader: Reader, value: Any) -> bool:

@@ -50,6 +50,14 @@ class Reader:
         return src
 
 
+def emit_or_read(reader: Reader, code: Code, src: str) -> str:
+    """Write ``src`` as itself where ``reader``'s test holds, else read by ``reader`` where it
+    stands (its error, if it has one, hands the whole value to the reader it is part of)."""
+    out = code.name("x")
+    code.line(f"{out} = {src} if ({reader.test(src)}) else {code.constant(reader.read)}({src})")
+    return out
+
+
 # -- floats: JSON has no NaN or Inf, so they travel as strings ------------------------
 
 _NON_FINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
@@ -84,6 +92,11 @@ class _Float(Reader):
 
     def test(self, src: str) -> str:
         return f"type({src}) is float and {src} - {src} == 0.0"
+
+    def emit(self, code: Code, src: str) -> str:
+        # Cheap enough to place here: a NaN or an Inf (a string), or an integer, is read by
+        # the reader itself, so the record around it still reads in one go.
+        return emit_or_read(self, code, src)
 
 
 read_float = _Float()

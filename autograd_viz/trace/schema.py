@@ -19,13 +19,16 @@ record's reader into one straight-line function: each reader writes the
 code of its usual case (:meth:`Reader.test`, :meth:`Reader.emit`: "an int
 within bounds", "a list of them") beside the code that reads it field by
 field, and the compiled function runs the record's code in one go. On
-anything unusual, valid or not (an integer where a float is expected, a NaN
-written as ``"nan"``, a missing field), it hands the value, untouched, to
-the reader itself, which accepts what it always did and names what is
-wrong. So the compiled function returns exactly what the reader returns, or
-raises what it raises; ``tests/viz/test_trace_fast.py`` checks both on real
-traces and on mutations of them, and ``benchmarks/trace_load.py`` measures
-what the compiled functions earn.
+anything unusual, valid or not (a missing field, a string where a number is
+expected), it hands the value, untouched, to the reader itself, which
+accepts what it always did and names what is wrong. Where that check is
+cheap to place, a field reads its own unusual values where they stand: a
+float written as ``"nan"`` or as an integer does not send its record back
+(:func:`~autograd_viz.trace.readers.emit_or_read`). So the compiled
+function returns exactly what the reader returns, or raises what it raises;
+``tests/viz/test_trace_fast.py`` checks both on real traces and on mutations
+of them, and ``benchmarks/trace_load.py`` measures what the compiled
+functions earn.
 
 Nothing here evaluates or unpickles anything: JSON in, dataclasses out. The
 compiled code is made from this table alone, never from a file's contents.
