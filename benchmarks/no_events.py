@@ -144,6 +144,8 @@ def main(argv: list[str] | None = None) -> None:
     import engine
     from benchmarks.peers.common import STEP
 
+    engine.get_default_engine()  # the package loads on first use: load it all, stripped
+
     if not args.keep_emits and stripped_sites() < 10:
         raise SystemExit(f"only {stripped_sites()} emit sites were found; the engine changed")
     if args.gc == "off":
