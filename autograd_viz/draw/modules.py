@@ -111,7 +111,7 @@ class ModuleTree:
     """The fold group of each folded call, by scope index."""
     folded: frozenset[int]
     """The folded calls and every call inside them: a level never opens these (a fold
-    opened shows its calls closed, one box each; Note [What a level opens])."""
+    opened shows its calls closed, one box each; Note [What a level opens] in choosing.py)."""
     items: Mapping[int | None, tuple[Item, ...]]
     """What each call holds (``None``: the top), folds in place of their runs, in forward order."""
     weights: Mapping[str, int]

@@ -3,7 +3,7 @@
 The second part of the view model (:mod:`autograd_viz.draw.modules` has the
 tree). Every view goes through here:
 
-1. :func:`choose` says which module calls are open (drawn as a cluster
+1. :func:`~autograd_viz.draw.choosing.choose` says which module calls are open (drawn as a cluster
    around what they hold) and which folds are opened into their calls: a
    level, ``expand`` (a module opened all the way down, or ``"all"``: every
    node, as without modules), calls and folds opened on request (the TUI's
@@ -11,9 +11,10 @@ tree). Every view goes through here:
    themselves, one level each, so the node is drawn and its neighbours stay
    boxes).
 2. :func:`apply` turns a :class:`~autograd_viz.draw.graph_view.GraphView` and
-   a :class:`Choice` into the picture: a :class:`ModuleBox` node per closed
-   call or fold (a :class:`BoxSummary` of what it holds at the step), a
-   :class:`Cluster` per open call, edges between boxes merged (``count``).
+   a :class:`~autograd_viz.draw.choosing.Choice` into the picture: a
+   :class:`ModuleBox` node per closed call or fold (a :class:`BoxSummary` of
+   what it holds at the step), a :class:`Cluster` per open call, edges between
+   boxes merged (``count``).
 3. :func:`module_view` does both for a view, with the focus the step gives;
    :func:`show` is what every view calls: a neighbourhood of any name, folded
    chains (graphs without modules), the module view, and a node budget.
@@ -26,14 +27,15 @@ to come, and one :class:`BoxStatus`.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from autograd_viz.draw import chains, select
 from autograd_viz.draw.boxes import ModuleBox, box_node
+from autograd_viz.draw.choosing import Choice, choose, focus_of
 from autograd_viz.draw.folds import group_of_calls
 from autograd_viz.draw.graph_view import GraphView, ViewEdge, ViewNode
 from autograd_viz.draw.modules import MAX_BOXES, FoldGroup, ModuleTree, Scope
-from autograd_viz.draw.names import Names, Target
+from autograd_viz.draw.names import Names
 from autograd_viz.draw.summaries import (
     BoxStatus,
     BoxSummary,
@@ -42,7 +44,6 @@ from autograd_viz.draw.summaries import (
     summarize,
 )
 from autograd_viz.trace import paused_gc
-from autograd_viz.trace.replay import NodeStatus
 
 EXPAND_ALL = "all"
 """``expand=["all"]``: every node, no module boxes (the drawing without modules)."""
@@ -64,125 +65,6 @@ class Cluster:
     """The module's class name."""
     summary: BoxSummary
     """What every node inside it adds up to at the step."""
-
-
-@dataclass(frozen=True, slots=True)
-class Choice:
-    """Which module calls a picture opens; made by :func:`choose`."""
-
-    level: int
-    """Calls this deep or shallower are open unless folded."""
-    open: frozenset[int]
-    """Calls drawn as clusters (when every enclosing call is open and unfolded)."""
-    unfolded: frozenset[int]
-    """Fold groups drawn as their calls."""
-    held: Mapping[int, frozenset[int]] = field(default_factory=dict)
-    """Fold groups drawn as some of their repetitions (by position), the others as one box
-    (Note [Around a fold] in :mod:`~autograd_viz.draw.select`)."""
-
-
-# -- choosing --------------------------------------------------------------------------
-
-
-def choose(
-    tree: ModuleTree,
-    *,
-    level: int | None = None,
-    expand: Iterable[Target] = (),
-    open: Iterable[int] = (),
-    unfold: Iterable[int] = (),
-    focus: Iterable[str] = (),
-    max_boxes: int = MAX_BOXES,
-    split: bool = False,
-) -> Choice:
-    """Which calls to open and which folds to unfold.
-
-    Args:
-        tree: the graph's module tree.
-        level: calls at this depth or shallower are open, except the calls
-            of folds (Note [What a level opens]); by default the deepest level
-            with at most ``max_boxes`` boxes (:meth:`ModuleTree.default_level`).
-        expand: modules (or nodes) to show whole: a module is opened with
-            every call inside it and every fold inside unfolded; a node's
-            modules are opened so that it is drawn.
-        open: calls opened one level (what they hold is drawn; their own
-            calls stay boxes unless the level opens them).
-        unfold: fold groups drawn as their calls, one box each.
-        focus: node keys to draw: the calls enclosing them are opened, one
-            level each, and their folds unfolded.
-        max_boxes: the budget of the default level.
-        split: a fold holding something opened is drawn as the repetitions holding it,
-            the others as one box, instead of as all its calls (Note [Around a fold] in
-            :mod:`~autograd_viz.draw.select`).
-    """
-    opened: set[int] = set()
-    unfolded = set(unfold)
-    held: dict[int, set[int]] = {}
-    visible: set[int] = set(open)  # calls whose enclosing calls must all be open
-    for target in expand:
-        scopes = target.scopes
-        if split and target.group is not None:  # a fold: its first repetition, whole
-            group = tree.groups[target.group]
-            scopes = group.repetitions()[0]
-            held.setdefault(group.index, set()).add(0)
-        for index in scopes:
-            inside = tree.descendants(index)
-            opened.update(inside)
-            # Split, the fold the module is a call of stays folded but for it.
-            unfolded.update(
-                tree.group_of[i] for i in inside[1 if split else 0 :] if i in tree.group_of
-            )
-            visible.add(index)
-        if not target.scopes:
-            focus = [*focus, *target.nodes]
-    for key in focus:
-        scope = tree.scope_of.get(key)
-        if scope is not None:
-            visible.add(scope)
-    for index in visible:
-        for ancestor in tree.ancestors(index):
-            opened.add(ancestor)
-            group_index = tree.group_of.get(ancestor)
-            if group_index is None:
-                continue
-            if split:
-                group = tree.groups[group_index]
-                held.setdefault(group_index, set()).add(
-                    group.scopes.index(ancestor) // group.period
-                )
-            else:
-                unfolded.add(group_index)
-    frozen = frozenset(unfolded)
-    if level is None:
-        level = tree.default_level(max_boxes, frozen)
-    # See Note [What a level opens].
-    opened.update(s.index for s in tree.scopes if s.depth <= level and s.index not in tree.folded)
-    kept = {g: frozenset(r) for g, r in held.items() if g not in frozen}
-    return Choice(level, frozenset(opened), frozen, kept)
-
-
-# Note [What a level opens]
-# ~~~~~~~~~~~~~~~~~~~~~~~~~
-# A level opens the calls that no fold holds. The calls of a fold (and what
-# they hold) open only when asked: a fold opened with Enter or ``unfold``
-# shows its calls as boxes, one each; the running node's block opens while its
-# eleven siblings stay boxes; ``expand`` opens the module it names, all the
-# way down. So stepping through a 12-layer model draws one layer's inside and
-# eleven boxes, not twelve insides.
-
-
-def focus_of(view: GraphView) -> list[str]:
-    """The nodes a step is about: the running and failed ones, and the last event's node."""
-    urgent = (NodeStatus.RUNNING, NodeStatus.FAILED)
-    event = view.event
-    node_id = None if event is None else event.node_id
-    task = None if event is None else event.graph_task
-    return [
-        node.key
-        for node in view.nodes.values()
-        if node.status in urgent
-        or (node_id is not None and node.info.id == node_id and node.graph_task == task)
-    ]
 
 
 # -- drawing the choice ----------------------------------------------------------------
