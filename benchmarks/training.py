@@ -23,6 +23,12 @@ Run: OMP_NUM_THREADS=1 .venv/bin/python -m benchmarks.training [--steps 300] [--
 * **``--parts``**: where a call-level call's time goes on the GRU: the call
   held by a flight recorder, the names read at its start, the graph walk,
   and deriving a held call when the ring is written.
+* **``--nan``**: what ``autograd-viz nan --every N`` costs a call it does not
+  record, on W3's MLP step and a GRU step (GRUCell ×20, SGD): plain, inside
+  ``watch_nan(steps=...)`` that records none of the timed calls with the
+  check at the parameters (Note [Checking calls not recorded] in
+  ``autograd_viz/nan/unrecorded.py``) taken out, and with it; the last
+  column is what that check adds, over plain.
 * **``--open TRACE``**: finding the calls of a long trace and loading the
   first, middle and last of them alone (``replay``/``dot``/``timeline``
   ``--call K``), with this process's maximum RSS after each; ``--whole``
@@ -123,6 +129,80 @@ def not_recorded(steps: int, repeat: int) -> None:
             f"{w * 1e6:.0f} µs",
             f"{w / p:.3f}×",
             f"{(w - p) * 1e6:.1f}",
+        )
+    Console(width=120).print(table)
+    print(
+        f"{steps} steps per block (W3: a tenth), the fastest of {repeat} blocks each, interleaved"
+    )
+
+
+def _gru_step() -> Step:
+    """A GRUCell (batch 8, 32 wide) unrolled 20 steps, a squared loss and an SGD update."""
+    torch.manual_seed(0)
+    cell = torch.nn.GRUCell(32, 32)
+    optimizer = torch.optim.SGD(cell.parameters(), lr=1e-3)
+    xs = torch.randn(20, 8, 32)
+
+    def step() -> None:
+        optimizer.zero_grad(set_to_none=True)
+        h = torch.zeros(8, 32)
+        for x in xs:
+            h = cell(x, h)
+        h.pow(2).sum().backward()
+        optimizer.step()
+
+    return step
+
+
+def _nan_block(step: Step, steps: int, way: str) -> float:
+    """CPU seconds per step: plain, or under ``watch_nan`` recording none of the calls,
+    without (``"unchecked"``) or with (``"checked"``) the check at the parameters."""
+    from autograd_viz.nan import watch as nan_watch
+
+    if way == "plain":
+        return _block(step, steps, False)
+    leaf_check = nan_watch.LeafCheck
+    if way == "unchecked":
+        nan_watch.LeafCheck = lambda *_args, **_kwargs: None  # type: ignore[assignment,misc]
+    try:
+        with nan_watch.watch_nan(steps=[10**12], keep_trace=False):
+            started = time.thread_time()
+            for _ in range(steps):
+                step()
+            elapsed = time.thread_time() - started
+    finally:
+        nan_watch.LeafCheck = leaf_check  # type: ignore[misc]
+    return elapsed / steps
+
+
+def nan_not_recorded(steps: int, repeat: int) -> None:
+    table = Table(title="A step whose backward `nan --every` does not record (CPU time)")
+    columns = ("loop", "plain", "nan, unchecked", "nan, checked", "check +µs", "check / plain")
+    for column in columns:
+        table.add_column(column, justify="left" if column == "loop" else "right")
+    loops = {
+        "W3 MLP 1024×3, batch 256": (training_step((1024, 1024, 1024, 10), 256), steps // 10),
+        "GRUCell ×20, batch 8": (_gru_step(), steps),
+    }
+    for label, (step, n) in loops.items():
+        for _ in range(3):
+            step()
+        times: dict[str, list[float]] = {"plain": [], "unchecked": [], "checked": []}
+        gc.disable()
+        try:
+            for _ in range(repeat):
+                for way, kept in times.items():
+                    kept.append(_nan_block(step, n, way))
+        finally:
+            gc.enable()
+        p, u, c = (min(times[way]) for way in ("plain", "unchecked", "checked"))
+        table.add_row(
+            label,
+            f"{p * 1e6:.0f} µs",
+            f"{u * 1e6:.0f} µs",
+            f"{c * 1e6:.0f} µs",
+            f"{(c - u) * 1e6:.1f}",
+            f"{(c - u) / p:+.2%}",
         )
     Console(width=120).print(table)
     print(
@@ -520,8 +600,14 @@ def main() -> None:
     parser.add_argument(
         "--parts", action="store_true", help="time the parts of a call-level call on the GRU"
     )
+    parser.add_argument(
+        "--nan", action="store_true", help="time nan --every's check of the calls it leaves out"
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)
+    if args.nan:
+        nan_not_recorded(args.steps, args.repeat)
+        return
     if args.parts:
         call_level_parts(args.repeat)
         return

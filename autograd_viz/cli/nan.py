@@ -45,7 +45,9 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from autograd_viz.nan.report import Finding, NanReport
+    from autograd_viz.nan.unrecorded import MissedFinding
     from autograd_viz.nan.watch import NanWatch
+    from autograd_viz.sources.calls import CallSelection
     from autograd_viz.sources.recording import Recording
     from autograd_viz.trace.summary import TensorSummary
 
@@ -224,13 +226,18 @@ def run_nan(args: argparse.Namespace) -> int:
                 f"{_count(calls, 'backward call')} of {count} processes"
             )
     else:
-        found = watch.report.first is not None
+        missed = watch.missed
+        found = watch.found
         calls = watch.report.backward_calls
         print_own_rank(console)
-        if found or not failed:
+        if missed is not None and watch.report.first is None:
+            print_missed(missed, selection, console)
+        elif found or not failed:
             recording = watch.recording
             checked = None if recording is None else _checked_calls(recording, calls)
             print_report(watch.report, console, stopped=args.first, checked=checked)
+            if missed is not None:
+                print_missed(missed, selection, console)
     if own_path is not None:
         saved_to = _streamed_to(watch, own_path, bool(children))
     else:
@@ -337,19 +344,33 @@ def _count(n: int, singular: str, plural: str | None = None) -> str:
 def _checked_calls(recording: Recording, read: int) -> str | None:
     """Which backward calls were checked, in words, where that is not every call the report
     read: ``--last`` checks every call and keeps a few; ``--steps``/``--every`` check the
-    backward of the chosen calls only (the forward's ops are checked in every call).
-    ``read``: how many calls the report read."""
+    backward of the chosen calls node by node, the others' where their gradients reach the
+    parameters (the forward's ops are checked in every call; Note [Checking calls not
+    recorded]). ``read``: how many calls the report read."""
     seen = recording.recorder.calls_seen
     calls = recording.calls
     if calls.filters:
         return (
             f"the backward of {read:,} of {_count(seen, 'backward call')} "
-            f"({calls.describe()}); the other calls' backward was not checked, "
-            "their forward ops were"
+            f"({calls.describe()}); the other calls' backward was checked only where its "
+            "gradients reached the parameters, their forward ops in full"
         )
     if calls.last is not None:
         return f"{_count(seen, 'backward call')} (the last {calls.last} kept)"
     return None
+
+
+def print_missed(missed: MissedFinding, selection: CallSelection, console: Console) -> None:
+    """Say that a NaN or Inf reached a parameter in a call not recorded, and how to see it
+    born (Note [Checking calls not recorded])."""
+    chosen = f"--steps {selection.steps}" if selection.steps is not None else ""
+    if selection.every is not None:
+        chosen = f"{chosen} --every {selection.every}".strip()
+    console.print(
+        f"[bold red]{shown(missed)}[/bold red] (not recorded: {chosen}); record that call "
+        f"to see where it was born: --steps {missed.call}",
+        soft_wrap=True,
+    )
 
 
 def print_report(

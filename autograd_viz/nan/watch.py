@@ -40,12 +40,14 @@ from typing import Any
 
 from autograd_viz.nan.report import NanReport, find_nans
 from autograd_viz.nan.scan import NanScan
+from autograd_viz.nan.unrecorded import LeafCheck, MissedFinding
 from autograd_viz.sources.arming import when_torch_is_imported
 from autograd_viz.sources.calls import CallSelection
 from autograd_viz.sources.recording import Recording
 from autograd_viz.trace import Trace
 from autograd_viz.trace.records import DEFAULT_MAX_VALUES
 from engine.anomaly import detect_anomaly
+from engine.calls import CALLS
 
 KEPT_FINDINGS = 100
 """How many findings a report of a run read as it went lists in full (the rest are counted)."""
@@ -62,6 +64,7 @@ class NanWatch:
         ignore: frozenset[str],
         recording: Recording | None = None,
         scan: NanScan | None = None,
+        leaves: LeafCheck | None = None,
     ) -> None:
         self.trace = trace
         """Everything recorded inside the block (with ``last``, filled when it ends;
@@ -70,7 +73,15 @@ class NanWatch:
         """The recording behind :attr:`trace`: which calls it kept, where it wrote them."""
         self._ignore = ignore
         self._scan = scan
+        self._leaves = leaves
         self._report: tuple[int, NanReport] | None = None
+
+    @property
+    def missed(self) -> MissedFinding | None:
+        """The first NaN or Inf that reached a parameter's gradient in a backward call that
+        ``steps``/``every`` left out (Note [Checking calls not recorded]); not in
+        :attr:`report`, which reads the calls recorded."""
+        return None if self._leaves is None else self._leaves.missed
 
     @property
     def recorded(self) -> bool:
@@ -90,8 +101,8 @@ class NanWatch:
 
     @property
     def found(self) -> bool:
-        """Whether a NaN or Inf was found."""
-        return self.report.first is not None
+        """Whether a NaN or Inf was found, in a call recorded or, at a leaf, in one not."""
+        return self.report.first is not None or self.missed is not None
 
 
 @contextmanager
@@ -114,7 +125,10 @@ def watch_nan(
 
     Every op and every backward call is checked; ``steps``, ``every`` and
     ``last`` choose which backward calls are recorded, as for
-    :func:`~autograd_viz.sources.recorder.record`. With ``last`` (a flight
+    :func:`~autograd_viz.sources.recorder.record`. The backward of a call that
+    ``steps`` or ``every`` leaves out is checked where its gradients reach the
+    parameters (:attr:`NanWatch.missed`; Note [Checking calls not recorded]
+    in :mod:`autograd_viz.nan.unrecorded`). With ``last`` (a flight
     recorder, for a long run) recording stops at the first backward call that
     holds a finding: the trace holds that call and the ``last - 1`` before it.
 
@@ -165,9 +179,11 @@ def watch_nan(
         observe=scan.add if scan is not None else None,
         values=values,
     )
+    leaves = LeafCheck(recording.recorder, calls, inf) if calls.filters else None
     try:
         with (
             recording.running(),
+            _watching_calls(leaves),
             nan_checks(
                 first=first,
                 forward=forward,
@@ -177,10 +193,24 @@ def watch_nan(
                 eager_compiled=eager_compiled,
             ),
         ):
-            yield NanWatch(recording.trace, ignored, recording, scan)
+            yield NanWatch(recording.trace, ignored, recording, scan, leaves)
     finally:
         if output is not None and last is None and not streamed:
             recording.trace.save(output)
+
+
+@contextmanager
+def _watching_calls(leaves: LeafCheck | None) -> Iterator[None]:
+    """Tell ``leaves`` of each backward call (after the recorder, already told), if any."""
+    if leaves is None:
+        yield
+        return
+    CALLS.add(leaves)
+    try:
+        yield
+    finally:
+        CALLS.remove(leaves)
+        leaves.close()
 
 
 @contextmanager

@@ -375,9 +375,83 @@ def test_cli_says_which_calls_were_checked_under_every_steps_and_last(
     assert cli.main(["nan", str(script), "--every", "4"]) == 0
     out = " ".join(capsys.readouterr().out.split())
     assert "no NaN or Inf found in the backward of 3 of 10 backward calls (every 4th call)" in out
-    assert "the other calls' backward was not checked, their forward ops were" in out
+    assert (
+        "the other calls' backward was checked only where its gradients reached the "
+        "parameters, their forward ops in full"
+    ) in out
     assert cli.main(["nan", str(script), "--last", "3"]) == 0
     out = " ".join(capsys.readouterr().out.split())
     assert "no NaN or Inf found in 10 backward calls (the last 3 kept)" in out
     assert cli.main(["nan", str(script)]) == 0
     assert "no NaN or Inf found in 10 backward calls\n" in capsys.readouterr().out
+
+
+LATE_NAN = (
+    "import torch\n"
+    "torch.manual_seed(0)\n"
+    "model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 1))\n"
+    "for i in range(10):\n"
+    "    out = model(torch.randn(4, 3))\n"
+    "    if i == 5:\n"
+    "        out = torch.sqrt(out * 0)  # finite forward; 0 * inf = NaN born in backward\n"
+    "    out.sum().backward()\n"
+    "    model.zero_grad()\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("options", "chosen"),
+    [(["--every", "4"], "--every 4"), (["--steps", "0-3,7"], "--steps 0-3,7")],
+)
+def test_cli_finds_a_nan_born_in_the_backward_of_a_call_not_recorded(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], options: list[str], chosen: str
+) -> None:
+    """Call 5 is not recorded: its NaN is found where it reaches the parameters."""
+    script = tmp_path / "late.py"
+    script.write_text(LATE_NAN)
+    assert cli.main(["nan", str(script), *options]) == 1
+    out = " ".join(capsys.readouterr().out.split())
+    assert (
+        "NaN reached 2.bias (and 3 more) in backward call 5 "
+        f"(not recorded: {chosen}); record that call to see where it was born: --steps 5"
+    ) in out
+    assert "no NaN or Inf found" not in out
+    # The call it names, recorded, shows where the NaN was born.
+    assert cli.main(["nan", str(script), "--steps", "5"]) == 1
+    out = " ".join(capsys.readouterr().out.split())
+    assert "born in the backward pass at SqrtBackward0" in out
+
+
+def _gru_steps(steps: int, nan_at: int | None = None) -> Any:
+    """A GRUCell unrolled 5 steps, trained ``steps`` steps with SGD; at step ``nan_at`` a NaN
+    is born in the backward (sqrt at 0, times 0), and that step is not applied."""
+    torch.manual_seed(0)
+    model = torch.nn.GRUCell(6, 6)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    x = torch.randn(5, 3, 6)
+    for step in range(steps):
+        h = torch.zeros(3, 6)
+        for t in range(5):
+            h = model(x[t], h)
+        loss = h.pow(2).sum()
+        if step == nan_at:
+            loss = loss + torch.sqrt(h.sum() * 0)
+        optimizer.zero_grad()
+        loss.backward()
+        if step != nan_at:
+            optimizer.step()
+    return model
+
+
+def test_calls_not_recorded_are_checked_at_the_parameters_and_left_unchanged() -> None:
+    plain = [p.detach().numpy().tobytes() for p in _gru_steps(5).parameters()]
+    with watch_nan(every=4) as watch:
+        model = _gru_steps(6, nan_at=5)
+    assert watch.report.first is None  # calls 0 and 4 recorded, clean
+    assert watch.missed is not None and watch.found
+    assert (watch.missed.value, watch.missed.call) == ("nan", 5)
+    assert watch.missed.parameter in {name for name, _ in model.named_parameters()}
+    assert watch.missed.others == 3  # every parameter's gradient
+    # Bit-identical: the five steps taken are those taken unwatched.
+    assert [p.detach().numpy().tobytes() for p in model.parameters()] == plain
+    assert all(not p._post_accumulate_grad_hooks for p in model.parameters())  # hooks removed

@@ -180,6 +180,20 @@ def _qualified_names(modules: dict[int, tuple[str, torch.nn.Module]]) -> dict[in
     return names
 
 
+def qualified_parameters(
+    frame: FrameType | None,
+) -> tuple[list[torch.nn.Parameter], dict[int, str]]:
+    """The parameters of the modules the code at ``frame`` (and its callers) can reach, and
+    ``id(parameter)`` → its qualified name (Note [Finding the user's modules])."""
+    modules, _tensors = _visible(frame)
+    names = _qualified_names(modules)
+    seen: dict[int, torch.nn.Parameter] = {}
+    for _variable, module in modules.values():
+        for parameter in module.parameters():
+            seen.setdefault(id(parameter), parameter)
+    return list(seen.values()), names
+
+
 class LeafNamer:
     """Names leaves for one backward call, from the modules visible when it started."""
 
