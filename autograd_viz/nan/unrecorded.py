@@ -2,15 +2,17 @@
 
 Note [Checking calls not recorded]
 ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
-With ``steps`` or ``every``, the NaN checks watch the nodes of the chosen
-backward calls only (watching every node costs per node); the forward's ops
-are checked in every call. A NaN born in the backward of a call left out
+With ``steps`` or ``every``, only the chosen backward calls are recorded,
+and a NaN born in a backward is read from the recorded nodes; the forward's
+ops are checked in every call. A NaN born in the backward of a call left out
 would go unseen, so those calls are checked where their gradients land:
 a post-accumulate-grad hook on each parameter of the modules the code
 calling backward can reach (found once, at the first call left out, as
-:mod:`~autograd_viz.sources.pytorch.naming` finds them) sums the gradient
-that was just accumulated, a reduction per parameter, not per node. A NaN or
-an Inf anywhere in a gradient makes its sum non-finite; a non-finite sum is
+:mod:`~autograd_viz.sources.pytorch.naming` finds them), put on when such
+a call starts and taken off when it ends (a recorded call shows the
+program's hooks only), sums the gradient that was just accumulated: a
+reduction per parameter, not per node. A NaN or an Inf anywhere in a
+gradient makes its sum non-finite; a non-finite sum is
 confirmed element-wise (a sum can overflow on its own). When the call ends,
 a non-finite gradient is a :class:`MissedFinding`: the parameter, the call,
 and the call to record to see where it was born. Checking stops at the first.
@@ -74,6 +76,7 @@ class LeafCheck:
         # a device's engine thread: not a thread-local)
         self._sums: list[tuple[Any, Any]] = []
         self._names: dict[int, str] = {}
+        self._parameters: list[Any] = []
         self._handles: list[Any] = []
         self._scanned = False
         self.missed: MissedFinding | None = None
@@ -86,12 +89,15 @@ class LeafCheck:
             return
         if not self._scanned and "torch" in sys.modules:  # our engine's calls: no hooks
             self._scanned = True
-            self._hook(sys._getframe(1))
+            self._find(sys._getframe(1))
+        reached = self._reached
+        self._handles = [p.register_post_accumulate_grad_hook(reached) for p in self._parameters]
         self._call = index
 
     def call_ended(self) -> None:
         """The call ended: a non-finite sum of a gradient it accumulated is a finding."""
         index, self._call = self._call, None
+        self._unhook()
         with self._lock:
             sums, self._sums = self._sums, []
         if index is None or not sums:
@@ -103,18 +109,20 @@ class LeafCheck:
             self.missed = MissedFinding(value, name, index, len(others))
 
     def close(self) -> None:
-        """Remove every hook (the parameters are as they were)."""
+        """Remove every hook and forget the parameters (they are as they were)."""
+        self._unhook()
+        self._parameters = []
+        self._names = {}
+
+    def _unhook(self) -> None:
         for handle in self._handles:
             handle.remove()
-        self._handles.clear()
-        self._names.clear()
+        self._handles = []
 
-    def _hook(self, frame: Any) -> None:
+    def _find(self, frame: Any) -> None:
         from autograd_viz.sources.pytorch.naming import qualified_parameters
 
-        parameters, self._names = qualified_parameters(frame)
-        for parameter in parameters:
-            self._handles.append(parameter.register_post_accumulate_grad_hook(self._reached))
+        self._parameters, self._names = qualified_parameters(frame)
 
     def _reached(self, parameter: Any) -> None:
         if self._call is None:

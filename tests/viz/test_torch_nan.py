@@ -455,3 +455,5 @@ def test_calls_not_recorded_are_checked_at_the_parameters_and_left_unchanged() -
     # Bit-identical: the five steps taken are those taken unwatched.
     assert [p.detach().numpy().tobytes() for p in model.parameters()] == plain
     assert all(not p._post_accumulate_grad_hooks for p in model.parameters())  # hooks removed
+    # Put on for the calls left out only: the recorded calls show no hook of ours.
+    assert watch.trace.graph_tasks and not [e for e in watch.trace.events if e.kind == "hook"]
