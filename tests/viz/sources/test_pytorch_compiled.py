@@ -211,6 +211,32 @@ def test_a_compiled_models_trace_names_it_as_the_program_does() -> None:
     assert "OptimizedModule" not in dot.to_dot(trace, expand="all").source
 
 
+def test_the_tuis_module_tree_names_a_compiled_model_as_the_program_does() -> None:
+    from textual.pilot import Pilot
+
+    from tests.viz.tui.tuiting import node_list, replay_app, run_app
+
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = Net()
+    compiled = torch.compile(model, backend="eager")
+    with record() as trace:
+        compiled(torch.randn(5, 8)).sum().backward()
+    app = replay_app(trace)
+
+    async def actions(pilot: Pilot[Any]) -> None:
+        await pilot.press("v")
+        nodes = node_list(app)
+        assert nodes.view == "tree"
+        headings = [row.heading for row in nodes.rows if row.node_id is None]
+        assert any(h.startswith("model · Net · ") for h in headings), headings
+        text = " ".join(nodes.row_text(i).plain for i in range(len(nodes.rows)))
+        assert "lin1.bias" in text
+        assert "OptimizedModule" not in text and "_orig_mod" not in text
+
+    run_app(app, actions, size=(120, 40))
+
+
 def test_a_compiled_model_bound_to_no_other_name_is_named_by_its_class() -> None:
     torch._dynamo.reset()
     torch.manual_seed(0)
