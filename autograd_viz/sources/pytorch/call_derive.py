@@ -29,25 +29,7 @@ class ToListeners:
     """Derived events to every listener of the hub, now."""
 
     def start(self, call: CallSeen, node: Any, data: dict[str, Any]) -> None:
-        if node is not None:
-            fields = (node._id, node.name(), node.sequence_nr, node.topological_nr)
-        else:
-            fields = (None, None, None, None)
-        event = Event(
-            "graph_task_start",
-            next(HUB.seq),
-            call.start,
-            call.thread,
-            "cpu",
-            call.graph_task,
-            *fields,
-            MappingProxyType(data),
-        )
-        for listener in HUB.listeners:
-            try:
-                listener(event)
-            except BaseException as exc:  # noqa: BLE001 - listener_failed re-raises what it must
-                HUB.listener_failed(listener, exc, call.graph_task)
+        _to_listeners("graph_task_start", call.start, call.thread, call.graph_task, node, data)
 
     def emitter(self, call: CallSeen) -> Emitter:
         return _AtCallEnd(call)
@@ -73,25 +55,25 @@ class _AtCallEnd(Emitter):
         if self.max_values is not None or not hub.active:
             super().__call__(kind, node, data)  # rows take self.clock
             return
-        if node is None:
-            fields: tuple[Any, Any, Any, Any] = (None, None, None, None)
-        else:
-            fields = (node._id, node.name(), node.sequence_nr, node.topological_nr)
-        event = Event(
-            kind,
-            next(hub.seq),
-            self.clock(),
-            self.thread,
-            "cpu",
-            self.graph_task,
-            *fields,
-            MappingProxyType(data),
-        )
-        for listener in hub.listeners:
-            try:
-                listener(event)
-            except BaseException as exc:  # noqa: BLE001 - listener_failed re-raises what it must
-                hub.listener_failed(listener, exc, self.graph_task)
+        _to_listeners(kind, self.clock(), self.thread, self.graph_task, node, data)
+
+
+def _to_listeners(
+    kind: str, t_ns: int, thread: str, graph_task: int, node: Any, data: dict[str, Any]
+) -> None:
+    """One derived event, built as the engine builds its own, to every listener of the hub."""
+    if node is None:
+        fields: tuple[Any, Any, Any, Any] = (None, None, None, None)
+    else:
+        fields = (node._id, node.name(), node.sequence_nr, node.topological_nr)
+    event = Event(
+        kind, next(HUB.seq), t_ns, thread, "cpu", graph_task, *fields, MappingProxyType(data)
+    )
+    for listener in HUB.listeners:
+        try:
+            listener(event)
+        except BaseException as exc:  # noqa: BLE001 - listener_failed re-raises what it must
+            HUB.listener_failed(listener, exc, graph_task)
 
 
 class ToRecorder(ToListeners):
