@@ -48,6 +48,22 @@ from autograd_viz.trace import paused_gc
 EXPAND_ALL = "all"
 """``expand=["all"]``: every node, no module boxes (the drawing without modules)."""
 
+NOT_SUMMED = BoxSummary(
+    nodes=0,
+    sequence_nrs=(0, 0),
+    topological_nrs=(0, 0),
+    remaining=0,
+    dependencies=0,
+    inputs=0,
+    waiting_inputs=0,
+    statuses={},
+    non_finite=0,
+    status=BoxStatus.NOT_STARTED,
+)
+"""The summary of every box and cluster :func:`apply` makes with ``summed=False``: nothing
+added up, for a view that says what its boxes hold in its own way (the TUI reads their
+nodes' times from the trace)."""
+
 
 @dataclass(frozen=True, slots=True)
 class Cluster:
@@ -228,12 +244,13 @@ def module_view(
     return apply(view, tree, chosen)
 
 
-def apply(view: GraphView, tree: ModuleTree, choice: Choice) -> GraphView:
+def apply(view: GraphView, tree: ModuleTree, choice: Choice, *, summed: bool = True) -> GraphView:
     """``view`` with each closed call or fold as one :class:`ModuleBox` node, open calls clusters.
 
     Node keys of the boxes and clusters come from the tree (stable from step
     to step); edges into, out of and between boxes are merged into one per
-    pair of drawn nodes, with their ``count``.
+    pair of drawn nodes, with their ``count``. ``summed=False`` skips adding up
+    the boxes' summaries (most of a big picture's time): each is :data:`NOT_SUMMED`.
     """
     drawn: dict[str, str] = {}  # key of each node inside a box -> the box's key
     inside: dict[str, str] = {}  # drawn key -> innermost cluster
@@ -268,7 +285,11 @@ def apply(view: GraphView, tree: ModuleTree, choice: Choice) -> GraphView:
     if not boxes and not clusters:
         return view
     closed_groups = [item for item, _ in boxes.values() if isinstance(item, FoldGroup)]
-    summaries, group_summaries = scope_summaries(view, tree, closed_groups)
+    if summed:
+        summaries, group_summaries = scope_summaries(view, tree, closed_groups)
+    else:
+        summaries = [NOT_SUMMED] * len(tree.scopes)
+        group_summaries = {group.index: NOT_SUMMED for group in closed_groups}
     nodes: dict[str, ViewNode] = {}
     boxed = drawn.get
     for key, node in view.nodes.items():
@@ -422,6 +443,7 @@ def _merge_edges(
 
 __all__ = [
     "EXPAND_ALL",
+    "NOT_SUMMED",
     "BoxStatus",
     "BoxSummary",
     "Choice",

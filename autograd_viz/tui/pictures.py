@@ -194,7 +194,8 @@ class Pictures:
 
     def _shown(self, choice: Choice | None) -> GraphView:
         if choice is not None:
-            return showing.apply(self.view, self.tree, choice)
+            # The boxes' state is read from the trace's times (status), never summed.
+            return showing.apply(self.view, self.tree, choice, summed=False)
         if len(self.view.nodes) > MAX_BOXES:
             return chains.collapse(self.view)
         return self.view

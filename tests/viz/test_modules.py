@@ -242,6 +242,29 @@ def test_box_summaries_are_the_sums_of_their_nodes_at_every_step() -> None:
     }
 
 
+def test_a_picture_not_summed_draws_the_same_boxes_and_edges_without_summaries() -> None:
+    trace = transformer_trace(4)
+    tree = _tree(_view(trace))
+    view = _view(trace, len(trace) // 2)
+    chosen = showing.choose(tree, level=1)
+    chosen = replace(chosen, open=chosen.open | {tree.roots[0]})  # clusters too
+    summed = showing.apply(view, tree, chosen)
+    bare = showing.apply(view, tree, chosen, summed=False)
+    assert bare.clusters and any(n.box for n in bare.nodes.values())
+    assert list(bare.nodes) == list(summed.nodes)
+    assert bare.edges == summed.edges
+    assert bare.cluster_of == summed.cluster_of
+    for key, node in bare.nodes.items():
+        if node.box is None:
+            assert node == summed.nodes[key]
+        else:
+            assert node.box.members == summed.nodes[key].box.members  # type: ignore[union-attr]
+            assert node.box.summary is showing.NOT_SUMMED
+            assert summed.nodes[key].box.summary.nodes == len(node.box.members)  # type: ignore[union-attr]
+    assert all(c.summary is showing.NOT_SUMMED for c in bare.clusters.values())
+    assert list(bare.clusters) == list(summed.clusters)
+
+
 def test_a_box_holding_a_nan_says_so_and_is_failed() -> None:
     x = engine.tensor([0.0, 4.0], requires_grad=True, name="x")
     with engine.scope("encoder", kind="Encoder"):
