@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import statistics
 import tempfile
 import time
@@ -83,8 +84,29 @@ def blocks_trace(nodes: int) -> autograd_viz.Trace:
 GRAPHS = {"chain": chain_trace, "blocks": blocks_trace}
 
 Timings = dict[str, list[tuple[float, ...]]]
-"""Interaction → (key-to-screen seconds, the UI thread's CPU seconds, every thread's) of each
-run; only the first for what is waited for."""
+"""Interaction → (key-to-screen seconds, the UI thread's CPU seconds, every thread's, seconds in
+full collections) of each run; only the first for what is waited for."""
+
+
+class FullCollections:
+    """Times each generation-2 collection of the cyclic collector (``gc.callbacks``): the CPU
+    time of the thread that collects (the machine may be loaded; wall time would say so)."""
+
+    def __init__(self) -> None:
+        self.times: list[float] = []
+        self._start = 0.0
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if info["generation"] != 2:
+            return
+        if phase == "start":
+            self._start = time.thread_time()
+        else:
+            self.times.append(time.thread_time() - self._start)
+
+
+FULL = FullCollections()
+"""Every full collection while the keys are timed; the table says how many and how long."""
 
 
 def _clocks() -> tuple[float, float]:
@@ -115,6 +137,7 @@ async def _opened(app: VizApp, pilot: Pilot[int], timings: Timings, started: flo
 
 async def _press(app: VizApp, pilot: Pilot[int], key: str) -> tuple[float, ...]:
     """Send ``key`` and paint what it did: (key-to-screen seconds, CPU seconds)."""
+    collections = len(FULL.times)
     t0, c0 = time.perf_counter(), _clocks()
     event = events.Key(key, _CHARACTERS.get(key, key if len(key) == 1 else None))
     event.set_sender(app)
@@ -123,16 +146,17 @@ async def _press(app: VizApp, pilot: Pilot[int], key: str) -> tuple[float, ...]:
     for _ in range(3):  # the key, the messages it posted, and theirs
         await pilot._wait_for_screen()
     app.screen._on_timer_update()  # lay out and paint now, not at the next tick
-    return _since(t0, c0)
+    return (*_since(t0, c0), sum(FULL.times[collections:]))
 
 
 async def drive(
-    trace: autograd_viz.Trace, size: tuple[int, int], names: tuple[str, str]
+    trace: autograd_viz.Trace, size: tuple[int, int], names: tuple[str, str], freeze: bool
 ) -> Timings:
-    """Open the app at ``size`` and time each interaction (``names``: two to find)."""
+    """Open the app at ``size`` and time each interaction (``names``: two to find); ``freeze``
+    as ``replay`` runs it (what the app builds frozen out of the collector once built)."""
     timings: Timings = {}
     started = time.perf_counter()
-    app = VizApp(ReplayDriver(trace), source="benchmark")
+    app = VizApp(ReplayDriver(trace), source="benchmark", freeze=freeze)
     async with app.run_test(size=size) as pilot:
         await _opened(app, pilot, timings, started)
         dag = app.query_one(DagView)
@@ -171,7 +195,7 @@ async def drive(
 
     # `/` before the drawn DAG was ever shown: the task's names are not read yet.
     started = time.perf_counter()
-    app = VizApp(ReplayDriver(trace), source="benchmark")
+    app = VizApp(ReplayDriver(trace), source="benchmark", freeze=freeze)
     async with app.run_test(size=size) as pilot:
         await _opened(app, pilot, timings, started)
         dag = app.query_one(DagView)
@@ -199,9 +223,12 @@ async def drive(
 
 def table(title: str, timings: Timings, recorded: float) -> Table:
     out = Table(title=title)
-    for column in ("interaction", "key→screen ms", "max", "UI CPU ms", "all CPU ms", "runs"):
+    columns = ("key→screen ms", "max", "UI CPU ms", "all CPU ms", "full gc CPU ms", "runs")
+    for column in ("interaction", *columns):
         out.add_column(column, justify="left" if column == "interaction" else "right")
-    out.add_row("record and save the trace (not the TUI)", f"{recorded * 1e3:.0f}", "", "", "", "1")
+    out.add_row(
+        "record and save the trace (not the TUI)", f"{recorded * 1e3:.0f}", "", "", "", "", "1"
+    )
     for name, runs in timings.items():
         latency = [r[0] * 1e3 for r in runs]
         if len(runs[0]) < 3:  # waited for, not a key
@@ -209,6 +236,7 @@ def table(title: str, timings: Timings, recorded: float) -> Table:
                 name,
                 f"{statistics.median(latency):.0f}",
                 f"{max(latency):.0f}",
+                "",
                 "",
                 "",
                 str(len(runs)),
@@ -220,6 +248,7 @@ def table(title: str, timings: Timings, recorded: float) -> Table:
             f"{max(latency):.1f}",
             f"{statistics.median(r[1] * 1e3 for r in runs):.1f}",
             f"{statistics.median(r[2] * 1e3 for r in runs):.1f}",
+            f"{sum(r[3] for r in runs) * 1e3:.0f}" if any(r[3] for r in runs) else "",
             str(len(runs)),
         )
     return out
@@ -233,6 +262,9 @@ def main() -> None:
     )
     parser.add_argument("--size", action="append", help="COLUMNSxROWS (default 120x40 and 80x24)")
     parser.add_argument("--keep", metavar="TRACE", help="write the trace here (and reuse it)")
+    parser.add_argument(
+        "--no-freeze", action="store_true", help="run the app without freezing what it builds"
+    )
     args = parser.parse_args()
     sizes = [tuple(int(v) for v in s.split("x")) for s in args.size or ["120x40", "80x24"]]
     t0 = time.perf_counter()
@@ -242,16 +274,23 @@ def main() -> None:
             GRAPHS[args.graph](args.nodes).save(path)
         recorded = time.perf_counter() - t0
         trace = load_for_replay(str(path))  # as `replay` holds it: frozen out of the collector
+    gc.callbacks.append(FULL)
     for columns, rows in sizes:
         names = ("model.blocks.1000", "model.blocks.2000")  # modules
         if args.graph == "chain":
             names = ("#1000", "#2000")
-        timings = asyncio.run(drive(trace, (columns, rows), names))
+        timings = asyncio.run(drive(trace, (columns, rows), names, not args.no_freeze))
         nodes = sum(len(t.nodes) for t in trace.graph_tasks.values())
         title = (
             f"TUI on {args.graph}: {nodes:,} nodes, {len(trace.events):,} events, {columns}×{rows}"
         )
-        Console().print(table(title, timings, recorded))
+        Console(width=120).print(table(title, timings, recorded))
+        full = [t * 1e3 for t in FULL.times]
+        print(
+            f"full (generation-2) collections: {len(full)}, {sum(full):.0f} ms CPU in all, "
+            f"longest {max(full, default=0):.0f} ms"
+        )
+        FULL.times.clear()
 
 
 if __name__ == "__main__":

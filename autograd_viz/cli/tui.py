@@ -252,9 +252,11 @@ def run_replay(args: argparse.Namespace) -> int:
     for path in paths:
         trace = load_for_replay(path, args.call)
         processes.append((_process_title(path, trace), ReplayDriver(trace)))
+    # The process is the app alone: what it builds is frozen once built (Note [What the app
+    # built is frozen] in autograd_viz/tui/frozen.py).
     if len(processes) == 1:
-        return _open(processes[0][1], paths[0])
-    return _open(processes[0][1], processes[0][0], processes)
+        return _open(processes[0][1], paths[0], freeze=True)
+    return _open(processes[0][1], processes[0][0], processes, freeze=True)
 
 
 def _process_title(path: str, trace: Trace) -> str:
@@ -301,10 +303,16 @@ def _need_terminal(hint: str) -> None:
         raise CommandError(f"the TUI needs a terminal (stdin and stdout); {hint}")
 
 
-def _open(driver: Driver, source: str, processes: Sequence[tuple[str, Driver]] = ()) -> int:
+def _open(
+    driver: Driver,
+    source: str,
+    processes: Sequence[tuple[str, Driver]] = (),
+    *,
+    freeze: bool = False,
+) -> int:
     from autograd_viz.tui.app import VizApp
 
-    app = VizApp(driver, source=source, processes=processes)
+    app = VizApp(driver, source=source, processes=processes, freeze=freeze)
     try:
         result = app.run()
     finally:

@@ -12,13 +12,15 @@ session first, which releases every paused engine thread with
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
-from typing import ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from textual import events, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Container, VerticalScroll
+from textual.css.query import NoMatches
 from textual.message import Message
 from textual.reactive import reactive
 
@@ -30,6 +32,7 @@ from autograd_viz.tui.capture import PrintCapture
 from autograd_viz.tui.dag import DagView
 from autograd_viz.tui.driver import Driver
 from autograd_viz.tui.findings import NanFindings
+from autograd_viz.tui.frozen import Freezer
 from autograd_viz.tui.keybar import KeyBar
 from autograd_viz.tui.nodes import NodeList
 from autograd_viz.tui.panels import EventLog
@@ -63,6 +66,38 @@ class Moved(Message):
         self.action = action
         self.event = event
         self.error = error
+
+
+_Handler = TypeVar("_Handler", bound=Callable[..., Any])
+
+
+def _while_open(handler: _Handler) -> _Handler:
+    """``handler`` (of a message, or a callback) does nothing once the app is quitting.
+
+    Note [Messages still queued while the app closes]
+    ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+    A key that quits right after one that moved the cursor (``/`` Enter, ``q``)
+    leaves messages queued: the row highlighted, a thread's rows or pictures
+    arriving. Textual still handles what is queued in each widget while it
+    removes the widgets one by one, so a handler that looks up a panel
+    (``query_one``) can run when that panel is gone, and its ``NoMatches``
+    was the app's last word. Such a handler does nothing once ``q`` stopped
+    the app, and a panel not found while the app is no longer running means
+    it has gone, not a bug: that is ignored too.
+    """
+
+    @functools.wraps(handler)
+    def guarded(self: VizApp, *args: Any, **kwargs: Any) -> Any:
+        if self._stopped or self._exit:
+            return None
+        try:
+            return handler(self, *args, **kwargs)
+        except NoMatches:
+            if self.is_running:
+                raise
+            return None  # the app is closing: its panels are gone
+
+    return guarded  # type: ignore[return-value]
 
 
 class VizApp(App[int]):
@@ -104,7 +139,12 @@ class VizApp(App[int]):
     """What is shown now; the panels are bound to it."""
 
     def __init__(
-        self, driver: Driver, *, source: str, processes: Sequence[tuple[str, Driver]] = ()
+        self,
+        driver: Driver,
+        *,
+        source: str,
+        processes: Sequence[tuple[str, Driver]] = (),
+        freeze: bool = False,
     ) -> None:
         super().__init__()
         self.driver = driver
@@ -127,6 +167,9 @@ class VizApp(App[int]):
         """What the program printed while the app ran."""
         self.findings = NanFindings()
         """The NaN analysis the inspector shows."""
+        self.freezer = Freezer(self, self._building) if freeze else None
+        """Freezes what the builds in threads made, once none runs; only where the app is the
+        whole process (Note [What the app built is frozen])."""
 
     @property
     def output(self) -> list[tuple[bool, str]]:
@@ -161,6 +204,21 @@ class VizApp(App[int]):
         self.refresh_view(follow=True)
         if self.driver.live and self.driver.position == 0:
             self.action_move("step")
+        self._built()  # the first rows and the index are being made
+
+    def _built(self, _: Message | None = None) -> None:
+        if self.freezer is not None:
+            self.freezer.built()
+
+    on_node_list_listed = _built
+    on_dag_view_made = _built
+
+    def _building(self) -> bool:
+        """Rows, pictures or the replay's index are being made in a thread."""
+        if any(w.group in ("listing", "picture") and not w.is_finished for w in self.workers):
+            return True
+        indexed = getattr(self.driver, "indexed", None)  # a replay's, made ahead
+        return indexed is not None and not indexed.is_set()
 
     def on_resize(self, event: events.Resize) -> None:
         self._layout(event.size.width, event.size.height)
@@ -169,6 +227,7 @@ class VizApp(App[int]):
         self.query_one("#body").set_class(width >= WIDE[0] and height >= WIDE[1], "-wide")
 
     # -- the view ------------------------------------------------------------------------
+    @_while_open
     def refresh_view(self, *, follow: bool = False) -> None:
         """Redraw every panel for the driver's position; ``follow`` selects the event's node."""
         state = self.driver.state()
@@ -197,6 +256,7 @@ class VizApp(App[int]):
         """Show the selected node in the inspector."""
         self.refresh_status(state)
 
+    @_while_open
     def refresh_status(self, state: ExecutionState | None = None) -> None:
         """The status bar (and the inspector): step k of N, live or replay, breakpoints."""
         state = state or self.driver.state()
@@ -236,6 +296,7 @@ class VizApp(App[int]):
             title += " · pinned (t)"
         return title
 
+    @_while_open
     def on_row_list_highlighted(self, message: RowList.Highlighted) -> None:
         if isinstance(message.rows, NodeList):
             state = self.driver.state()
@@ -243,10 +304,12 @@ class VizApp(App[int]):
             dag = self.query_one(DagView)
             dag.show(self.shown_task(state), state, message.rows.selected, self.path)
 
+    @_while_open
     def on_dag_view_picked(self, message: DagView.Picked) -> None:
         """← → in the drawing: select the node (or a box's first node) everywhere."""
         self.query_one(NodeList).select(message.node_id)
 
+    @_while_open
     def on_row_list_chosen(self, message: RowList.Chosen) -> None:
         if isinstance(message.rows, EventLog) and not self.busy:
             self.driver.goto(message.row + 1)
@@ -347,6 +410,7 @@ class VizApp(App[int]):
         if task is not None:  # a big task's names are read in a thread while one types,
             prompt.call_after_refresh(dag.prepare, self.driver.trace, task)  # once it is painted
 
+    @_while_open
     def _find(self, query: str | None) -> None:
         """Select what ``query`` names (in a big task, once a thread has read its names)."""
         if not query:
@@ -370,6 +434,7 @@ class VizApp(App[int]):
             self.message = f"finding {one_line(query, 80)}: reading {names}…"
             self.refresh_status()
 
+    @_while_open
     def _find_node(self, query: str) -> None:
         """Select the next node whose id or name ``query`` is part of, in any graph task."""
         from autograd_viz.tui.search import find_next
@@ -389,6 +454,7 @@ class VizApp(App[int]):
             self.refresh_view()
         self.query_one(NodeList).select(node_id)
 
+    @_while_open
     def _find_by_name(self, query: str, pictures: Pictures) -> bool:
         """Select what ``query`` names exactly, as every view names it: a module path (its
         box opened in the drawing), a fold, a parameter, ``Name #id``; ``False`` if nothing."""
@@ -545,6 +611,8 @@ class VizApp(App[int]):
         """Stop the live session (once); see Note [The UI never waits for the engine]."""
         if not self._stopped:
             self._stopped = True
+            if self.freezer is not None:
+                self.freezer.stop()
             self.driver.stop()
             self.capture.flush()
 

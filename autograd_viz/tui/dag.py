@@ -53,6 +53,9 @@ class DagView(ScrollView, can_focus=True):
             self.node_id = node_id
             """The node to select."""
 
+    class Made(Message):
+        """A thread has made a graph task's pictures (its module tree and first picture)."""
+
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self._pictures: Pictures | None = None
@@ -221,6 +224,7 @@ class DagView(ScrollView, can_focus=True):
 
     def _adopt(self, pictures: Pictures) -> None:
         """Take the pictures a thread made, if their graph task is still the one shown."""
+        self.post_message(self.Made())
         task = pictures.task
         if self._opening is task:
             self._opening = None

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 
 from rich.text import Text
+from textual.message import Message
 
 from autograd_viz.trace import GraphTaskInfo
 from autograd_viz.trace.replay import ExecutionState, NodeState
@@ -37,6 +38,9 @@ LIST_VIEWS = ("topo", "tree")
 
 class NodeList(RowList):
     """The nodes of one graph task at the current step."""
+
+    class Listed(Message):
+        """A thread has made the rows of a big graph task (every view's)."""
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -144,6 +148,8 @@ class NodeList(RowList):
                 listing = Listing(task, each)
                 with contextlib.suppress(RuntimeError):  # the app closed meanwhile
                     self.app.call_from_thread(self._adopt, listing)
+            with contextlib.suppress(RuntimeError):  # the app's loop closed meanwhile
+                self.post_message(self.Listed())
 
         self._making.update(others)
         self.run_worker(make, thread=True, group="listing", exit_on_error=False)

@@ -1,0 +1,163 @@
+"""What the app builds in threads is frozen out of the collector once built; quitting at once."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import weakref
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from textual import events
+from textual.pilot import Pilot
+
+import autograd_viz
+from autograd_viz.trace import Trace
+from autograd_viz.tui import ReplayDriver, VizApp
+from autograd_viz.tui.dag import LATER_NODES, DagView
+from autograd_viz.tui.nodes import NodeList
+from autograd_viz.tui.rows import RowList
+from autograd_viz.tui.screens import PromptScreen
+from tests.viz.tui.test_tui_modules import blocks
+from tests.viz.tui.tuiting import node_list, replay_app, run_app
+
+
+@pytest.fixture(scope="module")
+def big() -> Trace:
+    with autograd_viz.record() as recorded:
+        blocks(LATER_NODES // 6 + 50)  # rows and pictures made in threads
+    return recorded
+
+
+@pytest.fixture
+def unfrozen() -> Iterator[None]:
+    """Give the collector back what a test froze (freezing is process-wide)."""
+    yield
+    gc.unfreeze()
+
+
+def _tracked_ids() -> set[int]:
+    """Ids of what the collector scans (``gc.get_objects`` leaves out what is frozen)."""
+    return {id(o) for o in gc.get_objects()}
+
+
+async def _built(app: VizApp, pilot: Pilot[Any], freezes: int) -> None:
+    """Wait until the builds have ended and the app froze ``freezes`` times in all."""
+    await app.workers.wait_for_complete()
+    for _ in range(400):
+        assert app.freezer is not None
+        if app.freezer.freezes >= freezes:
+            break
+        await pilot.pause(0.05)
+    await pilot.pause()
+
+
+def test_replay_freezes_what_it_built_once_every_build_has_ended(
+    big: Trace, unfrozen: None
+) -> None:
+    driver = ReplayDriver(big)
+    app = VizApp(driver, source="test trace", freeze=True)
+    before = gc.get_freeze_count()
+
+    async def actions(pilot: Pilot[Any]) -> None:
+        assert app.freezer is not None
+        await _built(app, pilot, 1)
+        assert driver.indexed.is_set() and app.freezer.freezes == 1
+        listing = node_list(app).listing
+        assert listing is not None and gc.is_tracked(listing)
+        assert id(listing) not in _tracked_ids()  # frozen: no collection scans it
+        assert gc.get_freeze_count() > before
+        for key in "ssnp":  # keys build nothing: nothing more is frozen
+            await pilot.press(key)
+        await pilot.pause()
+        assert app.freezer.freezes == 1
+        await pilot.press("v", "v")  # the drawn DAG: a thread makes the task's pictures
+        dag = app.query_one(DagView)
+        await dag.drawn()
+        await _built(app, pilot, 2)
+        assert app.freezer.freezes == 2
+        pictures = dag._pictures
+        assert pictures is not None and id(pictures.tree) not in _tracked_ids()
+
+        # What is made after is collected as before.
+        class Cycle:
+            pass
+
+        cycle = Cycle()
+        cycle.me = cycle  # type: ignore[attr-defined]
+        alive = weakref.ref(cycle)
+        del cycle
+        gc.collect()
+        assert alive() is None
+
+    run_app(app, actions, size=(120, 40))
+
+
+def test_the_app_freezes_nothing_unless_asked(big: Trace) -> None:
+    app = replay_app(big)
+    before = gc.get_freeze_count()
+
+    async def actions(pilot: Pilot[Any]) -> None:
+        await app.workers.wait_for_complete()
+        await pilot.press("v", "v")
+        await app.query_one(DagView).drawn()
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert app.freezer is None
+        listing = node_list(app).listing
+        assert listing is not None and id(listing) in _tracked_ids()
+
+    run_app(app, actions, size=(120, 40))
+    assert gc.get_freeze_count() == before
+
+
+def _send(app: VizApp, key: str, character: str | None) -> None:
+    """The key as the terminal sends it, not waiting for what it does."""
+    event = events.Key(key, character)
+    event.set_sender(app)
+    assert app._driver is not None
+    app._driver.send_message(event)
+
+
+@pytest.mark.parametrize("query", ["#3", "Tanh", "model.layers.7.act"])
+@pytest.mark.parametrize("view", ["topo", "dag"])
+def test_quitting_right_after_a_find_closes_cleanly(big: Trace, query: str, view: str) -> None:
+    app = replay_app(big)
+
+    async def actions(pilot: Pilot[Any]) -> None:
+        await app.workers.wait_for_complete()
+        if view == "dag":
+            await pilot.press("v", "v")
+        await pilot.press("slash")
+        app.screen.query_one("#prompt-input").value = query  # type: ignore[attr-defined]
+        _send(app, "enter", "\r")
+        while isinstance(app.screen, PromptScreen):  # no longer than the find itself
+            await asyncio.sleep(0)
+        _send(app, "q", "q")  # the find's messages still queued
+        for _ in range(500):
+            if app.return_code is not None:
+                break
+            await asyncio.sleep(0.01)
+
+    run_app(app, actions, size=(120, 40))  # raises what a handler raised while closing
+    assert app.return_code == 0  # q, not an error (1)
+
+
+def test_messages_handled_after_the_panels_are_gone_do_nothing(big: Trace) -> None:
+    app = replay_app(big)
+    lists: list[NodeList] = []
+
+    async def actions(pilot: Pilot[Any]) -> None:
+        await app.workers.wait_for_complete()
+        lists.append(node_list(app))
+
+    run_app(app, actions, size=(120, 40))
+    assert not app.is_running and not app.query(NodeList)  # closed, as while quitting
+    # What a message or callback still queued would call; each looked up a panel before.
+    app.on_row_list_highlighted(RowList.Highlighted(lists[0], 3))
+    app.on_dag_view_picked(DagView.Picked(3))
+    for query in ("#3", "Tanh", "model.layers.7.act"):
+        app._find(query)
+    app.refresh_view(follow=True)
+    app.refresh_status()
