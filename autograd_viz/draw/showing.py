@@ -37,6 +37,7 @@ from autograd_viz.draw.graph_view import GraphView, ViewEdge, ViewNode
 from autograd_viz.draw.modules import MAX_BOXES, FoldGroup, ModuleTree, Scope
 from autograd_viz.draw.names import Names
 from autograd_viz.draw.summaries import (
+    NOT_SUMMED,
     BoxStatus,
     BoxSummary,
     box_status,
@@ -47,22 +48,6 @@ from autograd_viz.trace import paused_gc
 
 EXPAND_ALL = "all"
 """``expand=["all"]``: every node, no module boxes (the drawing without modules)."""
-
-NOT_SUMMED = BoxSummary(
-    nodes=0,
-    sequence_nrs=(0, 0),
-    topological_nrs=(0, 0),
-    remaining=0,
-    dependencies=0,
-    inputs=0,
-    waiting_inputs=0,
-    statuses={},
-    non_finite=0,
-    status=BoxStatus.NOT_STARTED,
-)
-"""The summary of every box and cluster :func:`apply` makes with ``summed=False``: nothing
-added up, for a view that says what its boxes hold in its own way (the TUI reads their
-nodes' times from the trace)."""
 
 
 @dataclass(frozen=True, slots=True)

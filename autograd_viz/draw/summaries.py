@@ -71,6 +71,23 @@ class BoxSummary:
         return drawn_status(self.statuses)
 
 
+NOT_SUMMED = BoxSummary(
+    nodes=0,
+    sequence_nrs=(0, 0),
+    topological_nrs=(0, 0),
+    remaining=0,
+    dependencies=0,
+    inputs=0,
+    waiting_inputs=0,
+    statuses={},
+    non_finite=0,
+    status=BoxStatus.NOT_STARTED,
+)
+"""The summary of every box and cluster ``showing.apply`` makes with ``summed=False``: nothing
+added up, for a view that says what its boxes hold in its own way (the TUI reads their
+nodes' times from the trace)."""
+
+
 class _Sum:
     """A summary while it is added up."""
 
@@ -283,6 +300,7 @@ def box_status(statuses: Mapping[str, int], non_finite: int = 0) -> BoxStatus:
 
 
 __all__ = [
+    "NOT_SUMMED",
     "BoxStatus",
     "BoxSummary",
     "box_status",
