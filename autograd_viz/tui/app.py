@@ -246,8 +246,9 @@ class VizApp(App[int]):
         self.query_one(DagView).show(task, state, nodes.selected, self.path)
         graph = self.query_one("#graph")
         graph.border_title = self._task_title(task, state)
-        graph.border_subtitle = f"{self.view} view · v cycles" + (
-            " · enter opens/closes a box" if self.view == "dag" else ""
+        view = self.view
+        graph.border_subtitle = f"{view} view · v cycles" + (
+            " · enter opens/closes a box" if view == "dag" else ""
         )
         self.query_one(EventLog).show(self.driver.trace, self.driver.position)
         self._publish(state, task)
@@ -509,20 +510,25 @@ class VizApp(App[int]):
     @property
     def view(self) -> str:
         """The graph panel's view: ``"topo"``, ``"tree"`` or ``"dag"`` (see :data:`VIEWS`)."""
-        if self.query_one("#graph").has_class("-dag"):
+        if self.query_one(DagView).display:
             return "dag"
         return self.query_one(NodeList).view
 
     def action_cycle_view(self) -> None:
+        """Show the graph panel's next view, keeping the selected node."""
         view = VIEWS[(VIEWS.index(self.view) + 1) % len(VIEWS)]
-        self.query_one("#graph").set_class(view == "dag", "-dag")
         nodes = self.query_one(NodeList)
+        dag = self.query_one(DagView)
+        # Each widget's own display, not a class on #graph: a class change restyles every
+        # widget under the panel, which at 120x40 cost more than the rest of the key.
+        dag.display = view == "dag"
+        nodes.display = view != "dag"
         if view != "dag":
             nodes.set_view(view)
         self.refresh_view()
         if view == "dag" and nodes.has_focus:
-            self.query_one(DagView).focus()  # Enter opens and closes its boxes
-        elif view != "dag" and self.query_one(DagView).has_focus:
+            dag.focus()  # Enter opens and closes its boxes
+        elif view != "dag" and dag.has_focus:
             nodes.focus()
 
     def action_next_process(self) -> None:
