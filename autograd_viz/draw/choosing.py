@@ -57,8 +57,10 @@ def choose(
         open: calls opened one level (what they hold is drawn; their own
             calls stay boxes unless the level opens them).
         unfold: fold groups drawn as their calls, one box each.
-        focus: node keys to draw: the calls enclosing them are opened, one
-            level each, and their folds unfolded.
+        focus: node keys to draw (the step's running or failing nodes): the calls
+            enclosing them are opened, one level each, and a fold holding one is drawn
+            as the repetition holding it and one box for the others (Note [A step opens
+            one call of a fold]).
         max_boxes: the budget of the default level.
         split: a fold holding something opened is drawn as the repetitions holding it,
             the others as one box, instead of as all its calls (Note [Around a fold] in
@@ -82,19 +84,16 @@ def choose(
                 tree.group_of[i] for i in inside[1 if split else 0 :] if i in tree.group_of
             )
             visible.add(index)
-        if not target.scopes:
-            focus = [*focus, *target.nodes]
-    for key in focus:
-        scope = tree.scope_of.get(key)
-        if scope is not None:
-            visible.add(scope)
-    for index in visible:
+        if not target.scopes:  # a node: its modules open so that it is drawn
+            visible.update(tree.scope_of[k] for k in target.nodes if k in tree.scope_of)
+    stepped = {tree.scope_of[k] for k in focus if k in tree.scope_of}
+    for index, hold in [*((i, split) for i in visible), *((i, True) for i in stepped)]:
         for ancestor in tree.ancestors(index):
             opened.add(ancestor)
             group_index = tree.group_of.get(ancestor)
             if group_index is None:
                 continue
-            if split:
+            if hold:  # See Note [A step opens one call of a fold].
                 group = tree.groups[group_index]
                 held.setdefault(group_index, set()).add(
                     group.scopes.index(ancestor) // group.period
@@ -115,9 +114,18 @@ def choose(
 # A level opens the calls that no fold holds. The calls of a fold (and what
 # they hold) open only when asked: a fold opened with Enter or ``unfold``
 # shows its calls as boxes, one each; the running node's block opens while its
-# eleven siblings stay boxes; ``expand`` opens the module it names, all the
+# eleven siblings stay one box; ``expand`` opens the module it names, all the
 # way down. So stepping through a 12-layer model draws one layer's inside and
-# eleven boxes, not twelve insides.
+# one box for the eleven others, not twelve insides.
+
+# Note [A step opens one call of a fold]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# A focus (the running or failing node, at a step of ``dot`` or the TUI) is
+# drawn as ``--around`` draws a name inside a fold: the call holding it open,
+# the other calls one box with their count (``layers.{0..5,7..11} × 11``), so
+# the picture stays as small at layer 6 as before the backward reached the
+# layers. A fold opened by hand (``unfold``,
+# Enter, ``expand``) still shows every call.
 
 
 def focus_of(view: GraphView) -> list[str]:

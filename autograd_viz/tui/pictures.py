@@ -149,7 +149,7 @@ class Pictures:
         shut = set(closed)
         if key is not None and key in self.tree.scope_of:  # the step's node is never shut away
             shut -= set(self.tree.ancestors(self.tree.scope_of[key]))
-        return Choice(chosen.level, chosen.open - shut, chosen.unfolded)
+        return Choice(chosen.level, chosen.open - shut, chosen.unfolded, chosen.held)
 
     def picture(self, choice: Choice | None, focus: int | None = None) -> Picture:
         """The picture for ``choice`` (made once, then kept).
@@ -158,7 +158,7 @@ class Pictures:
         thousands of calls opened), it keeps the part around ``focus`` (a node id),
         else the part nearest the root.
         """
-        known = ("all",) if choice is None else (choice.open, choice.unfolded)
+        known = ("all",) if choice is None else _known(choice)
         with self._lock:
             view = self._views.get(known)
         if view is None:
@@ -182,7 +182,7 @@ class Pictures:
 
     def kept(self, choice: Choice | None, focus: int | None = None) -> Picture | None:
         """The picture :meth:`picture` would give, if it is made already; else ``None``."""
-        known = ("all",) if choice is None else (choice.open, choice.unfolded)
+        known = ("all",) if choice is None else _known(choice)
         with self._lock:
             view = self._views.get(known)
             if view is None:
@@ -273,6 +273,11 @@ class Pictures:
             GraphViewError: it names nothing.
         """
         return self.names.resolve(text)
+
+
+def _known(choice: Choice) -> tuple[object, ...]:
+    """What a drawn view is kept by: its open calls, unfolded folds and held repetitions."""
+    return (choice.open, choice.unfolded, frozenset(choice.held.items()))
 
 
 def _cut(view: GraphView, centre: str | None) -> GraphView:

@@ -15,7 +15,7 @@ from autograd_viz.cli import main
 from autograd_viz.draw import dot, showing
 from autograd_viz.draw.graph_view import GraphView, from_state
 from autograd_viz.draw.modules import MAX_BOXES, ModuleTree
-from autograd_viz.draw.names import Names, node_name
+from autograd_viz.draw.names import Names, expand_braces, node_name
 from autograd_viz.trace import Trace
 from tests.viz.dotting import needs_dot, svg_tree
 
@@ -241,6 +241,52 @@ def test_the_readmes_encoder_mid_backward_opens_one_layer(
     assert main(["dot", str(script), "--step", "1500", "-o", str(out)]) == 0
     assert "module boxes" in capsys.readouterr().out
     source = out.read_text()
-    closed = re.findall(r"<B>(layers\.\d+)</B>", source)
     opened = re.findall(r"<B>(layers\.\d+)</B> <I>TransformerEncoderLayer</I>", source)
-    assert len(opened) == 1 and len(set(closed)) == 12
+    (folded,) = re.findall(r"<B>(layers\.\{[^<]*\})</B> × 11", source)
+    assert len(opened) == 1 and expand_braces(folded) == [
+        f"layers.{i}" for i in range(12) if f"layers.{i}" != opened[0]
+    ]
+
+
+def _step_inside(trace: Trace, module: str) -> int:
+    """The step after the first node made inside ``module`` starts running."""
+    view = _view(trace)
+    tree = ModuleTree.of_view(view)
+    inside = {
+        (n.graph_task, n.info.id)
+        for k, n in view.nodes.items()
+        if k in tree.scope_of and tree.scopes[tree.scope_of[k]].name.startswith(module + ".")
+    }
+    return next(
+        e.index + 1
+        for e in trace.events
+        if e.kind == "node_start" and (e.graph_task, e.node_id) in inside
+    )
+
+
+def test_at_a_step_inside_layer_6_only_it_opens_and_the_other_layers_are_one_box() -> None:
+    trace = transformer_encoder()
+    step = _step_inside(trace, "layers.6")
+    view = _view(trace, step)
+    picture = showing.show(view)
+    folds = {n.box.name: n.box.count for n in picture.nodes.values() if n.box and n.box.count > 1}
+    assert folds == {"layers.{0..5,7..11}": 11}
+    opened = {c.name for c in picture.clusters.values()}
+    assert "layers.6" in opened
+    assert not any(re.match(r"layers\.(?!6\b)\d+", name) for name in opened), opened
+    running = [k for k in showing.focus_of(view) if k in view.nodes]
+    assert running and all(k in picture.nodes for k in running)
+    # One layer's inside and a box: no bigger than the picture before the layers ran.
+    assert len(picture.nodes) <= 20, len(picture.nodes)
+    (box,) = [n.box for n in picture.nodes.values() if n.box and n.box.count > 1]
+    tree = ModuleTree.of_view(view)
+    assert (
+        box.summary.nodes
+        == len(box.members)
+        == sum(s.size for s in tree.scopes if re.fullmatch(r"layers\.(?!6\b)\d+", s.name))
+    )
+    # dot at the step draws the same; --expand all still draws every node.
+    source = dot.to_dot(trace, step=step).source
+    assert "<B>layers.{0..5,7..11}</B> × 11" in source
+    everything = showing.show(view, expand=["all"])
+    assert everything.nodes.keys() == view.nodes.keys() and not everything.clusters

@@ -100,6 +100,10 @@ def test_stepping_opens_the_box_of_the_current_node_and_no_other(
             seen_boxes.add(frozenset(i.name for i in picture.items.values() if i.is_box))
             # Only the current node's modules are open: few nodes are drawn as themselves.
             assert sum(not i.is_box for i in picture.items.values()) <= 12
+            # The fold holding it opens only the current layer: the others are one box.
+            (folded,) = [i for i in picture.items.values() if i.is_box and i.group is not None]
+            assert folded.count in (LAYERS - 1, LAYERS), folded.name
+            assert sum(i.is_box for i in picture.items.values()) <= 3
             assert len(picture.items) <= MAX_BOXES
         assert len(seen_boxes) > 1  # the open box moved with the step, the others closed again
 
