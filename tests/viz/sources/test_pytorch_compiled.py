@@ -234,7 +234,9 @@ def test_the_tuis_module_tree_names_a_compiled_model_as_the_program_does() -> No
         assert "lin1.bias" in text
         assert "OptimizedModule" not in text and "_orig_mod" not in text
 
-    run_app(app, actions, size=(120, 40))
+    # Wide enough that no name is cut: after thousands of earlier tests in one process
+    # node ids have seven digits, and at 120 columns the list cut "Acc(lin1.bias)".
+    run_app(app, actions, size=(220, 40))
 
 
 def test_a_compiled_model_bound_to_no_other_name_is_named_by_its_class() -> None:
