@@ -287,14 +287,11 @@ def load_for_replay(path: str, call: int | None = None) -> Trace:
     Raises:
         CommandError: the file cannot be read or is not a valid trace.
     """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
+    from autograd_viz.trace.records import paused_gc
+
+    with paused_gc():  # counted with every other pause, so none switches it back on early
         trace = load_trace(path, call)
         gc.freeze()
-    finally:
-        if enabled:
-            gc.enable()
     return trace
 
 
