@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import gc
 import os
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
@@ -283,7 +284,23 @@ def _record(script: str, script_args: list[str], call: int | None = None) -> Tra
             note(f"{script} exited with status {status}")
     if not trace.graph_tasks:
         raise CommandError(f"{script} ran no backward pass, so there is nothing to draw")
+    _keep_recorded()
     return trace
+
+
+def _keep_recorded() -> None:
+    """Keep the trace recorded in this process as a loaded one is kept: out of the collector's
+    sight (Note [A replayed trace skips the collector] in cli/tui.py).
+
+    The script has ended, so what it left in reference cycles (its model, its tensors) is
+    garbage: one collection frees it, and freezing then keeps the trace, which lives until
+    ``dot`` or ``animate`` exits, from being scanned again while its views are built.
+    """
+    from autograd_viz.trace.records import paused_gc
+
+    with paused_gc():  # counted with every other pause (Note [A pause of the collector is counted])
+        gc.collect()
+        gc.freeze()
 
 
 def _load(path: str, call: int | None = None) -> Trace:
