@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Callable
-from time import perf_counter
 from typing import Any
 
 from rich.console import Console
@@ -35,7 +34,7 @@ from rich.console import Console
 import engine
 from autograd_viz import record
 from benchmarks import no_events, trace_seek, workloads
-from benchmarks.harness import Case, Cell, Timings, Workload, check_close
+from benchmarks.harness import Case, Cell, Timings, Workload, check_close, now
 from benchmarks.peers import ours
 from benchmarks.peers.common import STEP
 
@@ -58,9 +57,9 @@ def _timed_backward(n: int, backward: Callable[[Any], None]) -> Timings:
     y = x
     for _ in range(n):
         y = y * STEP + 0.0
-    start = perf_counter()
+    start = now()
     backward(y)
-    done = perf_counter()
+    done = now()
     check_close(f"events chain n={n}", float(x.grad.numpy()[0]), STEP**n, 1e-9)
     return {"backward": done - start}
 
@@ -182,13 +181,13 @@ def _stay(y: Any) -> Any:
 
 def _device_chain(n: int, start_on: str, step: Callable[[Any], Any]) -> Timings:
     x = _leaf()
-    start = perf_counter()
+    start = now()
     y = x.to(start_on)
     for _ in range(n):
         y = step(y)
-    built = perf_counter()
+    built = now()
     y.backward()
-    done = perf_counter()
+    done = now()
     check_close(f"device chain n={n}", float(x.grad.numpy()[0]), STEP**n, 1e-9)
     return {"forward": built - start, "backward": done - built}
 

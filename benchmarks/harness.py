@@ -16,12 +16,37 @@ from __future__ import annotations
 
 import gc
 import statistics
+import time
 from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any
 
 from benchmarks.chain import gc_mode
+
+CLOCKS: dict[str, Callable[[], float]] = {"wall": time.perf_counter, "cpu": time.process_time}
+"""``--clock`` names: ``wall`` is elapsed time; ``cpu`` is this process's CPU time, which
+other processes on a busy machine disturb much less (waiting for a core does not count)."""
+
+_clock: Callable[[], float] = time.perf_counter
+_clock_name = "wall"
+
+
+def use_clock(name: str) -> None:
+    """Make :func:`now` read the clock ``name`` (a key of :data:`CLOCKS`)."""
+    global _clock, _clock_name  # one setting for every peer, chosen once per run
+    _clock, _clock_name = CLOCKS[name], name
+
+
+def clock_name() -> str:
+    """The clock :func:`now` reads (for child processes, which must time with the same)."""
+    return _clock_name
+
+
+def now() -> float:
+    """Seconds on the chosen clock (:func:`use_clock`); peers time their phases with it."""
+    return _clock()
+
 
 Timings = dict[str, float]
 """Seconds per named phase of one run, such as ``{"forward": ..., "backward": ...}``."""

@@ -25,9 +25,10 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from time import perf_counter
 from types import ModuleType
 from typing import Any, ClassVar
+
+from benchmarks.harness import CLOCKS, clock_name, now, use_clock
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -121,6 +122,8 @@ def chain_backward(n: int, collect: bool, strip: bool = True) -> dict[str, float
             str(n),
             "--gc",
             "on" if collect else "off",
+            "--clock",
+            clock_name(),
             *(() if strip else ("--keep-emits",)),
         ],
         cwd=ROOT,
@@ -135,6 +138,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=10_000, help="chain steps (2 nodes each)")
     parser.add_argument("--gc", choices=("on", "off"), default="off")
+    parser.add_argument("--clock", choices=tuple(CLOCKS), default="wall")
     parser.add_argument(
         "--keep-emits", action="store_true", help="import the engine as it is (the reference)"
     )
@@ -150,6 +154,7 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(f"only {stripped_sites()} emit sites were found; the engine changed")
     if args.gc == "off":
         gc.disable()
+    use_clock(args.clock)
     # The first run only warms the process up (its allocator arenas, the interpreter's
     # specialized code). A fresh process's timings are bimodal here (some runs 1.7x
     # slower), so the best of the next three is reported, for both engines alike.
@@ -159,9 +164,9 @@ def main(argv: list[str] | None = None) -> None:
         y = x
         for _ in range(args.n):
             y = y * STEP + 0.0
-        start = perf_counter()
+        start = now()
         y.backward()
-        times.append(perf_counter() - start)
+        times.append(now() - start)
         del y
         grad = float(x.grad.numpy()[0])
         if abs(grad - STEP**args.n) > 1e-9 * abs(STEP**args.n):

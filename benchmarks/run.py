@@ -10,11 +10,13 @@ limit). Peers that are not installed are skipped with a note.
 Contenders alternate within every repetition and each figure is a median
 (see Note [Interleaving] in :mod:`benchmarks.harness`); every figure is taken
 with the cyclic garbage collector on and off unless ``--gc`` says otherwise.
+Peers time their phases with wall time, or with ``--clock cpu`` with the
+process's CPU time, which a busy machine's other work disturbs much less.
 
 Usage:
     python -m benchmarks.run [--workload W1,W2,W3,W4,EV,ER,TH] [--peer ours,torch,...]
-        [--repeat 5] [--gc both|on|off] [--sizes 1e3,1e4] [--out results/run.jsonl]
-        [--trace-steps 50000]
+        [--repeat 5] [--gc both|on|off] [--clock wall|cpu] [--sizes 1e3,1e4]
+        [--out results/run.jsonl] [--trace-steps 50000]
 
 Tables are printed with rich; every figure is appended as a JSON line to
 ``--out`` (relative paths are taken from ``benchmarks/``).
@@ -37,7 +39,7 @@ from rich.status import Status
 from rich.table import Table
 
 from benchmarks import engine_costs, memory, peers, trace_seek, workloads
-from benchmarks.harness import Cell, Workload, measure
+from benchmarks.harness import CLOCKS, Cell, Workload, measure, use_clock
 
 HERE = Path(__file__).resolve().parent
 WORKLOADS = ("W1", "W2", "W3", "W4", "EV", "ER", "TH")
@@ -53,10 +55,10 @@ def _ratio(value: float, reference: Cell | None, phase: str, scale: float) -> st
     return f"{value / reference.median(phase, scale):.2f}×"
 
 
-def render(workload: Workload, cells: list[Cell]) -> Table:
+def render(workload: Workload, cells: list[Cell], clock: str = "wall") -> Table:
     """Medians in the workload's unit, then ratios against each reference."""
     ratios = workload.ratios or workload.shown
-    table = Table(title=workload.title)
+    table = Table(title=workload.title if clock == "wall" else f"{workload.title} ({clock} time)")
     for header in ("case", "gc", "peer"):
         table.add_column(header, no_wrap=True)
     for phase in workload.shown:
@@ -87,8 +89,8 @@ def render(workload: Workload, cells: list[Cell]) -> Table:
     return table
 
 
-def environment() -> dict[str, Any]:
-    """Versions and machine, added to every JSON line."""
+def environment(args_clock: str = "wall") -> dict[str, Any]:
+    """Versions, machine and the clock the figures were timed with, added to every JSON line."""
     versions: dict[str, Any] = {}
     for name in ("engine", "torch", "autograd"):
         module = sys.modules.get(name)
@@ -101,6 +103,7 @@ def environment() -> dict[str, Any]:
         "python": platform.python_version(),
         "numpy": np.__version__,
         **versions,
+        "clock": args_clock,
         "machine": platform.machine(),
         "cpus": os.cpu_count(),
         "argv": sys.argv[1:],
@@ -166,6 +169,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--repeat", type=int, default=5, help="repetitions per cell (default: 5)")
     parser.add_argument("--gc", choices=tuple(GC_MODES), default="both", help="default: both")
     parser.add_argument(
+        "--clock",
+        choices=tuple(CLOCKS),
+        default="wall",
+        help="wall time, or the process's CPU time (steadier on a busy machine); default: wall",
+    )
+    parser.add_argument(
         "--sizes",
         type=parse_sizes,
         default=None,
@@ -211,7 +220,7 @@ def run_timed(
             if cell.case.label not in cases_of:
                 cases_of.append(cell.case.label)
     derived += [f"{who} n/a ({', '.join(on)}): {why}" for (who, why), on in skipped.items()]
-    return records, [render(workload, cells)], [*workload.notes, *derived]
+    return records, [render(workload, cells, args.clock)], [*workload.notes, *derived]
 
 
 def run_memory(
@@ -230,13 +239,14 @@ def run_memory(
 def main(argv: list[str] | None = None) -> int:
     """Run the selected workloads and print and save their figures."""
     args = parse_args(argv)
+    use_clock(args.clock)
     console = Console() if sys.stdout.isatty() else Console(width=150)
     loaded, missing = peers.load(args.peer)
     for note in missing:
         console.print(f"[yellow]{note}[/yellow]")
     out = args.out if args.out.is_absolute() else HERE / args.out
     out.parent.mkdir(parents=True, exist_ok=True)
-    env = environment()
+    env = environment(args.clock)
     for key in args.workload:
         with console.status(key) as status:
             if key == "W4":

@@ -9,7 +9,6 @@ Usage: ``python -m benchmarks.run --peer hips`` (``pip install autograd``).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from time import perf_counter
 from typing import Any
 
 import autograd.numpy as anp
@@ -17,7 +16,7 @@ import numpy as np
 from autograd.core import make_vjp
 from autograd.tracer import getval
 
-from benchmarks.harness import Timings, UnsupportedError
+from benchmarks.harness import Timings, UnsupportedError, now
 from benchmarks.peers.common import STEP, MlpData, fan_constants, tree_sum
 
 CAT_LIMIT = 5_000
@@ -26,11 +25,11 @@ so building the graph takes O(n²) (0.7 s at n=1,000, 7.5 s at n=4,000)."""
 
 
 def _timed(function: Callable[[Any], Any], x: Any) -> tuple[Timings, Any]:
-    start = perf_counter()
+    start = now()
     vjp, out = make_vjp(function, x)
-    built = perf_counter()
+    built = now()
     grad = vjp(np.ones_like(out))
-    done = perf_counter()
+    done = now()
     return {"forward": built - start, "backward": done - built, "step": done - start}, grad
 
 

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import operator
 import sys
-from time import perf_counter
 from typing import Any
 
 from micrograd.engine import Value
 
-from benchmarks.harness import Timings, UnsupportedError
+from benchmarks.harness import Timings, UnsupportedError, now
 from benchmarks.peers.common import STEP, fan_constants, tree_sum
 
 
@@ -30,13 +29,13 @@ def _backward(out: Value, nodes: int) -> None:
 
 def chain(n: int) -> tuple[Timings, float]:
     x = Value(1.0)
-    start = perf_counter()
+    start = now()
     y = x
     for _ in range(n):
         y = y * STEP + 0.0
-    built = perf_counter()
+    built = now()
     _backward(y, 4 * n)
-    done = perf_counter()
+    done = now()
     return {"forward": built - start, "backward": done - built}, x.grad
 
 
@@ -45,11 +44,11 @@ def fan_in(n: int, join: str) -> tuple[Timings, float]:
         raise UnsupportedError("micrograd has no concatenation")
     x = Value(1.0)
     constants = fan_constants(n)
-    start = perf_counter()
+    start = now()
     loss = tree_sum([x * c for c in constants], operator.add)
-    built = perf_counter()
+    built = now()
     _backward(loss, 3 * n)
-    done = perf_counter()
+    done = now()
     return {"forward": built - start, "backward": done - built}, x.grad
 
 

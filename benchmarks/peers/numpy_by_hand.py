@@ -10,43 +10,42 @@ Usage: ``python -m benchmarks.run --peer numpy``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from time import perf_counter
 from types import ModuleType
 
 import numpy as np
 
-from benchmarks.harness import Timings
+from benchmarks.harness import Timings, now
 from benchmarks.peers.common import STEP, MlpData, fan_constants, tree_sum
 
 
 def chain(n: int) -> tuple[Timings, float]:
     x = np.array([1.0])
-    start = perf_counter()
+    start = now()
     y = x
     for _ in range(n):
         y = y * STEP + 0.0
-    built = perf_counter()
+    built = now()
     grad = np.ones_like(y)
     for _ in range(n):  # d(y + 0)/dy is 1: only the multiply costs anything
         grad = grad * STEP
-    done = perf_counter()
+    done = now()
     return {"forward": built - start, "backward": done - built}, float(grad[0])
 
 
 def fan_in(n: int, join: str) -> tuple[Timings, float]:
     x = np.array([1.0])
     constants = fan_constants(n)
-    start = perf_counter()
+    start = now()
     parts = [x * c for c in constants]
     loss = tree_sum(parts, np.add) if join == "tree" else np.concatenate(parts).sum()
-    built = perf_counter()
+    built = now()
     seed = np.ones_like(loss)
     # Every add passes its gradient on unchanged, so each part receives the seed.
     part_grads = [seed] * n if join == "tree" else np.split(np.broadcast_to(seed, n), n)
     grad = np.zeros_like(x)
     for c, g in zip(constants, part_grads, strict=True):
         grad = grad + g * c
-    done = perf_counter()
+    done = now()
     return {"forward": built - start, "backward": done - built}, float(grad[0])
 
 
@@ -62,7 +61,7 @@ def mlp(
     weights, biases, batch = data.weights, data.biases, len(data.targets)
     rows = xp.arange(batch)
     sync()
-    start = perf_counter()
+    start = now()
     activations = [data.inputs]
     h = data.inputs
     for i, (w, b) in enumerate(zip(weights, biases, strict=True)):
@@ -74,7 +73,7 @@ def mlp(
     logp = shifted - xp.log(xp.exp(shifted).sum(axis=1, keepdims=True))
     loss = -logp[rows, data.targets].mean()
     sync()
-    built = perf_counter()
+    built = now()
     delta = xp.exp(logp)
     delta[rows, data.targets] -= 1
     delta /= batch
@@ -85,7 +84,7 @@ def mlp(
             h = activations[i]
             delta = (delta @ weights[i].T) * (1 - h * h)
     sync()
-    done = perf_counter()
+    done = now()
     if not bool(xp.isfinite(loss)):
         raise FloatingPointError(f"the loss is {float(loss)}")
     timings = {"forward": built - start, "backward": done - built, "step": done - start}

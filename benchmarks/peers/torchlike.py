@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Iterator
-from time import perf_counter
 from types import ModuleType
 from typing import Any
 
-from benchmarks.harness import Timings
+from benchmarks.harness import Timings, now
 from benchmarks.peers.common import STEP, MlpData, fan_constants, tree_sum
 
 
@@ -26,26 +25,26 @@ def grad_of(x: Any) -> float:
 
 def chain(lib: ModuleType, n: int) -> tuple[Timings, float]:
     x = leaf(lib)
-    start = perf_counter()
+    start = now()
     y = x
     for _ in range(n):
         y = y * STEP + 0.0
-    built = perf_counter()
+    built = now()
     y.backward()
-    done = perf_counter()
+    done = now()
     return {"forward": built - start, "backward": done - built}, grad_of(x)
 
 
 def fan_in(lib: ModuleType, n: int, join: str) -> tuple[Timings, float]:
     x = leaf(lib)
     constants = fan_constants(n)
-    start = perf_counter()
+    start = now()
     parts = [x * c for c in constants]
     loss = tree_sum(parts, operator.add) if join == "tree" else lib.cat(parts).sum()
     del parts
-    built = perf_counter()
+    built = now()
     loss.backward()
-    done = perf_counter()
+    done = now()
     return {"forward": built - start, "backward": done - built}, grad_of(x)
 
 
@@ -63,16 +62,16 @@ def mlp(
     weights = [lib.tensor(w, requires_grad=True) for w in data.weights]
     biases = [lib.tensor(b, requires_grad=True) for b in data.biases]
     inputs, targets = lib.tensor(data.inputs), lib.tensor(data.targets)
-    start = perf_counter()
+    start = now()
     h = inputs
     for i, (w, b) in enumerate(zip(weights, biases, strict=True)):
         h = h @ w + b
         if i < len(weights) - 1:
             h = h.tanh()
     loss = functional.cross_entropy(h, targets)
-    built = perf_counter()
+    built = now()
     backward(loss)
-    done = perf_counter()
+    done = now()
     timings = {"forward": built - start, "backward": done - built, "step": done - start}
     return timings, float((weights[0].grad * weights[0].grad).sum().item()) ** 0.5
 
