@@ -9,12 +9,13 @@ around what they hold) and which folds are opened into their calls;
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from autograd_viz.draw.graph_view import GraphView
 from autograd_viz.draw.modules import MAX_BOXES, ModuleTree
 from autograd_viz.draw.names import Target
+from autograd_viz.draw.summaries import BoxStatus
 from autograd_viz.trace.replay import NodeStatus
 
 
@@ -31,6 +32,10 @@ class Choice:
     held: Mapping[int, frozenset[int]] = field(default_factory=dict)
     """Fold groups drawn as some of their repetitions (by position), the others as one box
     (Note [Around a fold] in :mod:`~autograd_viz.draw.select`)."""
+    parts: Mapping[int, tuple[frozenset[int], ...]] = field(default_factory=dict)
+    """Fold groups whose repetitions (those not held) stand at different statuses: one box
+    per part, each part the repetitions (by position) of one status (Note [A box is one
+    status])."""
 
 
 def choose(
@@ -43,6 +48,7 @@ def choose(
     focus: Iterable[str] = (),
     max_boxes: int = MAX_BOXES,
     split: bool = False,
+    status: Callable[[int], BoxStatus] | None = None,
 ) -> Choice:
     """Which calls to open and which folds to unfold.
 
@@ -65,6 +71,10 @@ def choose(
         split: a fold holding something opened is drawn as the repetitions holding it,
             the others as one box, instead of as all its calls (Note [Around a fold] in
             :mod:`~autograd_viz.draw.select`).
+        status: each call's status at the step (by scope index); with it, a fold whose
+            calls differ in status is drawn as one box per status (Note [A box is one
+            status]). Without it (no step, or an animation whose boxes stay in place),
+            a fold is one box.
     """
     opened: set[int] = set()
     unfolded = set(unfold)
@@ -106,7 +116,40 @@ def choose(
     # See Note [What a level opens].
     opened.update(s.index for s in tree.scopes if s.depth <= level and s.index not in tree.folded)
     kept = {g: frozenset(r) for g, r in held.items() if g not in frozen}
-    return Choice(level, frozenset(opened), frozen, kept)
+    parts = {} if status is None else _parts(tree, opened, frozen, kept, status)
+    return Choice(level, frozenset(opened), frozen, kept, parts)
+
+
+def _parts(
+    tree: ModuleTree,
+    opened: set[int],
+    unfolded: frozenset[int],
+    held: Mapping[int, frozenset[int]],
+    status: Callable[[int], BoxStatus],
+) -> dict[int, tuple[frozenset[int], ...]]:
+    """The parts of each drawn fold whose repetitions differ in status (Note [A box is one
+    status]): the repetitions of each status, in the order the first of each comes."""
+    parts: dict[int, tuple[frozenset[int], ...]] = {}
+    for group in tree.groups:
+        if group.index in unfolded or (group.parent is not None and group.parent not in opened):
+            continue  # drawn as its calls, or inside a box
+        hold = held.get(group.index, frozenset())
+        by_status: dict[BoxStatus, set[int]] = {}
+        for r, calls in enumerate(group.repetitions()):
+            if r not in hold:
+                by_status.setdefault(one_status(status(i) for i in calls), set()).add(r)
+        if len(by_status) > 1:
+            parts[group.index] = tuple(frozenset(r) for r in by_status.values())
+    return parts
+
+
+def one_status(statuses: Iterable[BoxStatus]) -> BoxStatus:
+    """The status of several calls together: theirs if they share one; else failed if one
+    failed, and running otherwise (some have run, some not)."""
+    found = set(statuses)
+    if len(found) == 1:
+        return found.pop()
+    return BoxStatus.FAILED if BoxStatus.FAILED in found else BoxStatus.RUNNING
 
 
 # Note [What a level opens]
@@ -117,6 +160,17 @@ def choose(
 # eleven siblings stay one box; ``expand`` opens the module it names, all the
 # way down. So stepping through a 12-layer model draws one layer's inside and
 # one box for the eleven others, not twelve insides.
+
+# Note [A box is one status]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~
+# At a step, a box's status must be true of everything inside it. Alike calls
+# that stand at different statuses are not alike for the reader: at layer 6 of
+# twelve, ``layers.{0..5,7..11}`` ×11 would read "running" while five layers
+# are done and six have not started. So at a step a fold's calls are drawn as
+# one box per status: ``layers.{7..11}`` ×5 done, ``layers.{0..5}`` ×6 not
+# started, and the call holding the running or failing node open between them
+# (Note [A step opens one call of a fold]). Without a step, or where every call
+# stands at one status, a fold is one box, as before the backward reached it.
 
 # Note [A step opens one call of a fold]
 # ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
@@ -142,4 +196,4 @@ def focus_of(view: GraphView) -> list[str]:
     ]
 
 
-__all__ = ["Choice", "choose", "focus_of"]
+__all__ = ["Choice", "choose", "focus_of", "one_status"]

@@ -94,7 +94,8 @@ Item = Scope | FoldGroup
 class ModuleTree:
     """The module calls of one drawn graph: a tree of :class:`Scope`, with its folds.
 
-    Build it with :meth:`build`; it does not change with the step.
+    Build it with :meth:`build` (the tree of part of a graph, with the whole graph's folds:
+    :func:`~autograd_viz.draw.select.restricted`); it does not change with the step.
     """
 
     scopes: tuple[Scope, ...]
@@ -125,20 +126,18 @@ class ModuleTree:
         scope_of: Mapping[str, int],
         weights: Mapping[str, int],
         edges: Iterable[tuple[str, str]] = (),
+        groups: Sequence[FoldGroup] | None = None,
     ) -> None:
         self.scopes = tuple(scopes)
         self.roots = tuple(roots)
         self.outside = tuple(outside)
         self.scope_of = scope_of
         self.weights = weights
-        runs = list(fold_runs(self.scopes, self.roots))
-        flow = Flow(edges, scope_of) if runs else None
-        self.groups = tuple(
-            replace(group, index=i)
-            for i, group in enumerate(
-                g for g in runs if not flow or foldable(g, self.descendants, flow, weights)
-            )
-        )
+        if groups is None:  # found here; given, they were found on a bigger graph
+            runs = list(fold_runs(self.scopes, self.roots))
+            flow = Flow(edges, scope_of) if runs else None
+            groups = [g for g in runs if not flow or foldable(g, self.descendants, flow, weights)]
+        self.groups = tuple(replace(group, index=i) for i, group in enumerate(groups))
         self.group_of = {i: g.index for g in self.groups for i in g.scopes}
         self.folded = frozenset(
             d for g in self.groups for i in g.scopes for d in self.descendants(i)

@@ -16,10 +16,11 @@ order:
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Container, Iterable, Sequence
 from dataclasses import replace
 
 from autograd_viz.draw.chains import MAX_PERIOD, chain_folds, collapse
+from autograd_viz.draw.folds import FoldGroup, group_of_calls
 from autograd_viz.draw.graph_view import GraphView, GraphViewError, ViewEdge
 from autograd_viz.draw.modules import ModuleTree
 from autograd_viz.draw.names import Names, Target
@@ -165,6 +166,64 @@ def other_repetitions(tree: ModuleTree, target: Target) -> list[list[str]]:
     return out
 
 
+def restricted(tree: ModuleTree, keys: Container[str]) -> ModuleTree:
+    """The tree of the nodes ``keys`` only (a neighbourhood), with ``tree``'s folds where
+    they still hold (Note [A neighbourhood keeps the whole graph's folds]).
+
+    A call none of whose nodes is kept is left out; the others keep their names, and a
+    fold keeps those of its repetitions whose every node is kept, if two or more are.
+    """
+    old = tree.scopes
+    nodes = [tuple(k for k in s.nodes if k in keys) for s in old]
+    sizes = [len(n) for n in nodes]
+    for scope in reversed(old):  # children after their parents
+        if scope.parent is not None:
+            sizes[scope.parent] += sizes[scope.index]
+    index: dict[int, int] = {}
+    for scope in old:
+        if sizes[scope.index]:
+            index[scope.index] = len(index)
+    scopes = [
+        replace(
+            s,
+            index=index[s.index],
+            parent=None if s.parent is None else index[s.parent],
+            children=tuple(index[c] for c in s.children if c in index),
+            nodes=nodes[s.index],
+            size=sizes[s.index],
+        )
+        for s in old
+        if s.index in index
+    ]
+    groups: list[FoldGroup] = []
+    for group in tree.groups:
+        whole = [r for r in group.repetitions() if all(sizes[i] == old[i].size for i in r)]
+        if len(whole) >= 2:
+            parent = None if group.parent is None else index[group.parent]
+            calls = [index[i] for r in whole for i in r]
+            groups.append(group_of_calls(scopes, len(groups), parent, calls, group.period))
+    return ModuleTree(
+        scopes,
+        [index[i] for i in tree.roots if i in index],
+        [k for k in tree.outside if k in keys],
+        {k: index[i] for k, i in tree.scope_of.items() if k in keys},
+        {k: w for k, w in tree.weights.items() if k in keys},
+        groups=groups,
+    )
+
+
+# Note [A neighbourhood keeps the whole graph's folds]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# ``--around transformer.h.6.attn`` keeps part of h.6 and, through ``together``,
+# every node of the eleven other blocks. Folds found again on what is kept
+# would compare the part of h.6 with the whole blocks, find them unlike, and
+# cut the run at h.6: two boxes, ``h.{0..5}`` ×6 and ``h.{7..11}`` ×5. The
+# calls are alike in the model, whatever part of them a picture keeps, so the
+# neighbourhood is drawn with the folds found on the whole graph: a fold keeps
+# its whole repetitions (the part of h.6 is drawn open beside them), and one
+# box stands for the eleven, ``h.{0..5,7..11}`` ×11.
+
+
 # -- a node budget ---------------------------------------------------------------------
 
 
@@ -243,4 +302,5 @@ __all__ = [
     "names_of_view",
     "other_repetitions",
     "resolve",
+    "restricted",
 ]

@@ -42,6 +42,7 @@ from autograd_viz.draw.summaries import (
     BoxSummary,
     box_status,
     scope_summaries,
+    status_of_calls,
     summarize,
 )
 from autograd_viz.trace import paused_gc
@@ -105,8 +106,9 @@ def show(
         max_boxes: the budget of the default level.
         max_nodes: draw at most this many nodes (boxes included), nearest the root.
         follow: open the modules of the step's running and failing nodes
-            (:func:`focus_of`); an animation, whose boxes stay where they are from
-            frame to frame, does not.
+            (:func:`focus_of`), and draw a fold's calls as one box per status (Note [A
+            box is one status] in :mod:`~autograd_viz.draw.choosing`); an animation,
+            whose boxes stay where they are from frame to frame, does neither.
         trees: module trees built before, kept by the caller from step to step
             (see :func:`module_view`).
 
@@ -143,12 +145,12 @@ def _show(
             if target.kind == "chain":
                 kept.extend(target.nodes)
                 expanded.remove(name)
+    whole: ModuleTree | None = None  # the whole graph's, for a neighbourhood
     if around is not None:
         names = select.names_of_view(view)
         target = names.resolve(around)
-        view = select.around(
-            view, target, depth, together=select.other_repetitions(names.tree, target)
-        )
+        whole = names.tree
+        view = select.around(view, target, depth, together=select.other_repetitions(whole, target))
         if target.scopes:
             expanded.append(target.text)
         else:
@@ -164,6 +166,9 @@ def _show(
         max_boxes=max_boxes,
         trees=trees,
         split=around is not None,
+        by_status=follow,
+        # See Note [A neighbourhood keeps the whole graph's folds] in select.py.
+        tree=None if whole is None else select.restricted(whole, view.nodes),
     )
     if max_nodes is not None:
         view = select.limit(view, max_nodes)
@@ -179,6 +184,8 @@ def module_view(
     max_boxes: int = MAX_BOXES,
     trees: dict[object, ModuleTree] | None = None,
     split: bool = False,
+    by_status: bool = True,
+    tree: ModuleTree | None = None,
 ) -> GraphView:
     """``view`` drawn at module level: the usual entry point of every view.
 
@@ -196,6 +203,9 @@ def module_view(
             change with the step, and building it walks every node.
         split: draw a fold holding a module or node opened as the repetitions holding
             it and one box for the others, not as all its calls (see :func:`choose`).
+        by_status: draw a fold whose calls stand at different statuses as one box per
+            status (Note [A box is one status] in :mod:`~autograd_viz.draw.choosing`).
+        tree: the tree of ``view``'s nodes, made by the caller (``trees`` is then not read).
 
     Raises:
         GraphViewError: a name in ``expand`` names nothing.
@@ -203,7 +213,8 @@ def module_view(
     if EXPAND_ALL in expand:
         return view
     known = (tuple(t.id for t in view.tasks), tuple(view.nodes))
-    tree = trees.get(known) if trees is not None else None
+    if tree is None and trees is not None:
+        tree = trees.get(known)
     if tree is None:
         tree = ModuleTree.of_view(view)
         if trees is not None:
@@ -225,6 +236,7 @@ def module_view(
         focus=focus_of(view) if focus is None else focus,
         max_boxes=max_boxes,
         split=split,
+        status=status_of_calls(view, tree) if by_status and tree.groups else None,
     )
     return apply(view, tree, chosen)
 
@@ -250,16 +262,22 @@ def apply(view: GraphView, tree: ModuleTree, choice: Choice, *, summed: bool = T
             if item.index in choice.unfolded:
                 stack.extend((tree.scopes[i], parent) for i in reversed(item.scopes))
                 continue
-            held = choice.held.get(item.index)
-            if held:  # Note [Around a fold] in select.py
-                repetitions = item.repetitions()
-                opened = [i for r, calls in enumerate(repetitions) if r in held for i in calls]
-                rest = [i for r, calls in enumerate(repetitions) if r not in held for i in calls]
-                stack.extend((tree.scopes[i], parent) for i in reversed(opened))
-                if not rest:
-                    continue
-                item = group_of_calls(tree.scopes, item.index, item.parent, rest, item.period)
-            _close(tree, item, f"f{item.index}", parent, drawn, inside, boxes)
+            held = choice.held.get(item.index, frozenset())
+            parts = choice.parts.get(item.index)
+            if not held and not parts:
+                _close(tree, item, f"f{item.index}", parent, drawn, inside, boxes)
+                continue
+            # Note [Around a fold] in select.py; Note [A box is one status] in choosing.py
+            repetitions = item.repetitions()
+            opened = [i for r, calls in enumerate(repetitions) if r in held for i in calls]
+            stack.extend((tree.scopes[i], parent) for i in reversed(opened))
+            rest = frozenset(range(len(repetitions))) - held
+            for n, part in enumerate(parts or (rest,)):
+                calls = [i for r, c in enumerate(repetitions) if r in part and r in rest for i in c]
+                if calls:
+                    some = group_of_calls(tree.scopes, item.index, item.parent, calls, item.period)
+                    key = f"f{item.index}" if n == 0 else f"f{item.index}_{n}"
+                    _close(tree, some, key, parent, drawn, inside, boxes)
         elif item.index in choice.open:
             key = f"c{item.index}"
             clusters[key] = (item, parent)
@@ -269,12 +287,12 @@ def apply(view: GraphView, tree: ModuleTree, choice: Choice, *, summed: bool = T
             _close(tree, item, f"m{item.index}", parent, drawn, inside, boxes)
     if not boxes and not clusters:
         return view
-    closed_groups = [item for item, _ in boxes.values() if isinstance(item, FoldGroup)]
+    closed_groups = {k: item for k, (item, _) in boxes.items() if isinstance(item, FoldGroup)}
     if summed:
         summaries, group_summaries = scope_summaries(view, tree, closed_groups)
     else:
         summaries = [NOT_SUMMED] * len(tree.scopes)
-        group_summaries = {group.index: NOT_SUMMED for group in closed_groups}
+        group_summaries = dict.fromkeys(closed_groups, NOT_SUMMED)
     nodes: dict[str, ViewNode] = {}
     boxed = drawn.get
     for key, node in view.nodes.items():
@@ -285,7 +303,7 @@ def apply(view: GraphView, tree: ModuleTree, choice: Choice, *, summed: bool = T
             closed = boxes[shown][0]
             members = [m for i in _scopes(closed) for m in tree.members(i)]
             if isinstance(closed, FoldGroup):
-                summary = group_summaries[closed.index]
+                summary = group_summaries[shown]
             else:
                 summary = summaries[closed.index]
             nodes[shown] = _box_node(node, shown, closed, members, summary)

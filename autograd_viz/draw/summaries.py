@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import enum
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from autograd_viz.draw.graph_view import GraphView, ViewEdge, ViewNode
@@ -180,12 +180,15 @@ def summarize(nodes: Sequence[ViewNode], incoming: Mapping[str, Sequence[ViewEdg
 
 
 def scope_summaries(
-    view: GraphView, tree: ModuleTree, groups: Iterable[FoldGroup] = ()
-) -> tuple[list[BoxSummary], dict[int, BoxSummary]]:
+    view: GraphView, tree: ModuleTree, groups: Mapping[str, FoldGroup] | None = None
+) -> tuple[list[BoxSummary], dict[str, BoxSummary]]:
     """The summary of every module call of ``tree``, and of the fold ``groups``, at ``view``'s step.
 
+    ``groups`` are the folds drawn, by box key: a fold drawn as several boxes (Note [A
+    box is one status] in :mod:`~autograd_viz.draw.choosing`) is one group per box.
+
     Returns:
-        One summary per scope (by index), and one per group asked for (by group index).
+        One summary per scope (by index), and one per group asked for (by its key).
     """
     scopes = tree.scopes
     sums = [_Sum() for _ in scopes]
@@ -238,8 +241,8 @@ def scope_summaries(
         if seq_high >= 0:
             total.seq = [seq_low, seq_high]
     # A group's own sum: its calls' sums, its inputs those from outside every call of it.
-    wanted = {g.index: g for g in groups}
-    in_group = {i: g.index for g in wanted.values() for i in g.scopes}
+    wanted = dict(groups or {})
+    in_group = {i: key for key, g in wanted.items() for i in g.scopes}
     group_sums = {g: _Sum() for g in wanted}
     ancestors: dict[int | None, frozenset[int]] = {None: frozenset()}
     for edge in view.edges:
@@ -266,6 +269,27 @@ def scope_summaries(
         for index in wanted[group].scopes:
             total.add(sums[index])
     return [s.done() for s in sums], {g: s.done() for g, s in group_sums.items()}
+
+
+def status_of_calls(view: GraphView, tree: ModuleTree) -> Callable[[int], BoxStatus]:
+    """Each module call's status at ``view``'s step, by scope index, added up when asked."""
+    nodes = view.nodes
+    found: dict[int, BoxStatus] = {}
+
+    def status(index: int) -> BoxStatus:
+        known = found.get(index)
+        if known is None:
+            statuses: Counter[str] = Counter()
+            non_finite = 0
+            for key in tree.members(index):
+                node = nodes.get(key)
+                if node is not None:
+                    statuses["not run" if node.status is None else node.status] += 1
+                    non_finite += node.non_finite
+            known = found[index] = box_status(statuses, non_finite)
+        return known
+
+    return status
 
 
 def drawn_status(statuses: Mapping[str, int]) -> NodeStatus | None:
@@ -306,5 +330,6 @@ __all__ = [
     "box_status",
     "drawn_status",
     "scope_summaries",
+    "status_of_calls",
     "summarize",
 ]

@@ -14,7 +14,7 @@ import pytest
 import autograd_viz
 import engine
 from autograd_viz import cli
-from autograd_viz.draw import dot, showing
+from autograd_viz.draw import dot, showing, summaries
 from autograd_viz.draw.graph_view import GraphView, GraphViewError, from_state
 from autograd_viz.draw.modules import ModuleTree, fold_name
 from autograd_viz.draw.names import Names, expand_braces, node_name
@@ -300,13 +300,27 @@ def test_the_running_nodes_modules_open_by_themselves_at_a_step() -> None:
         chain.append(picture.clusters[cluster].name)
         cluster = picture.clusters[cluster].parent
     assert chain[-1] == "transformer" and re.fullmatch(r"transformer\.h\.\d+(\.\w+)?", chain[0])
-    # Its neighbours stay closed: the other blocks are one box with their count.
-    (folded,) = [n.box for n in picture.nodes.values() if n.box is not None and n.box.count > 1]
-    block = chain[0].split(".")[2]
-    assert folded.count == LAYERS - 1
-    assert expand_braces(folded.name) == [
-        f"transformer.h.{i}" for i in range(LAYERS) if str(i) != block
+    # Its neighbours stay closed: the other blocks are boxes with their count, one per
+    # status: the later blocks (run first) done, the earlier ones not started (the one
+    # just before it, holding a gradient already, running), each status true of every
+    # block in its box.
+    folds = [n.box for n in picture.nodes.values() if n.box is not None and n.box.group is not None]
+    block = int(chain[0].split(".")[2])
+    layers = {f.name: [int(n.rsplit(".", 1)[1]) for n in expand_braces(f.name)] for f in folds}
+    assert sorted(i for f in folds for i in layers[f.name]) == [
+        i for i in range(LAYERS) if i != block
     ]
+    status = summaries.status_of_calls(view, ModuleTree.of_view(view))
+    statuses = {f.summary.status for f in folds}
+    assert {showing.BoxStatus.DONE, showing.BoxStatus.NOT_STARTED} <= statuses
+    assert len(statuses) == len(folds)
+    for f in folds:
+        assert f.count == len(layers[f.name]) == len(f.scopes)
+        assert {status(i) for i in f.scopes} == {f.summary.status}, f.name
+        if f.summary.status is showing.BoxStatus.DONE:
+            assert all(i > block for i in layers[f.name]), f.name
+        else:
+            assert all(i < block for i in layers[f.name]), f.name
     _sum_check(picture, view)
     assert len(picture.nodes) + len(picture.boxes) <= 40
 

@@ -12,10 +12,10 @@ import pytest
 
 import autograd_viz
 from autograd_viz.cli import main
-from autograd_viz.draw import dot, showing
+from autograd_viz.draw import dot, showing, summaries
 from autograd_viz.draw.graph_view import GraphView, from_state
 from autograd_viz.draw.modules import MAX_BOXES, ModuleTree
-from autograd_viz.draw.names import Names, expand_braces, node_name
+from autograd_viz.draw.names import Names, node_name
 from autograd_viz.trace import Trace
 from tests.viz.dotting import needs_dot, svg_tree
 
@@ -241,11 +241,13 @@ def test_the_readmes_encoder_mid_backward_opens_one_layer(
     assert main(["dot", str(script), "--step", "1500", "-o", str(out)]) == 0
     assert "module boxes" in capsys.readouterr().out
     source = out.read_text()
-    opened = re.findall(r"<B>(layers\.\d+)</B> <I>TransformerEncoderLayer</I>", source)
-    (folded,) = re.findall(r"<B>(layers\.\{[^<]*\})</B> × 11", source)
-    assert len(opened) == 1 and expand_braces(folded) == [
-        f"layers.{i}" for i in range(12) if f"layers.{i}" != opened[0]
-    ]
+    (opened,) = re.findall(r"<B>layers\.(\d+)</B> <I>TransformerEncoderLayer</I>", source)
+    # The other layers: the later ones done, the earlier ones not started, a box each.
+    layer = int(opened)
+    done = f"layers.{{{layer + 1}..11}} (TransformerEncoderLayer), {11 - layer} calls folded"
+    waiting = f"layers.{{0..{layer - 1}}} (TransformerEncoderLayer), {layer} calls folded"
+    assert re.search(re.escape(done) + r": \d+ nodes, done", source)
+    assert re.search(re.escape(waiting) + r": \d+ nodes, not started", source)
 
 
 def _step_inside(trace: Trace, module: str) -> int:
@@ -269,8 +271,17 @@ def test_at_a_step_inside_layer_6_only_it_opens_and_the_other_layers_are_one_box
     step = _step_inside(trace, "layers.6")
     view = _view(trace, step)
     picture = showing.show(view)
-    folds = {n.box.name: n.box.count for n in picture.nodes.values() if n.box and n.box.count > 1}
-    assert folds == {"layers.{0..5,7..11}": 11}
+    # The other layers: one box of the done ones, one of those not started (Note [A box is
+    # one status]), each status true of every layer inside.
+    folds = {
+        n.box.name: (n.box.count, n.box.summary.status)
+        for n in picture.nodes.values()
+        if n.box and n.box.count > 1
+    }
+    assert folds == {
+        "layers.{7..11}": (5, showing.BoxStatus.DONE),
+        "layers.{0..5}": (6, showing.BoxStatus.NOT_STARTED),
+    }
     opened = {c.name for c in picture.clusters.values()}
     assert "layers.6" in opened
     assert not any(re.match(r"layers\.(?!6\b)\d+", name) for name in opened), opened
@@ -278,15 +289,14 @@ def test_at_a_step_inside_layer_6_only_it_opens_and_the_other_layers_are_one_box
     assert running and all(k in picture.nodes for k in running)
     # One layer's inside and a box: no bigger than the picture before the layers ran.
     assert len(picture.nodes) <= 20, len(picture.nodes)
-    (box,) = [n.box for n in picture.nodes.values() if n.box and n.box.count > 1]
     tree = ModuleTree.of_view(view)
-    assert (
-        box.summary.nodes
-        == len(box.members)
-        == sum(s.size for s in tree.scopes if re.fullmatch(r"layers\.(?!6\b)\d+", s.name))
-    )
+    status = summaries.status_of_calls(view, tree)
+    for box in [n.box for n in picture.nodes.values() if n.box and n.box.count > 1]:
+        assert {status(i) for i in box.scopes} == {box.summary.status}
+        assert box.summary.nodes == len(box.members) == sum(tree.scopes[i].size for i in box.scopes)
+        assert box.summary.remaining == sum(view.nodes[k].remaining for k in box.members)
     # dot at the step draws the same; --expand all still draws every node.
     source = dot.to_dot(trace, step=step).source
-    assert "<B>layers.{0..5,7..11}</B> × 11" in source
+    assert "<B>layers.{7..11}</B> × 5" in source and "<B>layers.{0..5}</B> × 6" in source
     everything = showing.show(view, expand=["all"])
     assert everything.nodes.keys() == view.nodes.keys() and not everything.clusters
