@@ -15,7 +15,19 @@ unwatched:
   nothing registered on the thread (:func:`around_compiled`) the wrapper
   calls straight through, else the registered callable runs the region
   (the NaN checker steps its modes aside and checks the region's inputs and
-  outputs at its boundary);
+  outputs at its boundary). ``OptimizedModule.__call__`` is wrapped the same
+  way, on the class, so a model compiled before we were loaded is a region
+  too. Dynamo's ``OptimizeContext`` inherits ``__call__`` in some PyTorch
+  versions (2.11) and defines it in others (2.13): it is found through the
+  class's MRO, and where it cannot be found one line says so;
+- why it matters: a compiled frame entered while a ``TorchDispatchMode`` is
+  on the stack is not just run eagerly (a few ulps off) but marked by Dynamo
+  to be skipped from then on, so the program stays eager after watching
+  ends. As a second line of defence for code compiled where no wrapper
+  reaches (a function compiled before we were loaded), the checker's
+  dispatch mode says ``ignore_compile_internals`` (Dynamo then compiles
+  under it, and does not skip), and its function mode is the identity while
+  Dynamo traces, so the graph is the one compiled unwatched;
 - global module hooks return at once while Dynamo traces them
   (``torch.compiler.is_compiling()``), so they leave no trace in the graph;
 - PyTorch's warning that a compiled module sees global hooks (ours) is not
@@ -36,6 +48,8 @@ from typing import Any
 
 import torch
 
+from autograd_viz.sources.once import warn_once
+
 Around = Callable[[Callable[..., Any], Any, tuple[Any, ...], dict[str, Any]], Any]
 """``around(compiled, owner, args, kwargs)`` runs one call of a compiled region."""
 
@@ -50,6 +64,12 @@ _lock = threading.Lock()
 _installed = False
 _GLOBAL_HOOKS_WARNING = r"Using `torch\.compile\(module\)` when there are global hooks"
 _filter: tuple[Any, ...] | None = None
+_REGION = "_autograd_viz_region"
+CANNOT_STEP_AROUND = (
+    "autograd-viz: this PyTorch's torch.compile could not be wrapped: while the forward "
+    "checks are on, compiled code may run eagerly (results may differ in the last bits); "
+    "watch_nan(forward=False) or `autograd-viz nan --no-forward` leaves it compiled"
+)
 
 
 def around_compiled(around: Around | None) -> Around | None:
@@ -69,6 +89,7 @@ def _region(compiled: Callable[..., Any], owner: Any) -> Callable[..., Any]:
             return compiled(*args, **kwargs)
         return around(compiled, owner, args, kwargs)
 
+    setattr(compiled_region, _REGION, True)
     return compiled_region
 
 
@@ -83,11 +104,27 @@ def install() -> None:
             _wrap_torch_compile()  # Dynamo is imported by the first torch.compile
             return
         context = getattr(eval_frame, "OptimizeContext", None)
-        original: Any = vars(context).get("__call__") if isinstance(context, type) else None
-        if original is None:
-            return
+        # Through the MRO: 2.11's OptimizeContext inherits __call__, 2.13's defines it.
+        original: Any = _class_call(context)
+        module = getattr(eval_frame, "OptimizedModule", None)
+        module_call: Any = _class_call(module)
         _installed = True
-    _wrap_optimize_context(context, original)
+    if original is None or module_call is None:
+        warn_once(CANNOT_STEP_AROUND)
+    if original is not None:
+        _wrap_optimize_context(context, original)
+    if module_call is not None:
+        _wrap_optimized_module(module, module_call)
+
+
+def _class_call(cls: Any) -> Callable[..., Any] | None:
+    """What calling an instance of ``cls`` runs, its own or inherited through the MRO;
+    ``None`` if ``cls`` is not a class or its instances are not callable."""
+    for klass in cls.__mro__ if isinstance(cls, type) else ():
+        if "__call__" in vars(klass):
+            call: Callable[..., Any] = vars(klass)["__call__"]
+            return call
+    return None
 
 
 def _wrap_optimize_context(context: Any, original: Callable[..., Any]) -> None:
@@ -100,6 +137,19 @@ def _wrap_optimize_context(context: Any, original: Callable[..., Any]) -> None:
         return _region(result, getattr(fn, "__self__", None))
 
     context.__call__ = call
+
+
+def _wrap_optimized_module(module: Any, module_call: Callable[..., Any]) -> None:
+    """A module compiled before we were loaded gets its ``forward`` wrapped at its first call."""
+
+    @functools.wraps(module_call)
+    def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        forward = vars(self).get("forward")
+        if forward is not None and not getattr(forward, _REGION, False):
+            self.forward = _region(forward, getattr(self, _WRAPPED, None))
+        return module_call(self, *args, **kwargs)
+
+    module.__call__ = call
 
 
 def _wrap_torch_compile() -> None:

@@ -21,6 +21,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils import _python_dispatch
 
+from autograd_viz.sources.pytorch.compiled import is_compiling
 from autograd_viz.sources.pytorch.op_values import new_nodes
 from autograd_viz.sources.pytorch.origins import ORIGIN_KEY, Origin, user_frames
 
@@ -133,4 +134,6 @@ class FunctionMode(TorchFunctionMode):
         self.calls = calls
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        if is_compiling():  # Dynamo traces the identity: the graph compiled unwatched
+            return func(*args, **(kwargs or {}))
         return self.calls.call(func, args, kwargs or {})

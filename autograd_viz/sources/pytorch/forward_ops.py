@@ -147,3 +147,9 @@ class DispatchMode(TorchDispatchMode):
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         return self.ops.dispatch(func, args, kwargs or {})
+
+    @classmethod
+    def ignore_compile_internals(cls) -> bool:
+        """Dynamo compiles under this mode rather than run eagerly and skip the frame for
+        good (Note [Compiled regions] in ``compiled.py``)."""
+        return True
