@@ -29,6 +29,11 @@ Run: OMP_NUM_THREADS=1 .venv/bin/python -m benchmarks.training [--steps 300] [--
   check at the parameters (Note [Checking calls not recorded] in
   ``autograd_viz/nan/unrecorded.py``) taken out, and with it; the last
   column is what that check adds, over plain.
+* **``--nan-every``**: the backward call alone that ``nan --every N`` leaves
+  out, on the MLP and the GRU of ``benchmarks.torch_bridge``, beside plain
+  and the call level's flight recorder (``record(observe="calls",
+  last=1)``, the light tier): each built (the forward, checked) untimed,
+  then its backward timed in thread CPU time, per node over plain.
 * **``--open TRACE``**: finding the calls of a long trace and loading the
   first, middle and last of them alone (``replay``/``dot``/``timeline``
   ``--call K``), with this process's maximum RSS after each; ``--whole``
@@ -208,6 +213,69 @@ def nan_not_recorded(steps: int, repeat: int) -> None:
     print(
         f"{steps} steps per block (W3: a tenth), the fastest of {repeat} blocks each, interleaved"
     )
+
+
+def nan_left_out(repeat: int) -> None:
+    """The backward of a call ``nan --every`` leaves out, per node over plain.
+
+    Inside ``watch_nan(steps=...)`` that records none of the calls (with the
+    check at the parameters, Note [Checking calls not recorded]), each loss
+    is built (its forward checked op by op, untimed) and its backward timed
+    alone, in thread CPU time with the collector off, interleaved with plain
+    and with the call level's flight recorder (``record(observe="calls",
+    last=1)``: what a call costs the light tier). The backward is called
+    from a frame that holds the model, as a training loop's does, so that the
+    check at the parameters finds them; a first call in each block, untimed,
+    finds them once.
+    """
+    from autograd_viz.nan.watch import watch_nan
+    from benchmarks.torch_bridge import gru, mlp, nodes_of
+
+    table = Table(title="The backward of a call `nan --every` leaves out (fastest, CPU time)")
+    for column in ("workload", "nodes", "way", "backward", "× plain", "+µs per node"):
+        table.add_column(column, justify="left" if column in ("workload", "way") else "right")
+    ways: dict[str, Callable[[], Any]] = {
+        "nan --every, a call left out": lambda: watch_nan(steps=[10**12], keep_trace=False),
+        "record(observe='calls', last=1)": lambda: autograd_viz.record(observe="calls", last=1),
+    }
+    for make in (mlp, gru):
+        label, build = make()
+        (model,) = [
+            cell.cell_contents
+            for cell in build.__closure__ or ()
+            if isinstance(cell.cell_contents, torch.nn.Module)
+        ]
+
+        def backward(loss: torch.Tensor, model: torch.nn.Module = model) -> None:
+            if model.training:  # the model, in this frame as in a training loop's
+                loss.backward()
+
+        nodes = len(nodes_of(build()))
+        samples: dict[str, list[float]] = {}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for _ in range(2):
+                backward(build())
+            for _ in range(repeat):
+                _timed(samples, "plain", backward, build())
+                for way, context in ways.items():
+                    with context():
+                        backward(build())  # untimed: the parameters found once
+                        _timed(samples, way, backward, build())
+        base = min(samples["plain"])
+        for way, times in samples.items():
+            best = min(times)
+            table.add_row(
+                label,
+                f"{nodes}",
+                way,
+                f"{best * 1e3:.2f} ms",
+                f"{best / base:.2f}×",
+                "" if way == "plain" else f"{(best - base) / nodes * 1e6:.1f}",
+            )
+        table.add_section()
+    Console(width=120).print(table)
+    print(f"torch {torch.__version__}, one intra-op thread; the fastest of {repeat} each")
 
 
 def _one_node() -> Step:
@@ -603,8 +671,16 @@ def main() -> None:
     parser.add_argument(
         "--nan", action="store_true", help="time nan --every's check of the calls it leaves out"
     )
+    parser.add_argument(
+        "--nan-every",
+        action="store_true",
+        help="time the backward of a call nan --every leaves out, per node",
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)
+    if args.nan_every:
+        nan_left_out(args.repeat)
+        return
     if args.nan:
         nan_not_recorded(args.steps, args.repeat)
         return

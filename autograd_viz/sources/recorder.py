@@ -175,6 +175,12 @@ class Recorder:
                 if self._gated:
                     self._listen(True)
 
+    def wants_call(self) -> bool:
+        """Whether the backward call this thread runs is one to record: a source may run a
+        call no listener wants as unwatched (Note [Calls no listener wants] in
+        ``autograd_viz/sources/pytorch/arming.py``)."""
+        return self._kept is None or getattr(self._local, "call", None) is not None
+
     def set_call(self, index: int | None) -> None:
         """Number the call this thread runs ``index`` (``None``: none), for a watcher of
         :data:`~engine.calls.CALLS` that counts calls itself (a live session)."""

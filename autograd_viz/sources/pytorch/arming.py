@@ -155,12 +155,44 @@ def _run_counted(original: Callable[..., Any], t_outputs: Any, args: Any, kwargs
     """
     counted = CALLS.start() if torch._C._current_graph_task_id() == -1 else None
     try:
-        if not HUB.active:
+        if not HUB.active or not wanted():  # Note [Calls no listener wants]
             return original(t_outputs, *args, **kwargs)
         return _run_watched(original, t_outputs, args, kwargs)
     finally:
         if counted is not None:
             CALLS.end(counted)
+
+
+# Note [Calls no listener wants]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# A recorder that keeps some calls but must listen between them (``nan
+# --every``: the forward checks' findings are events in every call) would
+# have every call it leaves out watched node by node and its events dropped:
+# a hook pair per node, for nothing. So a listener may say which calls it
+# wants: ``wants_call()``, asked on the thread that makes the call once the
+# watchers of ``CALLS`` have been told of it (a reentrant call is asked
+# inside the call it belongs to, and gets the same answer). A listener that
+# only reacts to the others' events (the backward NaN checks) says
+# ``follows_calls``: it wants what they want. A call that some listener
+# declines and none wants runs as unwatched, at the cost of its gate; a
+# listener with neither attribute (a live session, a plain recorder) wants
+# every call, and so does a hub of followers alone.
+
+
+def wanted() -> bool:
+    """Whether a listener wants this thread's backward call watched (Note [Calls no listener
+    wants])."""
+    declined = False
+    for listener in HUB.listeners:
+        wants = getattr(listener, "wants_call", None)
+        if wants is None:
+            if not getattr(listener, "follows_calls", False):
+                return True
+        elif wants():
+            return True
+        else:
+            declined = True
+    return not declined
 
 
 def _release() -> None:
