@@ -15,6 +15,7 @@ import contextlib
 import datetime
 import os
 import sys
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from autograd_viz.nan.report import NanReport
+    from autograd_viz.nan.unrecorded import MissedFinding
     from autograd_viz.sources.processes import ChildReport, ChildSettings
     from autograd_viz.trace import Trace
 
@@ -42,6 +44,7 @@ def start_child() -> None:
     _saved_on_signals()
     stack = contextlib.ExitStack()
     trace: Trace
+    said = None
     if settings.command == "print":
         _print(stack, settings)
         return
@@ -49,7 +52,7 @@ def start_child() -> None:
         from autograd_viz.nan.watch import watch_nan
 
         options = settings.nan or {}
-        trace = stack.enter_context(
+        watch = stack.enter_context(
             watch_nan(
                 first=bool(options.get("first")),
                 forward=bool(options.get("forward", True)),
@@ -57,8 +60,10 @@ def start_child() -> None:
                 ignore=options.get("ignore", ()),
                 max_values=settings.max_values,
                 values=settings.values,
+                **(settings.calls or {}),
             )
-        ).trace
+        )
+        trace, said = watch.trace, watch.report_fields
     elif settings.output is not None:
         _stream(stack, settings)
         return
@@ -72,7 +77,7 @@ def start_child() -> None:
     _kept.append(stack)
     # Exit hooks run last in, first out: the recording ends (a --last ring hands over
     # the calls it kept) before the trace is saved.
-    watch_as_child(trace, settings)
+    watch_as_child(trace, settings, said)
     atexit.register(stack.close)
 
 
@@ -292,9 +297,10 @@ def who(rank: int | None, world_size: int | None, pid: int) -> str:
 
 @dataclass(frozen=True)
 class ProcessFinding:
-    """The report of the process that saw the first NaN or Inf of a job, and when."""
+    """The process that saw the first NaN or Inf of a job, when, and its report or finding."""
 
-    report: NanReport
+    report: NanReport | None
+    """Its report, when the first finding is one of the calls it recorded."""
     who: str
     """``rank 1 of 2``, ``pid 4242`` or ``this process``."""
     wall_ns: int
@@ -303,51 +309,78 @@ class ProcessFinding:
     """Its trace file, when one is kept."""
     processes: int
     """How many processes saw one."""
+    missed: MissedFinding | None = None
+    """Its finding at the parameters, when the first is one of a backward call it did not
+    record (Note [Checking calls not recorded])."""
 
 
 def first_finding(
-    own: tuple[NanReport, Trace] | None,
+    own: tuple[NanReport, Trace, MissedFinding | None] | None,
     children: list[ChildReport],
     ignore: frozenset[str],
     kept: bool,
 ) -> tuple[ProcessFinding | None, int]:
     """The process whose first NaN or Inf came first by the wall clock, and backward calls in all.
 
+    A process's findings are those of the calls it recorded (its trace) and
+    the one at the parameters in a call it did not (``--every``, ``--steps``),
+    which its report carries.
+
     Args:
-        own: the watching process's report and trace, if it ran anything.
+        own: the watching process's report, trace and finding at the parameters, if it
+            ran anything.
         children: the child processes' reports; their traces are read here.
         ignore: ``nan --ignore``'s ops.
         kept: whether the children's traces are kept (``nan -o``), to be named.
     """
     from autograd_viz.nan.report import find_nans
+    from autograd_viz.nan.unrecorded import MissedFinding
     from autograd_viz.sources.processes import wall_ns
     from autograd_viz.trace import Trace, TraceFormatError
 
-    found: list[tuple[int, NanReport, str, str | None]] = []
-    calls = 0
-    candidates: list[tuple[NanReport, Trace, str, str | None]] = []
+    # (report, trace, its clock, label, path, missed) of each process
+    candidates: list[Any] = []
     if own is not None:
-        candidates.append((own[0], own[1], "this process", None))
+        report, trace, missed = own
+        # This process's clock, read now, where its trace has none (no ``process`` record).
+        clock = _clock(trace) or (time.perf_counter_ns(), time.time_ns())
+        candidates.append((report, trace, clock, "this process", None, missed))
     for child in children:
-        try:
-            trace = Trace.load(child.path)
-        except (OSError, TraceFormatError):
-            continue
         label = who(child.rank, child.world_size, child.pid)
-        candidates.append((find_nans(trace, ignore), trace, label, child.path if kept else None))
-    for report, trace, label, path in candidates:
+        try:
+            child_missed = MissedFinding(**child.missed) if child.missed else None
+        except TypeError:  # a report of another version: its trace says the rest
+            child_missed = None
+        try:
+            loaded: Trace | None = Trace.load(child.path)
+        except (OSError, TraceFormatError):
+            loaded = None
+        if loaded is None and child_missed is None:
+            continue
+        child_report = find_nans(loaded, ignore) if loaded is not None else None
+        path = child.path if kept and loaded is not None else None
+        candidates.append((child_report, loaded, child.clock, label, path, child_missed))
+    found: list[tuple[int, NanReport | None, MissedFinding | None, str, str | None]] = []
+    calls = 0
+    seen: set[str] = set()
+    for report, trace, clock, label, path, missed in candidates:
+        if missed is not None:
+            found.append((wall_ns(missed.t_ns, clock), None, missed, label, path))
+            seen.add(label)
+        if report is None:
+            continue
         calls += report.backward_calls
         if report.first is None:
             continue
-        clock = _clock(trace)
         t_ns = report.first.t_ns
         if t_ns is None:  # a finding made by hand
             t_ns = trace.events[report.first.event_index].t_ns
-        found.append((wall_ns(t_ns, clock) if clock else t_ns, report, label, path))
+        found.append((wall_ns(t_ns, clock), report, None, label, path))
+        seen.add(label)
     if not found:
         return None, calls
-    when, report, label, path = min(found, key=lambda item: item[0])
-    return ProcessFinding(report, label, when, path, len(found)), calls
+    when, first, missed, label, path = min(found, key=lambda item: item[0])
+    return ProcessFinding(first, label, when, path, len(seen), missed), calls
 
 
 def _clock(trace: Trace) -> tuple[int, int] | None:
@@ -364,7 +397,8 @@ def print_first_process(console: Console, finding: ProcessFinding, processes: in
     others = finding.processes - 1
     also = f"; {others} other{'' if others == 1 else 's'} saw one later" if others else ""
     console.print(
-        f"[bold]{shown(finding.who)}[/bold] saw the first NaN or Inf of {processes} processes, "
+        f"[bold]{shown(finding.who)}[/bold] saw the first NaN or Inf of {processes} "
+        f"process{'' if processes == 1 else 'es'}, "
         f"at {when:%H:%M:%S.%f} UTC{also}",
         soft_wrap=True,
     )

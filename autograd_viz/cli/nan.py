@@ -192,7 +192,11 @@ def run_nan(args: argparse.Namespace) -> int:
                 output,
                 DEFAULT_MAX_VALUES,
                 {**options, "ignore": args.ignore},
+                # Each process counts and chooses its own calls, and checks those it
+                # leaves out at the parameters (Note [Checking calls not recorded]).
+                calls={"steps": selection.steps, "every": selection.every, "last": selection.last},
                 values=args.values,
+                said=watch.report_fields,
             )
         )
         try:
@@ -207,7 +211,8 @@ def run_nan(args: argparse.Namespace) -> int:
         watch.recording.finish()  # every call read, and written, before the report
         trace = watch.trace
         if children:  # the children's traces are read before the job's directory goes
-            own = (watch.report, trace) if watch.recorded else None
+            ran = watch.recorded or watch.missed is not None
+            own = (watch.report, trace, watch.missed) if ran else None
             finding, calls = first_finding(
                 own, children, frozenset(args.ignore), output is not None
             )
@@ -218,7 +223,11 @@ def run_nan(args: argparse.Namespace) -> int:
         found = finding is not None
         if finding is not None:
             print_first_process(console, finding, len(children) + (own is not None))
-            print_report(finding.report, console, stopped=args.first)
+            if finding.missed is not None:
+                print_missed(finding.missed, selection, console)
+            else:
+                assert finding.report is not None
+                print_report(finding.report, console, stopped=args.first)
         elif not failed:
             count = len(children) + (own is not None)
             console.print(

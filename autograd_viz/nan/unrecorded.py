@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -47,6 +48,9 @@ class MissedFinding:
     """The backward call, numbered from 0 as ``--steps`` numbers them."""
     others: int = 0
     """How many other parameters' gradients were non-finite in that call."""
+    t_ns: int = 0
+    """When that call ended (``time.perf_counter_ns``, the events' clock): which process
+    saw it first, of several (:func:`~autograd_viz.cli.children.first_finding`)."""
 
     def __str__(self) -> str:
         also = f" (and {self.others} more)" if self.others else ""
@@ -106,7 +110,7 @@ class LeafCheck:
         if found:
             (value, first), *others = found
             name = self._names.get(id(first), "a parameter")
-            self.missed = MissedFinding(value, name, index, len(others))
+            self.missed = MissedFinding(value, name, index, len(others), time.perf_counter_ns())
 
     def close(self) -> None:
         """Remove every hook and forget the parameters (they are as they were)."""

@@ -29,6 +29,7 @@ modes belong to a thread: the checker watches the thread that entered
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import sys
@@ -82,6 +83,13 @@ class NanWatch:
         ``steps``/``every`` left out (Note [Checking calls not recorded]); not in
         :attr:`report`, which reads the calls recorded."""
         return None if self._leaves is None else self._leaves.missed
+
+    def report_fields(self) -> dict[str, Any]:
+        """What this process says in its report to a command watching it from another process
+        (:class:`~autograd_viz.sources.processes.ChildReport`'s fields) beside its trace: the
+        finding at the parameters, which no event of the trace holds."""
+        missed = self.missed
+        return {} if missed is None else {"missed": dataclasses.asdict(missed)}
 
     @property
     def recorded(self) -> bool:

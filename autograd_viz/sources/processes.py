@@ -35,7 +35,7 @@ import socket
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -50,6 +50,10 @@ STARTUP_DIR = os.path.join(os.path.dirname(os.path.dirname(__file__)), "cli", "s
 """The directory whose ``sitecustomize`` starts watching a child (Note [Children armed ...])."""
 
 _PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+Said = Callable[[], dict[str, Any]]
+"""What a child says in its report beside its trace: the fields of :class:`ChildReport` that
+its watching fills (``nan``: ``missed``), read when it exits."""
 
 _noted: dict[str, Any] = {}
 """The default process group's rank, world size and backend, noted when it was made."""
@@ -230,6 +234,10 @@ class ChildReport:
     events: int
     clock: tuple[int, int]
     """Its header's ``clock``."""
+    missed: dict[str, Any] | None = None
+    """``nan``'s finding at the parameters in a backward call it did not record (a
+    :class:`~autograd_viz.nan.unrecorded.MissedFinding`'s fields), which no event of its
+    trace holds (Note [Checking calls not recorded])."""
 
 
 class Job:
@@ -288,6 +296,7 @@ def follow_children(
     calls: dict[str, Any] | None = None,
     values: str = "all",
     observe: str = "nodes",
+    said: Said | None = None,
 ) -> Iterator[Job]:
     """Watch, inside the block, every child process the program starts, as ``command`` does here.
 
@@ -298,9 +307,11 @@ def follow_children(
             the children's traces in the job's directory (``nan`` without ``-o``).
         max_values: as :class:`~autograd_viz.sources.Recorder`'s.
         nan: ``nan``'s options, for ``command="nan"``.
-        calls: ``record``'s ``steps``, ``every`` and ``last``, for each child's own calls.
+        calls: ``steps``, ``every`` and ``last``, for each child's own calls.
         values: ``--values``, the tier of summaries each child keeps.
         observe: ``--observe``, what each child watches.
+        said: what a child forked from here says in its report, from the watching it
+            inherits (a spawned child says what its own watching says).
 
     Yields:
         The :class:`Job`; read its :meth:`~Job.reports` once the program has ended.
@@ -323,7 +334,7 @@ def follow_children(
         [STARTUP_DIR, *([saved["PYTHONPATH"]] if saved["PYTHONPATH"] else [])]
     )
     job = Job(settings)
-    follow_forks(job, trace)
+    follow_forks(job, trace, said)
     try:
         with when_torch_is_imported(note_process_groups):
             yield job
@@ -344,10 +355,11 @@ def _remove_job_dir(job_dir: str) -> None:
         os.rmdir(job_dir)
 
 
-def follow_forks(owner: object, trace: Trace) -> None:
+def follow_forks(owner: object, trace: Trace, said: Said | None = None) -> None:
     """Make a child that ``multiprocessing`` forks from here record into ``trace``, emptied.
 
-    The hook lasts as long as ``owner`` (``multiprocessing`` keeps it weakly).
+    The hook lasts as long as ``owner`` (``multiprocessing`` keeps it weakly);
+    ``said``: what the child says in its report beside its trace.
     """
     from multiprocessing import util
 
@@ -365,17 +377,18 @@ def follow_forks(owner: object, trace: Trace) -> None:
                 trace.header.pop("process", None)
             if settings.command == "print":
                 return  # it prints its own calls as they end, headed by its pid: nothing to save
-            finish = _finisher(trace, settings)
+            finish = _finisher(trace, settings, said)
             util.Finalize(None, finish, exitpriority=-(10**6))
             atexit.register(finish)
 
     util.register_after_fork(owner, in_child)
 
 
-def watch_as_child(trace: Trace, settings: ChildSettings) -> None:
-    """Save ``trace`` when this process exits, and report it (a spawned child's start-up)."""
-    atexit.register(_finisher(trace, settings))
-    follow_forks(_Holder(settings), trace)
+def watch_as_child(trace: Trace, settings: ChildSettings, said: Said | None = None) -> None:
+    """Save ``trace`` when this process exits, and report it with what ``said`` says (a
+    spawned child's start-up)."""
+    atexit.register(_finisher(trace, settings, said))
+    follow_forks(_Holder(settings), trace, said)
 
 
 class _Holder:
@@ -393,7 +406,7 @@ _finished: set[tuple[int, int]] = set()
 """(trace id, pid) of every trace saved at exit: once, by whichever exit hook runs first."""
 
 
-def _finisher(trace: Trace, settings: ChildSettings) -> Any:
+def _finisher(trace: Trace, settings: ChildSettings, said: Said | None = None) -> Any:
     pid = os.getpid()
 
     def finish() -> None:
@@ -402,20 +415,22 @@ def _finisher(trace: Trace, settings: ChildSettings) -> Any:
             return  # a fork of this process has its own
         _finished.add(key)
         try:
-            save_child_trace(trace, settings)
+            save_child_trace(trace, settings, said)
         except Exception as exc:  # noqa: BLE001 - the child's exit goes on; one line says why
             print(f"autograd-viz: process {pid} could not save its trace: {exc}", file=sys.stderr)
 
     return finish
 
 
-def save_child_trace(trace: Trace, settings: ChildSettings) -> str | None:
-    """Save a child's trace where its settings say, and report it; ``None`` if it recorded nothing.
+def save_child_trace(trace: Trace, settings: ChildSettings, said: Said | None = None) -> str | None:
+    """Save a child's trace where its settings say, and report it with what ``said`` says;
+    ``None`` if it recorded nothing and says nothing.
 
     Returns:
         The trace file's path.
     """
-    if not trace.events:
+    extra = said() if said is not None else {}
+    if not trace.events and not extra:
         return None
     process = process_info(settings.rank)
     trace.header["process"] = process
@@ -425,7 +440,7 @@ def save_child_trace(trace: Trace, settings: ChildSettings) -> str | None:
         path = os.path.join(settings.job, f"{process['pid']}.jsonl")
     trace.save(path)
     stats = trace.stats()
-    report_child(settings, process, path, stats.graph_tasks, stats.events)
+    report_child(settings, process, path, stats.graph_tasks, stats.events, extra)
     return path
 
 
@@ -457,10 +472,17 @@ def finish_streamed(path: str, settings: ChildSettings, graph_tasks: int, events
 
 
 def report_child(
-    settings: ChildSettings, process: dict[str, Any], path: str, graph_tasks: int, events: int
+    settings: ChildSettings,
+    process: dict[str, Any],
+    path: str,
+    graph_tasks: int,
+    events: int,
+    extra: dict[str, Any] | None = None,
 ) -> None:
-    """Leave this child's report in the job's directory, for the watching command to read."""
+    """Leave this child's report in the job's directory, for the watching command to read
+    (``extra``: more of :class:`ChildReport`'s fields)."""
     report = {
+        **(extra or {}),
         "pid": process["pid"],
         "rank": process["rank"],
         "world_size": process["world_size"],
