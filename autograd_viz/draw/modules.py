@@ -323,6 +323,8 @@ def _build(
         if not chain:
             outside.append(key)
             continue
+        if leaf is not None and len(chain) == 1 and leaf.name:
+            chain = _owner_chain(chain, leaf.name)
         if chain is not last or scope is None:
             found = index.get(chain)
             inner = _add_prefixes(chain, index, growing) if found is None else found
@@ -382,6 +384,35 @@ def scope_name(path: str, call: int, several: bool, kind: str = "") -> str:
     """
     base = path if path else (kind or "model")
     return f"{base}:{call}" if several else base
+
+
+def _owner_chain(chain: ScopeKey, name: str) -> ScopeKey:
+    """The calls a parameter made in the outermost call alone is drawn in: its module's
+    (Note [Parameters of a compiled model])."""
+    path, dot, _attribute = name.rpartition(".")
+    top = chain[0][0]
+    if not dot or path == top:
+        return chain
+    parts = path.split(".")
+    # Inner paths start with the model's own where two models made one graph (block.0).
+    start = top.count(".") + 1 if top and path.startswith(top + ".") else 0
+    return chain + tuple((".".join(parts[: i + 1]), 0) for i in range(start, len(parts)))
+
+
+# Note [Parameters of a compiled model]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# The module hooks stand aside while compiled code runs (Note [Compiled
+# regions] in sources/pytorch/compiled.py), so every node of
+# ``torch.compile(model)``'s backward is made in the model's one call: its
+# ``CompiledFunctionBackward`` (or the ops of an eager backend) and each
+# parameter's ``AccumulateGrad``, which otherwise sits in the call of the
+# module owning the parameter. The parameters still carry their modules in
+# their names (``fc.weight``, ``transformer.h.3.attn.c_attn.weight``), so a
+# parameter made in the outermost call alone is drawn in its module's call
+# (``fc``; ``transformer``, ``transformer.h``, ... down to its module), call 0:
+# the module tree shows the model's modules, each holding its parameters, and
+# the compiled region's own node stays in the model's call. A parameter of
+# the model itself (``pos_embedding``) stays there too.
 
 
 def _add_prefixes(chain: ScopeKey, index: dict[ScopeKey, int], growing: list[_Growing]) -> int:

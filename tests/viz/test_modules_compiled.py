@@ -1,0 +1,123 @@
+"""A ``torch.compile``d model's module tree: each parameter in its module's call.
+
+Inside compiled code no module hook runs, so every node of the backward is made
+in the model's one call; the parameters' names still say their modules, and the
+tree (``dot``, the TUI's tree view, ``--around``) shows them there (Note
+[Parameters of a compiled model] in ``autograd_viz/draw/modules.py``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from autograd_viz.draw import dot
+from autograd_viz.draw.graph_view import from_state
+from autograd_viz.draw.modules import ModuleTree
+from autograd_viz.draw.names import Names
+from autograd_viz.sources.recorder import record
+from autograd_viz.trace import Trace
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("torch._dynamo")
+nn = torch.nn
+
+pytestmark = pytest.mark.oracle
+
+
+class Net(nn.Module):
+    """Modules nested two deep, and a parameter of the model itself."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin1 = nn.Linear(8, 16)
+        self.blocks = nn.Sequential(nn.Linear(16, 16), nn.Tanh(), nn.Linear(16, 4))
+        self.scale = nn.Parameter(torch.ones(4))
+
+    def forward(self, x: Any) -> Any:
+        return self.blocks(torch.relu(self.lin1(x))) * self.scale
+
+
+def _trace(backend: str | None) -> Trace:
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = Net()
+    run = model if backend is None else torch.compile(model, backend=backend)
+    with record() as trace:
+        run(torch.randn(5, 8)).sum().backward()
+    return trace
+
+
+def _tree(trace: Trace) -> tuple[ModuleTree, dict[str, list[str]]]:
+    view = from_state(trace.state_at(len(trace)))
+    tree = ModuleTree.of_view(view)
+    params = {
+        s.name: sorted(
+            view.nodes[k].info.leaf.name  # type: ignore[union-attr]
+            for k in s.nodes
+            if view.nodes[k].info.leaf is not None
+        )
+        for s in tree.scopes
+    }
+    return tree, params
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_a_compiled_models_parameters_are_in_their_modules(backend: str) -> None:
+    trace = _trace(backend)
+    tree, params = _tree(trace)
+    assert params == {
+        "model": ["scale"],
+        "lin1": ["lin1.bias", "lin1.weight"],
+        "blocks": [],
+        "blocks.0": ["blocks.0.bias", "blocks.0.weight"],
+        "blocks.2": ["blocks.2.bias", "blocks.2.weight"],
+    }
+    (root,) = tree.roots
+    assert tree.scopes[root].name == "model" and tree.scopes[root].kind == "Net"
+    (blocks,) = [s for s in tree.scopes if s.name == "blocks"]
+    assert sorted(tree.scopes[c].name for c in blocks.children) == ["blocks.0", "blocks.2"]
+    # The compiled region's own nodes stay in the model's call.
+    view = from_state(trace.state_at(len(trace)))
+    assert all(
+        view.nodes[k].info.leaf is not None
+        for s in tree.scopes
+        if s.name != "model"
+        for k in s.nodes
+    )
+    # Every module the tree shows is a name the views take back.
+    names = Names(((k, n.info) for k, n in view.nodes.items()), tree)
+    assert names.resolve("blocks.0").kind == "module"
+    graph = dot.to_dot(trace, around="blocks.2", depth=1).source
+    assert "within 1 edge of blocks.2" in graph
+
+
+def test_a_models_own_modules_keep_the_calls_its_hooks_saw() -> None:
+    tree, params = _tree(_trace(None))
+    assert params == {
+        "model": ["scale"],
+        "lin1": ["lin1.bias", "lin1.weight"],
+        "blocks": [],
+        "blocks.0": ["blocks.0.bias", "blocks.0.weight"],
+        "blocks.1": [],
+        "blocks.2": ["blocks.2.bias", "blocks.2.weight"],
+    }
+    assert {s.kind for s in tree.scopes if s.name.startswith("blocks.")} == {"Linear", "Tanh"}
+
+
+def test_the_tuis_tree_view_shows_a_compiled_models_modules() -> None:
+    from textual.pilot import Pilot
+
+    from tests.viz.tui.tuiting import node_list, replay_app, run_app
+
+    app = replay_app(_trace("aot_eager"))
+
+    async def actions(pilot: Pilot[Any]) -> None:
+        await pilot.press("v")
+        nodes = node_list(app)
+        assert nodes.view == "tree"
+        headings = [row.heading.split(" · ")[0] for row in nodes.rows if row.node_id is None]
+        assert headings == ["model", "lin1", "blocks", "blocks.0", "blocks.2"], headings
+
+    run_app(app, actions, size=(120, 40))
