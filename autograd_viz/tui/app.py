@@ -37,8 +37,9 @@ from autograd_viz.tui.keybar import KeyBar
 from autograd_viz.tui.nodes import NodeList
 from autograd_viz.tui.panels import EventLog
 from autograd_viz.tui.pictures import Pictures
+from autograd_viz.tui.prompt import PromptBar
 from autograd_viz.tui.rows import RowList
-from autograd_viz.tui.screens import HelpScreen, PromptScreen, TaskPicker, TextScreen
+from autograd_viz.tui.screens import HelpScreen, MainScreen, TaskPicker, TextScreen
 from autograd_viz.tui.shown import (
     STATUS_LIMIT,
     EnginePanel,
@@ -111,7 +112,7 @@ class VizApp(App[int]):
 
     CSS_PATH = "app.tcss"
     TITLE = "autograd-viz"
-    ALLOW_IN_MAXIMIZED_VIEW = "#explain, #status, #keys"  # zoom keeps "step k of N"
+    ALLOW_IN_MAXIMIZED_VIEW = "#explain, #status, #keys, #prompt"  # zoom keeps "step k of N"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("s,space,right", "move('step')", "Step"),
         Binding("n", "move('step_node')", "Next node"),
@@ -177,6 +178,9 @@ class VizApp(App[int]):
         return self.capture.output
 
     # -- layout --------------------------------------------------------------------------
+    def get_default_screen(self) -> MainScreen:
+        return MainScreen(id="_default")
+
     def compose(self) -> ComposeResult:
         with Container(id="body"):
             with Container(id="graph", classes="panel"):
@@ -191,6 +195,7 @@ class VizApp(App[int]):
         yield ExplainLine(id="explain").data_bind(VizApp.shown)
         yield StatusBar(id="status").data_bind(VizApp.shown)
         yield KeyBar(id="keys")
+        yield PromptBar(id="prompt")
 
     def on_mount(self) -> None:
         self.title = f"autograd-viz · {one_line(self.source)}"
@@ -400,16 +405,16 @@ class VizApp(App[int]):
         self.refresh_status()
 
     def action_search(self) -> None:
-        prompt = PromptScreen(
+        self.query_one(PromptBar).ask(
             "Find a module, a parameter or a node (its id, or any part of its name)",
+            self._find,
             value=self._query or "",
             placeholder="layer4.1.conv2, fc.weight, MulBackward0 #12, 12, W_h",
         )
         task = self.shown_task(self.driver.state())
         dag = self.query_one(DagView)
-        self.push_screen(prompt, self._find)
         if task is not None:  # a big task's names are read in a thread while one types,
-            prompt.call_after_refresh(dag.prepare, self.driver.trace, task)  # once it is painted
+            self.call_after_refresh(dag.prepare, self.driver.trace, task)  # once it is painted
 
     @_while_open
     def _find(self, query: str | None) -> None:
@@ -549,8 +554,9 @@ class VizApp(App[int]):
 
     def action_export(self) -> None:
         default = f"autograd-viz-step-{self.driver.position}.svg"
-        prompt = PromptScreen("Export this step as .svg, .png, .pdf or .dot", value=default)
-        self.push_screen(prompt, self._export)
+        self.query_one(PromptBar).ask(
+            "Export this step as .svg, .png, .pdf or .dot", self._export, value=default
+        )
 
     def _export(self, path: str | None) -> None:
         if not path:

@@ -18,9 +18,8 @@ from autograd_viz.tui import ReplayDriver, VizApp
 from autograd_viz.tui.dag import LATER_NODES, DagView
 from autograd_viz.tui.nodes import NodeList
 from autograd_viz.tui.rows import RowList
-from autograd_viz.tui.screens import PromptScreen
 from tests.viz.tui.test_tui_modules import blocks
-from tests.viz.tui.tuiting import node_list, replay_app, run_app
+from tests.viz.tui.tuiting import node_list, prompt_bar, replay_app, run_app
 
 
 @pytest.fixture(scope="module")
@@ -132,7 +131,7 @@ def test_quitting_right_after_a_find_closes_cleanly(big: Trace, query: str, view
         await pilot.press("slash")
         app.screen.query_one("#prompt-input").value = query  # type: ignore[attr-defined]
         _send(app, "enter", "\r")
-        while isinstance(app.screen, PromptScreen):  # no longer than the find itself
+        while prompt_bar(app).asking:  # no longer than the find itself
             await asyncio.sleep(0)
         _send(app, "q", "q")  # the find's messages still queued
         for _ in range(500):

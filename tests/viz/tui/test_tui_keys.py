@@ -14,7 +14,7 @@ from textual.pilot import Pilot
 import engine
 from autograd_viz.trace import Trace
 from autograd_viz.tui.dag import DagView
-from autograd_viz.tui.screens import HelpScreen, PromptScreen, TaskPicker
+from autograd_viz.tui.screens import HelpScreen, TaskPicker
 from tests.graphs import FailsInBackward
 from tests.viz.dotting import needs_dot
 from tests.viz.tui.tuiting import (
@@ -24,6 +24,7 @@ from tests.viz.tui.tuiting import (
     inspector,
     nan_program,
     node_list,
+    prompt_bar,
     replay_app,
     run_app,
     status,
@@ -181,7 +182,7 @@ def test_search_by_name_id_and_leaf_name_walks_every_match(trace: Trace) -> None
 
     async def find(pilot: Pilot[Any], query: str) -> int | None:
         await pilot.press("slash")
-        assert isinstance(app.screen, PromptScreen)
+        assert prompt_bar(app).asking
         prompt = app.screen.query_one("#prompt-input")
         prompt.value = query  # type: ignore[attr-defined]
         await pilot.press("enter")

@@ -15,7 +15,7 @@ from autograd_viz.trace import Trace
 from autograd_viz.tui.dag import DagView
 from autograd_viz.tui.pictures import Picture
 from tests.viz.tui.test_tui_dag import drawn_edges
-from tests.viz.tui.tuiting import node_list, replay_app, run_app, status
+from tests.viz.tui.tuiting import node_list, prompt_bar, replay_app, run_app, status
 
 LAYERS = 40
 
@@ -453,7 +453,7 @@ def test_find_in_a_big_graph_reads_names_in_a_thread_and_draws_no_picture(
     async def actions(pilot: Pilot[Any]) -> None:
         dag = dag_of(app)
         await pilot.press("slash")  # the prompt opens; the names are read while one types
-        app.pop_screen()
+        prompt_bar(app).action_cancel()
         await dag.maker.wait()
         pictures = dag._pictures
         assert pictures is not None and pictures.task is task

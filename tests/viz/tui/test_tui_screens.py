@@ -16,10 +16,10 @@ from autograd_viz.tui import VizApp
 from autograd_viz.tui.dag import DagView
 from autograd_viz.tui.keybar import ALWAYS, KEYS
 from autograd_viz.tui.panels import EventLog
-from autograd_viz.tui.screens import HelpScreen, PromptScreen
+from autograd_viz.tui.screens import HelpScreen
 from autograd_viz.tui.text import STATUS_GLYPHS
 from engine.events import EVENT_KINDS
-from tests.viz.tui.tuiting import demo_trace, replay_app, run_app
+from tests.viz.tui.tuiting import demo_trace, prompt_bar, replay_app, run_app
 
 SIZES = [(80, 24), (120, 40), (160, 48)]
 ids = pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
@@ -111,8 +111,9 @@ def test_the_find_prompt_shows_its_whole_title(trace: Trace, size: tuple[int, in
     async def actions(pilot: Pilot[Any]) -> None:
         await pilot.press("slash")
         await pilot.pause()
-        assert isinstance(app.screen, PromptScreen)
-        assert app.screen.title_text in inside(app, "#prompt")
+        bar = prompt_bar(app)
+        assert bar.asking
+        assert bar.title_text in inside(app, "#prompt")
 
     run_app(app, actions, size=size)
 

@@ -17,6 +17,7 @@ from autograd_viz.trace import Trace
 from autograd_viz.tui import ReplayDriver, VizApp
 from autograd_viz.tui.nodes import NodeList
 from autograd_viz.tui.panels import EventLog
+from autograd_viz.tui.prompt import PromptBar
 
 
 def stepped_trace(target: Callable[[], Any]) -> Trace:
@@ -101,6 +102,11 @@ def node_list(app: VizApp) -> NodeList:
     return app.query_one(NodeList)
 
 
+def prompt_bar(app: VizApp) -> PromptBar:
+    """The one-line prompt of ``/`` and ``d``."""
+    return app.query_one(PromptBar)
+
+
 def event_log(app: VizApp) -> EventLog:
     """The event timeline widget."""
     return app.query_one(EventLog)
@@ -108,11 +114,9 @@ def event_log(app: VizApp) -> EventLog:
 
 async def export_via_prompt(pilot: Pilot[Any], path: str) -> None:
     """Press ``d``, type ``path`` into the prompt, and wait for the file to be written."""
-    from autograd_viz.tui.screens import PromptScreen
-
     app = pilot.app
     await pilot.press("d")
-    assert isinstance(app.screen, PromptScreen)
+    assert prompt_bar(app).asking
     app.screen.query_one("#prompt-input").value = path  # type: ignore[attr-defined]
     await pilot.press("enter")
     await app.workers.wait_for_complete()
