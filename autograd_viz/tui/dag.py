@@ -148,7 +148,8 @@ class DagView(ScrollView, can_focus=True):
         elif fresh and later:  # see Note [Drawing a new picture later]
             self._placeholder(task)
             focus = _focus(state, task)
-            self._open_later(state.trace, task, focus, selected if focus is None else focus)
+            centre = selected if focus is None else focus
+            self._open_later(state.trace, task, focus, centre, state.step)
         else:
             self._draw(self.pictures(state.trace, task), state, selected, path)
         if self._stale:
@@ -181,7 +182,7 @@ class DagView(ScrollView, can_focus=True):
         not made yet, the last one recoloured (or a line) while a thread makes it."""
         task = pictures.task
         focus = _focus(state, task)
-        choice = pictures.choice(self.opened, self.closed, self.unfolded, focus)
+        choice = pictures.choice(self.opened, self.closed, self.unfolded, focus, state.step)
         centre = focus if focus is not None else selected
         picture = pictures.kept(choice, centre)
         notices = []
@@ -206,10 +207,15 @@ class DagView(ScrollView, can_focus=True):
         self._drawn_rows = notices + draw_picture(pictures, picture, state, selected, path)
 
     def _open_later(
-        self, trace: Trace, task: GraphTaskInfo, focus: int | None, centre: int | None
+        self,
+        trace: Trace,
+        task: GraphTaskInfo,
+        focus: int | None,
+        centre: int | None,
+        step: int | None = None,
     ) -> None:
         """Make the pictures of ``task`` in a thread, and the first, of ``focus`` around
-        ``centre``, if it is to be drawn (as :meth:`_draw` will ask for it)."""
+        ``centre`` at ``step``, if it is to be drawn (as :meth:`_draw` will ask for it)."""
         if self._opening is task:
             return
         self._opening = task
@@ -217,7 +223,7 @@ class DagView(ScrollView, can_focus=True):
         def make() -> Callable[[], None]:
             pictures = Pictures(trace, task)
             if self.display:
-                pictures.picture(pictures.choice((), (), (), focus), centre)
+                pictures.picture(pictures.choice((), (), (), focus, step), centre)
             return lambda: self._adopt(pictures)
 
         self.maker.want(make)

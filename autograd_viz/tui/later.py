@@ -126,30 +126,31 @@ class PictureMaker:
             self._idle.set()
 
 
-def upcoming(trace: Trace, task: GraphTaskInfo, step: int) -> list[int]:
-    """The next :data:`AHEAD_NODES` nodes of ``task`` that events after ``step`` are about."""
-    found: dict[int, None] = {}
+def upcoming(trace: Trace, task: GraphTaskInfo, step: int) -> list[tuple[int, int]]:
+    """The next :data:`AHEAD_NODES` nodes of ``task`` that events after ``step`` are about,
+    each with the step that first shows it (after its first event)."""
+    found: dict[int, int] = {}
     events = trace.events
     for index in range(step, min(len(events), step + AHEAD_EVENTS)):
         event = events[index]
         if event.graph_task == task.id and event.node_id is not None:
-            found[event.node_id] = None
+            found.setdefault(event.node_id, index + 1)
             if len(found) >= AHEAD_NODES:
                 break
-    return list(found)
+    return list(found.items())
 
 
 def make_ahead(
     pictures: Pictures,
-    nodes: Iterable[int],
+    nodes: Iterable[tuple[int, int]],
     opened: frozenset[int],
     closed: frozenset[int],
     unfolded: frozenset[int],
 ) -> bool:
-    """Make the first picture not made yet of those the view would draw at ``nodes``;
-    ``True`` if one was made (call again for the next)."""
-    for node in nodes:
-        choice = pictures.choice(opened, closed, unfolded, node)
+    """Make the first picture not made yet of those the view would draw at ``nodes`` (node
+    ids, each with its step); ``True`` if one was made (call again for the next)."""
+    for node, step in nodes:
+        choice = pictures.choice(opened, closed, unfolded, node, step)
         if pictures.kept(choice, node) is None:
             pictures.picture(choice, node)
             return True

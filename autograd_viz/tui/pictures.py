@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import functools
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
@@ -116,6 +117,8 @@ class Pictures:
         self.trace = trace
         self._times: tuple[dict[int, int], ...] = ({}, {}, {})
         self._timed = _times(trace, task, self._times, 0)
+        self._spans: tuple[int, list[tuple[int, int, int, int]]] | None = None
+        """Each module call's steps (:func:`_spans`), with the count of events read then."""
         self.made = 0
         """How many pictures were made (a module view laid out), for tests and benchmarks."""
 
@@ -137,19 +140,42 @@ class Pictures:
         closed: Iterable[int],
         unfolded: Iterable[int],
         focus: int | None,
+        step: int | None = None,
     ) -> Choice | None:
         """Which calls are open: the default level, ``opened`` and ``closed`` by the user
-        (scope indices), ``unfolded`` fold groups, and ``focus``'s modules."""
+        (scope indices), ``unfolded`` fold groups, and ``focus``'s modules; after ``step``
+        events, a fold's calls are one box per status (Note [A box is one status] in
+        :mod:`~autograd_viz.draw.choosing`)."""
         if not self.tree.scopes:
             return None
         key = self.key_of.get(focus) if focus is not None else None
+        status = None
+        if step is not None and self.tree.groups:
+            status = functools.partial(self._call_status, step=step)
         chosen = showing.choose(
-            self.tree, open=opened, unfold=unfolded, focus=[key] if key is not None else []
+            self.tree,
+            open=opened,
+            unfold=unfolded,
+            focus=[key] if key is not None else [],
+            status=status,
         )
         shut = set(closed)
         if key is not None and key in self.tree.scope_of:  # the step's node is never shut away
             shut -= set(self.tree.ancestors(self.tree.scope_of[key]))
-        return Choice(chosen.level, chosen.open - shut, chosen.unfolded, chosen.held)
+        return Choice(chosen.level, chosen.open - shut, chosen.unfolded, chosen.held, chosen.parts)
+
+    def _call_status(self, index: int, step: int) -> BoxStatus:
+        """Module call ``index``'s status after ``step`` events, as :meth:`status` says a box's."""
+        if self._timed != len(self.trace.events):  # a live trace grew: read what is new
+            self._timed = _times(self.trace, self.task, self._times, self._timed)
+        if self._spans is None or self._spans[0] != self._timed:
+            self._spans = (self._timed, _spans(self, self._times))
+        first_start, last_end, first_fail, runs = self._spans[1][index]
+        if first_fail <= step:
+            return BoxStatus.FAILED
+        if runs and last_end <= step:
+            return BoxStatus.DONE
+        return BoxStatus.NOT_STARTED if first_start > step else BoxStatus.RUNNING
 
     def picture(self, choice: Choice | None, focus: int | None = None) -> Picture:
         """The picture for ``choice`` (made once, then kept).
@@ -276,8 +302,40 @@ class Pictures:
 
 
 def _known(choice: Choice) -> tuple[object, ...]:
-    """What a drawn view is kept by: its open calls, unfolded folds and held repetitions."""
-    return (choice.open, choice.unfolded, frozenset(choice.held.items()))
+    """What a drawn view is kept by: its open calls, unfolded folds, held repetitions and the
+    parts of folds drawn by status."""
+    return (
+        choice.open,
+        choice.unfolded,
+        frozenset(choice.held.items()),
+        frozenset(choice.parts.items()),
+    )
+
+
+def _spans(
+    pictures: Pictures, times: tuple[dict[int, int], ...]
+) -> list[tuple[int, int, int, int]]:
+    """For each module call of ``pictures``' tree: the step its first node started, the step
+    its last node that runs ended, the step its first node failed (:data:`_NEVER` for
+    none), and how many of its nodes run (pruned ones never do)."""
+    starts, ends, fails = times
+    tree, view, nodes = pictures.tree, pictures.view, pictures.task.nodes
+    spans = [[_NEVER, -1, _NEVER, 0] for _ in tree.scopes]
+    for scope in tree.scopes:
+        span = spans[scope.index]
+        for key in scope.nodes:
+            node = view.nodes[key].info.id
+            span[0] = min(span[0], starts.get(node, _NEVER))
+            span[2] = min(span[2], fails.get(node, _NEVER))
+            if nodes[node].status == "needed":
+                span[1] = max(span[1], ends.get(node, _NEVER))
+                span[3] += 1
+    for scope in reversed(tree.scopes):  # children after their parents
+        if scope.parent is not None:
+            inner, outer = spans[scope.index], spans[scope.parent]
+            outer[0], outer[2] = min(outer[0], inner[0]), min(outer[2], inner[2])
+            outer[1], outer[3] = max(outer[1], inner[1]), outer[3] + inner[3]
+    return [(a, b, c, d) for a, b, c, d in spans]
 
 
 def _cut(view: GraphView, centre: str | None) -> GraphView:

@@ -89,6 +89,7 @@ def test_stepping_opens_the_box_of_the_current_node_and_no_other(
         await pilot.press("v", "v")
         dag = dag_of(app)
         seen_boxes = set()
+        most_folds = 0
         for _ in range(25):
             await pilot.press("n")
             event = app.driver.state().event
@@ -100,12 +101,21 @@ def test_stepping_opens_the_box_of_the_current_node_and_no_other(
             seen_boxes.add(frozenset(i.name for i in picture.items.values() if i.is_box))
             # Only the current node's modules are open: few nodes are drawn as themselves.
             assert sum(not i.is_box for i in picture.items.values()) <= 12
-            # The fold holding it opens only the current layer: the others are one box.
-            (folded,) = [i for i in picture.items.values() if i.is_box and i.group is not None]
-            assert folded.count in (LAYERS - 1, LAYERS), folded.name
-            assert sum(i.is_box for i in picture.items.values()) <= 3
+            # The fold holding it opens only the current layer: the others are one box per
+            # status (done, not started), each status true of every layer in its box.
+            folds = [i for i in picture.items.values() if i.is_box and i.group is not None]
+            assert sum(f.count for f in folds) in (LAYERS - 1, LAYERS)
+            pictures, step = dag._pictures, app.driver.state().step
+            assert pictures is not None
+            statuses = [pictures.status(picture, f, step)[0] for f in folds]
+            assert len(set(statuses)) == len(folds), [f.name for f in folds]
+            for f, word in zip(folds, statuses, strict=True):
+                assert {pictures._call_status(i, step) for i in f.scopes} == {word}, f.name
+            most_folds = max(most_folds, len(folds))
+            assert sum(i.is_box for i in picture.items.values()) <= 4
             assert len(picture.items) <= MAX_BOXES
         assert len(seen_boxes) > 1  # the open box moved with the step, the others closed again
+        assert most_folds >= 2  # layers done and layers not started: two boxes
 
     run_app(app, actions, size=size)
 
