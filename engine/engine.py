@@ -253,9 +253,10 @@ class Engine:
         Nodes go through :meth:`evaluate_function`, or the plain path when it
         applies (Note [The plain path]). An error is recorded in the graph
         task (the first one completes its future). Returns ``DONE`` if the
-        graph task's last task finished, else ``None``.
+        graph task's last task finished, a task for :meth:`thread_main` to
+        run or count, or ``None``.
         """
-        state = grad_mode._state
+        modes = grad_mode.thread_modes()  # Note [Grad mode as the thread's dict]
         checks = anomaly.STATE
         grad_on = graph_task.grad_mode
         release = not graph_task.keep_graph
@@ -266,30 +267,27 @@ class Engine:
         workers = self.workers
         heap = queue.heap
         locked = False  # See Note [Graph tasks one thread runs]
+        next_fn: Node | None = None  # the node this thread runs next, with next_grads
+        next_grads: list[Any] | None = None
         try:
             while True:
-                state.enabled = grad_on
-                if (
-                    pruned
-                    or HUB.active
-                    or checks.enabled
-                    or fn._hooks is not None  # Note [A node's hooks in one slot]
-                    or fn.hooks_on_variable
-                ):
+                modes["enabled"] = grad_on
+                if pruned or HUB.active or checks.enabled or fn._hooks is not None:
+                    # Note [A node's hooks in one slot]; AccumulateGrad always has them.
                     after = self.evaluate_function(graph_task, fn, grads, queue)
                 else:
                     # The plain path: evaluate_function with what cannot apply taken out.
                     num_edges = fn._num_edges
                     outputs: Sequence[Any]
-                    if fn.skips_undefined_grads:
-                        for g in grads:
-                            if g is not None:
-                                outputs = fn.apply(grads)
-                                break
-                        else:
+                    for g in grads:
+                        if g is not None:
+                            outputs = fn.apply(grads)
+                            break
+                    else:  # no gradient at all: PyTorch's any_grad_defined check
+                        if fn.skips_undefined_grads:
                             outputs = [None] * num_edges
-                    else:
-                        outputs = fn.apply(grads)
+                        else:
+                            outputs = fn.apply(grads)
                     grads = None  # type: ignore[assignment]
                     if len(outputs) != num_edges or graph_task.shared:
                         outputs = validate_outputs(fn._next_edges, outputs, fn)
@@ -297,6 +295,7 @@ class Engine:
                     else:
                         # pass_outputs written out, validating each gradient as it goes.
                         after = None
+                        pushed = 0  # tasks readied for this thread's queue before next_fn
                         for i, output in enumerate(outputs):
                             # The edge from the node's slots (Note [Edges in the node's own
                             # slots]), without building _next_edges' tuple.
@@ -314,9 +313,10 @@ class Engine:
                             else:  # Note [A node is its own first edge], without the property
                                 nxt = edge  # a Node here
                                 slot = 0
+                            metadata = nxt._input_metadata
                             grad = output
                             if grad is not None:
-                                meta = nxt._input_metadata[slot]
+                                meta = metadata[slot]
                                 if type(grad) is not Tensor or (
                                     grad.data.shape != meta[0]
                                     or grad.device is not meta[2]
@@ -333,12 +333,13 @@ class Engine:
                                 dependencies[nxt] = count - 1
                                 buffer = not_ready.get(nxt)
                                 if buffer is None:
-                                    buffer = not_ready[nxt] = [None] * len(nxt._input_metadata)
+                                    buffer = not_ready[nxt] = [None] * len(metadata)
                             else:
                                 del dependencies[nxt]
-                                buffer = not_ready.pop(nxt, None)
+                                # A node one edge reaches was never waiting: no lookup for it.
+                                buffer = not_ready.pop(nxt, None) if not_ready else None
                                 if buffer is None:
-                                    buffer = [None] * len(nxt._input_metadata)
+                                    buffer = [None] * len(metadata)
                             if grad is not None:
                                 old = buffer[slot]
                                 if old is None:
@@ -354,26 +355,29 @@ class Engine:
                                     add_into(buffer, slot, grad)
                             if count > 1:
                                 continue
-                            task = (graph_task, nxt, buffer)
-                            graph_task.outstanding_tasks += 1
                             target = cpu_queue
                             for g in buffer:
                                 if g is not None and g.device is not CPU:
                                     target = workers.ready_queue(cpu_queue, g.device)
                                     break
-                            if target is not queue:
+                            if target is queue:
+                                if next_fn is not None:  # the last one readied runs next
+                                    queue.push((graph_task, next_fn, next_grads))
+                                    pushed += 1
+                                next_fn, next_grads = nxt, buffer
+                            else:
                                 if not locked:  # the hand-over: see pass_outputs
                                     graph_task.shared = True
                                     graph_task.lock.acquire()
                                     locked = True
-                                push(target, task, "ready", counted=True)
-                            else:
-                                if after is not None:
-                                    queue.push(after)
-                                after = task  # the last one waits for push_pop below
-                        graph_task.outstanding_tasks -= 1
-                        if graph_task.outstanding_tasks == 0:
-                            after = DONE
+                                graph_task.outstanding_tasks += 1
+                                push(target, (graph_task, nxt, buffer), "ready", counted=True)
+                        # Each task kept here counts one, this node's own finished one less
+                        # (Note [Counting a node's tasks once]).
+                        if next_fn is None or pushed:
+                            graph_task.outstanding_tasks += pushed - (next_fn is None)
+                            if graph_task.outstanding_tasks == 0:
+                                after = DONE
                         if locked:
                             graph_task.lock.release()
                             locked = False
@@ -383,20 +387,34 @@ class Engine:
                     if release and (fn._saved or fn.releases_more):
                         fn.release_variables()
                 grads = None  # type: ignore[assignment]
-                if after is DONE:
-                    return DONE
+                if after is not None:  # from the general path, or DONE
+                    if after is DONE:
+                        return DONE
+                    _, next_fn, next_grads = after  # Note [Running the next node directly]
+                    after = None
                 if awaited is not None and awaited.future_completed:
-                    if after is not None:
-                        queue.push(after)
+                    if next_fn is not None:
+                        queue.push((graph_task, next_fn, next_grads))
                     return None
                 if heap:  # See Note [Running the next node directly]
-                    after = queue.take() if after is None else queue.push_pop(after)
-                if after is None:
+                    if next_fn is None:
+                        after = queue.take()
+                    else:
+                        after = queue.push_pop((graph_task, next_fn, next_grads))
+                        next_fn = next_grads = None
+                    if after is None:
+                        return None
+                    if after[0] is not graph_task or after[1] is None or graph_task.has_error:
+                        return after  # thread_main runs it, or counts it done
+                    _, fn, grads = after  # type: ignore[assignment]  # a node's task
+                    after = None
+                elif next_fn is None:
                     return None
-                if after[0] is not graph_task or after[1] is None or graph_task.has_error:
-                    return after  # thread_main runs it, or counts it done
-                _, fn, grads = after
-                after = None
+                elif graph_task.has_error:
+                    return (graph_task, next_fn, next_grads)  # thread_main counts it done
+                else:
+                    fn, grads = next_fn, next_grads  # type: ignore[assignment]
+                    next_fn = next_grads = None
         except BaseException as exc:  # noqa: BLE001 - carried to the caller
             if locked:
                 graph_task.lock.release()
@@ -435,6 +453,18 @@ class Engine:
     # node of the same graph task. Anything else (another graph task's node,
     # a wake-up, a graph task that failed) goes back to thread_main, which
     # runs it next: the order is the queue's either way.
+
+    # Note [Counting a node's tasks once]
+    # ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+    # outstanding_tasks counts every task readied and not yet finished: each
+    # node readies some and finishes its own. On the plain path, a task for
+    # another thread's queue is counted before it is pushed (that thread may
+    # run it at once), but the tasks kept for this thread's own queue, which
+    # only this thread pops, are counted with the node's own finish in one
+    # update after routing: none for a node of a chain, which readies one and
+    # finishes one. Until that update the count is too high, never too low,
+    # so no thread sees it reach zero early; and once another thread can see
+    # the graph task the update is made under its lock, as the pushes are.
 
     def evaluate_function(
         self, graph_task: GraphTask, fn: Node, inputs: Any, queue: ReadyQueue

@@ -415,7 +415,9 @@ class Node(EdgesInSlots):
     # one slot (Note [The plain path] in engine.engine), and a node keeps
     # three slots fewer. The four names stay as properties for the rest. A
     # node whose hooks were all removed keeps its NodeHooks and runs on the
-    # general path, which gives the same results.
+    # general path, which gives the same results. AccumulateGrad is made
+    # with one: its tensor hooks are its leaf's, which only the general path
+    # looks for, so the plain path's one read of the slot covers it too.
 
     @property
     def _pre_hooks(self) -> dict[int, Any] | None:
@@ -565,6 +567,9 @@ class AccumulateGrad(Node):
     def __init__(self, variable: Tensor) -> None:
         super().__init__(sequence_nr=UINT64_MAX)
         self.variable = variable
+        # Its tensor hooks are its leaf's, which the plain path does not look for: a NodeHooks
+        # from the start sends it the general way (Note [A node's hooks in one slot]).
+        self._hooks = NodeHooks()
         self.add_input_metadata(variable.data.shape, variable.data.dtype, variable.device)
 
     def tensor_pre_hooks(self, output_nr: int) -> dict[int, Any] | None:
