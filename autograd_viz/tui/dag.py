@@ -224,6 +224,7 @@ class DagView(ScrollView, can_focus=True):
             pictures = Pictures(trace, task)
             if self.display:
                 pictures.picture(pictures.choice((), (), (), focus, step), centre)
+            _ = pictures.names  # what find reads: here, not on the UI thread at its Enter
             return lambda: self._adopt(pictures)
 
         self.maker.want(make)

@@ -18,7 +18,11 @@ Three rules keep the key's own time short:
   waiting, never the one running (a thread cannot be stopped halfway), so a
   held key makes one picture for where it stopped, not one per step;
 * when nothing is wanted, the pictures of the next few nodes the replay will
-  reach are made ahead (:func:`upcoming`), so ``n`` finds them made.
+  reach are made ahead (:func:`upcoming`), so ``n`` finds them made;
+* a job runs with the collector paused: what it builds has no reference cycles,
+  and a collection that an allocation of the thread set off would hold the
+  interpreter while it scanned (the key's paint waiting); once no build runs,
+  the app freezes what they made (Note [What the app built is frozen]).
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from collections.abc import Callable, Iterable
 
 from textual.widget import Widget
 
-from autograd_viz.trace import GraphTaskInfo, Trace
+from autograd_viz.trace import GraphTaskInfo, Trace, paused_gc
 from autograd_viz.tui.pictures import Pictures
 
 Job = Callable[[], Callable[[], None] | None]
@@ -106,7 +110,8 @@ class PictureMaker:
         def run() -> None:
             then = None
             try:
-                then = job()
+                with paused_gc():  # Note [What the app built is frozen]
+                    then = job()
             except Exception as exc:  # noqa: BLE001 - said in the view; the app goes on
                 then = functools.partial(self._failed, exc)
             finally:

@@ -111,6 +111,36 @@ def test_the_app_freezes_nothing_unless_asked(big: Trace) -> None:
     assert gc.get_freeze_count() == before
 
 
+def test_pictures_are_made_with_the_collector_paused(
+    big: Trace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from autograd_viz.tui.pictures import Pictures
+
+    app = replay_app(big)
+    during: list[bool] = []
+    make = Pictures.picture
+
+    def recorded(self: Pictures, *args: Any, **kwargs: Any) -> Any:
+        during.append(gc.isenabled())
+        return make(self, *args, **kwargs)
+
+    monkeypatch.setattr(Pictures, "picture", recorded)
+    assert gc.isenabled()
+
+    async def actions(pilot: Pilot[Any]) -> None:
+        await app.workers.wait_for_complete()
+        await pilot.press("v", "v")
+        dag = app.query_one(DagView)
+        await dag.drawn()
+        await pilot.press("n", "n")  # new pictures, and the next nodes' made ahead
+        await dag.drawn()
+        await dag.maker.wait()
+        assert during and not any(during)
+        assert gc.isenabled()  # on again once they are made
+
+    run_app(app, actions, size=(120, 40))
+
+
 def _send(app: VizApp, key: str, character: str | None) -> None:
     """The key as the terminal sends it, not waiting for what it does."""
     event = events.Key(key, character)

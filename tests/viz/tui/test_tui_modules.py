@@ -513,6 +513,40 @@ def test_find_in_a_big_graph_answers_at_once_and_selects_once_names_are_read(
     run_app(app, actions, size=(80, 24))
 
 
+def test_in_a_big_graph_find_reads_no_names_on_the_ui_thread(
+    big: Trace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    from autograd_viz.draw import names
+
+    task = next(iter(big.graph_tasks.values()))
+    app = replay_app(big)
+    built_in: list[str] = []
+    made = names.Names.__init__
+
+    def recorded(self: names.Names, *args: Any, **kwargs: Any) -> None:
+        built_in.append(threading.current_thread().name)
+        made(self, *args, **kwargs)
+
+    monkeypatch.setattr(names.Names, "__init__", recorded)
+
+    async def actions(pilot: Pilot[Any]) -> None:
+        dag = dag_of(app)
+        await pilot.press("v", "v")  # the drawing first: its pictures are made in a thread
+        await dag.drawn()
+        await pilot.press("slash")
+        app.query_one("#prompt-input").value = "model.layers.600"  # type: ignore[attr-defined]
+        await pilot.press("enter")
+        await pilot.pause()
+        selected = node_list(app).selected
+        assert selected is not None
+        assert ("model.layers.600", 0) in task.nodes[selected].scope
+        assert built_in and threading.main_thread().name not in built_in
+
+    run_app(app, actions, size=(120, 40))
+
+
 def test_enter_on_a_folded_chain_says_how_to_see_it_whole() -> None:
     x = engine.tensor(np.linspace(-1.0, 1.0, 4), requires_grad=True)
     with autograd_viz.record() as chain:
