@@ -10,7 +10,7 @@ being drawn, or the last picture recoloured and marked as being redrawn),
 and a :class:`PictureMaker` makes the picture in a thread worker (pictures
 only read the trace) and has the view drawn again once it is there.
 
-Three rules keep the key's own time short:
+Four rules keep the key's own time short:
 
 * a job starts only after the screen has been painted (``call_after_refresh``):
   a thread started with the key shares the interpreter with its paint;
