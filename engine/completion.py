@@ -21,10 +21,11 @@ from typing import TYPE_CHECKING, Any
 from engine import _context, anomaly, devices
 from engine.emitting import emit, emit_enqueue, emit_graph_task_end
 from engine.events import HUB
+from engine.graph_task import wake_up_task
 
 if TYPE_CHECKING:
     from engine.graph import Node
-    from engine.graph_task import GraphTask, NodeTask, ReadyQueue
+    from engine.graph_task import ExactNodeTask, GraphTask, NodeTask, ReadyQueue
     from engine.workers import WorkerThreads
 
 __all__ = [
@@ -42,13 +43,15 @@ DONE: Any = object()
 """What ``pass_outputs`` and :func:`task_done` return after a graph task's last task."""
 
 
-def push(queue: ReadyQueue, task: NodeTask, reason: str, counted: bool = False) -> None:
+def push(
+    queue: ReadyQueue, task: NodeTask | ExactNodeTask, reason: str, counted: bool = False
+) -> None:
     """Count ``task`` in its graph task (unless ``counted``), emit ``enqueue``, push it.
 
     Routing (``pass_outputs``) counts its tasks, and marks the hand-over to
     another thread, itself (Note [Graph tasks one thread runs]).
     """
-    base = task[0]
+    base = task.graph_task
     assert base is not None
     if not counted:
         if queue is not TLS.local_ready_queue:
@@ -77,7 +80,7 @@ def complete(graph_task: GraphTask, workers: WorkerThreads) -> None:
         if TLS.worker_device is not graph_task.owner:
             # See Note [Owner wake-up]
             owner_queue = workers.ready_queue(graph_task.cpu_ready_queue, graph_task.owner)
-            push(owner_queue, (graph_task, None, None), "wake-up")
+            push(owner_queue, wake_up_task(graph_task), "wake-up")
 
 
 def mark_as_completed(graph_task: GraphTask) -> None:
@@ -135,4 +138,4 @@ def thread_on_exception(
                 owner_queue = workers.ready_queue(graph_task.cpu_ready_queue, graph_task.owner)
                 with graph_task.lock:
                     graph_task.outstanding_tasks += 1
-                owner_queue.push((graph_task, None, None))
+                owner_queue.push(wake_up_task(graph_task))

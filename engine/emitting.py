@@ -18,7 +18,7 @@ from engine.events import HUB, LazySummary
 
 if TYPE_CHECKING:
     from engine.graph import Edge, Node
-    from engine.graph_task import GraphTask, NodeTask, ReadyQueue
+    from engine.graph_task import ExactNodeTask, GraphTask, NodeTask, ReadyQueue
     from engine.tensor import Tensor
 
 __all__ = [
@@ -72,12 +72,12 @@ def any_defined(grads: list[Any]) -> bool:
     return False
 
 
-def emit_enqueue(queue: ReadyQueue, task: NodeTask, reason: str) -> None:
+def emit_enqueue(queue: ReadyQueue, task: NodeTask | ExactNodeTask, reason: str) -> None:
     """``task`` is pushed onto ``queue`` for ``reason`` (``root``, ``ready``, ``wake-up``)."""
     # The event comes first so that listeners see enqueue before the node starts on
     # another thread. If a listener cancels, the task is still queued (no task is lost)
     # before the exception goes on.
-    base, fn, _ = task
+    base, fn = task.graph_task, task.fn
     assert base is not None
     try:
         emit(

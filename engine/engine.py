@@ -38,6 +38,7 @@ from engine.graph import Edge, GraphRoot, Node
 from engine.graph_task import (
     IN_PLACE_MIN,
     SHUTDOWN_TASK,
+    ExactNodeTask,
     GraphTask,
     InputBuffer,
     NodeTask,
@@ -45,6 +46,7 @@ from engine.graph_task import (
     accumulate_into,
     add_into,
     buffer_device,
+    node_task,
 )
 from engine.node_steps import call_function, call_tensor_pre_hooks, capture, check_values
 from engine.scheduler import arrive, compute_dependencies, init_to_execute
@@ -155,7 +157,7 @@ class Engine:
             TLS.local_ready_queue = graph_task.cpu_ready_queue
             graph_task.owner = CPU
             try:
-                push(queue, (graph_task, graph_root, input_buffer), "root")
+                push(queue, node_task(graph_task, graph_root, input_buffer), "root")
                 self.thread_main(graph_task)
             finally:
                 TLS.worker_device = None
@@ -172,7 +174,7 @@ class Engine:
                 current_depth=TLS.current_depth,
                 on_pool=TLS.current_depth >= MAX_RECURSION_DEPTH,
             )
-        push(queue, (graph_task, graph_root, input_buffer), "root")
+        push(queue, node_task(graph_task, graph_root, input_buffer), "root")
         if TLS.current_depth >= MAX_RECURSION_DEPTH:
             graph_task.shared = True  # See Note [Graph tasks one thread runs]
             self.workers.add_thread_pool_task(graph_task)
@@ -214,14 +216,14 @@ class Engine:
         state = grad_mode._state
         outer_task, outer_mode = TLS.graph_task, state.enabled
         current = outer_task
-        task: NodeTask | None = None
+        task: Any = None  # a NodeTask
         try:
             while graph_task is None or not graph_task.future_completed:
                 if task is None:
                     task = queue.pop()
                 if task is SHUTDOWN_TASK:
                     break
-                local, fn, inputs = task
+                local, fn, inputs = task.graph_task, task.fn, task.inputs
                 assert local is not None
                 if fn is None or inputs is None or local.has_error:
                     finished = task_done(local)
@@ -267,8 +269,8 @@ class Engine:
         workers = self.workers
         heap = queue.heap
         locked = False  # See Note [Graph tasks one thread runs]
-        next_fn: Node | None = None  # the node this thread runs next, with next_grads
-        next_grads: list[Any] | None = None
+        next_fn: Any = None  # the node this thread runs next (a Node), with next_grads
+        next_grads: Any = None
         try:
             while True:
                 modes["enabled"] = grad_on
@@ -362,7 +364,7 @@ class Engine:
                                     break
                             if target is queue:
                                 if next_fn is not None:  # the last one readied runs next
-                                    queue.push((graph_task, next_fn, next_grads))
+                                    queue.push(node_task(graph_task, next_fn, next_grads))
                                     pushed += 1
                                 next_fn, next_grads = nxt, buffer
                             else:
@@ -371,7 +373,8 @@ class Engine:
                                     graph_task.lock.acquire()
                                     locked = True
                                 graph_task.outstanding_tasks += 1
-                                push(target, (graph_task, nxt, buffer), "ready", counted=True)
+                                task = node_task(graph_task, nxt, buffer)
+                                push(target, task, "ready", counted=True)
                         # Each task kept here counts one, this node's own finished one less
                         # (Note [Counting a node's tasks once]).
                         if next_fn is None or pushed:
@@ -390,30 +393,36 @@ class Engine:
                 if after is not None:  # from the general path, or DONE
                     if after is DONE:
                         return DONE
-                    _, next_fn, next_grads = after  # Note [Running the next node directly]
+                    # A task of this graph task for this queue: Note [Running the next node
+                    # directly].
+                    next_fn, next_grads = after.fn, after.inputs
                     after = None
                 if awaited is not None and awaited.future_completed:
                     if next_fn is not None:
-                        queue.push((graph_task, next_fn, next_grads))
+                        queue.push(node_task(graph_task, next_fn, next_grads))
                     return None
                 if heap:  # See Note [Running the next node directly]
                     if next_fn is None:
                         after = queue.take()
                     else:
-                        after = queue.push_pop((graph_task, next_fn, next_grads))
+                        after = queue.push_pop(node_task(graph_task, next_fn, next_grads))
                         next_fn = next_grads = None
                     if after is None:
                         return None
-                    if after[0] is not graph_task or after[1] is None or graph_task.has_error:
+                    if (
+                        after.graph_task is not graph_task
+                        or after.fn is None
+                        or graph_task.has_error
+                    ):
                         return after  # thread_main runs it, or counts it done
-                    _, fn, grads = after  # type: ignore[assignment]  # a node's task
+                    fn, grads = after.fn, after.inputs  # type: ignore[assignment]  # a node's
                     after = None
                 elif next_fn is None:
                     return None
                 elif graph_task.has_error:
-                    return (graph_task, next_fn, next_grads)  # thread_main counts it done
+                    return node_task(graph_task, next_fn, next_grads)  # thread_main counts it
                 else:
-                    fn, grads = next_fn, next_grads  # type: ignore[assignment]
+                    fn, grads = next_fn, next_grads
                     next_fn = next_grads = None
         except BaseException as exc:  # noqa: BLE001 - carried to the caller
             if locked:
@@ -519,7 +528,7 @@ class Engine:
         active = HUB.active
         edges = fn._next_edges
         cpu_queue = graph_task.cpu_ready_queue
-        direct: NodeTask | None = None
+        direct: NodeTask | ExactNodeTask | None = None
         lock = graph_task.lock
         locked = graph_task.shared  # See Note [Graph tasks one thread runs]
         if locked:
@@ -591,7 +600,7 @@ class Engine:
                     if g is not None and g.device is not CPU:
                         target = self.workers.ready_queue(cpu_queue, g.device)
                         break
-                task = (graph_task, nxt, buffer)
+                task = node_task(graph_task, nxt, buffer)
                 graph_task.outstanding_tasks += 1
                 if target is queue and direct is None and not queue.heap:
                     direct = task

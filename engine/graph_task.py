@@ -16,20 +16,13 @@ from engine import _context
 from engine.activity import ACTIVITY, Completion
 from engine.devices import CPU, Device
 from engine.graph import _STEALS, Node, _memory_only_it_reaches
-from engine.scheduler import (
-    SHUTDOWN_PRIORITY,
-    WAKE_UP_PRIORITY,
-    ExactQueueEntry,
-    ExecInfo,
-    QueueEntry,
-    ready_entry,
-    special_entry,
-)
+from engine.scheduler import SHUTDOWN_PRIORITY, WAKE_UP_PRIORITY, ExecInfo, prioritized
 from engine.tensor import Tensor, make_tensor
 
 __all__ = [
     "IN_PLACE_MIN",
     "SHUTDOWN_TASK",
+    "ExactNodeTask",
     "GraphTask",
     "InputBuffer",
     "NodeTask",
@@ -38,6 +31,8 @@ __all__ = [
     "add_into",
     "buffer_device",
     "new_graph_task_id",
+    "node_task",
+    "wake_up_task",
 ]
 
 _graph_task_ids = itertools.count(1)
@@ -187,24 +182,67 @@ class GraphTask:
         self.parent_id = 0 if parent is None else parent.id
 
 
-NodeTask: TypeAlias = tuple[GraphTask | None, Node | None, InputBuffer | None]
-"""``(graph_task, node, inputs)``: one node ready to run with its gathered inputs.
+class NodeTask(float):
+    """One node ready to run with its gathered inputs: ``graph_task``, ``fn``, ``inputs``.
 
-A plain tuple (one is made per node run). ``(graph_task, None, None)`` is a
-wake-up task; :data:`SHUTDOWN_TASK` tells a device thread to exit.
-"""
+    A task is its own ready-queue entry (Note [A task is its own queue entry]):
+    a ``float`` whose value is its priority (Note [Ready-queue order] in
+    :mod:`engine.scheduler`), made by :func:`node_task`. ``fn`` and ``inputs``
+    are ``None`` for a wake-up task (:func:`wake_up_task`); all three are for
+    :data:`SHUTDOWN_TASK`, which tells a device thread to exit.
+    """
 
-SHUTDOWN_TASK: NodeTask = (None, None, None)
+    __slots__ = ("fn", "graph_task", "inputs")
+
+    graph_task: GraphTask | None
+    fn: Node | None
+    inputs: InputBuffer | None
+
+
+class ExactNodeTask(int):
+    """A :class:`NodeTask` whose priority a float cannot hold (a reentrant task), as an int."""
+
+    graph_task: GraphTask | None
+    fn: Node | None
+    inputs: InputBuffer | None
+
+
+# Note [A task is its own queue entry]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# A ready queue is a heap of numbers that compare in C (Note [Ready-queue
+# order]). A task was a tuple (graph task, node, inputs) and its entry a
+# number carrying the tuple: two objects the collector tracks for every
+# queued node, besides its input buffer, and a fan-in's backward keeps
+# thousands queued at once. The task is now the number itself, with its
+# three fields in slots: one object, made once, pushed and popped as is.
+
+
+def node_task(graph_task: GraphTask, fn: Node, inputs: InputBuffer) -> NodeTask | ExactNodeTask:
+    """The task of ``fn`` ready with ``inputs``, as its queue entry."""
+    task = prioritized(graph_task.reentrant_depth, fn.sequence_nr, NodeTask, ExactNodeTask)
+    task.graph_task = graph_task
+    task.fn = fn
+    task.inputs = inputs
+    return task
+
+
+def _special_task(priority: float, graph_task: GraphTask | None) -> NodeTask:
+    task = NodeTask(priority)
+    task.graph_task = graph_task
+    task.fn = task.inputs = None
+    return task
+
+
+def wake_up_task(graph_task: GraphTask) -> NodeTask:
+    """An empty task that wakes ``graph_task``'s owner (Note [Owner wake-up])."""
+    return _special_task(WAKE_UP_PRIORITY, graph_task)
+
+
+SHUTDOWN_TASK: NodeTask = _special_task(SHUTDOWN_PRIORITY, None)
 """Pushed by ``shutdown()`` to stop a device thread."""
 
 _HEAPQ_IS_ATOMIC = _context.GIL
 """Whether one ``heapq`` call on queue entries runs whole (Note [Lock-free queue ends])."""
-
-
-def _special_entry(task: NodeTask) -> QueueEntry:
-    """A wake-up or shutdown ``task``'s queue entry."""
-    return special_entry(SHUTDOWN_PRIORITY if task[0] is None else WAKE_UP_PRIORITY, task)
-
 
 _heappush = heapq.heappush
 _heappop = heapq.heappop
@@ -214,8 +252,8 @@ class ReadyQueue:
     """A priority queue of NodeTasks with a condition to wait on.
 
     The order is the scheduler's (Note [Ready-queue order] in
-    :mod:`engine.scheduler`): the heap holds the numbers
-    :func:`~engine.scheduler.ready_entry` makes, each carrying its task.
+    :mod:`engine.scheduler`): the heap holds the tasks themselves, each a
+    number whose value is its priority (Note [A task is its own queue entry]).
 
     Pushing does not count the task in its graph task's ``outstanding_tasks``:
     the engine does that under the graph task's lock (Note [Locks]).
@@ -224,44 +262,38 @@ class ReadyQueue:
     __slots__ = ("_cond", "_lock", "_waiting", "device", "heap")
 
     def __init__(self, device: Device = CPU) -> None:
-        self.heap: list[QueueEntry | ExactQueueEntry] = []
+        self.heap: list[NodeTask | ExactNodeTask] = []
         """The waiting tasks' entries; read without the lock only as a snapshot."""
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
         self._waiting = 0
         self.device = device
 
-    def push(self, task: NodeTask) -> None:
-        _, fn, _ = task
-        entry = (
-            _special_entry(task)
-            if fn is None
-            else ready_entry(task[0].reentrant_depth, fn.sequence_nr, task)  # type: ignore[union-attr]
-        )
+    def push(self, task: NodeTask | ExactNodeTask) -> None:
         if _HEAPQ_IS_ATOMIC:
-            _heappush(self.heap, entry)
+            _heappush(self.heap, task)
             if not self._waiting:
                 return
         with self._lock:
             if not _HEAPQ_IS_ATOMIC:
-                _heappush(self.heap, entry)
+                _heappush(self.heap, task)
             if self._waiting:
                 # The sleeper counts as running from now on; see Note [Quiescence].
                 self._waiting -= 1
                 ACTIVITY.unblock()
                 self._cond.notify()
 
-    def take(self) -> NodeTask | None:
+    def take(self) -> NodeTask | ExactNodeTask | None:
         """Pop the first task without waiting; ``None`` if there is none."""
         if _HEAPQ_IS_ATOMIC:
             try:
-                return _heappop(self.heap).task
+                return _heappop(self.heap)
             except IndexError:  # empty, or another consumer took the last one
                 return None
         with self._lock:
-            return _heappop(self.heap).task if self.heap else None
+            return _heappop(self.heap) if self.heap else None
 
-    def push_pop(self, task: NodeTask) -> NodeTask | None:
+    def push_pop(self, task: NodeTask | ExactNodeTask) -> NodeTask | ExactNodeTask | None:
         """Push ``task`` and pop the first task (the caller consumes this queue).
 
         On an empty queue ``task`` is handed back without touching the heap.
@@ -273,23 +305,17 @@ class ReadyQueue:
         heap = self.heap
         if not heap:
             return task
-        _, fn, _ = task
-        entry = (
-            _special_entry(task)
-            if fn is None
-            else ready_entry(task[0].reentrant_depth, fn.sequence_nr, task)  # type: ignore[union-attr]
-        )
         if _HEAPQ_IS_ATOMIC:
-            _heappush(heap, entry)
+            _heappush(heap, task)
             try:
-                return _heappop(heap).task
+                return _heappop(heap)
             except IndexError:  # another consumer took them all, this one included
                 return None
         with self._lock:
-            _heappush(heap, entry)
-            return _heappop(heap).task
+            _heappush(heap, task)
+            return _heappop(heap)
 
-    def pop(self) -> NodeTask:
+    def pop(self) -> NodeTask | ExactNodeTask:
         """Pop the first task, sleeping while the queue is empty."""
         task = self.take()
         if task is not None:
@@ -298,7 +324,7 @@ class ReadyQueue:
         with self._lock:
             while True:
                 if heap:
-                    return _heappop(heap).task
+                    return _heappop(heap)
                 self._waiting += 1
                 if heap:  # pushed between the check and the count: no wake-up is coming
                     self._waiting -= 1

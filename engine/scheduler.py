@@ -33,6 +33,7 @@ __all__ = [
     "arrive",
     "compute_dependencies",
     "init_to_execute",
+    "prioritized",
     "ready_entry",
     "should_execute",
     "special_entry",
@@ -417,15 +418,29 @@ class ExactQueueEntry(int):
     task: Any
 
 
+E = TypeVar("E", bound=float)
+X = TypeVar("X", bound=int)
+
+
+def prioritized(depth: int, sequence_nr: int, kind: type[E], exact_kind: type[X]) -> E | X:
+    """A new number whose value is a task's priority (Note [Ready-queue order]).
+
+    An instance of ``kind`` (a ``float`` subclass) where a float holds the
+    priority exactly, else of ``exact_kind`` (an ``int`` subclass); the
+    caller hangs its task on it. The engine's tasks are such numbers
+    themselves (``engine.graph_task.NodeTask``); :func:`ready_entry` makes
+    one that carries any task.
+    """
+    if not depth and (sequence_nr < _EXACT_FLOAT or sequence_nr == UINT64_MAX):
+        return kind(-sequence_nr)  # 2**64 - 1 rounds to 2**64, above every other nr
+    # Deeper reentrant depth first (below -2**64 even at depth 1, past
+    # AccumulateGrad's float), then the higher sequence_nr.
+    return exact_kind(-((depth << 65) | sequence_nr))
+
+
 def ready_entry(depth: int, sequence_nr: int, task: Any) -> QueueEntry | ExactQueueEntry:
     """The queue entry of a node's ``task`` (Note [Ready-queue order])."""
-    entry: QueueEntry | ExactQueueEntry
-    if not depth and (sequence_nr < _EXACT_FLOAT or sequence_nr == UINT64_MAX):
-        entry = QueueEntry(-sequence_nr)  # 2**64 - 1 rounds to 2**64, above every other nr
-    else:
-        # Deeper reentrant depth first (below -2**64 even at depth 1, past
-        # AccumulateGrad's float), then the higher sequence_nr.
-        entry = ExactQueueEntry(-((depth << 65) | sequence_nr))
+    entry = prioritized(depth, sequence_nr, QueueEntry, ExactQueueEntry)
     entry.task = task
     return entry
 

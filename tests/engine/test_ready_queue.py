@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import sys
 import threading
 from collections.abc import Iterator
@@ -10,7 +11,7 @@ from typing import Any
 import pytest
 
 from engine.activity import ACTIVITY
-from engine.graph_task import _HEAPQ_IS_ATOMIC, SHUTDOWN_TASK, ReadyQueue
+from engine.graph_task import _HEAPQ_IS_ATOMIC, SHUTDOWN_TASK, ReadyQueue, node_task, wake_up_task
 
 
 class _Node:
@@ -23,6 +24,10 @@ class _Task:
         self.reentrant_depth = reentrant_depth
 
 
+def _task(graph_task: _Task, node: _Node, inputs: Any) -> Any:
+    return node_task(graph_task, node, inputs)  # type: ignore[arg-type]
+
+
 def _drain(queue: ReadyQueue) -> list[Any]:
     return [queue.pop() for _ in range(len(queue))]
 
@@ -30,14 +35,14 @@ def _drain(queue: ReadyQueue) -> list[Any]:
 def test_order_is_shutdown_wake_up_depth_then_sequence() -> None:
     queue = ReadyQueue()
     shallow, deep = _Task(0), _Task(2)
-    low = (shallow, _Node(3), [])
-    high = (shallow, _Node(9), [])
-    middle = (shallow, _Node(5), [])
-    reentrant = (deep, _Node(1), [])
-    wake_up = (shallow, None, None)
-    accumulate = (shallow, _Node(2**64 - 1), [])  # AccumulateGrad's sequence_nr
+    low = _task(shallow, _Node(3), [])
+    high = _task(shallow, _Node(9), [])
+    middle = _task(shallow, _Node(5), [])
+    reentrant = _task(deep, _Node(1), [])
+    wake_up = wake_up_task(shallow)  # type: ignore[arg-type]
+    accumulate = _task(shallow, _Node(2**64 - 1), [])  # AccumulateGrad's sequence_nr
     for task in (low, middle, high, reentrant, wake_up, accumulate, SHUTDOWN_TASK):
-        queue.push(task)  # type: ignore[arg-type]
+        queue.push(task)
     assert len(queue) == 7
     order = _drain(queue)
     expected = [SHUTDOWN_TASK, wake_up, reentrant, accumulate, high, middle, low]
@@ -77,8 +82,8 @@ def test_same_priority_pops_in_std_priority_queue_order(count: int) -> None:
     queue = ReadyQueue()
     base = _Task()
     for i in range(count):
-        queue.push((base, _Node(7), [i]))  # type: ignore[arg-type]
-    order = [t[2][0] for t in _drain(queue)]
+        queue.push(_task(base, _Node(7), [i]))
+    order = [t.inputs[0] for t in _drain(queue)]
     assert order == _heap_order(count)
     if count == 5:
         assert order == [0, 2, 4, 1, 3]
@@ -91,10 +96,10 @@ def test_push_pop_on_a_tie_pops_the_waiting_task_and_moves_the_ties_as_a_push_an
         queue = ReadyQueue()
         base = _Task()
         for i in range(4):
-            queue.push((base, _Node(7), [i]))  # type: ignore[arg-type]
-        first = (base, _Node(9), [9])
-        got = queue.push_pop(first) if push_pop else (queue.push(first), queue.pop())[1]  # type: ignore[arg-type, func-returns-value]
-        return [got[2][0]] + [t[2][0] for t in _drain(queue)]  # type: ignore[index]
+            queue.push(_task(base, _Node(7), [i]))
+        first = _task(base, _Node(9), [9])
+        got = queue.push_pop(first) if push_pop else (queue.push(first), queue.pop())[1]  # type: ignore[func-returns-value]
+        return [got.inputs[0]] + [t.inputs[0] for t in _drain(queue)]  # type: ignore[index, union-attr]
 
     assert run(push_pop=True) == run(push_pop=False)
 
@@ -102,23 +107,23 @@ def test_push_pop_on_a_tie_pops_the_waiting_task_and_moves_the_ties_as_a_push_an
 def test_push_pop_hands_back_a_task_that_comes_first_and_keeps_one_that_does_not() -> None:
     queue = ReadyQueue()
     base = _Task()
-    waiting = (base, _Node(5), [])
-    queue.push(waiting)  # type: ignore[arg-type]
-    first = (base, _Node(9), [])
-    assert queue.push_pop(first) is first  # type: ignore[arg-type]
+    waiting = _task(base, _Node(5), [])
+    queue.push(waiting)
+    first = _task(base, _Node(9), [])
+    assert queue.push_pop(first) is first
     assert len(queue) == 1
-    later = (base, _Node(2), [])
-    assert queue.push_pop(later) is waiting  # type: ignore[arg-type]
+    later = _task(base, _Node(2), [])
+    assert queue.push_pop(later) is waiting
     assert queue.pop() is later
     assert queue.push_pop(waiting) is waiting  # type: ignore[arg-type]
-    tie = (base, _Node(2), [])
-    queue.push(later)  # type: ignore[arg-type]
-    assert queue.push_pop(tie) is later  # type: ignore[arg-type]
+    tie = _task(base, _Node(2), [])
+    queue.push(later)
+    assert queue.push_pop(tie) is later
     assert queue.take() is tie
     assert queue.take() is None
 
 
-class _PreemptedHeap(list):  # type: ignore[type-arg]
+class _PreemptedHeap(list):
     """A heap whose ``n``-th emptiness check is followed by another thread's push.
 
     It stands for the thread switch that lets a push land right after pop()
@@ -147,8 +152,8 @@ def test_a_push_right_after_pop_saw_an_empty_queue_is_not_missed() -> None:
     # The push lands after pop() looked at the heap under its lock, before it
     # counted itself as waiting: the pusher sees no sleeper and wakes nobody.
     queue = ReadyQueue()
-    task = (_Task(), _Node(1), [])
-    queue.heap = _PreemptedHeap(1, lambda: queue.push(task))  # type: ignore[arg-type]
+    task = _task(_Task(), _Node(1), [])
+    queue.heap = _PreemptedHeap(1, lambda: queue.push(task))
     got: list[Any] = []
     consumer = threading.Thread(target=lambda: got.append(queue.pop()), daemon=True)
     consumer.start()
@@ -184,11 +189,11 @@ def test_consumer_that_sleeps_is_woken_for_every_push_from_other_threads() -> No
             task = queue.pop()
             if task is SHUTDOWN_TASK:
                 return
-            received.append(task[2])
+            received.append(task.inputs)
 
     def produce(p: int) -> None:
         for i in range(per_producer):
-            queue.push((base, _Node(i % 5), (p, i)))  # type: ignore[arg-type]
+            queue.push(_task(base, _Node(i % 5), (p, i)))
 
     consumer = threading.Thread(target=consume, daemon=True)
     consumer.start()
@@ -226,7 +231,7 @@ def test_each_push_to_an_empty_queue_reaches_the_sleeping_consumer() -> None:
     consumer = threading.Thread(target=consume, daemon=True)
     consumer.start()
     for i in range(5000):
-        queue.push((base, _Node(1), i))  # type: ignore[arg-type]
+        queue.push(_task(base, _Node(1), i))
         assert taken.acquire(timeout=10), f"push {i} did not wake the consumer"
     queue.push(SHUTDOWN_TASK)
     consumer.join(30)
@@ -245,13 +250,13 @@ def test_two_consumers_share_one_queue_without_losing_or_doubling_a_task() -> No
             task = queue.pop()
             if task is SHUTDOWN_TASK:
                 return
-            mine.append(task[2])
+            mine.append(task.inputs)
 
     consumers = [threading.Thread(target=consume, args=(t,), daemon=True) for t in taken]
     for thread in consumers:
         thread.start()
     for i in range(n):
-        queue.push((base, _Node(1), i))  # type: ignore[arg-type]
+        queue.push(_task(base, _Node(1), i))
     for _ in range(3000):
         if len(taken[0]) + len(taken[1]) == n:
             break
@@ -268,12 +273,27 @@ def test_priorities_a_float_cannot_hold_still_order_exactly() -> None:
     # Depth-0 entries are floats; a reentrant task, or a sequence_nr past 2**53, is an exact int.
     queue = ReadyQueue()
     shallow, deep = _Task(0), _Task(1)
-    accumulate = (shallow, _Node(2**64 - 1), [])
-    huge = (shallow, _Node(2**64 - 2), [])  # 2**64 - 2 and 2**64 - 1 are the same float
-    big = (shallow, _Node(2**53 + 1), [])
-    small = (shallow, _Node(2**53 - 1), [])
-    reentrant = (deep, _Node(0), [])
+    accumulate = _task(shallow, _Node(2**64 - 1), [])
+    huge = _task(shallow, _Node(2**64 - 2), [])  # 2**64 - 2 and 2**64 - 1 are the same float
+    big = _task(shallow, _Node(2**53 + 1), [])
+    small = _task(shallow, _Node(2**53 - 1), [])
+    reentrant = _task(deep, _Node(0), [])
     for task in (small, big, huge, accumulate, reentrant):
-        queue.push(task)  # type: ignore[arg-type]
+        queue.push(task)
     order = _drain(queue)
     assert [id(t) for t in order] == [id(t) for t in (reentrant, accumulate, huge, big, small)]
+
+
+def test_a_queued_task_is_one_object_for_the_collector() -> None:
+    # Note [A task is its own queue entry]: no tuple, no separate entry per queued node.
+    queue = ReadyQueue()
+    base = _Task()
+    made: list[tuple[_Node, list[Any]]] = [(_Node(i), []) for i in range(1000)]
+    gc.collect()
+    before = len(gc.get_objects())
+    for node, inputs in made:
+        queue.push(_task(base, node, inputs))
+    assert len(gc.get_objects()) - before == 1000
+    popped = _drain(queue)
+    assert [t.fn.sequence_nr for t in popped] == list(range(999, -1, -1))
+    assert all(t.graph_task is base and t.inputs is made[t.fn.sequence_nr][1] for t in popped)
