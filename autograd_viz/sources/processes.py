@@ -196,7 +196,8 @@ class ChildSettings:
     rank: str | None = None
     """The watching process's ``RANK`` variable, which its children inherit."""
     calls: dict[str, Any] | None = None
-    """``record``'s call selection: ``steps``, ``every``, ``last`` (each process counts its own)."""
+    """The call selection of ``record`` and ``nan``: ``steps``, ``every``, ``last`` (each process
+    counts its own)."""
     root: str = _PACKAGE_ROOT
     """Where ``autograd_viz`` is imported from, for a child whose path lacks it."""
     values: str = "all"
