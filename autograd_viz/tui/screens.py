@@ -106,6 +106,21 @@ class HelpScreen(_Modal):
             yield Static(kinds)
 
 
+def help_keys(
+    bindings: Iterable[BindingType], glyphs: dict[str, str], where: str = ""
+) -> list[tuple[str, str]]:
+    """Each binding's keys as the help page writes them (``glyphs``: a key's name → how it
+    is written), and what it does, ``where`` added."""
+    keys = []
+    for binding in bindings:
+        if isinstance(binding, Binding):
+            key = binding.key
+            for name, glyph in glyphs.items():
+                key = key.replace(name, glyph)
+            keys.append((key, binding.description + where))
+    return keys
+
+
 READING = (
     "A node runs once every gradient it waits for has arrived: its deps (remaining/total) "
     "reaches 0. Each device's ready queue pops the deepest reentrant task first, then the "

@@ -64,6 +64,21 @@ class Shown:
     """The program has printed something (``o`` shows it)."""
 
 
+def task_title(task: GraphTaskInfo | None, state: ExecutionState, *, pinned: bool) -> str:
+    """The graph panel's title: the task, its size, where a reentrant one was started."""
+    if task is None:
+        return "graph"
+    title = f"graph task {task.id} · {len(task.nodes)} nodes"
+    if task.reentrant_depth:
+        title += f" · reentrant depth {task.reentrant_depth}"
+        started = state.started_by(task.id)
+        if started is not None:
+            title += f" from #{started[1]}"
+    if pinned:
+        title += " · pinned (t)"
+    return title
+
+
 class ShownPanel(Static):
     """A panel that redraws itself from :class:`Shown`, when its own part of it changed."""
 

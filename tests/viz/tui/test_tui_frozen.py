@@ -187,6 +187,6 @@ def test_messages_handled_after_the_panels_are_gone_do_nothing(big: Trace) -> No
     app.on_row_list_highlighted(RowList.Highlighted(lists[0], 3))
     app.on_dag_view_picked(DagView.Picked(3))
     for query in ("#3", "Tanh", "model.layers.7.act"):
-        app._find(query)
+        app.finder.find(query)
     app.refresh_view(follow=True)
     app.refresh_status()

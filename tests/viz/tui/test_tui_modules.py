@@ -469,7 +469,7 @@ def test_find_in_a_big_graph_reads_names_in_a_thread_and_draws_no_picture(
         assert pictures is not None and pictures.task is task
         assert pictures.made == 0, "reading names draws no picture"
         assert not dag.display
-        app._find(query)  # as Enter in the prompt does
+        app.finder.find(query)  # as Enter in the prompt does
         assert f"{kind} {query}" in status(app)
         selected = node_list(app).selected
         assert selected is not None
@@ -497,7 +497,7 @@ def test_find_in_a_big_graph_answers_at_once_and_selects_once_names_are_read(
     async def actions(pilot: Pilot[Any]) -> None:
         dag = dag_of(app)
         before = node_list(app).selected
-        app._find("model.layers.500.act")  # Enter before any name was read
+        app.finder.find("model.layers.500.act")  # Enter before any name was read
         assert "finding model.layers.500.act" in status(app)
         assert node_list(app).selected == before
         assert dag._pictures is None and not app.workers._workers  # a thread, after the paint

@@ -1,0 +1,57 @@
+"""``d``: the step on screen drawn with Graphviz and written to a file, in a thread."""
+
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING
+
+from autograd_viz.trace.replay import ExecutionState
+from autograd_viz.trace.text import one_line
+from autograd_viz.tui.prompt import PromptBar
+
+if TYPE_CHECKING:
+    from autograd_viz.tui.app import VizApp
+
+
+class Exporter:
+    """Asks where to write the step shown, and writes it in a thread; a notice says how it went.
+
+    Args:
+        owner: the app whose step and graph task are written.
+    """
+
+    def __init__(self, owner: VizApp) -> None:
+        self.owner = owner
+
+    def ask(self) -> None:
+        """Open the prompt, offering a file name made from the step."""
+        default = f"autograd-viz-step-{self.owner.driver.position}.svg"
+        self.owner.query_one(PromptBar).ask(
+            "Export this step as .svg, .png, .pdf or .dot", self.export, value=default
+        )
+
+    def export(self, path: str | None) -> None:
+        """Write the step shown to ``path`` (nothing when ``None``: the prompt was cancelled)."""
+        if not path:
+            return
+        app = self.owner
+        state = app.driver.state()
+        task = app.shown_task(state)
+        write = functools.partial(self._write, path, state, None if task is None else task.id)
+        app.run_worker(write, thread=True, group="export", exit_on_error=False)
+
+    def _write(self, path: str, state: ExecutionState, graph_task: int | None) -> None:
+        from autograd_viz.tui.search import export_step
+
+        app = self.owner
+        try:
+            written = export_step(state, graph_task, path, app.path)
+        except Exception as exc:  # noqa: BLE001 - shown to the user, the app goes on
+            app.call_from_thread(
+                app.notify, one_line(exc), title="Export failed", severity="error", markup=False
+            )
+            return
+        app.call_from_thread(app.notify, one_line(written), title="Exported", markup=False)
+
+
+__all__ = ["Exporter"]
