@@ -40,7 +40,9 @@ from autograd_viz.draw.summaries import (
     NOT_SUMMED,
     BoxStatus,
     BoxSummary,
+    CallSums,
     box_status,
+    call_sums,
     scope_summaries,
     status_of_calls,
     summarize,
@@ -229,6 +231,9 @@ def module_view(
             chains=lambda: {c.name: c.members for c in chains.chain_folds(view)},
         )
         targets = [names.resolve(name) for name in expand]
+    sums = None
+    if tree.groups and by_status and any(t.status is not None for t in view.tasks):
+        sums = call_sums(view, tree)  # read for each call's status, then for the boxes
     chosen = choose(
         tree,
         level=level,
@@ -236,18 +241,27 @@ def module_view(
         focus=focus_of(view) if focus is None else focus,
         max_boxes=max_boxes,
         split=split,
-        status=status_of_calls(view, tree) if by_status and tree.groups else None,
+        status=None if sums is None else status_of_calls(view, tree, sums),
     )
-    return apply(view, tree, chosen)
+    return apply(view, tree, chosen, sums=sums)
 
 
-def apply(view: GraphView, tree: ModuleTree, choice: Choice, *, summed: bool = True) -> GraphView:
+def apply(
+    view: GraphView,
+    tree: ModuleTree,
+    choice: Choice,
+    *,
+    summed: bool = True,
+    sums: CallSums | None = None,
+) -> GraphView:
     """``view`` with each closed call or fold as one :class:`ModuleBox` node, open calls clusters.
 
     Node keys of the boxes and clusters come from the tree (stable from step
     to step); edges into, out of and between boxes are merged into one per
     pair of drawn nodes, with their ``count``. ``summed=False`` skips adding up
-    the boxes' summaries (most of a big picture's time): each is :data:`NOT_SUMMED`.
+    the boxes' summaries (most of a big picture's time): each is :data:`NOT_SUMMED`;
+    ``sums`` are the calls' :func:`~autograd_viz.draw.summaries.call_sums`, if made already
+    (they are then used up).
     """
     drawn: dict[str, str] = {}  # key of each node inside a box -> the box's key
     inside: dict[str, str] = {}  # drawn key -> innermost cluster
@@ -289,7 +303,7 @@ def apply(view: GraphView, tree: ModuleTree, choice: Choice, *, summed: bool = T
         return view
     closed_groups = {k: item for k, (item, _) in boxes.items() if isinstance(item, FoldGroup)}
     if summed:
-        summaries, group_summaries = scope_summaries(view, tree, closed_groups)
+        summaries, group_summaries = scope_summaries(view, tree, closed_groups, sums)
     else:
         summaries = [NOT_SUMMED] * len(tree.scopes)
         group_summaries = dict.fromkeys(closed_groups, NOT_SUMMED)

@@ -179,20 +179,68 @@ def summarize(nodes: Sequence[ViewNode], incoming: Mapping[str, Sequence[ViewEdg
     return total.done()
 
 
+class CallSums:
+    """What the nodes inside each module call of a tree add up to at one step, their
+    inputs aside: made once by :func:`call_sums`, read by :func:`status_of_calls` and
+    then by :func:`scope_summaries` (which adds the inputs: it reads them once)."""
+
+    __slots__ = ("sums",)
+
+    def __init__(self, sums: list[_Sum]) -> None:
+        self.sums = sums
+
+
 def scope_summaries(
-    view: GraphView, tree: ModuleTree, groups: Mapping[str, FoldGroup] | None = None
+    view: GraphView,
+    tree: ModuleTree,
+    groups: Mapping[str, FoldGroup] | None = None,
+    sums: CallSums | None = None,
 ) -> tuple[list[BoxSummary], dict[str, BoxSummary]]:
     """The summary of every module call of ``tree``, and of the fold ``groups``, at ``view``'s step.
 
     ``groups`` are the folds drawn, by box key: a fold drawn as several boxes (Note [A
     box is one status] in :mod:`~autograd_viz.draw.choosing`) is one group per box.
+    ``sums``: :func:`call_sums` of the same view and tree, if made already.
 
     Returns:
         One summary per scope (by index), and one per group asked for (by its key).
     """
     scopes = tree.scopes
-    sums = [_Sum() for _ in scopes]
+    totals = (sums or call_sums(view, tree)).sums
     scope_of = tree.scope_of.get
+    # A group's own sum: its calls' sums, its inputs those from outside every call of it.
+    wanted = dict(groups or {})
+    in_group = {i: key for key, g in wanted.items() for i in g.scopes}
+    group_sums = {g: _Sum() for g in wanted}
+    ancestors: dict[int | None, frozenset[int]] = {None: frozenset()}
+    for edge in view.edges:
+        head = scope_of(edge.head)
+        if head is None:
+            continue
+        tail = scope_of(edge.tail)
+        if tail == head:  # inside one call (most edges): into none of the calls around it
+            continue
+        around = ancestors.get(tail)
+        if around is None:
+            around = ancestors[tail] = frozenset(tree.ancestors(tail))  # type: ignore[arg-type]
+        current: int | None = head
+        while current is not None and current not in around:
+            totals[current].add_input(edge)
+            group = in_group.get(current)
+            if group is not None and not any(in_group.get(a) == group for a in around):
+                group_sums[group].add_input(edge)
+            current = scopes[current].parent
+    for group, total in group_sums.items():
+        for index in wanted[group].scopes:
+            total.add(totals[index])
+    return [s.done() for s in totals], {g: s.done() for g, s in group_sums.items()}
+
+
+def call_sums(view: GraphView, tree: ModuleTree) -> CallSums:
+    """What every module call of ``tree`` holds at ``view``'s step, its children's included
+    (their inputs aside), in time linear in the graph."""
+    scopes = tree.scopes
+    sums = [_Sum() for _ in scopes]
     nodes = view.nodes
     # The hot loop of a big picture: one pass per call over its own nodes, the sums kept
     # in locals and stored once per call, no property calls for the nodes (most of them)
@@ -240,54 +288,22 @@ def scope_summaries(
         total.topo = [topo_low, topo_high]
         if seq_high >= 0:
             total.seq = [seq_low, seq_high]
-    # A group's own sum: its calls' sums, its inputs those from outside every call of it.
-    wanted = dict(groups or {})
-    in_group = {i: key for key, g in wanted.items() for i in g.scopes}
-    group_sums = {g: _Sum() for g in wanted}
-    ancestors: dict[int | None, frozenset[int]] = {None: frozenset()}
-    for edge in view.edges:
-        head = scope_of(edge.head)
-        if head is None:
-            continue
-        tail = scope_of(edge.tail)
-        if tail == head:  # inside one call (most edges): into none of the calls around it
-            continue
-        around = ancestors.get(tail)
-        if around is None:
-            around = ancestors[tail] = frozenset(tree.ancestors(tail))  # type: ignore[arg-type]
-        current: int | None = head
-        while current is not None and current not in around:
-            sums[current].add_input(edge)
-            group = in_group.get(current)
-            if group is not None and not any(in_group.get(a) == group for a in around):
-                group_sums[group].add_input(edge)
-            current = scopes[current].parent
     for scope in reversed(scopes):  # children have larger indices than their parents
         if scope.parent is not None:
             sums[scope.parent].add(sums[scope.index])
-    for group, total in group_sums.items():
-        for index in wanted[group].scopes:
-            total.add(sums[index])
-    return [s.done() for s in sums], {g: s.done() for g, s in group_sums.items()}
+    return CallSums(sums)
 
 
-def status_of_calls(view: GraphView, tree: ModuleTree) -> Callable[[int], BoxStatus]:
-    """Each module call's status at ``view``'s step, by scope index, added up when asked."""
-    nodes = view.nodes
-    found: dict[int, BoxStatus] = {}
+def status_of_calls(
+    view: GraphView, tree: ModuleTree, sums: CallSums | None = None
+) -> Callable[[int], BoxStatus]:
+    """Each module call's status at ``view``'s step, by scope index (``sums``: its
+    :func:`call_sums`, if made already)."""
+    totals = (sums or call_sums(view, tree)).sums
 
     def status(index: int) -> BoxStatus:
-        known = found.get(index)
-        if known is None:
-            statuses: Counter[str] = Counter()
-            non_finite = 0
-            for key in tree.members(index):
-                node = nodes.get(key)
-                if node is not None:
-                    statuses["not run" if node.status is None else node.status] += 1
-                    non_finite += node.non_finite
-            known = found[index] = box_status(statuses, non_finite)
-        return known
+        total = totals[index]
+        return box_status(total.statuses, total.non_finite)
 
     return status
 
@@ -327,7 +343,9 @@ __all__ = [
     "NOT_SUMMED",
     "BoxStatus",
     "BoxSummary",
+    "CallSums",
     "box_status",
+    "call_sums",
     "drawn_status",
     "scope_summaries",
     "status_of_calls",
