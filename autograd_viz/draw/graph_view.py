@@ -24,7 +24,7 @@ from __future__ import annotations
 import sys
 import threading
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import FrozenInstanceError, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from autograd_viz.sources.engine import node_info, numbered_scopes, walk_graph
@@ -38,20 +38,31 @@ if TYPE_CHECKING:
     from engine import Tensor
 
 
-# Note [View nodes and edges are not frozen]
-# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# Note [View nodes and edges are values]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 # A view of a 100,000-node trace is as many ViewNodes and ViewEdges, built anew
-# at each step drawn. A frozen dataclass sets each field through
-# object.__setattr__, which made building them six times slower than the plain
-# slots assignment (a third of a big `dot`). They are still treated as values:
-# nothing changes one after it is built; a changed one is made with
-# dataclasses.replace.
+# at each step drawn, and they are values: nothing changes one once built (a
+# changed one is made with dataclasses.replace). A frozen dataclass says so,
+# but sets each field through object.__setattr__, which made building them
+# six times slower than plain slots assignment (a third of a big `dot`). So
+# the fields are a plain slotted dataclass (_NodeFields, _EdgeFields), built
+# at its speed, and the object then takes the class ViewNode (ViewEdge): the
+# same slots, no field of its own, and a __setattr__ that refuses, as a
+# frozen dataclass's does. The loops that build a big view build the fields
+# and set the class themselves.
+
+
+def _frozen(self: object, name: str, value: object) -> None:
+    raise FrozenInstanceError(f"cannot assign to field {name!r}")
+
+
+def _frozen_del(self: object, name: str) -> None:
+    raise FrozenInstanceError(f"cannot delete field {name!r}")
 
 
 @dataclass(slots=True)
-class ViewNode:
-    """One node of the drawing (a value: never changed once built, Note [View nodes and
-    edges are not frozen])."""
+class _NodeFields:
+    """The fields of a :class:`ViewNode` (Note [View nodes and edges are values])."""
 
     key: str
     """The node's name in the drawing (stable, see the module docstring)."""
@@ -80,6 +91,27 @@ class ViewNode:
     (:mod:`autograd_viz.draw.showing`) or a folded chain (:mod:`autograd_viz.draw.chains`);
     its other fields are its first node's."""
 
+
+class ViewNode(_NodeFields):
+    """One node of the drawing: a value, never changed once built (assigning a field raises
+    ``FrozenInstanceError``; Note [View nodes and edges are values]).
+
+    Its fields are :class:`_NodeFields`'s, in that order.
+    """
+
+    __slots__ = ()
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> ViewNode:
+        node = _NodeFields(*args, **kwargs)
+        node.__class__ = cls
+        return node  # type: ignore[return-value]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        """Built by ``__new__``."""
+
+    __setattr__ = _frozen
+    __delattr__ = _frozen_del
+
     @property
     def non_finite(self) -> bool:
         """Whether a gradient in its buffer or among its outputs holds NaN or Inf."""
@@ -87,9 +119,8 @@ class ViewNode:
 
 
 @dataclass(slots=True)
-class ViewEdge:
-    """An edge of the backward graph: output ``output_nr`` of ``tail`` feeds ``head`` (a value,
-    Note [View nodes and edges are not frozen])."""
+class _EdgeFields:
+    """The fields of a :class:`ViewEdge` (Note [View nodes and edges are values])."""
 
     tail: str
     """Key of the node that sends the gradient."""
@@ -107,6 +138,24 @@ class ViewEdge:
     """The gradient it carries, once ``tail`` ran."""
     count: int = 1
     """How many edges of the graph it stands for (edges into or out of a module box)."""
+
+
+class ViewEdge(_EdgeFields):
+    """An edge of the backward graph: output ``output_nr`` of ``tail`` feeds ``head``; a value
+    (Note [View nodes and edges are values]). Its fields are :class:`_EdgeFields`'s."""
+
+    __slots__ = ()
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> ViewEdge:
+        edge = _EdgeFields(*args, **kwargs)
+        edge.__class__ = cls
+        return edge  # type: ignore[return-value]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        """Built by ``__new__``."""
+
+    __setattr__ = _frozen
+    __delattr__ = _frozen_del
 
 
 @dataclass(frozen=True, slots=True)
@@ -404,7 +453,7 @@ def _task_nodes(
     started = gid in state.graph_tasks
     node_state = state.node
     waiting, pruned = NodeStatus.WAITING, NodeStatus.PRUNED
-    out = {}
+    out: dict[str, ViewNode] = {}
     # One pass of positional constructor calls: the loop runs once per node of a big trace.
     for node_id, node in info.nodes.items():
         key = keys[node_id]
@@ -416,11 +465,11 @@ def _task_nodes(
                 current = None
         if current is None:
             status = waiting if node.status == "needed" else pruned
-            out[key] = ViewNode(
+            built = _NodeFields(
                 key, node, gid, status, node.dependencies, (), None, bool(node.captures)
             )
         else:
-            out[key] = ViewNode(
+            built = _NodeFields(
                 key,
                 node,
                 gid,
@@ -433,6 +482,8 @@ def _task_nodes(
                 current.thread,
                 current.released,
             )
+        built.__class__ = ViewNode  # Note [View nodes and edges are values]
+        out[key] = built  # type: ignore[assignment]
     return out
 
 
@@ -477,7 +528,9 @@ def _edges(
                     went = True
             grad = outputs[output_nr] if output_nr < len(outputs) else None
             pruned = tail_pruned or head in pruned_keys
-            add(ViewEdge(tail, head, output_nr, edge[1], went, pruned, grad))
+            built = _EdgeFields(tail, head, output_nr, edge[1], went, pruned, grad)
+            built.__class__ = ViewEdge  # Note [View nodes and edges are values]
+            add(built)  # type: ignore[arg-type]
     return out
 
 
