@@ -135,9 +135,14 @@ def _parts(
             continue  # drawn as its calls, or inside a box
         hold = held.get(group.index, frozenset())
         by_status: dict[BoxStatus, set[int]] = {}
-        for r, calls in enumerate(group.repetitions()):
-            if r not in hold:
-                by_status.setdefault(one_status(status(i) for i in calls), set()).add(r)
+        if group.period == 1:  # a fold of thousands of calls, at every step: one call each
+            for r, index in enumerate(group.scopes):
+                if r not in hold:
+                    by_status.setdefault(status(index), set()).add(r)
+        else:
+            for r, calls in enumerate(group.repetitions()):
+                if r not in hold:
+                    by_status.setdefault(one_status(status(i) for i in calls), set()).add(r)
         if len(by_status) > 1:
             parts[group.index] = tuple(frozenset(r) for r in by_status.values())
     return parts

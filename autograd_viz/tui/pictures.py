@@ -26,10 +26,9 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-import functools
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from autograd_viz.draw import chains, select, showing
@@ -151,7 +150,7 @@ class Pictures:
         key = self.key_of.get(focus) if focus is not None else None
         status = None
         if step is not None and self.tree.groups:
-            status = functools.partial(self._call_status, step=step)
+            status = self._statuses_at(step)
         chosen = showing.choose(
             self.tree,
             open=opened,
@@ -166,16 +165,28 @@ class Pictures:
 
     def _call_status(self, index: int, step: int) -> BoxStatus:
         """Module call ``index``'s status after ``step`` events, as :meth:`status` says a box's."""
+        return self._statuses_at(step)(index)
+
+    def _statuses_at(self, step: int) -> Callable[[int], BoxStatus]:
+        """Each module call's status after ``step`` events, by scope index (one call a fold's
+        repetition, at each step: kept cheap)."""
         if self._timed != len(self.trace.events):  # a live trace grew: read what is new
             self._timed = _times(self.trace, self.task, self._times, self._timed)
         if self._spans is None or self._spans[0] != self._timed:
             self._spans = (self._timed, _spans(self, self._times))
-        first_start, last_end, first_fail, runs = self._spans[1][index]
-        if first_fail <= step:
-            return BoxStatus.FAILED
-        if runs and last_end <= step:
-            return BoxStatus.DONE
-        return BoxStatus.NOT_STARTED if first_start > step else BoxStatus.RUNNING
+        spans = self._spans[1]
+        failed, done = BoxStatus.FAILED, BoxStatus.DONE
+        waiting, running = BoxStatus.NOT_STARTED, BoxStatus.RUNNING
+
+        def status(index: int) -> BoxStatus:
+            first_start, last_end, first_fail, runs = spans[index]
+            if first_fail <= step:
+                return failed
+            if runs and last_end <= step:
+                return done
+            return waiting if first_start > step else running
+
+        return status
 
     def picture(self, choice: Choice | None, focus: int | None = None) -> Picture:
         """The picture for ``choice`` (made once, then kept).
