@@ -187,39 +187,27 @@ def compute_dependencies(root: N, min_topo_nr: int = 0) -> dict[N, int]:
     """
     dependencies: dict[Any, int] = {}
     stack = [root]
+    in_slots = isinstance(root, EdgesInSlots)
     edges: Sequence[Any]
-    if not isinstance(root, EdgesInSlots):  # adapters of another engine's graph
-        while stack:
-            fn = stack.pop()
-            if fn.topological_nr < min_topo_nr:
-                continue
-            for edge in fn._next_edges:
-                if edge is None:
-                    continue
-                nxt = edge.function
-                count = dependencies.get(nxt)
-                if count is None:
-                    dependencies[nxt] = 1
-                    stack.append(nxt)
-                else:
-                    dependencies[nxt] = count + 1
-        return dependencies
     while stack:
         fn = stack.pop()
         if min_topo_nr and fn.topological_nr < min_topo_nr:  # no node is below 0
             continue
-        n = fn._num_edges
-        if n == 2:
-            edges = (fn._edge0, fn._edge1)
-        elif n == 1:
-            edges = (fn._edge0,)
+        if not in_slots:
+            edges = fn._next_edges
         else:
-            edges = fn._edges if n else ()
+            n = fn._num_edges  # type: ignore[attr-defined]
+            if n == 2:
+                edges = (fn._edge0, fn._edge1)  # type: ignore[attr-defined]
+            elif n == 1:
+                edges = (fn._edge0,)  # type: ignore[attr-defined]
+            else:
+                edges = fn._edges if n else ()  # type: ignore[attr-defined]
         for edge in edges:
             if edge is None:
                 continue
-            # A node as an edge is its own input 0 (Note [A node is its own first edge]).
-            nxt = edge if type(edge) is not Edge else edge.function
+            # An engine node as an edge is its own input 0 (Note [A node is its own first edge]).
+            nxt: Any = edge if in_slots and type(edge) is not Edge else edge.function
             count = dependencies.get(nxt)
             if count is None:
                 dependencies[nxt] = 1
