@@ -1,7 +1,7 @@
 """How the TUI copes with a big trace: open, step, seek, scroll and switch views.
 
 Run: python benchmarks/tui_big.py [--nodes 20000] [--graph chain|blocks] [--size 120x40 ...]
-[--keep TRACE]
+[--keep TRACE] [--json FILE]
 
 Records the backward pass of an n-node chain (or of a stack of blocks recorded
 with their modules), writes it and reads it back as ``autograd-viz replay``
@@ -14,7 +14,9 @@ process has looked idle for a few sleeps of 20 ms, a floor of about 60-90 ms on
 any key, so the key is sent and the screen painted here directly (the settling
 after each key is not timed). CPU time over the same span is the UI thread's
 (the key's own work) and the whole process's (threads making rows, indexes or
-pictures beside it included).
+pictures beside it included). The table gives, per key, the wall time and the
+UI thread's CPU time, each as the median and the slowest of its runs; on a
+loaded machine the wall time is the CPU time and the wait for a core.
 
 In the drawn DAG a key is answered with what is there (the last picture, or a
 line saying it is being drawn) while a thread makes a new picture; the rows
@@ -30,6 +32,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import json
 import statistics
 import tempfile
 import time
@@ -270,6 +273,9 @@ def main() -> None:
     parser.add_argument(
         "--no-freeze", action="store_true", help="run the app without freezing what it builds"
     )
+    parser.add_argument(
+        "--json", metavar="FILE", help="also write every run's times (seconds) here, by size"
+    )
     args = parser.parse_args()
     sizes = [tuple(int(v) for v in s.split("x")) for s in args.size or ["120x40", "80x24"]]
     t0 = time.perf_counter()
@@ -280,10 +286,12 @@ def main() -> None:
         recorded = time.perf_counter() - t0
         trace = load_for_replay(str(path))  # as `replay` holds it: frozen out of the collector
     gc.callbacks.append(FULL)
+    every: dict[str, Timings] = {}
     for columns, rows in sizes:
-        names = ("model.blocks.1000", "model.blocks.2000")  # modules
+        blocks = max(1, args.nodes // 6)  # modules a third and two thirds of the way
+        names = (f"model.blocks.{blocks // 3}", f"model.blocks.{2 * blocks // 3}")
         if args.graph == "chain":
-            names = ("#1000", "#2000")
+            names = (f"#{args.nodes // 20}", f"#{args.nodes // 10}")
         timings = asyncio.run(drive(trace, (columns, rows), names, not args.no_freeze))
         nodes = sum(len(t.nodes) for t in trace.graph_tasks.values())
         title = (
@@ -296,6 +304,9 @@ def main() -> None:
             f"longest {max(full, default=0):.0f} ms"
         )
         FULL.times.clear()
+        every[f"{columns}x{rows}"] = timings
+    if args.json:
+        Path(args.json).write_text(json.dumps(every, indent=1))
 
 
 if __name__ == "__main__":
