@@ -211,6 +211,13 @@ class Pictures:
             found = self._kept.get((known, centre))
         if found is None:
             found = self._make(_cut(view, centre))
+            # Each box's times, sorted here (in the thread that makes a big task's pictures)
+            # rather than on the UI thread at the picture's first drawing; stamped with the
+            # events read before, so a live trace that grew meanwhile has them read again.
+            timed = self._timed
+            for item in found.items.values():
+                if item.is_box:
+                    self._box_times(found, item, timed)
             with self._lock:
                 self.made += 1
                 if known in self._views:
@@ -289,8 +296,7 @@ class Pictures:
             self._timed = _times(self.trace, self.task, self._times, self._timed)
         cached = picture.times.get(item.index)
         if cached is None or cached[0] != self._timed:
-            sort = tuple(sorted(t.get(m, _NEVER) for m in item.members) for t in self._times)
-            cached = picture.times[item.index] = (self._timed, sort)
+            cached = self._box_times(picture, item, self._timed)
         starts, ends, fails = cached[1]
         failed = bisect.bisect_right(fails, step)
         ended = bisect.bisect_right(ends, step)
@@ -302,6 +308,15 @@ class Pictures:
         if not started:
             return BoxStatus.NOT_STARTED, ended
         return BoxStatus.RUNNING, ended
+
+    def _box_times(
+        self, picture: Picture, item: Item, timed: int
+    ) -> tuple[int, tuple[list[int], ...]]:
+        """Keep in ``picture`` the sorted steps at which ``item``'s nodes started, ended and
+        failed, read from the first ``timed`` events."""
+        sort = tuple(sorted(t.get(m, _NEVER) for m in item.members) for t in self._times)
+        picture.times[item.index] = (timed, sort)
+        return timed, sort
 
     def resolve(self, text: str) -> Target:
         """What ``text`` names in the task (see :class:`~autograd_viz.draw.names.Names`).

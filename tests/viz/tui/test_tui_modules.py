@@ -547,6 +547,39 @@ def test_in_a_big_graph_find_reads_no_names_on_the_ui_thread(
     run_app(app, actions, size=(120, 40))
 
 
+def test_in_a_big_graph_a_new_pictures_box_times_are_sorted_in_its_thread(
+    big: Trace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    from autograd_viz.tui.pictures import Pictures
+
+    app = replay_app(big)
+    sorted_in: list[str] = []
+    box_times = Pictures._box_times
+
+    def recorded(self: Pictures, *args: Any) -> Any:
+        sorted_in.append(threading.current_thread().name)
+        return box_times(self, *args)
+
+    monkeypatch.setattr(Pictures, "_box_times", recorded)
+
+    async def actions(pilot: Pilot[Any]) -> None:
+        dag = dag_of(app)
+        await pilot.press("s", "s", "v", "v")
+        await dag.drawn()
+        await pilot.press("n", "n", "n")
+        await dag.drawn()
+        await pilot.pause()
+        picture = dag.picture
+        assert picture is not None
+        boxes = [i for i in picture.items.values() if i.is_box]
+        assert boxes and all(i.index in picture.times for i in boxes)
+        assert sorted_in and threading.main_thread().name not in sorted_in
+
+    run_app(app, actions, size=(120, 40))
+
+
 def test_enter_on_a_folded_chain_says_how_to_see_it_whole() -> None:
     x = engine.tensor(np.linspace(-1.0, 1.0, 4), requires_grad=True)
     with autograd_viz.record() as chain:
