@@ -246,7 +246,16 @@ def _refuse_expanded_braces(args: argparse.Namespace, words: Sequence[str]) -> N
     named = [("--around", around)] if around else []
     named += [("--expand", value) for value in getattr(args, "expand", ())]
     for option, value in named:
-        for start in range(len(words)):
+        # What the shell made of the name follows it: right after it among the words, or
+        # first of them when the option came before SOURCE (parsed before them). Another
+        # option's value, alike but given on its own (--around h.3.attn --expand h.5),
+        # is no part of it.
+        starts = [
+            at + 1
+            for at, word in enumerate(words)
+            if word == f"{option}={value}" or (word == value and words[at - 1 : at] == [option])
+        ]
+        for start in starts or [0]:
             after: list[str] = []
             for other in words[start:]:
                 if other.startswith("-") or other == value or not _alike(value, other):

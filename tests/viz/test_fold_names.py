@@ -225,4 +225,11 @@ def test_a_quoted_fold_name_and_unrelated_words_pass(
     assert cli_main(args) == 0
     assert "within 2 edges of transformer.h.{0..11}" in out.read_text()
     assert cli_main(["dot", str(transformer_file), "-o", str(out), "--around", "lm_head"]) == 0
+    # Two alike names, each its own option's: no shell expansion.
+    for words in (
+        ["--around", "transformer.h.3.attn", "--expand", "transformer.h.5"],
+        ["--expand", "transformer.h.5", "--around=transformer.h.3.attn"],
+        ["--expand", "transformer.h.2", "--expand", "transformer.h.3"],
+    ):
+        assert cli_main(["dot", str(transformer_file), "-o", str(out), *words]) == 0, words
     capsys.readouterr()
