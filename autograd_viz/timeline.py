@@ -31,6 +31,7 @@ from typing import Any
 from autograd_viz.live import thread_name
 from autograd_viz.trace import Trace, TraceEvent
 from autograd_viz.trace.records import DERIVED_ORDER, observed, values_recorded
+from autograd_viz.trace.scopes import owner_scope
 from autograd_viz.trace.summary import TensorSummary
 from autograd_viz.trace.text import printable
 
@@ -333,7 +334,9 @@ def _mark_error(s: _Slice, e: TraceEvent) -> None:
 # a viewer's totals by name are the time spent in each module (every call of
 # an unrolled cell together); its arguments give the class, the call and the
 # nodes it holds. Another graph task's runs (a reentrant backward inside a
-# node) have their own slices, inside that node's.
+# node) have their own slices, inside that node's. A compiled model's parameter
+# is in its module's slices, as the module tree draws it
+# (autograd_viz.trace.scopes.owner_scope).
 
 
 def _module_slices(trace: Trace, runs: Sequence[_NodeRun]) -> list[_Slice]:
@@ -350,7 +353,7 @@ def _module_slices(trace: Trace, runs: Sequence[_NodeRun]) -> list[_Slice]:
         open_: list[tuple[tuple[str, int], _Slice]] = []
         for run in lane:
             node = info.nodes.get(run.node_id)
-            scope = node.scope if node is not None else ()
+            scope = owner_scope(node) if node is not None else ()
             keep = 0
             while keep < len(open_) and keep < len(scope) and open_[keep][0] == scope[keep]:
                 keep += 1

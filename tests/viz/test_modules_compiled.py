@@ -121,3 +121,40 @@ def test_the_tuis_tree_view_shows_a_compiled_models_modules() -> None:
         assert headings == ["model", "lin1", "blocks", "blocks.0", "blocks.2"], headings
 
     run_app(app, actions, size=(120, 40))
+
+
+def test_a_compiled_models_parameters_are_in_their_modules_slices_on_the_timeline() -> None:
+    """The timeline nests each parameter's ``AccumulateGrad`` in its module's slices, as the
+    module tree draws it, not in the model's slice alone."""
+    from autograd_viz.timeline import to_chrome_trace
+
+    trace = _trace("aot_eager")
+    doc = to_chrome_trace(trace)
+    slices = [e for e in doc["traceEvents"] if e["ph"] == "X"]
+    modules = [e for e in slices if e["cat"] == "module"]
+
+    def around(node: dict[str, Any]) -> list[str]:
+        start, end = node["ts"], node["ts"] + node["dur"]
+        inside = [m for m in modules if m["ts"] <= start and end <= m["ts"] + m["dur"]]
+        return [m["name"] for m in sorted(inside, key=lambda m: (m["ts"], -m["dur"]))]
+
+    (info,) = trace.graph_tasks.values()
+    leaves = {n.id: n.leaf.name for n in info.nodes.values() if n.leaf is not None and n.leaf.name}
+    shown = {
+        leaves[e["args"]["node_id"]]: around(e)
+        for e in slices
+        if e["cat"] == "node" and e["args"]["node_id"] in leaves
+    }
+    assert shown == {
+        "scale": ["model"],
+        "lin1.weight": ["model", "lin1"],
+        "lin1.bias": ["model", "lin1"],
+        "blocks.0.weight": ["model", "blocks", "blocks.0"],
+        "blocks.0.bias": ["model", "blocks", "blocks.0"],
+        "blocks.2.weight": ["model", "blocks", "blocks.2"],
+        "blocks.2.bias": ["model", "blocks", "blocks.2"],
+    }
+    # A slice per stretch of lin1's nodes (Note [Module slices]), each of its call 0.
+    lin1 = [m for m in modules if m["name"] == "lin1"]
+    assert sum(m["args"]["nodes"] for m in lin1) == 2
+    assert {m["args"]["call"] for m in lin1} == {0}
