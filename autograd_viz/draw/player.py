@@ -104,6 +104,7 @@ PAGE = (
   #stage { background: #fff; border: 1px solid #d0d7de; border-radius: 6px; padding: 1rem;
            overflow: auto; }
   #stage > svg { display: block; margin: 0 auto; max-width: 100%; height: auto; }
+  #stage.actual > svg { max-width: none; margin: 0; }
   .controls { display: flex; flex-wrap: wrap; align-items: center; justify-content: center;
               gap: 0.5rem; margin: 0 0 0.25rem; }
   button, select { font: inherit; padding: 0.3rem 0.7rem; border: 1px solid #d0d7de;
@@ -147,10 +148,12 @@ PAGE = (
         <option value="2">2&#xD7;</option>
         <option value="4">4&#xD7;</option>
       </select>
+      <button id="zoom" title="Fit the drawing to the page, or show it at its size (Z)"
+              aria-pressed="false">Actual size</button>
     </div>
     <p id="caption" aria-live="polite"></p>
     <p class="hint">Space: play / pause &#xB7; &#x2190; &#x2192;: step &#xB7;
-      Home / End: first / last</p>
+      Home / End: first / last &#xB7; Z: fit / actual size</p>
   </div>
   <div id="stage" aria-label="graph at the current step"></div>
   <noscript><p class="hint">The player needs JavaScript.</p></noscript>
@@ -170,6 +173,7 @@ PAGE = (
   var $ = function (id) { return document.getElementById(id); };
   var stage = $("stage"), slider = $("slider"), caption = $("caption"), counter = $("counter");
   var playIcon = $("play-icon"), playWord = $("play-word"), speed = $("speed");
+  var zoom = $("zoom"), actual = false;
   var icons = $("icons").content;
   var index = -1, timer = null;
   // Where the run of frames that share a drawing begins, for each frame.
@@ -228,6 +232,32 @@ PAGE = (
     slider.value = String(i);
     caption.textContent = data.captions[i];
     counter.textContent = (i + 1) + " / " + count;
+    follow();
+  }
+  // A drawing much wider than the page is unreadable when fitted to it (a ResNet's stages
+  // run diagonally): it opens at its own size, the stage scrolling to keep the running or
+  // failed node in sight at every step; Z (or the button) switches between the two.
+  function follow() {
+    if (!actual) return;
+    var node = stage.querySelector("g.node.running:not(.module):not(.fold)") ||
+               stage.querySelector("g.node.running, g.node.failed");
+    if (node === null) return;
+    var box = node.getBoundingClientRect(), seen = stage.getBoundingClientRect();
+    var top = Math.max(seen.top, document.querySelector(".bar").getBoundingClientRect().bottom);
+    var inSight = box.left >= seen.left && box.right <= seen.right && box.top >= top &&
+                  box.bottom <= Math.min(seen.bottom, window.innerHeight);
+    if (!inSight) node.scrollIntoView({block: "center", inline: "center"});
+  }
+  function setActual(on) {
+    actual = on;
+    stage.classList.toggle("actual", on);
+    zoom.textContent = on ? "Fit to page" : "Actual size";
+    zoom.setAttribute("aria-pressed", String(on));
+    follow();
+  }
+  function tooWide() {
+    var svg = stage.querySelector("svg");
+    return svg !== null && svg.width.baseVal.value > 2 * stage.clientWidth;
   }
   function setPlaying(playing) {
     playIcon.replaceChildren(icons.getElementById(playing ? "icon-pause" : "icon-play")
@@ -261,6 +291,7 @@ PAGE = (
   $("forward").addEventListener("click", function () { go(index + 1); });
   $("last").addEventListener("click", function () { go(count - 1); });
   slider.addEventListener("input", function () { go(Number(slider.value)); });
+  zoom.addEventListener("click", function () { setActual(!actual); });
   // A clicked button keeps focus, and Space would then press it again instead of playing.
   document.querySelectorAll("button").forEach(function (b) {
     b.addEventListener("mousedown", function (e) { e.preventDefault(); });
@@ -276,7 +307,9 @@ PAGE = (
       "ArrowLeft": function () { go(index - 1); },
       "ArrowRight": function () { go(index + 1); },
       "Home": function () { go(0); },
-      "End": function () { go(count - 1); }
+      "End": function () { go(count - 1); },
+      "z": function () { setActual(!actual); },
+      "Z": function () { setActual(!actual); }
     };
     if (Object.prototype.hasOwnProperty.call(actions, e.key)) {
       e.preventDefault();
@@ -284,6 +317,7 @@ PAGE = (
     }
   });
   show(0);
+  if (tooWide()) setActual(true);
 })();
 </script>
 </body>

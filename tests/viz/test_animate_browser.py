@@ -125,3 +125,67 @@ def test_a_hostile_name_is_text_on_the_page(browser: Any, tmp_path: Path) -> Non
     assert HOSTILE[:40] in drawn  # the name, as text in the drawing
     assert HOSTILE in page.title()
     assert errors == []
+
+
+def wide(leaves: int = 40) -> Trace:
+    """``leaves`` parameters side by side: a drawing many times wider than the page."""
+    ws = [engine.tensor([1.0, 2.0], requires_grad=True, name=f"w{i}") for i in range(leaves)]
+    with autograd_viz.record() as trace:
+        engine.stack(ws).sum().backward()
+    return trace
+
+
+def in_sight(page: Any, selector: str) -> bool:
+    """Whether the element is wholly inside the stage's part of the window, below the bar."""
+    return bool(
+        page.evaluate(
+            """(selector) => {
+                const node = document.querySelector(selector);
+                const box = node.getBoundingClientRect();
+                const stage = document.querySelector('#stage').getBoundingClientRect();
+                const bar = document.querySelector('.bar').getBoundingClientRect();
+                return box.left >= stage.left && box.right <= stage.right
+                    && box.top >= Math.max(stage.top, bar.bottom)
+                    && box.bottom <= Math.min(stage.bottom, window.innerHeight);
+            }""",
+            selector,
+        )
+    )
+
+
+def test_a_drawing_too_wide_to_read_opens_at_its_size_and_follows_the_running_node(
+    browser: Any, tmp_path: Path
+) -> None:
+    """Fitted to the page, a drawing many times wider than it has unreadable labels: it opens
+    at its own size, the running node kept in sight at each step; Z fits it to the page."""
+    result = animate(wide(), tmp_path / "run.html")
+    page, errors = opened(browser, result.path)
+    svg_width = "() => document.querySelector('#stage svg').getBoundingClientRect().width"
+    stage_width = "() => document.querySelector('#stage').clientWidth"
+    natural = page.evaluate("() => document.querySelector('#stage svg').width.baseVal.value")
+    assert natural > 2 * page.evaluate(stage_width)
+    assert page.evaluate(svg_width) == pytest.approx(natural, abs=1)
+    assert page.get_attribute("#zoom", "aria-pressed") == "true"
+    running = 0
+    for _ in range(result.frames - 1):
+        page.keyboard.press("ArrowRight")
+        selector = "#stage g.node.running"
+        if page.locator(selector).count():
+            running += 1
+            assert in_sight(page, selector), shown(page)
+    assert running > 10
+    page.keyboard.press("z")
+    assert page.evaluate(svg_width) <= page.evaluate(stage_width)
+    assert page.get_attribute("#zoom", "aria-pressed") == "false"
+    page.click("#zoom")
+    assert page.evaluate(svg_width) == pytest.approx(natural, abs=1)
+    assert errors == []
+
+
+def test_a_drawing_that_fits_opens_fitted(browser: Any, tmp_path: Path) -> None:
+    result = animate(square(), tmp_path / "run.html")
+    page, errors = opened(browser, result.path)
+    assert page.get_attribute("#zoom", "aria-pressed") == "false"
+    page.keyboard.press("z")
+    assert page.get_attribute("#zoom", "aria-pressed") == "true"
+    assert errors == []
