@@ -11,9 +11,14 @@ them back, and also:
 
 * a node id alone (``#17``, or ``17`` where no module is called ``17``, as
   ``nn.Sequential`` names its modules), or a node name only one node has;
+* a node as the TUI writes it: its name without ``Backward0``, or an
+  ``AccumulateGrad`` as ``Acc(leaf name)`` or ``AccumulateGrad(leaf name)``,
+  then its id, with or without a space (``Mul#12``, ``Acc(fc.bias) #3``);
 * a module path of several calls (all of them), or of a container that is
   never called itself (``transformer.h``: the calls inside it);
-* ``{a..b}`` / ``{a,b}`` braces and ``*`` / ``?`` wildcards over module names.
+* ``{a..b}`` / ``{a,b}`` braces and ``*`` / ``?`` wildcards over module names;
+* some steps of a folded loop, as a picture at a step names the steps done or
+  not started (``(emb:{0..7}, cell:{0..7}, head:{0..7})``).
 
 A name that matches nothing raises :class:`~autograd_viz.draw.graph_view.GraphViewError`
 with the closest names the graph has.
@@ -30,9 +35,11 @@ from dataclasses import dataclass
 from autograd_viz.draw.graph_view import GraphViewError
 from autograd_viz.draw.modules import ModuleTree
 from autograd_viz.trace import NodeInfo
+from autograd_viz.trace.text import printable
 
-_NAME_AND_ID = re.compile(r"^(.*\S)\s+#(\d+)$")
+_NAME_AND_ID = re.compile(r"^(.*?\S)\s*#(\d+)$")
 _BRACES = re.compile(r"^(.*?)\{([^{}]*)\}(.*)$")
+_STEPS = re.compile(r"^\((.+)\)$")
 _RANGE = re.compile(r"^(\d+)\.\.(\d+)$")
 MAX_EXPANDED = 100_000
 """The most names one brace range stands for (``{0..99999}``)."""
@@ -111,7 +118,7 @@ class Names:
         if found is None:
             found = self._pattern(name)
         if found is None:
-            raise GraphViewError(self._unknown(name))
+            raise GraphViewError(self._not_the_node(name) or self._unknown(name))
         return found
 
     def shown(self) -> list[str]:
@@ -137,7 +144,10 @@ class Names:
             return self._node(name, int(name[1:]))
         match = _NAME_AND_ID.match(name)
         if match is not None:
-            return self._node(name, int(match.group(2)), match.group(1))
+            node_id = int(match.group(2))
+            key = self._by_id.get(node_id)
+            if key is not None and match.group(1) in _shown_as(self._infos[key]):
+                return Target(name, "node", (key,))
         if name in self._by_scope_name:
             return self._modules(name, [self._by_scope_name[name]])
         if name in self._by_group:
@@ -160,20 +170,31 @@ class Names:
             )
         return Target(name, "node", (keys[0],))
 
-    def _node(self, text: str, node_id: int, name: str | None = None) -> Target:
+    def _node(self, text: str, node_id: int) -> Target:
         key = self._by_id.get(node_id)
         if key is None:
             raise GraphViewError(f"no node with id {node_id} in this graph")
-        info = self._infos[key]
-        if name is not None and name != info.name:
-            raise GraphViewError(f"node {node_id} is {info.name!r}, not {name!r}")
         return Target(text, "node", (key,))
+
+    def _not_the_node(self, name: str) -> str | None:
+        """Why ``Name #id``, which names nothing else, names no node; ``None`` if not that form."""
+        match = _NAME_AND_ID.match(name)
+        if match is None or "#" in match.group(1):  # a folded chain's name, mistyped
+            return None
+        node_id = int(match.group(2))
+        key = self._by_id.get(node_id)
+        if key is None:
+            return f"no node with id {node_id} in this graph"
+        return f"node {node_id} is {self._infos[key].name!r}, not {match.group(1)!r}"
 
     def _pattern(self, name: str) -> Target | None:
         """Braces, wildcards, or a container's path: the topmost module calls matched."""
         tree = self.tree
-        if _BRACES.match(name):
-            scopes: list[int] = []
+        steps = self._loop_steps(name)
+        if steps is not None:
+            scopes = steps
+        elif _BRACES.match(name):
+            scopes = []
             for one in expand_braces(name):
                 if one in self._by_scope_name:
                     scopes.append(self._by_scope_name[one])
@@ -192,6 +213,21 @@ class Names:
         # The topmost: a call inside another matched call is already in it.
         top = [i for i in scopes if not any(a in chosen for a in tree.ancestors(i)[1:])]
         return self._modules(name, list(dict.fromkeys(top))) if top else None
+
+    def _loop_steps(self, name: str) -> list[int] | None:
+        """The calls of some steps of a folded loop, named as a view names them at a step
+        (``(emb:{0..7}, cell:{0..7})``: the steps done), each part's calls; ``None`` if a
+        part names none."""
+        match = _STEPS.match(name)
+        if match is None:
+            return None
+        scopes: list[int] = []
+        for part in match.group(1).split(", "):
+            found = [self._by_scope_name.get(one) for one in expand_braces(part)]
+            if not found or None in found:
+                return None
+            scopes.extend(i for i in found if i is not None)
+        return scopes
 
     def _modules(self, text: str, scopes: list[int]) -> Target:
         tree = self.tree
@@ -223,6 +259,21 @@ class Names:
             f"nothing named {name!r} in this graph: no node id, node name, parameter or "
             f"module path{hint}"
         )
+
+
+def _shown_as(info: NodeInfo) -> set[str]:
+    """The names a view writes before a node's id: ``dot``'s (its name) and the TUI's (its
+    name without ``Backward0``, an ``AccumulateGrad`` with its leaf's name: see
+    :func:`autograd_viz.tui.text.short_name`), as written and as escaped for display."""
+    name = info.name
+    base, _, version = name.rpartition("Backward")
+    forms = {name, base if base and (version.isdigit() or not version) else name}
+    leaf = info.leaf.name if info.leaf is not None else None
+    if name == "AccumulateGrad":
+        forms.add("Acc")
+        if leaf:
+            forms.update((f"Acc({leaf})", f"AccumulateGrad({leaf})"))
+    return forms | {printable(form) for form in forms}
 
 
 def node_name(info: NodeInfo) -> str:
