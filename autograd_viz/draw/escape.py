@@ -26,7 +26,7 @@ LABEL_TEXT_LIMIT = 200
 Graphviz refuses a label or quoted string longer than 16,384 characters, and a
 name may be 100,000 long."""
 TOOLTIP_LIMIT = 3000
-"""The most characters of text a tooltip shows (escaping at most doubles it)."""
+"""The most characters of text a tooltip shows (escaping makes it at most five times longer)."""
 
 
 def html_text(text: object) -> str:
@@ -52,13 +52,15 @@ def html_label(rows: Iterable[str]) -> str:
 def plain_text(text: object) -> str:
     """``text`` as a quoted DOT attribute (a tooltip), shown as written.
 
-    Backslashes stay backslashes (DOT would read ``\\N`` as the node's name),
-    newlines become DOT's ``\\n`` so each attribute stays on one line of
-    source, and text that looks like ``<html>`` is still quoted as a string.
-    Text past :data:`TOOLTIP_LIMIT` characters is cut.
+    Backslashes are doubled (DOT would read ``\\N`` as the node's name); an
+    ampersand is written ``&amp;``, because Graphviz writes an entity in a
+    tooltip (``&lt;``) into the SVG as one, which a viewer shows as the
+    character. Newlines become DOT's ``\\n`` so each attribute stays on one
+    line of source, and text that looks like ``<html>`` is still quoted as a
+    string. Text past :data:`TOOLTIP_LIMIT` characters is cut.
     """
     shown = shorten(printable(text, newlines=True), TOOLTIP_LIMIT)
-    lines = (graphviz.escape(line) for line in shown.split("\n"))
+    lines = (graphviz.escape(line.replace("&", "&amp;")) for line in shown.split("\n"))
     joined: str = graphviz.nohtml("\\n".join(lines))
     return joined
 
