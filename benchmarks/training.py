@@ -262,17 +262,7 @@ def nan_left_out(repeat: int) -> None:
                     with context():
                         backward(build())  # untimed: the parameters found once
                         _timed(samples, way, backward, build())
-        base = min(samples["plain"])
-        for way, times in samples.items():
-            best = min(times)
-            table.add_row(
-                label,
-                f"{nodes}",
-                way,
-                f"{best * 1e3:.2f} ms",
-                f"{best / base:.2f}×",
-                "" if way == "plain" else f"{(best - base) / nodes * 1e6:.1f}",
-            )
+        _add_rows(table, label, nodes, samples)
         table.add_section()
     Console(width=120).print(table)
     print(f"torch {torch.__version__}, one intra-op thread; the fastest of {repeat} each")
@@ -469,22 +459,10 @@ def light_tier(repeat: int) -> None:
                     for e in records
                 ]
                 read = time.perf_counter() - started
-        base = min(samples["plain"])
-        for way, times in samples.items():
-            best = min(times)
-            table.add_row(
-                label,
-                f"{nodes}",
-                way,
-                f"{best * 1e3:.2f} ms",
-                f"{best / base:.2f}×",
-                "" if way == "plain" else f"{(best - base) / nodes * 1e6:.1f}",
-            )
-            if way.endswith("last=1)"):
-                table.add_row(
-                    label, f"{nodes}", "  + writing the ring: the held call derived", "", "",
-                    f"{min(written) / nodes * 1e6:.1f}",
-                )  # fmt: skip
+        writing = f"{min(written) / nodes * 1e6:.1f}" if written else ""
+        held = ("  + writing the ring: the held call derived", writing)
+        under = {way: held for way in samples if way.endswith("last=1)")}
+        _add_rows(table, label, nodes, samples, under=under)
         calls = len(samples["torch.profiler, nodes only, running"])
         per_node = calls * nodes
         table.add_row(
@@ -605,6 +583,18 @@ def _engine_tiers(table: Table, repeat: int) -> None:
             with autograd_viz.record(values=values, last=1) as trace:
                 _timed(samples, f"record(values={values!r})", backward, build())
     nodes = sum(1 for e in trace.events if e.kind == "node_start")
+    _add_rows(table, label, nodes, samples)
+
+
+def _add_rows(
+    table: Any,
+    label: str,
+    nodes: int,
+    samples: dict[str, list[float]],
+    under: dict[str, tuple[str, str]] | None = None,
+) -> None:
+    """One row a way: its fastest time, that over plain's, and the µs a node it adds;
+    ``under[way]`` (a text and its µs a node) is a row added below it."""
     base = min(samples["plain"])
     for way, times in samples.items():
         best = min(times)
@@ -616,6 +606,8 @@ def _engine_tiers(table: Table, repeat: int) -> None:
             f"{best / base:.2f}×",
             "" if way == "plain" else f"{(best - base) / nodes * 1e6:.1f}",
         )
+        if under and way in under:
+            table.add_row(label, f"{nodes}", under[way][0], "", "", under[way][1])
 
 
 def _timed(

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING
 
 from autograd_viz.draw.folds import Flow, FoldGroup, fold_name, fold_runs, foldable
 from autograd_viz.trace import NodeInfo
+from autograd_viz.trace.scopes import parameter_chain
 from engine.graph import UINT64_MAX
 
 if TYPE_CHECKING:
@@ -324,7 +325,7 @@ def _build(
             outside.append(key)
             continue
         if leaf is not None and len(chain) == 1 and leaf.name:
-            chain = _owner_chain(chain, leaf.name)
+            chain = parameter_chain(chain, leaf.name)
         if chain is not last or scope is None:
             found = index.get(chain)
             inner = _add_prefixes(chain, index, growing) if found is None else found
@@ -384,19 +385,6 @@ def scope_name(path: str, call: int, several: bool, kind: str = "") -> str:
     """
     base = path if path else (kind or "model")
     return f"{base}:{call}" if several else base
-
-
-def _owner_chain(chain: ScopeKey, name: str) -> ScopeKey:
-    """The calls a parameter made in the outermost call alone is drawn in: its module's
-    (Note [Parameters of a compiled model])."""
-    path, dot, _attribute = name.rpartition(".")
-    top = chain[0][0]
-    if not dot or path == top:
-        return chain
-    parts = path.split(".")
-    # Inner paths start with the model's own where two models made one graph (block.0).
-    start = top.count(".") + 1 if top and path.startswith(top + ".") else 0
-    return chain + tuple((".".join(parts[: i + 1]), 0) for i in range(start, len(parts)))
 
 
 # Note [Parameters of a compiled model]
