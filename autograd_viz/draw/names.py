@@ -31,6 +31,7 @@ import fnmatch
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from autograd_viz.draw.graph_view import GraphViewError
 from autograd_viz.draw.modules import ModuleTree
@@ -103,6 +104,11 @@ class Names:
             self._by_scope_name.setdefault(scope.name, scope.index)
             self._by_path.setdefault(scope.path, []).append(scope.index)
         self._by_group = {g.name: g.index for g in tree.groups}
+        # A view shows a name with its control characters escaped (``\x1b``): that is
+        # what a user types back.
+        for table in (self._by_name, self._by_leaf, self._by_scope_name, self._by_path):
+            _add_printable(table)
+        _add_printable(self._by_group)
 
     def resolve(self, text: str | int) -> Target:
         """What ``text`` names (see the module docstring for the forms it takes).
@@ -259,6 +265,13 @@ class Names:
             f"nothing named {name!r} in this graph: no node id, node name, parameter or "
             f"module path{hint}"
         )
+
+
+def _add_printable(table: dict[str, Any]) -> None:
+    """Each key of ``table`` also as a view writes it (:func:`printable`), where that differs."""
+    shown = {printable(key): value for key, value in table.items()}
+    for key, value in shown.items():
+        table.setdefault(key, value)
 
 
 def _shown_as(info: NodeInfo) -> set[str]:

@@ -10,7 +10,9 @@ import pytest
 import autograd_viz
 import engine
 from autograd_viz.cli import main
+from autograd_viz.draw import select
 from autograd_viz.draw.dot import to_dot
+from autograd_viz.draw.graph_view import from_state
 from autograd_viz.trace import Trace
 from autograd_viz.trace.text import printable
 from tests.hostile.names import ACTING, HOSTILE
@@ -85,6 +87,19 @@ def test_module_names_are_text_in_svg_tooltips(name: str) -> None:
     shown = printable(name, newlines=True).split("\n")[0].strip()[:40]
     assert any(shown in tip for tip in tooltips), (shown, tooltips[:3])
     assert all(acting(tip) == [] for tip in tooltips)
+
+
+@NAMES
+def test_a_module_name_is_read_back_as_a_view_shows_it(name: str) -> None:
+    """Views write a name's control characters as escapes (``\\x1b``): typed back as
+    shown, it names the module, as the name itself does."""
+    trace = scoped_trace(name)
+    view = from_state(trace.state_at(len(trace)))
+    names = select.names_of_view(view)
+    inside = {key for key, node in view.nodes.items() if node.info.scope}
+    for given in {name, printable(name)}:
+        assert set(names.resolve(given).nodes) == inside, given
+        to_dot(trace, around=given, depth=1)  # raised GraphViewError for the escaped form
 
 
 @NAMES
