@@ -150,6 +150,9 @@ class ModuleTree:
                 *((s.index, s.children) for s in self.scopes if s.children),
             )
         }
+        # default_level by its arguments: a tree is not changed once made, and an
+        # animation asks the same question of the same tree at every frame.
+        self._levels: dict[tuple[int, frozenset[int]], int] = {}
 
     @classmethod
     def build(
@@ -251,11 +254,15 @@ class ModuleTree:
 
         ``unfolded`` are the fold groups drawn as their calls (see :meth:`count`).
         """
+        known = self._levels.get((max_boxes, unfolded))
+        if known is not None:
+            return known
         best = 0
         for level in range(1, self.max_depth + 1):
             if self.count(level, unfolded, max_boxes) > max_boxes:
                 break
             best = level
+        self._levels[max_boxes, unfolded] = best
         return best
 
     def _scopes_of(self, group: FoldGroup) -> list[Scope]:

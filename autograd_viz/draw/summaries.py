@@ -126,7 +126,11 @@ class _Sum:
         self.remaining += other.remaining
         self.dependencies += other.dependencies
         self.non_finite += other.non_finite
-        self.statuses.update(other.statuses)
+        # What Counter.update does with a mapping, without its checks: this runs for every
+        # call at every step of an animation.
+        statuses = self.statuses
+        for status, n in other.statuses.items():
+            statuses[status] = statuses.get(status, 0) + n
         if other.seq:
             _widen(self.seq, *other.seq)
         if other.topo:
@@ -325,16 +329,22 @@ def drawn_status(statuses: Mapping[str, int]) -> NodeStatus | None:
     return NodeStatus.WAITING
 
 
+# box_status runs for every module call at every step of an animation: its sets are
+# made once, not per call (an enum member's .value is a property call).
+_FAILED = NodeStatus.FAILED.value
+_DONE = NodeStatus.DONE.value
+_RAN = frozenset((NodeStatus.DONE.value, NodeStatus.PRUNED.value))
+_IDLE = frozenset(("not run", NodeStatus.WAITING.value, NodeStatus.PRUNED.value))
+
+
 def box_status(statuses: Mapping[str, int], non_finite: int = 0) -> BoxStatus:
     """One word for nodes in these statuses (see :class:`BoxStatus`)."""
-    if non_finite or statuses.get(NodeStatus.FAILED.value):
+    if non_finite or statuses.get(_FAILED):
         return BoxStatus.FAILED
     counted = {s for s, n in statuses.items() if n}
-    ran = {NodeStatus.DONE.value, NodeStatus.PRUNED.value}
-    if NodeStatus.DONE.value in counted and counted <= ran:
+    if _DONE in counted and counted <= _RAN:
         return BoxStatus.DONE
-    idle = {"not run", NodeStatus.WAITING.value, NodeStatus.PRUNED.value}
-    if counted <= idle:
+    if counted <= _IDLE:
         return BoxStatus.NOT_STARTED
     return BoxStatus.RUNNING
 

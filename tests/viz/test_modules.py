@@ -175,6 +175,21 @@ def test_levels_count_what_they_draw_and_the_default_fits_the_budget() -> None:
         assert len(small.nodes) + len(small.boxes) <= budget
 
 
+def test_the_default_level_asked_again_is_the_answer_for_those_arguments() -> None:
+    # A tree keeps its answers (an animation asks at every frame): each is the one a new
+    # tree gives for the same budget and unfolded groups, whatever was asked before.
+    view = _view(transformer_trace())
+    tree = _tree(view)
+    unfolded = frozenset({tree.groups[0].index})
+    budgets = range(tree.count(0), tree.count(tree.max_depth) + 2)
+    questions = [(b, u) for b in budgets for u in (frozenset(), unfolded)]
+    first = [tree.default_level(b, u) for b, u in questions]
+    again = [tree.default_level(b, u) for b, u in reversed(questions)][::-1]
+    fresh = [_tree(view).default_level(b, u) for b, u in questions]
+    assert first == again == fresh
+    assert len(set(first)) > 1 and first != [tree.default_level(b) for b, _ in questions]
+
+
 def test_an_unfolded_fold_shows_its_calls_as_boxes_until_one_is_opened() -> None:
     view = _view(transformer_trace())
     tree = _tree(view)
