@@ -151,8 +151,12 @@ def _run_counted(original: Callable[..., Any], t_outputs: Any, args: Any, kwargs
     """A backward call told to :data:`engine.calls.CALLS` (Note [Backward calls]).
 
     Only a call from outside any backward counts: a reentrant one (a
-    checkpoint's) belongs to the call it runs in.
+    checkpoint's) belongs to the call it runs in, and one traced into a graph
+    while Dynamo or AOTAutograd compiles is none of the program's (Note
+    [Backward calls that are traced]).
     """
+    if _traced(t_outputs):
+        return original(t_outputs, *args, **kwargs)
     counted = CALLS.start() if torch._C._current_graph_task_id() == -1 else None
     try:
         if not HUB.active or not wanted():  # Note [Calls no listener wants]

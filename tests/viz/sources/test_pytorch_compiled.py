@@ -354,3 +354,25 @@ def test_a_birth_in_a_regions_backward_is_found_on_compiled_function_backward() 
         "CompiledFunctionBackward",
     )
     assert torch.isinf(x.grad).all()
+
+
+def _program_calls(trace: Any) -> list[int | None]:
+    return [info.call for info in trace.graph_tasks.values() if info.parent is None]
+
+
+def test_the_backward_aot_traces_while_compiling_is_not_a_call_of_the_program() -> None:
+    torch._dynamo.reset()
+    compiled = torch.compile(Net(), backend="aot_eager")
+    x = torch.randn(5, 8)
+    with record(steps="0") as first:  # the first call compiles: its fake backward comes first
+        compiled(x).sum().backward()
+    (task,) = first.graph_tasks.values()
+    assert _program_calls(first) == [0]
+    names = {e.node_name for e in first.events if e.graph_task == task.id}
+    assert "CompiledFunctionBackward" in names
+    torch._dynamo.reset()
+    compiled = torch.compile(Net(), backend="aot_eager")
+    with record() as every:
+        for _ in range(2):
+            compiled(x).sum().backward()
+    assert _program_calls(every) == [0, 1]
