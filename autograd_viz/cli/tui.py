@@ -65,7 +65,10 @@ def run_demo(args: argparse.Namespace) -> int:
     from autograd_viz.live import LiveSession
     from autograd_viz.tui.driver import LiveDriver
 
-    return _open(LiveDriver(LiveSession(demo_program)), "demo: RNN cell + MLP on cpu, sim:0, sim:1")
+    # The process is the demo alone: what it builds is frozen once built (Note [What the app
+    # built is frozen] in autograd_viz/tui/frozen.py).
+    driver = LiveDriver(LiveSession(demo_program))
+    return _open(driver, "demo: RNN cell + MLP on cpu, sim:0, sim:1", freeze=True)
 
 
 def run_live(args: argparse.Namespace) -> int:
@@ -130,7 +133,9 @@ def run_beside(driver: LiveDriver, source: str, output: str | None = None) -> in
     from autograd_viz.tui.beside import BesideDriver, end_program
 
     session = driver.session
-    app = VizApp(driver, source=source)
+    # The process is the tool and the script it runs, nothing else: what they built is frozen
+    # once built (Note [What the app built is frozen] in autograd_viz/tui/frozen.py).
+    app = VizApp(driver, source=source, freeze=True)
     app.driver_class = BesideDriver
     failed: list[BaseException] = []
 

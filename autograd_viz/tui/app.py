@@ -132,7 +132,7 @@ class VizApp(App[int]):
         """``/``: what to find, and selecting it."""
         self.exporter = Exporter(self)
         """``d``: the step written as a picture."""
-        self.freezer = Freezer(self, self._building) if freeze else None
+        self.freezer = Freezer(self, self._building, live=driver.live) if freeze else None
         """Freezes what the builds in threads made, once none runs; only where the app is the
         whole process (Note [What the app built is frozen])."""
 

@@ -29,8 +29,10 @@ from autograd_viz.trace.text import printable
 from autograd_viz.tui.listing import Listing, Row, RowFormat, guides, node_row
 from autograd_viz.tui.rows import RowList
 
-LATER_NODES = 5000
-"""Graph tasks bigger than this are listed in a thread (Note [A big listing is made...])."""
+LATER_NODES = 500
+"""Graph tasks bigger than this are listed in a thread (Note [A big listing is made...]): a
+view's rows take ~25 ms of UI time per 1,000 nodes on a loaded 2-core machine, on top of the
+key's own ~40 ms; a few hundred nodes are still listed at once."""
 
 LIST_VIEWS = ("topo", "tree")
 """The node list's views, in the order ``v`` goes through them."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -13,13 +13,15 @@ from textual import events
 from textual.pilot import Pilot
 
 import autograd_viz
+from autograd_viz.cli import tui as tui_commands
+from autograd_viz.live import LiveSession
 from autograd_viz.trace import Trace
-from autograd_viz.tui import ReplayDriver, VizApp
+from autograd_viz.tui import LiveDriver, ReplayDriver, VizApp
 from autograd_viz.tui.dag import LATER_NODES, DagView
 from autograd_viz.tui.nodes import NodeList
 from autograd_viz.tui.rows import RowList
 from tests.viz.tui.test_tui_modules import blocks
-from tests.viz.tui.tuiting import node_list, prompt_bar, replay_app, run_app
+from tests.viz.tui.tuiting import node_list, prompt_bar, replay_app, run_app, settle
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +48,7 @@ async def _built(app: VizApp, pilot: Pilot[Any], freezes: int) -> None:
     await app.workers.wait_for_complete()
     for _ in range(400):
         assert app.freezer is not None
-        if app.freezer.freezes >= freezes:
+        if app.freezer.freezes >= freezes and not app.freezer._pending:
             break
         await pilot.pause(0.05)
     await pilot.pause()
@@ -62,7 +64,10 @@ def test_replay_freezes_what_it_built_once_every_build_has_ended(
     async def actions(pilot: Pilot[Any]) -> None:
         assert app.freezer is not None
         await _built(app, pilot, 1)
-        assert driver.indexed.is_set() and app.freezer.freezes == 1
+        await app.workers.wait_for_complete()  # the rows' thread may start after a first freeze
+        await _built(app, pilot, app.freezer.freezes)
+        assert driver.indexed.is_set()
+        freezes = app.freezer.freezes
         listing = node_list(app).listing
         assert listing is not None and gc.is_tracked(listing)
         assert id(listing) not in _tracked_ids()  # frozen: no collection scans it
@@ -70,12 +75,12 @@ def test_replay_freezes_what_it_built_once_every_build_has_ended(
         for key in "ssnp":  # keys build nothing: nothing more is frozen
             await pilot.press(key)
         await pilot.pause()
-        assert app.freezer.freezes == 1
+        assert app.freezer.freezes == freezes
         await pilot.press("v", "v")  # the drawn DAG: a thread makes the task's pictures
         dag = app.query_one(DagView)
         await dag.drawn()
-        await _built(app, pilot, 2)
-        assert app.freezer.freezes == 2
+        await _built(app, pilot, freezes + 1)
+        assert app.freezer.freezes == freezes + 1
         pictures = dag._pictures
         assert pictures is not None and id(pictures.tree) not in _tracked_ids()
 
@@ -91,6 +96,70 @@ def test_replay_freezes_what_it_built_once_every_build_has_ended(
         assert alive() is None
 
     run_app(app, actions, size=(120, 40))
+
+
+class Cycle:
+    """An object in a reference cycle: only the cyclic collector frees it."""
+
+    def __init__(self) -> None:
+        self.me = self
+
+
+def test_a_live_app_freezes_the_programs_graph_and_collects_what_it_dropped_since(
+    unfrozen: None,
+) -> None:
+    kept: list[tuple[int, weakref.ref[Cycle]]] = []
+
+    def program() -> None:
+        cycle = Cycle()  # dropped between the two backward calls, as a program's step does
+        kept.append((id(cycle), weakref.ref(cycle)))
+        blocks(LATER_NODES // 6 + 50)  # rows made in a thread: a build, then a freeze
+        del cycle
+        blocks(LATER_NODES // 6 + 50)
+
+    driver = LiveDriver(LiveSession(program))
+    app = VizApp(driver, source="test program", freeze=True)
+
+    async def actions(pilot: Pilot[Any]) -> None:
+        await settle(pilot)
+        assert app.freezer is not None
+        await _built(app, pilot, 2)  # on opening, then the first big graph task's rows
+        ((cycle_id, alive),) = kept
+        assert alive() is not None and cycle_id not in _tracked_ids()  # the program's, frozen
+        listing = node_list(app).listing
+        assert listing is not None and id(listing) not in _tracked_ids()
+        freezes = app.freezer.freezes
+        await pilot.press("e")  # the program drops the cycle and runs its second backward
+        await settle(pilot)
+        assert driver.finished and len(driver.trace.graph_tasks) == 2
+        await _built(app, pilot, freezes + 1)  # the second graph task's rows, then a freeze
+        assert alive() is None, "what was frozen and dropped since is collected"
+
+    run_app(app, actions, size=(120, 40))
+
+
+class _Opened(Exception):
+    """Raised where the command built its app, with whether it asked to freeze."""
+
+
+@pytest.mark.parametrize("command", ["demo", "run"])
+def test_run_and_demo_freeze_what_they_build_as_replay_does(
+    command: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    def opened(self: VizApp, driver: Any, **kwargs: Any) -> None:
+        raise _Opened(kwargs.get("freeze", False))
+
+    monkeypatch.setattr(VizApp, "__init__", opened)
+    monkeypatch.setattr(tui_commands, "has_terminal", lambda: True)
+    script = tmp_path / "script.py"
+    script.write_text("print('hello')\n")
+    parser = tui_commands.ArgumentParser(prog="autograd-viz")
+    tui_commands.add_tui_commands(parser.add_subparsers())
+    args = parser.parse_args([command] + ([str(script)] if command == "run" else []))
+    run: Callable[[Any], int] = args.run
+    with pytest.raises(_Opened) as opening:
+        run(args)
+    assert opening.value.args == (True,)
 
 
 def test_the_app_freezes_nothing_unless_asked(big: Trace) -> None:

@@ -301,7 +301,7 @@ def test_deep_in_a_fold_of_hundreds_of_calls_the_current_node_is_drawn() -> None
         await pilot.press("v", "v")
         app.driver.goto(start.index + 1)
         app.refresh_view(follow=True)
-        await pilot.pause()
+        await dag_of(app).drawn()  # 2,400 nodes: drawn in a thread
         picture = dag_of(app).picture
         assert picture is not None and len(picture.items) <= MAX_BOXES
         assert middle in picture.item_of
@@ -321,6 +321,30 @@ def big() -> Trace:
     return recorded
 
 
+def test_a_graph_of_a_few_hundred_nodes_is_listed_and_drawn_at_once() -> None:
+    from autograd_viz.tui import dag as dag_module
+    from autograd_viz.tui import nodes as nodes_module
+
+    with autograd_viz.record() as small:
+        blocks(60)  # 60 blocks: ~370 nodes, more than resnet18's backward
+    task = next(iter(small.graph_tasks.values()))
+    assert 300 < len(task.nodes) <= min(dag_module.LATER_NODES, nodes_module.LATER_NODES)
+    app = replay_app(small)
+
+    async def actions(pilot: Pilot[Any]) -> None:
+        await pilot.pause()
+        dag = dag_of(app)
+        for view in ("tree", "dag"):  # as v does, and look before anything else runs
+            app.action_cycle_view()
+            if view == "tree":
+                assert node_list(app).listing is not None, "the rows made by the key itself"
+        assert not dag.redrawing and dag.picture is not None, "no line saying it is drawn"
+        assert "drawing" not in dag._drawn_rows[0].plain
+        assert not [w for w in app.workers if w.group in ("listing", "picture")]
+
+    run_app(app, actions, size=(120, 40))
+
+
 def test_in_a_big_graph_the_first_picture_comes_after_the_key_is_answered(big: Trace) -> None:
     task = next(iter(big.graph_tasks.values()))
     app = replay_app(big)
@@ -335,7 +359,7 @@ def test_in_a_big_graph_the_first_picture_comes_after_the_key_is_answered(big: T
         app.action_cycle_view()  # as v does, twice, and look before anything else runs
         app.action_cycle_view()
         assert dag.picture is None
-        assert dag._drawn_rows[0].plain.startswith("drawing 5,3")
+        assert dag._drawn_rows[0].plain.startswith(f"drawing {len(task.nodes):,} nodes")
         assert not app.workers._workers, "the thread starts after the screen is painted"
         await dag.drawn()
         picture = dag.picture
@@ -452,7 +476,7 @@ def test_a_picture_that_cannot_be_made_is_said_in_the_view(
 
 
 @pytest.mark.parametrize(
-    ("query", "kind"), [("model.layers.700", "module"), ("layers.300.weight", "parameter")]
+    ("query", "kind"), [("model.layers.120", "module"), ("layers.60.weight", "parameter")]
 )
 def test_find_in_a_big_graph_reads_names_in_a_thread_and_draws_no_picture(
     big: Trace, query: str, kind: str
@@ -497,16 +521,16 @@ def test_find_in_a_big_graph_answers_at_once_and_selects_once_names_are_read(
     async def actions(pilot: Pilot[Any]) -> None:
         dag = dag_of(app)
         before = node_list(app).selected
-        app.finder.find("model.layers.500.act")  # Enter before any name was read
-        assert "finding model.layers.500.act" in status(app)
+        app.finder.find("model.layers.100.act")  # Enter before any name was read
+        assert "finding model.layers.100.act" in status(app)
         assert node_list(app).selected == before
         assert dag._pictures is None and not app.workers._workers  # a thread, after the paint
         await dag.maker.wait()
         await pilot.pause()
         selected = node_list(app).selected
         assert selected is not None and selected != before
-        assert ("model.layers.500.act", 0) in task.nodes[selected].scope
-        assert "module model.layers.500.act: 2 nodes" in status(app)
+        assert ("model.layers.100.act", 0) in task.nodes[selected].scope
+        assert "module model.layers.100.act: 2 nodes" in status(app)
         assert "finding" not in status(app)
         assert dag._pictures is not None and dag._pictures.made == 0
 
@@ -536,12 +560,12 @@ def test_in_a_big_graph_find_reads_no_names_on_the_ui_thread(
         await pilot.press("v", "v")  # the drawing first: its pictures are made in a thread
         await dag.drawn()
         await pilot.press("slash")
-        app.query_one("#prompt-input").value = "model.layers.600"  # type: ignore[attr-defined]
+        app.query_one("#prompt-input").value = "model.layers.110"  # type: ignore[attr-defined]
         await pilot.press("enter")
         await pilot.pause()
         selected = node_list(app).selected
         assert selected is not None
-        assert ("model.layers.600", 0) in task.nodes[selected].scope
+        assert ("model.layers.110", 0) in task.nodes[selected].scope
         assert built_in and threading.main_thread().name not in built_in
 
     run_app(app, actions, size=(120, 40))
