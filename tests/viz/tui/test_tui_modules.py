@@ -636,3 +636,56 @@ def test_enter_on_a_folded_chain_says_how_to_see_it_whole() -> None:
         assert any(item.name in n and "--expand" in n for n in notices), notices
 
     run_app(app, actions, size=(120, 40))
+
+
+def _cell_by_cell(canvas: Any, count: int) -> list[Any]:
+    """The canvas's rows read one column at a time: a label where one starts, else a cell."""
+    from rich.text import Text
+
+    rows = []
+    for r in range(count):
+        out, c = Text(), 0
+        while c < canvas.columns:
+            label = canvas.text.get((r, c))
+            if label is not None:
+                out.append_text(label)
+                c += label.cell_len
+                continue
+            glyph, style = canvas.cells.get((r, c), (" ", ""))
+            out.append(glyph, style=style)
+            c += 1
+        rows.append(out)
+    return rows
+
+
+def test_a_tall_picture_is_drawn_as_its_cells_read_one_by_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from rich.console import Console
+
+    from autograd_viz.tui import canvas
+    from autograd_viz.tui.pictures import Pictures
+
+    with autograd_viz.record() as recorded:
+        blocks(50)
+    task = next(iter(recorded.graph_tasks.values()))
+    pictures = Pictures(recorded, task)
+    tree = pictures.tree
+    middle = [e for e in recorded.events if e.kind == "node_end"][len(task.nodes) // 2]
+    state = recorded.state_at(middle.index + 1)  # lines delivered bold, labels by status
+    everything = pictures.choice(
+        set(tree.scope_of.values()), (), set(tree.group_of.values()), None, state.step
+    )
+    picture = pictures.picture(everything)
+    assert picture.layout.size[1] > 100  # far taller than a screen
+    selected = middle.node_id
+    fast = canvas.draw_picture(pictures, picture, state, selected, (selected,))
+    monkeypatch.setattr(canvas._Canvas, "rows", _cell_by_cell)
+    slow = canvas.draw_picture(pictures, picture, state, selected, (selected,))
+    console = Console(width=1000)
+
+    def cells(row: Any) -> list[tuple[str, Any]]:
+        return [(ch, s.style) for s in row.render(console, end="") for ch in s.text]
+
+    assert [row.plain for row in fast] == [row.plain for row in slow]
+    assert [cells(row) for row in fast] == [cells(row) for row in slow]
