@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import graphviz
 
+from autograd_viz.draw import dot_quote
 from autograd_viz.draw.dot_modules import (
     MODULE_LEGEND,
     draw_nested,
@@ -58,7 +59,7 @@ def render(
     highlight: Sequence[int] = (),
 ) -> graphviz.Digraph:
     """Draw ``view`` (see :func:`to_dot`)."""
-    graph = graphviz.Digraph("backward", comment="autograd-viz backward graph")
+    graph = dot_quote.Digraph("backward", comment="autograd-viz backward graph")
     graph.attr(
         rankdir="TB",
         compound="true",
