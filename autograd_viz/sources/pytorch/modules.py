@@ -58,15 +58,26 @@ model (``torch.compile(model)``, an ``OptimizedModule``) is named as the model
 it wraps: its class, the variable bound to ``model`` if any, and paths without
 the ``_orig_mod`` it holds the model under (``fc.bias``), as ``compiled.fc``
 reaches ``model.fc`` (``module_paths`` in ``compiled.py``).
+
+Note [Models freed before backward]
+~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+A model need not outlive its forward: ``Net()(x).sum().backward()`` frees the
+model and its modules before backward starts, and only the graph keeps its
+parameters alive. So a model's parameter names are taken when it is first
+called outermost (with its modules' paths), as weak references and names,
+and a module call whose module is gone is known by its model and its path:
+its parameters are named and drawn in it as if it lived. Nothing keeps the
+model or a parameter alive; a parameter freed since names nothing.
 """
 
 from __future__ import annotations
 
 import bisect
+import functools
 import itertools
 import threading
 import weakref
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -105,7 +116,7 @@ _several = False
 class _Root:
     """An outermost module call's module: its class name and its submodules' names."""
 
-    __slots__ = ("__weakref__", "kind", "module", "names")
+    __slots__ = ("__weakref__", "kind", "module", "names", "parameters")
 
     def __init__(self, module: torch.nn.Module, forget: Callable[[Any], object]) -> None:
         self.module = weakref.ref(module, forget)
@@ -117,6 +128,29 @@ class _Root:
             for key, name in module_paths(module).items()
             if key != id(module) and key != id(inner)
         }
+        # Taken while the model lives (Note [Models freed before backward]); weak references,
+        # so that an id reused by another tensor once a parameter is freed names nothing.
+        self.parameters = tuple(
+            (unwrapped_path(qualified), weakref.ref(parameter))
+            for qualified, parameter in inner.named_parameters()
+        )
+
+    def named_parameters(
+        self, path: str | None, recurse: bool = True
+    ) -> Iterator[tuple[str, torch.Tensor]]:
+        """The parameters still alive of the module at ``path`` under this model (``None``:
+        the model itself) as they were named when the model was first called, each by its
+        path under that module, as ``module.named_parameters(recurse=recurse)`` names it."""
+        prefix = "" if path is None else f"{path}."
+        for qualified, ref in self.parameters:
+            if not qualified.startswith(prefix):
+                continue
+            attr = qualified[len(prefix) :]
+            if not recurse and "." in attr:
+                continue
+            parameter = ref()
+            if parameter is not None:
+                yield attr, parameter
 
 
 Call = tuple["_Root", "str | None", str, int, "weakref.ref[torch.nn.Module]"]
@@ -394,18 +428,23 @@ class GraphModules:
         if found is not None:
             return found
         found = self._found = {}
-        called = []
+        called: list[tuple[Calls, Callable[..., Iterator[tuple[str, Any]]], str | None]] = []
         for calls in self._owners.values():
-            _root, inner, _kind, _id, ref = calls[-1]
+            root, inner, _kind, _id, ref = calls[-1]
             module = ref()
-            if module is None:
-                continue
+            # A module freed since its call (a model never bound to a variable) names its
+            # parameters as they were named when it ran (Note [Models freed before backward]).
+            named = (
+                module.named_parameters
+                if module is not None
+                else functools.partial(root.named_parameters, inner)
+            )
             # A lone model's own parameters read as named_parameters() names them.
             alone = inner is None and not self._prefixed
-            called.append((calls, module, None if alone else self._named[id(calls)][-1][0]))
+            called.append((calls, named, None if alone else self._named[id(calls)][-1][0]))
         for recurse in (False, True):
-            for calls, module, path in sorted(called, key=lambda c: -len(c[0])):
-                for qualified, parameter in module.named_parameters(recurse=recurse):
+            for calls, named, path in sorted(called, key=lambda c: -len(c[0])):
+                for qualified, parameter in named(recurse=recurse):
                     if id(parameter) not in found:
                         attr = unwrapped_path(qualified)  # a compiled model's, as the model's
                         found[id(parameter)] = (calls, attr if path is None else f"{path}.{attr}")
@@ -440,18 +479,18 @@ class GraphModules:
         return number_calls(raw)
 
 
-def _owners(stacks: Iterable[Calls]) -> dict[int, Calls]:
-    """``id(module)`` → the calls down to its first call, for every module that was called
-    and still lives, in forward order."""
-    first: dict[int, Calls] = {}
+def _owners(stacks: Iterable[Calls]) -> dict[object, Calls]:
+    """``id(module)`` (a freed module's: its model's and its path) → the calls down to its
+    first call, for every module that was called, in forward order."""
+    first: dict[object, Calls] = {}
     for calls in stacks:
-        for depth, (_root, _path, _kind, call_id, ref) in enumerate(calls):
+        for depth, (root, path, _kind, call_id, ref) in enumerate(calls):
             module = ref()
-            if module is None:
-                continue
-            known = first.get(id(module))
+            # A freed module by its place in its model (Note [Models freed before backward]).
+            key = id(module) if module is not None else (id(root), path)
+            known = first.get(key)
             if known is None or call_id < known[-1][3]:
-                first[id(module)] = calls if depth == len(calls) - 1 else calls[: depth + 1]
+                first[key] = calls if depth == len(calls) - 1 else calls[: depth + 1]
     return dict(sorted(first.items(), key=lambda item: item[1][-1][3]))
 
 
@@ -482,7 +521,11 @@ def _named(
                 name = f"{root.kind}#{count}"
         taken.add(name)
         roots[root] = name
-        if module is not None and next(module.parameters(), None) is not None:
+        if (
+            next(module.parameters(), None) is not None
+            if module is not None
+            else any(ref() is not None for _name, ref in root.parameters)
+        ):
             with_parameters += 1
     prefixed = with_parameters > 1  # two models' inner paths could collide
     entries: dict[int, tuple[str, int, str]] = {}

@@ -8,6 +8,7 @@ at two places, a loss module beside the model and two separate models.
 from __future__ import annotations
 
 import warnings
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -382,3 +383,26 @@ def test_a_live_session_follows_the_modules_of_its_programs_thread() -> None:
     assert tanh.scope == (("model", 0), ("1", 0))
     (mul,) = [n for n in _made(info) if n.name == "MulBackward0"]
     assert mul.scope == ()
+
+
+def test_a_model_freed_before_backward_still_names_and_places_its_parameters() -> None:
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 8, 8)
+    freed = []
+
+    def step() -> None:
+        model = _ResNet()
+        gone = weakref.ref(model)
+        loss = model(x).sum()
+        del model  # nothing else holds the model: only the graph keeps its parameters
+        freed.append(gone() is None)
+        loss.backward()
+
+    info = _recorded(step)
+    assert freed == [True]
+    _check_consistent(info)
+    leaves = _leaves(info)
+    assert sorted(leaves) == sorted(name for name, _ in _ResNet().named_parameters())
+    leaf = leaves["layer2.0.bn1.weight"]
+    assert leaf.scope == (("_ResNet", 0), ("layer2", 0), ("layer2.0", 0), ("layer2.0.bn1", 0))
+    assert leaves["fc.bias"].scope == (("_ResNet", 0), ("fc", 0))
