@@ -7,6 +7,7 @@ at two places, a loss module beside the model and two separate models.
 
 from __future__ import annotations
 
+import gc
 import warnings
 import weakref
 from collections.abc import Callable
@@ -389,10 +390,12 @@ def test_a_model_freed_before_backward_still_names_and_places_its_parameters() -
     torch.manual_seed(0)
     x = torch.randn(2, 3, 8, 8)
     freed = []
+    parameters: list[weakref.ref[Any]] = []
 
     def step() -> None:
         model = _ResNet()
         gone = weakref.ref(model)
+        parameters.extend(weakref.ref(p) for p in model.parameters())
         loss = model(x).sum()
         del model  # nothing else holds the model: only the graph keeps its parameters
         freed.append(gone() is None)
@@ -406,3 +409,5 @@ def test_a_model_freed_before_backward_still_names_and_places_its_parameters() -
     leaf = leaves["layer2.0.bn1.weight"]
     assert leaf.scope == (("_ResNet", 0), ("layer2", 0), ("layer2.0", 0), ("layer2.0.bn1", 0))
     assert leaves["fc.bias"].scope == (("_ResNet", 0), ("fc", 0))
+    gc.collect()
+    assert all(ref() is None for ref in parameters), "the names keep no parameter alive"
