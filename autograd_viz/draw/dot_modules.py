@@ -13,7 +13,7 @@ import graphviz
 
 from autograd_viz.draw.boxes import ModuleBox
 from autograd_viz.draw.escape import html_label, html_text, plain_text
-from autograd_viz.draw.graph_view import GraphView, ViewEdge, ViewNode
+from autograd_viz.draw.graph_view import GraphView, TensorBox, ViewEdge, ViewNode
 from autograd_viz.draw.showing import BoxStatus, BoxSummary, Cluster
 from autograd_viz.draw.styles import (
     BORDER,
@@ -33,6 +33,9 @@ CLUSTER_COLORS = {
 MODULE_FONT = "#1f2937"
 OPS_ONLY = "alike by ops (shapes not recorded)"
 """What a fold says whose calls were compared without their tensors' shapes."""
+
+WRAP = 4
+"""How many sinks of one node stand side by side in the module view before the row wraps."""
 
 NodeDrawer = Callable[[graphviz.Digraph, ViewNode], None]
 
@@ -93,6 +96,171 @@ def _draw_children(
             for node in held.get(key, ()):
                 draw_node(sub, node)
             _draw_children(sub, key, held, children, clusters, prefix, draw_node)
+
+
+# Note [Stacking module clusters]
+# Graphviz draws a cluster as one rectangle over every rank its nodes take, and two clusters whose
+# rank ranges overlap must stand side by side. A module's parameters hang below the node that uses
+# them (AccumulateGrad, then the leaf tensor), so a module's rectangle reaches well below the node
+# its gradient leaves from; the next module, fed by that node, starts inside that range and is put
+# beside it. Module after module this draws a model as a diagonal staircase (a resnet18's stages,
+# 7,000 points wide). An invisible edge from each bottom node of the module the gradient leaves to
+# the node it reaches puts the next module below the whole rectangle: modules stack down the page
+# in the order gradients flow, and only branches that run side by side in the model (a block's
+# shortcut) stand side by side. The edges never join a cycle: one is added only where nothing below
+# its head leads back into the module.
+
+
+def stacking_edges(view: GraphView, hanging: Mapping[str, Sequence[str]]) -> list[tuple[str, str]]:
+    """Invisible edges that put each module call's cluster below the one its gradients leave.
+
+    Args:
+        view: a view drawn with module clusters.
+        hanging: the keys of the boxes drawn under a node (its leaf or saved tensors).
+
+    Returns:
+        ``(tail, head)`` pairs: tail is a bottom node of a cluster, head a node outside it that an
+        edge from inside reaches (Note [Stacking module clusters]).
+    """
+    clusters = view.clusters
+    if not clusters:
+        return []
+    inside: dict[str, set[str]] = {}  # a cluster's nodes, nested ones included
+    for key in view.cluster_of:
+        for cluster in _path(view, key):
+            inside.setdefault(cluster, set()).add(key)
+    out: dict[str, list[str]] = {}
+    for edge in view.edges:
+        out.setdefault(edge.tail, []).append(edge.head)
+    # What each node reaches, as a bit set over the nodes, to keep the added edges acyclic.
+    bit = {key: 1 << i for i, key in enumerate(view.nodes)}
+    reach = _reach(view, out, bit)
+    bottoms: dict[str, list[str]] = {}
+    masks: dict[str, int] = {}
+    pairs: dict[tuple[str, str], None] = {}
+    for edge in view.edges:
+        # The outermost module call the edge leaves.
+        left = None
+        for cluster in _path(view, edge.tail):
+            if edge.head in inside[cluster]:
+                break
+            left = cluster
+        if left is None:
+            continue
+        members = inside[left]
+        if left not in masks:
+            masks[left] = sum(bit[k] for k in members)
+            bottoms[left] = [
+                b
+                for k in members
+                if not any(h in members for h in out.get(k, ()))
+                for b in (hanging.get(k) or [k])
+            ]
+        if reach[edge.head] & masks[left]:
+            continue
+        for bottom in bottoms[left]:
+            pairs[(bottom, edge.head)] = None
+    # A row of sinks under one node (a compiled model's parameters, all fed by one node) wraps
+    # into rows of at most WRAP, broken between modules as far apart in the tree as can be, so
+    # that a module's parameters stay in one row.
+    for heads in out.values():
+        sinks = [h for h in dict.fromkeys(heads) if h not in out]
+        if len(sinks) <= WRAP:
+            continue
+        paths = [_path(view, h) for h in sinks]
+        start, previous = 0, None
+        while start < len(sinks):
+            end = len(sinks)
+            if end - start > WRAP:
+                # The break with the shortest shared path, the later one among equals.
+                end = min(
+                    range(start + 1, start + WRAP + 1),
+                    key=lambda b: (_shared(paths[b - 1], paths[b]), -b),
+                )
+            row = sinks[start:end]
+            if previous is not None:
+                for before in previous:
+                    for bottom in hanging.get(before) or [before]:
+                        for after in row:
+                            pairs[(bottom, after)] = None
+            previous, start = row, end
+    return list(pairs)
+
+
+def draw_stacking(
+    graph: graphviz.Digraph, view: GraphView, boxes: Sequence[TensorBox], legend: bool
+) -> None:
+    """Add :func:`stacking_edges` to ``graph``, and put the legend above a stacked picture.
+
+    Args:
+        graph: the drawing, its nodes, boxes and legend already in.
+        view: the view drawn.
+        boxes: the tensor boxes drawn (leaf, saved and output tensors).
+        legend: whether the legend was drawn.
+    """
+    if not view.clusters:
+        return
+    hanging: dict[str, list[str]] = {}
+    for box in boxes:
+        if box.kind != "output":  # an output stands above its node, not below
+            hanging.setdefault(box.node, []).append(box.key)
+    stacking = stacking_edges(view, hanging)
+    if not stacking:
+        return
+    # Ranked the old way, dot ranks each cluster apart and edges between clusters lose their
+    # hold; newrank ranks every node at once.
+    graph.attr(newrank="true")
+    for tail, head in stacking:
+        graph.edge(tail, head, style="invis", weight="0")
+    if legend:
+        # Stacked module clusters make a tall, narrow picture: the legend goes above it, not
+        # beside it, held there by invisible edges to the nodes where the gradients start.
+        fed = {edge.head for edge in view.edges}
+        for key in view.nodes:
+            if key not in fed:
+                graph.edge("legend", key, style="invis", weight="0")
+
+
+def _reach(
+    view: GraphView, out: Mapping[str, Sequence[str]], bit: Mapping[str, int]
+) -> dict[str, int]:
+    """What each node reaches (itself included), as a bit set over the view's nodes."""
+    reach: dict[str, int] = {}
+    for start in view.nodes:
+        if start in reach:
+            continue
+        stack = [(start, iter(out.get(start, ())))]
+        reach[start] = bit[start]
+        while stack:  # depth-first, children before parents, without recursion
+            key, heads = stack[-1]
+            head = next(heads, None)
+            if head is None:
+                stack.pop()
+                if stack:
+                    reach[stack[-1][0]] |= reach[key]
+            elif head not in reach:
+                reach[head] = bit[head]
+                stack.append((head, iter(out.get(head, ()))))
+            else:
+                reach[key] |= reach[head]
+    return reach
+
+
+def _path(view: GraphView, key: str) -> list[str]:
+    """The clusters holding ``key``, innermost first."""
+    path: list[str] = []
+    cluster = view.cluster_of.get(key)
+    while cluster is not None:
+        path.append(cluster)
+        cluster = view.clusters[cluster].parent
+    return path
+
+
+def _shared(left: Sequence[str], right: Sequence[str]) -> int:
+    """How many clusters two paths (innermost first) share; a whole shared path counts most."""
+    if left and right and left[0] == right[0]:
+        return 1 << 30  # the same module: never broken there unless it must be
+    return len(set(left) & set(right))
 
 
 def cluster_label(cluster: Cluster) -> str:
@@ -223,6 +391,8 @@ __all__ = [
     "box_tooltip",
     "cluster_label",
     "draw_nested",
+    "draw_stacking",
     "module_attrs",
     "module_edge_attrs",
+    "stacking_edges",
 ]

@@ -21,6 +21,7 @@ from autograd_viz.draw import dot_quote
 from autograd_viz.draw.dot_modules import (
     MODULE_LEGEND,
     draw_nested,
+    draw_stacking,
     module_attrs,
     module_edge_attrs,
 )
@@ -121,6 +122,7 @@ def render(
         _draw_elided(graph, view)
     if legend:
         graph.node("legend", label=_legend_label(view), id="legend", shape="plaintext", style="")
+    draw_stacking(graph, view, boxes, legend)  # Note [Stacking module clusters]
     return graph
 
 

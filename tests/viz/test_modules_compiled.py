@@ -18,6 +18,7 @@ from autograd_viz.draw.modules import ModuleTree
 from autograd_viz.draw.names import Names
 from autograd_viz.sources.recorder import record
 from autograd_viz.trace import Trace
+from tests.viz.dotting import needs_dot, svg_tree
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("torch._dynamo")
@@ -91,6 +92,36 @@ def test_a_compiled_models_parameters_are_in_their_modules(backend: str) -> None
     assert names.resolve("blocks.0").kind == "module"
     graph = dot.to_dot(trace, around="blocks.2", depth=1).source
     assert "within 1 edge of blocks.2" in graph
+
+
+class Deep(nn.Module):
+    """Twenty parameters, every one's gradient given by the one compiled backward node."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inp = nn.Linear(16, 32)
+        self.blocks = nn.Sequential(
+            *[nn.Sequential(nn.Linear(32, 32), nn.ReLU(), nn.Linear(32, 32)) for _ in range(4)]
+        )
+        self.out = nn.Linear(32, 1)
+
+    def forward(self, x: Any) -> Any:
+        return self.out(self.blocks(self.inp(x)))
+
+
+@needs_dot
+def test_a_compiled_models_many_parameters_fit_a_screens_width() -> None:
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = torch.compile(Deep(), backend="aot_eager")
+    with record() as trace:
+        model(torch.randn(8, 16)).sum().backward()
+    graph = dot.to_dot(trace)
+    names = [f"blocks.{i}.{j}.{p}" for i in range(4) for j in (0, 2) for p in ("weight", "bias")]
+    assert all(f"<B>{name}</B>" in graph.source for name in names)
+    # Twenty AccumulateGrads side by side made it 3,800 points wide; they wrap, module by module.
+    width = float(svg_tree(graph).get("width", "0").removesuffix("pt"))
+    assert 0 < width <= 1440
 
 
 def test_a_models_own_modules_keep_the_calls_its_hooks_saw() -> None:

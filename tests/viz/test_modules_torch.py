@@ -233,6 +233,22 @@ def test_the_default_picture_of_twelve_layers_fits_a_screens_width() -> None:
     assert 0 < width <= 1440  # points: 1,920 pixels at 96 per inch
 
 
+def _width(trace: Trace, **options: Any) -> float:
+    root = svg_tree(dot.to_dot(trace, **options))
+    return float(root.get("width", "0").removesuffix("pt"))
+
+
+@needs_dot
+def test_the_default_picture_of_a_resnet_stack_fits_a_screens_width() -> None:
+    # A stage's blocks drawn side by side, a diagonal staircase, made it 2,442 points wide.
+    trace = resnet_stack()
+    source = dot.to_dot(trace).source
+    assert "2.0.conv1.weight" in source and "2.0.downsample.0.weight" in source
+    assert 0 < _width(trace) <= 1440
+    # Nothing is hidden to fit: the full drawing is still there on request, as wide as it is.
+    assert "style=invis" not in dot.to_dot(trace, expand="all").source
+
+
 def test_the_readmes_encoder_mid_backward_opens_one_layer(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
