@@ -58,8 +58,14 @@ def render(
     values: bool = False,
     legend: bool = True,
     highlight: Sequence[int] = (),
+    stacking: bool = True,
 ) -> graphviz.Digraph:
-    """Draw ``view`` (see :func:`to_dot`)."""
+    """Draw ``view`` (see :func:`to_dot`).
+
+    ``stacking=False`` leaves out the invisible edges that stack module clusters: they
+    depend on the whole graph, and a view of part of it (an animation's changed
+    elements, Note [Drawing what changed] in step_frames.py) would get other ones.
+    """
     graph = dot_quote.Digraph("backward", comment="autograd-viz backward graph")
     graph.attr(
         rankdir="TB",
@@ -122,7 +128,8 @@ def render(
         _draw_elided(graph, view)
     if legend:
         graph.node("legend", label=_legend_label(view), id="legend", shape="plaintext", style="")
-    draw_stacking(graph, view, boxes, legend)  # Note [Stacking module clusters]
+    if stacking:
+        draw_stacking(graph, view, boxes, legend)  # Note [Stacking module clusters]
     return graph
 
 

@@ -111,9 +111,14 @@ class _Drawing:
     values: bool
     highlight: tuple[int, ...]
 
-    def render(self, view: GraphView, legend: bool) -> graphviz.Digraph:
+    def render(self, view: GraphView, legend: bool, stacking: bool = True) -> graphviz.Digraph:
         return dot.render(
-            view, saved=self.saved, values=self.values, legend=legend, highlight=self.highlight
+            view,
+            saved=self.saved,
+            values=self.values,
+            legend=legend,
+            highlight=self.highlight,
+            stacking=stacking,
         )
 
 
@@ -179,7 +184,9 @@ def _redrawn(frame: Frame, before: GraphView, view: GraphView, drawing: _Drawing
         elided=0,
         elided_near=(),
     )
-    graph = drawing.render(smaller, legend=False)
+    # The frame's stacking edges stay: the shape is the same, and they are made from
+    # the whole graph, which the smaller view is not.
+    graph = drawing.render(smaller, legend=False, stacking=False)
     changed = read_frame([line for line in graph.body if not line.startswith("\tlabel=")])
     if changed is None:
         return None

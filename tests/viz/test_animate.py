@@ -433,3 +433,18 @@ def test_the_gif_has_a_frame_per_step_all_the_same_size(trace: Trace, tmp_path: 
         assert gif.info["loop"] == 0
     assert sizes == {big}
     assert durations == [100] * len(trace) + [LAST_FRAME_MS]
+
+
+def test_frames_redrawn_where_they_changed_are_the_frames_drawn_whole() -> None:
+    # A module view stacks its clusters with invisible edges made from the whole graph
+    # (Note [Stacking module clusters]): a frame redrawn from the elements that changed
+    # keeps them, and every frame is the one drawn from nothing at its step.
+    from autograd_viz.draw.step_frames import view_frames
+    from tests.viz.test_modules import transformer_trace
+
+    trace = transformer_trace()
+    steps = list(range(0, len(trace) + 1, 3))
+    frames = view_frames(trace, steps)
+    assert all("style=invis" in repr(frame) for frame in frames)
+    for step, frame in zip(steps, frames, strict=True):
+        assert frame == view_frames(trace, [step])[0], step
