@@ -37,6 +37,11 @@ OPS_ONLY = "alike by ops (shapes not recorded)"
 WRAP = 4
 """How many sinks of one node stand side by side in the module view before the row wraps."""
 
+STACK_LIMIT = 600
+"""The most nodes a picture is stacked for: Graphviz 2.43's dot crashes (a segmentation fault)
+on the invisible edges of a whole 12-layer GPT-2 opened (1,900 nodes), and a picture that big
+is wider than a screen however it is laid out."""
+
 NodeDrawer = Callable[[graphviz.Digraph, ViewNode], None]
 
 
@@ -198,7 +203,7 @@ def draw_stacking(
         boxes: the tensor boxes drawn (leaf, saved and output tensors).
         legend: whether the legend was drawn.
     """
-    if not view.clusters:
+    if not view.clusters or len(view.nodes) > STACK_LIMIT:
         return
     hanging: dict[str, list[str]] = {}
     for box in boxes:

@@ -17,7 +17,7 @@ from autograd_viz.draw.graph_view import GraphView, from_state
 from autograd_viz.draw.modules import MAX_BOXES, ModuleTree
 from autograd_viz.draw.names import Names, node_name
 from autograd_viz.trace import Trace
-from tests.viz.dotting import needs_dot, svg_tree
+from tests.viz.dotting import needs_dot, svg_groups, svg_tree
 
 torch = pytest.importorskip("torch")
 nn = torch.nn
@@ -247,6 +247,14 @@ def test_the_default_picture_of_a_resnet_stack_fits_a_screens_width() -> None:
     assert 0 < _width(trace) <= 1440
     # Nothing is hidden to fit: the full drawing is still there on request, as wide as it is.
     assert "style=invis" not in dot.to_dot(trace, expand="all").source
+
+
+@needs_dot
+def test_a_big_opened_picture_still_renders() -> None:
+    # Stacked, the twelve layers opened (over 600 nodes) made Graphviz 2.43's dot crash.
+    trace = transformer_encoder()
+    root = svg_tree(dot.to_dot(trace, expand="layers"))
+    assert len(svg_groups(root, "node")) > 600  # more than are stacked
 
 
 def test_the_readmes_encoder_mid_backward_opens_one_layer(
