@@ -190,13 +190,19 @@ def _leaves(trace: Any) -> list[str]:
     return sorted(n.leaf.name for n in task.nodes.values() if n.leaf is not None)
 
 
-def test_a_compiled_models_trace_names_it_as_the_program_does() -> None:
+def _compiled_net_step() -> tuple[Any, Any]:
+    """One recorded step of an eager-compiled :class:`Net`: the model and its trace."""
     torch._dynamo.reset()
     torch.manual_seed(0)
     model = Net()
     compiled = torch.compile(model, backend="eager")
     with record() as trace:
         compiled(torch.randn(5, 8)).sum().backward()
+    return model, trace
+
+
+def test_a_compiled_models_trace_names_it_as_the_program_does() -> None:
+    model, trace = _compiled_net_step()
     (task,) = trace.graph_tasks.values()
     # model: Net, not compiled: OptimizedModule; fc.bias, not _orig_mod.fc.bias
     assert dict(task.modules) == {"model": "Net"}
@@ -216,12 +222,7 @@ def test_the_tuis_module_tree_names_a_compiled_model_as_the_program_does() -> No
 
     from tests.viz.tui.tuiting import node_list, replay_app, run_app
 
-    torch._dynamo.reset()
-    torch.manual_seed(0)
-    model = Net()
-    compiled = torch.compile(model, backend="eager")
-    with record() as trace:
-        compiled(torch.randn(5, 8)).sum().backward()
+    _model, trace = _compiled_net_step()
     app = replay_app(trace)
 
     async def actions(pilot: Pilot[Any]) -> None:
