@@ -164,9 +164,14 @@ def test_a_compiled_models_parameters_are_in_their_modules_slices_on_the_timelin
     slices = [e for e in doc["traceEvents"] if e["ph"] == "X"]
     modules = [e for e in slices if e["cat"] == "module"]
 
+    def span(e: dict[str, Any]) -> tuple[int, int]:
+        # In whole nanoseconds, as the trace was timed: two slices that end at the same
+        # nanosecond can differ in the last bit of ts + dur in microseconds.
+        return round(e["ts"] * 1000), round((e["ts"] + e["dur"]) * 1000)
+
     def around(node: dict[str, Any]) -> list[str]:
-        start, end = node["ts"], node["ts"] + node["dur"]
-        inside = [m for m in modules if m["ts"] <= start and end <= m["ts"] + m["dur"]]
+        start, end = span(node)
+        inside = [m for m in modules if span(m)[0] <= start and end <= span(m)[1]]
         return [m["name"] for m in sorted(inside, key=lambda m: (m["ts"], -m["dur"]))]
 
     (info,) = trace.graph_tasks.values()
