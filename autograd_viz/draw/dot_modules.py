@@ -379,7 +379,7 @@ def module_edge_attrs(edge: ViewEdge, tail: ViewNode, head: ViewNode) -> dict[st
         n.box.name if n.box is not None else f"{n.info.name} #{n.info.id}" for n in (tail, head)
     ]
     edges = "1 edge" if edge.count == 1 else f"{edge.count:,} edges"
-    if tail is head:  # a rolled loop (Note [Rolled loops] in showing.py)
+    if tail is head:  # a rolled loop (Note [Rolled loops] in module_picture.py)
         attrs["tooltip"] = plain_text(
             f"{names[0]}: {edges} from one repetition to the next (the loop, rolled)"
         )

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import graphviz
 
@@ -63,7 +63,7 @@ def view_frames(
     expanded = [expand] if isinstance(expand, str) else list(expand)
     drawing = _Drawing(saved, values, tuple(highlight))
     frames: list[Frame | str] = []
-    trees: dict[object, Any] = {}
+    pictures = showing.StepPictures()
     before: tuple[GraphView, Frame] | None = None
     for step in steps:
         whole = dot.build_view(trace.state_at(step), graph_task=graph_task)
@@ -77,7 +77,7 @@ def view_frames(
             focus=[n.key for n in whole.nodes.values() if n.info.id in marked],
             max_nodes=max_nodes,
             follow=False,
-            trees=trees,
+            pictures=pictures,
         )
         frame: Frame | str | None = None
         if before is not None and _same_shape(before[0], view):
@@ -162,10 +162,19 @@ def _redrawn(frame: Frame, before: GraphView, view: GraphView, drawing: _Drawing
 
     See Note [Drawing what changed].
     """
-    nodes = {k for k, n in view.nodes.items() if before.nodes[k] != n}
-    pairs = {(e.tail, e.head) for e, old in zip(view.edges, before.edges, strict=True) if e != old}
+    # Most of a step's nodes, edges and clusters are the last step's own objects
+    # (Note [A picture from the step before] in module_picture.py): no fields compared.
+    old_nodes, old_clusters = before.nodes, before.clusters
+    nodes = {k for k, n in view.nodes.items() if n is not (o := old_nodes[k]) and n != o}
+    pairs = {
+        (e.tail, e.head)
+        for e, old in zip(view.edges, before.edges, strict=True)
+        if e is not old and e != old
+    }
     nodes.update(b.node for b, old in zip(view.boxes, before.boxes, strict=True) if b != old)
-    clusters = {k for k, c in view.clusters.items() if before.clusters[k] != c}
+    clusters = {
+        k for k, c in view.clusters.items() if c is not (was := old_clusters[k]) and c != was
+    }
     if not (nodes or pairs or clusters) and view.tasks == before.tasks:
         return frame
     for tail, head in pairs:

@@ -149,10 +149,30 @@ class _Sum:
             dependencies=self.dependencies,
             inputs=self.inputs,
             waiting_inputs=self.waiting,
-            statuses={str(k): n for k, n in self.statuses.items()},
+            statuses=ordered_statuses(self.statuses),
             non_finite=self.non_finite,
             status=box_status(self.statuses, self.non_finite),
         )
+
+
+_STATUS_ORDER = ("not run", *(s.value for s in NodeStatus))
+
+
+def ordered_statuses(statuses: Mapping[str, int]) -> dict[str, int]:
+    """``statuses`` as a summary lists them: in one fixed order (not run, then as
+    :class:`NodeStatus` lists them), statuses no node is in left out."""
+    return {status: statuses[status] for status in _STATUS_ORDER if statuses.get(status)}
+
+
+def status_key(node: ViewNode) -> str:
+    """The status a node is counted under in a summary (``"not run"`` before backward)."""
+    return "not run" if node.status is None else node.status
+
+
+def node_non_finite(node: ViewNode) -> bool:
+    """:attr:`ViewNode.non_finite`, as the summaries count it (Note on :func:`call_sums`)."""
+    slots, outputs = node.slots, node.outputs
+    return bool((slots and _non_finite(slots)) or (outputs and _non_finite(outputs)))
 
 
 def _non_finite(summaries: tuple[TensorSummary | None, ...]) -> bool:
@@ -357,7 +377,10 @@ __all__ = [
     "box_status",
     "call_sums",
     "drawn_status",
+    "node_non_finite",
+    "ordered_statuses",
     "scope_summaries",
+    "status_key",
     "status_of_calls",
     "summarize",
 ]
