@@ -331,7 +331,7 @@ def _build(
         if not chain:
             outside.append(key)
             continue
-        if leaf is not None and len(chain) == 1 and leaf.name:
+        if leaf is not None and leaf.name:
             chain = parameter_chain(chain, leaf.name)
         if chain is not last or scope is None:
             found = index.get(chain)
@@ -407,7 +407,11 @@ def scope_name(path: str, call: int, several: bool, kind: str = "") -> str:
 # (``fc``; ``transformer``, ``transformer.h``, ... down to its module), call 0:
 # the module tree shows the model's modules, each holding its parameters, and
 # the compiled region's own node stays in the model's call. A parameter of
-# the model itself (``pos_embedding``) stays there too.
+# the model itself (``pos_embedding``) stays there too. The same holds below
+# any call: a parameter read outside its module's call (stacked by the parent,
+# tied, read by a hook) is made in the call that read it and drawn in the
+# module its name points to (Note [A parameter is named by its model] in
+# sources/pytorch/module_names.py).
 
 
 def _add_prefixes(chain: ScopeKey, index: dict[ScopeKey, int], growing: list[_Growing]) -> int:

@@ -19,7 +19,8 @@ from typing import Any, NamedTuple
 import torch
 
 from autograd_viz.sources.pytorch.hooks import UserHook, counts, hooks_of
-from autograd_viz.sources.pytorch.modules import Calls, GraphModules, calls_of
+from autograd_viz.sources.pytorch.module_names import GraphModules
+from autograd_viz.sources.pytorch.modules import Calls, calls_of
 from autograd_viz.sources.pytorch.naming import LeafNamer
 from autograd_viz.sources.pytorch.saved import Seen, saved_summaries
 from autograd_viz.sources.pytorch.summary import (

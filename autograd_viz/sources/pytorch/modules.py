@@ -3,8 +3,9 @@
 While the bridge is armed, PyTorch's global module hooks
 (``register_module_forward_pre_hook`` and ``register_module_forward_hook``)
 keep, per thread, the stack of module calls running; :func:`calls_of` tells a
-backward graph's nodes which calls made them, and :class:`GraphModules`
-names those calls for the trace.
+backward graph's nodes which calls made them, and
+:class:`~autograd_viz.sources.pytorch.module_names.GraphModules` names those
+calls and the parameters for the trace.
 
 Note [Module calls own sequence ranges]
 ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
@@ -38,27 +39,6 @@ the order it makes them), else the caller's. The output of a call made on a
 worker carries it there, and the nodes below it follow. A program with one
 thread pays nothing for this: no mark, no lookup of one.
 
-Note [Model paths]
-~~~~~~~~~~~~~~~~~~
-Paths are the model's own names (``transformer.h.3.attn``, from
-``named_modules()`` of the outermost module called); a module called inside
-the model that is none of its submodules (a loss made in ``forward``) is
-named by its class under the module that called it (``CrossEntropyLoss``
-made in the model's own ``forward``, ``encoder.GELU`` in ``encoder``'s). The
-outermost module's own path is the variable the code calling backward binds it to (``model``,
-``criterion``: Note [Finding the user's modules] in ``naming.py``), else its
-class name (``GPT2LMHeadModel``; ``MLP#2`` for a second one). When two
-outermost modules with parameters made one graph, inner paths start with
-their model's path (``block.0``, ``head``), as parameter names do. A
-parameter's ``AccumulateGrad`` gets the scope of the first call, in this
-graph, of the module that owns it, or of the innermost called module above
-it; its leaf is named after that module's path (``layers.0.linear1.weight``),
-so a parameter's name is its module's path and its attribute. A compiled
-model (``torch.compile(model)``, an ``OptimizedModule``) is named as the model
-it wraps: its class, the variable bound to ``model`` if any, and paths without
-the ``_orig_mod`` it holds the model under (``fc.bias``), as ``compiled.fc``
-reaches ``model.fc`` (``module_paths`` in ``compiled.py``).
-
 Note [Models freed before backward]
 ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 A model need not outlive its forward: ``Net()(x).sum().backward()`` frees the
@@ -73,16 +53,14 @@ model or a parameter alive; a parameter freed since names nothing.
 from __future__ import annotations
 
 import bisect
-import functools
 import itertools
 import threading
 import weakref
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
 
-from autograd_viz.sources.modules import RawScope, number_calls
 from autograd_viz.sources.once import warn_once
 from autograd_viz.sources.pytorch.compiled import (
     class_name,
@@ -91,7 +69,6 @@ from autograd_viz.sources.pytorch.compiled import (
     original,
     unwrapped_path,
 )
-from autograd_viz.trace.records import Scope
 from engine.calls import CALLS
 from engine.events import HUB
 
@@ -113,7 +90,7 @@ _several = False
 """Whether module calls were followed on more than one thread: outputs are marked from then on."""
 
 
-class _Root:
+class ModelRoot:
     """An outermost module call's module: its class name and its submodules' names."""
 
     __slots__ = ("__weakref__", "kind", "module", "names", "parameters")
@@ -121,7 +98,8 @@ class _Root:
     def __init__(self, module: torch.nn.Module, forget: Callable[[Any], object]) -> None:
         self.module = weakref.ref(module, forget)
         self.kind = class_name(module)
-        # A compiled model is named as the model it wraps (Note [Model paths]).
+        # A compiled model is named as the model it wraps (Note [Model paths] in
+        # module_names.py).
         inner = original(module)
         self.names = {
             key: name
@@ -152,8 +130,19 @@ class _Root:
             if parameter is not None:
                 yield attr, parameter
 
+    def named_parameters_now(self) -> Iterator[tuple[str, torch.Tensor]]:
+        """The model's parameters as its ``named_parameters()`` names them now (a shared
+        parameter by its first name), or as they were named at its first call if it was
+        freed since; paths without a compiled model's ``_orig_mod``."""
+        module = self.module()
+        if module is None:
+            yield from self.named_parameters(None)
+            return
+        for qualified, parameter in original(module).named_parameters():
+            yield unwrapped_path(qualified), parameter
 
-Call = tuple["_Root", "str | None", str, int, "weakref.ref[torch.nn.Module]"]
+
+Call = tuple["ModelRoot", "str | None", str, int, "weakref.ref[torch.nn.Module]"]
 """One module call: its model's root, its path under the model (``None`` for the outermost
 module itself), its class name, its call id and its module (weakly). A plain tuple: one is
 made per module call while recording."""
@@ -197,8 +186,8 @@ def _new_state() -> _ThreadState:
     return state
 
 
-_roots: dict[int, _Root] = {}
-"""``id(module)`` → the :class:`_Root` of a module called outermost; an entry dies with its
+_roots: dict[int, ModelRoot] = {}
+"""``id(module)`` → the :class:`ModelRoot` of a module called outermost; an entry dies with its
 module."""
 _lock = threading.Lock()
 _handles: list[Any] = []
@@ -278,14 +267,14 @@ def _note(local: _ThreadState, stack: Calls | None) -> None:
     local.stacks.append(stack)
 
 
-def _root(module: torch.nn.Module) -> _Root:
+def _root(module: torch.nn.Module) -> ModelRoot:
     key = id(module)
     root = _roots.get(key)
     if root is None or root.module() is not module:
         # The dict is bound now: at interpreter exit this module's globals may be gone
         # before the weakref's callback runs.
         roots = _roots
-        root = _roots[key] = _Root(module, lambda _ref: roots.pop(key, None))
+        root = _roots[key] = ModelRoot(module, lambda _ref: roots.pop(key, None))
     return root
 
 
@@ -303,7 +292,7 @@ def _enter(module: torch.nn.Module, args: Any) -> None:
         stack = local.stack
         kind = class_name(module)
         if stack:
-            root: _Root = stack[0][0]
+            root: ModelRoot = stack[0][0]
             path = root.names.get(id(module))
             if path is None:  # not a submodule of the model: made in a forward, or lent
                 outer = stack[-1][1]
@@ -391,154 +380,3 @@ def calls_of(nodes: Sequence[TorchNode], caller: object | None = None) -> list[C
 def _lookup(local: _ThreadState, seq: int) -> Calls | None:
     i = bisect.bisect_right(local.starts, seq) - 1
     return local.stacks[i] if i >= 0 else local.before
-
-
-class GraphModules:
-    """The module calls that made one backward graph, named for its trace.
-
-    Built on the thread that calls backward, once the graph is walked and each
-    node has its calls (:func:`calls_of`).
-    """
-
-    def __init__(
-        self,
-        nodes: Sequence[TorchNode],
-        variables: Callable[[], Mapping[int, str]] = dict,
-    ) -> None:
-        distinct = {id(n.calls): n.calls for n in nodes if n.calls}
-        self._owners = _owners(distinct.values())
-        distinct.update((id(calls), calls) for calls in self._owners.values())
-        self._named, self._prefixed = _named(distinct, variables)
-        self._found: dict[int, tuple[Calls, str]] | None = None
-
-    def parameter_names(self) -> dict[int, str]:
-        """``id(parameter)`` → its name under the models this graph's forward called
-        (``layers.0.linear1.weight``; prefixed with the model's path when two models made
-        the graph, as their modules' paths are)."""
-        return {key: name for key, (_calls, name) in self._parameters().items()}
-
-    def _parameters(self) -> dict[int, tuple[Calls, str]]:
-        """``id(parameter)`` → the calls down to its owner's first call, and its name.
-
-        The owner is the module holding it if that module was called, else the
-        innermost called module above it (``MultiheadAttention`` reads its
-        ``out_proj.weight`` without calling ``out_proj``).
-        """
-        found = self._found
-        if found is not None:
-            return found
-        found = self._found = {}
-        called: list[tuple[Calls, Callable[..., Iterator[tuple[str, Any]]], str | None]] = []
-        for calls in self._owners.values():
-            root, inner, _kind, _id, ref = calls[-1]
-            module = ref()
-            # A module freed since its call (a model never bound to a variable) names its
-            # parameters as they were named when it ran (Note [Models freed before backward]).
-            named = (
-                module.named_parameters
-                if module is not None
-                else functools.partial(root.named_parameters, inner)
-            )
-            # A lone model's own parameters read as named_parameters() names them.
-            alone = inner is None and not self._prefixed
-            called.append((calls, named, None if alone else self._named[id(calls)][-1][0]))
-        for recurse in (False, True):
-            for calls, named, path in sorted(called, key=lambda c: -len(c[0])):
-                for qualified, parameter in named(recurse=recurse):
-                    if id(parameter) not in found:
-                        attr = unwrapped_path(qualified)  # a compiled model's, as the model's
-                        found[id(parameter)] = (calls, attr if path is None else f"{path}.{attr}")
-        return found
-
-    def scopes(self, nodes: Sequence[TorchNode]) -> tuple[list[Scope], dict[str, str]]:
-        """Each node's scope (call numbers within this graph) and every path's class name;
-        an ``AccumulateGrad`` gets its parameter's owner's."""
-        owners = {key: calls for key, (calls, _name) in self._parameters().items()}
-        raw: list[tuple[RawScope, bool]] = []
-        untracked = 0
-        parameters = False
-        named = self._named
-        for node in nodes:
-            variable = node.variable
-            if variable is not None:
-                parameters = parameters or isinstance(variable, torch.nn.Parameter)
-                owner = owners.get(id(variable))
-                raw.append((named[id(owner)] if owner else (), True))
-                continue
-            calls = node.calls
-            if calls is None:
-                untracked += node.fn is not None
-            raw.append((named[id(calls)] if calls else (), False))
-        if untracked and parameters:
-            warn_once(
-                "autograd-viz: nodes of a backward graph were made where no module call was "
-                "followed (before recording began, on another thread, or more than "
-                f"{MAX_CHANGES // 2:,} module calls ago); they have no module: record the "
-                "forward pass too"
-            )
-        return number_calls(raw)
-
-
-def _owners(stacks: Iterable[Calls]) -> dict[object, Calls]:
-    """``id(module)`` (a freed module's: its model's and its path) → the calls down to its
-    first call, for every module that was called, in forward order."""
-    first: dict[object, Calls] = {}
-    for calls in stacks:
-        for depth, (root, path, _kind, call_id, ref) in enumerate(calls):
-            module = ref()
-            # A freed module by its place in its model (Note [Models freed before backward]).
-            key = id(module) if module is not None else (id(root), path)
-            known = first.get(key)
-            if known is None or call_id < known[-1][3]:
-                first[key] = calls if depth == len(calls) - 1 else calls[: depth + 1]
-    return dict(sorted(first.items(), key=lambda item: item[1][-1][3]))
-
-
-def _named(
-    distinct: dict[int, Calls], variables: Callable[[], Mapping[int, str]]
-) -> tuple[dict[int, RawScope], bool]:
-    """Each distinct stack of calls as ``(path, call id, class)`` entries, by ``id()`` of
-    the stack; and whether inner paths start with their model's path (Note [Model paths])."""
-    first: dict[_Root, int] = {}
-    for calls in distinct.values():
-        for root, _path, _kind, call_id, _ref in calls:
-            if call_id < first.get(root, call_id + 1):
-                first[root] = call_id
-    bound = variables() if first else {}
-    roots: dict[_Root, str] = {}
-    taken: set[str] = set()
-    with_parameters = 0
-    for root in sorted(first, key=first.__getitem__):
-        module = root.module()
-        name = None
-        if module is not None:  # a compiled model by its model's variable, if one is bound
-            name = bound.get(id(original(module))) or bound.get(id(module))
-        if name is None or name == "self" or name in taken:
-            name = root.kind
-            count = 1
-            while name in taken:
-                count += 1
-                name = f"{root.kind}#{count}"
-        taken.add(name)
-        roots[root] = name
-        if (
-            next(module.parameters(), None) is not None
-            if module is not None
-            else any(ref() is not None for _name, ref in root.parameters)
-        ):
-            with_parameters += 1
-    prefixed = with_parameters > 1  # two models' inner paths could collide
-    entries: dict[int, tuple[str, int, str]] = {}
-    out: dict[int, RawScope] = {}
-    for key, calls in distinct.items():
-        named: list[tuple[str, int, str]] = []
-        for call in calls:
-            entry = entries.get(id(call))
-            if entry is None:
-                root, inner, kind, call_id, _ref = call
-                name = roots[root]
-                path = name if inner is None else (f"{name}.{inner}" if prefixed else inner)
-                entry = entries[id(call)] = (path, call_id, kind)
-            named.append(entry)
-        out[key] = tuple(named)
-    return out, prefixed

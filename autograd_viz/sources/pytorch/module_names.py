@@ -1,0 +1,250 @@
+"""Naming the module calls that made one backward graph, and its parameters, for the trace.
+
+:mod:`~autograd_viz.sources.pytorch.modules` follows module calls while the
+forward runs; :class:`GraphModules` turns the calls that made a graph's nodes
+into the paths, call numbers and parameter names a trace keeps.
+
+Note [Model paths]
+~~~~~~~~~~~~~~~~~~
+Paths are the model's own names (``transformer.h.3.attn``, from
+``named_modules()`` of the outermost module called); a module called inside
+the model that is none of its submodules (a loss made in ``forward``) is
+named by its class under the module that called it (``CrossEntropyLoss``
+made in the model's own ``forward``, ``encoder.GELU`` in ``encoder``'s). The
+outermost module's own path is the variable the code calling backward binds it to (``model``,
+``criterion``: Note [Finding the user's modules] in ``naming.py``), else its
+class name (``GPT2LMHeadModel``; ``MLP#2`` for a second one). When two
+outermost modules with parameters made one graph, inner paths start with
+their model's path (``block.0``, ``head``), as parameter names do. A
+parameter is named and placed by its model (Note [A parameter is named by its
+model]). A compiled
+model (``torch.compile(model)``, an ``OptimizedModule``) is named as the model
+it wraps: its class, the variable bound to ``model`` if any, and paths without
+the ``_orig_mod`` it holds the model under (``fc.bias``), as ``compiled.fc``
+reaches ``model.fc`` (``module_paths`` in ``compiled.py``).
+
+Note [A parameter is named by its model]
+~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+A parameter is not always used by the module that holds it:
+``torch.stack([m.weight for m in self.heads])`` in the parent's ``forward``,
+``F.linear(x, self.wte.weight)`` (weight tying), a forward hook reading
+another module's parameter. So a parameter of a model called outermost is
+named as the model's ``named_parameters()`` names it (``heads.2.weight``; a
+parameter shared by two modules by its first name, ``transformer.wte.weight``
+for GPT-2's tied ``lm_head.weight``), whichever call used it, and its
+``AccumulateGrad`` gets the calls down to the first call, in this graph, of
+the module its name points to, or of the innermost called module above it
+(the parent that stacked the heads' weights). Views then draw it in the
+module its name points to (``parameter_chain`` in ``trace/scopes.py``), so a
+parameter's name is its module's path and its attribute in every view. Only
+parameters of modules lent to a model (called in it, none of its
+submodules) are named under the call that holds them.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from autograd_viz.sources.modules import RawScope, number_calls
+from autograd_viz.sources.once import warn_once
+from autograd_viz.sources.pytorch.compiled import original, unwrapped_path
+from autograd_viz.sources.pytorch.modules import MAX_CHANGES, Calls, ModelRoot
+from autograd_viz.trace.records import Scope
+
+if TYPE_CHECKING:
+    from autograd_viz.sources.pytorch.graph import TorchNode
+
+
+class GraphModules:
+    """The module calls that made one backward graph, named for its trace.
+
+    Built on the thread that calls backward, once the graph is walked and each
+    node has its calls (:func:`calls_of`).
+    """
+
+    def __init__(
+        self,
+        nodes: Sequence[TorchNode],
+        variables: Callable[[], Mapping[int, str]] = dict,
+    ) -> None:
+        distinct = {id(n.calls): n.calls for n in nodes if n.calls}
+        self._owners = _owners(distinct.values())
+        distinct.update((id(calls), calls) for calls in self._owners.values())
+        self._named, self._prefixed = _named(distinct, variables)
+        self._leaves = {id(n.variable) for n in nodes if n.variable is not None}
+        self._found: dict[int, tuple[Calls, str]] | None = None
+
+    def parameter_names(self) -> dict[int, str]:
+        """``id(parameter)`` → its name under the models this graph's forward called
+        (``layers.0.linear1.weight``; prefixed with the model's path when two models made
+        the graph, as their modules' paths are)."""
+        return {key: name for key, (_calls, name) in self._parameters().items()}
+
+    def _parameters(self) -> dict[int, tuple[Calls, str]]:
+        """``id(parameter)`` → the calls it is drawn in, and its name, for every parameter
+        that is a leaf of this graph (Note [A parameter is named by its model]).
+
+        A parameter of a model called outermost is named as the model's
+        ``named_parameters()`` names it; its calls are those down to the first call of
+        the module its name points to, or of the innermost called module above it
+        (``MultiheadAttention`` reads its ``out_proj.weight`` without calling
+        ``out_proj``). A parameter of a module lent to the model (called in it, none of
+        its submodules) is named under that module's call.
+        """
+        found = self._found
+        if found is not None:
+            return found
+        found = self._found = {}
+        wanted = self._leaves
+        if not wanted:
+            return found
+        first: dict[tuple[ModelRoot, str | None], Calls] = {}
+        for calls in self._owners.values():  # forward order: each module's first call
+            root, path = calls[-1][0], calls[-1][1]
+            first.setdefault((root, path), calls)
+        for root in dict.fromkeys(calls[0][0] for calls in self._owners.values()):
+            for qualified, parameter in root.named_parameters_now():
+                key = id(parameter)
+                if key in wanted and key not in found:
+                    calls = _innermost_called(first, root, qualified)
+                    model = self._named[id(calls)][0][0]
+                    found[key] = (calls, f"{model}.{qualified}" if self._prefixed else qualified)
+        if len(found) < len(wanted):
+            self._lent(found, wanted)
+        return found
+
+    def _lent(self, found: dict[int, tuple[Calls, str]], wanted: set[int]) -> None:
+        """Name the parameters still unnamed under the called modules that hold them,
+        innermost first: modules lent to a model, whose paths are their class names."""
+        called: list[tuple[Calls, Callable[..., Iterator[tuple[str, Any]]], str | None]] = []
+        for calls in self._owners.values():
+            root, inner, _kind, _id, ref = calls[-1]
+            module = ref()
+            # A module freed since its call (a model never bound to a variable) names its
+            # parameters as they were named when it ran (Note [Models freed before backward]).
+            named = (
+                module.named_parameters
+                if module is not None
+                else functools.partial(root.named_parameters, inner)
+            )
+            # A lone model's own parameters read as named_parameters() names them.
+            alone = inner is None and not self._prefixed
+            called.append((calls, named, None if alone else self._named[id(calls)][-1][0]))
+        for recurse in (False, True):
+            for calls, named, path in sorted(called, key=lambda c: -len(c[0])):
+                for qualified, parameter in named(recurse=recurse):
+                    key = id(parameter)
+                    if key in wanted and key not in found:
+                        attr = unwrapped_path(qualified)  # a compiled model's, as the model's
+                        found[key] = (calls, attr if path is None else f"{path}.{attr}")
+
+    def scopes(self, nodes: Sequence[TorchNode]) -> tuple[list[Scope], dict[str, str]]:
+        """Each node's scope (call numbers within this graph) and every path's class name;
+        an ``AccumulateGrad`` gets its parameter's owner's."""
+        owners = {key: calls for key, (calls, _name) in self._parameters().items()}
+        raw: list[tuple[RawScope, bool]] = []
+        untracked = 0
+        parameters = False
+        named = self._named
+        for node in nodes:
+            variable = node.variable
+            if variable is not None:
+                parameters = parameters or isinstance(variable, torch.nn.Parameter)
+                owner = owners.get(id(variable))
+                raw.append((named[id(owner)] if owner else (), True))
+                continue
+            calls = node.calls
+            if calls is None:
+                untracked += node.fn is not None
+            raw.append((named[id(calls)] if calls else (), False))
+        if untracked and parameters:
+            warn_once(
+                "autograd-viz: nodes of a backward graph were made where no module call was "
+                "followed (before recording began, on another thread, or more than "
+                f"{MAX_CHANGES // 2:,} module calls ago); they have no module: record the "
+                "forward pass too"
+            )
+        return number_calls(raw)
+
+
+def _innermost_called(
+    first: Mapping[tuple[ModelRoot, str | None], Calls], root: ModelRoot, qualified: str
+) -> Calls:
+    """The calls down to the first call of the module that holds the parameter ``qualified``
+    of ``root``'s model, or of the innermost module above it that was called."""
+    path: str | None = qualified.rpartition(".")[0] or None
+    while path is not None:
+        calls = first.get((root, path))
+        if calls is not None:
+            return calls
+        path = path.rpartition(".")[0] or None
+    return first[root, None]
+
+
+def _owners(stacks: Iterable[Calls]) -> dict[object, Calls]:
+    """``id(module)`` (a freed module's: its model's and its path) → the calls down to its
+    first call, for every module that was called, in forward order."""
+    first: dict[object, Calls] = {}
+    for calls in stacks:
+        for depth, (root, path, _kind, call_id, ref) in enumerate(calls):
+            module = ref()
+            # A freed module by its place in its model (Note [Models freed before backward]).
+            key = id(module) if module is not None else (id(root), path)
+            known = first.get(key)
+            if known is None or call_id < known[-1][3]:
+                first[key] = calls if depth == len(calls) - 1 else calls[: depth + 1]
+    return dict(sorted(first.items(), key=lambda item: item[1][-1][3]))
+
+
+def _named(
+    distinct: dict[int, Calls], variables: Callable[[], Mapping[int, str]]
+) -> tuple[dict[int, RawScope], bool]:
+    """Each distinct stack of calls as ``(path, call id, class)`` entries, by ``id()`` of
+    the stack; and whether inner paths start with their model's path (Note [Model paths])."""
+    first: dict[ModelRoot, int] = {}
+    for calls in distinct.values():
+        for root, _path, _kind, call_id, _ref in calls:
+            if call_id < first.get(root, call_id + 1):
+                first[root] = call_id
+    bound = variables() if first else {}
+    roots: dict[ModelRoot, str] = {}
+    taken: set[str] = set()
+    with_parameters = 0
+    for root in sorted(first, key=first.__getitem__):
+        module = root.module()
+        name = None
+        if module is not None:  # a compiled model by its model's variable, if one is bound
+            name = bound.get(id(original(module))) or bound.get(id(module))
+        if name is None or name == "self" or name in taken:
+            name = root.kind
+            count = 1
+            while name in taken:
+                count += 1
+                name = f"{root.kind}#{count}"
+        taken.add(name)
+        roots[root] = name
+        if (
+            next(module.parameters(), None) is not None
+            if module is not None
+            else any(ref() is not None for _name, ref in root.parameters)
+        ):
+            with_parameters += 1
+    prefixed = with_parameters > 1  # two models' inner paths could collide
+    entries: dict[int, tuple[str, int, str]] = {}
+    out: dict[int, RawScope] = {}
+    for key, calls in distinct.items():
+        named: list[tuple[str, int, str]] = []
+        for call in calls:
+            entry = entries.get(id(call))
+            if entry is None:
+                root, inner, kind, call_id, _ref = call
+                name = roots[root]
+                path = name if inner is None else (f"{name}.{inner}" if prefixed else inner)
+                entry = entries[id(call)] = (path, call_id, kind)
+            named.append(entry)
+        out[key] = tuple(named)
+    return out, prefixed
