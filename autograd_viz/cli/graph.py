@@ -246,6 +246,8 @@ def _refuse_expanded_braces(args: argparse.Namespace, words: Sequence[str]) -> N
     named = [("--around", around)] if around else []
     named += [("--expand", value) for value in getattr(args, "expand", ())]
     for option, value in named:
+        if "{" in value:
+            continue  # braces the shell left as they are: it expanded none
         # What the shell made of the name follows it: right after it among the words, or
         # first of them when the option came before SOURCE (parsed before them). Another
         # option's value, alike but given on its own (--around h.3.attn --expand h.5),

@@ -107,7 +107,7 @@ def group_of_calls(
     if period == 1:
         name, kind = fold_name(names[0]), kinds[0]
     else:
-        name = "(" + ", ".join(fold_name(n) for n in names) + ")"
+        name = "(" + ", ".join(fold_part(n) for n in names) + ")"
         kind = ", ".join(k for k in kinds if k)
     shapes = all(scopes[i].shapes for i in run)
     return FoldGroup(index, parent, run, name, kind, period, shapes)
@@ -238,7 +238,10 @@ def fold_name(names: Sequence[str]) -> str:
 
     ``["transformer.h.0", ..., "transformer.h.11"]`` gives ``"transformer.h.{0..11}"``,
     ``["cell:0", ..., "cell:11"]`` gives ``"cell:{0..11}"``;
-    :func:`autograd_viz.draw.names.expand_braces` reads it back.
+    :func:`autograd_viz.draw.names.expand_braces` reads it back. A name that holds
+    what would be read as part of the braces (``{``, ``}``, ``,``, ``"``, ``(``, ``)``,
+    ``..``: PyTorch allows all but the dots in a module's name) is written quoted
+    (Note [Quoted names in a fold]): ``d.{"a,b","{x}",c}``.
     """
     if len(names) == 1:
         return names[0]
@@ -251,9 +254,47 @@ def fold_name(names: Sequence[str]) -> str:
     cut_tail = tail.find(".")
     tail = tail[cut_tail:] if cut_tail >= 0 else ""
     middles = [r[: len(r) - len(tail)] for r in rests]
+    if not (plain(head) and plain(tail)):
+        return "{" + ",".join(quoted(n) for n in names) + "}"
     numbers = [int(m) for m in middles if m.isdecimal() and m == str(int(m))]
-    body = ",".join(_spans(numbers) if len(numbers) == len(middles) else middles)
+    if len(numbers) == len(middles):
+        body = ",".join(_spans(numbers))
+    else:
+        body = ",".join(m if plain(m) and m else quoted(m) for m in middles)
     return f"{head}{{{body}}}{tail}"
+
+
+def fold_part(names: Sequence[str]) -> str:
+    """One part of a pattern's name (``emb:{0..9}`` in ``(emb:{0..9}, cell:{0..9})``):
+    :func:`fold_name`, a lone name quoted where it holds what a pattern's name is read by."""
+    if len(names) == 1 and not plain(names[0]):
+        return quoted(names[0])
+    return fold_name(names)
+
+
+# Note [Quoted names in a fold]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# A fold's name is read back by its braces, commas, ``..`` ranges and, for a
+# pattern, its parentheses; module names are the user's data and may hold any
+# of them but the dots (``nn.ModuleDict({"a,b": ..., "{x}": ...})``). A name
+# holding one is written in double quotes, with ``\`` and ``"`` escaped as
+# ``\\`` and ``\"`` (``d.{"a,b","{x}",c}``); where the common start or end of
+# the names holds one, every name is quoted whole (``{"{x}.0","{x}.1"}``). A
+# quoted name is read back with the escapes a view writes (``\x1b``, ``\n``,
+# ``\u202e``: :func:`autograd_viz.trace.text.printable`), so what a view shows
+# is what a user types. Names without such characters read as before.
+
+_NOT_PLAIN = frozenset('{},"()')
+
+
+def plain(name: str) -> bool:
+    """Whether ``name`` reads as itself inside a fold's name (Note [Quoted names in a fold])."""
+    return not any(c in _NOT_PLAIN for c in name) and ".." not in name and name == name.strip()
+
+
+def quoted(name: str) -> str:
+    """``name`` in double quotes, ``\\`` and ``"`` escaped (Note [Quoted names in a fold])."""
+    return '"' + name.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def _spans(numbers: Sequence[int]) -> Iterable[str]:
@@ -286,7 +327,10 @@ __all__ = [
     "Flow",
     "FoldGroup",
     "fold_name",
+    "fold_part",
     "fold_runs",
     "foldable",
     "group_of_calls",
+    "plain",
+    "quoted",
 ]

@@ -16,7 +16,10 @@ them back, and also:
   then its id, with or without a space (``Mul#12``, ``Acc(fc.bias) #3``);
 * a module path of several calls (all of them), or of a container that is
   never called itself (``transformer.h``: the calls inside it);
-* ``{a..b}`` / ``{a,b}`` braces and ``*`` / ``?`` wildcards over module names;
+* ``{a..b}`` / ``{a,b}`` braces and ``*`` / ``?`` wildcards over module names, a
+  name holding braces, commas, quotes or parentheses quoted in them as a fold's
+  name writes it (``d.{"a,b","{x}",c}``: Note [Quoted names in a fold] in
+  :mod:`~autograd_viz.draw.folds`);
 * some steps of a folded loop, as a picture at a step names the steps done or
   not started (``(emb:{0..7}, cell:{0..7}, head:{0..7})``).
 
@@ -41,6 +44,9 @@ from autograd_viz.trace.text import printable
 _NAME_AND_ID = re.compile(r"^(.*?\S)\s*#(\d+)$")
 _BRACES = re.compile(r"^(.*?)\{([^{}]*)\}(.*)$")
 _STEPS = re.compile(r"^\((.+)\)$")
+_QUOTED = re.compile(r'"((?:[^"\\]|\\.)*)"', re.DOTALL)
+_ESCAPE = re.compile(r"\\(x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|[nrt\\\"])")
+_NAMED_ESCAPES = {"n": "\n", "r": "\r", "t": "\t", "\\": "\\", '"': '"'}
 _RANGE = re.compile(r"^(\d+)\.\.(\d+)$")
 MAX_EXPANDED = 100_000
 """The most names one brace range stands for (``{0..99999}``)."""
@@ -120,7 +126,10 @@ class Names:
         name = given.strip()
         if not name:
             raise GraphViewError("an empty name names nothing; give a node id, a name or a path")
-        found = self._exact(name)
+        # A module may be called " " (nn.ModuleDict's keys are the user's): as given first.
+        found = self._exact(given) if given != name else None
+        if found is None:
+            found = self._exact(name)
         if found is None:
             found = self._pattern(name)
         if found is None:
@@ -199,7 +208,7 @@ class Names:
         steps = self._loop_steps(name)
         if steps is not None:
             scopes = steps
-        elif _BRACES.match(name):
+        elif _braces(name) is not None:
             scopes = []
             for one in expand_braces(name):
                 if one in self._by_scope_name:
@@ -228,7 +237,7 @@ class Names:
         if match is None:
             return None
         scopes: list[int] = []
-        for part in match.group(1).split(", "):
+        for part in _parts(match.group(1)):
             found = [self._by_scope_name.get(one) for one in expand_braces(part)]
             if not found or None in found:
                 return None
@@ -298,18 +307,24 @@ def expand_braces(text: str) -> list[str]:
     """The names ``{a..b}`` or ``{a,b,c}`` stand for (the first pair of braces).
 
     ``"h.{0..2}.attn"`` gives ``["h.0.attn", "h.1.attn", "h.2.attn"]``; ranges and
-    names mix in a list: ``"h.{0..2,5}"`` gives ``["h.0", "h.1", "h.2", "h.5"]``.
+    names mix in a list: ``"h.{0..2,5}"`` gives ``["h.0", "h.1", "h.2", "h.5"]``. A
+    quoted name is that name, escapes read (Note [Quoted names in a fold] in
+    :mod:`~autograd_viz.draw.folds`): ``'d.{"a,b",c}'`` gives ``["d.a,b", "d.c"]``, and
+    a lone ``'"a, b"'`` gives ``["a, b"]``.
 
     Raises:
         GraphViewError: a range longer than :data:`MAX_EXPANDED`.
     """
-    match = _BRACES.match(text)
-    if match is None:
+    lone = _QUOTED.fullmatch(text)
+    if lone is not None:
+        return [unquote(lone.group(1))]
+    found = _braces(text)
+    if found is None:
         return [text]
-    head, body, tail = match.groups()
+    head, items, tail = found
     out: list[str] = []
-    for part in body.split(","):
-        span = _RANGE.match(part)
+    for part, is_quoted in items:
+        span = None if is_quoted else _RANGE.match(part)
         if span is None:
             out.append(f"{head}{part}{tail}")
             continue
@@ -320,9 +335,105 @@ def expand_braces(text: str) -> list[str]:
     return out
 
 
+def unquote(body: str) -> str:
+    """The name a quoted name's body stands for: ``\\\\``, ``\\"`` and the escapes a view
+    writes (``\\x1b``, ``\\n``, ``\\u202e``) read; any other backslash kept."""
+    return _ESCAPE.sub(_unescape, body)
+
+
+def _unescape(match: re.Match[str]) -> str:
+    code = match.group(1)
+    named = _NAMED_ESCAPES.get(code)
+    return named if named is not None else chr(int(code[1:], 16))
+
+
+def _braces(text: str) -> tuple[str, list[tuple[str, bool]], str] | None:
+    """The start, the items (each with whether it was quoted, its escapes read) and the end
+    of the first pair of braces in ``text``; ``None`` if it has none.
+
+    An item is a quoted name (spaces around it skipped) or the text up to the next
+    ``,`` or ``}`` as written. Text the items cannot be read from (a brace inside an
+    unquoted item) is read as the first pair of braces with none inside.
+    """
+    start = text.find("{")
+    found = _read_braces(text, start) if start >= 0 and '"' not in text[:start] else None
+    if found is not None:
+        return found
+    match = _BRACES.match(text)
+    if match is None:
+        return None
+    head, body, tail = match.groups()
+    return head, [(part, False) for part in body.split(",")], tail
+
+
+def _read_braces(text: str, start: int) -> tuple[str, list[tuple[str, bool]], str] | None:
+    items: list[tuple[str, bool]] = []
+    at, end = start + 1, len(text)
+    while True:
+        word = at
+        while word < end and text[word] in " \t":
+            word += 1
+        quote = _QUOTED.match(text, word) if word < end and text[word] == '"' else None
+        if quote is not None:
+            items.append((unquote(quote.group(1)), True))
+            at = quote.end()
+            while at < end and text[at] in " \t":
+                at += 1
+        else:
+            stop = at
+            while stop < end and text[stop] not in ',{}"':
+                stop += 1
+            items.append((text[at:stop], False))
+            at = stop
+        if at >= end:
+            return None
+        if text[at] == "}":
+            return text[:start], items, text[at + 1 :]
+        if text[at] != ",":
+            return None
+        at += 1
+
+
+def _parts(text: str) -> list[str]:
+    """A pattern's parts (``emb:{0..7}, cell:{0..7}``), split at ``", "`` outside quotes and
+    braces."""
+    parts: list[str] = []
+    depth = 0
+    quoting = False
+    begin = at = 0
+    while at < len(text):
+        char = text[at]
+        if quoting:
+            if char == "\\":
+                at += 1
+            elif char == '"':
+                quoting = False
+        elif char == '"':
+            quoting = True
+        elif char == "{":
+            depth += 1
+        elif char == "}":
+            depth = max(depth - 1, 0)
+        elif depth == 0 and text.startswith(", ", at):
+            parts.append(text[begin:at])
+            begin = at + 2
+            at += 1
+        at += 1
+    parts.append(text[begin:])
+    return parts
+
+
 def names_of(view_nodes: Mapping[str, NodeInfo], tree: ModuleTree) -> Names:
     """:class:`Names` of a graph given as ``{key: info}``."""
     return Names(view_nodes.items(), tree)
 
 
-__all__ = ["MAX_EXPANDED", "Names", "Target", "expand_braces", "names_of", "node_name"]
+__all__ = [
+    "MAX_EXPANDED",
+    "Names",
+    "Target",
+    "expand_braces",
+    "names_of",
+    "node_name",
+    "unquote",
+]
