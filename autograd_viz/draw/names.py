@@ -9,6 +9,8 @@ folded chain by one repetition's node names and its ends' ids
 :func:`~autograd_viz.draw.chains.chain_name`). :class:`Names` takes any of
 them back, and also:
 
+* another name of a parameter modules share (``lm_head.weight``, shown as
+  ``transformer.wte.weight``: a leaf's ``aliases``);
 * a node id alone (``#17``, or ``17`` where no module is called ``17``, as
   ``nn.Sequential`` names its modules), or a node name only one node has;
 * a node as the TUI writes it: its name without ``Backward0``, or an
@@ -98,12 +100,20 @@ class Names:
         self._infos: dict[str, NodeInfo] = {}
         self._by_name: dict[str, list[str]] = {}
         self._by_leaf: dict[str, list[str]] = {}
+        aliases: dict[str, list[str]] = {}
         for key, info in nodes:
             self._infos[key] = info
             self._by_id.setdefault(info.id, key)
             self._by_name.setdefault(info.name, []).append(key)
-            if info.leaf is not None and info.leaf.name:
-                self._by_leaf.setdefault(info.leaf.name, []).append(key)
+            leaf = info.leaf
+            if leaf is not None:
+                if leaf.name:
+                    self._by_leaf.setdefault(leaf.name, []).append(key)
+                for alias in leaf.aliases:
+                    aliases.setdefault(alias, []).append(key)
+        # A shared parameter's other names (``lm_head.weight``), where no leaf has them as its
+        # own; not shown, so not in :meth:`shown`.
+        self._aliases = {a: keys for a, keys in aliases.items() if a not in self._by_leaf}
         self._by_scope_name: dict[str, int] = {}
         self._by_path: dict[str, list[int]] = {}
         for scope in tree.scopes:
@@ -112,7 +122,13 @@ class Names:
         self._by_group = {g.name: g.index for g in tree.groups}
         # A view shows a name with its control characters escaped (``\x1b``): that is
         # what a user types back.
-        for table in (self._by_name, self._by_leaf, self._by_scope_name, self._by_path):
+        for table in (
+            self._by_name,
+            self._by_leaf,
+            self._aliases,
+            self._by_scope_name,
+            self._by_path,
+        ):
             _add_printable(table)
         _add_printable(self._by_group)
 
@@ -171,6 +187,8 @@ class Names:
             return self._modules(name, self._by_path[name])
         if name in self._by_leaf:
             return Target(name, "parameter", tuple(self._by_leaf[name]))
+        if name in self._aliases:
+            return Target(name, "parameter", tuple(self._aliases[name]))
         if name.isdecimal():  # after module paths: nn.Sequential names its modules "0", "1"
             return self._node(name, int(name))
         keys = self._by_name.get(name)
@@ -260,6 +278,7 @@ class Names:
             *self._by_scope_name,
             *self._by_group,
             *self._by_leaf,
+            *self._aliases,
             *self._by_name,
             *self.chains,
         }

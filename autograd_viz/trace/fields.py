@@ -39,6 +39,7 @@ TEXT_PATHS: frozenset[str] = frozenset(
         "node.inputs[][]",
         "node.hooks[][]",
         "node.leaf.name",
+        "node.leaf.aliases[]",
         "node.leaf.dtype",
         "node.leaf.device",
         "node.saved[].dtype",

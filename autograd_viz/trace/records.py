@@ -32,9 +32,9 @@ if TYPE_CHECKING:
 
 FORMAT = "autograd-viz-trace"
 """The ``format`` field of every trace file's header."""
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 """The schema version this code writes."""
-READABLE_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10)
+READABLE_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11)
 """The schema versions this code reads (2 added forward anomaly events; 3 the sources of
 events: the header's ``sources``, ``graph_task_start``'s ``source``, any event's
 ``derived`` and the ``derived_mismatch`` kind; 4 the PyTorch fields of ``anomaly``:
@@ -44,7 +44,8 @@ launcher and the clock that lines up several processes' traces, and a graph task
 ``call``: its backward call's index in the run; 7 the ``comm`` kind: a distributed job's
 collectives, such as DDP's bucket allreduces; 8 a graph task's ``cut``; 9 the header's
 ``values``: the tier of values a trace was recorded at; 10 the header's ``observe``:
-``calls`` when each call's nodes were derived after it, not observed)."""
+``calls`` when each call's nodes were derived after it, not observed; 11 a leaf's
+``aliases``: the other names of a parameter two modules share)."""
 
 DEFAULT_MAX_VALUES = 16
 """Tensors with at most this many elements keep their values in summaries by default."""
@@ -87,6 +88,10 @@ class LeafInfo:
     """Where it lives."""
     grad: TensorSummary | None = None
     """Its ``.grad`` before this backward call, if it had one."""
+    aliases: tuple[str, ...] = ()
+    """Its other names: a parameter two modules share (GPT-2's ``lm_head.weight``, named
+    ``transformer.wte.weight``) by the names after the first ``named_parameters(
+    remove_duplicate=False)`` gives it."""
 
 
 @dataclass(frozen=True, slots=True)

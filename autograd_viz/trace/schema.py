@@ -172,7 +172,9 @@ LEAF = record(
         "device": read_str,
         "grad": opt_summary,
     },
+    {"aliases": list_of(read_str)},  # version 11
     build=LeafInfo,
+    defaults={"aliases": ()},
 )
 
 

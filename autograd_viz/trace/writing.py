@@ -56,6 +56,8 @@ def _node_record(graph_task: int, node: NodeInfo) -> dict[str, Any]:
             "device": leaf.device,
             "grad": _json_value(leaf.grad),
         }
+        if leaf.aliases:
+            out["leaf"]["aliases"] = list(leaf.aliases)
     if node.scope:
         out["scope"] = [list(entry) for entry in node.scope]
     return out

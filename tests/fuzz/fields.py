@@ -122,7 +122,7 @@ def _torch_seed() -> list[Record] | None:
 def _with_rare_fields(items: list[Record]) -> list[Record]:
     """Fields only some runs write, added where a trace may hold them: a process header,
     a graph task's source and cut, an error's traceback, a derived mismatch of the PyTorch bridge,
-    a DDP bucket's allreduce."""
+    a DDP bucket's allreduce, a shared parameter's other names."""
     items = copy.deepcopy(items)
     items[0]["process"] = {
         "pid": 1,
@@ -136,6 +136,8 @@ def _with_rare_fields(items: list[Record]) -> list[Record]:
     }
     for task in (r for r in items if r["type"] == "graph_task"):
         task["cut"] = f"graph task {task['id']}: ValueError: a recorder error"
+    leaf = next(r for r in items if r["type"] == "node" and r.get("leaf"))
+    leaf["leaf"]["aliases"] = ["head.weight", "decoder.weight"]  # a parameter modules share
     events = [r for r in items if r["type"] == "event"]
     for event in events:
         if event["kind"] == "graph_task_start":

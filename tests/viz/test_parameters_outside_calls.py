@@ -200,6 +200,25 @@ def test_a_tied_weight_reads_as_named_parameters_names_it() -> None:
     assert "lm_head.0.0.weight" not in named and named.count("transformer.wte.weight") == 1
 
 
+def test_a_tied_weight_is_found_by_its_other_name_too(tmp_path: Path) -> None:
+    trace, _names = recorded(tied)
+    path = tmp_path / "tied.jsonl"
+    trace.save(path)
+    loaded = Trace.load(path)  # the other names are kept in the file
+    (task,) = loaded.graph_tasks.values()
+    (shared,) = [n for n in task.nodes.values() if n.leaf is not None and n.leaf.aliases]
+    assert shared.leaf is not None and shared.leaf.name == "transformer.wte.weight"
+    assert shared.leaf.aliases == ("lm_head.0.0.weight",)
+    view = from_state(loaded.state_at(len(loaded)))
+    names = select.names_of_view(view)
+    target = names.resolve("lm_head.0.0.weight")
+    assert target.kind == "parameter" and target.nodes == names.resolve(shared.leaf.name).nodes
+    assert "lm_head.0.0.weight" not in names.shown()  # taken back, never shown
+    out = tmp_path / "around.dot"
+    assert cli.main(["dot", str(path), "--around", "lm_head.0.0.weight", "-o", str(out)]) == 0
+    assert "transformer.wte.weight" in out.read_text()
+
+
 def test_around_on_the_command_line_takes_each_name(tmp_path: Path) -> None:
     for case, (make, places) in CASES.items():
         trace, _names = recorded(make)
@@ -212,14 +231,15 @@ def test_around_on_the_command_line_takes_each_name(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("case", "name"),
+    ("case", "name", "leaf"),
     [
-        ("stacked", "block.heads.2.weight"),
-        ("tied", "transformer.wte.weight"),
-        ("hooked", "inner.c.weight"),
+        ("stacked", "block.heads.2.weight", "block.heads.2.weight"),
+        ("tied", "transformer.wte.weight", "transformer.wte.weight"),
+        ("tied", "lm_head.0.0.weight", "transformer.wte.weight"),
+        ("hooked", "inner.c.weight", "inner.c.weight"),
     ],
 )
-def test_find_takes_each_name_in_the_tui(case: str, name: str) -> None:
+def test_find_takes_each_name_in_the_tui(case: str, name: str, leaf: str) -> None:
     trace, _names = recorded(CASES[case][0])
     (task,) = trace.graph_tasks.values()
     app = replay_app(trace)
@@ -232,7 +252,7 @@ def test_find_takes_each_name_in_the_tui(case: str, name: str) -> None:
         selected = node_list(app).selected
         assert selected is not None
         info = task.nodes[selected]
-        assert info.leaf is not None and info.leaf.name == name
+        assert info.leaf is not None and info.leaf.name == leaf
         assert f"parameter {name}" in status(app)
 
     run_app(app, actions, size=(120, 40))

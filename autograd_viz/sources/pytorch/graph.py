@@ -85,6 +85,7 @@ class TorchNode:
         "fn",
         "hooks",
         "inputs",
+        "leaf_aliases",
         "leaf_name",
         "num_inputs",
         "sequence_nr",
@@ -113,6 +114,8 @@ class TorchNode:
         """For ``AccumulateGrad``: the leaf."""
         self.leaf_name: str | None = None
         """For ``AccumulateGrad``: the leaf's name."""
+        self.leaf_aliases: tuple[str, ...] = ()
+        """For ``AccumulateGrad`` of a parameter modules share: its other names."""
         self.hooks: tuple[UserHook, ...] = ()
         """The user's hooks on it (Note [Seeing the user's hooks] in ``hooks.py``)."""
         self.calls: Calls | None = ()
@@ -240,6 +243,7 @@ def _node_info(
         grad = variable.grad
         leaf = LeafInfo(
             name=node.leaf_name,
+            aliases=node.leaf_aliases,
             shape=plain_shape(variable.shape),
             dtype=dtype_name(variable.dtype),
             device=str(variable.device),
@@ -375,9 +379,13 @@ def plan_graph_task(
     _find_calls(order, modules_of)
     modules = GraphModules(order, namer.module_variables)
     namer.tracked = modules.parameter_names()
+    aliases = modules.parameter_aliases()
     for node in order:
         if node.variable is not None:
             node.leaf_name = namer(node.variable)
+            others = aliases.get(id(node.variable))
+            if others:
+                node.leaf_aliases = tuple(a for a in others if a != node.leaf_name)
     if root.fn is None:
         root.topological_nr = 1 + max((n.topological_nr for n, _ in root_edges), default=-1)
         # PyTorch numbers its GraphRoot when the call starts: after every node made before.

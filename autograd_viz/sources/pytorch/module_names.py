@@ -77,12 +77,20 @@ class GraphModules:
         self._named, self._prefixed = _named(distinct, variables)
         self._leaves = {id(n.variable) for n in nodes if n.variable is not None}
         self._found: dict[int, tuple[Calls, str]] | None = None
+        self._aliases: dict[int, list[str]] = {}
 
     def parameter_names(self) -> dict[int, str]:
         """``id(parameter)`` → its name under the models this graph's forward called
         (``layers.0.linear1.weight``; prefixed with the model's path when two models made
         the graph, as their modules' paths are)."""
         return {key: name for key, (_calls, name) in self._parameters().items()}
+
+    def parameter_aliases(self) -> dict[int, tuple[str, ...]]:
+        """``id(parameter)`` → its other names under the models this graph's forward called,
+        for a parameter two modules share (GPT-2's ``lm_head.weight`` for its
+        ``transformer.wte.weight``: Note [A parameter is named by its model])."""
+        self._parameters()
+        return {key: tuple(names) for key, names in self._aliases.items()}
 
     def _parameters(self) -> dict[int, tuple[Calls, str]]:
         """``id(parameter)`` → the calls it is drawn in, and its name, for every parameter
@@ -102,17 +110,25 @@ class GraphModules:
         wanted = self._leaves
         if not wanted:
             return found
+        aliases = self._aliases
         first: dict[tuple[ModelRoot, str | None], Calls] = {}
         for calls in self._owners.values():  # forward order: each module's first call
             root, path = calls[-1][0], calls[-1][1]
             first.setdefault((root, path), calls)
         for root in dict.fromkeys(calls[0][0] for calls in self._owners.values()):
+            model = None
             for qualified, parameter in root.named_parameters_now():
                 key = id(parameter)
-                if key in wanted and key not in found:
-                    calls = _innermost_called(first, root, qualified)
-                    model = self._named[id(calls)][0][0]
-                    found[key] = (calls, f"{model}.{qualified}" if self._prefixed else qualified)
+                if key not in wanted:
+                    continue
+                if model is None:
+                    model = self._named[id(first[root, None])][-1][0]
+                name = f"{model}.{qualified}" if self._prefixed else qualified
+                known = found.get(key)
+                if known is None:
+                    found[key] = (_innermost_called(first, root, qualified), name)
+                elif name != known[1] and name not in aliases.get(key, ()):
+                    aliases.setdefault(key, []).append(name)
         if len(found) < len(wanted):
             self._lent(found, wanted)
         return found

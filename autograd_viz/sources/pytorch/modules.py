@@ -110,7 +110,7 @@ class ModelRoot:
         # so that an id reused by another tensor once a parameter is freed names nothing.
         self.parameters = tuple(
             (unwrapped_path(qualified), weakref.ref(parameter))
-            for qualified, parameter in inner.named_parameters()
+            for qualified, parameter in inner.named_parameters(remove_duplicate=False)
         )
 
     def named_parameters(
@@ -131,14 +131,15 @@ class ModelRoot:
                 yield attr, parameter
 
     def named_parameters_now(self) -> Iterator[tuple[str, torch.Tensor]]:
-        """The model's parameters as its ``named_parameters()`` names them now (a shared
-        parameter by its first name), or as they were named at its first call if it was
-        freed since; paths without a compiled model's ``_orig_mod``."""
+        """The model's parameters as its ``named_parameters(remove_duplicate=False)`` names
+        them now (a shared parameter once per name, its first name first), or as they were
+        named at its first call if it was freed since; paths without a compiled model's
+        ``_orig_mod``."""
         module = self.module()
         if module is None:
             yield from self.named_parameters(None)
             return
-        for qualified, parameter in original(module).named_parameters():
+        for qualified, parameter in original(module).named_parameters(remove_duplicate=False):
             yield unwrapped_path(qualified), parameter
 
 
