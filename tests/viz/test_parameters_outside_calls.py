@@ -176,11 +176,17 @@ def test_every_parameter_is_named_by_the_model_and_drawn_in_its_module(case: str
     view = from_state(trace.state_at(len(trace)))
     tree = ModuleTree.build(((k, n.info) for k, n in view.nodes.items()), view.modules)
     names_read = select.names_of_view(view)
+    classes = {path: type(m).__name__ for path, m in make()[0].named_modules()}
     for name, module in places.items():
         info = leaves[name]
         assert owner_scope(info)[-1][0] == module, (name, info.scope)
         key = next(k for k, n in view.nodes.items() if n.info.id == info.id)
-        assert tree.scopes[tree.scope_of[key]].path == module  # the tree, clusters, `/`
+        scope = tree.scopes[tree.scope_of[key]]
+        assert scope.path == module  # the tree, clusters, `/`
+        # Each module it is drawn in has its class, called or not (block.heads: ModuleList).
+        for index in tree.ancestors(scope.index)[:-1]:
+            above = tree.scopes[index]
+            assert above.kind == classes[above.path], (name, above.path)
         assert names_read.resolve(name).nodes == (key,)
         around = autograd_viz.to_dot(trace, around=name, depth=1).source
         assert f"within 1 edge of {name}" in around

@@ -78,6 +78,9 @@ class GraphModules:
         self._leaves = {id(n.variable) for n in nodes if n.variable is not None}
         self._found: dict[int, tuple[Calls, str]] | None = None
         self._aliases: dict[int, list[str]] = {}
+        self._places: list[tuple[ModelRoot, str, str | None]] = []
+        """Each parameter named by its model: the model, its name there and the model's path
+        where paths start with it."""
 
     def parameter_names(self) -> dict[int, str]:
         """``id(parameter)`` → its name under the models this graph's forward called
@@ -127,6 +130,7 @@ class GraphModules:
                 known = found.get(key)
                 if known is None:
                     found[key] = (_innermost_called(first, root, qualified), name)
+                    self._places.append((root, qualified, model if self._prefixed else None))
                 elif name != known[1] and name not in aliases.get(key, ()):
                     aliases.setdefault(key, []).append(name)
         if len(found) < len(wanted):
@@ -184,7 +188,17 @@ class GraphModules:
                 f"{MAX_CHANGES // 2:,} module calls ago); they have no module: record the "
                 "forward pass too"
             )
-        return number_calls(raw)
+        scopes, kinds = number_calls(raw)
+        for root, qualified, model in self._places:
+            # The modules a view draws a parameter in below the calls that made it
+            # (parameter_chain in trace/scopes.py) have their classes too.
+            path = qualified.rpartition(".")[0]
+            while path:
+                kind = root.kinds.get(path)
+                if kind is not None:
+                    kinds.setdefault(path if model is None else f"{model}.{path}", kind)
+                path = path.rpartition(".")[0]
+        return scopes, kinds
 
 
 def _innermost_called(

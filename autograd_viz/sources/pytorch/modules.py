@@ -93,7 +93,7 @@ _several = False
 class ModelRoot:
     """An outermost module call's module: its class name and its submodules' names."""
 
-    __slots__ = ("__weakref__", "kind", "module", "names", "parameters")
+    __slots__ = ("__weakref__", "kind", "kinds", "module", "names", "parameters")
 
     def __init__(self, module: torch.nn.Module, forget: Callable[[Any], object]) -> None:
         self.module = weakref.ref(module, forget)
@@ -108,6 +108,11 @@ class ModelRoot:
         }
         # Taken while the model lives (Note [Models freed before backward]); weak references,
         # so that an id reused by another tensor once a parameter is freed names nothing.
+        # The class of each module, by its path: a view draws a parameter in its module even
+        # where no call of that module made a node (Note [A parameter is named by its model]).
+        self.kinds = {
+            unwrapped_path(path): class_name(sub) for path, sub in inner.named_modules() if path
+        }
         self.parameters = tuple(
             (unwrapped_path(qualified), weakref.ref(parameter))
             for qualified, parameter in inner.named_parameters(remove_duplicate=False)
