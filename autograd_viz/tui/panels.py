@@ -120,6 +120,8 @@ def inspect_node(
                 )
             )
         )
+        if leaf.aliases:  # a parameter modules share: `/` finds it by these too
+            parts.append(Text(printable(f"  also named {', '.join(leaf.aliases)}"), style="dim"))
     parts.append(_section("input buffer (gradients in)"))
     slots = state.slots if state is not None else (None,) * len(info.inputs)
     for i, shape in enumerate(info.inputs):

@@ -12,12 +12,14 @@ TUI's ``/``, and watching changes no gradient and keeps nothing alive.
 from __future__ import annotations
 
 import gc
+import io
 import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.console import Console
 
 import autograd_viz
 from autograd_viz import cli
@@ -27,6 +29,7 @@ from autograd_viz.draw.modules import ModuleTree
 from autograd_viz.timeline import to_chrome_trace
 from autograd_viz.trace import Trace
 from autograd_viz.trace.scopes import owner_scope
+from autograd_viz.tui.panels import inspect_node
 from tests.viz.tui.tuiting import node_list, replay_app, run_app, status
 
 torch = pytest.importorskip("torch")
@@ -219,7 +222,10 @@ def test_a_tied_weight_is_found_by_its_other_name_too(tmp_path: Path) -> None:
     names = select.names_of_view(view)
     target = names.resolve("lm_head.0.0.weight")
     assert target.kind == "parameter" and target.nodes == names.resolve(shared.leaf.name).nodes
-    assert "lm_head.0.0.weight" not in names.shown()  # taken back, never shown
+    assert "lm_head.0.0.weight" not in names.shown()  # not drawn; the inspector says it
+    console = Console(file=io.StringIO(), width=160, color_system=None)
+    console.print(inspect_node(shared, None, task, False))
+    assert "also named lm_head.0.0.weight" in console.file.getvalue()  # type: ignore[attr-defined]
     out = tmp_path / "around.dot"
     assert cli.main(["dot", str(path), "--around", "lm_head.0.0.weight", "-o", str(out)]) == 0
     assert "transformer.wte.weight" in out.read_text()
