@@ -143,7 +143,12 @@ class Names:
         if not name:
             raise GraphViewError("an empty name names nothing; give a node id, a name or a path")
         # A module may be called " " (nn.ModuleDict's keys are the user's): as given first.
-        found = self._exact(given) if given != name else None
+        found = None
+        if given != name and any(
+            given in table
+            for table in (self._by_scope_name, self._by_group, self._by_path, self._by_leaf)
+        ):
+            found = self._exact(given)
         if found is None:
             found = self._exact(name)
         if found is None:

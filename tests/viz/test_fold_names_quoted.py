@@ -159,3 +159,10 @@ def test_find_takes_each_part_in_the_tui(trace: Trace) -> None:
             assert f": {count}" in status(app), (item.name, status(app))
 
     run_app(app, actions, size=(120, 40))
+
+
+def test_a_module_named_with_a_space_is_read_as_given(trace: Trace) -> None:
+    names = select.names_of_view(from_state(trace.state_at(len(trace))))
+    target = names.resolve("d. ")
+    assert [names.tree.scopes[i].path for i in target.scopes] == ["d. "]
+    assert names.resolve(" d.{0} ").kind == "module"  # padding around other names is dropped
