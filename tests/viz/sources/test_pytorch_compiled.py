@@ -205,10 +205,12 @@ def test_a_compiled_models_trace_names_it_as_the_program_does() -> None:
     model, trace = _compiled_net_step()
     (task,) = trace.graph_tasks.values()
     # model: Net, not compiled: OptimizedModule; fc.bias, not _orig_mod.fc.bias
-    assert dict(task.modules) == {"model": "Net"}
+    # No call of lin1 made a node; its class comes from the model, for its parameters' box.
+    assert dict(task.modules) == {"model": "Net", "lin1": "Linear", "lin2": "Linear"}
     assert _leaves(trace) == sorted(name for name, _ in model.named_parameters())
     tree = ModuleTree.of_view(from_state(trace.state_at(len(trace))))
     assert [(tree.scopes[i].name, tree.scopes[i].kind) for i in tree.roots] == [("model", "Net")]
+    assert {(s.path, s.kind) for s in tree.scopes} >= {("lin1", "Linear"), ("lin2", "Linear")}
     # Every view takes the names it shows.
     graph = dot.to_dot(trace, around="lin1.bias", depth=2).source
     assert "within 2 edges of lin1.bias" in graph
@@ -247,7 +249,7 @@ def test_a_compiled_model_bound_to_no_other_name_is_named_by_its_class() -> None
     with record() as trace:
         compiled(torch.randn(5, 8)).sum().backward()
     (task,) = trace.graph_tasks.values()
-    assert dict(task.modules) == {"compiled": "Net"}
+    assert dict(task.modules) == {"compiled": "Net", "lin1": "Linear", "lin2": "Linear"}
     assert _leaves(trace) == ["lin1.bias", "lin1.weight", "lin2.bias", "lin2.weight"]
 
 
@@ -258,7 +260,11 @@ def test_a_compiled_part_of_a_models_trace_is_named_by_its_path() -> None:
     with record() as trace:
         model(torch.randn(3, 4)).clamp(min=-10).sum().backward()
     (task,) = trace.graph_tasks.values()
-    assert dict(task.modules) == {"model": "Outer", "encoder": "LogOfZero"}
+    assert dict(task.modules) == {
+        "model": "Outer",
+        "encoder": "LogOfZero",
+        "encoder.lin": "Linear",
+    }
     assert _leaves(trace) == ["encoder.lin.bias", "encoder.lin.weight"]
     graph = dot.to_dot(trace, around="encoder.lin.bias", depth=2).source
     assert "within 2 edges of encoder.lin.bias" in graph
