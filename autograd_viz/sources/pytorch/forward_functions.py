@@ -21,6 +21,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils import _python_dispatch
 
+from autograd_viz.sources.pytorch.caller_line import call_from, caller
 from autograd_viz.sources.pytorch.compiled import is_compiling
 from autograd_viz.sources.pytorch.op_values import new_nodes
 from autograd_viz.sources.pytorch.origins import ORIGIN_KEY, Origin, user_frames
@@ -70,12 +71,15 @@ class FunctionCalls:
         start = torch._C._autograd._get_sequence_nr()
         local.depth += 1
         out = None
+        # Called as from the caller's line, for the warnings it raises (Note [A warning keeps
+        # its line] in caller_line.py); the mode's own frame is two up.
+        frame = caller(sys._getframe(2), func)
         try:
             if func in _BACKWARD_CALLS and self._modes:
                 with self._outside_backward():
-                    out = func(*args, **kwargs)
+                    out = call_from(frame, func, args, kwargs)
             else:
-                out = func(*args, **kwargs)
+                out = call_from(frame, func, args, kwargs)
         finally:
             local.depth -= 1
             pending = local.pending if local.depth == 0 else None

@@ -12,6 +12,7 @@ its node is known (:class:`~autograd_viz.sources.pytorch.forward_functions.Funct
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +20,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from autograd_viz.sources.once import warn_once
+from autograd_viz.sources.pytorch.caller_line import call_from, caller
 from autograd_viz.sources.pytorch.forward_births import NO_KINDS, NonFiniteError
 from autograd_viz.sources.pytorch.op_values import (
     FILL_OPS,
@@ -56,18 +58,21 @@ class OpChecks:
 
     def dispatch(self, func: Any, args: Any, kwargs: dict[str, Any]) -> Any:
         """Run an aten op and check what it wrote (Note [Born in PyTorch])."""
+        # Called as from the caller's line, for the warnings it raises (Note [A warning keeps
+        # its line] in caller_line.py); the mode's own frame is two up.
+        frame = caller(sys._getframe(2), func)
         if torch._C._current_graph_task_id() != -1:
-            return func(*args, **kwargs)  # a backward node's op: checked by node
+            return call_from(frame, func, args, kwargs)  # a backward node's op: checked by node
         op = self._ops.get(func)
         if op is None:
             op = self._ops[func] = self._op_info(func)
         if op.view:
-            out = func(*args, **kwargs)
+            out = call_from(frame, func, args, kwargs)
             if self._births.marked():
                 self.guarded(self._births.carry, args, out)
             return out
         before = self.guarded(self._before, op, args, kwargs) if op.mutated else None
-        out = func(*args, **kwargs)
+        out = call_from(frame, func, args, kwargs)
         self.guarded(self._check, op, args, kwargs, out, before or {})
         return out
 
