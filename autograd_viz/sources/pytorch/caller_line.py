@@ -99,10 +99,4 @@ def call_from(frame: FrameType | None, func: Any, args: Any, kwargs: dict[str, A
     return FunctionType(placed, frame.f_globals)(func, args, kwargs)
 
 
-def call_as_caller(func: Any, args: Any, kwargs: dict[str, Any], depth: int = 1) -> Any:
-    """``func(*args, **kwargs)`` as if called by the code that called into the mode; ``depth``
-    is how many frames up the mode's own frame is from the function calling this."""
-    return call_from(caller(sys._getframe(depth + 1), func), func, args, kwargs)
-
-
-__all__ = ["call_as_caller", "call_from", "caller"]
+__all__ = ["call_from", "caller"]
