@@ -27,7 +27,6 @@ through the call shows the caller's line once more, for the trampoline.
 from __future__ import annotations
 
 import os
-import sys
 from types import CodeType, FrameType, FunctionType
 from typing import Any
 
