@@ -8,7 +8,8 @@ modules (so PyTorch is not needed; a recorded PyTorch trace can be given with
   query, key and value, an MLP, residual adds), about 1,000 backward nodes as
   in a 12-layer GPT-2. Timed: ``to_dot`` at the last step (the default module
   picture), at the middle step (the running node's modules open), around a
-  parameter, and ``--expand all`` (every node); each includes building the
+  parameter, ``--expand all`` (every node) and ``--expand transformer`` (every
+  module call open, stacked down the page); each includes building the
   view and producing the DOT text, as ``autograd-viz dot`` does before ``dot``
   renders it.
 * ``big``: a chain of ``--nodes`` nodes in 100 layers of 4 modules each.
@@ -154,6 +155,11 @@ def main() -> None:
         ("gpt: dot, middle step", nodes, lambda: to_dot(gpt, step=middle).source),
         (f"gpt: dot --around {leaves[len(leaves) // 2]}", nodes, lambda: _around(gpt, leaves)),
         ("gpt: dot --expand all", nodes, lambda: to_dot(gpt, expand="all").source),
+        (
+            "gpt: dot --expand transformer (every call open)",
+            nodes,
+            lambda: to_dot(gpt, expand="transformer").source,
+        ),
     ]
     big = big_trace(args.nodes)
     last = big.state_at(len(big))

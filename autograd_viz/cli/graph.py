@@ -133,8 +133,9 @@ def run_dot(args: argparse.Namespace) -> int:
         raise CommandError(f"--step {step} is past the end of {source} (0 .. {len(trace)})")
     view = _view(trace, step, args)
     graph = dot.render(view, saved=args.saved, values=args.values, legend=not args.no_legend)
+    drawn_otherwise: list[str] = []
     try:
-        fmt = dot.save(graph, output)
+        fmt = dot.save(graph, output, drawn_otherwise)
     except dot.GraphvizNotFoundError as exc:
         raise CommandError(str(exc)) from None
     except (RuntimeError, OSError) as exc:
@@ -150,6 +151,8 @@ def run_dot(args: argparse.Namespace) -> int:
     )
     for line in view.notices:
         print(f"  {printable(line)}")
+    for line in drawn_otherwise:
+        note(line)
     tier = values_recorded(trace.header)
     if args.values and tier != "all":
         note(f"{source} was recorded with --values {tier}: gradient values not recorded")

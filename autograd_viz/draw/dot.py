@@ -26,13 +26,16 @@ from __future__ import annotations
 import dataclasses
 import os
 import shutil
+import signal
 import sys
+import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import graphviz
 
 from autograd_viz.draw import showing
+from autograd_viz.draw.dot_modules import unstacked
 from autograd_viz.draw.dot_render import render
 from autograd_viz.draw.escape import html_text, plain_text
 from autograd_viz.draw.graph_view import (
@@ -204,8 +207,17 @@ def select(
     )
 
 
-def save(graph: graphviz.Digraph, path: str | os.PathLike[str]) -> str:
+def save(
+    graph: graphviz.Digraph,
+    path: str | os.PathLike[str],
+    notices: list[str] | None = None,
+) -> str:
     """Write ``graph`` to ``path``; the suffix picks DOT source or a rendered format.
+
+    Args:
+        graph: the drawing (from :func:`to_dot` or :func:`render`).
+        path: where to write; its suffix is one of :data:`FORMATS`.
+        notices: gets a line for what was drawn otherwise than asked (see :func:`pipe`).
 
     Returns:
         The format written (``"dot"``, ``"svg"``, ``"png"`` or ``"pdf"``).
@@ -220,7 +232,7 @@ def save(graph: graphviz.Digraph, path: str | os.PathLike[str]) -> str:
         with open(path, "w", encoding="utf-8") as file:
             file.write(graph.source)
         return fmt
-    data = pipe(graph, fmt)
+    data = pipe(graph, fmt, notices)
     with open(path, "wb") as file:
         file.write(data)
     return fmt
@@ -239,8 +251,20 @@ def output_format(path: str | os.PathLike[str]) -> str:
     return FORMATS[suffix]
 
 
-def pipe(graph: graphviz.Digraph, fmt: str) -> bytes:
+STACKING_FAILED = (
+    "Graphviz's dot failed on the picture with its modules stacked ({problem}); "
+    "drawn without stacking"
+)
+"""The line said when a stacked picture is drawn again without its stacking edges."""
+
+
+def pipe(graph: graphviz.Digraph, fmt: str, notices: list[str] | None = None) -> bytes:
     """Render ``graph`` with ``dot`` to ``fmt`` bytes.
+
+    A picture whose module clusters are stacked (Note [Stacking module clusters] in
+    dot_modules.py) that ``dot`` fails on, even by crashing, is drawn again without the
+    stacking, and :data:`STACKING_FAILED` says so: appended to ``notices``, or as a
+    :class:`RuntimeWarning` when no list is given.
 
     Raises:
         GraphvizNotFoundError: ``dot`` is missing.
@@ -249,13 +273,44 @@ def pipe(graph: graphviz.Digraph, fmt: str) -> bytes:
     if shutil.which("dot") is None:
         raise GraphvizNotFoundError(fmt.upper())
     try:
+        return _pipe(graph, fmt)
+    except RuntimeError as exc:
+        flat = unstacked(graph)
+        if flat is None:
+            raise
+        problem = str(exc).splitlines()[0].removeprefix(f"dot failed to render {fmt.upper()}: ")
+        if len(problem) > 80:
+            problem = problem[:79] + "…"
+    line = STACKING_FAILED.format(problem=problem)
+    data = _pipe(flat, fmt)
+    if notices is None:
+        warnings.warn(line, RuntimeWarning, stacklevel=2)
+    else:
+        notices.append(line)
+    return data
+
+
+def _pipe(graph: graphviz.Digraph, fmt: str) -> bytes:
+    try:
         data: bytes = graph.pipe(format=fmt, quiet=True)
     except graphviz.ExecutableNotFound:
         raise GraphvizNotFoundError(fmt.upper()) from None
     except graphviz.CalledProcessError as exc:
-        stderr = exc.stderr.decode(errors="replace").strip() if exc.stderr else ""
-        raise RuntimeError(f"dot failed to render {fmt.upper()}: {stderr}") from None
+        raise RuntimeError(f"dot failed to render {fmt.upper()}: {_problem(exc)}") from None
     return data
+
+
+def _problem(exc: graphviz.CalledProcessError) -> str:
+    """What ``dot`` printed, or how it ended when it printed nothing (a crash)."""
+    stderr = exc.stderr.decode(errors="replace").strip() if exc.stderr else ""
+    if exc.returncode < 0:
+        try:
+            name = signal.Signals(-exc.returncode).name
+        except ValueError:
+            name = f"signal {-exc.returncode}"
+        ended = f"killed by {name}"
+        return f"{ended}: {stderr}" if stderr else ended
+    return stderr or f"exit status {exc.returncode}"
 
 
 __all__ = [
@@ -263,6 +318,7 @@ __all__ = [
     "NON_FINITE",
     "PATH_COLOR",
     "PATH_NOTICE",
+    "STACKING_FAILED",
     "STATUS_STYLES",
     "GraphViewError",
     "GraphvizNotFoundError",

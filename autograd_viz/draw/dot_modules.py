@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import graphviz
 
+from autograd_viz.draw import dot_quote
 from autograd_viz.draw.boxes import ModuleBox
 from autograd_viz.draw.escape import html_label, html_text, plain_text
 from autograd_viz.draw.graph_view import GraphView, TensorBox, ViewEdge, ViewNode
@@ -37,10 +38,15 @@ OPS_ONLY = "alike by ops (shapes not recorded)"
 WRAP = 4
 """How many sinks of one node stand side by side in the module view before the row wraps."""
 
-STACK_LIMIT = 600
-"""The most nodes a picture is stacked for: Graphviz 2.43's dot crashes (a segmentation fault)
-on the invisible edges of a whole 12-layer GPT-2 opened (1,900 nodes), and a picture that big
-is wider than a screen however it is laid out."""
+STACK_LIMIT = 5_000
+"""The most nodes a picture is stacked for. Finding the stacking edges keeps a bit set per node
+of what it reaches (quadratic memory), and Graphviz's layout of a stacked picture grows faster
+than the picture: a 12-layer GPT-2 opened whole (858 nodes, 1,937 with its tensors) takes 7 s."""
+
+BIG_PICTURE = 600
+"""Past this many nodes a stacked picture is laid out with ``nslimit=1``: Graphviz's placement
+of nodes across the page then stops early, as it does for a picture not stacked (the stacking
+edges' virtual nodes made it 30 s for a 12-layer GPT-2 opened whole, 7 s with the limit)."""
 
 NodeDrawer = Callable[[graphviz.Digraph, ViewNode], None]
 
@@ -114,6 +120,14 @@ def _draw_children(
 # in the order gradients flow, and only branches that run side by side in the model (a block's
 # shortcut) stand side by side. The edges never join a cycle: one is added only where nothing below
 # its head leads back into the module.
+#
+# An invisible edge never doubles an edge already drawn. Graphviz 2.43's dot merges edges between
+# the same two nodes into one chain of virtual nodes, and a merged chain of a weight-0 edge and a
+# weighted one that runs past the module boxes (a tied weight: GPT-2's lm_head feeds the token
+# embedding's AccumulateGrad, 500 ranks below) crashes its spline router (a segmentation fault, or
+# "in checkpath, start port not in first box" first). Every crash seen came from such a pair; the
+# drawing is made from the view before it is stacked, so a crash of another kind falls back to it
+# (:func:`unstacked`).
 
 
 def stacking_edges(view: GraphView, hanging: Mapping[str, Sequence[str]]) -> list[tuple[str, str]]:
@@ -125,7 +139,8 @@ def stacking_edges(view: GraphView, hanging: Mapping[str, Sequence[str]]) -> lis
 
     Returns:
         ``(tail, head)`` pairs: tail is a bottom node of a cluster, head a node outside it that an
-        edge from inside reaches (Note [Stacking module clusters]).
+        edge from inside reaches (Note [Stacking module clusters]); none doubles an edge of the
+        view.
     """
     clusters = view.clusters
     if not clusters:
@@ -137,37 +152,57 @@ def stacking_edges(view: GraphView, hanging: Mapping[str, Sequence[str]]) -> lis
     out: dict[str, list[str]] = {}
     for edge in view.edges:
         out.setdefault(edge.tail, []).append(edge.head)
-    # What each node reaches, as a bit set over the nodes, to keep the added edges acyclic.
-    bit = {key: 1 << i for i, key in enumerate(view.nodes)}
-    reach = _reach(view, out, bit)
-    bottoms: dict[str, list[str]] = {}
-    masks: dict[str, int] = {}
-    pairs: dict[tuple[str, str], None] = {}
+    drawn = {(edge.tail, edge.head) for edge in view.edges}
+    pairs: dict[tuple[str, str], None] = dict.fromkeys(_wrapped_rows(view, out, hanging))
+    # The outermost module call each edge leaves, and the heads it reaches from there.
+    leaving: dict[str, dict[str, None]] = {}
     for edge in view.edges:
-        # The outermost module call the edge leaves.
         left = None
         for cluster in _path(view, edge.tail):
             if edge.head in inside[cluster]:
                 break
             left = cluster
-        if left is None:
-            continue
+        if left is not None:
+            leaving.setdefault(left, {})[edge.head] = None
+    # What each node reaches, as a bit set over the nodes, to keep the added edges acyclic.
+    bit = {key: 1 << i for i, key in enumerate(view.nodes)}
+    reach = _reach(view, out, bit)
+    stacked: dict[str, set[str]] = {}  # tail -> heads of the pairs so far
+    for tail, head in pairs:
+        stacked.setdefault(tail, set()).add(head)
+    # Innermost calls first: a bottom of an inner call already stacked above another node of the
+    # outer one is not a bottom of the outer one, so an outer call's edges leave only from its
+    # lowest nodes. Edges from every bottom, however high, cost Graphviz a virtual node per rank
+    # they cross: a 12-layer GPT-2 opened whole took 30,000 of them and half a minute to lay out.
+    for left in sorted(leaving, key=lambda c: -len(_path(view, c))):
         members = inside[left]
-        if left not in masks:
-            masks[left] = sum(bit[k] for k in members)
-            bottoms[left] = [
-                b
-                for k in members
-                if not any(h in members for h in out.get(k, ()))
-                for b in (hanging.get(k) or [k])
-            ]
-        if reach[edge.head] & masks[left]:
-            continue
-        for bottom in bottoms[left]:
-            pairs[(bottom, edge.head)] = None
-    # A row of sinks under one node (a compiled model's parameters, all fed by one node) wraps
-    # into rows of at most WRAP, broken between modules as far apart in the tree as can be, so
-    # that a module's parameters stay in one row.
+        mask = sum(bit[k] for k in members)
+        bottoms = [
+            b
+            for k in members
+            if not any(h in members for h in out.get(k, ()))
+            for b in (hanging.get(k) or [k])
+            if not any(h in members for h in stacked.get(b, ()))
+        ]
+        for head in leaving[left]:
+            if reach[head] & mask:
+                continue
+            for bottom in bottoms:
+                if (bottom, head) not in drawn:  # never doubled (Note [Stacking module clusters])
+                    pairs[(bottom, head)] = None
+                    stacked.setdefault(bottom, set()).add(head)
+    return list(pairs)
+
+
+def _wrapped_rows(
+    view: GraphView, out: Mapping[str, Sequence[str]], hanging: Mapping[str, Sequence[str]]
+) -> list[tuple[str, str]]:
+    """Invisible edges that wrap a row of sinks under one node into rows of at most WRAP.
+
+    A compiled model's parameters are all fed by one node; the row breaks between modules as far
+    apart in the tree as can be, so that a module's parameters stay in one row.
+    """
+    pairs: list[tuple[str, str]] = []
     for heads in out.values():
         sinks = [h for h in dict.fromkeys(heads) if h not in out]
         if len(sinks) <= WRAP:
@@ -187,9 +222,9 @@ def stacking_edges(view: GraphView, hanging: Mapping[str, Sequence[str]]) -> lis
                 for before in previous:
                     for bottom in hanging.get(before) or [before]:
                         for after in row:
-                            pairs[(bottom, after)] = None
+                            pairs.append((bottom, after))
             previous, start = row, end
-    return list(pairs)
+    return pairs
 
 
 def draw_stacking(
@@ -212,9 +247,13 @@ def draw_stacking(
     stacking = stacking_edges(view, hanging)
     if not stacking:
         return
+    if isinstance(graph, dot_quote.Digraph):
+        graph.stacked_from = len(graph.body)  # what unstacked() keeps
     # Ranked the old way, dot ranks each cluster apart and edges between clusters lose their
     # hold; newrank ranks every node at once.
     graph.attr(newrank="true")
+    if len(view.nodes) > BIG_PICTURE:
+        graph.attr(nslimit="1")
     for tail, head in stacking:
         graph.edge(tail, head, style="invis", weight="0")
     if legend:
@@ -224,6 +263,20 @@ def draw_stacking(
         for key in view.nodes:
             if key not in fed:
                 graph.edge("legend", key, style="invis", weight="0")
+
+
+def unstacked(graph: graphviz.Digraph) -> graphviz.Digraph | None:
+    """``graph`` as drawn before :func:`draw_stacking`, or None when it was not stacked.
+
+    The same DOT source as :func:`autograd_viz.draw.dot_render.render` with ``stacking=False``:
+    the stacking edges and ``newrank`` are the last lines of the drawing's body.
+    """
+    lines = getattr(graph, "stacked_from", None)
+    if lines is None:
+        return None
+    flat = graph.copy()
+    flat.body = flat.body[:lines]
+    return flat
 
 
 def _reach(
@@ -400,4 +453,5 @@ __all__ = [
     "module_attrs",
     "module_edge_attrs",
     "stacking_edges",
+    "unstacked",
 ]

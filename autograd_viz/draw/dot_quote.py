@@ -91,5 +91,9 @@ class Digraph(graphviz.Digraph):
     _a_list = staticmethod(a_list)
     _attr_list = staticmethod(attr_list)
 
+    stacked_from: int | None = None
+    """How many lines of ``body`` were drawn before the invisible edges that stack module
+    clusters (:func:`autograd_viz.draw.dot_modules.draw_stacking`); None when there are none."""
+
 
 __all__ = ["Digraph", "a_list", "attr_list", "quote", "quote_edge"]

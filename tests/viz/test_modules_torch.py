@@ -250,11 +250,15 @@ def test_the_default_picture_of_a_resnet_stack_fits_a_screens_width() -> None:
 
 
 @needs_dot
-def test_a_big_opened_picture_still_renders() -> None:
-    # Stacked, the twelve layers opened (over 600 nodes) made Graphviz 2.43's dot crash.
+def test_a_big_opened_picture_is_stacked_and_fits_a_screens_width() -> None:
+    # The twelve layers opened (over 600 nodes) were left unstacked, 1,997 points wide: stacked,
+    # invisible edges doubling drawn ones made Graphviz 2.43's dot crash on such pictures.
     trace = transformer_encoder()
-    root = svg_tree(dot.to_dot(trace, expand="layers"))
-    assert len(svg_groups(root, "node")) > 600  # more than are stacked
+    graph = dot.to_dot(trace, expand="layers")
+    assert "style=invis" in graph.source
+    root = svg_tree(graph)
+    assert len(svg_groups(root, "node")) > 600
+    assert 0 < float(root.get("width", "0").removesuffix("pt")) <= 1440
 
 
 def test_the_readmes_encoder_mid_backward_opens_one_layer(

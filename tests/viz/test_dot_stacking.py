@@ -1,0 +1,186 @@
+"""Module calls stacked down the page: what the invisible edges promise, and dot failing on them."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import stat
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from autograd_viz import cli
+from autograd_viz.draw import dot, dot_modules
+from autograd_viz.draw.graph_view import GraphView
+from autograd_viz.trace import Trace
+from tests.viz.dotting import needs_dot, svg_groups
+from tests.viz.test_modules import transformer_trace
+
+
+def _stacked(trace: Trace, **options: object) -> tuple[GraphView, dict[str, list[str]]]:
+    """The view ``dot`` draws, and the tensor boxes hanging under each node."""
+    view = dot.select(dot.build_view(trace), **options)  # type: ignore[arg-type]
+    hanging: dict[str, list[str]] = {}
+    for box in view.boxes:
+        if box.kind != "output":
+            hanging.setdefault(box.node, []).append(box.key)
+    return view, hanging
+
+
+def _outermost_left(view: GraphView, tail: str, head: str) -> str | None:
+    left, cluster = None, view.cluster_of.get(tail)
+    while cluster is not None:
+        members = {k for k, c in view.cluster_of.items() if _within(view, c, cluster)}
+        if head in members:
+            break
+        left, cluster = cluster, view.clusters[cluster].parent
+    return left
+
+
+def _within(view: GraphView, cluster: str | None, outer: str) -> bool:
+    while cluster is not None:
+        if cluster == outer:
+            return True
+        cluster = view.clusters[cluster].parent
+    return False
+
+
+def _reaches(edges: dict[str, set[str]], start: str) -> set[str]:
+    seen, stack = {start}, [start]
+    while stack:
+        for head in edges.get(stack.pop(), ()):
+            if head not in seen:
+                seen.add(head)
+                stack.append(head)
+    return seen
+
+
+def test_a_call_is_drawn_above_every_node_its_gradients_reach_outside_it() -> None:
+    # What stacking promises: the node a gradient reaches outside a module call is ranked
+    # below every node of that call and every tensor hanging under them, unless it leads
+    # back into the call. Inner calls' edges stand for outer ones, so few edges remain.
+    view, hanging = _stacked(transformer_trace(), expand=["transformer"])
+    pairs = dot_modules.stacking_edges(view, hanging)
+    edges: dict[str, set[str]] = {}
+    for edge in view.edges:
+        edges.setdefault(edge.tail, set()).add(edge.head)
+    for node, boxes in hanging.items():
+        edges.setdefault(node, set()).update(boxes)
+    for tail, head in pairs:
+        edges.setdefault(tail, set()).add(head)
+    checked = 0
+    for edge in view.edges:
+        left = _outermost_left(view, edge.tail, edge.head)
+        if left is None:
+            continue
+        members = [k for k, c in view.cluster_of.items() if _within(view, c, left)]
+        if any(k in _reaches(edges, edge.head) for k in members):
+            continue
+        for key in members:
+            for drawn in [key, *hanging.get(key, ())]:
+                assert edge.head in _reaches(edges, drawn), (drawn, edge.head, left)
+                checked += 1
+    assert checked > 100
+    # Edges leave a call only from its lowest nodes: fewer than one per node drawn.
+    assert 0 < len(pairs) < len(view.nodes)
+
+
+def _tied_language_model() -> Trace:
+    torch: Any = pytest.importorskip("torch")
+    import autograd_viz
+
+    nn = torch.nn
+    module: Any = nn.Module
+
+    class Tied(module):
+        """An embedding whose weight the output layer uses again, as GPT-2 and BERT do."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.embed = nn.Embedding(20, 8)
+            layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True)
+            self.encoder = nn.TransformerEncoder(layer, num_layers=2, enable_nested_tensor=False)
+            self.head = nn.Linear(8, 20, bias=False)
+            self.head.weight = self.embed.weight
+
+        def forward(self, ids: object) -> object:
+            return self.head(self.encoder(self.embed(ids)))
+
+    torch.manual_seed(0)
+    with autograd_viz.record() as trace:
+        Tied()(torch.randint(0, 20, (2, 5))).sum().backward()
+    return trace
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("expand", [(), ("encoder",)])
+def test_no_stacking_edge_doubles_a_drawn_edge(expand: tuple[str, ...]) -> None:
+    # The output layer's gradient goes to the embedding's AccumulateGrad at the bottom of the
+    # picture; an invisible edge beside that edge crashed Graphviz 2.43 on a 12-layer GPT-2.
+    source = dot.to_dot(_tied_language_model(), expand=expand).source
+    edges = re.findall(r"^\s*(\w+) -> (\w+)(.*)$", source, re.M)
+    invisible = {(t, h) for t, h, attrs in edges if "style=invis" in attrs}
+    drawn = {(t, h) for t, h, attrs in edges if "style=invis" not in attrs}
+    assert invisible and drawn
+    assert not invisible & drawn
+
+
+def test_unstacked_is_the_drawing_without_stacking() -> None:
+    view, _ = _stacked(transformer_trace(layers=3), expand=["transformer"])
+    stacked = dot.render(view)
+    flat = dot_modules.unstacked(stacked)
+    assert flat is not None and "style=invis" in stacked.source
+    assert flat.source == dot.render(view, stacking=False).source
+    assert dot_modules.unstacked(dot.render(view, stacking=False)) is None
+
+
+@pytest.fixture
+def crashing_dot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A ``dot`` first on PATH that dies of a segmentation fault on a stacked picture."""
+    real = shutil.which("dot")
+    assert real is not None
+    fake = tmp_path / "bin" / "dot"
+    fake.parent.mkdir()
+    fake.write_text(
+        "#!/bin/sh\n"
+        'input=$(cat); case "$input" in *newrank*) kill -SEGV $$;; esac\n'
+        f'printf "%s" "$input" | exec {real} "$@"\n'
+    )
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
+    yield
+
+
+@needs_dot
+def test_a_picture_dot_crashes_on_is_drawn_unstacked_with_one_line(
+    crashing_dot: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace_file = tmp_path / "t.jsonl"
+    transformer_trace(layers=3).save(trace_file)
+    out = tmp_path / "t.svg"
+    assert cli.main(["dot", str(trace_file), "--expand", "transformer", "-o", str(out)]) == 0
+    captured = capsys.readouterr()
+    (line,) = [x for x in captured.err.splitlines() if x.strip()]
+    assert "failed on the picture with its modules stacked (killed by SIGSEGV)" in line
+    assert "drawn without stacking" in line
+    assert "Wrote" in captured.out
+    root = ET.fromstring(out.read_bytes())
+    view, _ = _stacked(Trace.load(trace_file), expand=["transformer"])
+    assert len(svg_groups(root, "node")) == len(view.nodes) + len(view.boxes) + 1  # the legend
+
+
+@needs_dot
+def test_pipe_warns_when_no_list_takes_the_line(crashing_dot: None) -> None:
+    view, _ = _stacked(transformer_trace(layers=2), expand=["transformer"])
+    with pytest.warns(RuntimeWarning, match="drawn without stacking"):
+        data = dot.pipe(dot.render(view), "svg")
+    assert data.lstrip().startswith(b"<?xml")
+    # A picture that is not stacked has nothing to fall back to: dot's failure is the error.
+    flat = dot.render(view, stacking=False)
+    flat.attr(newrank="true")
+    with pytest.raises(RuntimeError, match="killed by SIGSEGV"):
+        dot.pipe(flat, "svg")
