@@ -162,7 +162,11 @@ def stacking_edges(view: GraphView, hanging: Mapping[str, Sequence[str]]) -> lis
             if edge.head in inside[cluster]:
                 break
             left = cluster
-        if left is not None:
+        # A gradient that ends in a parameter of another module (a tied weight: GPT-2's lm_head
+        # and its token embedding) needs no stacking, the parameter hangs below what feeds it;
+        # edges to it from the bottoms of a call at the top of the picture went round the whole
+        # drawing (an opened BERT layer 460 points wider for them).
+        if left is not None and edge.head in out:
             leaving.setdefault(left, {})[edge.head] = None
     # What each node reaches, as a bit set over the nodes, to keep the added edges acyclic.
     bit = {key: 1 << i for i, key in enumerate(view.nodes)}
