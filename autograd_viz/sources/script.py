@@ -15,10 +15,12 @@ command can report it in its own words:
 
 from __future__ import annotations
 
+import builtins
+import importlib.machinery
 import os
-import runpy
 import sys
 import traceback
+import types
 from collections.abc import Sequence
 from types import TracebackType
 
@@ -99,7 +101,7 @@ def run_script(path: str, args: Sequence[str] = ()) -> int:
     sys.argv = [path, *args]
     sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
     try:
-        runpy.run_path(path, run_name="__main__")
+        _run_main(path)
     except SystemExit as exc:
         return _exit_status(exc.code)
     except Exception as exc:
@@ -109,6 +111,32 @@ def run_script(path: str, args: Sequence[str] = ()) -> int:
         sys.argv = saved_argv
         sys.path[:] = saved_path
     return 0
+
+
+def _run_main(path: str) -> None:
+    """Run the file at ``path`` as ``python PATH`` does: compiled under its absolute path
+    (so ``__file__``, its frames and its warnings name it whatever the working directory;
+    ``sys.argv[0]`` stays as given), in a fresh module that is ``__main__`` while it runs."""
+    filename = os.path.abspath(path)
+    with open(filename, "rb") as file:
+        source = file.read()
+    code = compile(source, filename, "exec", dont_inherit=True)
+    main = types.ModuleType("__main__")
+    main.__dict__.update(
+        __file__=filename,
+        __cached__=None,
+        __loader__=importlib.machinery.SourceFileLoader("__main__", filename),
+        __package__=None,
+        __spec__=None,
+        __builtins__=builtins,
+    )
+    saved = sys.modules.get("__main__")
+    sys.modules["__main__"] = main
+    try:
+        exec(code, main.__dict__)
+    finally:
+        if saved is not None:
+            sys.modules["__main__"] = saved
 
 
 def _exit_status(code: object) -> int:
@@ -126,10 +154,16 @@ _OUR_MODULES = frozenset({__name__, "runpy"})
 def _trim(tb: TracebackType | None) -> TracebackType | None:
     """Drop the leading frames of this module and ``runpy``: the script's frames remain.
 
+    When the NaN checks' modes ran, what they add between the script's frames goes
+    too (:func:`~autograd_viz.sources.pytorch.caller_line.without_mode_frames`).
+
     Frames are told apart by module name because ``runpy`` may be frozen (its
     frames then have no real file name). A script that does not compile has
     no frame of its own; its ``SyntaxError`` names the file and line itself.
     """
     while tb is not None and tb.tb_frame.f_globals.get("__name__") in _OUR_MODULES:
         tb = tb.tb_next
+    placing = sys.modules.get("autograd_viz.sources.pytorch.caller_line")
+    if placing is not None:  # the NaN checks' modes ran: their frames go too
+        tb = placing.without_mode_frames(tb)
     return tb

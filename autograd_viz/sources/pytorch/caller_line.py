@@ -17,7 +17,8 @@ given the caller's file, line and function name, run in the caller's module
 globals: a warning raised inside sees the caller's file, line, module (for the
 filters) and ``__warningregistry__`` (for "once per place"), as without the
 modes. The caller is the first frame outside ours and torch's mode plumbing
-(``overrides.py``, ``_ops.py``, ``utils/_python_dispatch.py``), and, when the
+(``overrides.py``, ``_ops.py``, ``utils/_python_dispatch.py``, and the
+``_disable_dynamo`` wrapper around ``__torch_dispatch__``), and, when the
 function is torch Python code that handed itself to the mode, the frame that
 called it. An aten op is called through its C++ operator, so that torch's
 Python ``OpOverload.__call__`` is not the innermost frame either. A traceback
@@ -26,8 +27,9 @@ through the call shows the caller's line once more, for the trampoline.
 
 from __future__ import annotations
 
+import itertools
 import os
-from types import CodeType, FrameType, FunctionType
+from types import CodeType, FrameType, FunctionType, TracebackType
 from typing import Any
 
 import torch
@@ -44,7 +46,14 @@ _PLUMBING_PREFIXES = (
 )
 _PLUMBING_FILES = frozenset(
     _TORCH + name
-    for name in ("overrides.py", "_ops.py", os.path.join("utils", "_python_dispatch.py"))
+    for name in (
+        "overrides.py",
+        "_ops.py",
+        os.path.join("utils", "_python_dispatch.py"),
+        # torch._disable_dynamo's wrapper around a mode's __torch_dispatch__
+        "_compile.py",
+        os.path.join("_dynamo", "eval_frame.py"),
+    )
 )
 _MAX_PLACES = 4096
 """Placed trampolines kept, one per calling line; past this many the cache starts again."""
@@ -98,4 +107,51 @@ def call_from(frame: FrameType | None, func: Any, args: Any, kwargs: dict[str, A
     return FunctionType(placed, frame.f_globals)(func, args, kwargs)
 
 
-__all__ = ["call_from", "caller"]
+def is_placed(code: CodeType) -> bool:
+    """Whether ``code`` is the trampoline, placed at some caller's line."""
+    return code.co_code == _CODE.co_code and code.co_varnames == _CODE.co_varnames
+
+
+def without_mode_frames(tb: TracebackType | None) -> TracebackType | None:
+    """``tb`` as it would be without the checks' modes, for a program's traceback.
+
+    Each trampoline goes, and so does each run of frames of ours and of torch's mode
+    plumbing that the exception left through a frame after it; a run at the end is where
+    the error was raised (a fault of ours, say) and stays.
+    """
+    entries: list[TracebackType] = []
+    while tb is not None:
+        entries.append(tb)
+        tb = tb.tb_next
+    if not entries:
+        return None
+    kept: list[TracebackType] = []
+    run: list[TracebackType] = []
+    ours_in_run = False
+    for entry in entries:
+        code = entry.tb_frame.f_code
+        if is_placed(code):
+            if not ours_in_run:
+                kept.extend(run)
+            run, ours_in_run = [], False
+            continue
+        if _is_plumbing(code.co_filename):
+            run.append(entry)
+            ours_in_run = ours_in_run or os.path.abspath(code.co_filename).startswith(
+                _PLUMBING_PREFIXES
+            )
+            continue
+        if not ours_in_run:
+            kept.extend(run)
+        run, ours_in_run = [], False
+        kept.append(entry)
+    kept.extend(run)  # where it was raised
+    if not kept:
+        return entries[0]
+    for entry, after in itertools.pairwise(kept):
+        entry.tb_next = after
+    kept[-1].tb_next = None
+    return kept[0]
+
+
+__all__ = ["call_from", "caller", "is_placed", "without_mode_frames"]

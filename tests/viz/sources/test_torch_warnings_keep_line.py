@@ -105,6 +105,43 @@ def test_torch_warnings_name_the_same_lines_under_the_checks(tmp_path: Path, nam
     assert checked.stdout.splitlines()[0] == plain.stdout.splitlines()[0]  # same results
 
 
+ERROR_IN_AN_OP = """
+    import torch
+    class Net(torch.nn.Module):
+        def forward(self, x):
+            return torch.nn.functional.mse_loss(x @ torch.ones(4, 4), x)
+    def step(x):
+        return Net()(x).sum()
+    step(torch.ones(3, requires_grad=True)).backward()
+"""
+
+
+def test_a_programs_traceback_has_its_frames_as_without_the_checks(tmp_path: Path) -> None:
+    """What the modes add between the program's frames is left out of its traceback."""
+    PROGRAMS["error_in_an_op"] = ERROR_IN_AN_OP
+    try:
+        plain = _run(tmp_path, "error_in_an_op")
+        checked = _run(tmp_path, "error_in_an_op", "-m", "autograd_viz", "nan")
+    finally:
+        del PROGRAMS["error_in_an_op"]
+
+    def frames(stderr: str) -> list[str]:
+        """The program's frames and the error. torch's differ: the module tracking's global
+        hooks send ``Module._call_impl`` down its path with hooks."""
+        return [
+            line
+            for line in stderr.splitlines()
+            if line.startswith(("  File", "RuntimeError")) and os.sep + "torch" + os.sep not in line
+        ]
+
+    assert plain.returncode != 0
+    assert checked.returncode != 0
+    expected = frames(plain.stderr)
+    assert len([line for line in expected if "error_in_an_op.py" in line]) == 3
+    assert frames(checked.stderr) == expected
+    assert "autograd_viz" not in checked.stderr.split("autograd-viz: error:")[0]
+
+
 def test_placing_a_call_keeps_nothing_of_the_program_alive() -> None:
     """The trampolines kept are code placed at a line; the caller's globals are not kept."""
     import gc
