@@ -17,7 +17,7 @@ from autograd_viz import cli
 from autograd_viz.draw import dot, dot_modules
 from autograd_viz.draw.graph_view import GraphView
 from autograd_viz.trace import Trace
-from tests.viz.dotting import needs_dot, svg_groups
+from tests.viz.dotting import needs_dot, svg_groups, svg_tree
 from tests.viz.test_modules import transformer_trace
 
 
@@ -184,3 +184,12 @@ def test_pipe_warns_when_no_list_takes_the_line(crashing_dot: None) -> None:
     flat.attr(newrank="true")
     with pytest.raises(RuntimeError, match="killed by SIGSEGV"):
         dot.pipe(flat, "svg")
+
+
+@pytest.mark.oracle
+@needs_dot
+def test_an_opened_layer_of_a_tied_model_fits_a_screens_width() -> None:
+    # Stacking edges into the tied embedding's AccumulateGrad at the bottom went round the
+    # whole picture: 1,440 points wide with a layer opened, and BERT's opened layer 1,799.
+    root = svg_tree(dot.to_dot(_tied_language_model(), expand="encoder.layers.0"))
+    assert 0 < float(root.get("width", "0").removesuffix("pt")) <= 1200
