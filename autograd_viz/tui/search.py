@@ -67,6 +67,8 @@ def export_step(
     graph = dot.to_dot(
         state, graph_task=graph_task, values=True, max_nodes=limit, highlight=highlight
     )
-    fmt = dot.save(graph, path)
+    drawn_otherwise: list[str] = []
+    fmt = dot.save(graph, path, drawn_otherwise)
     cut = f" (first {EXPORT_MAX_NODES} of {size} nodes)" if limit else ""
-    return f"step {state.step} written to {path} as {fmt.upper()}{cut}"
+    said = "".join(f"; {line}" for line in drawn_otherwise)
+    return f"step {state.step} written to {path} as {fmt.upper()}{cut}{said}"

@@ -193,3 +193,17 @@ def test_an_opened_layer_of_a_tied_model_fits_a_screens_width() -> None:
     # whole picture: 1,440 points wide with a layer opened, and BERT's opened layer 1,799.
     root = svg_tree(dot.to_dot(_tied_language_model(), expand="encoder.layers.0"))
     assert 0 < float(root.get("width", "0").removesuffix("pt")) <= 1200
+
+
+@needs_dot
+def test_the_tuis_export_says_a_picture_was_drawn_unstacked(
+    crashing_dot: None, tmp_path: Path
+) -> None:
+    from autograd_viz.tui.search import export_step
+
+    trace = transformer_trace(layers=3)
+    path = tmp_path / "step.svg"
+    written = export_step(trace.state_at(len(trace)), None, str(path))
+    assert written.startswith(f"step {len(trace)} written to {path} as SVG; ")
+    assert written.endswith("drawn without stacking")
+    assert ET.fromstring(path.read_bytes()).tag.endswith("svg")
