@@ -41,7 +41,7 @@ WRAP = 4
 STACK_LIMIT = 5_000
 """The most nodes a picture is stacked for. Finding the stacking edges keeps a bit set per node
 of what it reaches (quadratic memory), and Graphviz's layout of a stacked picture grows faster
-than the picture: a 12-layer GPT-2 opened whole (858 nodes, 1,937 with its tensors) takes 10 s."""
+than the picture: a 12-layer GPT-2 opened whole (858 nodes, 1,006 with its tensors) takes 10 s."""
 
 BIG_PICTURE = 600
 """Past this many nodes a stacked picture is laid out with ``nslimit=1``: Graphviz's placement
