@@ -274,6 +274,8 @@ def pipe(graph: graphviz.Digraph, fmt: str, notices: list[str] | None = None) ->
         raise GraphvizNotFoundError(fmt.upper())
     try:
         return _pipe(graph, fmt)
+    except GraphvizNotFoundError:
+        raise
     except RuntimeError as exc:
         flat = unstacked(graph)
         if flat is None:
