@@ -447,17 +447,38 @@ class Recorder:
             trace = self.trace
             events_ = trace.events
             position = len(events_)
-            if not self._goes_last(event.seq):
-                position = self._insert(event, data)
-            else:
-                events_.append(_new_trace_event(TraceEvent, (position, *event[:DATA], data)))
-            trace.graph_tasks[info.id] = _with_first_event(info, position)
+            goes_last = self._goes_last(event.seq)
+            started = _with_first_event(info, position)
+            try:
+                if not goes_last:
+                    position = self._insert(event, data)
+                    started = _with_first_event(info, position)
+                else:
+                    events_.append(_new_trace_event(TraceEvent, (position, *event[:DATA], data)))
+                trace.graph_tasks[info.id] = started
+            except BaseException:
+                # A signal handler of the program's raised (sys.exit from SIGTERM) after the
+                # event went in: its call goes in too, or the file would hold a start with no
+                # call to start (Note [A call goes in whole]).
+                if goes_last and len(events_) > position and events_[position].seq == event.seq:
+                    trace.graph_tasks[info.id] = started
+                raise
             sources = trace.header.setdefault("sources", [])
             source = event.data.get("source", "engine")
             if source not in sources:
                 sources.append(source)
         if failed is not None:
             raise failed  # the hub hands it to on_error, which marks the call cut
+
+    # Note [A call goes in whole]
+    # ~~~~~~~~~~~~~~~~~~~~~~~~~~~
+    # A Python signal handler runs between two bytecodes of the main thread, which
+    # is where our engine's CPU work and its events run, so a program's own
+    # ``signal.signal(SIGTERM, lambda *_: sys.exit(7))`` can raise inside the
+    # recorder. A ``graph_task_start`` recorded without its call made the file
+    # unreadable ("graph_task_start of 50 without its graph_task record"), once
+    # under load. The event and the call go in together: a handler raising between
+    # the two puts the call in before the exception goes on.
 
     def _insert(self, event: Event, data: Mapping[str, Any]) -> int:
         """Another thread emitted later but recorded first; keep engine order (under the lock)."""
