@@ -30,7 +30,7 @@ from autograd_viz.timeline import to_chrome_trace
 from autograd_viz.trace import Trace
 from autograd_viz.trace.scopes import owner_scope
 from autograd_viz.tui.panels import inspect_node
-from tests.viz.tui.tuiting import node_list, replay_app, run_app, status
+from tests.viz.tui.tuiting import find_in_tree, replay_app, run_app, status
 
 torch = pytest.importorskip("torch")
 nn = torch.nn
@@ -257,11 +257,7 @@ def test_find_takes_each_name_in_the_tui(case: str, name: str, leaf: str) -> Non
     app = replay_app(trace)
 
     async def actions(pilot: Any) -> None:
-        await pilot.press("v", "v", "slash")
-        app.screen.query_one("#prompt-input").value = name  # type: ignore[attr-defined]
-        await pilot.press("enter")
-        await pilot.pause()
-        selected = node_list(app).selected
+        selected = await find_in_tree(pilot, name)
         assert selected is not None
         info = task.nodes[selected]
         assert info.leaf is not None and info.leaf.name == leaf

@@ -15,7 +15,7 @@ from autograd_viz.trace import Trace
 from autograd_viz.tui.dag import DagView
 from autograd_viz.tui.pictures import Picture
 from tests.viz.tui.test_tui_dag import drawn_edges
-from tests.viz.tui.tuiting import node_list, prompt_bar, replay_app, run_app, status
+from tests.viz.tui.tuiting import find_in_tree, node_list, prompt_bar, replay_app, run_app, status
 
 LAYERS = 40
 
@@ -170,11 +170,7 @@ def test_find_takes_a_module_or_a_parameter(trace: Trace, query: str, kind: str)
     app = replay_app(trace)
 
     async def actions(pilot: Pilot[Any]) -> None:
-        await pilot.press("v", "v", "slash")
-        app.screen.query_one("#prompt-input").value = query  # type: ignore[attr-defined]
-        await pilot.press("enter")
-        await pilot.pause()
-        selected = node_list(app).selected
+        selected = await find_in_tree(pilot, query)
         assert selected is not None
         info = task.nodes[selected]
         if kind == "module":

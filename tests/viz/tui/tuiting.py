@@ -102,6 +102,17 @@ def node_list(app: VizApp) -> NodeList:
     return app.query_one(NodeList)
 
 
+async def find_in_tree(pilot: Pilot[Any], query: str) -> int | None:
+    """In the tree view, ``/`` then ``query`` then Enter: the node selected after."""
+    app = pilot.app
+    assert isinstance(app, VizApp)
+    await pilot.press("v", "v", "slash")
+    app.screen.query_one("#prompt-input").value = query  # type: ignore[attr-defined]
+    await pilot.press("enter")
+    await pilot.pause()
+    return node_list(app).selected
+
+
 def prompt_bar(app: VizApp) -> PromptBar:
     """The one-line prompt of ``/`` and ``d``."""
     return app.query_one(PromptBar)
