@@ -19,10 +19,13 @@ from autograd_viz.draw.modules import FoldGroup, ModuleTree
 from autograd_viz.draw.summaries import (
     BoxSummary,
     box_status,
+    groups_by_call,
+    input_of,
     node_non_finite,
     ordered_statuses,
     scope_summaries,
     status_key,
+    waits,
 )
 
 # Note [What changes in a summary]
@@ -84,8 +87,8 @@ class RunningSums:
     ) -> None:
         self.tree = tree
         self.summaries, self.groups = scope_summaries(view, tree, groups)
-        self._in_group = {i: key for key, g in (groups or {}).items() for i in g.scopes}
-        self._edge_targets: dict[int, tuple[tuple[int, ...], tuple[str, ...]]] = {}
+        self._in_group = groups_by_call(groups or {})
+        self._edge_targets: dict[int, tuple[list[int], list[str]]] = {}
 
     def move(
         self,
@@ -110,7 +113,7 @@ class RunningSums:
                 if group is not None:
                     _at(moving_groups, self.groups, group).move_node(old, new)
         for i, old_edge, new_edge in edges:
-            change = _waits(new_edge) - _waits(old_edge)
+            change = waits(new_edge) - waits(old_edge)
             if not change:
                 continue
             scopes, groups = self._targets(i, new_edge)
@@ -124,27 +127,19 @@ class RunningSums:
             self.groups[group] = sums.summary(self.groups[group])
         return set(moving), set(moving_groups)
 
-    def _targets(self, index: int, edge: ViewEdge) -> tuple[tuple[int, ...], tuple[str, ...]]:
-        """The calls and groups an edge is an input of: those around its head and not around
-        its tail (as :func:`~autograd_viz.draw.summaries.scope_summaries` counts them)."""
+    def _targets(self, index: int, edge: ViewEdge) -> tuple[list[int], list[str]]:
+        """The calls and groups an edge is an input of (as
+        :func:`~autograd_viz.draw.summaries.scope_summaries` counts them), kept by index."""
         known = self._edge_targets.get(index)
-        if known is not None:
-            return known
-        tree = self.tree
-        head = tree.scope_of.get(edge.head)
-        tail = tree.scope_of.get(edge.tail)
-        scopes: list[int] = []
-        groups: list[str] = []
-        if head is not None and tail != head:
-            around = frozenset(() if tail is None else tree.ancestors(tail))
-            current: int | None = head
-            while current is not None and current not in around:
-                scopes.append(current)
-                group = self._in_group.get(current)
-                if group is not None and not any(self._in_group.get(a) == group for a in around):
-                    groups.append(group)
-                current = tree.scopes[current].parent
-        known = self._edge_targets[index] = (tuple(scopes), tuple(groups))
+        if known is None:
+            tree = self.tree
+            head = tree.scope_of.get(edge.head)
+            tail = tree.scope_of.get(edge.tail)
+            known = ([], [])
+            if head is not None and tail != head:
+                around = frozenset(() if tail is None else tree.ancestors(tail))
+                known = input_of(tree, self._in_group, head, around)
+            self._edge_targets[index] = known
         return known
 
 
@@ -154,10 +149,6 @@ def _at(moving: dict[Any, _Moving], summaries: Any, key: Any) -> _Moving:
     if sums is None:
         sums = moving[key] = _Moving(summaries[key])
     return sums
-
-
-def _waits(edge: ViewEdge) -> int:
-    return not edge.delivered and not edge.pruned
 
 
 __all__ = ["RunningSums"]

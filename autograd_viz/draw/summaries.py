@@ -138,7 +138,7 @@ class _Sum:
 
     def add_input(self, edge: ViewEdge) -> None:
         self.inputs += 1
-        self.waiting += not edge.delivered and not edge.pruned
+        self.waiting += waits(edge)
 
     def done(self) -> BoxSummary:
         return BoxSummary(
@@ -229,12 +229,11 @@ def scope_summaries(
     Returns:
         One summary per scope (by index), and one per group asked for (by its key).
     """
-    scopes = tree.scopes
     totals = (sums or call_sums(view, tree)).sums
     scope_of = tree.scope_of.get
     # A group's own sum: its calls' sums, its inputs those from outside every call of it.
     wanted = dict(groups or {})
-    in_group = {i: key for key, g in wanted.items() for i in g.scopes}
+    in_group = groups_by_call(wanted)
     group_sums = {g: _Sum() for g in wanted}
     ancestors: dict[int | None, frozenset[int]] = {None: frozenset()}
     for edge in view.edges:
@@ -247,17 +246,43 @@ def scope_summaries(
         around = ancestors.get(tail)
         if around is None:
             around = ancestors[tail] = frozenset(tree.ancestors(tail))  # type: ignore[arg-type]
-        current: int | None = head
-        while current is not None and current not in around:
-            totals[current].add_input(edge)
-            group = in_group.get(current)
-            if group is not None and not any(in_group.get(a) == group for a in around):
-                group_sums[group].add_input(edge)
-            current = scopes[current].parent
+        calls, into_groups = input_of(tree, in_group, head, around)
+        for index in calls:
+            totals[index].add_input(edge)
+        for group in into_groups:
+            group_sums[group].add_input(edge)
     for group, total in group_sums.items():
         for index in wanted[group].scopes:
             total.add(totals[index])
     return [s.done() for s in totals], {g: s.done() for g, s in group_sums.items()}
+
+
+def groups_by_call(groups: Mapping[str, FoldGroup]) -> dict[int, str]:
+    """The fold group (by key) each call of ``groups`` belongs to, by scope index."""
+    return {i: key for key, g in groups.items() for i in g.scopes}
+
+
+def input_of(
+    tree: ModuleTree, in_group: Mapping[int, str], head: int, around: frozenset[int]
+) -> tuple[list[int], list[str]]:
+    """The calls, and the fold groups of ``in_group``, that an edge into call ``head`` is an
+    input of, when the calls around its tail are ``around`` (its tail's call and every call
+    enclosing it): those around its head up to the first around its tail."""
+    calls: list[int] = []
+    groups: list[str] = []
+    current: int | None = head
+    while current is not None and current not in around:
+        calls.append(current)
+        group = in_group.get(current)
+        if group is not None and not any(in_group.get(a) == group for a in around):
+            groups.append(group)
+        current = tree.scopes[current].parent
+    return calls, groups
+
+
+def waits(edge: ViewEdge) -> bool:
+    """Whether ``edge`` is an input still to come: not delivered, and not pruned."""
+    return not edge.delivered and not edge.pruned
 
 
 def call_sums(view: GraphView, tree: ModuleTree) -> CallSums:
@@ -377,10 +402,13 @@ __all__ = [
     "box_status",
     "call_sums",
     "drawn_status",
+    "groups_by_call",
+    "input_of",
     "node_non_finite",
     "ordered_statuses",
     "scope_summaries",
     "status_key",
     "status_of_calls",
     "summarize",
+    "waits",
 ]

@@ -148,20 +148,15 @@ def _exit_status(code: object) -> int:
     return 1
 
 
-_OUR_MODULES = frozenset({__name__, "runpy"})
-
-
 def _trim(tb: TracebackType | None) -> TracebackType | None:
-    """Drop the leading frames of this module and ``runpy``: the script's frames remain.
+    """Drop the leading frames of this module: the script's frames remain.
 
     When the NaN checks' modes ran, what they add between the script's frames goes
     too (:func:`~autograd_viz.sources.pytorch.caller_line.without_mode_frames`).
-
-    Frames are told apart by module name because ``runpy`` may be frozen (its
-    frames then have no real file name). A script that does not compile has
-    no frame of its own; its ``SyntaxError`` names the file and line itself.
+    A script that does not compile has no frame of its own; its ``SyntaxError``
+    names the file and line itself.
     """
-    while tb is not None and tb.tb_frame.f_globals.get("__name__") in _OUR_MODULES:
+    while tb is not None and tb.tb_frame.f_globals.get("__name__") == __name__:
         tb = tb.tb_next
     placing = sys.modules.get("autograd_viz.sources.pytorch.caller_line")
     if placing is not None:  # the NaN checks' modes ran: their frames go too
