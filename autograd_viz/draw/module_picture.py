@@ -142,8 +142,10 @@ def fill(
     laid: Layout,
     summaries: Sequence[BoxSummary],
     group_summaries: Mapping[str, BoxSummary],
+    plan: _EdgePlan | None = None,
 ) -> GraphView:
-    """The picture of ``view`` laid out by ``laid``, boxes and clusters summed as given."""
+    """The picture of ``view`` laid out by ``laid``, boxes and clusters summed as given
+    (``plan``: the edges' :func:`_edge_plan`, if made already)."""
     boxes, drawn = laid.boxes, laid.drawn
     nodes: dict[str, ViewNode] = {}
     boxed = drawn.get
@@ -159,17 +161,40 @@ def fill(
             else:
                 summary = summaries[closed.index]
             nodes[shown] = _box_node(node, shown, closed, members, summary)
-    return replace(
+    if plan is None:
+        plan = _edge_plan(view.edges, drawn, tree, laid.steps)
+    return _picture(
         view,
-        nodes=nodes,
-        edges=tuple(_merge_edges(view.edges, drawn, tree, laid.steps)),
-        boxes=tuple(b for b in view.boxes if drawn.get(b.node, b.node) == b.node),
-        elided_near=tuple(dict.fromkeys(drawn.get(k, k) for k in view.elided_near)),
-        notices=(*view.notices, _notice(laid, len(view.nodes))) if boxes else view.notices,
-        clusters={
+        laid,
+        nodes,
+        plan.edges(view.edges),
+        {
             key: Cluster(key, scope.index, parent, scope.name, scope.kind, summaries[scope.index])
             for key, (scope, parent) in laid.clusters.items()
         },
+        (*view.notices, _notice(laid, len(view.nodes))) if boxes else view.notices,
+    )
+
+
+def _picture(
+    view: GraphView,
+    laid: Layout,
+    nodes: dict[str, ViewNode],
+    edges: tuple[ViewEdge, ...],
+    clusters: dict[str, Cluster],
+    notices: tuple[str, ...],
+) -> GraphView:
+    """``view`` with its drawn nodes, edges, clusters and notices; its tensors and the nodes
+    near what a neighbourhood left out moved to the boxes holding them."""
+    drawn = laid.drawn
+    return replace(
+        view,
+        nodes=nodes,
+        edges=edges,
+        boxes=tuple(b for b in view.boxes if drawn.get(b.node, b.node) == b.node),
+        elided_near=tuple(dict.fromkeys(drawn.get(k, k) for k in view.elided_near)),
+        notices=notices,
+        clusters=clusters,
         cluster_of=laid.inside,
     )
 
@@ -220,8 +245,9 @@ class StepPictures:
             self._last = None
             return view
         sums = RunningSums(view, tree, laid.groups)
-        picture = fill(view, tree, laid, sums.summaries, sums.groups)
-        self._last = _Last(tree, choice, laid, sums, view, picture)
+        plan = _edge_plan(view.edges, laid.drawn, tree, laid.steps)
+        picture = fill(view, tree, laid, sums.summaries, sums.groups, plan)
+        self._last = _Last(tree, choice, laid, sums, plan, view, picture)
         return picture
 
 
@@ -236,17 +262,17 @@ class _Last:
         choice: Choice,
         laid: Layout,
         sums: RunningSums,
+        plan: _EdgePlan,
         view: GraphView,
         picture: GraphView,
     ) -> None:
         self.tree, self.choice, self.laid, self.sums = tree, choice, laid, sums
-        self.view, self.picture = view, picture
+        self.plan, self.view, self.picture = plan, view, picture
         self.firsts: dict[str, str] = {}  # box key -> its first node's key (its device, task)
         for key in view.nodes:
             shown = laid.drawn.get(key)
             if shown is not None:
                 self.firsts.setdefault(shown, key)
-        self.plan = _edge_plan(view.edges, laid.drawn, tree, laid.steps)
 
     def next(self, view: GraphView) -> GraphView | None:
         """The picture of ``view``, a later step of the same graph; ``None`` if it is not."""
@@ -300,15 +326,8 @@ class _Last:
         if edges:
             drawn_edges = self.plan.redrawn(view.edges, drawn_edges, [i for i, _, _ in edges])
         self.view = view
-        self.picture = picture = replace(
-            view,
-            nodes=drawn_nodes,
-            edges=drawn_edges,
-            boxes=tuple(b for b in view.boxes if laid.drawn.get(b.node, b.node) == b.node),
-            elided_near=tuple(dict.fromkeys(laid.drawn.get(k, k) for k in view.elided_near)),
-            notices=picture.notices,
-            clusters=clusters,
-            cluster_of=laid.inside,
+        self.picture = picture = _picture(
+            view, laid, drawn_nodes, drawn_edges, clusters, picture.notices
         )
         return picture
 
@@ -462,13 +481,6 @@ def _edge_plan(
             sources.append(seen)
         seen[2].append(i)
     return _EdgePlan(sources)
-
-
-def _merge_edges(
-    edges: Sequence[ViewEdge], drawn: Mapping[str, str], tree: ModuleTree, steps: Mapping[int, int]
-) -> tuple[ViewEdge, ...]:
-    """The drawn edges of ``edges`` (see :func:`_edge_plan`)."""
-    return _edge_plan(edges, drawn, tree, steps).edges(edges)
 
 
 __all__ = ["Cluster", "Layout", "StepPictures", "apply", "fill", "layout"]
