@@ -140,15 +140,22 @@ class Names:
         """
         given = str(text)
         name = given.strip()
-        if not name:
-            raise GraphViewError("an empty name names nothing; give a node id, a name or a path")
         # A module may be called " " (nn.ModuleDict's keys are the user's): as given first.
         found = None
         if given != name and any(
             given in table
-            for table in (self._by_scope_name, self._by_group, self._by_path, self._by_leaf)
+            for table in (
+                self._by_scope_name,
+                self._by_group,
+                self._by_path,
+                self._by_leaf,
+                self._aliases,
+                self._by_name,
+            )
         ):
             found = self._exact(given)
+        if found is None and not name:
+            raise GraphViewError("an empty name names nothing; give a node id, a name or a path")
         if found is None:
             found = self._exact(name)
         if found is None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 from typing import TYPE_CHECKING
 
 from autograd_viz.trace.replay import ExecutionState
@@ -31,7 +32,12 @@ class Exporter:
         )
 
     def export(self, path: str | None) -> None:
-        """Write the step shown to ``path`` (nothing when ``None``: the prompt was cancelled)."""
+        """Write the step shown to ``path`` (nothing when ``None``: the prompt was cancelled).
+
+        ``path`` is taken as typed, a space in a file's name included; only when it cannot
+        be written (no format's suffix, no such folder) and it can without the spaces around
+        it are those dropped, as a stray space after ``.svg`` is.
+        """
         if not path:
             return
         app = self.owner
@@ -45,7 +51,7 @@ class Exporter:
 
         app = self.owner
         try:
-            written = export_step(state, graph_task, path, app.path)
+            written = export_step(state, graph_task, path_as_typed(path), app.path)
         except Exception as exc:  # noqa: BLE001 - shown to the user, the app goes on
             app.call_from_thread(
                 app.notify, one_line(exc), title="Export failed", severity="error", markup=False
@@ -54,4 +60,20 @@ class Exporter:
         app.call_from_thread(app.notify, one_line(written), title="Exported", markup=False)
 
 
-__all__ = ["Exporter"]
+def path_as_typed(typed: str) -> str:
+    """``typed``, unless it cannot be written (its suffix is no format, its folder is missing)
+    and the same without the spaces around it can."""
+    from autograd_viz.draw import dot
+
+    def writable(path: str) -> bool:
+        try:
+            dot.output_format(path)
+        except ValueError:
+            return False
+        return os.path.isdir(os.path.dirname(path) or ".")
+
+    bare = typed.strip()
+    return bare if bare != typed and not writable(typed) and writable(bare) else typed
+
+
+__all__ = ["Exporter", "path_as_typed"]

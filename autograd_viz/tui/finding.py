@@ -10,6 +10,7 @@ from autograd_viz.tui.dag import DagView
 from autograd_viz.tui.nodes import NodeList
 from autograd_viz.tui.pictures import Pictures
 from autograd_viz.tui.prompt import PromptBar
+from autograd_viz.tui.text import quoted_if_padded
 
 if TYPE_CHECKING:
     from autograd_viz.tui.app import VizApp
@@ -21,6 +22,10 @@ TITLE = "Find a module, a parameter or a node (its id, or any part of its name)"
 class Finder:
     """Asks what to find and selects it: by the exact name any view shows (a module path,
     a fold, a parameter, ``Name #id``), else the next node whose id or name holds the text.
+
+    The text is looked for as typed first: a name is data, and ``nn.ModuleDict`` takes
+    ``" "`` or ``" a"`` as a module's name. Only when that finds nothing is it looked for
+    again without the spaces around it, so a stray space still finds an ordinary name.
 
     Args:
         owner: the app whose node list, drawing and status the finds move.
@@ -66,18 +71,22 @@ class Finder:
         if not app.query_one(DagView).with_pictures(app.driver.trace, task, then):
             waited = True
             names = f"{len(task.nodes):,} nodes' names"
-            app.message = f"finding {one_line(query, 80)}: reading {names}…"
+            app.message = f"finding {quoted_if_padded(query)}: reading {names}…"
             app.refresh_status()
 
     @while_open
     def find_node(self, query: str) -> None:
-        """Select the next node whose id or name ``query`` is part of, in any graph task."""
+        """Select the next node whose id or name ``query`` is part of, in any graph task
+        (``query`` as given, else without the spaces around it)."""
         from autograd_viz.tui.search import find_next
 
         app = self.owner
         state = app.driver.state()
         nodes = app.query_one(NodeList)
         found = find_next(app.driver.trace, app.shown_task(state), nodes, query)
+        bare = query.strip()
+        if found is None and bare and bare != query:  # spaces alone would match every name
+            found = find_next(app.driver.trace, app.shown_task(state), nodes, bare)
         if found is None:
             app.refresh_status()
             app.notify(f"No node matches {one_line(query)!r}.", severity="warning", markup=False)
@@ -100,7 +109,7 @@ class Finder:
         if app.shown_task(app.driver.state()) is not pictures.task:
             return False  # another task is shown now
         try:
-            target = pictures.resolve(query.strip())
+            target = pictures.resolve(query)  # as given, else stripped (Names.resolve)
         except GraphViewError:
             return False
         ids = [pictures.view.nodes[key].info.id for key in target.nodes]
@@ -122,7 +131,7 @@ class Finder:
                 if index in tree.group_of:
                     dag.unfolded.add(tree.group_of[index])
         count = "1 node" if len(ids) == 1 else f"{len(ids):,} nodes"
-        app.message = f"{target.kind} {one_line(target.text, 80)}: {count}"
+        app.message = f"{target.kind} {quoted_if_padded(target.text)}: {count}"
         app.query_one(NodeList).select(ids[0])
         app.refresh_view()
         return True

@@ -29,7 +29,9 @@ from textual.widget import Widget
 from textual.widgets import Input, Label
 
 Answer = Callable[[str | None], None]
-"""Called with what was typed (stripped; ``None`` when empty or cancelled)."""
+"""Called with what was typed, spaces and all (``None`` when empty or cancelled): a name
+may start or end with a space (Note [Names are text]), so only the asker knows whether
+spaces around the text are a stray keystroke."""
 
 
 class PromptBar(Vertical):
@@ -82,7 +84,7 @@ class PromptBar(Vertical):
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
-        self._close(event.value.strip() or None)
+        self._close(event.value or None)
 
     def action_cancel(self) -> None:
         """Hide the bar; the question is answered with ``None``."""

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from autograd_viz.trace import GraphTaskInfo, NodeInfo, Trace
 from autograd_viz.trace.replay import ExecutionState
+from autograd_viz.trace.text import printable
 from autograd_viz.tui.nodes import NodeList
 
 EXPORT_MAX_NODES = 2000
@@ -13,14 +14,21 @@ EXPORT_MAX_NODES = 2000
 
 
 def matches(info: NodeInfo, query: str) -> bool:
-    """Whether ``query`` names the node: its id, or part of its name or its leaf's name."""
-    text = query.strip().lstrip("#").lower()
-    if text.isdigit():
-        return info.id == int(text)
-    names = [info.name.lower()]
+    """Whether ``query`` names the node: its id (``12``, ``#12``), or part of its name or
+    its leaf's name in any case.
+
+    The text is taken as given, spaces and ``#`` included (a leaf may be called ``" w"``
+    or ``"v#"``); ``/`` tries it again without the spaces when it finds nothing.
+    """
+    text = query.lower()
+    number = text[1:] if text.startswith("#") else text
+    if number.isdecimal():  # not isdigit: "²" is a digit int() refuses, and part of a name
+        return info.id == int(number)
+    names = [info.name]
     if info.leaf is not None and info.leaf.name:
-        names.append(info.leaf.name.lower())
-    return any(text in name for name in names)
+        names.append(info.leaf.name)
+    # As shown too: a view writes ESC as \x1b, and that is what one types back.
+    return any(text in name.lower() or text in printable(name).lower() for name in names)
 
 
 def find_next(
@@ -71,4 +79,5 @@ def export_step(
     fmt = dot.save(graph, path, drawn_otherwise)
     cut = f" (first {EXPORT_MAX_NODES} of {size} nodes)" if limit else ""
     said = "".join(f"; {line}" for line in drawn_otherwise)
-    return f"step {state.step} written to {path} as {fmt.upper()}{cut}{said}"
+    shown = f"'{path}'" if path != path.strip() else path  # " x.svg" is not x.svg
+    return f"step {state.step} written to {shown} as {fmt.upper()}{cut}{said}"

@@ -77,6 +77,13 @@ def shown_name(name: str) -> str:
     return shorten(printable(name), NAME_LIMIT)
 
 
+def quoted_if_padded(text: str) -> str:
+    """``text`` (a name, a path) for one line: escaped and cut at :data:`NAME_LIMIT`, in quotes
+    when spaces start or end it or it is all spaces, so ``" a"`` is not read as ``a``."""
+    shown = shorten(printable(text), NAME_LIMIT)
+    return f"'{shown}'" if text != text.strip() else shown
+
+
 def status_text(status: NodeStatus | str) -> Text:
     """A status's glyph in its colour."""
     glyph, style = STATUS_GLYPHS.get(status, ("?", ""))

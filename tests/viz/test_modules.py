@@ -410,6 +410,38 @@ def test_names_resolve_to_what_they_name() -> None:
         names.resolve("transfomer.h.3")
 
 
+def test_a_name_of_spaces_or_padded_with_them_is_read_as_given_first() -> None:
+    w = engine.tensor(np.ones(2), requires_grad=True, name=" w")
+    v = engine.tensor(np.ones(2), requires_grad=True, name="w")
+    with engine.scope(" ", kind="Block"):
+        y = (w * 2.0).tanh()
+    with engine.scope(" a", kind="Block"):
+        y = (y * v).exp()
+    with engine.scope("a", kind="Block"):
+        y = y.sin()
+    with autograd_viz.record() as trace:
+        y.sum().backward()
+    view = _view(trace)
+    names = _names(view)
+    paths = {
+        text: [names.tree.scopes[i].path for i in names.resolve(text).scopes]
+        for text in [" ", " a", "a", "a "]
+    }
+    assert paths == {" ": [" "], " a": [" a"], "a": ["a"], "a ": ["a"]}
+    leaves = {
+        text: [view.nodes[key].info.leaf for key in names.resolve(text).nodes]
+        for text in [" w", "w", " w "]
+    }
+    assert {text: [leaf.name for leaf in found if leaf] for text, found in leaves.items()} == {
+        " w": [" w"],
+        "w": ["w"],
+        " w ": ["w"],
+    }
+    for empty in ["", "  "]:  # no module is called "  "
+        with pytest.raises(GraphViewError, match="an empty name names nothing"):
+            names.resolve(empty)
+
+
 # -- DOT ---------------------------------------------------------------------------------
 
 
