@@ -96,6 +96,7 @@ class Names:
         self.tree = tree
         self._find_chains = chains
         self._chains: Mapping[str, Sequence[str]] | None = None
+        self._chains_shown: dict[str, Sequence[str]] | None = None
         self._by_id: dict[int, str] = {}
         self._infos: dict[str, NodeInfo] = {}
         self._by_name: dict[str, list[str]] = {}
@@ -180,6 +181,13 @@ class Names:
             self._chains = self._find_chains() if self._find_chains is not None else {}
         return self._chains
 
+    def _chains_as_shown(self) -> Mapping[str, Sequence[str]]:
+        """:attr:`chains`, each name also as a view writes it (``\\x1b`` for ESC)."""
+        if self._chains_shown is None:
+            self._chains_shown = dict(self.chains)
+            _add_printable(self._chains_shown)
+        return self._chains_shown
+
     # -- the forms of a name ---------------------------------------------------------
 
     def _exact(self, name: str) -> Target | None:
@@ -205,7 +213,7 @@ class Names:
             return self._node(name, int(name))
         keys = self._by_name.get(name)
         if keys is None:
-            chain = self.chains.get(name)
+            chain = self._chains_as_shown().get(name)
             return None if chain is None else Target(name, "chain", tuple(chain))
         if len(keys) > 1:
             ids = ", ".join(node_name(self._infos[k]) for k in keys[:6])

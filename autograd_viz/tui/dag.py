@@ -13,6 +13,7 @@ selection along the drawing.
 from __future__ import annotations
 
 import asyncio
+import shlex
 from collections.abc import Callable
 
 from rich.segment import Segment
@@ -300,9 +301,10 @@ class DagView(ScrollView, can_focus=True):
         tree = pictures.tree
         if item.is_box and item.group is None and not item.scopes:
             # A chain folded to fit (a trace without modules): there is no module to open.
+            # Quoted for the shell: a node's name may hold a quote, $ or a space.
             self.app.notify(
                 f"{item.name} is a chain folded to fit the screen; "
-                f"to see it whole: autograd-viz dot TRACE --expand '{item.name}'",
+                f"to see it whole: autograd-viz dot TRACE --expand {shlex.quote(item.name)}",
                 markup=False,
             )
             return

@@ -5,19 +5,26 @@ See Note [Names are text] in ``autograd_viz.trace.text``.
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 import pytest
 from textual.pilot import Pilot
 from textual.widgets import Static
 
+import engine
+from autograd_viz.draw import select
+from autograd_viz.draw.graph_view import from_state
+from autograd_viz.draw.modules import MAX_BOXES
 from autograd_viz.sources.recorder import record
 from autograd_viz.trace import Trace
 from autograd_viz.trace.text import printable
+from autograd_viz.tui.dag import DagView
+from autograd_viz.tui.nodes import NodeList
 from autograd_viz.tui.screens import TaskPicker
 from tests.hostile.names import ACTING, HOSTILE
-from tests.hostile.program import class_name, hostile_program, hostile_trace
-from tests.viz.tui.tuiting import replay_app, run_app, status
+from tests.hostile.program import class_name, function_named, hostile_program, hostile_trace
+from tests.viz.tui.tuiting import find_in_tree, replay_app, run_app, status
 
 REPORTED = ("rich_close", "rich_action", "osc_title", "textual_variable", "long")
 """The names the defect was reported with: each gets an app of its own."""
@@ -118,3 +125,69 @@ def test_every_view_of_a_trace_full_of_hostile_names_draws(everything_hostile: T
 
     run_app(app, actions, size=(160, 48))
     assert all(acting(screen) == [] for screen in screens)
+
+
+@pytest.mark.parametrize("key", ["osc_title", "rich_action", "percent"])
+def test_a_folded_chain_of_hostile_names_is_named_as_text_and_quoted_for_the_shell(
+    key: str,
+) -> None:
+    name = HOSTILE[key] + " it's"
+    x = engine.tensor([1.0, 2.0], requires_grad=True)
+    step = function_named(name)
+    with record() as trace:
+        y = x
+        for _ in range(MAX_BOXES):  # no modules: past MAX_BOXES nodes the chain is folded
+            y = step.apply(y * 0.5)
+        y.sum().backward()
+    app = replay_app(trace)
+    said: dict[str, str] = {}
+
+    async def actions(pilot: Pilot[Any]) -> None:
+        await pilot.press("v", "v")
+        dag = app.query_one(DagView)
+        picture = dag.picture
+        assert picture is not None
+        for _ in range(len(picture.items)):
+            await pilot.press("right")
+            selected = app.query_one(NodeList).selected
+            assert selected is not None
+            item = picture.items[picture.item_of[selected]]
+            if item.is_box:
+                break
+        assert item.is_box
+        said["name"] = item.name
+        await pilot.press("enter")
+        await pilot.pause()
+        (notice,) = [str(n.message) for n in app._notifications]
+        said["notice"] = notice
+        said["screen"] = app.export_screenshot()
+
+    run_app(app, actions, size=(160, 48))
+    assert acting(said["notice"]) == [] and acting(said["screen"]) == []
+    command = shlex.split(said["notice"].split("to see it whole: ", 1)[1])
+    assert command[:3] == ["autograd-viz", "dot", "TRACE"] and command[3] == "--expand"
+    assert command[4] == said["name"]  # the name as the view shows it, as the shell passes it
+    view = from_state(trace.state_at(len(trace)))
+    assert select.resolve(view, command[4]).kind == "chain"
+
+
+@pytest.mark.parametrize("key", ["rich_action", "osc_title", "markup_link", "unicode"])
+def test_slash_finds_a_hostile_parameter_by_the_name_shown(key: str) -> None:
+    name = HOSTILE[key]
+    trace = hostile_trace(name)
+    app = replay_app(trace)
+    said: dict[str, Any] = {}
+
+    async def actions(pilot: Pilot[Any]) -> None:
+        said["selected"] = await find_in_tree(pilot, printable(name))
+        said["status"] = status(app)
+        said["screen"] = app.export_screenshot()
+        assert app.is_running
+
+    run_app(app, actions, size=(160, 48))
+    found = [
+        t.nodes[said["selected"]] for t in trace.graph_tasks.values() if said["selected"] in t.nodes
+    ]
+    assert found and found[0].leaf is not None and found[0].leaf.name == name
+    assert f"parameter {printable(name)}" in said["status"].replace("\n", "")
+    assert acting(said["screen"]) == []
