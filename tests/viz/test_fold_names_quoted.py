@@ -11,7 +11,7 @@ and every such name, as the view shows it, is taken back by ``--around``,
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -25,8 +25,12 @@ from autograd_viz.trace import Trace
 from autograd_viz.trace.text import printable
 from tests.viz.tui.tuiting import replay_app, run_app, status
 
-torch = pytest.importorskip("torch")
-nn = torch.nn
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+else:
+    torch = pytest.importorskip("torch")
+    nn = torch.nn
 
 pytestmark = pytest.mark.oracle
 

@@ -8,7 +8,7 @@ tree (``dot``, the TUI's tree view, ``--around``) shows them there (Note
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -20,9 +20,13 @@ from autograd_viz.sources.recorder import record
 from autograd_viz.trace import Trace
 from tests.viz.dotting import needs_dot, svg_tree
 
-torch = pytest.importorskip("torch")
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+else:
+    torch = pytest.importorskip("torch")
+    nn = torch.nn
 pytest.importorskip("torch._dynamo")
-nn = torch.nn
 
 pytestmark = pytest.mark.oracle
 
@@ -55,9 +59,7 @@ def _tree(trace: Trace) -> tuple[ModuleTree, dict[str, list[str]]]:
     tree = ModuleTree.of_view(view)
     params = {
         s.name: sorted(
-            view.nodes[k].info.leaf.name  # type: ignore[union-attr]
-            for k in s.nodes
-            if view.nodes[k].info.leaf is not None
+            str(leaf.name) for k in s.nodes if (leaf := view.nodes[k].info.leaf) is not None
         )
         for s in tree.scopes
     }

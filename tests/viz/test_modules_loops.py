@@ -8,7 +8,7 @@ cells of one class one after the other.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -38,8 +38,12 @@ def test_runs_find_patterns_of_calls_and_stop_where_the_module_changes() -> None
     assert list(_runs([1, 2, 3], ["a", "b", "c"], [True] * 3)) == []
 
 
-torch = pytest.importorskip("torch")
-nn = torch.nn
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+else:
+    torch = pytest.importorskip("torch")
+    nn = torch.nn
 
 
 class Seq2Seq(nn.Module):

@@ -8,9 +8,10 @@ list), are names a user sees and types back into ``--around`` or ``/``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
+from textual.widgets import Input
 
 import autograd_viz
 from autograd_viz.draw import dot, select, showing
@@ -21,8 +22,12 @@ from autograd_viz.tui.listing import row_name
 from autograd_viz.tui.text import short_name
 from tests.viz.tui.tuiting import replay_app, run_app, status
 
-torch = pytest.importorskip("torch")
-nn = torch.nn
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+else:
+    torch = pytest.importorskip("torch")
+    nn = torch.nn
 
 pytestmark = pytest.mark.oracle
 
@@ -100,7 +105,7 @@ def test_find_takes_a_node_as_the_drawn_dag_writes_it() -> None:
         await pilot.press("v", "v")
         for shown in (f"{short_name(info)}#{info.id}", f"{short_name(leaf)} #{leaf.id}"):
             await pilot.press("slash")
-            app.screen.query_one("#prompt-input").value = shown
+            app.screen.query_one("#prompt-input", Input).value = shown
             await pilot.press("enter")
             for _ in range(20):
                 await pilot.pause(0.05)

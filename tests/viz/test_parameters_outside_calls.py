@@ -16,7 +16,7 @@ import io
 import weakref
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 from rich.console import Console
@@ -32,8 +32,12 @@ from autograd_viz.trace.scopes import owner_scope
 from autograd_viz.tui.panels import inspect_node
 from tests.viz.tui.tuiting import find_in_tree, replay_app, run_app, status
 
-torch = pytest.importorskip("torch")
-nn = torch.nn
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+else:
+    torch = pytest.importorskip("torch")
+    nn = torch.nn
 F = torch.nn.functional
 
 pytestmark = pytest.mark.oracle
@@ -48,7 +52,7 @@ class Heads(nn.Module):
         self.heads = nn.ModuleList(nn.Linear(8, 8) for _ in range(3))
 
     def forward(self, x: Any) -> Any:
-        w = torch.stack([m.weight for m in self.heads])
+        w = torch.stack([cast(torch.Tensor, m.weight) for m in self.heads])
         return torch.tanh(self.inp(x)) @ w
 
 
@@ -63,7 +67,7 @@ class Stacked(nn.Module):
 
     def forward(self, x: Any) -> Any:
         out = self.block(self.pre(x)).sum(0)
-        return out @ torch.stack([m.weight for m in self.extra]).sum(0)
+        return out @ torch.stack([cast(torch.Tensor, m.weight) for m in self.extra]).sum(0)
 
 
 class Body(nn.Module):
@@ -83,8 +87,9 @@ class Tied(nn.Module):
         super().__init__()
         self.transformer = Body()
         # Deeper than the embedding it ties to, and registered after it.
-        self.lm_head = nn.Sequential(nn.Sequential(nn.Linear(8, 20, bias=False)))
-        self.lm_head[0][0].weight = self.transformer.wte.weight
+        head = nn.Linear(8, 20, bias=False)
+        self.lm_head = nn.Sequential(nn.Sequential(head))
+        head.weight = self.transformer.wte.weight
         self.out = nn.Embedding(20, 8)
 
     def forward(self, ids: Any) -> Any:
@@ -201,7 +206,9 @@ def test_every_parameter_is_named_by_the_model_and_drawn_in_its_module(case: str
 
 def test_a_tied_weight_reads_as_named_parameters_names_it() -> None:
     model = Tied()
-    first = [n for n, p in model.named_parameters() if p is model.lm_head[0][0].weight]
+    first = [
+        n for n, p in model.named_parameters() if p is model.get_submodule("lm_head.0.0").weight
+    ]
     assert first == ["transformer.wte.weight"]  # PyTorch's own choice: the first name
     trace, _names = recorded(tied)
     (task,) = trace.graph_tasks.values()

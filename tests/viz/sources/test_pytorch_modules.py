@@ -12,17 +12,21 @@ import warnings
 import weakref
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-torch = pytest.importorskip("torch")
-nn = torch.nn
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+else:
+    torch = pytest.importorskip("torch")
+    nn = torch.nn
 
-from autograd_viz.sources import once  # noqa: E402
-from autograd_viz.sources.pytorch import modules as tracking  # noqa: E402
-from autograd_viz.sources.recorder import record  # noqa: E402
-from autograd_viz.trace import GraphTaskInfo, NodeInfo, Trace  # noqa: E402
+from autograd_viz.sources import once
+from autograd_viz.sources.pytorch import modules as tracking
+from autograd_viz.sources.recorder import record
+from autograd_viz.trace import GraphTaskInfo, NodeInfo, Trace
 
 
 def _recorded(step: Callable[[], Any]) -> GraphTaskInfo:
@@ -40,6 +44,12 @@ def _made(info: GraphTaskInfo) -> list[NodeInfo]:
 
 def _leaves(info: GraphTaskInfo) -> dict[str, NodeInfo]:
     return {n.leaf.name: n for n in info.nodes.values() if n.leaf is not None and n.leaf.name}
+
+
+def _grad(tensor: torch.Tensor) -> torch.Tensor:
+    """``tensor.grad``, which the backward just run has set."""
+    assert tensor.grad is not None, "the backward left no gradient"
+    return tensor.grad
 
 
 def _check_consistent(info: GraphTaskInfo) -> None:
@@ -125,7 +135,7 @@ def test_a_resnet_style_stack_of_residual_blocks() -> None:
     _check_consistent(info)
     assert info.modules["model"] == "_ResNet"
     assert info.modules["layer1.0"] == "_Block" and info.modules["layer2.1.bn2"] == "BatchNorm2d"
-    innermost = {}
+    innermost: dict[str, list[str]] = {}
     for node in _made(info):
         if node.scope:
             innermost.setdefault(node.scope[-1][0], []).append(node.name)
@@ -247,7 +257,7 @@ def test_watching_modules_changes_no_gradient_and_leaves_no_hook() -> None:
                 model(x).pow(2).mean().backward()
         else:
             model(x).pow(2).mean().backward()
-        return [p.grad.clone() for p in model.parameters()]
+        return [_grad(p).clone() for p in model.parameters()]
 
     plain, watched = grads(False), grads(True)
     assert all(torch.equal(a, b) for a, b in zip(plain, watched, strict=True))
