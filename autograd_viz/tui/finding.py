@@ -89,7 +89,9 @@ class Finder:
             found = find_next(app.driver.trace, app.shown_task(state), nodes, bare)
         if found is None:
             app.refresh_status()
-            app.notify(f"No node matches {one_line(query)!r}.", severity="warning", markup=False)
+            # Quoted, not repr: repr would double every backslash of what was typed.
+            said = f"No node matches '{one_line(query)}'."
+            app.notify(said, severity="warning", markup=False)
             return
         task_id, node_id = found
         shown = app.shown_task(state)

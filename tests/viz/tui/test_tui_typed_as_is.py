@@ -52,6 +52,10 @@ def trace() -> Trace:
     return recorded
 
 
+def notices(app: Any) -> list[str]:
+    return [str(n.message) for n in app._notifications]
+
+
 def the_task(trace: Trace) -> GraphTaskInfo:
     return next(iter(trace.graph_tasks.values()))
 
@@ -121,6 +125,17 @@ def test_spaces_alone_find_the_module_named_so_and_an_empty_prompt_finds_nothing
         await pilot.press("slash", "space", "space", "enter")  # no module is called "  "
         await pilot.pause()
         assert node_list(app).selected == before, status(app)
+        assert notices(app) == ["No node matches '  '."]
+
+    run_app(app, actions, size=(120, 40))
+
+
+def test_what_matches_nothing_is_quoted_as_typed(trace: Trace) -> None:
+    app = replay_app(trace)
+
+    async def actions(pilot: Pilot[Any]) -> None:
+        await find_in_tree(pilot, "no\\where [b]x[/b]")
+        assert notices(app) == ["No node matches 'no\\where [b]x[/b]'."]
 
     run_app(app, actions, size=(120, 40))
 
@@ -184,7 +199,7 @@ def test_export_writes_the_path_as_typed_unless_only_its_spaces_stop_it(
     run_app(app, actions)
     assert [p.name for p in tmp_path.iterdir()] == [written]
     assert "digraph backward {" in (tmp_path / written).read_text()
-    (notice,) = [str(n.message) for n in app._notifications]
+    (notice,) = notices(app)
     assert said in notice, notice
 
 
