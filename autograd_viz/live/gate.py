@@ -35,6 +35,7 @@ import warnings
 from autograd_viz.live.breakpoints import Breakpoint
 from autograd_viz.live.record import SessionRecord
 from autograd_viz.live.running import Target
+from autograd_viz.sources.tracebacks import RaisedOnPurpose
 from autograd_viz.trace import TraceEvent
 from engine.activity import ACTIVITY
 from engine.events import Event
@@ -43,8 +44,11 @@ _SETTLING = frozenset({"error", "graph_task_end", "reentrant_exit"})
 """Events after which a graph task has nothing left to cancel (Note [Where a stop cancels])."""
 
 
-class SessionCancelled(RuntimeError):  # noqa: N818 - reads as what happened
-    """Raised inside the user's code when its live session is stopped mid-backward."""
+class SessionCancelled(RuntimeError, RaisedOnPurpose):  # noqa: N818 - reads as what happened
+    """Raised inside the user's code when its live session is stopped mid-backward.
+
+    Its traceback ends at the program's frame (Note [A traceback as without us]).
+    """
 
     _engine_propagate = True  # the engine fails the graph task with it (engine.events)
 

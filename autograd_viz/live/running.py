@@ -16,6 +16,7 @@ from typing import Any
 import engine
 from autograd_viz.sources import arming
 from autograd_viz.sources.script import ScriptFailedError, run_script
+from autograd_viz.sources.tracebacks import trim_traceback
 from engine import events
 from engine.activity import ACTIVITY
 from engine.calls import CALLS, CallWatcher
@@ -41,6 +42,7 @@ class Target:
             if exc.code not in (None, 0):
                 self.error = exc
         except BaseException as exc:  # noqa: BLE001 - handed to whoever drives the session
+            trim_traceback(exc)  # Note [A traceback as without us]
             self.error = exc
 
     @property

@@ -45,6 +45,7 @@ from autograd_viz.nan.unrecorded import LeafCheck, MissedFinding
 from autograd_viz.sources.arming import when_torch_is_imported
 from autograd_viz.sources.calls import CallSelection
 from autograd_viz.sources.recording import Recording
+from autograd_viz.sources.tracebacks import trim_traceback
 from autograd_viz.trace import Trace
 from autograd_viz.trace.records import DEFAULT_MAX_VALUES
 from engine.anomaly import detect_anomaly
@@ -289,6 +290,9 @@ def torch_checks(settings: dict[str, Any]) -> Iterator[None]:
     with when_torch_is_imported(arm):
         try:
             yield
+        except BaseException as exc:
+            trim_traceback(exc)  # Note [A traceback as without us]
+            raise
         finally:
             for checker in armed:
                 checker.__exit__(None, None, None)

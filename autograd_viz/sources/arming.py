@@ -27,6 +27,8 @@ from contextlib import contextmanager
 from types import ModuleType
 from typing import Any
 
+from autograd_viz.sources.tracebacks import trim_traceback
+
 _lock = threading.RLock()
 _holders = 0
 _watch: Any = None
@@ -43,11 +45,16 @@ def every_source() -> Iterator[None]:
     """Arm the PyTorch bridge inside the block (now, or when the program imports torch).
 
     Blocks nest and may overlap across threads: the bridge stays armed while
-    any is open.
+    any is open. An exception leaving the block loses the bridge's frames from
+    its traceback (Note [A traceback as without us] in
+    :mod:`autograd_viz.sources.tracebacks`).
     """
     acquire()
     try:
         yield
+    except BaseException as exc:
+        trim_traceback(exc)
+        raise
     finally:
         release()
 

@@ -22,7 +22,8 @@ import sys
 import traceback
 import types
 from collections.abc import Sequence
-from types import TracebackType
+
+from autograd_viz.sources.tracebacks import trim_traceback
 
 
 class ScriptNotFoundError(Exception):
@@ -105,7 +106,7 @@ def run_script(path: str, args: Sequence[str] = ()) -> int:
     except SystemExit as exc:
         return _exit_status(exc.code)
     except Exception as exc:
-        exc.__traceback__ = _trim(exc.__traceback__)
+        _trim(exc)
         raise ScriptFailedError(path, exc) from exc
     finally:
         sys.argv = saved_argv
@@ -148,17 +149,16 @@ def _exit_status(code: object) -> int:
     return 1
 
 
-def _trim(tb: TracebackType | None) -> TracebackType | None:
-    """Drop the leading frames of this module: the script's frames remain.
+def _trim(exc: BaseException) -> None:
+    """Drop the leading frames of this module and our tools' frames from ``exc``'s traceback
+    and its chain's (Note [A traceback as without us] in
+    :mod:`autograd_viz.sources.tracebacks`): the script's frames remain.
 
-    When the NaN checks' modes ran, what they add between the script's frames goes
-    too (:func:`~autograd_viz.sources.pytorch.caller_line.without_mode_frames`).
     A script that does not compile has no frame of its own; its ``SyntaxError``
     names the file and line itself.
     """
+    tb = exc.__traceback__
     while tb is not None and tb.tb_frame.f_globals.get("__name__") == __name__:
         tb = tb.tb_next
-    placing = sys.modules.get("autograd_viz.sources.pytorch.caller_line")
-    if placing is not None:  # the NaN checks' modes ran: their frames go too
-        tb = placing.without_mode_frames(tb)
-    return tb
+    exc.__traceback__ = tb
+    trim_traceback(exc)

@@ -30,6 +30,7 @@ from autograd_viz.sources.pytorch import watch as _watch
 from autograd_viz.sources.pytorch.bookkeeping import forget_leftovers
 from autograd_viz.sources.pytorch.graph import plan_graph_task
 from autograd_viz.sources.pytorch.naming import LeafNamer
+from autograd_viz.sources.tracebacks import trim_traceback
 from engine.activity import ACTIVITY
 from engine.calls import CALLS
 from engine.events import HUB
@@ -92,6 +93,8 @@ class TorchWatch:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+        if isinstance(exc[1], BaseException):  # Note [A traceback as without us]
+            trim_traceback(exc[1])
 
 
 def watch_torch() -> TorchWatch:

@@ -65,6 +65,7 @@ from autograd_viz.sources.pytorch.forward_functions import FunctionCalls, Functi
 from autograd_viz.sources.pytorch.forward_modules import ModuleHooks
 from autograd_viz.sources.pytorch.forward_ops import DispatchMode, OpChecks
 from autograd_viz.sources.pytorch.op_values import NAN, NEGINF, POSINF, OpInfo
+from autograd_viz.sources.tracebacks import trim_traceback
 from engine.events import HUB
 
 
@@ -139,6 +140,8 @@ class TorchNanChecker:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        if isinstance(exc[1], BaseException):  # Note [A traceback as without us]
+            trim_traceback(exc[1])
         HUB.unsubscribe(self._backward.listener)
         if self._modes:
             around_compiled(self._outer_regions)

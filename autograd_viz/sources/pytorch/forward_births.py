@@ -33,6 +33,7 @@ from autograd_viz.sources.pytorch.op_values import (
 )
 from autograd_viz.sources.pytorch.origins import user_stack
 from autograd_viz.sources.pytorch.summary import summarize_tensor
+from autograd_viz.sources.tracebacks import RaisedOnPurpose
 from autograd_viz.trace.summary import TensorSummary
 from engine.activity import ACTIVITY
 from engine.events import HUB
@@ -46,8 +47,11 @@ if TYPE_CHECKING:
 NO_KINDS: frozenset[str] = frozenset()
 
 
-class NonFiniteError(RuntimeError):
-    """A NaN or Inf was found while checking with ``first=True`` (anomaly mode's raise)."""
+class NonFiniteError(RuntimeError, RaisedOnPurpose):
+    """A NaN or Inf was found while checking with ``first=True`` (anomaly mode's raise).
+
+    Its traceback ends at the program's line (Note [A traceback as without us]).
+    """
 
     _engine_propagate = True
     """Raised in an event listener, it fails the backward call (see ``engine.events.listen``)."""
