@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import math
+import os
 import threading
 import time
+import traceback
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -255,6 +257,15 @@ def test_stop_mid_backward_cancels_cleanly(steps: int, no_new_threads: None) -> 
     session.stop()
     assert isinstance(session.error, SessionCancelled)
     assert "live session was stopped" in str(session.error)
+    # Raised on purpose: its traceback ends in the engine's frames, without the gate's or the
+    # event hub's (Note [A traceback as without us]).
+    frames = traceback.extract_tb(session.error.__traceback__)
+    assert frames[0].name == "_two_devices"
+    assert all(
+        f.filename.startswith(os.path.dirname(engine.__file__))
+        and os.path.basename(f.filename) not in ("events.py", "emitting.py")
+        for f in frames[1:]
+    ), frames
     assert events.HUB.listeners == ()
     # The engine is usable afterwards, devices included.
     np.testing.assert_allclose(_two_devices().numpy(), [12.0, 24.0])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import traceback
 from pathlib import Path
 
 import pytest
@@ -89,6 +91,11 @@ def test_stopping_mid_backward_cancels_it_and_leaves_pytorch_usable(
         assert session.step(timeout=TIMEOUT) is not None
     session.stop()
     assert isinstance(session.error, SessionCancelled)
+    # Raised on purpose: its traceback goes from the program's frame into torch's, and ends
+    # there, without ours (Note [A traceback as without us]).
+    frames = traceback.extract_tb(session.error.__traceback__)
+    assert frames[0].name == "_mlp_step" and frames[0].filename == __file__
+    assert all(os.sep + "torch" + os.sep in f.filename for f in frames[1:]), frames
     # PyTorch is untouched: the same step, unwatched, gives the same gradients.
     assert torch.equal(_mlp_step(), _expected())
 
