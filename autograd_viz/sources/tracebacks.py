@@ -18,16 +18,18 @@ like torch's, though while somebody listens its loop runs a node through
 every exception of its ``__cause__``/``__context__`` chain (and of an
 exception group's members). Each trampoline goes, and so does each run of
 plumbing frames holding one of ours that the exception left through a frame
-after it; when the run ended at a trampoline and the frame before it is the
-torch function that handed itself to the mode (``Tensor.backward``), that
-frame goes too, since the function's own call follows the trampoline. A run
-at the end is where the error was raised: a fault of ours stays there, to be
-seen; an exception raised there on purpose (:class:`RaisedOnPurpose`, a NaN
-check stopping the program) loses it, so its traceback ends at the
-program's line, as an error of PyTorch's own engine ends at
-``_engine_run_backward``. Torch's frames stay: where a module hook of ours
-sends ``Module._call_impl`` down its path with hooks, they are torch's
-frames for that path.
+after it, up to the last of ours: torch's frames after it are torch's code
+that ours called as the program would have (a compiled model's
+``eval_frame.py`` frames, behind our wrapper of compiled regions). When the
+run ended at a trampoline and the frame before it is the torch function that
+handed itself to the mode (``Tensor.backward``), that frame goes too, since
+the function's own call follows the trampoline. A run at the end is where
+the error was raised: a fault of ours stays there, to be seen; an exception
+raised there on purpose (:class:`RaisedOnPurpose`, a NaN check stopping the
+program) loses it, so its traceback ends at the program's line, as an error
+of PyTorch's own engine ends at ``_engine_run_backward``. Torch's other
+frames stay: where a module hook of ours sends ``Module._call_impl`` down
+its path with hooks, they are torch's frames for that path.
 
 The exception itself is never touched: its type, arguments and identity
 stay, and so does its chain. Only its traceback changes, relinked in place
@@ -172,28 +174,30 @@ def without_our_frames(
     if not entries:
         return None
     kept: list[TracebackType] = []
-    run: list[TracebackType] = []
-    ours_in_run = False
+    run: list[TracebackType] = []  # plumbing frames since the last frame of the program's
+    ours = 0  # how many of them, from the run's start, go with ours: up to the last of ours
     before_run: TracebackType | None = None  # the program's entry right before the run
     for entry in entries:
         code = entry.tb_frame.f_code
         if is_placed(code):
-            if not ours_in_run:
+            if not ours:
                 kept.extend(run)
             elif before_run is not None and _code_after(entry) is before_run.tb_frame.f_code:
                 kept.pop()  # torch code that handed itself to the mode: it follows again
-            run, ours_in_run, before_run = [], False, None
+            run, ours, before_run = [], 0, None
             continue
         if is_plumbing(code.co_filename):
             run.append(entry)
-            ours_in_run = ours_in_run or is_ours(code.co_filename)
+            if is_ours(code.co_filename):
+                ours = len(run)
             continue
-        if not ours_in_run:
-            kept.extend(run)
-        run, ours_in_run = [], False
+        kept.extend(run[ours:])  # torch's frames that ours called, as the program would
+        run, ours = [], 0
         kept.append(entry)
         before_run = entry
-    if not (on_purpose and ours_in_run and kept):
+    if on_purpose and ours and kept:
+        kept.extend(run[ours:])
+    else:
         kept.extend(run)  # where it was raised
     if not kept:
         return entries[0]

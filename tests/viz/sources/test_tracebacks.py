@@ -220,3 +220,53 @@ def test_base_exceptions_are_trimmed_and_pass(kind: type[BaseException]) -> None
         "outer",
         "inner",
     ]
+
+
+def test_torch_frames_that_ours_called_stay() -> None:
+    """Our wrapper of a compiled region calls torch's ``eval_frame.py`` as the program would
+    have: that frame stays; the mode plumbing that called into ours goes."""
+    torch = pytest.importorskip("torch")
+    torch_dir = os.path.dirname(os.path.abspath(torch.__file__))
+    ns = functions()
+    compiled(
+        os.path.join(torch_dir, "_dynamo", "eval_frame.py"),
+        """
+        def compile_wrapper(f, how):
+            return f(how)
+        """,
+        ns,
+    )
+    compiled(
+        os.path.join(torch_dir, "overrides.py"),
+        """
+        def handle_torch_function(f, how):
+            return through_ours(f, how)
+        """,
+        ns,
+    )
+    compiled(
+        PROGRAM,
+        """
+        import functools
+
+        def calls_compiled(how):
+            return through_ours(functools.partial(compile_wrapper, inner), how)
+
+        def calls_a_mode(how):
+            return handle_torch_function(inner, how)
+        """,
+        ns,
+    )
+    exc = raised(lambda: ns["calls_compiled"]("program"))
+    trim_traceback(exc)
+    assert [f.name for f in traceback.extract_tb(exc.__traceback__)][2:] == [
+        "calls_compiled",
+        "compile_wrapper",
+        "inner",
+    ]
+    exc = raised(lambda: ns["calls_a_mode"]("program"))
+    trim_traceback(exc)
+    assert [f.name for f in traceback.extract_tb(exc.__traceback__)][2:] == [
+        "calls_a_mode",
+        "inner",
+    ]
