@@ -20,6 +20,7 @@ Results are printed as a table and appended as JSON lines to
 from __future__ import annotations
 
 import argparse
+import ctypes
 import gc
 import importlib
 import json
@@ -27,7 +28,7 @@ import platform
 import statistics
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -75,12 +76,26 @@ def gc_mode(enabled: bool) -> Iterator[None]:
             gc.disable()
 
 
+def _malloc_trim() -> Callable[[], object]:
+    """glibc's ``malloc_trim(0)``; a no-op where the C library has none."""
+    with suppress(OSError, AttributeError):
+        trim = ctypes.CDLL(None).malloc_trim
+        return lambda: trim(0)
+    return lambda: None
+
+
+settle_heap = _malloc_trim()
+"""Consolidate and trim the C heap before a timed run: one contender's freed chunks must not
+cost the next (Note [A heap each contender left] in :mod:`benchmarks.harness`)."""
+
+
 def run_chain(lib: ModuleType, n: int, collect: bool) -> tuple[float, float]:
     """Build the chain and run backward once; return (forward, backward) seconds.
 
     ``engine`` and ``torch`` share the API used here, so one function serves both.
     """
     gc.collect()
+    settle_heap()
     x = lib.tensor([1.0], dtype=lib.float64, requires_grad=True)
     with gc_mode(collect):
         start = time.perf_counter()

@@ -9,6 +9,19 @@ cyclic garbage collector in the same mode and after a full collection, and a
 figure is the median over repetitions. Contenders see the same machine state,
 and a noisy moment spoils one sample of each instead of every sample of one.
 
+Note [A heap each contender left]
+~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+Contenders share one process, so what one frees can be paid for by the next.
+PyTorch frees a graph's nodes into glibc's fast bins; the next malloc of a
+kilobyte or more (in our engine, the dependency dict growing at the start of
+a backward) consolidates every chunk in them. After PyTorch's W1 at 10⁵
+steps that one malloc took 17 ms (perf: ``malloc_consolidate``), and our
+next W1 backward at 10³ steps ran at 12-16 µs a node instead of 4. Our own
+freed arrays can cost PyTorch the same way. So each timed run starts, after
+the full collection, with glibc's heap consolidated and trimmed
+(``malloc_trim(0)``), where the C library has it: every contender pays only
+for its own allocations.
+
 Usage: imported by ``benchmarks/run.py`` (``python -m benchmarks.run``).
 """
 
@@ -22,7 +35,7 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any
 
-from benchmarks.chain import gc_mode
+from benchmarks.chain import gc_mode, settle_heap
 
 CLOCKS: dict[str, Callable[[], float]] = {"wall": time.perf_counter, "cpu": time.process_time}
 """``--clock`` names: ``wall`` is elapsed time; ``cpu`` is this process's CPU time, which
@@ -126,6 +139,7 @@ class Cell:
 def run_once(contender: Contender, case: Case, collect: bool) -> Timings:
     """Run ``contender`` on ``case`` from a clean heap with the collector on or off."""
     gc.collect()
+    settle_heap()
     with gc_mode(collect):
         timings = contender(case)
     gc.collect()

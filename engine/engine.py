@@ -27,6 +27,7 @@ from engine.calls import CALLS
 from engine.completion import DONE, complete, push, task_done, thread_on_exception
 from engine.devices import CPU
 from engine.emitting import (
+    any_defined,
     emit,
     emit_enqueue,
     emit_graph_task_start,
@@ -281,15 +282,16 @@ class Engine:
                     # The plain path: evaluate_function with what cannot apply taken out.
                     num_edges = fn._num_edges
                     outputs: Sequence[Any]
-                    for g in grads:
-                        if g is not None:
-                            outputs = fn.apply(grads)
-                            break
-                    else:  # no gradient at all: PyTorch's any_grad_defined check
-                        if fn.skips_undefined_grads:
-                            outputs = [None] * num_edges
-                        else:
-                            outputs = fn.apply(grads)
+                    # PyTorch's any_grad_defined check; the first slot answers it for most
+                    # nodes, without an iterator.
+                    if (
+                        (grads and grads[0] is not None)
+                        or not fn.skips_undefined_grads
+                        or any_defined(grads)
+                    ):
+                        outputs = fn.apply(grads)
+                    else:
+                        outputs = [None] * num_edges
                     grads = None  # type: ignore[assignment]
                     if len(outputs) != num_edges or graph_task.shared:
                         outputs = validate_outputs(fn._next_edges, outputs, fn)
@@ -298,17 +300,21 @@ class Engine:
                         # pass_outputs written out, validating each gradient as it goes.
                         after = None
                         pushed = 0  # tasks readied for this thread's queue before next_fn
-                        for i, output in enumerate(outputs):
+                        i = 0
+                        while i < num_edges:
                             # The edge from the node's slots (Note [Edges in the node's own
-                            # slots]), without building _next_edges' tuple.
+                            # slots]), without building _next_edges' tuple; no enumerate
+                            # object either (Note [The plain path]).
                             if i == 0:
                                 edge = fn._edge0
                             elif i == 1:
                                 edge = fn._edge1
                             else:
                                 edge = fn._edges[i]  # type: ignore[index]  # set past two
+                            i += 1
                             if edge is None:
                                 continue
+                            output = outputs[i - 1]
                             if type(edge) is Edge:
                                 nxt = edge.function
                                 slot = edge.input_nr
@@ -327,7 +333,7 @@ class Engine:
                                         and grad.data.dtype != meta[1]
                                     )
                                 ):
-                                    grad = conform_output(i, grad, meta, fn)
+                                    grad = conform_output(i - 1, grad, meta, fn)
                             count = dependencies.get(nxt)
                             if count is None:
                                 raise RuntimeError(f"dependency not found for {nxt.name()}")

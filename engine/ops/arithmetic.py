@@ -6,7 +6,6 @@ from typing import Any
 
 import numpy as np
 
-from engine import grad_mode
 from engine.factories import get_default_dtype
 from engine.graph import Node
 from engine.ops._core import (
@@ -130,9 +129,12 @@ class MulBackward0(Node):
     def apply(self, grads: list[Any]) -> tuple[Any, ...]:
         g = grads[0]
         if self._scalar is not None:
-            if grad_mode._state.enabled:  # create_graph: through the op, which records
+            # A gradient that requires grad (create_graph) goes through the op, which records
+            # it when grad mode is on; for any other, the op records nothing in any grad mode
+            # and makes exactly this tensor (no thread-local read).
+            if g._requires_grad:
                 return (g * self._scalar, None)
-            return (make_tensor(g.data * self._scalar, g.device), None)  # what mul() makes
+            return (make_tensor(g.data * self._scalar, g.device), None)
         a, b = self.saved_tensors()
         return (
             g * b if self.should_compute_output(0) else None,
