@@ -28,6 +28,33 @@ class _GradState(threading.local):
 
 _state = _GradState()
 
+# Note [Inference mode counted]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# Every op asks whether its thread is in inference mode, to mark the tensor
+# it makes; reading a threading.local's attribute finds the thread's dict
+# first, a quarter of a microsecond, a tenth of a backward node's cost on a
+# chain. ``inference_threads`` counts the threads inside inference mode now:
+# where it is 0, no thread is, so no thread needs to read its own flag
+# (``inference_threads and _state.inference``). A thread's own entry is
+# counted before it makes a tensor, so it never misses itself; the count is
+# changed under a lock, so two threads never lose an update. A thread that
+# ends inside inference mode leaves the count high: the others then read
+# their flag, and are right.
+inference_threads = 0
+"""How many threads are inside :class:`inference_mode` now (Note [Inference mode counted])."""
+_inference_lock = threading.Lock()
+
+
+def _set_inference(flag: bool) -> None:
+    """Set this thread's inference flag, keeping ``inference_threads`` counted."""
+    global inference_threads  # the count is shared by every thread, by design
+    with _inference_lock:
+        if flag and not _state.inference:
+            inference_threads += 1
+        elif not flag and _state.inference:
+            inference_threads -= 1
+        _state.inference = flag
+
 
 def is_grad_enabled() -> bool:
     """Whether operations on this thread record the graph."""
@@ -166,7 +193,8 @@ class inference_mode(_DecoratorContextManager):  # noqa: N801 - torch's name
         self.prev = (_state.enabled, _state.inference)
         if self.mode:
             _state.enabled = False
-            _state.inference = True
+            _set_inference(True)
 
     def __exit__(self, *exc: object) -> None:
-        _state.enabled, _state.inference = self.prev
+        _state.enabled = self.prev[0]
+        _set_inference(self.prev[1])

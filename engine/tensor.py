@@ -209,7 +209,7 @@ class Tensor:
         self._output_nr = 0
         self._version_counter: list[int] | None = None  # Note [Lazy version counters]
         self._base: Tensor | None = None  # the tensor a view views (a slot: every view sets it)
-        if grad_mode._state.inference:
+        if grad_mode.inference_threads and grad_mode._state.inference:
             self._is_inference = True
 
     @staticmethod
@@ -594,6 +594,6 @@ def make_tensor(data: Any, device: Device) -> Tensor:
     t._output_nr = 0
     t._version_counter = None
     t._base = None
-    if grad_mode._state.inference:
+    if grad_mode.inference_threads and grad_mode._state.inference:
         t._is_inference = True
     return t

@@ -157,7 +157,7 @@ def scalar_op(cls: type[N], input: Tensor, data: Any) -> tuple[Tensor, N | None]
     out._version_counter = None  # Note [Lazy version counters]
     out._base = None
     state = grad_mode._state
-    if state.inference:
+    if grad_mode.inference_threads and state.inference:  # Note [Inference mode counted]
         out._is_inference = True
     if not (state.enabled and input._requires_grad):
         out.grad_fn = None
@@ -228,7 +228,7 @@ def wrap(data: Any, device: Device, node: Node | None = None) -> Tensor:
     out.device = device
     out._version_counter = None  # Note [Lazy version counters]
     out._base = None
-    if grad_mode._state.inference:
+    if grad_mode.inference_threads and grad_mode._state.inference:
         out._is_inference = True
     if node is None:
         out.grad_fn = None

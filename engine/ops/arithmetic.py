@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from engine import grad_mode
 from engine.factories import get_default_dtype
 from engine.graph import Node
 from engine.ops._core import (
@@ -19,6 +20,8 @@ from engine.ops._core import (
     wrap,
 )
 from engine.tensor import Tensor, make_tensor
+
+_new_object = object.__new__
 
 __all__ = [
     "FUNCTIONS",
@@ -134,7 +137,19 @@ class MulBackward0(Node):
             # and makes exactly this tensor (no thread-local read).
             if g._requires_grad:
                 return (g * self._scalar, None)
-            return (make_tensor(g.data * self._scalar, g.device), None)
+            # make_tensor written out: a chain of scalar ops is mostly this product, and the
+            # call was a twentieth of its node (tests/engine/test_bare_nodes.py compares them).
+            out: Tensor = _new_object(Tensor)
+            out.data = g.data * self._scalar
+            out.device = g.device
+            out.grad_fn = None
+            out._requires_grad = False
+            out._output_nr = 0
+            out._version_counter = None
+            out._base = None
+            if grad_mode.inference_threads and grad_mode._state.inference:
+                out._is_inference = True
+            return (out, None)
         a, b = self.saved_tensors()
         return (
             g * b if self.should_compute_output(0) else None,

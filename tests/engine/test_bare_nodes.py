@@ -102,3 +102,20 @@ def test_a_scalar_op_node_keeps_the_forward_stack_in_anomaly_mode() -> None:
         _, node = scalar_op(MulBackward0, x, x.data * 2.0)
     assert node is not None
     assert "test_bare_nodes.py" in "".join(node.metadata["traceback_"])
+
+
+@pytest.mark.parametrize("inference", [False, True])
+def test_mul_by_a_numbers_gradient_has_make_tensors_fields(inference: bool) -> None:
+    """MulBackward0 writes make_tensor out for the product by its number: the same tensor."""
+    from engine.tensor import make_tensor
+
+    x = engine.tensor([1.0, 2.0], dtype=engine.float64, requires_grad=True)
+    node = (x * 3.0).grad_fn
+    g = engine.tensor([0.5, 0.25], dtype=engine.float64)
+    with engine.inference_mode(inference):
+        (got, none) = node.apply([g])
+        made = make_tensor(g.data * 3.0, g.device)
+    assert none is None and type(got) is Tensor
+    assert _tensor_fields(got) == _tensor_fields(made)
+    assert got.is_inference() is made.is_inference() is inference
+    assert got.grad_fn is None and got.data.tolist() == made.data.tolist() == [1.5, 0.75]
