@@ -37,10 +37,12 @@ def start_child() -> None:
     """Watch this process as the command that started its parent asked, if one did."""
     from autograd_viz.sources.arming import when_torch_is_imported
     from autograd_viz.sources.processes import note_process_groups, read_settings, watch_as_child
+    from autograd_viz.sources.tracebacks import trim_uncaught
 
     settings = read_settings()
     if settings is None:
         return
+    trim_uncaught()  # Note [A child's uncaught error]
     _saved_on_signals()
     stack = contextlib.ExitStack()
     trace: Trace

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from autograd_viz.sources.arming import when_torch_is_imported
+from autograd_viz.sources.tracebacks import trim_process_run, trim_uncaught
 from autograd_viz.trace import Trace
 
 ENV = "AUTOGRAD_VIZ_CHILDREN"
@@ -362,12 +363,15 @@ def follow_forks(owner: object, trace: Trace, said: Said | None = None) -> None:
     The hook lasts as long as ``owner`` (``multiprocessing`` keeps it weakly);
     ``said``: what the child says in its report beside its trace.
     """
-    from multiprocessing import util
+    from multiprocessing import process, util
 
     settings: ChildSettings = owner.settings  # type: ignore[attr-defined]
     parent = os.getpid()
 
     def in_child(_: object) -> None:
+        with contextlib.suppress(Exception):  # Note [A child's uncaught error]
+            trim_uncaught()
+            trim_process_run(process.current_process())
         if os.getpid() == parent:
             return  # a spawned child runs the hooks it registered at start-up: not a fork
         with contextlib.suppress(Exception):  # nothing of ours may break the child's start
