@@ -62,18 +62,22 @@ class Exporter:
 
 def path_as_typed(typed: str) -> str:
     """``typed``, unless it cannot be written (its suffix is no format, its folder is missing)
-    and the same without the spaces around it can."""
+    and the same without the spaces around it can; a leading ``~`` or ``~user`` is the home
+    folder, as a shell reads it (``./~/x.svg`` is a folder named ``~``)."""
     from autograd_viz.draw import dot
+
+    def home(path: str) -> str:
+        return os.path.expanduser(path) if path.startswith("~") else path
 
     def writable(path: str) -> bool:
         try:
             dot.output_format(path)
         except ValueError:
             return False
-        return os.path.isdir(os.path.dirname(path) or ".")
+        return os.path.isdir(os.path.dirname(home(path)) or ".")
 
     bare = typed.strip()
-    return bare if bare != typed and not writable(typed) and writable(bare) else typed
+    return home(bare if bare != typed and not writable(typed) and writable(bare) else typed)
 
 
 __all__ = ["Exporter", "path_as_typed"]

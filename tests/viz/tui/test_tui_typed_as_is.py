@@ -213,3 +213,36 @@ def test_export_of_a_path_with_a_stray_space_before_it_writes_where_it_can(
 
     run_app(app, actions)
     assert [p.name for p in tmp_path.iterdir()] == ["step.dot"]
+
+
+def test_a_leading_tilde_is_the_home_folder_as_a_shell_reads_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from autograd_viz.tui.exporting import path_as_typed
+
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(tmp_path)
+    assert path_as_typed("~/step.svg") == str(home / "step.svg")
+    assert path_as_typed("~") == str(home)  # no format: the export then says so
+    assert path_as_typed(" ~/step.svg") == str(home / "step.svg")  # a stray space
+    assert path_as_typed("./~/step.svg") == "./~/step.svg"  # a folder named ~
+    assert path_as_typed("a~b.svg") == "a~b.svg"
+
+
+def test_export_to_the_home_folder_writes_there(
+    trace: Trace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(tmp_path)
+    app = replay_app(trace)
+
+    async def actions(pilot: Pilot[Any]) -> None:
+        await export_via_prompt(pilot, "~/step.dot")
+
+    run_app(app, actions)
+    assert [p.name for p in home.iterdir()] == ["step.dot"]
+    assert not (tmp_path / "~").exists()
