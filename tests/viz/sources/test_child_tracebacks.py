@@ -17,6 +17,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -133,3 +134,70 @@ def test_a_watched_childs_uncaught_error_prints_plain_pythons_frames(
     # The program's own hook, set after ours, is the one Python calls.
     assert plain["own_hook"].strip().endswith("own hook: ValueError")
     assert watched["own_hook"].strip().endswith("own hook: ValueError")
+
+
+def _through_ours() -> dict[str, object]:
+    """A function whose frame counts as ours: compiled as a file of the package."""
+    import autograd_viz
+
+    namespace: dict[str, object] = {}
+    path = os.path.join(os.path.dirname(autograd_viz.__file__), "sources", "_through.py")
+    exec(compile("def through_us(f):\n    return f()\n", path, "exec"), namespace)
+    return namespace
+
+
+def _raised() -> ValueError:
+    through_us = _through_ours()["through_us"]
+
+    def program() -> None:
+        raise ValueError("the program's") from KeyError("its cause")
+
+    def calls() -> None:
+        through_us(program)  # type: ignore[operator]
+
+    try:
+        calls()
+    except ValueError as exc:
+        return exc
+    raise AssertionError("nothing raised")
+
+
+def _functions(tb: object) -> list[str]:
+    names = []
+    while tb is not None:
+        names.append(tb.tb_frame.f_code.co_name)  # type: ignore[attr-defined]
+        tb = tb.tb_next  # type: ignore[attr-defined]
+    return names
+
+
+def test_the_hooks_hand_on_the_programs_own_exception_trimmed() -> None:
+    import threading
+
+    from autograd_viz.sources.tracebacks import (
+        _trimming_excepthook,
+        _trimming_thread_excepthook,
+    )
+
+    exc = _raised()
+    cause = exc.__cause__
+    assert "through_us" in _functions(exc.__traceback__)
+    handed: list[tuple[object, ...]] = []
+    _trimming_excepthook(lambda *args: handed.append(args))(ValueError, exc, exc.__traceback__)
+    kind, value, tb = handed.pop()
+    assert kind is ValueError and value is exc and tb is exc.__traceback__
+    assert exc.args == ("the program's",) and exc.__cause__ is cause
+    assert _functions(tb) == ["_raised", "calls", "program"]
+
+    exc = _raised()
+    thread = threading.current_thread()
+    args = threading.ExceptHookArgs([ValueError, exc, exc.__traceback__, thread])
+    given_args: list[Any] = []
+    _trimming_thread_excepthook(given_args.append)(args)
+    given = given_args.pop()
+    assert given.exc_value is exc and given.thread is thread and given.exc_type is ValueError
+    assert _functions(given.exc_traceback) == ["_raised", "calls", "program"]
+    # A traceback that is not the exception's own is handed on as it came.
+    exc = _raised()
+    other = _raised().__traceback__
+    _trimming_excepthook(lambda *args: handed.append(args))(ValueError, exc, other)
+    assert handed.pop()[2] is other and "through_us" in _functions(exc.__traceback__)
