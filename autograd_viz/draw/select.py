@@ -111,6 +111,8 @@ def around(
             if other not in distance:
                 reach(other, distance[key] + 1)
     name = view.nodes[target.nodes[0]].info.name if target.kind == "node" else target.text
+    if name != name.strip():  # " a" is not "a": quoted, as the TUI's status shows it
+        name = f"'{name}'"
     edges = "edge" if depth == 1 else "edges"
     notice = f"showing the {len(distance) - carried:,} nodes within {depth} {edges} of {name}"
     if carried:

@@ -15,6 +15,7 @@ import autograd_viz
 import engine
 from autograd_viz import cli
 from autograd_viz.draw import dot, showing, summaries
+from autograd_viz.draw import select as graph_select
 from autograd_viz.draw.graph_view import GraphView, GraphViewError, from_state
 from autograd_viz.draw.modules import ModuleTree, fold_name
 from autograd_viz.draw.names import Names, expand_braces, node_name
@@ -428,6 +429,8 @@ def test_a_name_of_spaces_or_padded_with_them_is_read_as_given_first() -> None:
         for text in [" ", " a", "a", "a "]
     }
     assert paths == {" ": [" "], " a": [" a"], "a": ["a"], "a ": ["a"]}
+    notices = {text: graph_select.around(view, text, 1).notices[0] for text in [" a", "a"]}
+    assert " edge of ' a'" in notices[" a"] and " edge of a" in notices["a"], notices
     leaves = {
         text: [view.nodes[key].info.leaf for key in names.resolve(text).nodes]
         for text in [" w", "w", " w "]
