@@ -23,7 +23,6 @@ Usage: ``python -m benchmarks.run --workload W4`` (parent), or one child run:
 from __future__ import annotations
 
 import argparse
-import ctypes
 import gc
 import importlib
 import json
@@ -31,15 +30,13 @@ import os
 import subprocess
 import sys
 import tracemalloc
-from collections.abc import Callable
-from functools import cache
 from pathlib import Path
 from time import perf_counter
 from typing import Any
 
 from rich.table import Table
 
-from benchmarks.harness import gc_mode
+from benchmarks.harness import gc_mode, settle_heap
 from benchmarks.peers import PEERS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -54,21 +51,8 @@ hundred KiB, which only ``gc.collect()`` clears), and RSS moves in pages.
 """
 
 
-@cache
-def _malloc_trim() -> Callable[[int], int]:
-    # Loaded once: every CDLL creates a class, garbage that only gc.collect() frees.
-    try:
-        return ctypes.CDLL("libc.so.6").malloc_trim
-    except (OSError, AttributeError):  # not glibc: RSS keeps the allocator's cache
-        return lambda _: 0
-
-
-def _trim() -> None:
-    _malloc_trim()(0)
-
-
 def _rss() -> int:
-    _trim()
+    settle_heap()
     with open("/proc/self/statm", encoding="ascii") as statm:
         return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
@@ -76,7 +60,7 @@ def _rss() -> int:
 def child(peer_name: str, n: int, collect: bool, traced: bool) -> dict[str, Any]:
     """Run one peer's chain phases here and return what was measured."""
     peer = importlib.import_module(PEERS[peer_name])
-    _trim()
+    settle_heap()
     gc.collect()
     rss: dict[str, int] = {}
     heap: dict[str, int] = {}
