@@ -27,8 +27,12 @@ def matches(info: NodeInfo, query: str) -> bool:
     names = [info.name]
     if info.leaf is not None and info.leaf.name:
         names.append(info.leaf.name)
-    # As shown too: a view writes ESC as \x1b, and that is what one types back.
-    return any(text in name.lower() or text in printable(name).lower() for name in names)
+    # As shown too: a view writes ESC as \x1b, and that is what one types back. A name
+    # str.isprintable() passes has nothing printable() escapes: no second form to look in.
+    return any(
+        text in name.lower() or (not name.isprintable() and text in printable(name).lower())
+        for name in names
+    )
 
 
 def find_next(
