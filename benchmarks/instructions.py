@@ -13,6 +13,7 @@ Usage (valgrind needed; several minutes a tree)::
     python -m benchmarks.instructions                        # this tree, W1 and W2
     python -m benchmarks.instructions --tree /path/to/old --tree .   # A against B
     python -m benchmarks.instructions --workload W1 --n 20000 --gc on
+    python -m benchmarks.instructions --seeds 0,1,2,3    # means over four hash seeds
 
 W1 is the chain ``y = y * 1.0001 + 0.0`` (2 nodes a step); W2 is ``n``
 products of one input by distinct numbers joined by an add tree.
@@ -27,6 +28,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from rich.console import Console
@@ -59,10 +61,10 @@ NODES = {"W1": lambda n: 2 * n, "W2": lambda n: 2 * n - 1}
 DEFAULT_N = {"W1": 20_000, "W2": 3_000}
 
 
-def count(tree: Path, workload: str, n: int, phase: str, collect: bool) -> int:
+def count(tree: Path, workload: str, n: int, phase: str, collect: bool, seed: int = 0) -> int:
     """Instructions of one fresh process running ``phase`` of ``workload`` on ``tree``'s engine."""
     code = _CHILD.format(gc="enable" if collect else "disable", phase=phase, n=n, workload=workload)
-    env = dict(os.environ, PYTHONPATH=str(tree), PYTHONHASHSEED="0", OMP_NUM_THREADS="1")
+    env = dict(os.environ, PYTHONPATH=str(tree), PYTHONHASHSEED=str(seed), OMP_NUM_THREADS="1")
     env.update(OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "callgrind.out"
@@ -75,11 +77,29 @@ def count(tree: Path, workload: str, n: int, phase: str, collect: bool) -> int:
     return int(match.group(1))
 
 
-def per_node(tree: Path, workload: str, n: int, collect: bool) -> tuple[float, float]:
-    """(forward, backward) instructions a node."""
-    start, build, full = (count(tree, workload, n, p, collect) for p in ("start", "build", "full"))
+def per_node(
+    tree: Path, workload: str, n: int, collect: bool, seeds: list[int]
+) -> tuple[float, list[float]]:
+    """Forward instructions a node (mean over ``seeds``), and backward's for each seed.
+
+    Note [Instructions move with the hash seed]
+    ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+    CPython finds a class attribute through a global cache indexed by the
+    type and the name's hash, and a node's dependency count through a dict
+    indexed by the node's address. Both move with the string hash seed, so
+    a change that only renames or adds an attribute can move a count by a
+    few hundred instructions a node under one seed and not under another.
+    Programs run under random seeds: compare means over several
+    (``--seeds 0,1,2``), with their spread.
+    """
+    jobs = [(p, seed) for seed in seeds for p in ("start", "build", "full")]
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        results = pool.map(lambda j: count(tree, workload, n, j[0], collect, j[1]), jobs)
+        counts = dict(zip(jobs, results, strict=True))
     nodes = NODES[workload](n)
-    return (build - start) / nodes, (full - build) / nodes
+    forward = [(counts["build", s] - counts["start", s]) / nodes for s in seeds]
+    backward = [(counts["full", s] - counts["build", s]) / nodes for s in seeds]
+    return sum(forward) / len(forward), backward
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -88,22 +108,32 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--workload", default="W1,W2", help="W1, W2 or both")
     parser.add_argument("--n", type=int, help="steps (W1) or products (W2)")
     parser.add_argument("--gc", choices=("on", "off"), default="off")
+    parser.add_argument(
+        "--seeds",
+        default="0",
+        help="string hash seeds, comma-separated; figures are means over them "
+        "(Note [Instructions move with the hash seed])",
+    )
     args = parser.parse_args(argv)
+    seeds = [int(s) for s in args.seeds.split(",")]
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind is not installed: apt-get install valgrind")
     trees = [t.resolve() for t in (args.tree or [Path(__file__).resolve().parent.parent])]
-    table = Table(title=f"instructions a node (callgrind), gc {args.gc}")
-    for column in ("workload", "tree", "forward", "backward", "backward/first"):
+    title = f"instructions a node (callgrind), gc {args.gc}, hash seeds {args.seeds}"
+    table = Table(title=title)
+    columns = ("workload", "tree", "forward", "backward", "backward range", "backward/first")
+    for column in columns:
         table.add_column(column, justify="left" if column == "tree" else "right")
     for workload in args.workload.split(","):
         n = args.n or DEFAULT_N[workload]
         first: float | None = None
         for tree in trees:
-            forward, backward = per_node(tree, workload, n, args.gc == "on")
+            forward, backwards = per_node(tree, workload, n, args.gc == "on", seeds)
+            backward = sum(backwards) / len(backwards)
             first = backward if first is None else first
             table.add_row(
                 f"{workload} n={n:,}", str(tree), f"{forward:,.0f}", f"{backward:,.0f}",
-                f"{backward / first:.3f}×",
+                f"{min(backwards):,.0f} to {max(backwards):,.0f}", f"{backward / first:.3f}×",
             )  # fmt: skip
     Console().print(table)
 

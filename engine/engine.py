@@ -300,6 +300,8 @@ class Engine:
                         # pass_outputs written out, validating each gradient as it goes.
                         after = None
                         pushed = 0  # tasks readied for this thread's queue before next_fn
+                        # Note [Gradients that keep their metadata]
+                        kept = fn._input_metadata[0] if fn.keeps_metadata else None
                         i = 0
                         while i < num_edges:
                             # The edge from the node's slots (Note [Edges in the node's own
@@ -325,12 +327,18 @@ class Engine:
                             grad = output
                             if grad is not None:
                                 meta = metadata[slot]
-                                if type(grad) is not Tensor or (
-                                    grad.data.shape != meta[0]
+                                if (
+                                    type(grad) is not Tensor
                                     or grad.device is not meta[2]
                                     or (
-                                        grad.data.dtype is not meta[1]
-                                        and grad.data.dtype != meta[1]
+                                        meta is not kept
+                                        and (
+                                            grad.data.shape != meta[0]
+                                            or (
+                                                grad.data.dtype is not meta[1]
+                                                and grad.data.dtype != meta[1]
+                                            )
+                                        )
                                     )
                                 ):
                                     grad = conform_output(i - 1, grad, meta, fn)
@@ -453,6 +461,26 @@ class Engine:
     # One difference is allowed: a gradient that fails validation may leave
     # earlier gradients of the same node already routed. The graph task has
     # failed by then and nothing of it runs again.
+
+    # Note [Gradients that keep their metadata]
+    # ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+    # PyTorch checks every gradient against the metadata of the input it
+    # goes to (validate_outputs), and so does the plain path. In Python the
+    # check was a tenth of a chain's node: ``data.shape`` builds a tuple and
+    # ``data.dtype`` is a descriptor call, for every edge. But a gradient in
+    # a node's input buffer always fits that node's own output metadata (the
+    # root gradient is validated, every routed one is checked or passes this
+    # rule, a sum of two fitting ones fits, and hooks may not change shape or
+    # dtype). A node class with ``keeps_metadata`` returns gradients of the
+    # shape and dtype of the one it got (``g``, ``-g``, ``g * 2.0``, ``g * b``
+    # with ``b`` promoted and broadcast into the output's shape). So where
+    # the receiving input's metadata is the very object of the node's own
+    # output metadata (Note [Shared input metadata] shares one per shape,
+    # dtype and device), the gradient fits it without looking: only its type
+    # and device are checked. Any other edge is checked in full, and
+    # conform_output sums a broadcast gradient down or casts it as before.
+    # tests/engine/test_keeps_metadata.py holds every class that sets the
+    # flag to it, over dtypes, broadcasts and numbers.
 
     # Note [Running the next node directly]
     # ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~

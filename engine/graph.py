@@ -262,6 +262,13 @@ class Node(EdgesInSlots):
     """Whether the class keeps :meth:`Node.__init__` (set for subclasses), so that
     ``make_node`` may create it field by field (Note [Bare nodes])."""
 
+    keeps_metadata = False
+    """Whether every gradient :meth:`apply` returns is a tensor of the shape and dtype of the
+    one it received (the class has one input), so that an edge expecting this node's own
+    output metadata needs no shape or dtype check (Note [Gradients that keep their
+    metadata] in engine.engine). A class that sets it is checked by
+    tests/engine/test_keeps_metadata.py."""
+
     # Note [Bare nodes]
     # ~~~~~~~~~~~~~~~~~
     # Every forward op makes a node, so ``engine.ops._core.make_node`` does

@@ -56,3 +56,21 @@ def test_no_total_in_the_output_is_an_error(
     monkeypatch.setattr(instructions.subprocess, "run", run)
     with pytest.raises(RuntimeError, match="no instruction total"):
         instructions.count(tmp_path, "W2", 4, "build", collect=True)
+
+
+def test_figures_are_per_seed_differences_per_node(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Note [Instructions move with the hash seed]: each seed's phases, subtracted per seed."""
+    totals = {"start": 1_000, "build": 5_000, "full": 9_000}
+    calls: list[tuple[str, int]] = []
+
+    def count(_tree: Path, _w: str, _n: int, phase: str, _collect: bool, seed: int = 0) -> int:
+        calls.append((phase, seed))
+        return totals[phase] + 100 * seed * (phase == "full")
+
+    monkeypatch.setattr(instructions, "count", count)
+    forward, backward = instructions.per_node(tmp_path, "W1", 10, False, [0, 3])
+    assert sorted(calls) == sorted((p, s) for p in totals for s in (0, 3))
+    assert forward == 4_000 / 20  # W1 has two nodes a step
+    assert backward == [4_000 / 20, 4_300 / 20]

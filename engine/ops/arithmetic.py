@@ -56,6 +56,7 @@ __all__ = [
 
 class AddBackward0(Node):
     __slots__ = ("alpha",)
+    keeps_metadata = True  # Note [Gradients that keep their metadata] in engine.engine
     alpha: float
 
     def apply(self, grads: list[Any]) -> tuple[Any, ...]:
@@ -103,6 +104,7 @@ def add(input: Any, other: Any, *, alpha: float = 1) -> Tensor:
 
 class SubBackward0(Node):
     __slots__ = ("alpha",)
+    keeps_metadata = True  # Note [Gradients that keep their metadata] in engine.engine
     alpha: float
 
     def apply(self, grads: list[Any]) -> tuple[Any, ...]:
@@ -155,6 +157,7 @@ _last_operand: tuple[Any, Any] = (None, None)
 
 class MulBackward0(Node):
     __slots__ = ("_operand", "_scalar")
+    keeps_metadata = True  # Note [Gradients that keep their metadata] in engine.engine
     _scalar: float | None  # the Python scalar operand, or None for two tensors
     _operand: Any  # what NumPy multiplies by (Note [A number NumPy multiplies fast]); unset for two
 
@@ -188,7 +191,7 @@ class MulBackward0(Node):
 
 def mul(input: Any, other: Any) -> Tensor:
     """Elementwise product, broadcasting."""
-    global _last_number, _last_operand  # noqa: PLW0603 - Note [A number NumPy multiplies fast]
+    global _last_number, _last_operand  # Note [A number NumPy multiplies fast]
     kind = type(other)
     if isinstance(input, Tensor) and (kind is float or kind is int or _is_scalar(other)):
         # A Python scalar is kept as a number, not saved as a tensor (PyTorch's MulBackward0
@@ -228,6 +231,7 @@ def mul(input: Any, other: Any) -> Tensor:
 
 class DivBackward0(Node):
     __slots__ = ("_scalar",)
+    keeps_metadata = True  # Note [Gradients that keep their metadata] in engine.engine
     _scalar: float | None  # the Python scalar operand, or None for two tensors
 
     def apply(self, grads: list[Any]) -> tuple[Any, ...]:
@@ -262,6 +266,7 @@ def div(input: Any, other: Any) -> Tensor:
 
 class NegBackward0(Node):
     __slots__ = ()
+    keeps_metadata = True  # Note [Gradients that keep their metadata] in engine.engine
 
     def apply(self, grads: list[Any]) -> tuple[Any, ...]:
         return (-grads[0],)
@@ -457,6 +462,7 @@ class RsubBackward1(Node):
     """``number - tensor`` (PyTorch's ``rsub.Scalar``): one edge, the tensor's."""
 
     __slots__ = ("alpha",)
+    keeps_metadata = True  # Note [Gradients that keep their metadata] in engine.engine
     alpha: float
 
     def apply(self, grads: list[Any]) -> tuple[Any, ...]:

@@ -41,7 +41,7 @@ def _data(shape: tuple[int, ...], dtype: str) -> np.ndarray:
 def _fresh(number: float) -> float:
     """An equal number that is another object, so that it is never the one met before."""
     if isinstance(number, float):
-        return struct.unpack("d", struct.pack("d", number))[0]  # type: ignore[no-any-return]
+        return struct.unpack("d", struct.pack("d", number))[0]
     return int(str(number))
 
 
@@ -67,9 +67,11 @@ def test_a_chain_of_one_number_gives_the_numbers_bits(
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
 @pytest.mark.parametrize("shape", SHAPES, ids=str)
 @pytest.mark.parametrize("number", NUMBERS, ids=repr)
-def test_the_gradient_by_one_number_gives_numpys_bits(number: float, shape: tuple[int, ...]) -> None:
+def test_the_gradient_by_one_number_gives_numpys_bits(
+    number: float, shape: tuple[int, ...]
+) -> None:
     data = _data(shape, "float64")
-    x = engine.tensor(data, requires_grad=True)
+    x: Any = engine.tensor(data, requires_grad=True)
     y = x
     for _ in range(4):
         y = y * number
@@ -83,12 +85,12 @@ def test_the_gradient_by_one_number_gives_numpys_bits(number: float, shape: tupl
 
 
 def test_only_a_float_met_twice_with_float64_data_becomes_an_array() -> None:
-    x64 = engine.tensor([1.0, 2.0], dtype=engine.float64, requires_grad=True)
-    x32 = engine.tensor([1.0, 2.0], dtype=engine.float32, requires_grad=True)
+    x64: Any = engine.tensor([1.0, 2.0], dtype=engine.float64, requires_grad=True)
+    x32: Any = engine.tensor([1.0, 2.0], dtype=engine.float32, requires_grad=True)
     step = 1.25
-    first = (x64 * step).grad_fn
-    second = (x64 * step).grad_fn
-    third = (x64 * step).grad_fn
+    first: Any = (x64 * step).grad_fn
+    second: Any = (x64 * step).grad_fn
+    third: Any = (x64 * step).grad_fn
     assert first._operand is step  # met once: the number itself
     assert type(second._operand) is np.ndarray and second._operand.shape == ()
     assert third._operand is second._operand  # shared, so...
@@ -106,7 +108,7 @@ def test_a_numpy_subclass_or_foreign_array_keeps_the_number() -> None:
     class Sub(np.ndarray):
         pass
 
-    x = engine.tensor([1.0, 2.0], dtype=engine.float64, requires_grad=True)
+    x: Any = engine.tensor([1.0, 2.0], dtype=engine.float64, requires_grad=True)
     x.data = np.asarray([1.0, 2.0]).view(Sub)
     step = 1.5
     for _ in range(3):
@@ -115,9 +117,9 @@ def test_a_numpy_subclass_or_foreign_array_keeps_the_number() -> None:
 
 
 def test_in_place_on_the_output_leaves_the_shared_number_alone() -> None:
-    x = engine.tensor([1.0, 2.0], dtype=engine.float64, requires_grad=True)
+    x: Any = engine.tensor([1.0, 2.0], dtype=engine.float64, requires_grad=True)
     step = 0.5
-    outs = [x * step for _ in range(3)]
+    outs: list[Any] = [x * step for _ in range(3)]
     operand = outs[2].grad_fn._operand
     with engine.no_grad():
         outs[2].mul_(4.0)
@@ -129,13 +131,15 @@ def test_in_place_on_the_output_leaves_the_shared_number_alone() -> None:
 
 def test_create_graph_differentiates_through_the_number() -> None:
     """The create_graph path multiplies Tensor by ``_scalar``: a node, not the array."""
-    x = engine.tensor([1.5], dtype=engine.float64, requires_grad=True)
+    x: Any = engine.tensor([1.5], dtype=engine.float64, requires_grad=True)
     step = 3.0
     y = x
     for _ in range(3):
         y = y * step * x
+    g: Any
     (g,) = engine.autograd.grad(y.sum(), x, create_graph=True)
     assert g.requires_grad and g.grad_fn is not None
+    gg: Any
     (gg,) = engine.autograd.grad(g.sum(), x)
     # y = 27 x^4: y' = 108 x^3, y'' = 324 x^2.
     assert g.item() == pytest.approx(108 * 1.5**3)
