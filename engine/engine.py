@@ -342,7 +342,9 @@ class Engine:
                                     )
                                 ):
                                     grad = conform_output(i - 1, grad, meta, fn)
-                            count = dependencies.get(nxt)
+                            # Taken out, and put back less one unless it was the last edge: one
+                            # dict operation for a node one edge reaches.
+                            count = dependencies.pop(nxt, None)
                             if count is None:
                                 raise RuntimeError(f"dependency not found for {nxt.name()}")
                             if count > 1:
@@ -351,7 +353,6 @@ class Engine:
                                 if buffer is None:
                                     buffer = not_ready[nxt] = [None] * len(metadata)
                             else:
-                                del dependencies[nxt]
                                 # A node one edge reaches was never waiting: no lookup for it.
                                 buffer = not_ready.pop(nxt, None) if not_ready else None
                                 if buffer is None:
@@ -372,10 +373,15 @@ class Engine:
                             if count > 1:
                                 continue
                             target = cpu_queue
-                            for g in buffer:
+                            if len(buffer) == 1:  # most nodes: no iterator
+                                g = buffer[0]
                                 if g is not None and g.device is not CPU:
                                     target = workers.ready_queue(cpu_queue, g.device)
-                                    break
+                            else:
+                                for g in buffer:
+                                    if g is not None and g.device is not CPU:
+                                        target = workers.ready_queue(cpu_queue, g.device)
+                                        break
                             if target is queue:
                                 if next_fn is not None:  # the last one readied runs next
                                     queue.push(node_task(graph_task, next_fn, next_grads))
