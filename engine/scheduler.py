@@ -191,6 +191,7 @@ def compute_dependencies(root: N, min_topo_nr: int = 0) -> dict[N, int]:
     stack = [root]
     in_slots = isinstance(root, EdgesInSlots)
     edges: Sequence[Any]
+    nxt: Any
     while stack:
         fn = stack.pop()
         if min_topo_nr and fn.topological_nr < min_topo_nr:  # no node is below 0
