@@ -302,6 +302,8 @@ class Engine:
                         pushed = 0  # tasks readied for this thread's queue before next_fn
                         # Note [Gradients that keep their metadata]
                         kept = fn._input_metadata[0] if fn.keeps_metadata else None
+                        if num_edges == 2 and fn._edge1 is None:
+                            num_edges = 1  # a number's edge: nothing goes there, no turn for it
                         i = 0
                         while i < num_edges:
                             # The edge from the node's slots (Note [Edges in the node's own

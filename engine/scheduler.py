@@ -198,24 +198,22 @@ def compute_dependencies(root: N, min_topo_nr: int = 0) -> dict[N, int]:
             continue
         if in_slots:
             n = fn._num_edges  # type: ignore[attr-defined]
-            if n <= 2:
-                # The usual node, from its slots: no tuple, no iterator.
-                edge = fn._edge0 if n else None  # type: ignore[attr-defined]
-                second = fn._edge1 if n == 2 else None  # type: ignore[attr-defined]
-                while edge is not None or second is not None:
-                    if edge is not None:
-                        # An engine node as an edge is its own input 0 (Note [A node is its
-                        # own first edge]).
-                        nxt = edge if type(edge) is not Edge else edge.function
-                        count = dependencies.get(nxt)
-                        if count is None:
-                            dependencies[nxt] = 1
-                            stack.append(nxt)
-                        else:
-                            dependencies[nxt] = count + 1
-                    edge, second = second, None
+            if n == 1 or (n == 2 and fn._edge1 is None):  # type: ignore[attr-defined]
+                # The usual node, one edge (a number's is None): no tuple, no iterator.
+                edge = fn._edge0  # type: ignore[attr-defined]
+                if edge is not None:
+                    # An engine node as an edge is its own input 0 (Note [A node is its own
+                    # first edge]).
+                    nxt = edge if type(edge) is not Edge else edge.function
+                    count = dependencies.get(nxt)
+                    if count is None:
+                        dependencies[nxt] = 1
+                        stack.append(nxt)
+                    else:
+                        dependencies[nxt] = count + 1
                 continue
-            edges = fn._edges  # type: ignore[attr-defined]  # set past two
+            # Two edges, or more (the tuple _edges, set past two), or none.
+            edges = (fn._edge0, fn._edge1) if n == 2 else (fn._edges if n else ())  # type: ignore[attr-defined]
         else:
             edges = fn._next_edges
         for edge in edges:
