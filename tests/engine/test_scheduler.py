@@ -12,6 +12,7 @@ from __future__ import annotations
 import heapq
 import random
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 
@@ -166,3 +167,52 @@ def test_the_engine_counts_its_graph_with_the_scheduler() -> None:
     deps = compute_dependencies(y.grad_fn)
     names = sorted((n.name(), c) for n, c in deps.items())
     assert names == [("AccumulateGrad", 3), ("AddBackward0", 1), ("MulBackward0", 1)]  # x*x: two
+
+
+def _counted_through_the_property(root: Any, min_topo_nr: int = 0) -> dict[Any, int]:
+    """compute_dependencies' walk, reading every node through ``_next_edges`` (no slots)."""
+    dependencies: dict[Any, int] = {}
+    stack = [root]
+    while stack:
+        fn = stack.pop()
+        if min_topo_nr and fn.topological_nr < min_topo_nr:
+            continue
+        for edge in fn._next_edges:
+            if edge is None:
+                continue
+            nxt = edge.function
+            if nxt in dependencies:
+                dependencies[nxt] += 1
+            else:
+                dependencies[nxt] = 1
+                stack.append(nxt)
+    return dependencies
+
+
+class _Three(engine.Function):
+    """Three outputs: edges to a node's inputs 1 and 2, not only 0."""
+
+    @staticmethod
+    def forward(ctx: object, a: engine.Tensor) -> tuple[engine.Tensor, ...]:
+        return engine.tensor(a.data * 2.0), engine.tensor(a.data * 3.0), engine.tensor(a.data)
+
+    @staticmethod
+    def backward(ctx: object, *grads: engine.Tensor) -> engine.Tensor:
+        return grads[0] * 2.0 + grads[1] * 3.0 + grads[2]
+
+
+@pytest.mark.parametrize("min_topo", [0, 2, 4])
+def test_the_slot_walk_counts_and_orders_as_the_property_walk(min_topo: int) -> None:
+    """One edge, a number's None second edge, two, three, and edges to outputs past 0."""
+    x = engine.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    w = engine.tensor([0.5, 0.25, 2.0], requires_grad=True)
+    parts = _Three.apply(x * 2.0)
+    y = engine.stack([parts[2], parts[0], parts[1]]).sum(0)  # three edges
+    z = (y * w + 1.0).exp() - y  # two edges each
+    loss = engine.cat([z, -z, z * x, parts[1] * 5.0]).sum()  # one edge, to input 1
+    root = loss.grad_fn
+    assert root is not None
+    got = compute_dependencies(root, min_topo)
+    want = _counted_through_the_property(root, min_topo)
+    assert list(got.items()) == list(want.items())  # the same counts, inserted in the same order
+    assert len(got) > 8
