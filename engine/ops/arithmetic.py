@@ -82,6 +82,36 @@ def _data_for_scalar(t: Tensor, scalar: float) -> Any:
     return data
 
 
+_ONE = 1
+"""The default alpha, as the object the default is: ``alpha is not _ONE`` skips the check."""
+
+
+def _check_alpha(kind: str, alpha: Any) -> None:
+    """PyTorch's alpha_check for a result of NumPy dtype kind ``kind``.
+
+    Raises:
+        RuntimeError: PyTorch's message for a bool alpha with a non-bool result, a
+            non-integer alpha with an integer result, or a complex alpha with a real one.
+    """
+    if isinstance(alpha, bool | np.bool_):
+        if kind != "b":
+            raise RuntimeError("Boolean alpha only supported for Boolean results.")
+        return
+    if kind not in "fc" and not isinstance(alpha, int | np.integer):
+        raise RuntimeError(
+            "For integral input tensors, argument alpha must not be a floating point number."
+        )
+    if kind != "c" and isinstance(alpha, complex | np.complexfloating):
+        raise RuntimeError(
+            "For non-complex input tensors, argument alpha must not be a complex number."
+        )
+
+
+def _scalar_result_kind(data: Any, other: Any) -> str:
+    """The dtype kind of ``data (op) other`` for a Python or NumPy number ``other``."""
+    return "c" if isinstance(other, complex | np.complexfloating) else data.dtype.kind
+
+
 def add(input: Any, other: Any, *, alpha: float = 1) -> Tensor:
     """``input + alpha * other``, broadcasting."""
     kind = type(other)
@@ -90,11 +120,15 @@ def add(input: Any, other: Any, *, alpha: float = 1) -> Tensor:
         data = input.data
         if data.dtype.kind in "biu":
             data = _data_for_scalar(input, other)
+        if alpha is not _ONE:
+            _check_alpha(_scalar_result_kind(data, other), alpha)
         out, node = scalar_op(AddBackward0, input, data + alpha * other)
         if node is not None:
             node.alpha = alpha
         return out
     a, b, device = operands(input, other)
+    if alpha is not _ONE:
+        _check_alpha(a.data.dtype.kind, alpha)
     node = make_node(AddBackward0, a, b)
     if node is not None:
         node.alpha = alpha
@@ -115,11 +149,16 @@ class SubBackward0(Node):
 def sub(input: Any, other: Any, *, alpha: float = 1) -> Tensor:
     """``input - alpha * other``, broadcasting."""
     if isinstance(input, Tensor) and _is_scalar(other):
-        out, node = scalar_op(SubBackward0, input, _data_for_scalar(input, other) - alpha * other)
+        data = _data_for_scalar(input, other)
+        if alpha is not _ONE:
+            _check_alpha(_scalar_result_kind(data, other), alpha)
+        out, node = scalar_op(SubBackward0, input, data - alpha * other)
         if node is not None:
             node.alpha = alpha
         return out
     a, b, device = operands(input, other)
+    if alpha is not _ONE:
+        _check_alpha(a.data.dtype.kind, alpha)
     node = make_node(SubBackward0, a, b)
     if node is not None:
         node.alpha = alpha

@@ -173,6 +173,19 @@ CASES: dict[str, Program] = {
     "sum_to_size 2-D not expandable": lambda lib: lib.ones(2, 3).sum_to_size(3, 3),
     "sum_to_size without a size": lambda lib: lib.ones(2, 3).sum_to_size(),
     "sum_to_size a tuple and an int": lambda lib: lib.ones(2, 3).sum_to_size((1, 3), 2),
+    # alpha of add and sub (PyTorch's alpha_check)
+    "complex alpha, float tensors": lambda lib: lib.ones(2).add(lib.ones(2), alpha=1j),
+    "complex alpha, a number": lambda lib: lib.ones(2).add(2.0, alpha=1j),
+    "complex alpha, sub": lambda lib: lib.ones(2).sub(lib.ones(2), alpha=2j),
+    "complex alpha, sub a number": lambda lib: lib.ones(2).sub(1, alpha=1j),
+    "float alpha, int tensors": lambda lib: lib.tensor([1, 2]).add(lib.tensor([3, 4]), alpha=0.5),
+    "float alpha, int sub": lambda lib: lib.tensor([1, 2]).sub(lib.tensor([3, 4]), alpha=1.5),
+    "float alpha, int and an int": lambda lib: lib.tensor([1, 2]).add(3, alpha=0.5),
+    "complex alpha, int tensors": lambda lib: lib.tensor([1, 2]).add(lib.tensor([3]), alpha=1j),
+    "bool alpha, float tensors": lambda lib: lib.ones(2).add(lib.ones(2), alpha=True),
+    "bool alpha, int tensors": lambda lib: lib.tensor([1]).add(lib.tensor([2]), alpha=False),
+    "bool alpha, a number": lambda lib: lib.ones(2).add(1.0, alpha=True),
+    "add_ with complex alpha": lambda lib: lib.ones(2).add_(lib.ones(2), alpha=1j),
 }
 
 
@@ -224,6 +237,42 @@ def test_none_from_a_node_hook_drops_that_gradient_in_both(torch: Any) -> None:
         u.sum().backward()
         grads.append((x.grad, w.grad.tolist(), v.grad))
     assert grads[0] == grads[1] == (None, [12.0, 24.0], None)
+
+
+@pytest.mark.oracle
+def test_the_alphas_pytorch_takes_give_pytorchs_values(torch: Any) -> None:
+    results = []
+    for lib in (engine, torch):
+        f, i = lib.tensor([1.0, 2.0]), lib.tensor([1, 2])
+        c = lib.tensor([1 + 1j, 2.0], dtype=lib.complex64)
+        values = [
+            f.add(f, alpha=2),  # an int alpha with floats
+            f.sub(f, alpha=0.5),
+            i.add(i, alpha=3),
+            i.add(2.5, alpha=2),  # the number makes the result float
+            c.add(c, alpha=1j),
+            c.sub(c, alpha=0.5),
+            lib.tensor([True]).add(lib.tensor([False]), alpha=True),
+            f.add(f, alpha=1),
+        ]
+        results.append([(str(v.dtype).split(".")[-1], v.tolist()) for v in values])
+    assert results[0] == results[1]
+
+
+def test_alpha_checks_without_pytorch() -> None:
+    """The oracle's words, for machines without PyTorch."""
+    assert _error(engine, CASES["complex alpha, float tensors"]) == (
+        "RuntimeError",
+        "For non-complex input tensors, argument alpha must not be a complex number.",
+    )
+    assert _error(engine, CASES["float alpha, int tensors"]) == (
+        "RuntimeError",
+        "For integral input tensors, argument alpha must not be a floating point number.",
+    )
+    assert _error(engine, CASES["bool alpha, float tensors"]) == (
+        "RuntimeError",
+        "Boolean alpha only supported for Boolean results.",
+    )
 
 
 @pytest.mark.oracle
