@@ -375,15 +375,12 @@ class Engine:
                             if count > 1:
                                 continue
                             target = cpu_queue
-                            if len(buffer) == 1:  # most nodes: no iterator
+                            if len(buffer) != 1:
+                                target = workers.ready_queue(cpu_queue, buffer_device(buffer))
+                            else:  # most nodes: buffer_device without the call or iterator
                                 g = buffer[0]
                                 if g is not None and g.device is not CPU:
                                     target = workers.ready_queue(cpu_queue, g.device)
-                            else:
-                                for g in buffer:
-                                    if g is not None and g.device is not CPU:
-                                        target = workers.ready_queue(cpu_queue, g.device)
-                                        break
                             if target is queue:
                                 if next_fn is not None:  # the last one readied runs next
                                     queue.push(node_task(graph_task, next_fn, next_grads))
