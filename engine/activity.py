@@ -40,10 +40,13 @@ __all__ = [
 class Activity:
     """The process-wide counts of Note [Quiescence]."""
 
-    __slots__ = ("_cond", "blocked", "inside", "tracking")
+    __slots__ = ("_cond", "_lock", "_watchers", "blocked", "inside", "tracking")
 
     def __init__(self) -> None:
-        self._cond = threading.Condition(threading.Lock())
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
+        self._watchers = 0
+        """Threads in :meth:`wait_quiescent`: only they need waking when a count moves."""
         self.inside = 0
         """Threads inside the engine."""
         self.blocked = 0
@@ -51,26 +54,32 @@ class Activity:
         self.tracking = 0
         """How many debuggers asked for :class:`TrackedLock` graph-task locks."""
 
+    # Every backward call enters and leaves, so both take the plain lock (no
+    # Python-level ``Condition.__enter__``) and wake no one unless a debugger
+    # is waiting for quiescence.
+
     def enter(self) -> None:
         """This thread starts working for the engine."""
-        with self._cond:
+        with self._lock:
             self.inside += 1
 
     def leave(self) -> None:
         """This thread stops working for the engine."""
-        with self._cond:
+        with self._lock:
             self.inside -= 1
-            self._cond.notify_all()
+            if self._watchers:
+                self._cond.notify_all()
 
     def block(self, n: int = 1) -> None:
         """``n`` threads are about to block."""
-        with self._cond:
+        with self._lock:
             self.blocked += n
-            self._cond.notify_all()
+            if self._watchers:
+                self._cond.notify_all()
 
     def unblock(self, n: int = 1) -> None:
         """``n`` blocked threads are being woken (called by whoever wakes them)."""
-        with self._cond:
+        with self._lock:
             self.blocked -= n
 
     def quiescent(self) -> bool:
@@ -80,17 +89,21 @@ class Activity:
     def wait_quiescent(self, timeout: float | None = None) -> bool:
         """Wait until :meth:`quiescent`; returns ``False`` if ``timeout`` expired first."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        with self._cond:
-            while self.inside != self.blocked:
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    return False
-                self._cond.wait(remaining)
-            return True
+        with self._lock:
+            self._watchers += 1
+            try:
+                while self.inside != self.blocked:
+                    remaining = None if deadline is None else deadline - time.monotonic()
+                    if remaining is not None and remaining <= 0:
+                        return False
+                    self._cond.wait(remaining)
+                return True
+            finally:
+                self._watchers -= 1
 
     def track(self, on: bool) -> None:
         """Ask for (or stop asking for) tracked graph-task locks."""
-        with self._cond:
+        with self._lock:
             self.tracking += 1 if on else -1
 
     def new_lock(self) -> Any:
@@ -140,22 +153,28 @@ class TrackedLock:
 
 
 class Completion:
-    """A one-shot flag to wait on (a graph task's future); its waiters count as blocked."""
+    """A one-shot flag to wait on (a graph task's future); its waiters count as blocked.
 
-    __slots__ = ("_cond", "_set", "_waiting")
+    Its condition is made by the first waiter (Note [A condition made when first
+    needed] in :mod:`engine.graph_task`): most graph tasks are waited on by no one.
+    """
+
+    __slots__ = ("_cond", "_lock", "_set", "_waiting")
 
     def __init__(self) -> None:
-        self._cond = threading.Condition(threading.Lock())
+        self._lock = threading.Lock()
+        self._cond: threading.Condition | None = None
         self._set = False
         self._waiting = 0
 
     def set(self) -> None:
         """Mark it done and wake every waiter."""
-        with self._cond:
+        with self._lock:
             self._set = True
             if self._waiting:
                 ACTIVITY.unblock(self._waiting)
                 self._waiting = 0
+                assert self._cond is not None  # the first waiter made it
                 self._cond.notify_all()
 
     def is_set(self) -> bool:
@@ -164,8 +183,10 @@ class Completion:
 
     def wait(self) -> None:
         """Block until :meth:`set`."""
-        with self._cond:
+        with self._lock:
             while not self._set:
                 self._waiting += 1
                 ACTIVITY.block()
+                if self._cond is None:
+                    self._cond = threading.Condition(self._lock)
                 self._cond.wait()

@@ -69,6 +69,16 @@ class dtype:  # noqa: N801 - torch.dtype
     def __reduce__(self) -> tuple[Any, tuple[str]]:
         return (of, (self.name,))
 
+    @property
+    def __numpy_dtype__(self) -> np.dtype[Any]:
+        """The NumPy dtype, for NumPy 2.4+'s dtype protocol.
+
+        NumPy asks any object given as a dtype for this first: without it, every
+        ``np.ones(shape, engine.float32)`` raised and caught an AttributeError
+        before reading ``.dtype``, the fallback older NumPy uses.
+        """
+        return self.dtype
+
     def __getattr__(self, name: str) -> Any:
         # NumPy's attributes (kind, itemsize, type, char) for code written against NumPy dtypes;
         # not its protocols (NumPy probes for ``__numpy_dtype__``, then reads ``.dtype``).

@@ -265,7 +265,9 @@ class ReadyQueue:
         self.heap: list[NodeTask | ExactNodeTask] = []
         """The waiting tasks' entries; read without the lock only as a snapshot."""
         self._lock = threading.Lock()
-        self._cond = threading.Condition(self._lock)
+        self._cond: threading.Condition | None = None
+        """Made by the first consumer that sleeps, under ``_lock`` (Note [A condition made
+        when first needed])."""
         self._waiting = 0
         self.device = device
 
@@ -281,6 +283,7 @@ class ReadyQueue:
                 # The sleeper counts as running from now on; see Note [Quiescence].
                 self._waiting -= 1
                 ACTIVITY.unblock()
+                assert self._cond is not None  # a sleeper made it
                 self._cond.notify()
 
     def take(self) -> NodeTask | ExactNodeTask | None:
@@ -330,6 +333,8 @@ class ReadyQueue:
                     self._waiting -= 1
                     continue
                 ACTIVITY.block()
+                if self._cond is None:
+                    self._cond = threading.Condition(self._lock)
                 self._cond.wait()
 
     def __len__(self) -> int:
@@ -347,3 +352,14 @@ class ReadyQueue:
     # ``_waiting``. Either the consumer's second look sees the key, or the
     # pusher sees the count and wakes it (taking the lock, which the consumer
     # releases only by waiting). Without a GIL every push and pop locks.
+
+    # Note [A condition made when first needed]
+    # ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+    # Every backward call makes a ready queue (its CPU queue) and a graph
+    # task's future, and most never sleep on either: the calling thread runs
+    # the whole graph. Python's ``threading.Condition`` costs thousands of
+    # instructions to make (it probes the lock for three methods a plain
+    # lock lacks, each probe a caught AttributeError), a fifth of a small
+    # backward's fixed cost. So the condition is made by the first thread
+    # that sleeps, under the lock it wraps; a waker reaches it only through
+    # the count of sleepers, which it reads under that same lock.
