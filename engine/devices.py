@@ -34,6 +34,10 @@ __all__ = [
     "synchronize",
 ]
 
+only_cpu = True
+"""Whether no device but the CPU has been made: until one is, every tensor is on the CPU
+(Note [A process with only a CPU] in :mod:`engine.engine`). Never goes back to True."""
+
 #: Number of simulated accelerators (``sim:0`` ... ``sim:{N-1}``).
 _SIM_DEVICE_COUNT = 2
 
@@ -56,6 +60,7 @@ class Device:
     _cache_lock: ClassVar[threading.Lock] = threading.Lock()
 
     def __new__(cls, type: str | Device, index: int | None = None) -> Device:
+        global only_cpu  # see its note
         if isinstance(type, Device):
             return type
         key = _parse(type, index)
@@ -65,6 +70,8 @@ class Device:
         with cls._cache_lock:
             found = cls._cache.get(key)
             if found is None:
+                if key[0] != "cpu":
+                    only_cpu = False  # before any tensor can be on the new device
                 found = object.__new__(cls)
                 found.type, found.index = key
                 found._str = key[0] if key[1] is None else f"{key[0]}:{key[1]}"

@@ -21,7 +21,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from engine import _context, anomaly, grad_mode
+from engine import _context, anomaly, devices, grad_mode
 from engine.activity import ACTIVITY
 from engine.calls import CALLS
 from engine.completion import DONE, complete, push, task_done, thread_on_exception
@@ -318,7 +318,7 @@ class Engine:
                             i += 1
                             if edge is None:
                                 continue
-                            output = outputs[i - 1]
+                            grad = outputs[i - 1]
                             if type(edge) is Edge:
                                 nxt = edge.function
                                 slot = edge.input_nr
@@ -326,21 +326,15 @@ class Engine:
                                 nxt = edge  # a Node here
                                 slot = 0
                             metadata = nxt._input_metadata
-                            grad = output
                             if grad is not None:
                                 meta = metadata[slot]
-                                if (
+                                if meta is not kept and (
                                     type(grad) is not Tensor
                                     or grad.device is not meta[2]
+                                    or grad.data.shape != meta[0]
                                     or (
-                                        meta is not kept
-                                        and (
-                                            grad.data.shape != meta[0]
-                                            or (
-                                                grad.data.dtype is not meta[1]
-                                                and grad.data.dtype != meta[1]
-                                            )
-                                        )
+                                        grad.data.dtype is not meta[1]
+                                        and grad.data.dtype != meta[1]
                                     )
                                 ):
                                     grad = conform_output(i - 1, grad, meta, fn)
@@ -358,29 +352,40 @@ class Engine:
                                 # A node one edge reaches was never waiting: no lookup for it.
                                 buffer = not_ready.pop(nxt, None) if not_ready else None
                                 if buffer is None:
-                                    buffer = [None] * len(metadata)
+                                    if len(metadata) == 1:
+                                        # Its one input's one gradient: the buffer as it
+                                        # ends up, with nothing to add to.
+                                        buffer = [grad]
+                                        grad = None
+                                    else:
+                                        buffer = [None] * len(metadata)
                             if grad is not None:
                                 old = buffer[slot]
                                 if old is None:
                                     buffer[slot] = grad
                                 elif grad_on:
                                     buffer[slot] = old + grad  # differentiable: create_graph
+                                    old = None
                                 elif old.data.size <= IN_PLACE_MIN:
                                     # add_into's small case, written out: both fit the same
                                     # metadata, so the sum needs no op.
                                     buffer[slot] = make_tensor(old.data + grad.data, old.device)
+                                    old = None
                                 else:  # Note [Adding into a buffer in place]
                                     old = None
                                     add_into(buffer, slot, grad)
                             if count > 1:
                                 continue
                             target = cpu_queue
-                            if len(buffer) != 1:
+                            if devices.only_cpu:  # Note [A process with only a CPU]
+                                pass
+                            elif len(buffer) != 1:
                                 target = workers.ready_queue(cpu_queue, buffer_device(buffer))
                             else:  # most nodes: buffer_device without the call or iterator
                                 g = buffer[0]
                                 if g is not None and g.device is not CPU:
                                     target = workers.ready_queue(cpu_queue, g.device)
+                                g = None
                             if target is queue:
                                 if next_fn is not None:  # the last one readied runs next
                                     queue.push(node_task(graph_task, next_fn, next_grads))
@@ -405,7 +410,7 @@ class Engine:
                             locked = False
                     # Hold no gradient past routing: AccumulateGrad steals a gradient only
                     # its input buffer holds (Note [Stealing the first gradient]).
-                    outputs = output = grad = old = g = None  # type: ignore[assignment]
+                    outputs = grad = None  # type: ignore[assignment]
                     if release and (fn._saved or fn.releases_more):
                         fn.release_variables()
                 grads = None  # type: ignore[assignment]
@@ -475,17 +480,33 @@ class Engine:
     # ``data.dtype`` is a descriptor call, for every edge. But a gradient in
     # a node's input buffer always fits that node's own output metadata (the
     # root gradient is validated, every routed one is checked or passes this
-    # rule, a sum of two fitting ones fits, and hooks may not change shape or
-    # dtype). A node class with ``keeps_metadata`` returns gradients of the
-    # shape and dtype of the one it got (``g``, ``-g``, ``g * 2.0``, ``g * b``
+    # rule, a sum of two fitting ones fits, and a node with hooks goes the
+    # general way, whose validate_outputs checks what it passes on). A node
+    # class with ``keeps_metadata`` returns tensors of the shape, dtype and
+    # device of the gradient it got (``g``, ``-g``, ``g * 2.0``, ``g * b``
     # with ``b`` promoted and broadcast into the output's shape). So where
     # the receiving input's metadata is the very object of the node's own
     # output metadata (Note [Shared input metadata] shares one per shape,
-    # dtype and device), the gradient fits it without looking: only its type
-    # and device are checked. Any other edge is checked in full, and
-    # conform_output sums a broadcast gradient down or casts it as before.
+    # dtype and device), the gradient fits it without looking. Any other
+    # edge is checked in full (a CPU scalar operand's among them: its
+    # metadata names another device), and conform_output sums a broadcast
+    # gradient down, casts or moves it as before.
     # tests/engine/test_keeps_metadata.py holds every class that sets the
     # flag to it, over dtypes, broadcasts and numbers.
+
+    # Note [A process with only a CPU]
+    # ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+    # A ready node goes to the queue of its input buffer's device: its first
+    # gradient off the CPU, as in PyTorch. A tensor's device is one of the
+    # interned Device objects, and devices.only_cpu stays True until the first
+    # other one is made (a ``cuda`` or ``sim`` device, named by a program or
+    # by a test), so until then every gradient is on the CPU and the plain
+    # path sends every node to the CPU queue without looking at its
+    # gradients. (A gradient that reaches a buffer fits its input's metadata,
+    # device included, and that device was made when the forward ran; the
+    # flag, a module attribute, is still read for each node rather than once
+    # a call.) tests/engine/test_plain_path.py watches a fresh process make
+    # its first other device and route to it.
 
     # Note [Running the next node directly]
     # ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~

@@ -194,39 +194,51 @@ def compute_dependencies(root: N, min_topo_nr: int = 0) -> dict[N, int]:
     nxt: Any
     while stack:
         fn = stack.pop()
-        if min_topo_nr and fn.topological_nr < min_topo_nr:  # no node is below 0
-            continue
-        if in_slots:
-            n = fn._num_edges  # type: ignore[attr-defined]
-            if n == 1 or (n == 2 and fn._edge1 is None):  # type: ignore[attr-defined]
-                # The usual node, one edge (a number's is None): no tuple, no iterator.
-                edge = fn._edge0  # type: ignore[attr-defined]
-                if edge is not None:
+        while True:  # along a chain without the stack: Note [Following a chain]
+            if min_topo_nr and fn.topological_nr < min_topo_nr:  # no node is below 0
+                break
+            if in_slots:
+                n = fn._num_edges  # type: ignore[attr-defined]
+                if n == 1 or (n == 2 and fn._edge1 is None):  # type: ignore[attr-defined]
+                    # The usual node, one edge (a number's is None): no tuple, no iterator.
+                    edge = fn._edge0  # type: ignore[attr-defined]
+                    if edge is None:
+                        break
                     # An engine node as an edge is its own input 0 (Note [A node is its own
                     # first edge]).
                     nxt = edge if type(edge) is not Edge else edge.function
                     count = dependencies.get(nxt)
                     if count is None:
                         dependencies[nxt] = 1
-                        stack.append(nxt)
-                    else:
-                        dependencies[nxt] = count + 1
-                continue
-            # Two edges, or more (the tuple _edges, set past two), or none.
-            edges = (fn._edge0, fn._edge1) if n == 2 else (fn._edges if n else ())  # type: ignore[attr-defined]
-        else:
-            edges = fn._next_edges
-        for edge in edges:
-            if edge is None:
-                continue
-            nxt = edge if in_slots and type(edge) is not Edge else edge.function
-            count = dependencies.get(nxt)
-            if count is None:
-                dependencies[nxt] = 1
-                stack.append(nxt)
+                        fn = nxt
+                        continue
+                    dependencies[nxt] = count + 1
+                    break
+                # Two edges, or more (the tuple _edges, set past two), or none.
+                edges = (fn._edge0, fn._edge1) if n == 2 else (fn._edges if n else ())  # type: ignore[attr-defined]
             else:
-                dependencies[nxt] = count + 1
+                edges = fn._next_edges
+            for edge in edges:
+                if edge is None:
+                    continue
+                nxt = edge if in_slots and type(edge) is not Edge else edge.function
+                count = dependencies.get(nxt)
+                if count is None:
+                    dependencies[nxt] = 1
+                    stack.append(nxt)
+                else:
+                    dependencies[nxt] = count + 1
+            break
     return dependencies
+
+
+# Note [Following a chain]
+# ~~~~~~~~~~~~~~~~~~~~~~~~
+# A node of one edge that meets its next node for the first time would push
+# it and pop it straight back: the stack is last in, first out. The walk
+# goes on to it directly instead, which visits the nodes, and fills the
+# counts, in the very same order, without a push, a pop and a loop test a
+# node of a chain.
 
 
 class ExecInfo:

@@ -154,6 +154,7 @@ def test_declared_classes_return_gradients_like_the_one_they_got() -> None:
                     continue
                 where = f"{label}: {node.name()} output {i}"
                 assert type(grad) is engine.Tensor, where
+                assert grad.device is g.device, where
                 assert grad.data.shape == g.data.shape, where
                 assert grad.data.dtype == g.data.dtype, where
                 checked += 1

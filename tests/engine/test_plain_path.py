@@ -278,3 +278,50 @@ def test_fan_in_sums_stay_differentiable_with_create_graph() -> None:
     np.testing.assert_allclose(g.detach().numpy(), 6 * x0 + np.cos(x0) + 2)
     assert x.grad is not None
     np.testing.assert_allclose(x.grad.numpy(), 6 - np.sin(x0))
+
+
+def test_a_process_with_only_a_cpu_and_its_first_other_device() -> None:
+    """Note [A process with only a CPU]: no gradient is looked at for its device until a
+    device other than the CPU exists; from then on the plain path routes by device again.
+
+    A fresh interpreter: this one has made ``sim`` devices long ago.
+    """
+    from tests.engine.test_package import python
+
+    lines = python(
+        """
+        import threading
+        import numpy as np
+        import engine
+        from engine import devices
+
+        class Where(engine.Function):
+            @staticmethod
+            def forward(ctx, x):
+                return x * 1.0
+
+            @staticmethod
+            def backward(ctx, grad):
+                print("ran on", threading.current_thread().name, grad.device)
+                return grad
+
+        print("at start", devices.only_cpu)
+        x = engine.tensor([1.0, 2.0], requires_grad=True)
+        (Where.apply(x * 3.0) * 2.0).sum().backward()
+        print("after a cpu backward", devices.only_cpu, x.grad.data.tolist())
+        w = engine.tensor([1.0, 2.0], requires_grad=True)
+        s = w.to("sim:1")
+        print("after a sim tensor", devices.only_cpu)
+        (Where.apply(s * 3.0).to("cpu") * 2.0).sum().backward()
+        print("grad", w.grad.device, w.grad.data.tolist())
+        """
+    )
+    main = "MainThread"
+    assert lines == [
+        "at start True",
+        f"ran on {main} cpu",
+        "after a cpu backward True [6.0, 6.0]",
+        "after a sim tensor False",
+        "ran on autograd-sim:1 sim:1",
+        "grad cpu [6.0, 6.0]",
+    ]
