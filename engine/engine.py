@@ -278,6 +278,7 @@ class Engine:
                 if pruned or HUB.active or checks.enabled or fn._hooks is not None:
                     # Note [A node's hooks in one slot]; AccumulateGrad always has them.
                     after = self.evaluate_function(graph_task, fn, grads, queue)
+                    grads = None  # type: ignore[assignment]
                 else:
                     # The plain path: evaluate_function with what cannot apply taken out.
                     num_edges = fn._num_edges
@@ -413,7 +414,6 @@ class Engine:
                     outputs = grad = None  # type: ignore[assignment]
                     if release and (fn._saved or fn.releases_more):
                         fn.release_variables()
-                grads = None  # type: ignore[assignment]
                 if after is not None:  # from the general path, or DONE
                     if after is DONE:
                         return DONE
