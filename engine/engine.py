@@ -282,6 +282,11 @@ class Engine:
                 else:
                     # The plain path: evaluate_function with what cannot apply taken out.
                     num_edges = fn._num_edges
+                    if num_edges < 0:  # Note [A number's edge in the count]
+                        num_edges = 2
+                        routes = 1  # the number's edge: nothing goes there, no turn for it
+                    else:
+                        routes = num_edges
                     outputs: Sequence[Any]
                     # PyTorch's any_grad_defined check; the first slot answers it for most
                     # nodes, without an iterator.
@@ -303,10 +308,8 @@ class Engine:
                         pushed = 0  # tasks readied for this thread's queue before next_fn
                         # Note [Gradients that keep their metadata]
                         kept = fn._input_metadata[0] if fn.keeps_metadata else None
-                        if num_edges == 2 and fn._edge1 is None:
-                            num_edges = 1  # a number's edge: nothing goes there, no turn for it
                         i = 0
-                        while i < num_edges:
+                        while i < routes:
                             # The edge from the node's slots (Note [Edges in the node's own
                             # slots]), without building _next_edges' tuple; no enumerate
                             # object either (Note [The plain path]).

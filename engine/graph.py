@@ -29,7 +29,7 @@ import numpy as np
 
 from engine import _context, anomaly, grad_mode
 from engine.events import HUB, LazySummary
-from engine.scheduler import UINT64_MAX, Edge, EdgesInSlots, store_edges
+from engine.scheduler import ONE_AND_A_NUMBER, UINT64_MAX, Edge, EdgesInSlots, store_edges
 
 if TYPE_CHECKING:
     from engine.devices import Device
@@ -353,7 +353,8 @@ class Node(EdgesInSlots):
     @property
     def num_outputs(self) -> int:
         """How many gradients ``apply`` returns (one per forward input)."""
-        return self._num_edges
+        n = self._num_edges
+        return 2 if n == ONE_AND_A_NUMBER else n
 
     @property
     def next_functions(self) -> tuple[tuple[Node | None, int], ...]:
@@ -399,8 +400,11 @@ class Node(EdgesInSlots):
 
     def should_compute_output(self, i: int) -> bool:
         """Whether the gradient for forward input ``i`` is needed by the running graph task."""
-        if 0 <= i < self._num_edges <= 2:  # the slots themselves: this runs in backward
+        n = self._num_edges
+        if 0 <= i < n <= 2:  # the slots themselves: this runs in backward
             edge = self._edge1 if i else self._edge0
+        elif n == ONE_AND_A_NUMBER and 0 <= i < 2:  # Note [A number's edge in the count]
+            edge = None if i else self._edge0
         else:
             edge = self._next_edges[i]
         if edge is None:

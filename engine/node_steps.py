@@ -51,7 +51,7 @@ def call_function(graph_task: GraphTask, fn: Node, grads: list[Any]) -> Sequence
     if not fn.skips_undefined_grads or any_defined(grads):
         outputs = _apply_as_current(fn, grads) if anomaly.STATE.enabled else fn.apply(grads)
     else:
-        outputs = [None] * fn._num_edges
+        outputs = [None] * fn.num_outputs
     outputs = validate_outputs(fn._next_edges, outputs, fn)
     hooks = fn._hooks  # again: a hook that ran may have added one
     if hooks is not None and hooks.post:

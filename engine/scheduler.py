@@ -20,6 +20,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any, Protocol, TypeVar
 
 __all__ = [
+    "ONE_AND_A_NUMBER",
     "SHUTDOWN_PRIORITY",
     "UINT64_MAX",
     "WAKE_UP_PRIORITY",
@@ -130,6 +131,20 @@ class Edge:
 # An edge to input 0 of a node is the node itself (Note [A node is its own
 # first edge] in engine.graph), any other an Edge.
 
+# Note [A number's edge in the count]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# A node of a tensor and a number (``x * 2.0``, ``y + 0.0``) has two edges,
+# as in PyTorch, the second None: half of a chain of scalar steps. Its
+# ``_num_edges`` is ONE_AND_A_NUMBER (-2) and only ``_edge0`` is kept, so
+# the hot loops know it routes one gradient from the count alone: reading
+# ``_edge1`` as well cost them a generic attribute lookup each (a slot read
+# at a site that sees node classes alternate finds no specialized path in
+# CPython, about 150 instructions), and the op one store. Every other
+# reader goes through ``_next_edges`` and ``num_outputs``, which give the
+# two edges and 2. A node whose second edge is None from a tensor that does
+# not require grad may still hold 2 and ``_edge1 = None``: the hot loops
+# take it as two edges, with the same result.
+
 
 class EdgesInSlots:
     """A node that keeps its edges in its own slots (Note [Edges in the node's own slots])."""
@@ -149,6 +164,8 @@ class EdgesInSlots:
             return (self._edge0, self._edge1)
         if n == 1:
             return (self._edge0,)
+        if n == ONE_AND_A_NUMBER:
+            return (self._edge0, None)
         return self._edges if n else ()  # type: ignore[return-value]  # set past two
 
     @_next_edges.setter
@@ -156,13 +173,19 @@ class EdgesInSlots:
         store_edges(self, tuple(edges))
 
 
+ONE_AND_A_NUMBER = -2
+"""``_num_edges`` of a node of two edges whose second is None, kept in ``_edge0`` alone
+(Note [A number's edge in the count])."""
+
+
 def store_edges(node: EdgesInSlots, edges: tuple[Any, ...]) -> None:
     """Keep ``edges`` in ``node``'s slots (Note [Edges in the node's own slots])."""
-    n = node._num_edges = len(edges)
+    n = len(edges)
     # None where unused: a node connected again must not keep its old edges' nodes alive.
     node._edge0 = edges[0] if n else None
     node._edge1 = edges[1] if n > 1 else None
     node._edges = edges if n > 2 else None
+    node._num_edges = ONE_AND_A_NUMBER if n == 2 and edges[1] is None else n
 
 
 # Note [Dependency counting]
@@ -199,8 +222,9 @@ def compute_dependencies(root: N, min_topo_nr: int = 0) -> dict[N, int]:
                 break
             if in_slots:
                 n = fn._num_edges  # type: ignore[attr-defined]
-                if n == 1 or (n == 2 and fn._edge1 is None):  # type: ignore[attr-defined]
-                    # The usual node, one edge (a number's is None): no tuple, no iterator.
+                # One edge, or one and a number's (Note [A number's edge in the count]).
+                if n == 1 or n < 0 or (n == 2 and fn._edge1 is None):  # type: ignore[attr-defined]
+                    # The usual node: no tuple, no iterator.
                     edge = fn._edge0  # type: ignore[attr-defined]
                     if edge is None:
                         break

@@ -116,3 +116,39 @@ def test_connecting_a_node_again_drops_the_edges_it_no_longer_has() -> None:
     assert node._edge1 is None and node._edges is None  # nothing kept alive past the edges
     node.set_next_edges([])
     assert node._next_edges == () and node._edge0 is None
+
+
+def test_a_node_of_a_tensor_and_a_number_counts_one_route() -> None:
+    """Note [A number's edge in the count]: -2 in ``_num_edges``; every reader sees two edges."""
+    from engine.scheduler import ONE_AND_A_NUMBER
+
+    x = engine.tensor([1.0, 2.0], requires_grad=True)
+    w = engine.tensor([3.0, 4.0])  # no grad: a second edge of None by another way
+    for node in ((x * 2.0).grad_fn, (x + 1.5).grad_fn, (x - 1.5).grad_fn, (x / 2.0).grad_fn):
+        assert isinstance(node, Node)
+        assert node._num_edges == ONE_AND_A_NUMBER
+        assert node.num_outputs == 2
+        assert node.next_functions == ((x._get_grad_accumulator(), 0), (None, 0))
+        assert node._next_edges[1] is None and node.next_edge(1) is None
+        assert node.should_compute_output(0) and not node.should_compute_output(1)
+    constant = (x * w).grad_fn
+    assert isinstance(constant, Node)
+    assert constant._num_edges == 2 and constant._edge1 is None  # the hot loops take it as two
+    assert constant.next_functions == ((x._get_grad_accumulator(), 0), (None, 0))
+    # Connected again through the setter, the same edges get the same count.
+    constant._next_edges = constant._next_edges
+    assert constant._num_edges == ONE_AND_A_NUMBER and constant.num_outputs == 2
+    constant._next_edges = (None, constant._edge0)
+    assert constant._num_edges == 2 and constant._next_edges[0] is None
+    # Gradients through both kinds, both paths (the listener sends every node the general way).
+    for listen in (False, True):
+        a = engine.tensor([1.0, 2.0], requires_grad=True)
+        loss = ((a * 2.0 + 1.5) * w - a * 0.5).sum()
+        seen: list[object] = []
+        if listen:
+            with engine.events.listen(seen.append):
+                loss.backward()
+            assert seen
+        else:
+            loss.backward()
+        assert a.grad.data.tolist() == [5.5, 7.5]
