@@ -82,6 +82,15 @@ def get_default_dtype() -> dtypes.dtype:
     return dtypes.of(_default_dtype)
 
 
+def _default_complex() -> np.dtype[Any]:
+    """The dtype of tensors made from Python complex numbers, PyTorch's for the default dtype.
+
+    ``complex128`` under ``float64``, else ``complex64``: PyTorch's ``complex32`` for
+    ``float16`` has no NumPy dtype.
+    """
+    return np.dtype(np.complex128 if _default_dtype == np.float64 else np.complex64)
+
+
 def manual_seed(seed: int) -> None:
     """Seed the generator behind ``rand``, ``randn`` and friends."""
     global _rng
@@ -119,8 +128,11 @@ def as_array(data: Any, dtype: Any, device: str | Device | None) -> tuple[Any, D
                 f"Could not infer dtype of {type(data).__name__}: expected numbers, nested "
                 f"sequences of numbers, or an array"
             )
-        if np.issubdtype(array.dtype, np.floating) and dtype is None:
-            array = array.astype(_default_dtype)
+        if dtype is None:
+            if np.issubdtype(array.dtype, np.floating):
+                array = array.astype(_default_dtype)
+            elif np.issubdtype(array.dtype, np.complexfloating):
+                array = array.astype(_default_complex())
     if dtype is not None:
         array = array.astype(np.dtype(dtype), copy=False)
     return move_array(array, CPU, target), target
@@ -137,7 +149,9 @@ def tensor(
 
     Args:
         data: a number, nested sequences of numbers, a NumPy/CuPy array or a Tensor.
-        dtype: element type; Python floats default to ``float32``, ints to ``int64``.
+        dtype: element type; Python floats default to ``float32`` (the default dtype),
+            complex numbers to ``complex64`` (``complex128`` when the default is
+            ``float64``), ints to ``int64``.
         device: ``"cpu"`` (default), ``"sim:N"`` or ``"cuda:N"``.
         requires_grad: record operations on it for differentiation.
         name: an optional name shown by the visualizer.
@@ -228,6 +242,8 @@ def full(
         dtype = np.asarray(fill_value).dtype
         if np.issubdtype(dtype, np.floating):
             dtype = _default_dtype
+        elif np.issubdtype(dtype, np.complexfloating):
+            dtype = _default_complex()
     return _from_host(np.full(tuple(size), fill_value, dtype), device, requires_grad, name)
 
 

@@ -24,6 +24,31 @@ def test_dtype_inference_follows_pytorch() -> None:
     )
 
 
+def test_complex_numbers_take_the_default_complex_dtype() -> None:
+    """PyTorch's: complex64 beside float32, complex128 beside float64; arrays keep theirs."""
+    assert engine.tensor([1 + 1j]).dtype == engine.complex64
+    assert engine.tensor([1.0, 2j]).dtype == engine.complex64
+    assert engine.tensor(3j).dtype == engine.complex64
+    assert engine.full((2,), 1j).dtype == engine.complex64
+    assert engine.tensor(np.array([1j])).dtype == engine.complex128
+    assert engine.tensor(np.complex128(1j)).dtype == engine.complex128
+    assert engine.tensor([1j], dtype=engine.complex128).dtype == engine.complex128
+    engine.set_default_dtype(engine.float64)
+    try:
+        assert engine.tensor([1j]).dtype == engine.complex128
+        assert engine.full((2,), 1j).dtype == engine.complex128
+    finally:
+        engine.set_default_dtype(engine.float32)
+    assert engine.tensor([1.5 - 2.5j]).tolist() == [1.5 - 2.5j]
+
+
+def test_complex_dtypes_match_pytorch() -> None:
+    torch = pytest.importorskip("torch")
+    for data in ([1 + 1j], [1.0, 2j], 3j, [[1, 2j]], np.array([1j]), np.complex128(1j)):
+        assert engine.tensor(data).dtype.name == str(torch.tensor(data).dtype).split(".")[1]
+    assert engine.full((2,), 1j).dtype.name == str(torch.full((2,), 1j).dtype).split(".")[1]
+
+
 def test_tensor_copies_its_input() -> None:
     source = np.array([1.0, 2.0], dtype=np.float32)
     t = engine.tensor(source)
