@@ -65,10 +65,20 @@ class AddBackward0(Node):
 
 
 def _is_scalar(value: Any) -> bool:
+    """A real number, Python's or NumPy's, but not a bool."""
     cls = type(value)
     if cls is float or cls is int:  # the common case first: one type check
         return True
-    return isinstance(value, int | float) and not isinstance(value, bool)
+    return isinstance(value, int | float | np.integer | np.floating) and not isinstance(value, bool)
+
+
+def _number(value: Any) -> Any:
+    """A NumPy number as the Python number it holds (exactly), anything else as it is.
+
+    PyTorch takes a NumPy scalar operand as a number: ``float32 tensor * np.float64(2)``
+    is float32. NumPy 2 would make it float64 (its own scalars are not "weak", NEP 50).
+    """
+    return value.item() if isinstance(value, np.generic) else value
 
 
 def _data_for_scalar(t: Tensor, scalar: float) -> Any:
@@ -115,7 +125,10 @@ def _scalar_result_kind(data: Any, other: Any) -> str:
 def add(input: Any, other: Any, *, alpha: float = 1) -> Tensor:
     """``input + alpha * other``, broadcasting."""
     kind = type(other)
-    if isinstance(input, Tensor) and (kind is float or kind is int or _is_scalar(other)):
+    if kind is not float and kind is not int and _is_scalar(other):
+        other = _number(other)
+        kind = type(other)
+    if isinstance(input, Tensor) and (kind is float or kind is int):
         # A Python scalar never needs a gradient: no tensor is made for it, no edge.
         data = input.data
         if data.dtype.kind in "biu":
@@ -149,6 +162,7 @@ class SubBackward0(Node):
 def sub(input: Any, other: Any, *, alpha: float = 1) -> Tensor:
     """``input - alpha * other``, broadcasting."""
     if isinstance(input, Tensor) and _is_scalar(other):
+        other = _number(other)
         data = _data_for_scalar(input, other)
         if alpha is not _ONE:
             _check_alpha(_scalar_result_kind(data, other), alpha)
@@ -232,7 +246,10 @@ def mul(input: Any, other: Any) -> Tensor:
     """Elementwise product, broadcasting."""
     global _last_number, _last_operand  # Note [A number NumPy multiplies fast]
     kind = type(other)
-    if isinstance(input, Tensor) and (kind is float or kind is int or _is_scalar(other)):
+    if kind is not float and kind is not int and _is_scalar(other):
+        other = _number(other)
+        kind = type(other)
+    if isinstance(input, Tensor) and (kind is float or kind is int):
         # A Python scalar is kept as a number, not saved as a tensor (PyTorch's MulBackward0
         # also only keeps the scalar here).
         data = input.data
@@ -287,6 +304,7 @@ class DivBackward0(Node):
 def div(input: Any, other: Any) -> Tensor:
     """Elementwise true division, broadcasting."""
     if isinstance(input, Tensor) and _is_scalar(other):
+        other = _number(other)
         with np.errstate(divide="ignore", invalid="ignore"):
             data = _data_for_scalar(input, float(other)) / other
         out, node = scalar_op(DivBackward0, input, data)
@@ -383,17 +401,21 @@ class PowBackward2(Node):
 
 def pow(input: Any, exponent: Any) -> Tensor:
     """``input ** exponent`` for tensor or scalar exponents and bases."""
+    if _is_scalar(exponent):
+        exponent = _number(exponent)
+    elif _is_scalar(input):
+        input = _number(input)
     if isinstance(input, Tensor) and isinstance(exponent, int | float):
         node = make_node(PowBackward0, input)
         if node is not None:
             node.exponent = exponent
             node.save(save(input))
-        return wrap(input.data**exponent, input.device, node)
+        return wrap(_data_for_scalar(input, exponent) ** exponent, input.device, node)
     if not isinstance(input, Tensor) and isinstance(input, int | float):
         from engine.ops._core import save_output
 
         node2 = make_node(PowBackward2, exponent)
-        out = wrap(input**exponent.data, exponent.device, node2)
+        out = wrap(input ** _data_for_scalar(exponent, input), exponent.device, node2)
         if node2 is not None:
             node2.base = input
             node2.save(save(exponent), save_output(out))
@@ -512,6 +534,7 @@ class RsubBackward1(Node):
 def _rsub(self: Tensor, other: Any) -> Tensor:
     """``other - self``; a number on the left records PyTorch's ``RsubBackward1``."""
     if _is_scalar(other):
+        other = _number(other)
         out, node = scalar_op(RsubBackward1, self, other - _data_for_scalar(self, other))
         if node is not None:
             node.alpha = 1
@@ -521,7 +544,7 @@ def _rsub(self: Tensor, other: Any) -> Tensor:
 
 
 def _rmul(self: Tensor, other: Any) -> Tensor:
-    return mul(self, other) if isinstance(other, int | float) else mul(other, self)
+    return mul(self, other) if _is_scalar(other) else mul(other, self)
 
 
 def _rtruediv(self: Tensor, other: Any) -> Tensor:
