@@ -381,15 +381,14 @@ class Engine:
                             if count > 1:
                                 continue
                             target = cpu_queue
-                            if devices.only_cpu:  # Note [A process with only a CPU]
-                                pass
-                            elif len(buffer) != 1:
-                                target = workers.ready_queue(cpu_queue, buffer_device(buffer))
-                            else:  # most nodes: buffer_device without the call or iterator
-                                g = buffer[0]
-                                if g is not None and g.device is not CPU:
-                                    target = workers.ready_queue(cpu_queue, g.device)
-                                g = None
+                            if not devices.only_cpu:  # Note [A process with only a CPU]
+                                if len(buffer) != 1:
+                                    target = workers.ready_queue(cpu_queue, buffer_device(buffer))
+                                else:  # most nodes: buffer_device without the call or iterator
+                                    g = buffer[0]
+                                    if g is not None and g.device is not CPU:
+                                        target = workers.ready_queue(cpu_queue, g.device)
+                                    g = None
                             if target is queue:
                                 if next_fn is not None:  # the last one readied runs next
                                     queue.push(node_task(graph_task, next_fn, next_grads))

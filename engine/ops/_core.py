@@ -46,6 +46,7 @@ from engine.graph import (
     store_edges,
 )
 from engine.saved import SavedTensor
+from engine.scheduler import ONE_AND_A_NUMBER
 from engine.tensor import Tensor
 
 N = TypeVar("N", bound=Node)
@@ -187,7 +188,7 @@ def scalar_op(cls: type[N], input: Tensor, data: Any) -> tuple[Tensor, N | None]
         node._edge0 = Edge(fn, input._output_nr)
     else:
         node._edge0 = fn
-    node._num_edges = -2  # ONE_AND_A_NUMBER: Note [A number's edge in the count]
+    node._num_edges = ONE_AND_A_NUMBER  # Note [A number's edge in the count]
     node.topological_nr = fn.topological_nr + 1
     single = _SHARED_METADATA.get((data.shape, data.dtype, device._str))
     if single is None:

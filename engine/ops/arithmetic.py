@@ -117,11 +117,6 @@ def _check_alpha(kind: str, alpha: Any) -> None:
         )
 
 
-def _scalar_result_kind(data: Any, other: Any) -> str:
-    """The dtype kind of ``data (op) other`` for a Python or NumPy number ``other``."""
-    return "c" if isinstance(other, complex | np.complexfloating) else data.dtype.kind
-
-
 def add(input: Any, other: Any, *, alpha: float = 1) -> Tensor:
     """``input + alpha * other``, broadcasting."""
     kind = type(other)
@@ -134,7 +129,7 @@ def add(input: Any, other: Any, *, alpha: float = 1) -> Tensor:
         if data.dtype.kind in "biu":
             data = _data_for_scalar(input, other)
         if alpha is not _ONE:
-            _check_alpha(_scalar_result_kind(data, other), alpha)
+            _check_alpha(data.dtype.kind, alpha)  # a real number keeps data's kind
         out, node = scalar_op(AddBackward0, input, data + alpha * other)
         if node is not None:
             node.alpha = alpha
@@ -165,7 +160,7 @@ def sub(input: Any, other: Any, *, alpha: float = 1) -> Tensor:
         other = _number(other)
         data = _data_for_scalar(input, other)
         if alpha is not _ONE:
-            _check_alpha(_scalar_result_kind(data, other), alpha)
+            _check_alpha(data.dtype.kind, alpha)  # a real number keeps data's kind
         out, node = scalar_op(SubBackward0, input, data - alpha * other)
         if node is not None:
             node.alpha = alpha
