@@ -320,6 +320,12 @@ def report_on_trace(args: argparse.Namespace, path: str, extra: list[str]) -> in
         except OSError as exc:
             raise CommandError(f"cannot read trace {path}: {exc.strerror or exc}") from None
         report = scan.report()
+    if report.unchecked:
+        raise CommandError(
+            f"{printable(path)} was recorded without values (--values none) and without the "
+            "NaN checks: it cannot say whether a gradient held a NaN or Inf; record with "
+            f"--values leaves or all, or run '{PROG} nan SCRIPT'"
+        )
     print_report(report, _console())
     return FOUND if report.first is not None else OK
 
@@ -392,9 +398,11 @@ def print_report(
     """
     first = report.first
     if report.values != "all":
+        leaves = " and the leaves' gradients" if report.values == "leaves" else ""
         console.print(
             f"[yellow]note:[/yellow] gradients were recorded without values (--values "
-            f"{report.values}): the report reads only the checks' own findings; record with "
+            f"{report.values}): the report reads only the checks' own findings"
+            f"{leaves}; record with "
             "--values all for the values along the way"
         )
     if first is None:
@@ -435,6 +443,8 @@ def _anomaly_mode_says(report: NanReport, stopped: bool) -> str:
     first, named = report.first, report.torch_node
     if named is None and stopped:
         return "anomaly mode: not reached (the program stopped at the first finding)"
+    if named is None and report.values != "all":
+        return "anomaly mode: not known (the nodes' gradients were recorded without values)"
     if named is None:
         return "anomaly mode names no node: no backward node returned NaN"
     text = f"anomaly mode names {shown(str(named))}"

@@ -139,6 +139,9 @@ class NanReport:
     """Findings left out of :attr:`findings` (a long run read a part at a time)."""
     unlisted_born: int = 0
     """How many of those created their value."""
+    unchecked: bool = False
+    """Recorded without values (``--values none``) and without the NaN checks' findings: the
+    trace cannot say whether a gradient held a NaN or Inf (nothing found means nothing)."""
 
     @property
     def others(self) -> tuple[Finding, ...]:
@@ -363,9 +366,20 @@ def _backward_finding(
     )
 
 
-def gradient_findings(trace: Trace, runs: NodeRuns, offset: int = 0) -> Iterator[Finding]:
-    """Backward findings from ``node_end`` gradients, for a trace without anomaly events."""
+def gradient_findings(
+    trace: Trace, runs: NodeRuns, offset: int = 0, leaves: bool = False
+) -> Iterator[Finding]:
+    """Backward findings from ``node_end`` gradients, for a trace without anomaly events.
+
+    ``leaves``: the trace summarized only the leaves' gradients (``--values leaves``, Note
+    [Values tiers]): each leaf's gradient, as its ``AccumulateGrad`` took it, is read instead.
+    """
     for event in trace.events:
+        if leaves:
+            finding = _leaf_finding(runs, event, offset)
+            if finding is not None:
+                yield finding
+            continue
         if event.kind != "node_end" or event.node_id is None:
             continue
         outputs = event.data.get("outputs") or ()
@@ -378,6 +392,41 @@ def gradient_findings(trace: Trace, runs: NodeRuns, offset: int = 0) -> Iterator
         yield _backward_finding(
             runs, event, node, op_name(node.name), value, bad[0], source, offset
         )
+
+
+def _leaf_finding(runs: NodeRuns, event: TraceEvent, offset: int) -> Finding | None:
+    """A leaf's gradient that is not finite, from its ``accumulate`` event, if it is one."""
+    data = event.data
+    grad = data.get("grad")
+    if (
+        event.kind != "accumulate"
+        or data.get("target") != "leaf"
+        or event.node_id is None
+        or not isinstance(grad, TensorSummary)
+        or nan_cause.finite(grad)
+    ):
+        return None
+    value = "nan" if grad.nan_count else "inf"
+    node = NodeRef(event.node_id, event.node_name or "?")
+    name = data.get("leaf_name")
+    leaf = f"the gradient of leaf {name}" if name else "a leaf's gradient"
+    task = event.graph_task
+    return Finding(
+        "backward",
+        node,
+        op_name(node.name),
+        value,
+        0,
+        False,
+        f"{'NaN' if value == 'nan' else 'Inf'} reached {leaf} (only the leaves' gradients "
+        "were recorded)",
+        task,
+        event.index + offset,
+        user_line(runs.traceback(task, node.id)),
+        runs.grads_in(task, node.id),
+        (grad,),
+        t_ns=event.t_ns,
+    )
 
 
 # -- the user's line ---------------------------------------------------------------------

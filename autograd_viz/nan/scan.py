@@ -29,6 +29,7 @@ finding.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 
 from autograd_viz.nan.report import (
@@ -80,7 +81,8 @@ class NanScan:
         offset = self.events
         self._anomalies.add(part, list(anomaly_findings(part, runs, offset)), self._ignored)
         if not self._anomalies.raw:  # no anomaly event yet: the gradients may be all there is
-            findings = list(gradient_findings(part, runs, offset))
+            leaves = self._values == "leaves"
+            findings = list(gradient_findings(part, runs, offset, leaves))
             self._gradients.add(part, findings, self._ignored)
         self.events += len(part.events)
         self._graph_tasks += len(part.graph_tasks)
@@ -88,7 +90,10 @@ class NanScan:
     def report(self) -> NanReport:
         """The report on everything read so far."""
         tally = self._anomalies if self._anomalies.raw else self._gradients
-        return tally.report(self._graph_tasks, self._values or "all")
+        report = tally.report(self._graph_tasks, self._values or "all")
+        if self._values == "none" and not self._anomalies.raw:
+            return dataclasses.replace(report, unchecked=True)
+        return report
 
 
 class _Tally:
@@ -120,7 +125,9 @@ class _Tally:
                 if self.backward is None:
                     self.backward = finding
                     self.backward_path = _path(part, finding) or ()
-                if self.first_nan is None and finding.value == "nan":
+                # A leaf's gradient is no node's output: anomaly mode names none of them.
+                leaf = finding.op == "accumulate_grad"
+                if self.first_nan is None and finding.value == "nan" and not leaf:
                     self.first_nan = finding.node
         if self.forward is not None and self.forward_path is None:
             self.forward_path = _path(part, self.forward)
