@@ -3,7 +3,8 @@
 Record every backward call into a :class:`Trace`, replay any step as an
 :class:`ExecutionState`, draw any step with :func:`to_dot`, or pause a
 running backward with a :class:`LiveSession`, or find where a NaN was born
-with :func:`watch_nan`. Works on our engine and on PyTorch's.
+with :func:`watch_nan`, or say why a parameter got no gradient with
+:func:`watch_grads`. Works on our engine and on PyTorch's.
 
 Note [Lazy top-level names]
 ~~~~~~~~~~~~~~~~~~~~~~~~~~~
@@ -24,6 +25,7 @@ from autograd_viz.version import __version__
 
 if TYPE_CHECKING:
     from autograd_viz.draw.dot import to_dot
+    from autograd_viz.grads.watch import watch_grads
     from autograd_viz.live import Breakpoint, LiveSession, SessionCancelled
     from autograd_viz.nan.watch import watch_nan
     from autograd_viz.sources.names import name
@@ -48,6 +50,7 @@ _WHERE: dict[str, str] = {
     "record": "autograd_viz.sources.recorder",
     "to_dot": "autograd_viz.draw.dot",
     "watch_nan": "autograd_viz.nan.watch",
+    "watch_grads": "autograd_viz.grads.watch",
 }
 """The module each public name comes from (Note [Lazy top-level names])."""
 
@@ -68,6 +71,7 @@ __all__ = [
     "name",
     "record",
     "to_dot",
+    "watch_grads",
     "watch_nan",
 ]
 

@@ -26,6 +26,7 @@ RANKS = {
     "live": 3,
     "draw": 4,
     "nan": 4,
+    "grads": 4,
     "timeline": 4,
     "tui": 5,
     "cli": 6,

@@ -6,6 +6,7 @@
 * ``record`` and ``timeline`` (:mod:`autograd_viz.cli.record`).
 * ``dot`` and ``animate`` (:mod:`autograd_viz.cli.graph`).
 * ``nan`` (:mod:`autograd_viz.cli.nan`).
+* ``grads`` (:mod:`autograd_viz.cli.grads`).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from autograd_viz.cli.base import (
 
 def build_parser() -> argparse.ArgumentParser:
     """The parser for every ``autograd-viz`` subcommand."""
+    from autograd_viz.cli.grads import add_grads_command
     from autograd_viz.cli.graph import add_graph_commands
     from autograd_viz.cli.nan import add_nan_command
     from autograd_viz.cli.record import add_record_commands
@@ -46,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_record_commands(commands)
     add_graph_commands(commands)
     add_nan_command(commands)
+    add_grads_command(commands)
     return parser
 
 

@@ -1,0 +1,267 @@
+"""``autograd-viz grads SCRIPT [ARGS ...]``: why a parameter got no gradient, and the flow.
+
+The script runs unmodified inside :func:`autograd_viz.grads.watch.watch_grads`
+(results bit-identical). After it ends, the report lists every trainable
+parameter that got no gradient in some backward call, with the reason and the
+line, the parameters whose gradient was exact zeros (and the node and line
+where it became zeros), those left out on purpose (pruned by ``inputs=`` or
+``grad()``) and the frozen ones, then the last call's gradient flow per module
+(largest and smallest first, vanishing and exploding flagged). ``--plot FILE``
+draws every module's gradient norm across calls (SVG or PNG). The exit status
+is 1 when a trainable parameter got no gradient, 0 otherwise; under
+``torchrun`` each rank reports its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from typing import TYPE_CHECKING
+
+from autograd_viz.cli.base import (
+    FOUND,
+    OK,
+    PROG,
+    ArgumentParser,
+    CommandError,
+    ScriptError,
+    check_output,
+    note,
+    options_only,
+    script_and_args,
+    shown,
+)
+from autograd_viz.trace.text import printable
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from autograd_viz.grads.report import FlowRow, GradsReport, Repeated
+
+ROWS = 8
+"""How many modules the flow table shows from each end (largest, smallest)."""
+
+
+def add_grads_command(commands: argparse._SubParsersAction[ArgumentParser]) -> None:
+    """Add ``grads`` to the subcommands."""
+    grads = commands.add_parser(
+        "grads",
+        usage=f"{PROG} grads [-h] [--plot FILE] [--rows N] SCRIPT [ARGS ...]",
+        help="run a script and say why parameters got no gradient, and how gradients flow",
+        description=(
+            "Run SCRIPT as __main__ with ARGS (PyTorch or our engine), results unchanged, "
+            "and report every trainable parameter that got no gradient in a backward call "
+            "and why (never used, used without grad, cut by .detach()/.item()/..., never "
+            "reaching the loss), at the program's line; gradients of exact zeros and where "
+            "they became zeros; pruned and frozen parameters apart; and each module's "
+            "gradient norm and its ratio to the parameter norm, vanishing and exploding "
+            "flagged. Exit status 1 when a trainable parameter got no gradient, 0 otherwise, "
+            "4 when the script failed. Under torchrun, each rank reports its own."
+        ),
+    )
+    add_grads_options(grads)
+    grads.add_argument("script_and_args", nargs=argparse.REMAINDER, metavar="SCRIPT [ARGS ...]")
+    grads.set_defaults(run=run_grads, option_parser=options_only(add_grads_options))
+
+
+def add_grads_options(grads: argparse.ArgumentParser) -> None:
+    """``grads``'s options (before or after SCRIPT)."""
+    grads.add_argument(
+        "--plot",
+        default=None,
+        metavar="FILE",
+        help="draw each module's gradient norm across backward calls to FILE (.svg or .png)",
+    )
+    grads.add_argument(
+        "--rows",
+        type=_rows,
+        default=ROWS,
+        metavar="N",
+        help=f"modules shown from each end of the flow table (default {ROWS})",
+    )
+
+
+def _rows(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a number of rows (1 or more), got {text!r}")
+    return value
+
+
+def run_grads(args: argparse.Namespace) -> int:
+    """``autograd-viz grads``: run the script, print the report, 1 when a gradient is missing."""
+    from autograd_viz.grads.plot import PLOT_SUFFIXES, save_plot
+    from autograd_viz.grads.watch import watch_grads
+    from autograd_viz.sources.processes import process_info
+    from autograd_viz.sources.script import (
+        ScriptFailedError,
+        ScriptNotFoundError,
+        check_script,
+        run_script,
+    )
+
+    script, script_args = script_and_args(args, "grads")
+    plot: str | None = args.plot
+    if plot is not None:
+        check_output(plot)
+        if not plot.lower().endswith(PLOT_SUFFIXES):
+            raise CommandError(f"cannot draw {plot}: expected a .svg or .png file name")
+    try:
+        check_script(script)
+    except ScriptNotFoundError as exc:
+        raise CommandError(str(exc)) from None
+    failure: ScriptFailedError | None = None
+    status = 0
+    with watch_grads() as watch:
+        try:
+            status = run_script(script, script_args)
+        except ScriptFailedError as exc:
+            failure = exc
+    report = watch.report
+    report.rank = process_info()["rank"]
+    sys.stdout.flush()  # the script's own output comes before the report
+    console = _console()
+    print_grads_report(report, console, rows=args.rows)
+    if plot is not None:
+        try:
+            drawn = save_plot(report, plot)
+        except OSError as exc:
+            raise CommandError(f"cannot write {plot}: {exc.strerror or exc}") from None
+        note(f"gradient norms of {drawn} modules drawn to {plot}")
+    if report.found:
+        if failure is not None or status != 0:
+            note(f"{failure or f'{script} exited with status {status}'}")
+        return FOUND
+    if failure is not None:
+        print(f"Traceback of {printable(script)}, which raised:", file=sys.stderr)
+        print(printable(failure.script_traceback(), newlines=True), end="", file=sys.stderr)
+        raise ScriptError(str(failure))
+    if status != 0:
+        raise ScriptError(f"{script} exited with status {status}")
+    return OK
+
+
+def print_grads_report(report: GradsReport, console: Console, rows: int = ROWS) -> None:
+    """Print the findings, grouped, then the last call's flow table."""
+    from autograd_viz.grads.report import FROZEN, PRUNED, ZEROS
+
+    rank = f" on rank {report.rank}" if report.rank is not None else ""
+    calls = _count(report.calls, "backward call")
+    if not report.calls:
+        console.print(f"[yellow]no backward call{rank}[/yellow]: no gradient to explain")
+        return
+    missing = report.missing
+    if missing:
+        console.print(
+            f"[bold red]{_count(len(missing), 'trainable parameter')} got no gradient"
+            f"[/bold red]{rank} ({calls}):"
+        )
+        _print_groups(missing, report, console)
+    else:
+        console.print(
+            f"[bold green]every trainable parameter got a gradient[/bold green]{rank} in {calls}"
+        )
+    for reason, title in (
+        (ZEROS, "[bold yellow]gradient of exact zeros[/bold yellow]"),
+        (PRUNED, "[bold]pruned on purpose[/bold] (the call's inputs= or grad() left them out)"),
+        (FROZEN, "[bold]frozen[/bold] (requires_grad=False)"),
+    ):
+        found = report.findings(reason)
+        if found:
+            console.print(f"{title}: {len(found)}")
+            _print_groups(found, report, console, brief=reason == FROZEN)
+    if report.last is not None and report.last.flow:
+        print_flow(report.last.index, report.last.flow, console, rows)
+    flagged = report.flagged()
+    if flagged:
+        by_flag: dict[str, dict[str, list[int]]] = {}
+        for call, row in flagged:
+            assert row.flag is not None
+            by_flag.setdefault(row.flag, {}).setdefault(row.module, []).append(call)
+        for flag, modules in by_flag.items():
+            listed = ", ".join(
+                f"{shown(m)} ({_count(len(c), 'call')})" for m, c in list(modules.items())[:12]
+            )
+            more = f" and {len(modules) - 12} more" if len(modules) > 12 else ""
+            console.print(f"[bold yellow]{flag}[/bold yellow] gradients: {listed}{more}")
+
+
+def _print_groups(
+    found: list[Repeated], report: GradsReport, console: Console, brief: bool = False
+) -> None:
+    """Parameters with the same reason at the same line on one entry."""
+    groups: dict[tuple[object, ...], list[Repeated]] = {}
+    for r in found:
+        f = r.finding
+        groups.setdefault((f.reason, f.why, f.where, r.first_call, r.calls), []).append(r)
+    if brief:
+        names = [r.finding.parameter for group in groups.values() for r in group]
+        shown_names = ", ".join(shown(n) for n in names[:20])
+        more = f" and {len(names) - 20} more" if len(names) > 20 else ""
+        console.print(f"  {shown_names}{more}", soft_wrap=True)
+        return
+    for group in groups.values():
+        first = group[0]
+        f = first.finding
+        names = ", ".join(shown(f"{r.finding.parameter} {_shape(r.finding.shape)}") for r in group)
+        console.print(f"  [bold]{names}[/bold]", soft_wrap=True)
+        console.print(f"      {f.reason}: {shown(f.why)}", soft_wrap=True)
+        if f.where is not None:
+            code = f"  [cyan]{shown(f.where.code)}[/cyan]" if f.where.code else ""
+            console.print(f"      at {shown(str(f.where))}{code}", soft_wrap=True)
+        if report.calls > 1:
+            if first.calls == 1:
+                console.print(f"      in call {first.first_call} of {report.calls}")
+            else:
+                console.print(
+                    f"      in {first.calls:,} of {report.calls:,} calls, "
+                    f"from call {first.first_call}"
+                )
+
+
+def print_flow(call: int, flow: list[FlowRow], console: Console, rows: int = ROWS) -> None:
+    """The flow table of one call: largest gradient norms first, then the smallest."""
+    from rich.table import Table
+
+    ordered = sorted(flow, key=lambda r: -r.grad_norm if math.isfinite(r.grad_norm) else -math.inf)
+    if len(ordered) > 2 * rows:
+        shown_rows: list[FlowRow | None] = [*ordered[:rows], None, *ordered[-rows:]]
+    else:
+        shown_rows = list(ordered)
+    table = Table(title=f"gradient flow, backward call {call}", title_justify="left")
+    table.add_column("module")
+    table.add_column("‖grad‖", justify="right")
+    table.add_column("‖param‖", justify="right")
+    table.add_column("ratio", justify="right")
+    table.add_column("")
+    for row in shown_rows:
+        if row is None:
+            table.add_row(f"... {len(ordered) - 2 * rows} more", "", "", "", "")
+            continue
+        flag = "" if row.flag is None else f"[bold yellow]{row.flag}[/bold yellow]"
+        table.add_row(
+            shown(row.module),
+            f"{row.grad_norm:.3g}",
+            f"{row.param_norm:.3g}",
+            f"{row.ratio:.3g}",
+            flag,
+        )
+    console.print(table)
+
+
+def _shape(shape: tuple[int, ...]) -> str:
+    return "(" + ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
+
+
+def _count(n: int, singular: str) -> str:
+    return f"{n:,} {singular if n == 1 else singular + 's'}"
+
+
+def _console() -> Console:
+    from rich.console import Console
+
+    return Console(highlight=False)

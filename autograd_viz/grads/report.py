@@ -1,0 +1,223 @@
+"""What ``autograd-viz grads`` found: which parameters got no gradient and why, and the flow.
+
+Plain data, the same for PyTorch and our engine: a :class:`CallGrads` per
+backward call (its findings and its flow table), gathered into a
+:class:`GradsReport` that merges a finding repeated call after call into one
+line with its count, so a long run's report stays short and its memory bounded.
+
+Note [Vanishing and exploding]
+~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+A module's gradient norm ``‖g‖`` is the norm of its own parameters' gradients
+(not its children's) in one backward call; its ratio is ``‖g‖ / ‖w‖``, the
+size of a plain SGD step of rate 1 beside the weights. In one call, a module
+is flagged
+
+* *vanishing* when ``‖g‖`` is below :data:`VANISHING` (10⁻³) times the median
+  ``‖g‖`` of the call's modules (three modules or more), or its ratio below
+  :data:`TINY_RATIO` (10⁻⁸): an optimizer step barely moves it while the
+  others learn, the "my first layers learn nothing" of a deep sigmoid stack;
+* *exploding* when ``‖g‖`` is not finite, above :data:`EXPLODING` (10³) times
+  the median, or its ratio above :data:`HUGE_RATIO` (10³).
+
+The median makes the flags relative to the model at hand (scale-free), the
+ratios catch a whole model that vanishes or explodes at once.
+"""
+
+from __future__ import annotations
+
+import linecache
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+FROZEN = "frozen"
+"""``requires_grad`` is False: listed apart, often meant."""
+NEVER_USED = "never used"
+"""The module never ran, or ran and never read the parameter, in that forward."""
+NO_GRAD = "used without grad"
+"""Every use was under ``torch.no_grad()`` or ``inference_mode()``."""
+CUT = "cut"
+"""Its result was cut on the way to the loss (``.detach()``, ``.item()``, ...)."""
+UNREACHED = "never reaches the loss"
+"""Used with grad, but what it made was dropped before the loss."""
+PRUNED = "pruned"
+"""The call's ``inputs=`` (or ``grad()``) left it out: listed apart, meant."""
+NO_GRADIENT = "no gradient from its node"
+"""Reached, but the backward node before it returned no gradient for it."""
+ZEROS = "exact zeros"
+"""It got a gradient, and every element of it is exactly zero."""
+
+MISSING = (NEVER_USED, NO_GRAD, CUT, UNREACHED, NO_GRADIENT)
+"""The reasons of a trainable parameter that got no gradient (the exit status 1)."""
+
+VANISHING = 1e-3
+"""A module is vanishing below this times the call's median gradient norm."""
+EXPLODING = 1e3
+"""A module is exploding above this times the call's median gradient norm."""
+TINY_RATIO = 1e-8
+"""A module is vanishing with a gradient to parameter norm ratio below this."""
+HUGE_RATIO = 1e3
+"""A module is exploding with a gradient to parameter norm ratio above this."""
+
+
+@dataclass(frozen=True)
+class Where:
+    """A line of the program."""
+
+    file: str
+    line: int
+    function: str
+
+    @property
+    def code(self) -> str:
+        """The line's text, stripped (empty when the file cannot be read)."""
+        return linecache.getline(self.file, self.line).strip()
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One parameter that got no gradient (or only zeros) in a backward call, and why."""
+
+    parameter: str
+    """Its name as ``named_parameters()`` says it (``head.weight``), or the leaf's name."""
+    module: str | None
+    """The module that holds it (``head``), if any."""
+    shape: tuple[int, ...]
+    reason: str
+    """One of :data:`FROZEN`, :data:`NEVER_USED`, :data:`NO_GRAD`, :data:`CUT`,
+    :data:`UNREACHED`, :data:`PRUNED`, :data:`NO_GRADIENT`, :data:`ZEROS`."""
+    why: str
+    """The reason in words, with what the program did (``cut by .detach()``)."""
+    where: Where | None = None
+    """The line that explains it (the use, the cut, the node), if one does."""
+
+    @property
+    def missing(self) -> bool:
+        """A trainable parameter that got no gradient (not frozen, pruned or zeros)."""
+        return self.reason in MISSING
+
+
+@dataclass(frozen=True)
+class FlowRow:
+    """One module's gradient in one backward call (Note [Vanishing and exploding])."""
+
+    module: str
+    grad_norm: float
+    """The norm of its own parameters' gradients in this call."""
+    param_norm: float
+    """The norm of those parameters."""
+    parameters: int
+    """How many of its parameters got a gradient."""
+    flag: str | None = None
+    """``"vanishing"``, ``"exploding"`` or ``None``."""
+
+    @property
+    def ratio(self) -> float:
+        """``grad_norm / param_norm`` (infinite for parameters of norm 0 with a gradient)."""
+        if self.param_norm == 0:
+            return math.inf if self.grad_norm else 0.0
+        return self.grad_norm / self.param_norm
+
+
+def flag_flow(rows: Iterable[FlowRow]) -> list[FlowRow]:
+    """``rows`` with their flags set (Note [Vanishing and exploding])."""
+    rows = list(rows)
+    finite = sorted(r.grad_norm for r in rows if math.isfinite(r.grad_norm))
+    median = finite[len(finite) // 2] if len(finite) >= 3 else None
+    flagged = []
+    for row in rows:
+        g, ratio = row.grad_norm, row.ratio
+        flag = None
+        if not math.isfinite(g) or ratio > HUGE_RATIO or (median and g > EXPLODING * median):
+            flag = "exploding"
+        elif ratio < TINY_RATIO or (median is not None and g < VANISHING * median):
+            flag = "vanishing"
+        flagged.append(FlowRow(row.module, row.grad_norm, row.param_norm, row.parameters, flag))
+    return flagged
+
+
+@dataclass
+class CallGrads:
+    """What one backward call gave the parameters of the modules its forward ran."""
+
+    index: int
+    """The call's number in the watched run (0 first), as ``record`` numbers calls."""
+    kind: str
+    """``"backward"`` (``.backward()``, ``torch.autograd.backward``) or ``"grad"``."""
+    where: Where | None
+    """The line of the call."""
+    findings: list[Finding] = field(default_factory=list)
+    """Every parameter that got no gradient or only zeros, frozen and pruned ones included."""
+    flow: list[FlowRow] = field(default_factory=list)
+    """Each module's gradient norm in this call, flagged."""
+    parameters: int = 0
+    """How many parameters the call's modules hold (all of them looked at)."""
+
+
+@dataclass(frozen=True)
+class Repeated:
+    """A finding, with the calls it was made in."""
+
+    finding: Finding
+    first_call: int
+    calls: int
+    """In how many calls it was made."""
+
+
+@dataclass
+class GradsReport:
+    """Every call's findings merged, and the flow of every call (bounded, see below).
+
+    Args:
+        keep_flow: how many calls' flow tables are kept for ``--plot`` (the
+            first ones; later calls are still read for findings).
+    """
+
+    keep_flow: int = 10_000
+    calls: int = 0
+    """Backward calls read."""
+    parameters: int = 0
+    """The most parameters a call looked at."""
+    merged: dict[tuple[object, ...], Repeated] = field(default_factory=dict)
+    flows: list[tuple[int, list[FlowRow]]] = field(default_factory=list)
+    """``(call, flow table)`` of the first :attr:`keep_flow` calls that had one."""
+    last: CallGrads | None = None
+    """The last call read, whole."""
+    rank: int | None = None
+    """The rank of the process (under ``torch.distributed``), if any."""
+
+    def add(self, call: CallGrads) -> None:
+        """Read one more call."""
+        self.calls += 1
+        self.parameters = max(self.parameters, call.parameters)
+        for finding in call.findings:
+            key = (finding.parameter, finding.reason, finding.why, finding.where)
+            seen = self.merged.get(key)
+            if seen is None:
+                self.merged[key] = Repeated(finding, call.index, 1)
+            else:
+                self.merged[key] = Repeated(finding, seen.first_call, seen.calls + 1)
+        if call.flow and len(self.flows) < self.keep_flow:
+            self.flows.append((call.index, call.flow))
+        self.last = call
+
+    def findings(self, *reasons: str) -> list[Repeated]:
+        """The merged findings with one of ``reasons`` (all when none is given), in order."""
+        return [r for r in self.merged.values() if not reasons or r.finding.reason in reasons]
+
+    @property
+    def missing(self) -> list[Repeated]:
+        """Trainable parameters that got no gradient in some call."""
+        return self.findings(*MISSING)
+
+    @property
+    def found(self) -> bool:
+        """Whether a trainable parameter got no gradient in some call (exit status 1)."""
+        return bool(self.missing)
+
+    def flagged(self) -> list[tuple[int, FlowRow]]:
+        """Every flagged module of every kept call, ``(call, row)``."""
+        return [(call, row) for call, rows in self.flows for row in rows if row.flag]

@@ -1,0 +1,371 @@
+"""What a PyTorch forward did with each parameter: its uses, its cuts, its modules' outputs.
+
+A :class:`ForwardLog` is filled between two backward calls of one thread by a
+``TorchFunctionMode`` (:class:`UsesMode`, every torch function and tensor
+method with the user's line) and PyTorch's global module hooks. It keeps, per
+parameter, its first use without grad and its last use with grad; every cut
+(``.detach()``, ``.data``, ``.item()``, ``.numpy()``, ``.tolist()``,
+``torch.tensor(t)``, ...) of a tensor that required grad; and each module's
+outputs. :mod:`autograd_viz.grads.torch_calls` reads it when the next
+backward call ends, then starts a new one.
+
+Note [What a forward log holds]
+~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+Nodes cannot be weakly referenced, so the log holds the nodes of module
+outputs and cuts until the next backward call ends: the graph of a branch the
+program dropped lives that much longer than without us. The log is bounded
+(:data:`KEPT`): past it, the oldest outputs and cuts go first, and a reason
+that needed them falls back to the parameter's last use.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+from autograd_viz.grads.report import Where
+from autograd_viz.sources.pytorch.caller_line import call_from, caller
+from autograd_viz.sources.pytorch.compiled import is_compiling, original
+from autograd_viz.sources.pytorch.op_values import new_nodes, tensors
+from autograd_viz.sources.pytorch.origins import ORIGIN_KEY, Origin, user_frames
+
+KEPT = 4096
+"""Module outputs and cuts a forward log keeps (Note [What a forward log holds])."""
+
+BACKWARD_CALLS = frozenset({torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad})
+
+CUTS: dict[Any, str] = {
+    torch.Tensor.detach: ".detach()",
+    torch.Tensor.detach_: ".detach_()",
+    torch.Tensor.item: ".item()",
+    torch.Tensor.tolist: ".tolist()",
+    torch.Tensor.numpy: ".numpy()",
+    torch.Tensor.__array__: "a NumPy array (np.asarray)",
+    torch.Tensor.__float__: "float()",
+    torch.Tensor.__int__: "int()",
+    torch.tensor: "torch.tensor(t) (a copy)",
+    torch.Tensor.new_tensor: ".new_tensor(t) (a copy)",
+}
+"""Torch functions whose result carries no gradient back to a tensor that requires grad."""
+
+_DATA = torch._C.TensorBase.data
+"""``Tensor.data``: the mode sees its getter as ``_DATA.__get__``."""
+
+_WRAPPERS = ("DistributedDataParallel", "DataParallel")
+"""Modules whose parameters are named as the module they wrap names them (as DDP does)."""
+
+
+@dataclass
+class Use:
+    """What the forward did with one parameter."""
+
+    no_grad: tuple[Where | None, str | None, str] | None = None
+    """The first use without grad: line, module, and ``no_grad`` or ``inference_mode``."""
+    grad: tuple[Where | None, str | None, Any] | None = None
+    """The last use with grad: line, module, and the node it made (if any)."""
+
+
+@dataclass
+class Cut:
+    """A tensor that required grad, cut on the way to the loss."""
+
+    order: int
+    kind: str
+    where: Where | None
+    node: Any
+    """The cut tensor's ``grad_fn`` (``None`` for a leaf)."""
+    leaf: int | None
+    """``id`` of the cut leaf (a parameter detached itself)."""
+    made_in: str | None
+    """The module whose output was cut, or that made the cut tensor."""
+
+
+@dataclass
+class Output:
+    """A tensor that a module returned."""
+
+    order: int
+    module: str
+    where: Where | None
+    node: Any
+    index: int
+
+
+@dataclass
+class Root:
+    """A module called from outside any module: the parameters it holds are looked at."""
+
+    module: torch.nn.Module
+    paths: dict[int, str]
+    """Every module under it (by ``id``) by its path, itself by its class name."""
+    parameters: list[tuple[str, str | None, int, torch.nn.Parameter]]
+    """``(name, module path, module id, parameter)`` of each parameter under it."""
+
+
+@dataclass
+class ForwardLog:
+    """One thread's forward between two backward calls (see the module docstring)."""
+
+    roots: dict[int, Root] = field(default_factory=dict)
+    called: set[int] = field(default_factory=set)
+    """``id`` of every module that ran."""
+    uses: dict[int, Use] = field(default_factory=dict)
+    """By the parameter's ``id``."""
+    bare: dict[int, torch.nn.Parameter] = field(default_factory=dict)
+    """Parameters used outside every root module's."""
+    owned: set[int] = field(default_factory=set)
+    """``id`` of every parameter of the roots."""
+    cuts: deque[Cut] = field(default_factory=lambda: deque(maxlen=KEPT))
+    outputs: deque[Output] = field(default_factory=lambda: deque(maxlen=KEPT))
+    module_of_node: dict[int, tuple[str, Any]] = field(default_factory=dict)
+    """``id(node)`` → (outermost module that returned it, the node, kept alive by it)."""
+
+
+_roots_cache: dict[int, tuple[Any, Root]] = {}
+
+
+def root_of(module: torch.nn.Module) -> Root:
+    """The :class:`Root` of ``module`` (cached while the module lives)."""
+    cached = _roots_cache.get(id(module))
+    if cached is not None and cached[0]() is module:
+        return cached[1]
+    import weakref
+
+    inner = original(module)
+    while type(inner).__name__ in _WRAPPERS and isinstance(
+        getattr(inner, "module", None), torch.nn.Module
+    ):
+        inner = inner.module
+    paths = {id(module): type(inner).__name__}
+    for path, sub in inner.named_modules():
+        paths[id(sub)] = path or type(inner).__name__
+    parameters = []
+    for name, p in inner.named_parameters():
+        owner_path, _, _ = name.rpartition(".")
+        owner = inner.get_submodule(owner_path) if owner_path else inner
+        parameters.append((name, owner_path or type(inner).__name__, id(owner), p))
+    root = Root(module, paths, parameters)
+    if len(_roots_cache) > 256:
+        _roots_cache.clear()
+    _roots_cache[id(module)] = (weakref.ref(module), root)
+    return root
+
+
+def _in_place(func: Any) -> bool:
+    """Whether ``func`` writes its first argument: an optimizer's step or an initializer
+    writing a parameter does not use it (``add_``, ``_foreach_mul_``, ``__iadd__``)."""
+    name = getattr(func, "__name__", "")
+    return (name.endswith("_") and not name.endswith("__")) or name in _IN_PLACE_OPERATORS
+
+
+_IN_PLACE_OPERATORS = frozenset(
+    {"__iadd__", "__isub__", "__imul__", "__itruediv__", "__ifloordiv__", "__ipow__", "__imatmul__"}
+)
+
+
+def user_line(frame: Any) -> Where | None:
+    """The user's line from ``frame`` outwards (not torch, not ours)."""
+    found = next(user_frames(frame), None)
+    if found is None:
+        return None
+    return Where(found.f_code.co_filename, found.f_lineno, found.f_code.co_name)
+
+
+class _Local(threading.local):
+    def __init__(self) -> None:
+        self.modules: list[tuple[str, Root]] = []
+        self.aside_at = -1
+
+
+class UsesTracker:
+    """Fills a :class:`ForwardLog` on the thread that armed it.
+
+    Args:
+        backward: called for each backward call seen, ``(func, args, kwargs, frame)``;
+            it runs the call and returns its result.
+    """
+
+    def __init__(self, backward: Any) -> None:
+        self.log = ForwardLog()
+        self._backward = backward
+        self._owner = threading.get_ident()
+        self._local = _Local()
+        self._order = itertools.count()
+        self._handles: list[Any] = []
+        self.mode = UsesMode(self)
+
+    # -- arming ------------------------------------------------------------------------
+    def arm(self) -> None:
+        hooks = torch.nn.modules.module
+        self._handles += [
+            hooks.register_module_forward_pre_hook(self._enter),
+            hooks.register_module_forward_hook(self._leave, always_call=True),
+        ]
+        self.mode.__enter__()
+
+    def disarm(self) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles.clear()
+        self.mode.__exit__(None, None, None)
+
+    def new_log(self) -> ForwardLog:
+        """Hand over the log and start a new one (a backward call ended)."""
+        log, self.log = self.log, ForwardLog()
+        return log
+
+    # -- module calls ------------------------------------------------------------------
+    def _enter(self, module: torch.nn.Module, args: Any) -> None:
+        if is_compiling() or threading.get_ident() != self._owner:
+            return
+        local = self._local
+        if not local.modules:
+            root = root_of(module)
+            if id(root.module) not in self.log.roots:
+                self.log.roots[id(root.module)] = root
+                self.log.owned.update(id(p) for *_, p in root.parameters)
+        else:
+            root = local.modules[-1][1]
+        path = root.paths.get(id(module)) or type(module).__name__
+        local.modules.append((path, root))
+        self.log.called.add(id(module))
+        if torch.is_grad_enabled():
+            return
+        mode = "inference_mode" if torch.is_inference_mode_enabled() else "no_grad"
+        where = user_line(sys._getframe(1))
+        for p in module.parameters(recurse=False):
+            use = self.log.uses.setdefault(id(p), Use())
+            if use.no_grad is None:
+                use.no_grad = (where, path, mode)
+        # Note [Fast paths] in sources/pytorch/forward_modules.py: off the stack while the
+        # module runs without grad, so that it takes the path it takes unwatched.
+        if local.aside_at < 0 and self._mode_on_top():
+            torch._C._pop_torch_function_stack()
+            local.aside_at = len(local.modules) - 1
+
+    def _leave(self, module: torch.nn.Module, args: Any, output: Any) -> None:
+        if is_compiling() or threading.get_ident() != self._owner:
+            return
+        local = self._local
+        if not local.modules:
+            return
+        path, _ = local.modules.pop()
+        if local.aside_at == len(local.modules):
+            local.aside_at = -1
+            torch._C._push_on_torch_function_stack(self.mode)
+        if not torch.is_grad_enabled():
+            return
+        where = None
+        for index, t in enumerate(tensors(output)):
+            fn = t.grad_fn
+            if fn is None:
+                continue
+            where = where or user_line(sys._getframe(1))
+            self.log.outputs.append(Output(next(self._order), path, where, fn, index))
+            self.log.module_of_node[id(fn)] = (path, fn)
+
+    def _mode_on_top(self) -> bool:
+        depth = torch._C._len_torch_function_stack()
+        return depth > 0 and torch._C._get_function_stack_at(depth - 1) is self.mode
+
+    @property
+    def current_module(self) -> str | None:
+        modules = self._local.modules
+        return modules[-1][0] if modules else None
+
+    # -- torch functions ---------------------------------------------------------------
+    def call(self, func: Any, args: Any, kwargs: dict[str, Any]) -> Any:
+        frame = caller(sys._getframe(2), func)
+        if func in BACKWARD_CALLS:
+            return self._backward(func, args, kwargs, frame)
+        grad = torch.is_grad_enabled()
+        used = [
+            t
+            for t in tensors(args[1:] if _in_place(func) else (args, kwargs))
+            if isinstance(t, torch.nn.Parameter)
+        ]
+        cut = CUTS.get(func)
+        if cut is None and getattr(func, "__self__", None) is _DATA:
+            cut = ".data"
+        start = torch._C._autograd._get_sequence_nr()
+        out = call_from(frame, func, args, kwargs)
+        if used and not isinstance(out, torch.Tensor) and next(tensors(out), None) is None:
+            used = []  # a question about it (.dim(), .size()), not a use of its values
+        if not grad:
+            if used:
+                self._used_without_grad(used)
+            return out
+        made = torch._C._autograd._get_sequence_nr() != start
+        if made:
+            self._tag(new_nodes(out, start).values())
+        if used:
+            node = next((t.grad_fn for t in tensors(out) if t.grad_fn is not None), None)
+            where = user_line(sys._getframe(2))
+            for p in used:
+                use = self.log.uses.setdefault(id(p), Use())
+                use.grad = (where, self.current_module, node)
+                self._note_bare(p)
+        cut_at = 1 if func is torch.Tensor.new_tensor else 0
+        if cut is not None and len(args) > cut_at and isinstance(args[cut_at], torch.Tensor):
+            self._cut(cut, args[cut_at])
+        return out
+
+    def _used_without_grad(self, used: list[torch.nn.Parameter]) -> None:
+        mode = "inference_mode" if torch.is_inference_mode_enabled() else "no_grad"
+        where = user_line(sys._getframe(3))
+        for p in used:
+            use = self.log.uses.setdefault(id(p), Use())
+            if use.no_grad is None:
+                use.no_grad = (where, self.current_module, mode)
+            self._note_bare(p)
+
+    def _note_bare(self, p: torch.nn.Parameter) -> None:
+        if not self._local.modules and id(p) not in self.log.owned:
+            self.log.bare[id(p)] = p
+
+    def _cut(self, kind: str, t: torch.Tensor) -> None:
+        if not t.requires_grad:
+            return
+        fn = t.grad_fn
+        made_in = None
+        if fn is not None:
+            owner = self.log.module_of_node.get(id(fn))
+            if owner is not None and owner[1] is fn:
+                made_in = f"the output of {owner[0]}"
+            else:
+                origin = fn.metadata.get(ORIGIN_KEY)
+                if isinstance(origin, Origin) and origin.module:
+                    made_in = f"made in {origin.module}"
+        where = user_line(sys._getframe(3))
+        leaf = id(t) if fn is None else None
+        self.log.cuts.append(Cut(next(self._order), kind, where, fn, leaf, made_in))
+
+    def _tag(self, fns: Any) -> None:
+        frame = next(user_frames(sys._getframe(3)), None)
+        if frame is None:
+            return
+        origin = Origin(
+            frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name, self.current_module
+        )
+        for fn in fns:
+            fn.metadata.setdefault(ORIGIN_KEY, origin)
+
+
+class UsesMode(TorchFunctionMode):
+    """Every torch function through :meth:`UsesTracker.call`."""
+
+    def __init__(self, tracker: UsesTracker) -> None:
+        super().__init__()
+        self.tracker = tracker
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        if is_compiling():
+            return func(*args, **(kwargs or {}))
+        return self.tracker.call(func, args, kwargs or {})
