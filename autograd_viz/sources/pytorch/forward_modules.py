@@ -2,7 +2,11 @@
 
 One job of :class:`~autograd_viz.sources.pytorch.forward.TorchNanChecker`:
 which module (by qualified name) is running on each thread, and stepping the
-checker's function mode aside while a module runs without grad.
+checker's function mode aside while a module runs without grad. A call runs
+from before the module's own forward pre-hooks to after its own forward hooks
+(Note [Where a module call ends] in ``module_call_ends.py``): what a hook
+computes is charged to its module, and so are the two nodes its backward
+hooks run in.
 
 Note [Fast paths]
 ~~~~~~~~~~~~~~~~~
@@ -16,6 +20,7 @@ same. The mode goes back when that module returns.
 
 from __future__ import annotations
 
+import sys
 import threading
 import weakref
 from typing import Any
@@ -23,11 +28,27 @@ from typing import Any
 import torch
 
 from autograd_viz.sources.pytorch.compiled import is_compiling, module_paths
+from autograd_viz.sources.pytorch.module_call_ends import (
+    CallEnds,
+    backward_hooked,
+    first_pre_hook,
+    input_nodes,
+    output_node_follows,
+)
+from autograd_viz.sources.pytorch.origins import (
+    HOOKED_OUTPUT_KEY,
+    ORIGIN_KEY,
+    Origin,
+    user_frames,
+)
 
 
 class _Stack(threading.local):
     def __init__(self) -> None:
         self.modules: list[str] = []
+        self.calls: list[int] = []
+        """``id()`` of each running module, as :attr:`modules` names them: a call ends by its
+        module, never by position (a module called inside its own call ends the inner call)."""
         self.names: dict[int, str] = {}
         """Qualified names of the modules under the outermost one running."""
         self.aside_at = -1
@@ -49,6 +70,7 @@ class ModuleHooks:
             weakref.WeakKeyDictionary()
         )
         self._handles: list[Any] = []
+        self._ends = CallEnds(self._end)
 
     @property
     def current(self) -> str | None:
@@ -59,16 +81,18 @@ class ModuleHooks:
     def hook(self) -> None:
         """Follow every module call from now on."""
         hooks = torch.nn.modules.module
-        self._handles += [
-            hooks.register_module_forward_pre_hook(self._enter),
-            hooks.register_module_forward_hook(self._leave, always_call=True),
-        ]
+        enter = hooks.register_module_forward_pre_hook(self._enter)
+        first_pre_hook(enter)
+        leave = hooks.register_module_forward_hook(self._leave, always_call=True)
+        self._ends.last_global(leave)
+        self._handles += [enter, leave]
 
     def unhook(self) -> None:
         """Stop following module calls."""
         for handle in self._handles:
             handle.remove()
         self._handles.clear()
+        self._ends.close()
 
     def _enter(self, module: torch.nn.Module, args: Any) -> None:
         if is_compiling():
@@ -83,16 +107,56 @@ class ModuleHooks:
                 names = self._names[module] = module_paths(module)
             local.names = names
         local.modules.append(local.names.get(id(module)) or type(module).__name__)
+        local.calls.append(id(module))
+        self._ends.opened(module)
 
     def _leave(self, module: torch.nn.Module, args: Any, output: Any) -> None:
+        if is_compiling() or self._ends.owns(module):
+            return  # ended by its own last hook, after the module's own forward hooks
+        self._end(module, args, output)
+
+    def _end(self, module: torch.nn.Module, args: Any, output: Any) -> None:
         if is_compiling():
             return
         local = self._local
-        if local.modules:
-            local.modules.pop()
-        if local.aside_at == len(local.modules):
-            local.aside_at = -1
-            torch._C._push_on_torch_function_stack(self._modes[0])
+        calls = local.calls
+        key = id(module)
+        for depth in range(len(calls) - 1, -1, -1):
+            if calls[depth] == key:
+                break
+        else:
+            return  # not followed: it started before the hooks were on
+        name = local.modules[depth]
+        del local.modules[depth:], calls[depth:]
+        try:
+            self._tag_backward_hooks(module, name, args, output)
+        finally:
+            if local.aside_at >= len(local.modules):  # -1 when it never stepped aside
+                local.aside_at = -1
+                torch._C._push_on_torch_function_stack(self._modes[0])
+
+    def _tag_backward_hooks(
+        self, module: torch.nn.Module, name: str, args: Any, output: Any
+    ) -> None:
+        """Charge the nodes a call's backward hooks run in to its module (Note [Where a
+        module call ends]): the input side's is made, the output side's comes next."""
+        if not backward_hooked(module):
+            return
+        nodes = input_nodes(args)
+        follows = output_node_follows(module, output)
+        if not nodes and not follows:
+            return
+        frame = next(user_frames(sys._getframe(2)), None)
+        if frame is None:
+            return
+        origin = Origin(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name, name)
+        for fn in nodes:
+            fn.metadata.setdefault(ORIGIN_KEY, origin)
+        if follows:
+            values = output if isinstance(output, tuple) else (output,)
+            for value in values:
+                if isinstance(value, torch.Tensor) and value.grad_fn is not None:
+                    value.grad_fn.metadata[HOOKED_OUTPUT_KEY] = origin
 
     def _function_mode_on_top(self) -> bool:
         depth = torch._C._len_torch_function_stack()

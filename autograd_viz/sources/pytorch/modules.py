@@ -69,6 +69,11 @@ from autograd_viz.sources.pytorch.compiled import (
     original,
     unwrapped_path,
 )
+from autograd_viz.sources.pytorch.module_call_ends import (
+    CallEnds,
+    first_pre_hook,
+    output_node_follows,
+)
 from engine.calls import CALLS
 from engine.events import HUB
 
@@ -242,8 +247,11 @@ def _hook() -> None:
     if _handles:
         return
     hooks = torch.nn.modules.module
-    _handles.append(hooks.register_module_forward_pre_hook(_enter))
-    _handles.append(hooks.register_module_forward_hook(_leave, always_call=True))
+    enter = hooks.register_module_forward_pre_hook(_enter)
+    first_pre_hook(enter)  # Note [Where a module call ends] in module_call_ends.py
+    leave = hooks.register_module_forward_hook(_leave, always_call=True)
+    _ENDS.last_global(leave)
+    _handles.extend((enter, leave))
     _note(_local(), ())  # followed from here on this thread, outside any module
 
 
@@ -253,18 +261,22 @@ def _unhook() -> None:
     for handle in _handles:
         handle.remove()
     _handles.clear()
+    _ENDS.close()
     local = _local()
     if local.starts:
         _note(local, None)  # nodes this thread makes from here on were not followed
 
 
-def _note(local: _ThreadState, stack: Calls | None) -> None:
+def _note(local: _ThreadState, stack: Calls | None, ahead: int = 0) -> None:
+    """The stack changes to ``stack`` from the next sequence number on, or ``ahead`` numbers
+    later (a node PyTorch makes for the call that ends: Note [Where a module call ends])."""
     local.stack = stack or ()
-    seq = _get_sequence_nr()
+    seq = _get_sequence_nr() + ahead
     starts = local.starts
-    if starts and starts[-1] == seq:
-        local.stacks[-1] = stack  # no node was made since the last change
-        return
+    while starts and starts[-1] >= seq:
+        # No node was made since the last change (or a node said to come did not).
+        starts.pop()
+        local.stacks.pop()
     if len(starts) >= MAX_CHANGES:
         del starts[: MAX_CHANGES // 2]
         del local.stacks[: MAX_CHANGES // 2]
@@ -306,11 +318,19 @@ def _enter(module: torch.nn.Module, args: Any) -> None:
         else:
             root, path = _root(module), None
         _note(local, (*stack, (root, path, kind, next(_call_ids), weakref.ref(module))))
+        _ENDS.opened(module)
     except Exception as exc:  # noqa: BLE001 - never break the user's forward for a view
         warn_once(f"autograd-viz: cannot follow a module call ({exc!r}); modules may be missing")
 
 
 def _leave(module: torch.nn.Module, args: Any, output: Any) -> None:
+    if is_compiling() or _ENDS.owns(module):
+        return  # ended by its own last hook, after the module's own forward hooks
+    _end(module, args, output)
+
+
+def _end(module: torch.nn.Module, args: Any, output: Any) -> None:
+    """A call of ``module`` ends, once every forward hook of it has run."""
     if is_compiling():
         return
     try:
@@ -318,12 +338,16 @@ def _leave(module: torch.nn.Module, args: Any, output: Any) -> None:
         stack = local.stack
         for i in range(len(stack) - 1, -1, -1):
             if stack[i][4]() is module:
-                _note(local, stack[:i])
+                _note(local, stack[:i], 1 if output_node_follows(module, output) else 0)
                 if _several:
                     _mark(local, output)
                 return
     except Exception as exc:  # noqa: BLE001 - never break the user's forward for a view
         warn_once(f"autograd-viz: cannot follow a module call ({exc!r}); modules may be missing")
+
+
+_ENDS = CallEnds(_end)
+"""Ends module calls after the module's own forward hooks (Note [Where a module call ends])."""
 
 
 def _mark(local: _ThreadState, output: Any) -> None:

@@ -23,6 +23,10 @@ import engine
 
 ORIGIN_KEY = "autograd_viz.origin"
 """The key of a node's ``metadata`` under which its :class:`Origin` is kept."""
+HOOKED_OUTPUT_KEY = "autograd_viz.hooked_output"
+"""The key of a module output's node's ``metadata`` under which the :class:`Origin` of the
+module call is kept, when that call's backward hooks wrap its outputs in one more node
+(Note [Where a module call ends] in ``module_call_ends.py``): that node's origin."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +89,14 @@ def user_stack() -> list[str]:
 def node_origin(fn: Any) -> Origin | None:
     """Where the forward op that made the PyTorch node ``fn`` was called, if it was checked."""
     origin = fn.metadata.get(ORIGIN_KEY)
+    if origin is None and fn.name() == "BackwardHookFunctionBackward":
+        # The output side of a module's backward hooks: made once its forward hooks ran.
+        for next_fn, _nr in fn.next_functions:
+            if next_fn is not None:
+                origin = next_fn.metadata.get(HOOKED_OUTPUT_KEY)
+                if origin is not None:
+                    break
     return origin if isinstance(origin, Origin) else None
 
 
-__all__ = ["ORIGIN_KEY", "Origin", "node_origin", "user_frames", "user_stack"]
+__all__ = ["HOOKED_OUTPUT_KEY", "ORIGIN_KEY", "Origin", "node_origin", "user_frames", "user_stack"]
