@@ -407,6 +407,9 @@ def print_report(
         )
     if first is None:
         where = checked if checked is not None else _count(report.backward_calls, "backward call")
+        if report.contained:
+            console.print(_contained_line(report, where), soft_wrap=True)
+            return
         console.print(f"[bold green]no NaN or Inf found[/bold green] in {where}")
         return
     value = "NaN" if first.value == "nan" else "Inf"
@@ -468,20 +471,47 @@ def _print_others(report: NanReport, console: Console) -> None:
         return
     sources = report.source_count
     passed = others - sources
+    contained = f" ({report.contained:,} contained)" if report.contained else ""
     console.print(
-        f"[bold]Other findings[/bold]: {sources:,} more born, "
+        f"[bold]Other findings[/bold]: {sources:,} more born{contained}, "
         f"{_count(passed, 'passed on from an earlier one', 'passed on from earlier ones')}"
     )
-    for finding in report.sources[:_LISTED]:
+    # Those whose values reached something first, then the contained ones (Note [Lineage]).
+    listed = sorted(report.sources, key=lambda f: f.contained)
+    for finding in listed[:_LISTED]:
         console.print(f"  {shown(_one_line(finding))}", soft_wrap=True)
     if sources > _LISTED:
         console.print(f"  ... and {sources - _LISTED} more")
 
 
+def _contained_line(report: NanReport, where: str) -> str:
+    """No value reached anything that matters; say how many were contained, and the first
+    (Note [Lineage] in ``sources/pytorch/forward_lineage.py``): nothing is hidden."""
+    first = report.first_contained
+    text = (
+        f"[bold green]no NaN or Inf reached the loss, a gradient or a parameter[/bold green] "
+        f"in {where}; {_count(report.contained, 'contained non-finite value')} seen"
+    )
+    if first is None:
+        return text
+    value = "NaN" if first.value == "nan" else "Inf"
+    text += f", the first an {value} from {shown(first.cause)}"
+    if first.source is not None:
+        text += f" at {shown(str(first.source))}"
+    if first.module is not None:
+        text += f" in module {shown(first.module)}"
+    return text
+
+
 def _one_line(finding: Finding) -> str:
     where = f" at {finding.source}" if finding.source is not None else ""
+    module = f" in module {finding.module}" if finding.module is not None else ""
     op = f" (op {canonical_op(finding.aten_op or finding.op)})"
-    return f"{finding.phase:<8} {finding.value:<3} {finding.node}{op}: {finding.cause}{where}"
+    contained = " [contained]" if finding.contained else ""
+    return (
+        f"{finding.phase:<8} {finding.value:<3} {finding.node}{op}: {finding.cause}{where}"
+        f"{module}{contained}"
+    )
 
 
 def _tensor_rows(label: str, summaries: tuple[TensorSummary | None, ...]) -> list[tuple[str, str]]:

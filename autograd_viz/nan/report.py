@@ -114,6 +114,14 @@ class Finding:
     """PyTorch: the qualified name of the module the op ran in (``encoder.layers.0``)."""
     t_ns: int | None = None
     """When its first event happened (``time.perf_counter_ns``, as the trace's ``t_ns``)."""
+    birth: int | None = None
+    """PyTorch, a forward birth: its number (Note [Lineage] in
+    ``sources/pytorch/forward_lineage.py``); ``None`` where births are not numbered."""
+    lineage: tuple[int, ...] = ()
+    """A backward finding: the births whose forward values its node read or made."""
+    contained: bool = False
+    """A numbered birth whose values reached no loss, gradient, parameter or model output
+    (set by the report, which knows the whole run)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +150,11 @@ class NanReport:
     unchecked: bool = False
     """Recorded without values (``--values none``) and without the NaN checks' findings: the
     trace cannot say whether a gradient held a NaN or Inf (nothing found means nothing)."""
+    contained: int = 0
+    """How many numbered births were contained: their values reached no loss, gradient,
+    parameter or model output (Note [Lineage]); they do not count as found."""
+    first_contained: Finding | None = None
+    """The first of those."""
 
     @property
     def others(self) -> tuple[Finding, ...]:
@@ -294,6 +307,8 @@ def anomaly_findings(trace: Trace, runs: NodeRuns, offset: int = 0) -> Iterator[
         if event.kind != "anomaly" or event.node_id is None:
             continue
         data = event.data
+        if "reached" in data:
+            continue  # a lineage reaching something: read by reached_births, no finding
         phase = data.get("phase", "backward")
         key = (phase, event.graph_task, event.node_id)
         if key in seen:
@@ -325,6 +340,9 @@ def anomaly_findings(trace: Trace, runs: NodeRuns, offset: int = 0) -> Iterator[
                 aten_op=aten_op,
                 module=data.get("module"),
                 t_ns=event.t_ns,
+                # A birth that stopped the program (first=True) is the answer: nothing
+                # after it ran to say whether its values would have reached anything.
+                birth=None if data.get("raised") else data.get("birth"),
             )
             continue
         yield _backward_finding(runs, event, node, op, value, data["output_index"], source, offset)
@@ -363,7 +381,16 @@ def _backward_finding(
         saved,
         module=event.data.get("module"),
         t_ns=event.t_ns,
+        lineage=tuple(event.data.get("lineage") or ()),
     )
+
+
+def reached_births(trace: Trace) -> Iterator[int]:
+    """The numbers of the births whose values ``trace`` says reached the loss, a gradient,
+    a parameter or the model's output (Note [Lineage])."""
+    for event in trace.events:
+        if event.kind == "anomaly":
+            yield from event.data.get("lineage") or ()
 
 
 def gradient_findings(

@@ -25,6 +25,19 @@ checked together, so a finding never straddles two parts. The report is the
 one :func:`find_nans` gives on the whole run: the same first finding, cause,
 path and counts. :func:`find_nans` is a scan of one part that keeps every
 finding.
+
+Note [Births reached]
+~~~~~~~~~~~~~~~~~~~~~
+On PyTorch each forward birth has a number, and the checks say which births'
+values reached the loss, a gradient, a parameter or the model's output
+(Note [Lineage] in ``sources/pytorch/forward_lineage.py``): a later event
+names the number, in the same part or a later one. A birth never reached is
+*contained*: counted, listed after the others, and no finding of the run. The
+report heads with the first birth reached. The scan keeps the latest
+``WAITING`` births not reached yet, so a value that reaches something much
+later than it was born (a NaN kept in a buffer for a thousand steps) heads
+the report through the finding where it arrived instead; the numbers reached
+are a set of integers, one per birth reached.
 """
 
 from __future__ import annotations
@@ -44,12 +57,20 @@ from autograd_viz.nan.report import (
     ignored_ops,
     is_ignored,
     path_from_root,
+    reached_births,
 )
 from autograd_viz.trace import Trace
 from autograd_viz.trace.records import values_recorded
 
 LISTED_SOURCES = 8
 """How many of the other findings born where they were found a report lists (``nan``'s)."""
+
+EARLY = 16
+"""How many of a run's first numbered births are kept to name the first contained one."""
+
+WAITING = 1024
+"""How many numbered births not reached yet are kept, the latest, for the report to head
+with the one whose value reaches something later (Note [Births reached])."""
 
 
 class NanScan:
@@ -79,7 +100,12 @@ class NanScan:
             self._values = values_recorded(part.header)
         runs = NodeRuns(part)
         offset = self.events
-        self._anomalies.add(part, list(anomaly_findings(part, runs, offset)), self._ignored)
+        self._anomalies.add(
+            part,
+            list(anomaly_findings(part, runs, offset)),
+            self._ignored,
+            reached_births(part),
+        )
         if not self._anomalies.raw:  # no anomaly event yet: the gradients may be all there is
             leaves = self._values == "leaves"
             findings = list(gradient_findings(part, runs, offset, leaves))
@@ -112,14 +138,32 @@ class _Tally:
         self.backward_path: tuple[NodeRef, ...] = ()
         self.named: NodeRef | None = None  # anomaly mode's node, from an event
         self.first_nan: NodeRef | None = None  # the first backward finding of a NaN
+        # Numbered births (Note [Births reached]).
+        self.reached: set[int] = set()  # births whose values reached something
+        self.waiting: dict[int, Finding] = {}  # births not reached yet, the latest WAITING
+        self.early: list[Finding] = []  # the first EARLY births, for the first contained
+        self.births = 0
+        self.births_reached = 0
+        self.head: Finding | None = None  # the first birth reached
+        self.head_path: tuple[NodeRef, ...] | None = None
 
-    def add(self, part: Trace, found: list[Finding], ignored: frozenset[str]) -> None:
+    def add(
+        self,
+        part: Trace,
+        found: list[Finding],
+        ignored: frozenset[str],
+        reached: Iterable[int] = (),
+    ) -> None:
         self.raw += len(found)
+        newly = set(reached) - self.reached
+        self.reached |= newly
         findings = [f for f in found if not is_ignored(f, ignored)] if ignored else found
         for finding in findings:
             self._count(finding)
             if finding.phase == "forward":
-                if finding.born and self.forward is None:
+                if finding.birth is not None and finding.born:
+                    self._birth(finding)
+                elif finding.born and self.forward is None:
                     self.forward = finding
             else:
                 if self.backward is None:
@@ -129,10 +173,38 @@ class _Tally:
                 leaf = finding.op == "accumulate_grad"
                 if self.first_nan is None and finding.value == "nan" and not leaf:
                     self.first_nan = finding.node
+        for number in newly:
+            birth = self.waiting.pop(number, None)
+            if birth is not None:
+                self._reach(birth)
         if self.forward is not None and self.forward_path is None:
             self.forward_path = _path(part, self.forward)
+        if self.head is not None and self.head_path is None:
+            self.head_path = _path(part, self.head)
         if self.named is None and findings:
             self.named = anomaly_mode_event(part, findings)
+
+    def _birth(self, birth: Finding) -> None:
+        """A numbered birth: reached already, or waiting to be (Note [Births reached])."""
+        assert birth.birth is not None
+        self.births += 1
+        if len(self.early) < EARLY:
+            self.early.append(birth)
+        if birth.birth in self.reached:
+            self._reach(birth)
+            return
+        self.waiting[birth.birth] = birth
+        if len(self.waiting) > WAITING:
+            del self.waiting[next(iter(self.waiting))]
+
+    def _reach(self, birth: Finding) -> None:
+        self.births_reached += 1
+        if self.head is None or birth.event_index < self.head.event_index:
+            self.head = birth
+            self.head_path = None
+
+    def _contained(self, finding: Finding) -> bool:
+        return finding.birth is not None and finding.birth not in self.reached
 
     def _count(self, finding: Finding) -> None:
         self.count += 1
@@ -145,15 +217,20 @@ class _Tally:
             self.born_kept += 1
 
     def report(self, graph_tasks: int, values: str) -> NanReport:
-        first = self.forward if self.forward is not None else self.backward
-        if first is None:
-            path: tuple[NodeRef, ...] = ()
-        elif first is self.forward:
-            path = self.forward_path or ()
+        path: tuple[NodeRef, ...] = ()
+        born = [f for f in (self.head, self.forward) if f is not None]
+        if born:
+            first: Finding | None = min(born, key=lambda f: f.event_index)
+            path = (self.head_path if first is self.head else self.forward_path) or ()
         else:
+            first = self.backward
             path = self.backward_path
         named = self.named if self.named is not None else self.first_nan
-        findings = tuple(self.findings)
+        findings = tuple(
+            dataclasses.replace(f, contained=True) if self._contained(f) else f
+            for f in self.findings
+        )
+        contained = [f for f in (*self.early, *self.waiting.values()) if self._contained(f)]
         return NanReport(
             first,
             named,
@@ -163,6 +240,10 @@ class _Tally:
             values,
             unlisted=self.count - len(findings),
             unlisted_born=self.born - self.born_kept,
+            contained=self.births - self.births_reached,
+            first_contained=next(
+                (f for f in findings if f.contained), contained[0] if contained else None
+            ),
         )
 
 

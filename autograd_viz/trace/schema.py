@@ -335,6 +335,11 @@ EVENT_DATA: dict[str, tuple[dict[str, Reader], dict[str, Reader]]] = {
             "module": optional(read_str),
             "input_ops": list_of(optional(read_str)),
             "saved": summaries,
+            # PyTorch, lineage (Note [Lineage] in sources/pytorch/forward_lineage.py): a
+            # birth's number, the births a value came from, and what it reached.
+            "birth": read_count,
+            "lineage": list_of(read_count),
+            "reached": one_of("loss", "parameter", "output"),
         },
     ),
     "error": (

@@ -183,17 +183,20 @@ def test_ignore_leaves_out_an_op_that_makes_inf_on_purpose() -> None:
     x = torch.randn(3, 4, requires_grad=True)
     mask = torch.tensor([True, False, False, True])
 
-    def step() -> None:
-        capped = x.masked_fill(mask, float("inf")).clamp(max=10.0)
-        capped.sum().backward()
+    def step(cap: bool) -> None:
+        filled = x.masked_fill(mask, float("inf"))
+        (filled.clamp(max=10.0) if cap else filled).sum().backward()
 
     with watch_nan() as watch:
-        step()
+        step(cap=False)
     assert watch.report.first is not None and watch.report.first.aten_op is not None
     assert "masked_fill" in watch.report.first.aten_op  # +inf is not a mask fill
+    with watch_nan() as watch:
+        step(cap=True)  # clamped before the loss: contained, counted, not found
+    assert watch.report.first is None and watch.report.contained == 1
     with watch_nan(ignore=["masked_fill"]) as watch:
-        step()
-    assert watch.report.first is None
+        step(cap=False)
+    assert watch.report.first is None and watch.report.contained == 0
 
 
 def test_a_birth_in_an_in_place_optimizer_step_is_found() -> None:
@@ -255,10 +258,13 @@ def test_inference_keeps_pytorchs_fast_path_and_is_still_checked() -> None:
         plain = layer(x)
         with watch_nan() as watch:
             watched = layer(x)
-            torch.log(torch.zeros(1))
+            torch.log(torch.zeros(1))  # reaches nothing: contained, and still counted
+            layer(x).log()
     assert torch.equal(_bits(plain), _bits(watched))
-    first = watch.report.first
-    assert first is not None and first.aten_op == "aten.log.default" and first.cause == "log of 0"
+    contained = watch.report.first_contained
+    assert watch.report.first is None and watch.report.contained == 2
+    assert contained is not None and contained.aten_op == "aten.log.default"
+    assert contained.cause == "log of 0"
 
 
 def test_forward_events_carry_our_engine_fields_and_the_aten_op() -> None:
@@ -267,7 +273,9 @@ def test_forward_events_carry_our_engine_fields_and_the_aten_op() -> None:
     with watch_nan() as watch:
         torch.log(torch.tensor([0.0], requires_grad=True)).sum().backward()
     (torch_event,) = [
-        e for e in watch.trace.events if e.kind == "anomaly" and e.data["phase"] == "forward"
+        e
+        for e in watch.trace.events
+        if e.kind == "anomaly" and e.data["phase"] == "forward" and "reached" not in e.data
     ]
     x = engine.tensor([0.0], requires_grad=True)
     with watch_nan() as ours, np.errstate(all="ignore"):

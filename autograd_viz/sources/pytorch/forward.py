@@ -62,6 +62,7 @@ from autograd_viz.sources.pytorch.forward_backward import BackwardChecks
 from autograd_viz.sources.pytorch.forward_births import Births, NonFiniteError
 from autograd_viz.sources.pytorch.forward_compiled import RegionChecks, eagerly, step_aside_modes
 from autograd_viz.sources.pytorch.forward_functions import FunctionCalls, FunctionMode
+from autograd_viz.sources.pytorch.forward_lineage import OUTPUT, OutputHooks, tag_node
 from autograd_viz.sources.pytorch.forward_modules import ModuleHooks
 from autograd_viz.sources.pytorch.forward_ops import DispatchMode, OpChecks
 from autograd_viz.sources.pytorch.op_values import NAN, NEGINF, POSINF, OpInfo
@@ -120,7 +121,10 @@ class TorchNanChecker:
         self._modes: list[Any] = []
         self._modules = ModuleHooks(self._modes)
         self._births = Births(self.checks, self._checked, self._modules, self._found)
-        self._functions = FunctionCalls(self._modules, self._modes, self._births.emit)
+        self._functions = FunctionCalls(
+            self._modules, self._modes, self._births.emit, self._reached
+        )
+        self._outputs = OutputHooks(self._births.lineage, self._reached_output)
         self._ops = OpChecks(self.checks, self._births, self._functions)
         self._backward = BackwardChecks(self.checks, self._checked, self._births.kinds, self._found)
         self._settings = ExitStack()
@@ -130,6 +134,7 @@ class TorchNanChecker:
     def __enter__(self) -> TorchNanChecker:
         if self.checks.forward:
             self._modules.hook()
+            self._outputs.hook()
             self._modes[:] = [FunctionMode(self._functions), DispatchMode(self._ops)]
             for mode in self._modes:
                 mode.__enter__()
@@ -149,7 +154,17 @@ class TorchNanChecker:
         for mode in reversed(self._modes):
             mode.__exit__(None, None, None)
         self._modes.clear()
+        self._outputs.unhook()
         self._modules.unhook()
+
+    def _reached(self, what: str, tree: Any) -> None:
+        """Values in ``tree`` reached ``what``: the births they came from are said (Note
+        [Lineage] in ``forward_lineage.py``); nothing to look up while none lives."""
+        if self._births.lineage:
+            self.guarded(self._births.reach, what, tree)
+
+    def _reached_output(self, output: Any) -> None:
+        self._reached(OUTPUT, output)
 
     def _found(self) -> None:
         """One more ``anomaly`` event emitted (forward or backward)."""
@@ -169,7 +184,12 @@ class TorchNanChecker:
     ) -> None:
         """A compiled region's output ``index`` was born non-finite: emit it on its node."""
         births = self._births
-        births.emit(births.born(op, index, t, kinds, inputs, [], set()), t.grad_fn)
+        birth = births.born(op, index, t, kinds, inputs, [], set())
+        number = frozenset((birth.number,))
+        births.lineage.mark(t, number)  # Note [Lineage] in forward_lineage.py
+        if t.grad_fn is not None:
+            tag_node(t.grad_fn, number)
+        births.emit(birth, t.grad_fn)
 
     @property
     def checked(self) -> frozenset[str]:

@@ -18,6 +18,7 @@ import torch
 
 from autograd_viz.sources.once import warn_once
 from autograd_viz.sources.pytorch.forward_births import NonFiniteError
+from autograd_viz.sources.pytorch.forward_lineage import NO_IDS, node_lineage
 from autograd_viz.sources.pytorch.op_values import NAN, checked_values, finite
 from autograd_viz.sources.pytorch.origins import node_origin
 from autograd_viz.sources.pytorch.saved import saved_summaries
@@ -92,6 +93,9 @@ class BackwardChecks:
             "module": origin.module if origin is not None else None,
             "saved": [] if fn is None else list(saved_summaries(fn, self.checks.max_values, {})),
         }
+        births = NO_IDS if fn is None else node_lineage(fn)
+        if births:  # the forward values this node read or made reached a gradient
+            data["lineage"] = sorted(births)
         HUB.emit_data("anomaly", event.device, event.graph_task, _NodeFields(event), data)
         self._found()
         if self.checks.first:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch.utils.weak import WeakIdKeyDictionary
 
+from autograd_viz.sources.pytorch.forward_lineage import Lineage
 from autograd_viz.sources.pytorch.graph import TorchNode
 from autograd_viz.sources.pytorch.op_values import (
     NAN,
@@ -76,6 +77,8 @@ class Birth:
     device: str
     stack: list[str]
     module: str | None
+    number: int
+    """The birth's number (Note [Lineage] in ``forward_lineage.py``)."""
 
 
 class Births:
@@ -103,6 +106,8 @@ class Births:
         """Tensors holding an intentional ``-inf`` (Note [Intentional -inf]): their kinds."""
         self.norms: WeakIdKeyDictionary = WeakIdKeyDictionary()
         """Tensors a norm op made (a finding says which inputs were norms)."""
+        self.lineage = Lineage()
+        """Which births each live non-finite tensor came from (Note [Lineage])."""
 
     def kinds(self, t: torch.Tensor) -> frozenset[str]:
         """Which of NaN, +Inf, -Inf ``t`` holds (exact; for tensors that failed the sum)."""
@@ -125,8 +130,9 @@ class Births:
         return frozenset(kinds)
 
     def marked(self) -> bool:
-        """Whether any tensor is marked intentional or a norm (a view then carries it)."""
-        return bool(self.intentional or self.norms)
+        """Whether any tensor is marked intentional, a norm or with a lineage (a view then
+        carries it)."""
+        return bool(self.intentional or self.norms or self.lineage)
 
     def carry(self, args: Any, out: Any) -> None:
         """A view of a marked tensor is marked too."""
@@ -134,6 +140,8 @@ class Births:
             self._carry(self.intentional, args, out)
         if self.norms:
             self._carry(self.norms, args, out)
+        if self.lineage:
+            self.lineage.carry(args, out)
 
     @staticmethod
     def _carry(marks: WeakIdKeyDictionary, args: Any, out: Any) -> None:
@@ -223,6 +231,7 @@ class Births:
             device,
             user_stack(),
             self._modules.current,
+            self.lineage.new_birth(),
         )
 
     def emit(self, birth: Birth, fn: Any) -> None:
@@ -254,6 +263,7 @@ class Births:
                         "input_ops": birth.input_ops,
                         "traceback": birth.stack,
                         "module": birth.module,
+                        "birth": birth.number,
                     },
                 )
             finally:
@@ -264,6 +274,49 @@ class Births:
                 f"Function '{node.name()}' produced {birth.value} values in its "
                 f"{birth.output_index}th forward output (op '{op.name}')."
             )
+
+    def reach(self, what: str, tree: Any) -> None:
+        """The tensors in ``tree`` reached ``what`` (the loss, a parameter, the model's
+        output): say, once per birth, which births' values got there (Note [Lineage])."""
+        lineage = self.lineage
+        for t in tensors(tree):
+            births = lineage.tensors.get(t)
+            if births:
+                new = lineage.unsaid(births)
+                if new and HUB.active:
+                    self._emit_reach(what, t, new)
+
+    def _emit_reach(self, what: str, t: torch.Tensor, births: frozenset[int]) -> None:
+        kinds = self.kinds(t)
+        device = str(t.device)
+        fn = t.grad_fn
+        if fn is not None:
+            node = TorchNode(fn, fn.name(), fn._sequence_nr(), device)
+        else:
+            node = TorchNode(None, what, 0, device)
+        ACTIVITY.enter()  # a debugger may pause this thread here (Note [Quiescence])
+        try:
+            HUB.emit_data(
+                "anomaly",
+                device,
+                0,
+                node,
+                {
+                    "phase": "forward",
+                    "op": what,
+                    "output_index": 0,
+                    "value": NAN if NAN in kinds and self.checks.check_nan else "inf",
+                    "born": False,
+                    "raised": False,
+                    "tensor": summarize_tensor(t, device, self.checks.max_values),
+                    "traceback": user_stack(),
+                    "module": self._modules.current,
+                    "reached": what,
+                    "lineage": sorted(births),
+                },
+            )
+        finally:
+            ACTIVITY.leave()
 
 
 __all__ = ["NO_KINDS", "Birth", "Births", "NonFiniteError"]

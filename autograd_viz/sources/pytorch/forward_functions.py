@@ -23,6 +23,7 @@ from torch.utils import _python_dispatch
 
 from autograd_viz.sources.pytorch.caller_line import call_from, caller
 from autograd_viz.sources.pytorch.compiled import is_compiling
+from autograd_viz.sources.pytorch.forward_lineage import LOSS, backward_roots, tag_node
 from autograd_viz.sources.pytorch.op_values import new_nodes
 from autograd_viz.sources.pytorch.origins import ORIGIN_KEY, Origin, user_frames
 
@@ -37,6 +38,8 @@ class _Calls(threading.local):
     def __init__(self) -> None:
         self.depth = 0
         self.pending: list[Birth] = []
+        self.lineages: list[tuple[int, frozenset[int]]] = []
+        """(sequence number of a node being made, the births its op read or made)."""
 
 
 class FunctionCalls:
@@ -46,14 +49,21 @@ class FunctionCalls:
         modules: the module running on each thread (its name goes into each origin).
         modes: the checker's modes, its dispatch mode last once armed.
         emit: emits a birth on its node (``None`` when there is none).
+        reached: told of the roots of each backward call: they reach the loss
+            (Note [Lineage] in ``forward_lineage.py``).
     """
 
     def __init__(
-        self, modules: ModuleHooks, modes: list[Any], emit: Callable[[Birth, Any], None]
+        self,
+        modules: ModuleHooks,
+        modes: list[Any],
+        emit: Callable[[Birth, Any], None],
+        reached: Callable[[str, Any], None],
     ) -> None:
         self._modules = modules
         self._modes = modes
         self._emit = emit
+        self._reached = reached
         self._local = _Calls()
 
     def wait_for_node(self, birth: Birth) -> bool:
@@ -64,6 +74,13 @@ class FunctionCalls:
             return False
         local.pending.append(birth)
         return True
+
+    def node_lineage(self, node_nr: int, births: frozenset[int]) -> None:
+        """The node numbered ``node_nr``, once made, keeps ``births`` (Note [Lineage]);
+        nothing when no torch function runs (no node to find when it returns)."""
+        local = self._local
+        if local.depth:
+            local.lineages.append((node_nr, births))
 
     def call(self, func: Any, args: Any, kwargs: dict[str, Any]) -> Any:
         """Run a torch function; tag the nodes it made and emit the births it had."""
@@ -76,6 +93,7 @@ class FunctionCalls:
         frame = caller(sys._getframe(2), func)
         try:
             if func in _BACKWARD_CALLS and self._modes:
+                self._reached(LOSS, backward_roots(args, kwargs))
                 with self._outside_backward():
                     out = call_from(frame, func, args, kwargs)
             else:
@@ -83,11 +101,18 @@ class FunctionCalls:
         finally:
             local.depth -= 1
             pending = local.pending if local.depth == 0 else None
+            lineages = local.lineages if local.depth == 0 else None
             made = torch._C._autograd._get_sequence_nr() != start
-            if made or pending:
+            if made or pending or lineages:
                 nodes = new_nodes(out, start) if made else {}
                 if made:
                     self._tag(nodes.values())
+                if lineages:
+                    local.lineages = []
+                    for node_nr, births in lineages:
+                        fn = nodes.get(node_nr)
+                        if fn is not None:
+                            tag_node(fn, births)
                 if pending:
                     local.pending = []
                     self._emit_births(pending, nodes)

@@ -22,6 +22,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from autograd_viz.sources.once import warn_once
 from autograd_viz.sources.pytorch.caller_line import call_from, caller
 from autograd_viz.sources.pytorch.forward_births import NO_KINDS, NonFiniteError
+from autograd_viz.sources.pytorch.forward_lineage import NO_IDS, PARAMETER
 from autograd_viz.sources.pytorch.op_values import (
     FILL_OPS,
     KERNEL_STATE_RETURNS,
@@ -32,6 +33,7 @@ from autograd_viz.sources.pytorch.op_values import (
     finite,
     mutated,
     results,
+    tensors,
 )
 from engine.events import HUB
 
@@ -104,14 +106,56 @@ class OpChecks:
             births.norms[out] = NO_KINDS
         written = results(op, out, args, kwargs)
         bad = [(i, t) for i, t in enumerate(written) if t is not None and not finite(t)]
+        lineage = births.lineage
+        inherited = lineage.of((args, kwargs)) if lineage else NO_IDS  # Note [Lineage]
         if bad and (self.checks.first or HUB.active):  # else a finding would go nowhere
+            born: dict[int, frozenset[int]] = {}
             for birth in births.look(op, args, kwargs, bad, before):
+                born[birth.output_index] = frozenset((birth.number,))
                 if birth.node_nr is None or not self._functions.wait_for_node(birth):
                     births.emit(birth, None)
-        elif births.intentional and written:
-            for t in written:
-                if t is not None:
-                    births.intentional.pop(t, None)  # overwritten with finite values
+            if inherited or born:
+                self._follow(op, args, kwargs, bad, inherited, born)
+        else:
+            if births.intentional and written:
+                for t in written:
+                    if t is not None:
+                        births.intentional.pop(t, None)  # overwritten with finite values
+            if inherited:  # a lineage ends here (where, a cast, nan_to_num): its node knows
+                self._tag_node(args, kwargs, inherited)
+        if lineage and op.mutated and inherited:
+            for t in mutated(op, args, kwargs):
+                if finite(t):
+                    lineage.drop(t)  # overwritten with finite values
+
+    def _follow(
+        self,
+        op: OpInfo,
+        args: Any,
+        kwargs: dict[str, Any],
+        bad: list[tuple[int, torch.Tensor]],
+        inherited: frozenset[int],
+        born: dict[int, frozenset[int]],
+    ) -> None:
+        """Give each non-finite output the births it came from; tell the op's node, and
+        say when a parameter was written with them (Note [Lineage])."""
+        births = self._births
+        lineage = births.lineage
+        written_in_place = {id(t) for t in mutated(op, args, kwargs)} if op.mutated else set()
+        every = inherited.union(*born.values()) if born else inherited
+        for index, t in bad:
+            came_from = inherited | born.get(index, NO_IDS)
+            if not came_from:
+                continue
+            lineage.mark(t, came_from)
+            if id(t) in written_in_place and t.is_leaf and t.requires_grad:
+                births.reach(PARAMETER, t)
+        self._tag_node(args, kwargs, every)
+
+    def _tag_node(self, args: Any, kwargs: dict[str, Any], came_from: frozenset[int]) -> None:
+        """The node this op is making, if any, keeps the births it read or made."""
+        if torch.is_grad_enabled() and any(t.requires_grad for t in tensors((args, kwargs))):
+            self._functions.node_lineage(torch._C._autograd._get_sequence_nr() - 1, came_from)
 
     def _op_info(self, func: Any) -> OpInfo:
         schema = func._schema
