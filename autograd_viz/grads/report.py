@@ -12,15 +12,21 @@ A module's gradient norm ``‖g‖`` is the norm of its own parameters' gradient
 size of a plain SGD step of rate 1 beside the weights. In one call, a module
 is flagged
 
-* *vanishing* when ``‖g‖`` is below :data:`VANISHING` (10⁻³) times the median
-  ``‖g‖`` of the call's modules (three modules or more), or its ratio below
-  :data:`TINY_RATIO` (10⁻⁸): an optimizer step barely moves it while the
-  others learn, the "my first layers learn nothing" of a deep sigmoid stack;
-* *exploding* when ``‖g‖`` is not finite, above :data:`EXPLODING` (10³) times
-  the median, or its ratio above :data:`HUGE_RATIO` (10³).
+* *vanishing* when ``‖g‖`` is below :data:`VANISHING` (10⁻⁴) times the largest
+  ``‖g‖`` of the call's modules, or its ratio below :data:`TINY_RATIO`
+  (10⁻⁸): an optimizer step barely moves it while the others learn, the "my
+  first layers learn nothing" of a deep sigmoid stack;
+* *exploding* when ``‖g‖`` is not finite, or its ratio is above
+  :data:`HUGE_RATIO` (10²): one step of a small learning rate would move the
+  weights by more than their own size.
 
-The median makes the flags relative to the model at hand (scale-free), the
-ratios catch a whole model that vanishes or explodes at once.
+Vanishing is relative to the call's largest gradient, so that a model whose
+loss is small everywhere is not flagged whole; exploding is absolute, because
+gradients that decay geometrically with depth (the vanishing case) make every
+relative measure call the last layers "exploding". Parameters of norm 0 (a
+layer initialized at zero) have no ratio and are judged by ``‖g‖`` alone.
+Under a ``GradScaler`` the gradients of a backward call are scaled: divide the
+ratios by the scale.
 """
 
 from __future__ import annotations
@@ -50,13 +56,11 @@ ZEROS = "exact zeros"
 MISSING = (NEVER_USED, NO_GRAD, CUT, UNREACHED, NO_GRADIENT)
 """The reasons of a trainable parameter that got no gradient (the exit status 1)."""
 
-VANISHING = 1e-3
-"""A module is vanishing below this times the call's median gradient norm."""
-EXPLODING = 1e3
-"""A module is exploding above this times the call's median gradient norm."""
+VANISHING = 1e-4
+"""A module is vanishing below this times the call's largest module gradient norm."""
 TINY_RATIO = 1e-8
 """A module is vanishing with a gradient to parameter norm ratio below this."""
-HUGE_RATIO = 1e3
+HUGE_RATIO = 1e2
 """A module is exploding with a gradient to parameter norm ratio above this."""
 
 
@@ -125,15 +129,15 @@ class FlowRow:
 def flag_flow(rows: Iterable[FlowRow]) -> list[FlowRow]:
     """``rows`` with their flags set (Note [Vanishing and exploding])."""
     rows = list(rows)
-    finite = sorted(r.grad_norm for r in rows if math.isfinite(r.grad_norm))
-    median = finite[len(finite) // 2] if len(finite) >= 3 else None
+    finite = [r.grad_norm for r in rows if math.isfinite(r.grad_norm)]
+    largest = max(finite) if len(finite) >= 2 else None
     flagged = []
     for row in rows:
-        g, ratio = row.grad_norm, row.ratio
+        g, weighed = row.grad_norm, row.param_norm > 0
         flag = None
-        if not math.isfinite(g) or ratio > HUGE_RATIO or (median and g > EXPLODING * median):
+        if not math.isfinite(g) or (weighed and row.ratio > HUGE_RATIO):
             flag = "exploding"
-        elif ratio < TINY_RATIO or (median is not None and g < VANISHING * median):
+        elif (weighed and row.ratio < TINY_RATIO) or (largest and g < VANISHING * largest):
             flag = "vanishing"
         flagged.append(FlowRow(row.module, row.grad_norm, row.param_norm, row.parameters, flag))
     return flagged

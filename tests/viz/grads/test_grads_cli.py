@@ -1,0 +1,114 @@
+"""``autograd-viz grads SCRIPT``: the report, the exit status, the flow table and ``--plot``."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import pytest
+from grads_programs import marked_line, write
+
+from autograd_viz.cli.main import main
+from autograd_viz.grads import GradsReport, watch_grads
+from autograd_viz.sources.script import run_script
+
+pytestmark = pytest.mark.oracle
+
+
+def test_a_missing_gradient_exits_1_with_the_reason_and_line(
+    torch: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write(tmp_path, "all")
+    assert main(["grads", str(path), "-"]) == 1
+    out = capsys.readouterr().out
+    assert "trainable parameters got no gradient" in out
+    assert "cutter.weight (8, 8), cutter.bias (8,)" in out
+    assert "cut by .detach() (the output of cutter) on the way to the loss" in out
+    assert f"{path}:{marked_line(path, 'cut')}" in out
+    assert "c = self.cutter(h).detach()" in out
+    assert "frozen (requires_grad=False): 2" in out
+    assert "gradient of exact zeros: 2" in out
+    assert "in 3 of 3 calls, from call 0" in out
+
+
+@pytest.mark.parametrize("name", ["healthy", "frozen", "pruned", "zeros_relu"])
+def test_no_missing_gradient_exits_0(
+    torch: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    assert main(["grads", str(write(tmp_path, name)), "-"]) == 0
+    out = capsys.readouterr().out
+    assert "every trainable parameter got a gradient" in out
+    assert "gradient flow, backward call 1" in out
+
+
+def test_a_deep_sigmoid_mlp_flags_its_first_layers_vanishing(torch: Any, tmp_path: Path) -> None:
+    with watch_grads() as watch:
+        run_script(str(write(tmp_path, "deep_sigmoid")), ["-"])
+    report: GradsReport = watch.report
+    assert report.calls == 3
+    for _, rows in report.flows:
+        flags = {row.module: row.flag for row in rows}
+        assert len(flags) == 11  # ten hidden Linear layers and the output layer
+        assert flags["0"] == "vanishing"  # the first layer learns nothing
+        assert flags["20"] is None and flags["18"] is None  # the last ones learn
+        norms = [row.grad_norm for row in sorted(rows, key=lambda r: int(r.module))]
+        assert norms[0] < 1e-6 * norms[-1]
+
+
+def test_the_flow_table_shows_largest_and_smallest_first(
+    torch: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["grads", "--rows", "2", str(write(tmp_path, "deep_sigmoid")), "-"]) == 0
+    out = capsys.readouterr().out
+    table = out[out.index("gradient flow") :]
+    rows = [line.split("│")[1].strip() for line in table.splitlines() if line.startswith("│")]
+    assert rows == ["20", "18", "... 7 more", "2", "0"]
+    assert "vanishing gradients: 0 (3 calls)" in out
+
+
+def test_plot_draws_one_line_per_module_in_svg_and_png(
+    torch: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write(tmp_path, "deep_sigmoid")
+    svg, png = tmp_path / "flow.svg", tmp_path / "flow.png"
+    assert main(["grads", "--plot", str(svg), str(path), "-"]) == 0
+    root = ET.parse(svg).getroot()
+    lines = root.findall(".//{http://www.w3.org/2000/svg}polyline")
+    assert len(lines) == 11
+    assert all(len(line.get("points", "").split()) == 3 for line in lines)  # three calls
+    rings = root.findall(".//{http://www.w3.org/2000/svg}circle[@class='flagged']")
+    assert len(rings) >= 3  # the first layer is flagged in every call
+    assert main(["grads", str(path), "-", "--plot", str(png)]) == 0
+    from PIL import Image
+
+    with Image.open(png) as image:
+        assert image.format == "PNG" and image.size == (960, 540)
+    assert "drawn to" in capsys.readouterr().err
+
+
+def test_bad_input_is_one_clear_line(
+    torch: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["grads", str(tmp_path / "missing.py")]) == 3
+    assert "no such file" in capsys.readouterr().err
+    path = write(tmp_path, "healthy")
+    assert main(["grads", "--plot", str(tmp_path / "flow.txt"), str(path)]) == 3
+    assert "expected a .svg or .png file name" in capsys.readouterr().err
+    assert main(["grads", "--rows", "0", str(path)]) == 2
+
+
+def test_a_failing_script_without_a_finding_exits_4(
+    torch: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write(tmp_path, "boom", "raise ValueError('boom')\n")
+    assert main(["grads", str(path)]) == 4
+    assert "ValueError: boom" in capsys.readouterr().err
+
+
+def test_a_script_without_backward_says_so(
+    torch: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write(tmp_path, "forward", "import torch\nprint(torch.nn.Linear(2, 2)(torch.ones(2)))\n")
+    assert main(["grads", str(path)]) == 0
+    assert "no backward call" in capsys.readouterr().out
