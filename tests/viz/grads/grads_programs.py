@@ -12,7 +12,7 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-HEADER = '''
+HEADER = """
 import sys
 import torch
 from torch import nn
@@ -38,7 +38,7 @@ def train(model, steps=2, backward=None):
             backward(loss)
         opt.step()
     save(model)
-'''
+"""
 
 
 def program(body: str) -> str:
@@ -59,7 +59,7 @@ CUT_FORMS = {
 
 def cut_program(form: str) -> str:
     """The encoder's output cut by ``form`` before the head."""
-    return program(f'''
+    return program(f"""
         import warnings
         warnings.simplefilter("ignore")
 
@@ -77,20 +77,20 @@ def cut_program(form: str) -> str:
 
 
         train(Net())
-    ''')
+    """)
 
 
 PROGRAMS: dict[str, str] = {
-    "healthy": program('''
+    "healthy": program("""
         model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
         train(model)
-    '''),
-    "frozen": program('''
+    """),
+    "frozen": program("""
         model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
         model[0].requires_grad_(False)
         train(model)
-    '''),
-    "never_called": program('''
+    """),
+    "never_called": program("""
         class Net(nn.Module):
             def __init__(self):
                 super().__init__()
@@ -103,8 +103,8 @@ PROGRAMS: dict[str, str] = {
 
 
         train(Net())
-    '''),
-    "never_read": program('''
+    """),
+    "never_read": program("""
         class Net(nn.Module):
             def __init__(self):
                 super().__init__()
@@ -116,8 +116,8 @@ PROGRAMS: dict[str, str] = {
 
 
         train(Net())
-    '''),
-    "no_grad": program('''
+    """),
+    "no_grad": program("""
         class Net(nn.Module):
             def __init__(self):
                 super().__init__()
@@ -131,8 +131,8 @@ PROGRAMS: dict[str, str] = {
 
 
         train(Net())
-    '''),
-    "inference_mode": program('''
+    """),
+    "inference_mode": program("""
         class Net(nn.Module):
             def __init__(self):
                 super().__init__()
@@ -146,8 +146,8 @@ PROGRAMS: dict[str, str] = {
 
 
         train(Net())
-    '''),
-    "no_grad_bare": program('''
+    """),
+    "no_grad_bare": program("""
         model = nn.Linear(4, 1)
         scale = nn.Parameter(torch.ones(4))
         for _ in range(2):
@@ -156,8 +156,8 @@ PROGRAMS: dict[str, str] = {
                 x = x * scale  # <- use
             model.zero_grad()
             model(x).pow(2).mean().backward()
-    '''),
-    "unreached": program('''
+    """),
+    "unreached": program("""
         class Net(nn.Module):
             def __init__(self):
                 super().__init__()
@@ -172,17 +172,17 @@ PROGRAMS: dict[str, str] = {
 
 
         train(Net())
-    '''),
-    "pruned": program('''
+    """),
+    "pruned": program("""
         model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
         train(model, backward=lambda loss: loss.backward(inputs=list(model[2].parameters())))  # <- call
-    '''),
-    "grad_call": program('''
+    """),
+    "grad_call": program("""
         model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
         loss = model(torch.randn(6, 4)).pow(2).mean()
         (g,) = torch.autograd.grad(loss, [model[2].weight])  # <- call
-    '''),
-    "zeros_relu": program('''
+    """),
+    "zeros_relu": program("""
         class Net(nn.Module):
             def __init__(self):
                 super().__init__()
@@ -195,8 +195,8 @@ PROGRAMS: dict[str, str] = {
 
 
         train(Net())
-    '''),
-    "zeros_mask": program('''
+    """),
+    "zeros_mask": program("""
         class Net(nn.Module):
             def __init__(self):
                 super().__init__()
@@ -210,8 +210,8 @@ PROGRAMS: dict[str, str] = {
 
 
         train(Net())
-    '''),
-    "zeros_weight": program('''
+    """),
+    "zeros_weight": program("""
         class Net(nn.Module):
             def __init__(self):
                 super().__init__()
@@ -224,15 +224,15 @@ PROGRAMS: dict[str, str] = {
 
 
         train(Net(), steps=1)
-    '''),
-    "deep_sigmoid": program('''
+    """),
+    "deep_sigmoid": program("""
         layers = []
         for _ in range(10):
             layers += [nn.Linear(4, 4), nn.Sigmoid()]
         model = nn.Sequential(*layers, nn.Linear(4, 1))
         train(model, steps=3)
-    '''),
-    "all": program('''
+    """),
+    "all": program("""
         class Net(nn.Module):
             def __init__(self):
                 super().__init__()
@@ -259,7 +259,7 @@ PROGRAMS: dict[str, str] = {
 
 
         train(Net(), steps=3)
-    '''),
+    """),
 }
 """Every program by name."""
 

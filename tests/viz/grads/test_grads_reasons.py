@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from grads_programs import CUT_FORMS, PROGRAMS, cut_program, marked_line, write
+from grads_programs import CUT_FORMS, cut_program, marked_line, write
 
 from autograd_viz.grads import GradsReport, watch_grads
 from autograd_viz.grads.report import (
@@ -51,9 +51,7 @@ def test_a_healthy_model_has_no_finding(torch: Any, tmp_path: Path) -> None:
     assert {row.module for row in report.last.flow} == {"0", "2"}
 
 
-def test_frozen_parameters_are_listed_apart_and_are_no_finding(
-    torch: Any, tmp_path: Path
-) -> None:
+def test_frozen_parameters_are_listed_apart_and_are_no_finding(torch: Any, tmp_path: Path) -> None:
     report = watched(write(tmp_path, "frozen"))
     assert reasons(report) == {
         "0.weight": (FROZEN, "requires_grad is False", None),
@@ -74,7 +72,9 @@ def test_a_module_never_called(torch: Any, tmp_path: Path) -> None:
 
 def test_a_parameter_its_module_never_reads(torch: Any, tmp_path: Path) -> None:
     report = watched(write(tmp_path, "never_read"))
-    assert reasons(report) == {"temperature": (NEVER_USED, "module Net ran but never read it", None)}
+    assert reasons(report) == {
+        "temperature": (NEVER_USED, "module Net ran but never read it", None)
+    }
 
 
 @pytest.mark.parametrize("mode", ["no_grad", "inference_mode"])
@@ -115,7 +115,10 @@ def test_a_module_output_dropped_before_the_loss(torch: Any, tmp_path: Path) -> 
     report = watched(path)
     line = marked_line(path, "dropped")
     why = "the output of aux never reaches the loss"
-    assert reasons(report) == {"aux.weight": (UNREACHED, why, line), "aux.bias": (UNREACHED, why, line)}
+    assert reasons(report) == {
+        "aux.weight": (UNREACHED, why, line),
+        "aux.bias": (UNREACHED, why, line),
+    }
 
 
 def test_inputs_prunes_on_purpose(torch: Any, tmp_path: Path) -> None:
