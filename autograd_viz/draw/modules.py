@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING
 
 from autograd_viz.draw.folds import Flow, FoldGroup, fold_name, fold_runs, foldable
 from autograd_viz.trace import NodeInfo
+from autograd_viz.trace.records import LeafInfo
 from autograd_viz.trace.scopes import parameter_chain
 from engine.graph import UINT64_MAX
 
@@ -77,9 +78,9 @@ class Scope:
     size: int
     """How many nodes it holds, its children's included."""
     signature: int
-    """Equal for two calls with the same inside: class, node names with the shapes, dtypes
-    and devices of the gradients they take, and children, recursively (leaves'
-    ``AccumulateGrad`` nodes left out; Note [Alike calls])."""
+    """Equal for two calls alike in everything a reader sees: class, parameters (names,
+    shapes, dtypes), node names with the shapes, dtypes and devices of the gradients they
+    take, how those nodes are wired, and children, recursively (Note [Alike calls])."""
     name: str
     """What views call it and what :mod:`~autograd_viz.draw.names` reads back: the path,
     with ``:call`` when the graph holds several calls of the module (``"cell:3"``)."""
@@ -314,6 +315,7 @@ def _build(
     modules: Mapping[str, str],
     edges: Iterable[tuple[str, str]],
 ) -> ModuleTree:
+    edge_list = list(edges)  # read twice: for likeness, then for folds
     growing: list[_Growing] = []
     index: dict[ScopeKey, int] = {}  # every prefix of every scope seen -> its scope
     outside: list[str] = []
@@ -322,9 +324,12 @@ def _build(
     last: ScopeKey | None = None
     inner = -1
     scope: _Growing | None = None
+    infos: dict[str, NodeInfo] = {}
+    parameters: dict[str, set[tuple[str, tuple[int, ...], str]]] = {}  # by module path
     # One pass over every node of a big graph; neighbours in the graph's order mostly share
     # their scope, so the scope found for one is tried first for the next.
     for key, info in nodes:
+        infos[key] = info
         leaf = info.leaf
         weights[key] = 1 if leaf is None else 2
         chain = info.scope
@@ -340,11 +345,16 @@ def _build(
         scope_of[key] = inner
         scope.nodes.append(key)
         # A parameter's AccumulateGrad is made by the first call that uses it: the
-        # calls of an unrolled cell are alike but for it, so it is no part of their inside.
+        # calls of an unrolled cell are alike but for it, so it is no part of their inside;
+        # the parameter is its module's, whichever call made it (Note [Alike calls]).
         if leaf is None:
             scope.names.append((info.name, info.inputs))
             if not info.inputs:
                 scope.shapes = False
+        else:
+            parameter = _parameter(leaf, scope.path)
+            if parameter is not None:
+                parameters.setdefault(scope.path, set()).add(parameter)
         # AccumulateGrad's sequence_nr is UINT64_MAX; it says nothing about order.
         scope.first = min(scope.first, info.sequence_nr)
     # Children before parents: a scope's index is above its parent's.
@@ -357,7 +367,7 @@ def _build(
             parent.shapes = parent.shapes and g.shapes
     for g in growing:
         g.children.sort(key=lambda c: (growing[c].first, c))
-    signatures = _signatures(growing, modules)
+    signatures = _signatures(growing, modules, parameters, infos, edge_list)
     depths: list[int] = []
     for g in growing:
         depths.append(1 if g.parent is None else depths[g.parent] + 1)
@@ -382,7 +392,7 @@ def _build(
         for g in growing
     ]
     roots = sorted((g.index for g in growing if g.parent is None), key=lambda i: growing[i].first)
-    return ModuleTree(scopes, roots, outside, scope_of, weights, edges)
+    return ModuleTree(scopes, roots, outside, scope_of, weights, edge_list)
 
 
 def scope_name(path: str, call: int, several: bool, kind: str = "") -> str:
@@ -433,29 +443,129 @@ def _add_prefixes(chain: ScopeKey, index: dict[ScopeKey, int], growing: list[_Gr
 
 # Note [Alike calls]
 # ~~~~~~~~~~~~~~~~~~
-# Two calls are alike when they hold the same ops on the same tensors: a
-# ResNet's stages run the same blocks at 64, 128, 256 and 512 channels, and
-# drawing them as one box ``layer{2..4}`` ×3 would say the widths are one. So a
-# node is its name with the shape, dtype and device of each gradient it takes
-# (``NodeInfo.inputs``), which every trace records, whatever its values tier. A
-# node recorded without them (a graph snapshot that could not read a tensor's
-# metadata) is compared by its name alone, and a fold holding such a node says
-# that its calls were compared by their ops only (``FoldGroup.shapes``).
+# A fold draws several calls as one box, so they must be alike in everything a
+# reader of the box would see on opening any of them: the same module class,
+# the same parameters (names below the module, shapes, dtypes), the same ops on
+# the same tensors, wired the same way, and the same children. Ops alone are not
+# enough: a ResNet's stages run the same blocks at 64, 128, 256 and 512
+# channels, and MobileNetV3's inverted residual holds a 1×1 expanding conv and a
+# 5×5 depthwise conv whose gradients have one shape (120 channels each) but
+# whose weights are ``(120, 40, 1, 1)`` and ``(120, 1, 5, 5)``.
+#
+# So a call's signature is built children first from its class, its module's
+# parameters (every call of one module shares them: an unrolled cell's
+# ``AccumulateGrad`` is made by its first call only), each node's name with the
+# shape, dtype and device of each gradient it takes (``NodeInfo.inputs``, which
+# every trace records, whatever its values tier), and its children's
+# signatures. Two siblings whose signatures agree then have their insides
+# compared as graphs (:func:`_inside`): their nodes in forward order
+# (``sequence_nr``), the call each is made in, and where each edge inside goes
+# (a node of the call by its place, a parameter by its name below the call);
+# edges out of the call are how it is wired in, which the picture draws around
+# the box (a stack's first block, whose input needs no gradient, is alike the
+# others). Only sibling calls can fold, so only they pay for that walk. A
+# node recorded without its gradients' shapes (a graph snapshot that could not
+# read a tensor's metadata) is compared by its name alone, and a fold holding
+# such a node says that its calls were compared by their ops only
+# (``FoldGroup.shapes``).
+
+Parameter = tuple[str, tuple[int, ...], str]
+"""A parameter as a call's likeness reads it: its name below the module, shape and dtype."""
 
 
-def _signatures(growing: Sequence[_Growing], modules: Mapping[str, str]) -> list[int]:
-    """Equal numbers for calls with the same class, nodes (names and the tensors they take)
-    and children's signatures (Note [Alike calls])."""
+def _parameter(leaf: LeafInfo, path: str) -> Parameter | None:
+    """``leaf`` as seen from inside the module at ``path``: named below it, or ``None`` where
+    it is no parameter of that module or one inside it (an input that needs a gradient, made
+    in the call that first read it; Note [Alike calls])."""
+    name = leaf.name
+    if not name:
+        return None
+    if path:
+        if not name.startswith(path + "."):
+            return None
+        name = name[len(path) + 1 :]
+    return name, tuple(leaf.shape), leaf.dtype
+
+
+def _signatures(
+    growing: Sequence[_Growing],
+    modules: Mapping[str, str],
+    parameters: Mapping[str, set[Parameter]],
+    infos: Mapping[str, NodeInfo],
+    edges: Sequence[tuple[str, str]],
+) -> list[int]:
+    """Equal numbers for calls alike in class, parameters, nodes, wiring and children
+    (Note [Alike calls])."""
     interned: dict[tuple[object, ...], int] = {}
     out = [0] * len(growing)
     for g in reversed(growing):  # children first
-        key = (
+        key: tuple[object, ...] = (
             modules.get(g.path, ""),
+            tuple(sorted(parameters.get(g.path, ()))),
             tuple(sorted(g.names)),
             tuple(out[c] for c in g.children),
         )
         out[g.index] = interned.setdefault(key, len(interned))
+    # Siblings with one signature so far are compared as graphs.
+    sibling_lists = [[g.index for g in growing if g.parent is None]]
+    sibling_lists.extend(g.children for g in growing if len(g.children) > 1)
+    heads: dict[str, list[str]] | None = None
+    for siblings in sibling_lists:
+        seen: dict[int, int] = {}
+        for c in siblings:
+            seen[out[c]] = seen.get(out[c], 0) + 1
+        twins = [c for c in siblings if seen[out[c]] > 1]
+        if not twins:
+            continue
+        if heads is None:
+            heads = {}
+            for tail, head in edges:
+                heads.setdefault(tail, []).append(head)
+        for c in twins:
+            key = (out[c], _inside(growing, c, infos, heads))  # a pair: never a key above
+            out[c] = interned.setdefault(key, len(interned))
     return out
+
+
+def _inside(
+    growing: Sequence[_Growing],
+    index: int,
+    infos: Mapping[str, NodeInfo],
+    heads: Mapping[str, list[str]],
+) -> tuple[object, ...]:
+    """The graph inside the call ``index``, written so that alike calls write it alike."""
+    path = growing[index].path
+    calls: list[int] = []
+    stack = [index]
+    while stack:  # forward order, depth first: the place of each call inside
+        current = stack.pop()
+        calls.append(current)
+        stack.extend(reversed(growing[current].children))
+    ops: list[tuple[int, str, int, str]] = []
+    for place, call in enumerate(calls):
+        for key in growing[call].nodes:
+            info = infos[key]
+            if info.leaf is None:
+                ops.append((info.sequence_nr, info.name, place, key))
+    ops.sort()
+    local = {op[3]: i for i, op in enumerate(ops)}
+    written: list[tuple[object, ...]] = []
+    for _seq, name, place, key in ops:
+        to: list[object] = []
+        for head in heads.get(key, ()):
+            at = local.get(head)
+            if at is not None:
+                to.append(at)
+                continue
+            # An edge out of the call is its wiring to the rest of the model, not its inside:
+            # a stack's first block, whose input needs no gradient, is alike the others.
+            # A parameter of the module or one below it is inside, whichever call made it.
+            leaf = infos[head].leaf if head in infos else None
+            parameter = None if leaf is None else _parameter(leaf, path)
+            if parameter is not None:
+                to.append(parameter)
+        written.append((place, name, infos[key].inputs, tuple(to)))
+    return tuple(written)
 
 
 __all__ = [

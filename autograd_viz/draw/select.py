@@ -68,6 +68,17 @@ def around(
     depth: int,
     together: Sequence[Collection[str]] = (),
 ) -> GraphView:
+    """The part of ``view`` within ``depth`` edges (either direction) of what ``spec`` names:
+    :func:`around_carrying`'s view."""
+    return around_carrying(view, spec, depth, together)[0]
+
+
+def around_carrying(
+    view: GraphView,
+    spec: int | str | Target,
+    depth: int,
+    together: Sequence[Collection[str]] = (),
+) -> tuple[GraphView, frozenset[str]]:
     """The part of ``view`` within ``depth`` edges (either direction) of what ``spec`` names.
 
     ``spec`` is any name :mod:`~autograd_viz.draw.names` reads (a node, a
@@ -77,6 +88,10 @@ def around(
     ``together`` are sets of nodes that count as one: reaching one of them
     reaches them all, at one distance, and keeps them all (the other calls of a
     fold the centre is in, drawn as one box: Note [Around a fold]).
+
+    Returns:
+        The neighbourhood, and the nodes it holds only because they count as one with a
+        node reached (:func:`say_carried` says what became of them in the picture).
 
     Raises:
         GraphViewError: ``spec`` names nothing, or a node name several nodes have.
@@ -90,16 +105,16 @@ def around(
     distance: dict[str, int] = {}
     frontier: deque[str] = deque()
 
-    carried = 0  # nodes kept because they are counted with one reached
+    carried: set[str] = set()  # nodes kept because they are counted with one reached
 
     def reach(key: str, at: int) -> None:
-        nonlocal carried
         group = member_of.get(key)
         for one in (key,) if group is None else together[group]:
             if one not in distance:
                 distance[one] = at
                 frontier.append(one)
-                carried += one != key
+                if one != key:
+                    carried.add(one)
 
     for key in target.nodes:
         reach(key, 0)
@@ -114,10 +129,62 @@ def around(
     if name != name.strip():  # " a" is not "a": quoted, as the TUI's status shows it
         name = f"'{name}'"
     edges = "edge" if depth == 1 else "edges"
-    notice = f"showing the {len(distance) - carried:,} nodes within {depth} {edges} of {name}"
-    if carried:
-        notice += f", with the alike calls they reach folded ({carried:,} nodes more)"
-    return _keep(view, [k for k in view.nodes if k in distance], notice)
+    notice = f"{NEAR} {len(distance) - len(carried):,} nodes within {depth} {edges} of {name}"
+    # What the alike calls carried along are drawn as is said once the picture is made
+    # (say_carried): their fold may be opened there, or split by status.
+    near = _keep(view, [k for k in view.nodes if k in distance], notice)
+    return near, frozenset(carried)
+
+
+NEAR = "showing the"
+"""How the line :func:`around` adds to a view's notices starts."""
+
+
+# Note [Captions say what is drawn]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# A line under a picture is read as a statement about that picture, so it is
+# made from the picture, not from what was asked for. ``--around`` carries the
+# other repetitions of a fold it reaches along (Note [Around a fold]) so that
+# they fold into one box; whether they do is known only once the picture is
+# made (a fold left with one repetition is no fold, a running node opens its
+# call, a fold splits by status), so the neighbourhood's line says "folded"
+# only of the nodes drawn inside a folded box, and counts only the nodes drawn.
+
+
+def say_carried(picture: GraphView, keys: Collection[str]) -> GraphView:
+    """``picture`` with :func:`around`'s line saying what became of the nodes ``keys`` it
+    carried along: folded into boxes with their count, or drawn as they are (Note
+    [Captions say what is drawn])."""
+    if not keys:
+        return picture
+    folded: set[str] = set()
+    drawn: set[str] = set()
+    for key, node in picture.nodes.items():
+        if node.box is None:
+            drawn.add(key)
+        else:
+            drawn.update(node.box.members)
+            if node.box.count > 1:
+                folded.update(node.box.members)
+    shown = sum(1 for k in keys if k in drawn)
+    inside = sum(1 for k in keys if k in folded)
+    if not shown:
+        return picture
+    if inside == shown:
+        clause = f", with the alike calls they reach folded ({shown:,} nodes more)"
+    elif inside:
+        clause = (
+            f", with the alike calls they reach ({shown:,} nodes more, {inside:,} of them folded)"
+        )
+    else:
+        clause = f", with the alike calls they reach ({shown:,} nodes more)"
+    notices = list(picture.notices)
+    for i, line in enumerate(notices):
+        if line.startswith(NEAR):
+            head, sep, rest = line.partition("; ")
+            notices[i] = f"{head}{clause}{sep}{rest}"
+            break
+    return replace(picture, notices=tuple(notices))
 
 
 # Note [Around a fold]
@@ -163,7 +230,8 @@ def other_repetitions(tree: ModuleTree, target: Target) -> list[list[str]]:
             for i in calls
             for k in tree.members(i)
         ]
-        if rest:
+        # One repetition left is no fold: carried along, it would only be drawn bigger.
+        if rest and len(repetitions) - len(reps) >= 2:
             out.append(rest)
     return out
 
@@ -298,6 +366,7 @@ def _keep(view: GraphView, keys: Sequence[str], notice: str) -> GraphView:
 __all__ = [
     "MAX_PERIOD",
     "around",
+    "around_carrying",
     "collapse",
     "find_node",
     "limit",
@@ -305,4 +374,5 @@ __all__ = [
     "other_repetitions",
     "resolve",
     "restricted",
+    "say_carried",
 ]

@@ -137,11 +137,14 @@ def _show(
                 kept.extend(target.nodes)
                 expanded.remove(name)
     whole: ModuleTree | None = None  # the whole graph's, for a neighbourhood
+    carried: frozenset[str] = frozenset()  # its nodes kept as part of an alike call
     if around is not None:
         names = select.names_of_view(view)
         target = names.resolve(around)
         whole = names.tree
-        view = select.around(view, target, depth, together=select.other_repetitions(whole, target))
+        view, carried = select.around_carrying(
+            view, target, depth, together=select.other_repetitions(whole, target)
+        )
         if target.scopes:
             expanded.append(target.text)
         else:
@@ -163,7 +166,7 @@ def _show(
     )
     if max_nodes is not None:
         view = select.limit(view, max_nodes)
-    return view
+    return select.say_carried(view, carried)  # once drawn: Note [Captions say what is drawn]
 
 
 def module_view(

@@ -1,0 +1,164 @@
+"""Every caption a picture carries, checked against the picture itself.
+
+A picture's lines (its notices), its fold boxes' names, counts and node counts,
+and the ``× N`` of its DOT labels are statements about what is drawn; these
+helpers recount what is drawn and compare, and check that each fold joins
+calls alike in what a reader sees: module class, parameters (names below the
+module, shapes), and ops on the same tensors.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+from autograd_viz.draw import dot, showing
+from autograd_viz.draw.escape import html_text
+from autograd_viz.draw.graph_view import GraphView
+from autograd_viz.draw.modules import ModuleTree
+from autograd_viz.draw.names import expand_braces
+
+_NEAR = re.compile(
+    r"^showing the ([\d,]+) nodes within (\d+) edges? of (.+?)"
+    r"(?:, with the alike calls they reach (folded )?\(([\d,]+) nodes more"
+    r"(?:, ([\d,]+) of them folded)?\))?(?:; ([\d,]+) more not shown)?$"
+)
+_BY_MODULE = re.compile(
+    r"^drawn by module \(level (\d+)\): ([\d,]+) boxes? stands? for ([\d,]+) of ([\d,]+) nodes$"
+)
+
+
+def _int(text: str) -> int:
+    return int(text.replace(",", ""))
+
+
+def parameters_of(view: GraphView, path: str) -> list[tuple[str, tuple[int, ...]]]:
+    """The named leaves below the module at ``path``, by their names below it, with shapes."""
+    out = []
+    for node in view.nodes.values():
+        leaf = node.info.leaf
+        if leaf is not None and leaf.name and leaf.name.startswith(path + "."):
+            out.append((leaf.name[len(path) + 1 :], tuple(leaf.shape)))
+    return sorted(out)
+
+
+def _calls(name: str) -> list[list[tuple[str, int]]]:
+    """The ``(path, call)`` of each call a fold's name stands for, by place in its repetition."""
+    parts = name[1:-1].split(", ") if name.startswith("(") else [name]
+    places = []
+    for part in parts:
+        calls = []
+        for one in expand_braces(part) if "{" in part else [part]:
+            path, colon, call = one.rpartition(":")
+            calls.append((path, int(call)) if colon and call.isdecimal() else (one, 0))
+        places.append(calls)
+    return places
+
+
+def check_folds_alike(view: GraphView, picture: GraphView) -> int:
+    """Each fold box of ``picture`` (drawn of ``view``) joins calls alike at each place of its
+    repetition: one class, one set of parameters by name and shape, one multiset of ops on
+    tensors of one shape; its name reads back as as many calls as its count says, and its
+    node count is theirs. Returns the folds seen."""
+    seen = 0
+    for node in picture.nodes.values():
+        box = node.box
+        if box is None or box.group is None or box.count == 1:
+            continue  # a call drawn closed (a fold's call split off by its status, too)
+        seen += 1
+        places = _calls(box.name)
+        assert all(len(calls) == box.count for calls in places), box.name
+        assert box.summary.nodes == len(box.members), box.name
+        members = [view.nodes[k].info for k in box.members]
+        ops_in = 0
+        for calls in places:
+            assert len({view.modules.get(path, "") for path, _ in calls}) == 1, box.name
+            params = {repr(parameters_of(view, path)) for path, _ in calls}
+            assert len(params) == 1, (box.name, params)
+            ops = []
+            for call in calls:
+                inside = [m for m in members if m.leaf is None and call in m.scope]
+                ops_in += len(inside)
+                ops.append(repr(sorted(Counter((m.name, m.inputs) for m in inside).items())))
+            assert len(set(ops)) == 1, box.name
+        # Every op of the box is in one of the calls its name says (leaves aside).
+        assert ops_in == sum(1 for m in members if m.leaf is None), box.name
+    return seen
+
+
+def check_notices(before: GraphView, picture: GraphView) -> None:
+    """Each line under ``picture`` (drawn of ``before``, every node) counts what it shows."""
+    represented = 0
+    boxes = 0
+    boxed = 0
+    folded = 0
+    for key, node in picture.nodes.items():
+        if node.box is None:
+            represented += 1
+            assert key in before.nodes
+        else:
+            boxes += 1
+            boxed += len(node.box.members)
+            represented += len(node.box.members)
+            if node.box.count > 1:
+                folded += len(node.box.members)
+    for line in picture.notices:
+        near = _NEAR.match(line)
+        if near:
+            within, _depth, _name, says_folded, more, some, rest = near.groups()
+            carried = _int(more) if more else 0
+            assert _int(within) + carried == represented, line
+            assert _int(rest or "0") == len(before.nodes) - represented, line
+            if more and says_folded:
+                assert folded >= carried > 0, line  # every node carried is in a folded box
+            if some:
+                assert 0 < _int(some) < carried and folded >= _int(some), line
+            if more and not says_folded and not some:
+                assert carried > 0
+            continue
+        by_module = _BY_MODULE.match(line)
+        if by_module:
+            _level, count, stand, of = by_module.groups()
+            assert _int(count) == boxes, line
+            assert _int(stand) == boxed, line
+            assert _int(of) == represented, line
+        elif "alike" in line or "folded" in line:
+            raise AssertionError(f"a line about folds this check does not read: {line}")
+
+
+def check_dot(picture: GraphView) -> None:
+    """The DOT source's box labels say each box's count, and only a fold says ``×``."""
+    source = dot.render(picture, legend=False).source
+    for node in picture.nodes.values():
+        box = node.box
+        if box is None:
+            continue
+        name = f"<B>{html_text(box.name)}</B>"
+        if box.count > 1:
+            assert f"{name} × {box.count:,}" in source, box.name
+        else:
+            assert f"{name}</TD>" in source, box.name
+
+
+def check_pictures(view: GraphView, **options: object) -> int:
+    """Draw ``view`` with ``options`` (:func:`showing.show`'s) and check every caption;
+    returns the folds the picture draws."""
+    picture = showing.show(view, **options)  # type: ignore[arg-type]
+    check_notices(view, picture)
+    check_dot(picture)
+    return check_folds_alike(view, picture)
+
+
+def names_to_try(view: GraphView) -> list[str]:
+    """Names a reader would ask ``--around`` and ``--expand`` about: each fold, a call in each
+    fold, and a parameter of that call."""
+    tree = ModuleTree.of_view(view)
+    names = []
+    for group in tree.groups:
+        names.append(group.name)
+        call = tree.scopes[group.scopes[-1]]
+        names.append(call.name)
+        params = parameters_of(view, call.path)
+        if params and tree.scopes[group.scopes[-1]].call == 0:
+            names.append(f"{call.path}.{params[0][0]}")
+    return names
