@@ -38,12 +38,12 @@ from __future__ import annotations
 import inspect
 import itertools
 import math
-from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
+from autograd_viz.grads.plan import CallPlan, Stats, no_gradient_from, zeros_born_at
 from autograd_viz.grads.report import (
     CUT,
     FROZEN,
@@ -87,92 +87,7 @@ def _as_list(value: Any) -> list[Any]:
     return list(value)
 
 
-class CallPlan:
-    """One backward call: its graph from the roots, and what each node got (Note
-    [Watching a backward call])."""
-
-    def __init__(self, func: Any, args: Any, kwargs: dict[str, Any]) -> None:
-        signature = _SIGNATURES.get(func)
-        if signature is None:
-            signature = _SIGNATURES[func] = inspect.signature(func)
-        bound = signature.bind(*args, **kwargs).arguments
-        self.kind = "grad" if func is torch.autograd.grad else "backward"
-        roots = bound.get("self", bound.get("tensors", bound.get("outputs")))
-        self.roots = [t for t in _as_list(roots) if isinstance(t, torch.Tensor)]
-        inputs = bound.get("inputs")
-        self.inputs: list[Any] | None = None if inputs is None else _as_list(inputs)
-        self.nodes: list[Any] = []
-        self.index: dict[int, int] = {}
-        self.parents: list[list[tuple[int, int]]] = []
-        self.leaves: dict[int, int] = {}
-        """``id`` of each leaf on the graph → its ``AccumulateGrad``'s index."""
-        self.received: list[Any] = []
-        self.produced: list[Any] = []
-        self.norms: dict[int, Any] = {}
-        self._walk()
-
-    def _walk(self) -> None:
-        stack = []
-        for t in self.roots:
-            if t.requires_grad:
-                node = torch.autograd.graph.get_gradient_edge(t).node
-                if node is not None and self._add(node):
-                    stack.append(node)
-        while stack:
-            node = stack.pop()
-            i = self.index[id(node)]
-            for slot, (child, _) in enumerate(node.next_functions):
-                if child is None:
-                    continue
-                new = self._add(child)
-                self.parents[self.index[id(child)]].append((i, slot))
-                if new:
-                    stack.append(child)
-        self.received = [None] * len(self.nodes)
-        self.produced = [None] * len(self.nodes)
-
-    def _add(self, node: Any) -> bool:
-        if id(node) in self.index:
-            return False
-        self.index[id(node)] = len(self.nodes)
-        self.nodes.append(node)
-        self.parents.append([])
-        variable = getattr(node, "variable", None)
-        if isinstance(variable, torch.Tensor):
-            self.leaves[id(variable)] = len(self.nodes) - 1
-        return True
-
-    def hook(self) -> list[Any]:
-        """Hook every node; the handles to remove when the call ends."""
-        return [node.register_hook(self._hook_for(i)) for i, node in enumerate(self.nodes)]
-
-    def _hook_for(self, i: int) -> Callable[[Any, Any], None]:
-        accumulates = getattr(self.nodes[i], "variable", None) is not None
-
-        def hook(grad_inputs: Any, grad_outputs: Any) -> None:
-            with torch.no_grad():
-                self.received[i] = [_nonzero(g) for g in grad_outputs]
-                self.produced[i] = [_nonzero(g) for g in grad_inputs]
-                if accumulates and grad_outputs and grad_outputs[0] is not None:
-                    self.norms[i] = _squared_norm(grad_outputs[0])
-
-        return hook
-
-    def got(self, i: int) -> bool | None:
-        """Whether node ``i`` ran and received a defined gradient (None: it did not run)."""
-        received = self.received[i]
-        if received is None:
-            return None
-        return any(r is not None for r in received)
-
-    def nonzero(self, flags: list[Any] | None) -> bool:
-        """Whether any of ``flags`` (as the hooks keep them) says non-zero."""
-        return any(f is not None and bool(f) for f in flags or ())
-
-
 def _nonzero(g: Any) -> Any:
-    if g is None:
-        return None
     try:
         return g.detach().any()
     except (RuntimeError, TypeError):  # a sparse or exotic gradient: counted as non-zero
@@ -184,6 +99,33 @@ def _squared_norm(g: Any) -> Any:
         return torch.linalg.vector_norm(g.detach(), dtype=torch.float64) ** 2
     except (RuntimeError, TypeError):
         return None
+
+
+def _root_node(t: Any) -> Any:
+    if not isinstance(t, torch.Tensor) or not t.requires_grad:
+        return None
+    return torch.autograd.graph.get_gradient_edge(t).node
+
+
+TORCH_STATS = Stats(_root_node, _nonzero, _squared_norm, torch.no_grad, _where_made, _module_made)
+"""How PyTorch's gradients and nodes are read."""
+
+
+def plan_call(func: Any, args: Any, kwargs: dict[str, Any]) -> CallPlan:
+    """The :class:`CallPlan` of a ``backward``, ``autograd.backward`` or ``grad`` call."""
+    signature = _SIGNATURES.get(func)
+    if signature is None:
+        signature = _SIGNATURES[func] = inspect.signature(func)
+    bound = signature.bind(*args, **kwargs).arguments
+    kind = "grad" if func is torch.autograd.grad else "backward"
+    roots = bound.get("self", bound.get("tensors", bound.get("outputs")))
+    inputs = bound.get("inputs")
+    return CallPlan(
+        kind,
+        [t for t in _as_list(roots) if isinstance(t, torch.Tensor)],
+        None if inputs is None else _as_list(inputs),
+        TORCH_STATS,
+    )
 
 
 class TorchGrads:
@@ -209,7 +151,7 @@ class TorchGrads:
         where = user_line(frame)
         index = next(self._calls)
         try:
-            plan: CallPlan | None = CallPlan(func, args, kwargs)
+            plan: CallPlan | None = plan_call(func, args, kwargs)
         except Exception as exc:  # noqa: BLE001 - the call runs unwatched, and says so
             warn_once(f"autograd-viz grads: cannot read this backward call ({exc!r}); not checked")
             plan = None
@@ -276,9 +218,10 @@ def explain(
         else:
             got = plan.got(acc) if acc is not None else None
             nonzero = got and plan.nonzero(plan.received[acc])  # type: ignore[index]
-            if got and acc in plan.norms and plan.norms[acc] is not None:
+            norm2 = plan.norm2(acc) if got else None  # type: ignore[arg-type]
+            if norm2 is not None:
                 entry = flow.setdefault(module or name, [0.0, 0.0, 0])
-                entry[0] += float(plan.norms[acc])
+                entry[0] += norm2
                 entry[1] += float(torch.linalg.vector_norm(p.detach(), dtype=torch.float64)) ** 2
                 entry[2] += 1
         if got:
@@ -287,7 +230,7 @@ def explain(
                 found(ZEROS, why or "every element of its gradient is exactly zero", at)
             continue
         if acc is not None:
-            why, at = _no_gradient_from(plan, acc)
+            why, at = no_gradient_from(plan, acc)
             found(NO_GRADIENT, why, at)
             continue
         use = log.uses.get(id(p))
@@ -322,49 +265,6 @@ def explain(
         FlowRow(m, math.sqrt(g2), math.sqrt(w2), n) for m, (g2, w2, n) in flow.items()
     )
     return call
-
-
-def _no_gradient_from(plan: CallPlan, acc: int) -> tuple[str, Where | None]:
-    for parent, slot in plan.parents[acc]:
-        produced = plan.produced[parent]
-        if produced is not None and produced[slot] is None:
-            node = plan.nodes[parent]
-            return f"{node.name()} returned no gradient for it", _where_made(node)
-    return "its AccumulateGrad was on the graph but received no gradient", None
-
-
-def zeros_born_at(plan: CallPlan, acc: int) -> tuple[str, Where | None]:
-    """Where the gradient of the parameter at node ``acc`` became all zeros: the nearest node
-    that received a non-zero gradient and gave it zeros (Note [Watching a backward call])."""
-    seen = {acc}
-    queue = deque([acc])
-    passed_nonzero = False
-    while queue:
-        child = queue.popleft()
-        if not plan.parents[child] and child != acc:
-            return "the gradient given to the backward call is all zeros", None
-        for parent, slot in plan.parents[child]:
-            produced = plan.produced[parent]
-            if produced is None:
-                continue
-            if produced[slot] is not None and bool(produced[slot]):
-                passed_nonzero = True
-                continue
-            if plan.nonzero(plan.received[parent]):
-                node = plan.nodes[parent]
-                module = _module_made(node)
-                inside = f" in {module}" if module else ""
-                return (
-                    f"every path to it multiplied by zero: the gradient became all zeros "
-                    f"at {node.name()}{inside}",
-                    _where_made(node),
-                )
-            if parent not in seen:
-                seen.add(parent)
-                queue.append(parent)
-    if passed_nonzero:
-        return "the gradients that reach it cancel out exactly", None
-    return "every element of its gradient is exactly zero", None
 
 
 class Claims:
