@@ -50,10 +50,12 @@ PRUNED = "pruned"
 """The call's ``inputs=`` (or ``grad()``) left it out: listed apart, meant."""
 NO_GRADIENT = "no gradient from its node"
 """Reached, but the backward node before it returned no gradient for it."""
+NOT_ON_GRAPH = "not on the graph"
+"""Our engine: off the call's graph and under no cut (Note [Leaves on our engine])."""
 ZEROS = "exact zeros"
 """It got a gradient, and every element of it is exactly zero."""
 
-MISSING = (NEVER_USED, NO_GRAD, CUT, UNREACHED, NO_GRADIENT)
+MISSING = (NEVER_USED, NO_GRAD, CUT, UNREACHED, NO_GRADIENT, NOT_ON_GRAPH)
 """The reasons of a trainable parameter that got no gradient (the exit status 1)."""
 
 VANISHING = 1e-4

@@ -75,12 +75,19 @@ def watch_grads(*, keep_flow: int = 10_000) -> Iterator[GradsWatch]:
         grads.arm()
         armed.append(grads)
 
-    with when_torch_is_imported(arm):
-        try:
-            yield GradsWatch(report)
-        except BaseException as exc:
-            trim_traceback(exc)  # Note [A traceback as without us]
-            raise
-        finally:
-            for grads in armed:
-                grads.disarm()
+    from autograd_viz.grads.engine_calls import EngineGrads
+
+    ours = EngineGrads(report.add)
+    ours.arm()
+    try:
+        with when_torch_is_imported(arm):
+            try:
+                yield GradsWatch(report)
+            except BaseException as exc:
+                trim_traceback(exc)  # Note [A traceback as without us]
+                raise
+            finally:
+                for grads in armed:
+                    grads.disarm()
+    finally:
+        ours.disarm()
