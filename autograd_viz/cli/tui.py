@@ -16,14 +16,17 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import contextlib
 import functools
 import gc
 import os
+import signal
 import sys
 import threading
+import time
 import traceback
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, NoReturn
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from autograd_viz.cli.base import (
     INTERRUPTED,
@@ -118,6 +121,10 @@ def run_beside(driver: LiveDriver, source: str, output: str | None = None) -> in
     """Run the driver's program here, on the main thread, with the TUI on a thread beside it.
 
     Returns when both have ended: the program's exit status (see :func:`run_live`).
+    While the TUI runs, the program's standard streams are its own (Note [The
+    program writes to a terminal of its own] in :mod:`autograd_viz.tui.streams`,
+    Note [The program reads through the prompt] in :mod:`autograd_viz.tui.reading`);
+    SIGTERM or SIGHUP ends both (Note [A signal ends the TUI first]).
 
     Args:
         driver: the live driver of an :meth:`~autograd_viz.live.LiveSession.attach`-able
@@ -128,39 +135,68 @@ def run_beside(driver: LiveDriver, source: str, output: str | None = None) -> in
     Raises:
         CommandError: the TUI failed, or ``output`` could not be written.
     """
+    from autograd_viz.cli.record import Signalled
     from autograd_viz.live import SessionCancelled
     from autograd_viz.tui.app import VizApp
-    from autograd_viz.tui.beside import BesideDriver, end_program
+    from autograd_viz.tui.beside import BesideDriver, end_program, leave_screen, streams_stay
+    from autograd_viz.tui.reading import ProgramInput
+    from autograd_viz.tui.streams import ProgramStreams
 
     session = driver.session
     # The process is the tool and the script it runs, nothing else: what they built is frozen
     # once built (Note [What the app built is frozen] in autograd_viz/tui/frozen.py).
     app = VizApp(driver, source=source, freeze=True)
     app.driver_class = BesideDriver
+    streams = app.streams = ProgramStreams(app.program_wrote)
+    terminal_stdin = sys.stdin
+    program_stdin = ProgramInput(app.program_reads, terminal_stdin)
     failed: list[BaseException] = []
+    signals = _SignalsEndTui(app)
+
+    def give_back() -> None:
+        """The terminal's streams are the program's again; what it printed is written out."""
+        program_stdin.detach()
+        if sys.stdin is program_stdin:  # unless the program set its own meanwhile
+            sys.stdin = terminal_stdin
+        streams.release(lambda: _write_output(app))
 
     def tui() -> None:
         try:
-            app.run()
+            with streams_stay():
+                app.run()
         except Exception as exc:  # noqa: BLE001 - said in one line once the program ends
             failed.append(exc)
         finally:
             app.stop_driver()  # cancels the session: nothing waits for the TUI any more
-            _write_output(app)
-            end_program(lambda: not session.finished)
+            give_back()
+            if signals.signum is None:  # a signal's own unwinding is under way
+                end_program(lambda: not session.finished)
 
     session.attach()
+    streams.take()
+    sys.stdin = program_stdin
     thread = threading.Thread(target=tui, name="autograd-viz-tui", daemon=True)
-    thread.start()
     unsaved: str | None = None
     try:
-        session.run()
-        while thread.is_alive():  # the program has ended; the TUI shows it until `q`
-            thread.join(0.1)
+        with signals.taken():
+            thread.start()
+            try:
+                with signals.raising():
+                    session.run()
+            except Signalled:
+                pass  # it came as the program ended
+            _wait_for(thread, signals)
+        if signals.signum is not None and thread.is_alive():
+            leave_screen(app)  # the TUI did not end: the terminal is given back anyway
+            give_back()
     finally:
         session.stop()
         if output is not None:
             unsaved = _save_session(session, output)
+    if signals.signum is not None:
+        if unsaved is not None:
+            note(unsaved)
+        _end_by_signal(signals.signum)
     if failed:
         raise CommandError(f"the TUI failed: {failed[0]!r}")
     if unsaved is not None:
@@ -177,6 +213,93 @@ def run_beside(driver: LiveDriver, source: str, output: str | None = None) -> in
         return 1  # as python SCRIPT exits when it raises
     result = session.result
     return result if isinstance(result, int) else 0
+
+
+def _wait_for(thread: threading.Thread, signals: _SignalsEndTui) -> None:
+    """Wait for the TUI: until ``q`` once the program has ended, a while once a signal came.
+
+    Nothing raises in here: a ``join`` that an exception interrupts marks a thread
+    that still runs as ended (CPython 3.11).
+    """
+    deadline: float | None = None
+    while thread.is_alive():
+        if signals.signum is not None:
+            deadline = deadline or time.monotonic() + SIGNAL_WAIT_S
+            if time.monotonic() > deadline:
+                return
+        thread.join(0.1)
+
+
+SIGNAL_WAIT_S = 5.0
+"""How long a TUI ended by a signal may take to give the terminal back before it is taken."""
+
+
+class _SignalsEndTui:
+    """SIGTERM and SIGHUP end the TUI, then the program, then the tool by the same signal.
+
+    Note [A signal ends the TUI first]
+    ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+    Killed by SIGTERM while the TUI was up, the tool left the terminal in the
+    alternate screen, the cursor hidden and the keyboard raw. A signal whose
+    handler is the default one (death) is taken while the TUI runs: it asks the
+    app to exit (the terminal is the user's again, what the program printed is
+    written out), stops the program as an exception (``Signalled``, which its
+    ``finally`` blocks see, as ``record`` does), writes ``-o``, and ends the tool
+    by that same signal, so whoever sent it sees the status it expects. A handler
+    the program installs replaces ours, as it would without us, and a signal
+    ignored by whoever started us stays ignored.
+    """
+
+    def __init__(self, app: VizApp) -> None:
+        self._app = app
+        self._raising = False
+        self.signum: int | None = None
+        """The signal that ended the TUI, if one did."""
+
+    @contextlib.contextmanager
+    def taken(self) -> Iterator[None]:
+        """While the block runs, the signals are ours."""
+        taken: dict[int, Any] = {}
+        for name in ("SIGTERM", "SIGHUP"):
+            signum = getattr(signal, name, None)
+            if signum is not None and signal.getsignal(signum) == signal.SIG_DFL:
+                taken[signum] = signal.signal(signum, self._handle)
+        try:
+            yield
+        finally:
+            for signum, handler in taken.items():
+                if signal.getsignal(signum) == self._handle:
+                    signal.signal(signum, handler)
+
+    @contextlib.contextmanager
+    def raising(self) -> Iterator[None]:
+        """While the block runs (the program), a signal raises ``Signalled`` in it."""
+        self._raising = True
+        try:
+            yield
+        finally:
+            self._raising = False
+
+    def _handle(self, signum: int, _frame: object) -> None:
+        from autograd_viz.cli.record import Signalled
+
+        if self.signum is None:
+            self.signum = signum
+            # The app's own thread stops the session, which opens the gates and answers the
+            # reads: this thread may hold their locks, interrupted where it stood.
+            self._app.exit_from_thread()
+        if self._raising:
+            raise Signalled(signum)
+
+
+def _end_by_signal(signum: int) -> NoReturn:
+    """End this process by ``signum``, as the script would have ended without us."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+    os._exit(128 + signum)  # the signal is blocked: end as a shell would say it ended
 
 
 def _save_session(session: LiveSession, output: str) -> str | None:

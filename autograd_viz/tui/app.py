@@ -10,8 +10,10 @@ what the program prints (:mod:`~autograd_viz.tui.capture`), the NaN analysis
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from collections.abc import Sequence
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from textual import events
 from textual.app import App, ComposeResult
@@ -37,6 +39,7 @@ from autograd_viz.tui.moves import Moved, Mover
 from autograd_viz.tui.nodes import NodeList
 from autograd_viz.tui.panels import EventLog
 from autograd_viz.tui.prompt import PromptBar
+from autograd_viz.tui.reading import LineRequest
 from autograd_viz.tui.rows import RowList
 from autograd_viz.tui.screens import HelpScreen, MainScreen, TaskPicker, TextScreen, help_keys
 from autograd_viz.tui.shown import (
@@ -51,12 +54,31 @@ from autograd_viz.tui.shown import (
     task_title,
 )
 
+if TYPE_CHECKING:
+    from autograd_viz.tui.streams import ProgramStreams
+
 WIDE = (120, 32)
 """From this size up (columns, rows), the wide layout."""
 
 VIEWS = ("topo", "tree", "dag")
 
 __all__ = ["STATUS_LIMIT", "VIEWS", "WIDE", "Moved", "VizApp", "explain_line"]
+
+STDOUT = "stdout"
+"""Who wrote what arrives through descriptor 1 (``input()``'s prompt is its unfinished line)."""
+
+
+class ProgramWrote(Message):
+    """What the program wrote arrived (Note [The program writes to a terminal of its own])."""
+
+    def __init__(self, first: bool) -> None:
+        super().__init__()
+        self.first = first
+        """It is the first thing kept: the status bar says ``o``."""
+
+
+class ProgramReads(Message):
+    """The program waits for a line (Note [The program reads through the prompt])."""
 
 
 class VizApp(App[int]):
@@ -89,6 +111,7 @@ class VizApp(App[int]):
         Binding("v", "cycle_view", "View"),
         Binding("x", "pause", "Pause a running continue", show=False),
         Binding("o", "output", "Program output", show=False),
+        Binding("i", "program_input", "Type the line the program reads", show=False),
         Binding("P", "back_node", "Back a node", show=False),
         Binding("r", "rewind", "Rewind to step 0", show=False),
         Binding("z", "zoom", "Zoom panel", show=False),
@@ -135,6 +158,12 @@ class VizApp(App[int]):
         self.freezer = Freezer(self, self._building, live=driver.live) if freeze else None
         """Freezes what the builds in threads made, once none runs; only where the app is the
         whole process (Note [What the app built is frozen])."""
+        self.streams: ProgramStreams | None = None
+        """The program's descriptors while the app has the terminal (``run``; Note [The
+        program writes to a terminal of its own]); the driver draws on their terminal."""
+        self._reads: list[LineRequest] = []
+        self._reads_lock = threading.Lock()
+        self._asking: LineRequest | None = None
 
     @property
     def closing(self) -> bool:
@@ -180,6 +209,7 @@ class VizApp(App[int]):
         if self.driver.live and self.driver.position == 0:
             self.action_move("step")
         self._built()  # the first rows and the index are being made
+        self._ask_program()  # a read that came before the app was up
 
     def _built(self, _: Message | None = None) -> None:
         if self.freezer is not None:
@@ -251,6 +281,7 @@ class VizApp(App[int]):
             self.busy,
             self.message,
             bool(self.output),
+            self.program_reading,
         )
 
     def shown_task(self, state: ExecutionState) -> GraphTaskInfo | None:
@@ -397,6 +428,114 @@ class VizApp(App[int]):
         if self.capture.keep(event.text, event.stderr):
             self.refresh_status()  # says that `o` shows it
 
+    # -- the program's streams (Notes [The program writes to a terminal of its own] and
+    # [The program reads through the prompt]) ---------------------------------------------
+    def program_wrote(self, text: str, stderr: bool) -> None:
+        """Keep what arrived through the program's descriptor 1 or 2 (any thread)."""
+        lines = self.capture.lines(text, stderr, STDOUT if not stderr else None)
+        first = bool(lines) and self.capture.keep(lines, stderr)
+        self._from_thread(ProgramWrote(first))
+
+    def program_reads(self, request: LineRequest) -> None:
+        """The program waits for ``request``'s line (on the program's thread)."""
+        with self._reads_lock:
+            if not self._stopped:
+                self._reads.append(request)
+                request = None  # type: ignore[assignment]
+        if request is not None:
+            request.cancel()  # the app is quitting: the read is interrupted
+            return
+        self._from_thread(ProgramReads())
+
+    @property
+    def program_reading(self) -> bool:
+        """The program waits for a line (``i`` types it)."""
+        with self._reads_lock:
+            return any(not request.answered for request in self._reads)
+
+    def exit_from_thread(self) -> None:
+        """Ask the app to exit, from any thread (a signal handler's): it stops the driver
+        on its own thread."""
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            self.exit()  # not running: it will not start
+            return
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: the app is gone
+            loop.call_soon_threadsafe(self._interrupt)
+
+    def _from_thread(self, message: Message) -> None:
+        """Post ``message`` from any thread; before the app runs, ``on_mount`` catches up."""
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: the app is gone
+            loop.call_soon_threadsafe(self.post_message, message)
+
+    @while_open
+    def on_program_wrote(self, message: ProgramWrote) -> None:
+        if message.first:
+            self.refresh_status()  # says that `o` shows it
+        if self._asking is not None:
+            self.query_one(PromptBar).retitle(self._read_title())
+
+    @while_open
+    def on_program_reads(self, _: ProgramReads) -> None:
+        self._ask_program()
+
+    def action_program_input(self) -> None:
+        if not self._ask_program():
+            self.notify("The program is not reading a line.")
+
+    def _read_title(self) -> str:
+        prompt = one_line(self.capture.unfinished(STDOUT), 200)
+        return "the program reads a line" + (f": {prompt}" if prompt.strip() else "")
+
+    @while_open
+    def _ask_program(self) -> bool:
+        """Ask for the line the program waits for first; whether it waits for one."""
+        with self._reads_lock:
+            self._reads = [request for request in self._reads if not request.answered]
+            request = self._reads[0] if self._reads else None
+        self.refresh_status()
+        if request is None:
+            return False
+        bar = self.query_one(PromptBar)
+        if bar.asking and self._asking is request:
+            bar.retitle(self._read_title())
+            return True
+        if bar.asking and self._asking is None:
+            return True  # the user's own question (/, d) stays; `i` answers after it
+        self._asking = request
+
+        def answer(text: str | None) -> None:
+            self._asking = None
+            if text is None:  # hidden: the program still waits, `i` opens the bar again
+                self.refresh_status()
+                return
+            self.program_wrote(text + "\n", False)  # echoed, as a terminal would
+            request.answer(text + "\n")
+            self._ask_program()
+
+        def end_of_file() -> None:
+            self._asking = None
+            request.answer("")
+            self._ask_program()
+
+        bar.ask(
+            self._read_title(),
+            answer,
+            placeholder="Enter sends the line · Ctrl+D end of input · Esc hides (i)",
+            keep_empty=True,
+            on_interrupt=self._interrupt,
+            on_end=end_of_file,
+        )
+        return True
+
+    def _interrupt(self) -> None:
+        """Ctrl+C while the program reads: quit, which interrupts it."""
+        self.stop_driver()
+        self.exit(0)
+
     def action_output(self) -> None:
         text = self.capture.text() or "(nothing printed yet)"
         self.push_screen(TextScreen("What the program printed", text))
@@ -418,6 +557,10 @@ class VizApp(App[int]):
                 self.freezer.stop()
             self.driver.stop()
             self.capture.flush()
+            with self._reads_lock:
+                reads, self._reads = self._reads, []
+            for request in reads:  # raise KeyboardInterrupt where the program reads
+                request.cancel()
 
     def on_unmount(self) -> None:
         self.stop_driver()

@@ -13,6 +13,12 @@ handler to the program and learns of a resized terminal by asking its size a
 few times a second instead of from SIGWINCH. Ctrl+Z and Ctrl+C reach the TUI
 as keys (the terminal is in raw mode), as in any Textual app.
 
+The program's streams are its own too: Textual's driver draws on and reads
+keys from copies of the terminal's descriptors while the program's are taken
+(Note [The program writes to a terminal of its own] in
+:mod:`~autograd_viz.tui.streams`), and Textual leaves ``sys.stdout`` and
+``sys.stderr`` alone (:func:`streams_stay`).
+
 Quitting never waits for the program: the live session is cancelled
 (:meth:`~autograd_viz.live.LiveSession.cancel`) and the program is sent
 SIGINT, as Ctrl+C would send it; one that still runs a moment later is ended
@@ -26,12 +32,14 @@ import contextlib
 import os
 import signal
 import sys
+import termios
 import threading
 import time
 from collections.abc import Callable, Iterator
 from types import ModuleType
 from typing import Any
 
+import textual.app
 from textual import events
 from textual.drivers import linux_driver
 from textual.geometry import Size
@@ -68,13 +76,50 @@ def _handlers_stay() -> Iterator[None]:
         linux_driver.signal = real
 
 
+@contextlib.contextmanager
+def streams_stay() -> Iterator[None]:
+    """While the app runs, Textual leaves ``sys.stdout`` and ``sys.stderr`` as they are.
+
+    Textual swaps them for its own capture while an app runs, process-wide: the
+    program beside it would print into an object whose ``fileno()`` is -1, and
+    whatever the program set them to meanwhile would be undone when the app ends.
+    The program's descriptors are taken instead (Note [The program writes to a
+    terminal of its own]).
+    """
+    real = textual.app.redirect_stdout, textual.app.redirect_stderr
+    textual.app.redirect_stdout = textual.app.redirect_stderr = _as_they_are  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        textual.app.redirect_stdout, textual.app.redirect_stderr = real  # type: ignore[assignment]
+
+
+def _as_they_are(_: object) -> contextlib.AbstractContextManager[None]:
+    return contextlib.nullcontext()
+
+
 class BesideDriver(linux_driver.LinuxDriver):
     """Textual's Linux driver for an app off the main thread (Note [The program keeps...])."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, app: Any, *args: Any, **kwargs: Any) -> None:
         with _handlers_stay():
-            super().__init__(*args, **kwargs)
+            super().__init__(app, *args, **kwargs)
         self._stop_polling = threading.Event()
+        self._streams = getattr(app, "streams", None)
+        if self._streams is not None and self._streams.screen is not None:
+            # The program's descriptors are its own: the terminal is reached through copies.
+            self._file = self._streams.screen
+            self.fileno = self._streams.keys
+            self.input_tty = os.isatty(self.fileno)
+
+    def _get_terminal_size(self) -> tuple[int, int]:
+        screen = self._streams.screen if self._streams is not None else None
+        if screen is not None:
+            with contextlib.suppress(OSError, ValueError):
+                columns, rows = os.get_terminal_size(screen.fileno())
+                if columns and rows:
+                    return columns, rows
+        return super()._get_terminal_size()
 
     def start_application_mode(self) -> None:
         with _handlers_stay():
@@ -100,9 +145,36 @@ class BesideDriver(linux_driver.LinuxDriver):
             size = self._get_terminal_size()
             if size != last:
                 last = size
+                if self._streams is not None:
+                    self._streams.resize(*size)
                 resize = events.Resize(Size(*size), Size(*size))
                 with contextlib.suppress(RuntimeError):  # the loop closed: the app is gone
                     asyncio.run_coroutine_threadsafe(self._app._post_message(resize), loop)
+
+
+LEAVE_SCREEN = (
+    "\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1006l\x1b[?1015l\x1b[?2004l\x1b[?1049l\x1b[?25h"
+)
+"""Mouse and paste reports off, the alternate screen left, the cursor shown."""
+
+
+def leave_screen(app: Any) -> None:
+    """Give the terminal back when the app could not: its screen left, its keys cooked.
+
+    For a TUI that did not end when asked (Note [A signal ends the TUI first] in
+    :mod:`autograd_viz.cli.tui`); what the driver set is undone from what it saved.
+    """
+    driver = getattr(app, "_driver", None)
+    streams = getattr(app, "streams", None)
+    screen = streams.screen if streams is not None else None
+    fd = screen.fileno() if screen is not None and not screen.closed else sys.__stdout__.fileno()
+    with contextlib.suppress(OSError):
+        os.write(fd, LEAVE_SCREEN.encode())
+    attrs = getattr(driver, "attrs_before", None)
+    keys = getattr(driver, "fileno", None)
+    if attrs is not None and isinstance(keys, int):
+        with contextlib.suppress(OSError, termios.error):
+            termios.tcsetattr(keys, termios.TCSANOW, attrs)
 
 
 def end_program(still_running: Callable[[], bool], status: int = 130) -> None:

@@ -62,6 +62,8 @@ class Shown:
     """What the last move found."""
     printed: bool = False
     """The program has printed something (``o`` shows it)."""
+    reading: bool = False
+    """The program waits for a line (``i`` types it)."""
 
 
 def task_title(task: GraphTaskInfo | None, state: ExecutionState, *, pinned: bool) -> str:
@@ -232,6 +234,8 @@ def status_parts(shown: Shown) -> list[str]:
             f"⚠ {errors} error{'' if errors == 1 else 's'}, "
             f"{anomalies} anomal{'y' if anomalies == 1 else 'ies'}"
         )
+    if shown.reading:
+        parts.append("i: the program reads a line")
     if shown.printed:
         parts.append("o: program output")
     return parts

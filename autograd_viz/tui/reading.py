@@ -1,0 +1,159 @@
+"""The program's ``sys.stdin`` while the TUI has the terminal: each line asked for in the TUI.
+
+Note [The program reads through the prompt]
+~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+The TUI reads the terminal's keys, so a program that read them too would
+take some of them (``q`` among them) and wait for a newline a raw terminal
+never sends. While the TUI runs, the program's ``sys.stdin`` is a
+:class:`ProgramInput`: a read asks the app for a line, the app opens its
+prompt bar with what the program printed last (``input()``'s prompt), and
+the line typed there is the program's, echoed in its output as a terminal
+would. Escape hides the bar (``i`` opens it again); Ctrl+D answers end of
+file, Ctrl+C and Ctrl+Q quit. Quitting answers every read still waiting with
+``KeyboardInterrupt``, as Ctrl+C at a terminal would; once the TUI has ended,
+reads go to the terminal again. Its ``fileno()`` says it has none, so that
+``input()`` writes its prompt to ``sys.stdout`` and reads this object rather
+than descriptor 0.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import threading
+from collections.abc import Callable
+from typing import Any, TextIO
+
+
+class LineRequest:
+    """One line a program asked for, waiting for its answer."""
+
+    def __init__(self) -> None:
+        self._answered = threading.Event()
+        self._line = ""
+        self._cancelled = False
+
+    @property
+    def answered(self) -> bool:
+        """It has its line, its end of file, or was cancelled."""
+        return self._answered.is_set()
+
+    def answer(self, line: str) -> None:
+        """Give the program ``line`` (with its newline; ``""`` is end of file)."""
+        if not self._answered.is_set():
+            self._line = line
+            self._answered.set()
+
+    def cancel(self) -> None:
+        """The TUI is quitting: the read raises ``KeyboardInterrupt``."""
+        if not self._answered.is_set():
+            self._cancelled = True
+            self._answered.set()
+
+    def wait(self) -> str:
+        """The line (Ctrl+C at the TUI, or SIGINT, interrupts the wait).
+
+        Raises:
+            KeyboardInterrupt: the TUI quit before the line was given.
+        """
+        self._answered.wait()
+        if self._cancelled:
+            raise KeyboardInterrupt
+        return self._line
+
+
+Asker = Callable[[LineRequest], None]
+"""Shows a read to the user (called on the reading thread)."""
+
+
+class ProgramInput(io.TextIOBase):
+    """``sys.stdin`` for a program beside the TUI (Note [The program reads through the prompt]).
+
+    Args:
+        ask: shows a :class:`LineRequest` in the TUI.
+        terminal: the stdin it stands in for, read once the TUI has ended.
+    """
+
+    def __init__(self, ask: Asker, terminal: TextIO) -> None:
+        super().__init__()
+        self._ask: Asker | None = ask
+        self._terminal = terminal
+        self._lock = threading.Lock()
+        self._waiting: list[LineRequest] = []
+        self._left = ""
+        self._pid = os.getpid()
+
+    # -- what the TUI does ---------------------------------------------------------------
+    def detach(self) -> None:
+        """The TUI has ended: reads waiting raise ``KeyboardInterrupt``, later ones read the
+        terminal."""
+        with self._lock:
+            self._ask = None
+            waiting, self._waiting = self._waiting, []
+        for request in waiting:
+            request.cancel()
+
+    # -- what the program does -----------------------------------------------------------
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return getattr(self._terminal, "encoding", None) or "utf-8"
+
+    @property
+    def name(self) -> str:
+        return "<stdin>"
+
+    def readable(self) -> bool:
+        return True
+
+    def isatty(self) -> bool:
+        return True  # a person types the lines
+
+    def fileno(self) -> int:
+        raise io.UnsupportedOperation("the program's input is read through the TUI's prompt")
+
+    def readline(self, size: int | None = -1) -> str:
+        """One line typed in the TUI (``""`` at end of file), at most ``size`` characters."""
+        if self.closed:
+            raise ValueError("I/O operation on closed file.")
+        if size == 0:
+            return ""
+        line = self._left or self._line()
+        if size is not None and 0 < size < len(line):
+            line, self._left = line[:size], line[size:]
+        else:
+            self._left = ""
+        return line
+
+    def read(self, size: int | None = -1) -> str:
+        """Lines until end of file (Ctrl+D), or up to ``size`` characters of the next line."""
+        if size is not None and size >= 0:
+            return self.readline(size)
+        text = []
+        while line := self.readline():
+            text.append(line)
+        return "".join(text)
+
+    def _line(self) -> str:
+        if os.getpid() != self._pid:
+            return ""  # a forked child: the TUI is its parent's, so it reads nothing
+        with self._lock:
+            ask = self._ask
+            request = LineRequest()
+            if ask is not None:
+                self._waiting.append(request)
+        if ask is None:
+            return self._terminal.readline()
+        try:
+            ask(request)
+            return request.wait()
+        finally:
+            with self._lock:
+                if request in self._waiting:
+                    self._waiting.remove(request)
+
+    def __getattr__(self, name: str) -> Any:
+        # ``buffer``, ``errors``, ``newlines`` and the like: the terminal's stream has them.
+        return getattr(self._terminal, name)
+
+
+__all__ = ["Asker", "LineRequest", "ProgramInput"]
