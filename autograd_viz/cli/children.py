@@ -243,23 +243,6 @@ class _Forks:
 _held: list[_Forks] = []
 
 
-def own_trace_path(trace: Trace, output: str, children: list[ChildReport]) -> str | None:
-    """Where the watching process saves its own trace; ``None`` when it has nothing to save.
-
-    Its ``process`` record goes into the header. A process that ran no
-    backward pass itself but whose children did saves nothing of its own; a
-    rank of ``torchrun`` saves to its rank's file.
-    """
-    from autograd_viz.sources.processes import process_info, process_trace_path, read_settings
-
-    if children and not trace.events:
-        return None
-    parent = read_settings()
-    process = process_info(parent.rank if parent is not None else None)
-    trace.header["process"] = process
-    return process_trace_path(output, process) if process["rank"] is not None else output
-
-
 def print_processes(console: Console, children: list[ChildReport]) -> None:
     """One line per child process's trace."""
     from rich.filesize import decimal

@@ -128,11 +128,15 @@ def run_nan(args: argparse.Namespace) -> int:
     """``autograd-viz nan``: run the script, print the report, 1 when a NaN or Inf was found."""
     from autograd_viz.cli.children import (
         first_finding,
-        own_trace_path,
         print_first_process,
         print_own_rank,
     )
-    from autograd_viz.cli.record import own_streamed_path
+    from autograd_viz.cli.record import (
+        Signalled,
+        end_by_signal,
+        own_streamed_path,
+        stopped_by_signals,
+    )
     from autograd_viz.nan.watch import stopped_at_finding, watch_nan
     from autograd_viz.sources.processes import follow_children, process_info
     from autograd_viz.sources.script import (
@@ -167,8 +171,13 @@ def run_nan(args: argparse.Namespace) -> int:
     # Without --last each call is read for the report as it ends, and written to -o then:
     # memory stays flat however long the run (Note [A run read a part at a time]).
     streamed = selection.last is None
-    own_path, inherited_rank = own_streamed_path(output) if streamed and output else (None, None)
+    # With -o the file is opened (and locked) before the script runs, written as calls end
+    # or, with --last, when the run ends or finds a NaN (Note [Writing an output file]).
+    own_path, inherited_rank = own_streamed_path(output) if output else (None, None)
+    interrupted = False
+    signalled: int | None = None
     with contextlib.ExitStack() as stack:
+        stack.enter_context(stopped_by_signals())
         try:
             watch = stack.enter_context(
                 watch_nan(
@@ -204,6 +213,10 @@ def run_nan(args: argparse.Namespace) -> int:
         except ScriptFailedError as exc:
             if not (args.first and stopped_at_finding(exc.exception)):
                 failure = exc
+        except KeyboardInterrupt:  # what was recorded is reported and saved, as record does
+            interrupted = True
+        except Signalled as exc:
+            signalled = exc.signum
         children = job.reports()
         if own_path is not None:  # who this process is, once its script made its group
             watch.trace.header["process"] = process_info(inherited_rank)
@@ -247,19 +260,15 @@ def run_nan(args: argparse.Namespace) -> int:
             print_report(watch.report, console, stopped=args.first, checked=checked)
             if missed is not None:
                 print_missed(missed, selection, console)
-    if own_path is not None:
-        saved_to = _streamed_to(watch, own_path, bool(children))
-    else:
-        saved_to = own_trace_path(trace, output, children) if output is not None else None
-        if saved_to is not None:
-            try:
-                trace.save(saved_to)
-            except OSError as exc:
-                raise CommandError(
-                    f"cannot write trace {saved_to}: {exc.strerror or exc}"
-                ) from None
+    saved_to = _streamed_to(watch, own_path, bool(children)) if own_path is not None else None
+    stopped = interrupted or signalled is not None
     if saved_to is not None:
-        note(f"trace saved to {saved_to}; step it with '{PROG} replay {saved_to}'")
+        kept = "partial trace" if stopped else "trace"
+        note(f"{kept} saved to {saved_to}; step it with '{PROG} replay {saved_to}'")
+    if stopped:
+        if signalled is not None:
+            end_by_signal(signalled)
+        raise KeyboardInterrupt
     if found:
         if failed:
             note(f"{failure or f'{script} exited with status {status}'}")
@@ -331,14 +340,19 @@ def report_on_trace(args: argparse.Namespace, path: str, extra: list[str]) -> in
 
 
 def _streamed_to(watch: NanWatch, path: str, children: bool) -> str | None:
-    """Where the trace written as calls ended is; ``None`` when this process kept none.
+    """Where the trace written as calls ended (with ``--last``, as the run ended) is;
+    ``None`` when this process kept none.
 
     Raises:
         CommandError: a write failed.
     """
-    writer = watch.recording.writer if watch.recording is not None else None
-    if writer is not None and writer.error is not None:
-        raise CommandError(f"cannot write trace {path}: {writer.error.strerror or writer.error}")
+    recording = watch.recording
+    writer = recording.writer if recording is not None else None
+    problem = recording.save_error if recording is not None else None
+    if problem is None and writer is not None:
+        problem = writer.error
+    if problem is not None:
+        raise CommandError(f"cannot write trace {path}: {problem.strerror or problem}")
     if children and not watch.recorded:
         # The children recorded everything; this process leaves no file of its own.
         with contextlib.suppress(OSError):

@@ -80,7 +80,7 @@ def run_record(args: argparse.Namespace) -> int:
     failure: ScriptFailedError | None = None
     interrupted = False
     signalled: int | None = None
-    with _stopped_by_signals(), _saved_before_exit(recording), recording.running():
+    with stopped_by_signals(), _saved_before_exit(recording), recording.running():
         with (
             follow_children(
                 "record",
@@ -129,7 +129,7 @@ def run_record(args: argparse.Namespace) -> int:
     if interrupted or signalled is not None:
         note(f"partial trace saved to {output}")
     if signalled is not None:
-        _end_by_signal(signalled)
+        end_by_signal(signalled)
     if interrupted:
         raise KeyboardInterrupt
     if failure is not None:
@@ -170,7 +170,7 @@ _SAVING_SIGNALS = ("SIGTERM", "SIGHUP")
 
 
 @contextmanager
-def _stopped_by_signals() -> Iterator[None]:
+def stopped_by_signals() -> Iterator[None]:
     """SIGTERM and SIGHUP stop the script as an exception, so that its trace is saved first.
 
     Only signals whose handler is the default one (death) are taken: a
@@ -198,7 +198,7 @@ def _raise_signalled(signum: int, frame: object) -> None:
     raise Signalled(signum)
 
 
-def _end_by_signal(signum: int) -> None:
+def end_by_signal(signum: int) -> None:
     """End this process by ``signum``, as the script would have ended without us."""
     import signal
 

@@ -199,7 +199,10 @@ class Recorder:
         with self._lock:
             self._in_flight -= 1
             self._ended += 1
-            if self._in_flight:
+            if self._in_flight or self.closed:
+                # Closed: :meth:`close` handed on what there was, and whoever owns the
+                # trace may have filled it since (a flight recorder's calls); a call that
+                # ends later (a daemon thread's, at exit) must not take them away.
                 return
             self._cut.clear()  # every call has ended: no event of a cut one is still to come
             if self._gated:

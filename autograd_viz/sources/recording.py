@@ -12,7 +12,8 @@ and an output path:
 * a :class:`FlightRecorder` (``last``): the last N recorded calls in memory,
   written when the run ends, when the program is stopped (the command line
   saves on SIGINT, SIGTERM and SIGHUP) or at once when a call holds a
-  non-finite value (an ``anomaly`` event): recording stops there, so the file
+  non-finite value (an ``anomaly`` event of the NaN checks; without them, a
+  gradient it summarizes with a NaN or Inf): recording stops there, so the file
   keeps the call where the NaN was found and the N-1 before it. At the call
   level it holds PyTorch's calls underived and derives the N it writes (Note
   [Calls derived later] in ``autograd_viz/sources/pytorch/call_level.py``).
@@ -22,15 +23,19 @@ from __future__ import annotations
 
 import collections
 import os
+import stat
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from typing import Any
 
 from autograd_viz.sources.arming import every_source
 from autograd_viz.sources.calls import CallSelection
 from autograd_viz.sources.recorder import HeldCalls, Recorder
 from autograd_viz.trace.records import DEFAULT_MAX_VALUES, Trace, TraceStats
 from autograd_viz.trace.stream import TraceWriter, join
+from autograd_viz.trace.summary import TensorSummary
+from autograd_viz.trace.writing import open_output, write_whole
 
 
 class FlightRecorder:
@@ -38,13 +43,19 @@ class FlightRecorder:
 
     Args:
         last: how many calls to keep.
+        gradients: stop at a gradient summarized with a NaN or Inf in it too, not only
+            at an ``anomaly`` event (a recording without the NaN checks, which make
+            those events: ``record --last``).
     """
 
-    def __init__(self, last: int) -> None:
+    def __init__(self, last: int, gradients: bool = False) -> None:
         self.last = last
         """How many calls are kept."""
+        self.gradients = gradients
+        """Whether a non-finite gradient stops it, besides an ``anomaly`` event."""
         self.found = False
-        """A part held an ``anomaly`` event: the recorder froze there."""
+        """A part held an ``anomaly`` event (or, with :attr:`gradients`, a non-finite
+        gradient): the recorder froze there."""
         self._parts: collections.deque[tuple[Trace, int]] = collections.deque()
         self._calls = 0
         self._lock = threading.Lock()
@@ -63,7 +74,9 @@ class FlightRecorder:
             self._calls += calls
             while len(parts) > 1 and self._calls - parts[0][1] >= self.last:
                 self._calls -= parts.popleft()[1]
-            self.found = any(e.kind == "anomaly" for e in part.events)
+            self.found = any(
+                e.kind == "anomaly" or (self.gradients and _non_finite(e.data)) for e in part.events
+            )
             return self.found
 
     def trace(self, header: dict[str, object]) -> Trace:
@@ -76,6 +89,19 @@ class FlightRecorder:
     def calls(self) -> int:
         """How many calls are held now."""
         return self._calls
+
+
+def _non_finite(data: Mapping[str, Any]) -> bool:
+    """Whether an event's data holds a summary with a NaN or an Inf (alone or in a sequence)."""
+    for value in data.values():
+        if type(value) is TensorSummary:
+            if value.nan_count or value.inf_count:
+                return True
+        elif type(value) is tuple or type(value) is list:
+            for item in value:
+                if type(item) is TensorSummary and (item.nan_count or item.inf_count):
+                    return True
+    return False
 
 
 def _derived(part: Trace) -> Trace:
@@ -103,7 +129,8 @@ class Recording:
             ``autograd_viz/trace/records.py``).
 
     Raises:
-        OSError: a streamed output file cannot be created.
+        OutputBusyError: another process is writing ``output``.
+        OSError: the output file cannot be created.
         ValueError: ``values`` is not a tier.
     """
 
@@ -122,7 +149,10 @@ class Recording:
         self.output = None if output is None else os.fspath(output)
         """The trace file, if any."""
         self.gated = gated
-        self.ring = FlightRecorder(self.calls.last) if self.calls.last is not None else None
+        # Without the NaN checks (gated), their anomaly events never come: the flight
+        # recorder stops at the first gradient it summarizes with a NaN or Inf instead.
+        last = self.calls.last
+        self.ring = FlightRecorder(last, gradients=gated) if last is not None else None
         """The flight recorder (with ``last``)."""
         self.observe = observe
         """What reads each finished part, if anything."""
@@ -140,8 +170,17 @@ class Recording:
         self.recorder.takes_calls = self.ring is not None and watch == "calls" and observe is None
         self.writer: TraceWriter | None = None
         """The streamed file (with an output and no ``last``)."""
+        self._claim: int | None = None  # the flight recorder's file, held from the start
         if self.output is not None and self.ring is None:
             self.writer = TraceWriter(self.output, self.recorder.trace.header)
+        elif self.output is not None:
+            # Opened (through a link, locked) now, so that a second run writing the same file
+            # is told before it runs; written when the recording ends (Note [Writing an output
+            # file] in autograd_viz/trace/writing.py).
+            self._claim = open_output(self.output, truncate=False)
+            opened = os.fstat(self._claim)
+            if stat.S_ISREG(opened.st_mode) and opened.st_size == 0:
+                write_whole(self._claim, Trace(self.recorder.trace.header))  # loads until then
         self.saved_found = False
         """The flight recorder was written when it found a non-finite value."""
         self.save_error: OSError | None = None
@@ -177,6 +216,7 @@ class Recording:
                 trace._replayer = None
             if self.output is not None and not self.saved_found:
                 self._save(kept)
+            self.release()
         elif self.writer is not None:
             self.writer.close(trace.header)
 
@@ -210,10 +250,16 @@ class Recording:
         elif self.writer is not None:
             self.writer.write(part, calls)
 
+    def release(self) -> None:
+        """Let the flight recorder's file go (its lock with it), once it is written."""
+        if self._claim is not None and os.getpid() == self._pid:
+            claim, self._claim = self._claim, None
+            os.close(claim)
+
     def _save(self, trace: Trace) -> bool:
-        assert self.output is not None
+        assert self._claim is not None
         try:
-            trace.save(self.output)
+            write_whole(self._claim, trace)
         except OSError as exc:
             self.save_error = exc
             return False

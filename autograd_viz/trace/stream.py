@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from autograd_viz.trace.records import GraphTaskInfo, Trace, TraceStats
-from autograd_viz.trace.writing import body_records, encode_line
+from autograd_viz.trace.writing import body_records, encode_line, open_output
 
 HEADER_BYTES = 1024
 """The header line's length in a streamed trace, spaces included, so it can be rewritten."""
@@ -39,6 +39,7 @@ class TraceWriter:
         header: the trace's header (its ``sources`` may grow later).
 
     Raises:
+        OutputBusyError: another process is writing the file.
         OSError: the file cannot be created.
     """
 
@@ -48,7 +49,9 @@ class TraceWriter:
         self.error: OSError | None = None
         """The first write that failed; nothing more is written after it."""
         self._pid = os.getpid()
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+        # Through a link or into a device, locked against a second run (Note [Writing an
+        # output file] in autograd_viz/trace/writing.py).
+        self._fd = open_output(self.path)
         self._lock = threading.Lock()
         self._header = _header_copy(header)
         self._counts = [0, 0, 0, 0, 0]  # graph tasks, nodes, events, errors, anomalies
