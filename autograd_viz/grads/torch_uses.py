@@ -16,6 +16,15 @@ outputs and cuts until the next backward call ends: the graph of a branch the
 program dropped lives that much longer than without us. The log is bounded
 (:data:`KEPT`): past it, the oldest outputs and cuts go first, and a reason
 that needed them falls back to the parameter's last use.
+
+Note [Uses the program makes]
+~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+A use or a cut counts when a module is running (its forward, and the torch
+code it calls) or when the program's own line called the torch function.
+Torch's machinery outside any forward reads parameters for its own ends:
+DDP's constructor broadcasts each one through ``p.detach()``, an optimizer
+reads them in its step. Counted, those would explain a parameter that a
+forward never used as "cut at ``model = DDP(model)``".
 """
 
 from __future__ import annotations
@@ -286,13 +295,21 @@ class UsesTracker:
         if func in BACKWARD_CALLS:
             return self._backward(func, args, kwargs, frame)
         grad = torch.is_grad_enabled()
-        used = [
-            t
-            for t in tensors(args[1:] if _in_place(func) else (args, kwargs))
-            if isinstance(t, torch.nn.Parameter)
-        ]
-        cut = CUTS.get(func)
-        if cut is None and getattr(func, "__self__", None) is _DATA:
+        # Note [Uses the program makes]: inside a module, or called by the program itself.
+        watched = bool(self._local.modules) or (
+            frame is not None and next(user_frames(frame), None) is frame
+        )
+        used = (
+            [
+                t
+                for t in tensors(args[1:] if _in_place(func) else (args, kwargs))
+                if isinstance(t, torch.nn.Parameter)
+            ]
+            if watched
+            else []
+        )
+        cut = CUTS.get(func) if watched else None
+        if watched and cut is None and getattr(func, "__self__", None) is _DATA:
             cut = ".data"
         start = torch._C._autograd._get_sequence_nr()
         out = call_from(frame, func, args, kwargs)

@@ -1,0 +1,103 @@
+"""``grads`` under DDP: each rank says which parameters its own backward gave nothing, as DDP
+would name them ("Parameters which did not receive grad for rank 0"), and why.
+
+Two gloo ranks on the CPU under ``torchrun`` (``python -m torch.distributed.run``),
+each running ``python -m autograd_viz grads``. The branch ``extra`` runs on rank 1
+only; with ``find_unused_parameters=True`` DDP fills rank 0's ``extra.weight.grad``
+from rank 1's, so ``.grad`` is not ``None`` there, yet rank 0's backward gave it
+nothing: the report is of each rank's own backward.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from grads_programs import write
+
+pytestmark = [pytest.mark.oracle, pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parents[3]
+
+JOB = """
+import sys
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.enc = nn.Linear(4, 8)
+        self.extra = nn.Linear(8, 8)
+        self.head = nn.Linear(8, 1)
+
+    def forward(self, x, rank):
+        h = torch.tanh(self.enc(x))
+        if rank == 1:
+            h = h + self.extra(h)
+        return self.head(h)
+
+
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+torch.manual_seed(0)
+model = DDP(Net(), find_unused_parameters=True)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+g = torch.Generator().manual_seed(rank)
+for step in range(2):
+    opt.zero_grad()
+    model(torch.randn(5, 4, generator=g), rank).pow(2).mean().backward()
+    opt.step()
+if rank == 0:
+    print("rank 0 extra.weight.grad is None:", model.module.extra.weight.grad is None)
+dist.destroy_process_group()
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_each_rank_reports_what_its_own_backward_left_out(torch: object, tmp_path: Path) -> None:
+    if not __import__("torch").distributed.is_available():
+        pytest.skip("torch.distributed is not available")
+    script = write(tmp_path, "ddp_job", JOB)
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "TORCHELASTIC_RUN_ID"):
+        env.pop(name, None)
+    done = subprocess.run(
+        [
+            *(sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2"),
+            *("--master-port", str(free_port()), "--tee", "3"),
+            *("-m", "autograd_viz", "grads", str(script)),
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    out = done.stdout
+    # rank 0's report and exit status 1; torchrun then says a rank failed (status 1)
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert "rank 0 extra.weight.grad is None: False" in out  # DDP filled it from rank 1
+    rank0 = "\n".join(
+        line.split("]:", 1)[1] for line in out.splitlines() if line.startswith("[default0]:")
+    )
+    rank1 = "\n".join(
+        line.split("]:", 1)[1] for line in out.splitlines() if line.startswith("[default1]:")
+    )
+    assert "2 trainable parameters got no gradient on rank 0 (2 backward calls)" in rank0
+    assert "extra.weight (8, 8), extra.bias (8,)" in rank0
+    assert "module extra was never called in this forward" in rank0
+    assert "every trainable parameter got a gradient on rank 1 in 2 backward calls" in rank1
