@@ -430,12 +430,16 @@ def _positive(text: str) -> int:
 
 
 def _max_values(text: str) -> int:
+    from autograd_viz.trace.readers import INT_LIMIT
+
     try:
         value = int(text)
     except ValueError:
         value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
+    if not 0 <= value <= INT_LIMIT:  # past it, no reader would take the trace's header
+        raise argparse.ArgumentTypeError(
+            f"expected a non-negative integer up to {INT_LIMIT}, got {text!r}"
+        )
     return value
 
 

@@ -43,6 +43,7 @@ from typing import Any
 from autograd_viz.sources.arming import when_torch_is_imported
 from autograd_viz.sources.tracebacks import trim_process_run, trim_uncaught
 from autograd_viz.trace import Trace
+from autograd_viz.trace.readers import INT_LIMIT
 
 ENV = "AUTOGRAD_VIZ_CHILDREN"
 """The environment variable that carries a watching command's settings to its children."""
@@ -83,9 +84,11 @@ def process_info(inherited_rank: str | None = None) -> dict[str, Any]:
     return {
         "pid": os.getpid(),
         "host": socket.gethostname(),
-        "rank": rank,
-        "world_size": world_size,
-        "local_rank": local_rank,
+        # A rank the program or its launcher set outside the counts a trace holds (-1, the
+        # usual "not distributed", or 23 digits) is kept as unknown: the file stays readable.
+        "rank": _count_or_none(rank),
+        "world_size": _count_or_none(world_size),
+        "local_rank": _count_or_none(local_rank),
         "backend": backend,
         "launcher": launcher(),
         "clock": [time.perf_counter_ns(), time.time_ns()],
@@ -103,6 +106,13 @@ def _rank(inherited_rank: str | None) -> tuple[int | None, int | None, str | Non
     if rank is None or rank == inherited_rank:
         return None, None, None  # a child of a rank (a data loader's worker) is not that rank
     return _env_int("RANK"), _env_int("WORLD_SIZE"), None
+
+
+def _count_or_none(value: object) -> int | None:
+    """``value`` when it is a count a trace file holds (0 to 2**64), else ``None``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return value if 0 <= value <= INT_LIMIT else None
 
 
 def _env_int(name: str) -> int | None:

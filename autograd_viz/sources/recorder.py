@@ -24,6 +24,7 @@ from autograd_viz.sources.calls import CallSelection
 from autograd_viz.sources.engine import snapshot
 from autograd_viz.sources.once import program_stacklevel
 from autograd_viz.sources.summaries import resolve
+from autograd_viz.trace.readers import INT_LIMIT
 from autograd_viz.trace.records import (
     DEFAULT_MAX_VALUES,
     GraphTaskInfo,
@@ -86,8 +87,15 @@ class Recorder:
         values: str = "all",
         observe: str = "nodes",
     ) -> None:
-        if isinstance(max_values, bool) or not isinstance(max_values, int) or max_values < 0:
-            raise ValueError(f"max_values must be a non-negative integer, got {max_values!r}")
+        if (
+            isinstance(max_values, bool)
+            or not isinstance(max_values, int)
+            or not 0 <= max_values <= INT_LIMIT  # past it, no reader takes the header
+        ):
+            raise ValueError(
+                f"max_values must be a non-negative integer, got {max_values!r} "
+                f"(the most a trace holds: {INT_LIMIT})"
+            )
         self.max_values = max_values
         """The element count below which values are kept."""
         self.values = check_values(values)

@@ -331,3 +331,67 @@ def test_a_daemon_thread_inside_backward_at_exit_leaves_the_last_calls(
     _, stderr = process.communicate(timeout=120)
     assert process.returncode == 0, stderr
     assert _calls(Trace.load(out))[:2] == [3, 4]
+
+
+# -- ranks and counts a trace cannot hold ------------------------------------------------------
+
+SETS_LOCAL_RANK = """
+    import os
+
+    import engine
+
+    os.environ["LOCAL_RANK"] = "-1"  # the usual "not distributed"
+    w = engine.tensor([1.0, 2.0], requires_grad=True)
+    (w * 2.0).sum().backward()
+"""
+
+
+def _read_by_every_reader(path: Path) -> Trace:
+    from autograd_viz.trace.index import calls_in, iter_calls, load_call
+
+    assert [len(part.graph_tasks) for part in iter_calls(path)] == [1]
+    assert [span.call for span in calls_in(path)] == [0]
+    assert len(load_call(path, 0).graph_tasks) == 1
+    return Trace.load(path)
+
+
+@pytest.mark.parametrize(
+    ("environment", "name", "process"),
+    [
+        ({"RANK": "0", "WORLD_SIZE": "2"}, "t.rank0.jsonl", (0, 2, None)),
+        ({"RANK": "-1"}, "t.jsonl", (None, None, None)),
+        ({"RANK": "1" * 23, "WORLD_SIZE": "2"}, "t.jsonl", (None, 2, None)),
+        ({"RANK": "1", "WORLD_SIZE": "-2"}, "t.rank1.jsonl", (1, None, None)),
+    ],
+)
+def test_ranks_a_trace_cannot_hold_are_kept_as_unknown(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    environment: dict[str, str],
+    name: str,
+    process: tuple[int | None, ...],
+) -> None:
+    for variable in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
+        monkeypatch.delenv(variable, raising=False)
+    for variable, value in environment.items():
+        monkeypatch.setenv(variable, value)
+    out = tmp_path / "t.jsonl"
+    status = cli.main(["record", "-o", str(out), str(_script(tmp_path, SETS_LOCAL_RANK))])
+    assert status == 0, capsys.readouterr().err
+    header = _read_by_every_reader(tmp_path / name).header["process"]
+    assert (header["rank"], header["world_size"], header["local_rank"]) == process
+    assert cli.main(["nan", str(tmp_path / name)]) == 0, capsys.readouterr().err
+
+
+def test_a_max_values_no_trace_can_hold_is_refused_at_the_command_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = _script(tmp_path, SETS_LOCAL_RANK)
+    out = tmp_path / "t.jsonl"
+    assert cli.main(["record", "--max-values", "1" * 23, "-o", str(out), str(script)]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and "--max-values: expected a non-negative integer up to" in err[0]
+    assert not out.exists()
+    assert cli.main(["record", "--max-values", str(2**64), "-o", str(out), str(script)]) == 0
+    assert _read_by_every_reader(out).header["max_values"] == 2**64
