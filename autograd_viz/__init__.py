@@ -2,7 +2,8 @@
 
 Record every backward call into a :class:`Trace`, replay any step as an
 :class:`ExecutionState`, draw any step with :func:`to_dot`, or pause a
-running backward with a :class:`LiveSession`, or find where a NaN was born
+running backward with a :class:`LiveSession`, animate it with :func:`animate`
+(inline in a notebook), or find where a NaN was born
 with :func:`watch_nan`, or say why a parameter got no gradient with
 :func:`watch_grads`. Works on our engine and on PyTorch's.
 
@@ -25,6 +26,7 @@ from autograd_viz.version import __version__
 
 if TYPE_CHECKING:
     from autograd_viz.draw.dot import to_dot
+    from autograd_viz.draw.inline import animate
     from autograd_viz.grads.watch import watch_grads
     from autograd_viz.live import Breakpoint, LiveSession, SessionCancelled
     from autograd_viz.nan.watch import watch_nan
@@ -46,6 +48,7 @@ _WHERE: dict[str, str] = {
     "Trace": "autograd_viz.trace",
     "TraceEvent": "autograd_viz.trace",
     "TraceFormatError": "autograd_viz.trace",
+    "animate": "autograd_viz.draw.inline",
     "name": "autograd_viz.sources.names",
     "record": "autograd_viz.sources.recorder",
     "to_dot": "autograd_viz.draw.dot",
@@ -68,6 +71,7 @@ __all__ = [
     "TraceEvent",
     "TraceFormatError",
     "__version__",
+    "animate",
     "name",
     "record",
     "to_dot",

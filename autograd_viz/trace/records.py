@@ -15,6 +15,7 @@ naming the line and the problem for anything it does not understand.
 from __future__ import annotations
 
 import gc
+import html
 import math
 import os
 import threading
@@ -32,9 +33,9 @@ if TYPE_CHECKING:
 
 FORMAT = "autograd-viz-trace"
 """The ``format`` field of every trace file's header."""
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 """The schema version this code writes."""
-READABLE_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11)
+READABLE_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12)
 """The schema versions this code reads (2 added forward anomaly events; 3 the sources of
 events: the header's ``sources``, ``graph_task_start``'s ``source``, any event's
 ``derived`` and the ``derived_mismatch`` kind; 4 the PyTorch fields of ``anomaly``:
@@ -312,7 +313,46 @@ class Trace:
     __hash__ = None  # type: ignore[assignment]  # mutable while recording
 
     def __repr__(self) -> str:
-        return f"<Trace: {len(self.graph_tasks)} graph tasks, {len(self.events)} events>"
+        return f"<Trace: {self.summary()}>"
+
+    def summary(self) -> str:
+        """One line a reader wants first: calls, nodes run, events, errors and anomalies."""
+        stats = self.stats()
+        calls = sum(1 for info in self.graph_tasks.values() if info.parent is None)
+        words = [
+            _count(calls, "backward call"),
+            _count(stats.nodes, "node") + " run",
+            _count(stats.events, "event"),
+        ]
+        if stats.graph_tasks > calls:
+            words.insert(1, _count(stats.graph_tasks - calls, "reentrant call"))
+        words.append(_count(stats.errors, "error") if stats.errors else "no errors")
+        if stats.anomalies:
+            words.append(_count(stats.anomalies, "anomaly", "anomalies"))
+        return ", ".join(words)
+
+    def _repr_html_(self) -> str:
+        """A notebook shows the summary and each backward call's roots, as text (names are data)."""
+        rows = []
+        for info in list(self.graph_tasks.values())[:_HTML_CALLS]:
+            roots = ", ".join(name for _, name, _ in info.roots)
+            call = "reentrant" if info.call is None else f"call {info.call}"
+            cut = f" (cut: {info.cut})" if info.cut else ""
+            rows.append(
+                f"<tr><td>{info.id}</td><td>{html.escape(call)}</td><td>{len(info.nodes):,}</td>"
+                f"<td>{html.escape(roots + cut)}</td></tr>"
+            )
+        more = len(self.graph_tasks) - len(rows)
+        if more > 0:
+            rows.append(f"<tr><td colspan=4>... and {more:,} more graph tasks</td></tr>")
+        table = (
+            "<table><tr><th>graph task</th><th>call</th><th>nodes</th><th>roots</th></tr>"
+            + "".join(rows)
+            + "</table>"
+            if rows
+            else ""
+        )
+        return f"<div><b>Trace</b>: {html.escape(self.summary())}{table}</div>"
 
     @property
     def _replayed_len(self) -> int:
@@ -536,3 +576,11 @@ def values_recorded(header: Mapping[str, Any]) -> str:
     """The tier a trace was recorded at: its header's ``values``, ``all`` when left out."""
     values = header.get("values", "all")
     return values if isinstance(values, str) else "all"
+
+
+_HTML_CALLS = 20
+"""Graph tasks a notebook's table lists before saying how many more there are."""
+
+
+def _count(n: int, singular: str, plural: str | None = None) -> str:
+    return f"{n:,} {singular if n == 1 else plural or singular + 's'}"
