@@ -54,7 +54,9 @@ class Animation:
         return f"<Animation: {self.frames:,} frames, {self.path}>"
 
 
-def animate(trace: Trace, output: str | os.PathLike[str] | None = None, **options: Any) -> Animation:
+def animate(
+    trace: Trace, output: str | os.PathLike[str] | None = None, **options: Any
+) -> Animation:
     """Animate ``trace``'s backward pass, one frame per step; a notebook shows it inline.
 
     Example:
