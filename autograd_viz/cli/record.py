@@ -347,7 +347,8 @@ def _duration(ns: int) -> str:
 
 LAST_HELP = (
     "a flight recorder: keep the last N recorded calls in memory and write them when the "
-    "script ends, raises, is stopped (SIGINT, SIGTERM, SIGHUP) or a NaN or Inf is found"
+    "script ends, raises, is stopped (SIGINT, SIGTERM, SIGHUP) or a NaN or Inf is found "
+    "(record: in a gradient it summarizes, so not with --values none)"
 )
 """``--last``'s help for the commands that record a script (``record``, ``nan``)."""
 

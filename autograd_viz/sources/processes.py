@@ -31,19 +31,22 @@ import atexit
 import contextlib
 import json
 import os
+import re
 import socket
 import sys
 import tempfile
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from autograd_viz.sources.arming import when_torch_is_imported
 from autograd_viz.sources.tracebacks import trim_process_run, trim_uncaught
 from autograd_viz.trace import Trace
 from autograd_viz.trace.readers import INT_LIMIT
+from autograd_viz.trace.text import one_line
 
 ENV = "AUTOGRAD_VIZ_CHILDREN"
 """The environment variable that carries a watching command's settings to its children."""
@@ -348,9 +351,14 @@ def follow_children(
     job = Job(settings)
     follow_forks(job, trace, said)
     try:
-        with when_torch_is_imported(note_process_groups):
+        with (
+            when_torch_is_imported(note_process_groups),
+            _saving_forks_at_exit(),
+            _arming_python_children(),
+        ):
             yield job
     finally:
+        _forks[:] = [entry for entry in _forks if entry[0]() is not job]
         for name, value in saved.items():
             if value is None:
                 os.environ.pop(name, None)
@@ -382,21 +390,171 @@ def follow_forks(owner: object, trace: Trace, said: Said | None = None) -> None:
         with contextlib.suppress(Exception):  # Note [A child's uncaught error]
             trim_uncaught()
             trim_process_run(process.current_process())
+
+    def forked() -> None:
         if os.getpid() == parent:
-            return  # a spawned child runs the hooks it registered at start-up: not a fork
+            return
         with contextlib.suppress(Exception):  # nothing of ours may break the child's start
-            with trace.lock:
+            # The thread that held the lock at the fork does not exist here: never wait for it.
+            locked = trace.lock.acquire(timeout=1)
+            try:
                 trace.events.clear()
                 trace.graph_tasks.clear()
                 trace._replayer = None
                 trace.header.pop("process", None)
+            finally:
+                if locked:
+                    trace.lock.release()
             if settings.command == "print":
                 return  # it prints its own calls as they end, headed by its pid: nothing to save
             finish = _finisher(trace, settings, said)
             util.Finalize(None, finish, exitpriority=-(10**6))
             atexit.register(finish)
+            _exit_hooks.append(finish)
 
     util.register_after_fork(owner, in_child)
+    _forks.append((weakref.ref(owner), forked))
+    _at_fork_once()
+
+
+# Note [Every fork]
+# ~~~~~~~~~~~~~~~~~
+# multiprocessing's after-fork hooks run only in the children it starts itself;
+# a program that calls os.fork() (a data loader of its own, a daemon) gets a
+# child that records into the parent's trace and saves nothing. So the trace is
+# emptied and its saving set up by os.register_at_fork, in every forked child,
+# before the child's first line runs. A forked child leaves by its exit hooks,
+# by multiprocessing's finalizers, or by os._exit, which runs neither: while a
+# script is watched, os._exit saves what a forked child recorded first
+# (_saving_forks_at_exit). A hook registered with os.register_at_fork stays for
+# the life of the process, so it runs the followers still listed in _forks.
+
+_forks: list[tuple[weakref.ref[object], Callable[[], None]]] = []
+"""(owner, what a forked child does) of each recording that forks follow (Note [Every fork])."""
+
+_exit_hooks: list[Callable[[], None]] = []
+"""What a forked child saves before ``os._exit`` ends it (each checks it is its own process)."""
+
+_at_fork: list[bool] = []
+
+
+def _at_fork_once() -> None:
+    if _at_fork or not hasattr(os, "register_at_fork"):
+        return
+    _at_fork.append(True)
+    os.register_at_fork(after_in_child=_in_forked_child)
+
+
+def _in_forked_child() -> None:
+    _exit_hooks.clear()  # the parent's are its own
+    for owner, forked in list(_forks):
+        if owner() is not None:
+            forked()
+
+
+# Note [A child's PYTHONPATH replaced]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# A script may set PYTHONPATH itself before it starts a child (its own source
+# tree, a venv's), in os.environ or in the env it hands to subprocess; the
+# child then never imports our sitecustomize and would run unwatched, silently.
+# Every process start on POSIX, subprocess's and multiprocessing's spawn and
+# forkserver alike, goes through _posixsubprocess.fork_exec with the child's
+# environment (None: this process's). While a script is watched, a Python
+# child whose environment carries our settings (ENV) but not our start-up
+# directory first on PYTHONPATH gets it put back in front of the script's
+# PYTHONPATH, as follow_children put it there at first; a Python child whose
+# environment lost ENV itself (a script that hands it a clean env) cannot be
+# watched: one line names it. Other programs' environments are left alone.
+
+_FORK_EXEC_ENV = 5
+"""Where ``fork_exec`` takes the child's environment (CPython 3.8 to 3.13)."""
+
+
+@contextmanager
+def _arming_python_children() -> Iterator[None]:
+    """Inside the block, a Python child started with our settings but a replaced
+    ``PYTHONPATH`` is armed all the same (Note [A child's PYTHONPATH replaced])."""
+    try:
+        import _posixsubprocess
+        import subprocess
+    except ImportError:  # not POSIX: children are armed through the environment alone
+        yield
+        return
+    real = getattr(_posixsubprocess, "fork_exec", None)
+    if real is None:
+        yield
+        return
+
+    def fork_exec(*args: Any, **kwargs: Any) -> Any:
+        if len(args) > _FORK_EXEC_ENV:
+            with contextlib.suppress(Exception):  # never in the way of the child's start
+                env = _armed_env(args[0], args[_FORK_EXEC_ENV])
+                if env is not None:
+                    args = (*args[:_FORK_EXEC_ENV], env, *args[_FORK_EXEC_ENV + 1 :])
+        return real(*args, **kwargs)
+
+    patched = [
+        (module, name)
+        for module, name in ((_posixsubprocess, "fork_exec"), (subprocess, "_fork_exec"))
+        if getattr(module, name, None) is real
+    ]
+    for module, name in patched:
+        setattr(module, name, fork_exec)
+    try:
+        yield
+    finally:
+        for module, name in patched:
+            if getattr(module, name, None) is fork_exec:
+                setattr(module, name, real)
+
+
+def _armed_env(argv: Any, env: list[bytes] | None) -> list[bytes] | None:
+    """The environment to start ``argv`` with, when it must change to watch a Python child;
+    ``None`` to start it as asked."""
+    if not argv or not _is_python(os.fsdecode(argv[0])):
+        return None
+    entries = env if env is not None else [k + b"=" + v for k, v in os.environb.items()]
+    values = dict(entry.split(b"=", 1) for entry in entries if b"=" in entry)
+    if os.fsencode(ENV) not in values:  # a clean environment: our settings are gone
+        command = one_line(" ".join(os.fsdecode(word) for word in argv), 200)
+        print(
+            f"autograd-viz: a child process ({command}) was started without {ENV} in its "
+            "environment: it is not watched",
+            file=sys.stderr,
+        )
+        return None
+    path = os.fsdecode(values.get(b"PYTHONPATH", b""))
+    parts = path.split(os.pathsep) if path else []
+    if parts[:1] == [STARTUP_DIR]:
+        return None
+    values[b"PYTHONPATH"] = os.fsencode(os.pathsep.join([STARTUP_DIR, *parts]))
+    return [k + b"=" + v for k, v in values.items()]
+
+
+def _is_python(program: str) -> bool:
+    """Whether ``program`` (a child's ``argv[0]``) is a Python interpreter."""
+    name = os.path.basename(program)
+    return program == sys.executable or re.fullmatch(r"python[0-9.]*", name) is not None
+
+
+@contextmanager
+def _saving_forks_at_exit() -> Iterator[None]:
+    """Inside the block, ``os._exit`` in a forked child saves its trace first (Note [Every
+    fork]); in this process it is ``os._exit`` as it was."""
+    real_exit = os._exit
+
+    def exit_saving(status: int) -> NoReturn:
+        for hook in list(_exit_hooks):
+            with contextlib.suppress(Exception):  # the exit goes on
+                hook()
+        real_exit(status)
+
+    os._exit = exit_saving
+    try:
+        yield
+    finally:
+        if os._exit is exit_saving:
+            os._exit = real_exit
 
 
 def watch_as_child(trace: Trace, settings: ChildSettings, said: Said | None = None) -> None:

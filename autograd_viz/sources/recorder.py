@@ -624,7 +624,8 @@ def record(
         every: record calls 0, N, 2N, ...
         last: keep only the last N recorded calls (a flight recorder): the
             trace holds them once the block ends; a call holding a NaN or Inf
-            (an ``anomaly`` event) stops the recording there.
+            (an ``anomaly`` event, or a gradient summarized with one) stops the
+            recording there.
         output: a trace file. Without ``last``, each call is written to it as
             it ends and the trace holds only the calls in flight, so memory
             stays flat however long the run; with ``last``, the kept calls are
