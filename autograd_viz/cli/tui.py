@@ -155,7 +155,7 @@ def run_beside(driver: LiveDriver, source: str, output: str | None = None) -> in
 
     def give_back() -> None:
         """The terminal's streams are the program's again; what it printed is written out."""
-        program_stdin.detach()
+        program_stdin.tui_ended()
         if sys.stdin is program_stdin:  # unless the program set its own meanwhile
             sys.stdin = terminal_stdin
         streams.release(lambda: _write_output(app))

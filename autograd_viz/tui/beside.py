@@ -86,12 +86,15 @@ def streams_stay() -> Iterator[None]:
     The program's descriptors are taken instead (Note [The program writes to a
     terminal of its own]).
     """
-    real = textual.app.redirect_stdout, textual.app.redirect_stderr
-    textual.app.redirect_stdout = textual.app.redirect_stderr = _as_they_are  # type: ignore[assignment]
+    names = ("redirect_stdout", "redirect_stderr")
+    real = {name: getattr(textual.app, name) for name in names}
+    for name in names:
+        setattr(textual.app, name, _as_they_are)
     try:
         yield
     finally:
-        textual.app.redirect_stdout, textual.app.redirect_stderr = real  # type: ignore[assignment]
+        for name, redirect in real.items():
+            setattr(textual.app, name, redirect)
 
 
 def _as_they_are(_: object) -> contextlib.AbstractContextManager[None]:
@@ -167,7 +170,7 @@ def leave_screen(app: Any) -> None:
     driver = getattr(app, "_driver", None)
     streams = getattr(app, "streams", None)
     screen = streams.screen if streams is not None else None
-    fd = screen.fileno() if screen is not None and not screen.closed else sys.__stdout__.fileno()
+    fd = screen.fileno() if screen is not None and not screen.closed else 1
     with contextlib.suppress(OSError):
         os.write(fd, LEAVE_SCREEN.encode())
     attrs = getattr(driver, "attrs_before", None)

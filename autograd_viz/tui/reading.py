@@ -11,9 +11,11 @@ the line typed there is the program's, echoed in its output as a terminal
 would. Escape hides the bar (``i`` opens it again); Ctrl+D answers end of
 file, Ctrl+C and Ctrl+Q quit. Quitting answers every read still waiting with
 ``KeyboardInterrupt``, as Ctrl+C at a terminal would; once the TUI has ended,
-reads go to the terminal again. Its ``fileno()`` says it has none, so that
-``input()`` writes its prompt to ``sys.stdout`` and reads this object rather
-than descriptor 0.
+reads go to the terminal again. Its ``fileno()`` is descriptor 0, which is
+``/dev/null`` meanwhile (Note [The program writes to a terminal of its own]
+in :mod:`~autograd_viz.tui.streams`): not a terminal, so ``input()`` writes
+its prompt to ``sys.stdout`` and reads this object, and a subprocess given
+``stdin=sys.stdin`` reads an empty input rather than the TUI's keys.
 """
 
 from __future__ import annotations
@@ -84,7 +86,7 @@ class ProgramInput(io.TextIOBase):
         self._pid = os.getpid()
 
     # -- what the TUI does ---------------------------------------------------------------
-    def detach(self) -> None:
+    def tui_ended(self) -> None:
         """The TUI has ended: reads waiting raise ``KeyboardInterrupt``, later ones read the
         terminal."""
         with self._lock:
@@ -109,9 +111,9 @@ class ProgramInput(io.TextIOBase):
         return True  # a person types the lines
 
     def fileno(self) -> int:
-        raise io.UnsupportedOperation("the program's input is read through the TUI's prompt")
+        return 0  # /dev/null while the TUI runs (Note [The program reads through the prompt])
 
-    def readline(self, size: int | None = -1) -> str:
+    def readline(self, size: int | None = -1) -> str:  # type: ignore[override]
         """One line typed in the TUI (``""`` at end of file), at most ``size`` characters."""
         if self.closed:
             raise ValueError("I/O operation on closed file.")
