@@ -25,14 +25,14 @@ import collections
 import os
 import stat
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
 from autograd_viz.sources.arming import every_source
 from autograd_viz.sources.calls import CallSelection
 from autograd_viz.sources.recorder import HeldCalls, Recorder
-from autograd_viz.trace.records import DEFAULT_MAX_VALUES, Trace, TraceStats
+from autograd_viz.trace.records import DEFAULT_MAX_VALUES, Trace, TraceEvent, TraceStats
 from autograd_viz.trace.stream import TraceWriter, join
 from autograd_viz.trace.summary import TensorSummary
 from autograd_viz.trace.writing import open_output, write_whole
@@ -74,9 +74,7 @@ class FlightRecorder:
             self._calls += calls
             while len(parts) > 1 and self._calls - parts[0][1] >= self.last:
                 self._calls -= parts.popleft()[1]
-            self.found = any(
-                e.kind == "anomaly" or (self.gradients and _non_finite(e.data)) for e in part.events
-            )
+            self.found = _finds(part.events, self.gradients)
             return self.found
 
     def trace(self, header: dict[str, object]) -> Trace:
@@ -89,6 +87,22 @@ class FlightRecorder:
     def calls(self) -> int:
         """How many calls are held now."""
         return self._calls
+
+
+_GRADIENTS = frozenset({"node_end", "accumulate", "capture"})
+"""The events whose summaries are gradients: a node's outputs, a buffer's or a leaf's sum,
+what ``grad()`` captured."""
+
+
+def _finds(events: Iterable[TraceEvent], gradients: bool) -> bool:
+    """Whether ``events`` hold an ``anomaly`` event or, with ``gradients``, a non-finite one."""
+    if not gradients:
+        return any(e.kind == "anomaly" for e in events)
+    for e in events:
+        kind = e.kind
+        if kind == "anomaly" or (kind in _GRADIENTS and _non_finite(e.data)):
+            return True
+    return False
 
 
 def _non_finite(data: Mapping[str, Any]) -> bool:
@@ -150,9 +164,11 @@ class Recording:
         """The trace file, if any."""
         self.gated = gated
         # Without the NaN checks (gated), their anomaly events never come: the flight
-        # recorder stops at the first gradient it summarizes with a NaN or Inf instead.
+        # recorder stops at the first gradient it summarizes with a NaN or Inf instead
+        # (with values "none" it summarizes none: nothing to read).
         last = self.calls.last
-        self.ring = FlightRecorder(last, gradients=gated) if last is not None else None
+        gradients = gated and values != "none"
+        self.ring = FlightRecorder(last, gradients) if last is not None else None
         """The flight recorder (with ``last``)."""
         self.observe = observe
         """What reads each finished part, if anything."""
