@@ -15,7 +15,9 @@ is 1 when a trainable parameter got no gradient, 0 otherwise; under
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
+import os
 import sys
 from typing import TYPE_CHECKING
 
@@ -37,7 +39,7 @@ from autograd_viz.trace.text import printable
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from autograd_viz.grads.report import FlowRow, GradsReport, Repeated
+    from autograd_viz.grads.report import FlowRow, GradsReport, Repeated, Where
 
 ROWS = 8
 """How many modules the flow table shows from each end (largest, smallest)."""
@@ -212,7 +214,7 @@ def _print_groups(
         console.print(f"      {f.reason}: {shown(f.why)}", soft_wrap=True)
         if f.where is not None:
             code = f"  [cyan]{shown(f.where.code)}[/cyan]" if f.where.code else ""
-            console.print(f"      at {shown(str(f.where))}{code}", soft_wrap=True)
+            console.print(f"      at {shown(_place(f.where))}{code}", soft_wrap=True)
         if report.calls > 1:
             if first.calls == 1:
                 console.print(f"      in call {first.first_call} of {report.calls}")
@@ -251,6 +253,16 @@ def print_flow(call: int, flow: list[FlowRow], console: Console, rows: int = ROW
             flag,
         )
     console.print(table)
+
+
+def _place(where: Where) -> str:
+    """``file:line``, the file relative to the working directory when it is under it."""
+    path = where.file
+    with contextlib.suppress(ValueError):
+        relative = os.path.relpath(path)
+        if not relative.startswith(os.pardir):
+            path = relative
+    return f"{path}:{where.line}"
 
 
 def _shape(shape: tuple[int, ...]) -> str:
