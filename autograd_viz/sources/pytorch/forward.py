@@ -124,6 +124,7 @@ class TorchNanChecker:
         self._functions = FunctionCalls(
             self._modules, self._modes, self._births.emit, self._reached
         )
+        self._births.transformed = self._functions.transformed
         self._outputs = OutputHooks(self._births.lineage, self._reached_output)
         self._ops = OpChecks(self.checks, self._births, self._functions)
         self._backward = BackwardChecks(self.checks, self._checked, self._births.kinds, self._found)
@@ -185,10 +186,11 @@ class TorchNanChecker:
         """A compiled region's output ``index`` was born non-finite: emit it on its node."""
         births = self._births
         birth = births.born(op, index, t, kinds, inputs, [], set())
-        number = frozenset((birth.number,))
-        births.lineage.mark(t, number)  # Note [Lineage] in forward_lineage.py
-        if t.grad_fn is not None:
-            tag_node(t.grad_fn, number)
+        if birth.number is not None:
+            number = frozenset((birth.number,))
+            births.lineage.mark(t, number)  # Note [Lineage] in forward_lineage.py
+            if t.grad_fn is not None:
+                tag_node(t.grad_fn, number)
         births.emit(birth, t.grad_fn)
 
     @property

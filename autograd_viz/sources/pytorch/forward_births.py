@@ -77,8 +77,10 @@ class Birth:
     device: str
     stack: list[str]
     module: str | None
-    number: int
-    """The birth's number (Note [Lineage] in ``forward_lineage.py``)."""
+    number: int | None
+    """The birth's number (Note [Lineage] in ``forward_lineage.py``); ``None`` inside a
+    ``torch.func`` transform, whose wrapped tensors the lineage cannot follow: such a
+    birth is reported as born, whatever becomes of its values."""
 
 
 class Births:
@@ -108,6 +110,8 @@ class Births:
         """Tensors a norm op made (a finding says which inputs were norms)."""
         self.lineage = Lineage()
         """Which births each live non-finite tensor came from (Note [Lineage])."""
+        self.transformed: Callable[[], bool] = lambda: False
+        """Whether the op runs inside a ``torch.func`` transform (set by the checker)."""
 
     def kinds(self, t: torch.Tensor) -> frozenset[str]:
         """Which of NaN, +Inf, -Inf ``t`` holds (exact; for tensors that failed the sum)."""
@@ -231,7 +235,7 @@ class Births:
             device,
             user_stack(),
             self._modules.current,
-            self.lineage.new_birth(),
+            None if self.transformed() else self.lineage.new_birth(),
         )
 
     def emit(self, birth: Birth, fn: Any) -> None:
@@ -263,7 +267,7 @@ class Births:
                         "input_ops": birth.input_ops,
                         "traceback": birth.stack,
                         "module": birth.module,
-                        "birth": birth.number,
+                        **({} if birth.number is None else {"birth": birth.number}),
                     },
                 )
             finally:

@@ -40,6 +40,8 @@ class _Calls(threading.local):
         self.pending: list[Birth] = []
         self.lineages: list[tuple[int, frozenset[int]]] = []
         """(sequence number of a node being made, the births its op read or made)."""
+        self.transformed = 0
+        """How many torch functions running were called inside a ``torch.func`` transform."""
 
 
 class FunctionCalls:
@@ -75,6 +77,11 @@ class FunctionCalls:
         local.pending.append(birth)
         return True
 
+    def transformed(self) -> bool:
+        """Whether a torch function running was called inside a ``torch.func`` transform
+        (its aten ops see unwrapped tensors: the lineage cannot follow them)."""
+        return self._local.transformed > 0
+
     def node_lineage(self, node_nr: int, births: frozenset[int]) -> None:
         """The node numbered ``node_nr``, once made, keeps ``births`` (Note [Lineage]);
         nothing when no torch function runs (no node to find when it returns)."""
@@ -87,6 +94,8 @@ class FunctionCalls:
         local = self._local
         start = torch._C._autograd._get_sequence_nr()
         local.depth += 1
+        transformed = torch._C._functorch.maybe_current_level() is not None
+        local.transformed += transformed
         out = None
         # Called as from the caller's line, for the warnings it raises (Note [A warning keeps
         # its line] in caller_line.py); the mode's own frame is two up.
@@ -100,6 +109,7 @@ class FunctionCalls:
                 out = call_from(frame, func, args, kwargs)
         finally:
             local.depth -= 1
+            local.transformed -= transformed
             pending = local.pending if local.depth == 0 else None
             lineages = local.lineages if local.depth == 0 else None
             made = torch._C._autograd._get_sequence_nr() != start

@@ -111,7 +111,8 @@ class OpChecks:
         if bad and (self.checks.first or HUB.active):  # else a finding would go nowhere
             born: dict[int, frozenset[int]] = {}
             for birth in births.look(op, args, kwargs, bad, before):
-                born[birth.output_index] = frozenset((birth.number,))
+                if birth.number is not None:
+                    born[birth.output_index] = frozenset((birth.number,))
                 if birth.node_nr is None or not self._functions.wait_for_node(birth):
                     births.emit(birth, None)
             if inherited or born:
