@@ -139,7 +139,7 @@ def run_beside(driver: LiveDriver, source: str, output: str | None = None) -> in
     from autograd_viz.live import SessionCancelled
     from autograd_viz.tui.app import VizApp
     from autograd_viz.tui.beside import BesideDriver, end_program, leave_screen, streams_stay
-    from autograd_viz.tui.reading import ProgramInput
+    from autograd_viz.tui.reading import ProgramInput, asked_in_tui
     from autograd_viz.tui.streams import ProgramStreams
 
     session = driver.session
@@ -178,7 +178,7 @@ def run_beside(driver: LiveDriver, source: str, output: str | None = None) -> in
     thread = threading.Thread(target=tui, name="autograd-viz-tui", daemon=True)
     unsaved: str | None = None
     try:
-        with signals.taken():
+        with signals.taken(), asked_in_tui(program_stdin):
             thread.start()
             try:
                 with signals.raising():

@@ -476,7 +476,7 @@ class VizApp(App[int]):
         if message.first:
             self.refresh_status()  # says that `o` shows it
         if self._asking is not None:
-            self.query_one(PromptBar).retitle(self._read_title())
+            self.query_one(PromptBar).retitle(self._read_title(self._asking))
 
     @while_open
     def on_program_reads(self, _: ProgramReads) -> None:
@@ -486,7 +486,10 @@ class VizApp(App[int]):
         if not self._ask_program():
             self.notify("The program is not reading a line.")
 
-    def _read_title(self) -> str:
+    def _read_title(self, request: LineRequest) -> str:
+        if request.prompt is not None:  # getpass: the prompt went to the terminal itself
+            prompt = one_line(request.prompt, 200)
+            return "the program reads a password" + (f": {prompt}" if prompt.strip() else "")
         prompt = one_line(self.capture.unfinished(STDOUT), 200)
         return "the program reads a line" + (f": {prompt}" if prompt.strip() else "")
 
@@ -501,7 +504,7 @@ class VizApp(App[int]):
             return False
         bar = self.query_one(PromptBar)
         if bar.asking and self._asking is request:
-            bar.retitle(self._read_title())
+            bar.retitle(self._read_title(request))
             return True
         if bar.asking and self._asking is None:
             return True  # the user's own question (/, d) stays; `i` answers after it
@@ -512,7 +515,8 @@ class VizApp(App[int]):
             if text is None:  # hidden: the program still waits, `i` opens the bar again
                 self.refresh_status()
                 return
-            self.program_wrote(text + "\n", False)  # echoed, as a terminal would
+            if not request.secret:
+                self.program_wrote(text + "\n", False)  # echoed, as a terminal would
             request.answer(text + "\n")
             self._ask_program()
 
@@ -522,10 +526,11 @@ class VizApp(App[int]):
             self._ask_program()
 
         bar.ask(
-            self._read_title(),
+            self._read_title(request),
             answer,
             placeholder="Enter sends the line · Ctrl+D end of input · Esc hides (i)",
             keep_empty=True,
+            password=request.secret,
             on_interrupt=self._interrupt,
             on_end=end_of_file,
         )

@@ -108,13 +108,15 @@ class PromptBar(Vertical):
         value: str = "",
         placeholder: str = "",
         keep_empty: bool = False,
+        password: bool = False,
         on_interrupt: Keys | None = None,
         on_end: Keys | None = None,
     ) -> None:
         """Show ``title`` and an input holding ``value``; call ``answer`` with the reply.
 
         A question still open is cancelled first (its callback gets ``None``).
-        With ``keep_empty``, Enter on nothing answers ``""``; ``on_interrupt`` and
+        With ``keep_empty``, Enter on nothing answers ``""``; with ``password``, what is
+        typed shows as dots; ``on_interrupt`` and
         ``on_end`` are what Ctrl+C and Ctrl+D do (Note [A line for the program]).
         """
         earlier, self._answer = self._answer, answer
@@ -125,6 +127,7 @@ class PromptBar(Vertical):
         self.retitle(title)
         line = self.query_one(Input)
         line.placeholder = placeholder
+        line.password = password
         line.value = value
         line.cursor_position = len(value)
         self.display = True

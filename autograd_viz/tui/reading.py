@@ -11,7 +11,9 @@ the line typed there is the program's, echoed in its output as a terminal
 would. Escape hides the bar (``i`` opens it again); Ctrl+D answers end of
 file, Ctrl+C and Ctrl+Q quit. Quitting answers every read still waiting with
 ``KeyboardInterrupt``, as Ctrl+C at a terminal would; once the TUI has ended,
-reads go to the terminal again. Its ``fileno()`` is descriptor 0, which is
+reads go to the terminal again. ``getpass.getpass``, which reads
+``/dev/tty`` itself, asks the same way while the TUI runs, what is typed
+unseen. Its ``fileno()`` is descriptor 0, which is
 ``/dev/null`` meanwhile (Note [The program writes to a terminal of its own]
 in :mod:`~autograd_viz.tui.streams`): not a terminal, so ``input()`` writes
 its prompt to ``sys.stdout`` and reads this object, and a subprocess given
@@ -20,17 +22,29 @@ its prompt to ``sys.stdout`` and reads this object, and a subprocess given
 
 from __future__ import annotations
 
+import contextlib
+import getpass
 import io
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
 
 class LineRequest:
-    """One line a program asked for, waiting for its answer."""
+    """One line a program asked for, waiting for its answer.
 
-    def __init__(self) -> None:
+    Args:
+        prompt: the prompt of a read that writes it elsewhere than ``sys.stdout``
+            (``getpass``); ``None``: the program printed it.
+        secret: what is typed is not shown (``getpass``).
+    """
+
+    def __init__(self, prompt: str | None = None, *, secret: bool = False) -> None:
+        self.prompt = prompt
+        """The prompt, where the program did not print it."""
+        self.secret = secret
+        """What is typed is not shown, nor echoed into the program's output."""
         self._answered = threading.Event()
         self._line = ""
         self._cancelled = False
@@ -135,16 +149,34 @@ class ProgramInput(io.TextIOBase):
             text.append(line)
         return "".join(text)
 
-    def _line(self) -> str:
+    def getpass(self, prompt: str = "Password: ", stream: TextIO | None = None) -> str:
+        """:func:`getpass.getpass` while the TUI runs: asked in the TUI, typed unseen.
+
+        ``getpass`` reads ``/dev/tty`` itself, so it would take the TUI's keys
+        as a plain read would (Note [The program reads through the prompt]).
+
+        Raises:
+            EOFError: Ctrl+D was pressed, as ``getpass`` raises at end of file.
+            KeyboardInterrupt: the TUI quit first.
+        """
+        request = LineRequest(prompt, secret=True)
+        line = self._line(request, terminal=lambda: _real_getpass(prompt, stream) + "\n")
+        if not line:
+            raise EOFError
+        return line.removesuffix("\n")
+
+    def _line(
+        self, request: LineRequest | None = None, terminal: Callable[[], str] | None = None
+    ) -> str:
         if os.getpid() != self._pid:
             return ""  # a forked child: the TUI is its parent's, so it reads nothing
+        request = request or LineRequest()
         with self._lock:
             ask = self._ask
-            request = LineRequest()
             if ask is not None:
                 self._waiting.append(request)
         if ask is None:
-            return self._terminal.readline()
+            return terminal() if terminal is not None else self._terminal.readline()
         try:
             ask(request)
             return request.wait()
@@ -158,4 +190,19 @@ class ProgramInput(io.TextIOBase):
         return getattr(self._terminal, name)
 
 
-__all__ = ["Asker", "LineRequest", "ProgramInput"]
+_real_getpass = getpass.getpass
+"""``getpass.getpass`` as it was, for a read once the TUI has ended."""
+
+
+@contextlib.contextmanager
+def asked_in_tui(program_input: ProgramInput) -> Iterator[None]:
+    """While the block runs, ``getpass.getpass`` asks through ``program_input``."""
+    getpass.getpass = program_input.getpass
+    try:
+        yield
+    finally:
+        if getpass.getpass == program_input.getpass:  # unless the program set its own
+            getpass.getpass = _real_getpass
+
+
+__all__ = ["Asker", "LineRequest", "ProgramInput", "asked_in_tui"]

@@ -75,6 +75,18 @@ print(f"hello {name}!")
 """
 )
 
+GETPASS = (
+    BACKWARD
+    + """\
+import getpass, subprocess
+subprocess.run(["echo", "a subprocess prints"])
+cat = subprocess.run(["cat"], capture_output=True, text=True, timeout=30)
+print("cat read", repr(cat.stdout))
+token = getpass.getpass("token: ")
+print("token of", len(token), "characters")
+"""
+)
+
 FOREVER = (
     BACKWARD
     + """\
@@ -158,6 +170,23 @@ def test_input_asks_in_the_tui_and_gets_the_line(run: Callable[..., Terminal]) -
     tail = after_tui(terminal)
     assert "your name? Bob\n" in tail.replace("\r\n", "\n")  # echoed, as a terminal does
     assert "hello Bob!" in tail
+
+
+def test_getpass_asks_in_the_tui_unseen_and_subprocesses_keep_off_the_keys(
+    run: Callable[..., Terminal],
+) -> None:
+    terminal = run(GETPASS)
+    to_end(terminal)
+    terminal.wait_for("the program reads a password: token:")
+    terminal.press("s3cr3t\r")
+    terminal.wait_for(FINISHED)
+    terminal.press("q")
+    assert terminal.wait() == 0
+    assert "s3cr3t" not in terminal.output  # neither drawn nor echoed
+    tail = after_tui(terminal)
+    assert "a subprocess prints" in tail
+    assert "cat read ''" in tail  # its stdin is empty, not the TUI's keys
+    assert "token of 6 characters" in tail
 
 
 def test_an_empty_line_is_an_answer_and_ctrl_d_ends_the_input(

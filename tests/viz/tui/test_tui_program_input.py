@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from textual.pilot import Pilot
+from textual.widgets import Input
 
 import engine
 from autograd_viz.sources import record
@@ -120,6 +121,36 @@ def test_ctrl_d_ends_the_input(trace: Trace) -> None:
 
     run_app(app, actions)
     assert program.result == ["one\n"]
+
+
+def test_getpass_is_asked_with_its_prompt_and_typed_unseen(trace: Trace) -> None:
+    app = replay_app(trace)
+    program = Program(app, lambda stdin: stdin.getpass("token: "))
+
+    async def actions(pilot: Pilot[Any]) -> None:
+        program.thread.start()
+        await asked(pilot, "the program reads a password: token:")
+        assert app.query_one("#prompt-input", Input).password
+        await pilot.press("x", "y", "enter")
+        await ended(pilot, program)
+
+    run_app(app, actions)
+    assert program.result == "xy"
+    assert app.capture.text() == ""  # not echoed into the program's output
+
+
+def test_getpass_at_ctrl_d_raises_eoferror(trace: Trace) -> None:
+    app = replay_app(trace)
+    program = Program(app, lambda stdin: stdin.getpass())
+
+    async def actions(pilot: Pilot[Any]) -> None:
+        program.thread.start()
+        await asked(pilot, "the program reads a password: Password:")
+        await pilot.press("ctrl+d")
+        await ended(pilot, program)
+
+    run_app(app, actions)
+    assert isinstance(program.error, EOFError)
 
 
 @pytest.mark.parametrize("keys", [("ctrl+c",), ("ctrl+q",), ("escape", "q")])
