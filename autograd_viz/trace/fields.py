@@ -34,6 +34,7 @@ TEXT_PATHS: frozenset[str] = frozenset(
         "graph_task.modules{}",
         "graph_task.modules.*",
         "graph_task.cut",
+        "graph_task.scopes[][]",
         "node.name",
         "node.device",
         "node.inputs[][]",

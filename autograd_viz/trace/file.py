@@ -56,6 +56,8 @@ class _Loader:
         self.expect_start: int | None = None  # a graph_task whose start event comes next
         self.scopes: dict[tuple[tuple[str, int], ...], tuple[tuple[str, int], ...]] = {}
         """One object per distinct scope: most nodes share their module call's."""
+        self.pending_scopes: list[tuple[tuple[str, int], ...]] | None = None
+        """The scopes of the graph task still reading its nodes, from its ``scopes``."""
         self.running: set[int] = set()  # graph tasks started and not ended
         self.quiet = (0, 0)  # events, graph tasks: the last point where none was running
 
@@ -89,6 +91,10 @@ class _Loader:
                     f"graph task {fields['id']} names parent {parent}, which did not start "
                     "before it"
                 )
+            table = fields.pop("scopes", None)
+            self.pending_scopes = (
+                _scopes(table, fields.get("modules", _NO_MODULES)) if table is not None else None
+            )
             self.pending = fields
             self.pending_nodes = {}
         elif kind == "event":
@@ -125,7 +131,16 @@ class _Loader:
         if info.id in self.pending_nodes:
             raise s.SchemaError(f"node {info.id} appears twice in graph task {pending['id']}")
         scope = info.scope
-        if scope:
+        if type(scope) is int:  # a scope_ref (version 12), checked with its graph task
+            table = self.pending_scopes
+            if table is None or scope >= len(table):
+                raise s.SchemaError(
+                    f"node {info.id}'s scope_ref {scope} is not an index of its graph task's "
+                    f"scopes ({0 if table is None else len(table)} of them)"
+                )
+            shared = self.scopes.setdefault(table[scope], table[scope])
+            object.__setattr__(info, "scope", shared)
+        elif scope:
             modules = pending.get("modules", _NO_MODULES)
             for path, _call in scope:
                 if path not in modules:
@@ -143,6 +158,7 @@ class _Loader:
         if pending is None:
             return
         self.pending = None
+        self.pending_scopes = None
         if len(self.pending_nodes) != pending["nodes"]:
             raise s.SchemaError(
                 f"graph task {pending['id']} declares {pending['nodes']} nodes but "
@@ -229,6 +245,33 @@ class _Loader:
 
 _NO_NODE = (None, None, None, None)
 _NO_MODULES: dict[str, str] = {}
+
+
+def _scopes(
+    table: list[tuple[int | None, str, int]], modules: dict[str, str]
+) -> list[tuple[tuple[str, int], ...]]:
+    """A graph task's ``scopes`` (version 12) as the scopes they stand for, outermost first.
+
+    Each entry names its innermost call and the earlier entry it is below, so a
+    scope is written once per graph task, its calls once each, whatever its
+    depth (Note [Scopes by reference] in ``autograd_viz/trace/writing.py``).
+    """
+    out: list[tuple[tuple[str, int], ...]] = []
+    for index, (parent, path, call) in enumerate(table):
+        if path not in modules:
+            raise s.SchemaError(
+                f"scopes: entry {index} names module {s.show(path)}, which its graph task's "
+                "modules do not list"
+            )
+        if parent is None:
+            out.append(((path, call),))
+        elif parent < index:
+            out.append((*out[parent], (path, call)))
+        else:
+            raise s.SchemaError(
+                f"scopes: entry {index} is below entry {parent}, which does not come before it"
+            )
+    return out
 
 
 def _new_event(fields: tuple[Any, ...]) -> TraceEvent:

@@ -126,6 +126,9 @@ def encode_summary(summary: TensorSummary) -> dict[str, Any]:
 
 scope = list_of(tuple_of(read_path, read_count))
 """A node's ``scope``: ``[[path, call], ...]``, outermost first (version 5)."""
+scopes = list_of(tuple_of(optional(read_count), read_path, read_count))
+"""A graph task's ``scopes``: ``[[parent, path, call], ...]``, each scope its innermost call
+below the scope ``parent`` (an earlier index, or ``null``) (version 12)."""
 modules = str_map(read_str)
 """A graph task's ``modules``: ``{path: class name}`` (version 5)."""
 
@@ -179,7 +182,13 @@ LEAF = record(
 
 
 def _node(kind: str, graph_task: int, node_id: int, *fields: Any) -> tuple[int, NodeInfo]:
-    return graph_task, new_node_info(node_id, *fields)
+    *known, scope_ref = fields
+    if scope_ref is not None:
+        if known[-1]:
+            raise SchemaError("a node has a scope or a scope_ref, not both")
+        # An index into its graph task's scopes, which the loader puts in its place.
+        known[-1] = scope_ref
+    return graph_task, new_node_info(node_id, *known)
 
 
 NODE = record(
@@ -200,7 +209,7 @@ NODE = record(
         "hooks": list_of(tuple_of(read_str, read_count)),
         "traceback": optional(lines),
     },
-    {"leaf": LEAF, "scope": scope},
+    {"leaf": LEAF, "scope": scope, "scope_ref": read_count},  # scope_ref: version 12
     build=_node,
     defaults={"scope": ()},
 )
@@ -220,7 +229,7 @@ GRAPH_TASK = record(
         "thread": read_str,
         "nodes": read_count,
     },
-    {"modules": modules, "call": read_count, "cut": read_str},
+    {"modules": modules, "call": read_count, "cut": read_str, "scopes": scopes},
 )
 
 EVENT = record(

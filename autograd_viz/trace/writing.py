@@ -81,21 +81,23 @@ def _scope_table(info: GraphTaskInfo) -> tuple[list[list[Any]], dict[int, int]]:
     """The ``scopes`` of a graph task's record and, by ``id()`` of each node's scope, the
     index of its entry (Note [Scopes by reference])."""
     table: list[list[Any]] = []
-    index: dict[tuple[int | None, str, int], int] = {}
+    index: dict[tuple[tuple[str, int], ...], int] = {}  # a scope, by value → its entry
     refs: dict[int, int] = {}
     for node in info.nodes.values():
         scope = node.scope
         if not scope or id(scope) in refs:
             continue
-        at = -1
-        for path, call in scope:
-            key = (at if at >= 0 else None, path, call)
-            found = index.get(key)
-            if found is None:
-                found = index[key] = len(table)
-                table.append(list(key))
-            at = found
-        refs[id(scope)] = at
+        # The longest outer scope listed already (Python compares them, not a loop of ours),
+        # then one entry per call below it.
+        end = len(scope)
+        while end and scope[:end] not in index:
+            end -= 1
+        at = index[scope[:end]] if end else None
+        for depth in range(end, len(scope)):
+            path, call = scope[depth]
+            table.append([at, path, call])
+            at = index[scope[: depth + 1]] = len(table) - 1
+        refs[id(scope)] = index[scope]
     return table, refs
 
 

@@ -181,6 +181,21 @@ def _with_rare_fields(items: list[Record]) -> list[Record]:
     return items
 
 
+def _one_whole_scope(items: list[Record]) -> None:
+    """One node's scope written whole, as versions 5 to 11 wrote every node's."""
+    table: list[Any] = []
+    for record in items:
+        if record["type"] == "graph_task":
+            table = record.get("scopes", [])
+        elif record["type"] == "node" and "scope_ref" in record:
+            at, chain = record.pop("scope_ref"), []
+            while at is not None:
+                at, path, call = table[at]
+                chain.insert(0, [path, call])
+            record["scope"] = chain
+            return
+
+
 def seed_records() -> dict[str, list[Record]]:
     """Traces of every shape: the fuzzer's seeds, one of PyTorch, and rare fields added."""
     seeds = {name: records(data) for name, data in seed_files().items()}
@@ -191,4 +206,6 @@ def seed_records() -> dict[str, list[Record]]:
                 record["data"]["input_ops"] = ["norm" for _ in record["data"]["input_ops"]]
         seeds["torch"] = torch_seed
     seeds["rare"] = _with_rare_fields(seeds["error"])
+    for items in seeds.values():
+        _one_whole_scope(items)  # both forms of a scope, in every seed that has one
     return seeds

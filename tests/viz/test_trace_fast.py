@@ -151,7 +151,8 @@ def _one_of_each(files: dict[str, bytes]) -> Iterator[tuple[dict[str, Any], Any]
     seen: set[Any] = set()
     for data in files.values():
         for record in _records(data):
-            key = record.get("kind") or (record["type"], "leaf" in record, "scope" in record)
+            scoped = "scope" in record or "scope_ref" in record
+            key = record.get("kind") or (record["type"], "leaf" in record, scoped)
             if _reader(record) is not None and key not in seen:
                 seen.add(key)
                 yield record, key

@@ -158,20 +158,20 @@ def test_wrong_format(tmp_path: Path, records: list[dict[str, Any]]) -> None:
     _fails(path, 1, "not an autograd-viz trace", "'chrome-trace'", "autograd-viz-trace")
 
 
-@pytest.mark.parametrize("version", [0, 12, 99, "1", None, True])
+@pytest.mark.parametrize("version", [0, 13, 99, "1", None, True])
 def test_unknown_version(tmp_path: Path, records: list[dict[str, Any]], version: Any) -> None:
     path = _write(tmp_path / "t.jsonl", [{**records[0], "version": version}, *records[1:]])
     _fails(
         path,
         1,
         f"unknown trace schema version {version!r}",
-        "reads versions 1, 2, 3, 4, 5, 6, 7, 8, 9, 10 and 11",
+        "reads versions 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11 and 12",
     )
 
 
 def test_a_version_1_file_still_loads(tmp_path: Path, records: list[dict[str, Any]]) -> None:
     """Version 1 had backward anomalies only, without the fields version 2 added."""
-    assert records[0]["version"] == 11
+    assert records[0]["version"] == 12
     old = [{k: v for k, v in {**records[0], "version": 1}.items() if k != "sources"}]
     for item in _without_modules(records[1:]):
         if item.get("kind") == "anomaly":
@@ -303,7 +303,8 @@ def test_a_field_of_the_wrong_type(
         if name == "modules" and isinstance(wrong, dict):
             # An object of strings is a modules map: the first node made in a module
             # names one it does not list.
-            scoped = next(k for k, r in enumerate(records) if k > i and "scope" in r)
+            # Since version 12 that is the graph task's own scopes.
+            scoped = next(k for k, r in enumerate(records) if k >= i and "scopes" in r)
             assert f", line {scoped + 1}: " in message and "'model'" in message, message
             continue
         assert f", line {i + 1}: " in message, (name, message)
@@ -609,9 +610,10 @@ def test_optional_fields_may_be_left_out(tmp_path: Path, records: list[dict[str,
                 dropped += item["data"].pop(name, None) is not None
         elif item["type"] == "node":
             dropped += item.pop("leaf", None) is not None
-            dropped += item.pop("scope", None) is not None
+            dropped += item.pop("scope_ref", None) is not None
         elif item["type"] == "graph_task":
             dropped += item.pop("modules", None) is not None
+            dropped += item.pop("scopes", None) is not None
     assert dropped > 20
     trace = Trace.load(_write(tmp_path / "t.jsonl", stripped))
     for step in range(len(trace) + 1):
@@ -652,9 +654,39 @@ def _without_modules(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for item in records:
         if item["type"] in ("node", "graph_task"):
-            item = {k: v for k, v in item.items() if k not in ("scope", "modules")}  # noqa: PLW2901
+            left_out = ("scope", "scope_ref", "modules", "scopes")
+            item = {k: v for k, v in item.items() if k not in left_out}  # noqa: PLW2901
         out.append(item)
     return out
+
+
+def _whole_scopes(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``records`` with each node's scope written whole, as versions 5 to 11 wrote it (a
+    ``scope`` of ``[path, call]`` pairs, not a ``scope_ref`` to its graph task's ``scopes``)."""
+    out: list[dict[str, Any]] = []
+    table: list[Any] = []
+    for item in json.loads(json.dumps(records)):
+        if item["type"] == "graph_task":
+            table = item.pop("scopes", [])
+        elif item["type"] == "node" and "scope_ref" in item:
+            at, chain = item.pop("scope_ref"), []
+            while at is not None:
+                at, path, call = table[at]
+                chain.insert(0, [path, call])
+            item["scope"] = chain
+        out.append(item)
+    return out
+
+
+def test_whole_scopes_load_as_scopes_by_reference(
+    tmp_path: Path, records: list[dict[str, Any]]
+) -> None:
+    by_reference = Trace.load(_write(tmp_path / "new.jsonl", records))
+    whole = Trace.load(_write(tmp_path / "whole.jsonl", _whole_scopes(records)))
+    for gid, info in by_reference.graph_tasks.items():
+        scopes = {n.id: n.scope for n in info.nodes.values()}
+        assert scopes == {n.id: n.scope for n in whole.graph_tasks[gid].nodes.values()}
+    assert any(n.scope for info in whole.graph_tasks.values() for n in info.nodes.values())
 
 
 def test_scopes_and_modules_are_saved_and_loaded(good: bytes, tmp_path: Path) -> None:
@@ -716,6 +748,7 @@ def test_a_version_4_file_loads_with_empty_scopes(
 def test_a_bad_scope_is_rejected(
     tmp_path: Path, records: list[dict[str, Any]], scope: Any, problem: str
 ) -> None:
+    records = _whole_scopes(records)
     index = next(i for i, r in enumerate(records) if r["type"] == "node" and "scope" in r)
     bad = [*records[:index], {**records[index], "scope": scope}, *records[index + 1 :]]
     _fails(_write(tmp_path / "t.jsonl", bad), index + 1, problem)

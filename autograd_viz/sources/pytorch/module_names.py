@@ -52,7 +52,7 @@ import torch
 from autograd_viz.sources.modules import RawScope, number_calls
 from autograd_viz.sources.once import warn_once
 from autograd_viz.sources.pytorch.compiled import original, unwrapped_path
-from autograd_viz.sources.pytorch.modules import MAX_CHANGES, Calls, ModelRoot
+from autograd_viz.sources.pytorch.modules import MAX_CHANGES, Call, Calls, ModelRoot
 from autograd_viz.trace.records import Scope
 
 if TYPE_CHECKING:
@@ -72,11 +72,12 @@ class GraphModules:
         variables: Callable[[], Mapping[int, str]] = dict,
     ) -> None:
         distinct = {id(n.calls): n.calls for n in nodes if n.calls}
-        self._owners = _owners(distinct.values())
-        distinct.update((id(calls), calls) for calls in self._owners.values())
-        self._named, self._prefixed = _named(distinct, variables)
+        called = _distinct_calls(distinct.values())
+        self._owners = _owners(called)
+        self._named, self._prefixed = _named(called, distinct.values(), variables)
+        """The named scope of each call, by ``id()`` of the call (its innermost)."""
         self._leaves = {id(n.variable) for n in nodes if n.variable is not None}
-        self._found: dict[int, tuple[Calls, str]] | None = None
+        self._found: dict[int, tuple[Call, str]] | None = None
         self._aliases: dict[int, list[str]] = {}
         self._places: list[tuple[ModelRoot, str, str | None]] = []
         """Each parameter named by its model: the model, its name there and the model's path
@@ -95,12 +96,13 @@ class GraphModules:
         self._parameters()
         return {key: tuple(names) for key, names in self._aliases.items()}
 
-    def _parameters(self) -> dict[int, tuple[Calls, str]]:
-        """``id(parameter)`` → the calls it is drawn in, and its name, for every parameter
-        that is a leaf of this graph (Note [A parameter is named by its model]).
+    def _parameters(self) -> dict[int, tuple[Call, str]]:
+        """``id(parameter)`` → the call it is drawn in (the innermost of its calls), and its
+        name, for every parameter that is a leaf of this graph (Note [A parameter is named
+        by its model]).
 
         A parameter of a model called outermost is named as the model's
-        ``named_parameters()`` names it; its calls are those down to the first call of
+        ``named_parameters()`` names it; its call is the first call of
         the module its name points to, or of the innermost called module above it
         (``MultiheadAttention`` reads its ``out_proj.weight`` without calling
         ``out_proj``). A parameter of a module lent to the model (called in it, none of
@@ -114,11 +116,10 @@ class GraphModules:
         if not wanted:
             return found
         aliases = self._aliases
-        first: dict[tuple[ModelRoot, str | None], Calls] = {}
-        for calls in self._owners.values():  # forward order: each module's first call
-            root, path = calls[-1][0], calls[-1][1]
-            first.setdefault((root, path), calls)
-        for root in dict.fromkeys(calls[0][0] for calls in self._owners.values()):
+        first: dict[tuple[ModelRoot, str | None], Call] = {}
+        for call in self._owners.values():  # forward order: each module's first call
+            first.setdefault((call[0], call[1]), call)
+        for root in dict.fromkeys(call[0] for call in self._owners.values()):
             model = None
             for qualified, parameter in root.named_parameters_now():
                 key = id(parameter)
@@ -137,12 +138,12 @@ class GraphModules:
             self._lent(found, wanted)
         return found
 
-    def _lent(self, found: dict[int, tuple[Calls, str]], wanted: set[int]) -> None:
+    def _lent(self, found: dict[int, tuple[Call, str]], wanted: set[int]) -> None:
         """Name the parameters still unnamed under the called modules that hold them,
         innermost first: modules lent to a model, whose paths are their class names."""
-        called: list[tuple[Calls, Callable[..., Iterator[tuple[str, Any]]], str | None]] = []
-        for calls in self._owners.values():
-            root, inner, _kind, _id, ref = calls[-1]
+        called: list[tuple[Call, Callable[..., Iterator[tuple[str, Any]]], str | None]] = []
+        for call in self._owners.values():
+            root, inner, _kind, _id, ref = call
             module = ref()
             # A module freed since its call (a model never bound to a variable) names its
             # parameters as they were named when it ran (Note [Models freed before backward]).
@@ -153,19 +154,21 @@ class GraphModules:
             )
             # A lone model's own parameters read as named_parameters() names them.
             alone = inner is None and not self._prefixed
-            called.append((calls, named, None if alone else self._named[id(calls)][-1][0]))
+            called.append((call, named, None if alone else self._named[id(call)][-1][0]))
+        scopes = self._named
+        called.sort(key=lambda c: -len(scopes[id(c[0])]))  # innermost first
         for recurse in (False, True):
-            for calls, named, path in sorted(called, key=lambda c: -len(c[0])):
+            for call, named, path in called:
                 for qualified, parameter in named(recurse=recurse):
                     key = id(parameter)
                     if key in wanted and key not in found:
                         attr = unwrapped_path(qualified)  # a compiled model's, as the model's
-                        found[key] = (calls, attr if path is None else f"{path}.{attr}")
+                        found[key] = (call, attr if path is None else f"{path}.{attr}")
 
     def scopes(self, nodes: Sequence[TorchNode]) -> tuple[list[Scope], dict[str, str]]:
         """Each node's scope (call numbers within this graph) and every path's class name;
         an ``AccumulateGrad`` gets its parameter's owner's."""
-        owners = {key: calls for key, (calls, _name) in self._parameters().items()}
+        owners = {key: call for key, (call, _name) in self._parameters().items()}
         raw: list[tuple[RawScope, bool]] = []
         untracked = 0
         parameters = False
@@ -180,7 +183,7 @@ class GraphModules:
             calls = node.calls
             if calls is None:
                 untracked += node.fn is not None
-            raw.append((named[id(calls)] if calls else (), False))
+            raw.append((named[id(calls[-1])] if calls else (), False))
         if untracked and parameters:
             warn_once(
                 "autograd-viz: nodes of a backward graph were made where no module call was "
@@ -189,11 +192,14 @@ class GraphModules:
                 "forward pass too"
             )
         scopes, kinds = number_calls(raw)
+        walked: set[tuple[ModelRoot, str]] = set()
         for root, qualified, model in self._places:
             # The modules a view draws a parameter in below the calls that made it
-            # (parameter_chain in trace/scopes.py) have their classes too.
+            # (parameter_chain in trace/scopes.py) have their classes too; each once, not
+            # once per parameter under it (a module tree may be thousands deep).
             path = qualified.rpartition(".")[0]
-            while path:
+            while path and (root, path) not in walked:
+                walked.add((root, path))
                 kind = root.kinds.get(path)
                 if kind is not None:
                     kinds.setdefault(path if model is None else f"{model}.{path}", kind)
@@ -202,10 +208,10 @@ class GraphModules:
 
 
 def _innermost_called(
-    first: Mapping[tuple[ModelRoot, str | None], Calls], root: ModelRoot, qualified: str
-) -> Calls:
-    """The calls down to the first call of the module that holds the parameter ``qualified``
-    of ``root``'s model, or of the innermost module above it that was called."""
+    first: Mapping[tuple[ModelRoot, str | None], Call], root: ModelRoot, qualified: str
+) -> Call:
+    """The first call of the module that holds the parameter ``qualified`` of ``root``'s
+    model, or of the innermost module above it that was called."""
     path: str | None = qualified.rpartition(".")[0] or None
     while path is not None:
         calls = first.get((root, path))
@@ -215,31 +221,52 @@ def _innermost_called(
     return first[root, None]
 
 
-def _owners(stacks: Iterable[Calls]) -> dict[object, Calls]:
-    """``id(module)`` (a freed module's: its model's and its path) → the calls down to its
-    first call, for every module that was called, in forward order."""
-    first: dict[object, Calls] = {}
+def _distinct_calls(stacks: Iterable[Calls]) -> list[Call]:
+    """Each call of ``stacks`` once.
+
+    A stack is its outer stack and one call more, and a call is always made on the
+    same outer stack, so each stack is read from its innermost call outwards until a
+    call met before: one step per distinct call, however deep calls nest (Note
+    [Scopes share their outer calls] in ``autograd_viz/sources/modules.py``).
+    """
+    seen: set[int] = set()
+    out: list[Call] = []
     for calls in stacks:
-        for depth, (root, path, _kind, call_id, ref) in enumerate(calls):
-            module = ref()
-            # A freed module by its place in its model (Note [Models freed before backward]).
-            key = id(module) if module is not None else (id(root), path)
-            known = first.get(key)
-            if known is None or call_id < known[-1][3]:
-                first[key] = calls if depth == len(calls) - 1 else calls[: depth + 1]
-    return dict(sorted(first.items(), key=lambda item: item[1][-1][3]))
+        depth = len(calls) - 1
+        while depth >= 0 and id(calls[depth]) not in seen:
+            seen.add(id(calls[depth]))
+            out.append(calls[depth])
+            depth -= 1
+    return out
+
+
+def _owners(called: Iterable[Call]) -> dict[object, Call]:
+    """``id(module)`` (a freed module's: its model's and its path) → its first call, for every
+    module that was called, in forward order."""
+    first: dict[object, Call] = {}
+    for call in called:
+        root, path, _kind, call_id, ref = call
+        module = ref()
+        # A freed module by its place in its model (Note [Models freed before backward]).
+        key = id(module) if module is not None else (id(root), path)
+        known = first.get(key)
+        if known is None or call_id < known[3]:
+            first[key] = call
+    return dict(sorted(first.items(), key=lambda item: item[1][3]))
 
 
 def _named(
-    distinct: dict[int, Calls], variables: Callable[[], Mapping[int, str]]
+    called: list[Call],
+    stacks: Iterable[Calls],
+    variables: Callable[[], Mapping[int, str]],
 ) -> tuple[dict[int, RawScope], bool]:
-    """Each distinct stack of calls as ``(path, call id, class)`` entries, by ``id()`` of
-    the stack; and whether inner paths start with their model's path (Note [Model paths])."""
+    """The named scope of each call, ``(path, call id, class)`` entries outermost first, by
+    ``id()`` of the call; and whether inner paths start with their model's path (Note
+    [Model paths])."""
     first: dict[ModelRoot, int] = {}
-    for calls in distinct.values():
-        for root, _path, _kind, call_id, _ref in calls:
-            if call_id < first.get(root, call_id + 1):
-                first[root] = call_id
+    for root, _path, _kind, call_id, _ref in called:
+        if call_id < first.get(root, call_id + 1):
+            first[root] = call_id
     bound = variables() if first else {}
     roots: dict[ModelRoot, str] = {}
     taken: set[str] = set()
@@ -264,17 +291,16 @@ def _named(
         ):
             with_parameters += 1
     prefixed = with_parameters > 1  # two models' inner paths could collide
-    entries: dict[int, tuple[str, int, str]] = {}
     out: dict[int, RawScope] = {}
-    for key, calls in distinct.items():
-        named: list[tuple[str, int, str]] = []
-        for call in calls:
-            entry = entries.get(id(call))
-            if entry is None:
-                root, inner, kind, call_id, _ref = call
-                name = roots[root]
-                path = name if inner is None else (f"{name}.{inner}" if prefixed else inner)
-                entry = entries[id(call)] = (path, call_id, kind)
-            named.append(entry)
-        out[key] = tuple(named)
+    for calls in stacks:
+        # From the innermost call outwards to one named before, then inwards again.
+        depth = len(calls) - 1
+        while depth >= 0 and id(calls[depth]) not in out:
+            depth -= 1
+        named: RawScope = out[id(calls[depth])] if depth >= 0 else ()
+        for call in calls[depth + 1 :]:
+            root, inner, kind, call_id, _ref = call
+            name = roots[root]
+            path = name if inner is None else (f"{name}.{inner}" if prefixed else inner)
+            named = out[id(call)] = (*named, (path, call_id, kind))
     return out, prefixed

@@ -116,11 +116,13 @@ class ModelRoot:
         # The class of each module, by its path: a view draws a parameter in its module even
         # where no call of that module made a node (Note [A parameter is named by its model]).
         self.kinds = {
-            unwrapped_path(path): class_name(sub) for path, sub in inner.named_modules() if path
+            unwrapped_path(path): class_name(sub)
+            for path, sub in walk_modules(inner, remove_duplicate=True)
+            if path
         }
         self.parameters = tuple(
             (unwrapped_path(qualified), weakref.ref(parameter))
-            for qualified, parameter in inner.named_parameters(remove_duplicate=False)
+            for qualified, parameter in all_named_parameters(inner)
         )
 
     def named_parameters(
@@ -149,8 +151,66 @@ class ModelRoot:
         if module is None:
             yield from self.named_parameters(None)
             return
-        for qualified, parameter in original(module).named_parameters(remove_duplicate=False):
+        for qualified, parameter in all_named_parameters(original(module)):
             yield unwrapped_path(qualified), parameter
+
+
+def walk_modules(
+    root: torch.nn.Module, remove_duplicate: bool
+) -> Iterator[tuple[str, torch.nn.Module]]:
+    """``root.named_modules(remove_duplicate=...)``: every module under ``root`` with its
+    path, in the same order, walked without recursion, and never into a module that is
+    already on the path to it.
+
+    PyTorch's own walk recurses once per level, and without ``remove_duplicate``
+    it never ends on a module registered as its own child or descendant
+    (``m.add_module("me", m)``): a cycle is cut where it closes, and the names
+    of everything else are kept.
+    """
+    seen: set[int] = set()
+    on_path: set[int] = set()
+    path: list[int] = []
+    stack: list[tuple[str, torch.nn.Module] | None] = [("", root)]
+    while stack:
+        item = stack.pop()
+        if item is None:  # every module under the last one on the path was walked
+            on_path.discard(path.pop())
+            continue
+        prefix, module = item
+        if remove_duplicate:
+            if id(module) in seen:
+                continue
+            seen.add(id(module))
+        yield prefix, module
+        path.append(id(module))
+        on_path.add(id(module))
+        stack.append(None)
+        children = [
+            (f"{prefix}.{name}" if prefix else name, child)
+            for name, child in module._modules.items()
+            if child is not None and id(child) not in on_path
+        ]
+        stack.extend(reversed(children))
+
+
+def named_parameters_once(root: torch.nn.Module) -> Iterator[tuple[str, torch.nn.Parameter]]:
+    """``root.named_parameters()``: each parameter once, by its first name, in the same
+    order, walked without recursion (:func:`walk_modules`)."""
+    seen: set[int] = set()
+    for prefix, module in walk_modules(root, remove_duplicate=True):
+        for name, parameter in module._parameters.items():
+            if parameter is not None and id(parameter) not in seen:
+                seen.add(id(parameter))
+                yield (f"{prefix}.{name}" if prefix else name), parameter
+
+
+def all_named_parameters(root: torch.nn.Module) -> Iterator[tuple[str, torch.nn.Parameter]]:
+    """``root.named_parameters(remove_duplicate=False)``: a parameter shared by two modules
+    once per name, in the same order, a cycle of modules cut (:func:`walk_modules`)."""
+    for prefix, module in walk_modules(root, remove_duplicate=False):
+        for name, parameter in module._parameters.items():
+            if parameter is not None:
+                yield (f"{prefix}.{name}" if prefix else name), parameter
 
 
 Call = tuple["ModelRoot", "str | None", str, int, "weakref.ref[torch.nn.Module]"]

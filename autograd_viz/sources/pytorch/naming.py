@@ -30,6 +30,7 @@ from typing import Any
 import torch
 
 from autograd_viz.sources.pytorch.compiled import unwrapped_path
+from autograd_viz.sources.pytorch.modules import named_parameters_once, walk_modules
 
 _GIVEN: dict[int, tuple[weakref.ref[torch.Tensor], str]] = {}
 """``id(tensor)`` → (weak reference, name); an entry dies with its tensor."""
@@ -152,7 +153,7 @@ def _collect(
 
 
 def _parameter_count(module: torch.nn.Module) -> int:
-    return sum(1 for _ in module.parameters())
+    return sum(1 for _ in named_parameters_once(module))
 
 
 def _qualified_names(modules: dict[int, tuple[str, torch.nn.Module]]) -> dict[int, str]:
@@ -165,7 +166,9 @@ def _qualified_names(modules: dict[int, tuple[str, torch.nn.Module]]) -> dict[in
     """
     inner: set[int] = set()
     for _, module in modules.values():
-        inner.update(id(m) for m in module.modules() if m is not module)
+        # Walked without recursion: a module tree may be deeper than the recursion limit,
+        # or hold a module as its own child (walk_modules in modules.py).
+        inner.update(id(m) for _path, m in walk_modules(module, True) if m is not module)
     tops = sorted(
         (entry for key, entry in modules.items() if key not in inner),
         key=lambda entry: _parameter_count(entry[1]),
@@ -175,7 +178,7 @@ def _qualified_names(modules: dict[int, tuple[str, torch.nn.Module]]) -> dict[in
     names: dict[int, str] = {}
     for variable, module in tops:
         prefix = f"{variable}." if len(tops) > 1 else ""
-        for qualified, parameter in module.named_parameters():
+        for qualified, parameter in named_parameters_once(module):
             names.setdefault(id(parameter), prefix + unwrapped_path(qualified))
     return names
 
@@ -189,7 +192,7 @@ def qualified_parameters(
     names = _qualified_names(modules)
     seen: dict[int, torch.nn.Parameter] = {}
     for _variable, module in modules.values():
-        for parameter in module.parameters():
+        for _name, parameter in named_parameters_once(module):
             seen.setdefault(id(parameter), parameter)
     return list(seen.values()), names
 
