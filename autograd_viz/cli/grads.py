@@ -44,6 +44,9 @@ if TYPE_CHECKING:
 ROWS = 8
 """How many modules the flow table shows from each end (largest, smallest)."""
 
+NAMES = 6
+"""How many parameters one entry of the report names before it counts the rest."""
+
 
 def add_grads_command(commands: argparse._SubParsersAction[ArgumentParser]) -> None:
     """Add ``grads`` to the subcommands."""
@@ -209,7 +212,11 @@ def _print_groups(
     for group in groups.values():
         first = group[0]
         f = first.finding
-        names = ", ".join(shown(f"{r.finding.parameter} {_shape(r.finding.shape)}") for r in group)
+        names = ", ".join(
+            shown(f"{r.finding.parameter} {_shape(r.finding.shape)}") for r in group[:NAMES]
+        )
+        if len(group) > NAMES:
+            names += f" and {len(group) - NAMES:,} more"
         console.print(f"  [bold]{names}[/bold]", soft_wrap=True)
         console.print(f"      {f.reason}: {shown(f.why)}", soft_wrap=True)
         if f.where is not None:

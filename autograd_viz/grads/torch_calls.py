@@ -1,4 +1,4 @@
-"""Why each parameter got no gradient in a PyTorch backward call, and how its gradients flowed.
+r"""Why each parameter got no gradient in a PyTorch backward call, and how its gradients flowed.
 
 :class:`TorchGrads` runs every ``Tensor.backward``, ``torch.autograd.backward``
 and ``torch.autograd.grad`` call that its function mode sees
@@ -18,6 +18,20 @@ call's gradient, whatever ``.grad`` held before). Statistics are taken under
 removed when the call returns or raises (``retain_graph=True`` would keep
 them). Gradients are bit-identical with and without the watch (the tests
 compare them), and ``AccumulateGrad`` still steals the gradient it is given.
+
+Note [Which parameters]
+~~~~~~~~~~~~~~~~~~~~~~~
+After a call: the parameters of every module the forward ran from outside any
+other module (a *root*: the model, its loss), and of every module the calling
+code holds (its frames' variables) that holds a module that ran. The second
+names parameters as the program knows them when it calls a model's parts
+directly (``model.forward_features(x)`` runs ``patch_embed``, ``blocks``, ...
+each as a root: ``cls_token`` is then ``cls_token``, not a bare parameter) and
+adds a head it never called; a module the code holds whose parts did not run
+(an EMA copy, another model) is left out. The held module with the most
+parameters names them as ``named_parameters()`` does; another held module's
+are prefixed with its variable (``value_head.weight``). ``nn.Parameter``\ s
+used outside all of them are looked at too.
 
 Note [The reasons, in order]
 ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
@@ -59,10 +73,10 @@ from autograd_viz.grads.report import (
     Where,
     flag_flow,
 )
-from autograd_viz.grads.torch_uses import ForwardLog, UsesTracker, user_line
+from autograd_viz.grads.torch_uses import ForwardLog, Root, UsesTracker, root_of, user_line
 from autograd_viz.sources.once import warn_once
 from autograd_viz.sources.pytorch.caller_line import call_from
-from autograd_viz.sources.pytorch.origins import ORIGIN_KEY, Origin
+from autograd_viz.sources.pytorch.origins import ORIGIN_KEY, Origin, user_frames
 
 _SIGNATURES: dict[Any, inspect.Signature] = {}
 
@@ -151,6 +165,7 @@ class TorchGrads:
         where = user_line(frame)
         index = next(self._calls)
         try:
+            held = held_modules(frame)
             plan: CallPlan | None = plan_call(func, args, kwargs)
         except Exception as exc:  # noqa: BLE001 - the call runs unwatched, and says so
             warn_once(f"autograd-viz grads: cannot read this backward call ({exc!r}); not checked")
@@ -164,20 +179,50 @@ class TorchGrads:
             log = self.tracker.new_log()
         if plan is not None:
             try:
-                self._add(explain(plan, log, out, index, where))
+                self._add(explain(plan, log, out, index, where, held))
             except Exception as exc:  # noqa: BLE001 - watching goes on, and says so
                 warn_once(f"autograd-viz grads: could not explain a backward call ({exc!r})")
         return out
 
 
-def _candidates(log: ForwardLog) -> list[tuple[str, str | None, int | None, torch.Tensor]]:
+def held_modules(frame: Any, frames: int = 8) -> list[tuple[str, torch.nn.Module]]:
+    """The modules the calling code holds: its frames' variables (Note [Which parameters])."""
+    found: dict[int, tuple[str, torch.nn.Module]] = {}
+    for depth, user in enumerate(user_frames(frame)):
+        if depth >= frames:
+            break
+        for scope in (user.f_locals, user.f_globals):
+            for variable, value in list(scope.items()):
+                if isinstance(value, torch.nn.Module) and id(value) not in found:
+                    found[id(value)] = (variable, value)
+    return list(found.values())
+
+
+def _candidates(
+    log: ForwardLog, held: list[tuple[str, torch.nn.Module]]
+) -> list[tuple[str, str | None, int | None, torch.Tensor]]:
+    """``(name, module, module id, parameter)`` of every parameter looked at (Note [Which
+    parameters])."""
+    ran = set(log.called)
+    covering = []
+    for variable, module in held:
+        root = root_of(module)
+        if ran.intersection(root.paths):
+            covering.append((variable, root))
+    covering.sort(key=lambda vr: -len(vr[1].parameters))
+    named: list[tuple[str, Root]] = [
+        ("" if i == 0 else f"{variable}.", root) for i, (variable, root) in enumerate(covering)
+    ]
+    covered = {i for _, root in named for i in root.paths}
+    named += [("", root) for key, root in log.roots.items() if key not in covered]
     seen: set[int] = set()
     found = []
-    for root in log.roots.values():
+    for prefix, root in named:
         for name, module, module_id, p in root.parameters:
             if id(p) not in seen:
                 seen.add(id(p))
-                found.append((name, module, module_id, p))
+                path = f"{prefix}{module}" if prefix and module else module
+                found.append((f"{prefix}{name}", path, module_id, p))
     for p in log.bare.values():
         if id(p) not in seen:
             seen.add(id(p))
@@ -186,12 +231,17 @@ def _candidates(log: ForwardLog) -> list[tuple[str, str | None, int | None, torc
 
 
 def explain(
-    plan: CallPlan, log: ForwardLog, out: Any, index: int, where: Where | None
+    plan: CallPlan,
+    log: ForwardLog,
+    out: Any,
+    index: int,
+    where: Where | None,
+    held: list[tuple[str, torch.nn.Module]] = (),  # type: ignore[assignment]
 ) -> CallGrads:
     """What the call gave each parameter of the modules its forward ran (Note [The reasons,
     in order])."""
     call = CallGrads(index, plan.kind, where)
-    candidates = _candidates(log)
+    candidates = _candidates(log, held)
     call.parameters = len(candidates)
     inputs = None if plan.inputs is None else {id(t): j for j, t in enumerate(plan.inputs)}
     grads = _as_list(out) if plan.kind == "grad" else None
@@ -243,9 +293,8 @@ def explain(
             continue
         if use.grad is None:
             assert use.no_grad is not None
-            at, in_module, mode = use.no_grad
-            inside = f" (in {in_module})" if in_module else ""
-            found(NO_GRAD, f"used only under torch.{mode}(){inside}", at)
+            at, _, mode = use.no_grad
+            found(NO_GRAD, f"used only under torch.{mode}()", at)
             continue
         if claims is None:
             claims = Claims(plan, log)

@@ -17,6 +17,14 @@ program dropped lives that much longer than without us. The log is bounded
 (:data:`KEPT`): past it, the oldest outputs and cuts go first, and a reason
 that needed them falls back to the parameter's last use.
 
+Note [The program's line]
+~~~~~~~~~~~~~~~~~~~~~~~~~
+A line shown is the program's own: the first frame outwards that is not
+torch's or ours and not an installed package's (``site-packages``), so a
+``timm`` or ``transformers`` model run under ``no_grad`` is shown at the
+program's ``feats = model.forward_features(x)``, not inside the library. A
+stack of installed code alone gives its first frame that is not torch's.
+
 Note [Uses the program makes]
 ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 A use or a cut counts when a module is running (its forward, and the torch
@@ -30,6 +38,7 @@ forward never used as "cut at ``model = DDP(model)``".
 from __future__ import annotations
 
 import itertools
+import os
 import sys
 import threading
 from collections import deque
@@ -180,11 +189,27 @@ _IN_PLACE_OPERATORS = frozenset(
 
 
 def user_line(frame: Any) -> Where | None:
-    """The user's line from ``frame`` outwards (not torch, not ours)."""
-    found = next(user_frames(frame), None)
+    """The program's line from ``frame`` outwards (Note [The program's line])."""
+    found = None
+    for candidate in user_frames(frame):
+        found = found or candidate
+        if not _installed(candidate.f_code.co_filename):
+            found = candidate
+            break
     if found is None:
         return None
     return Where(found.f_code.co_filename, found.f_lineno, found.f_code.co_name)
+
+
+_INSTALLED = (f"{os.sep}site-packages{os.sep}", f"{os.sep}dist-packages{os.sep}")
+_installed_files: dict[str, bool] = {}
+
+
+def _installed(filename: str) -> bool:
+    known = _installed_files.get(filename)
+    if known is None:
+        known = _installed_files[filename] = any(part in filename for part in _INSTALLED)
+    return known
 
 
 class _Local(threading.local):

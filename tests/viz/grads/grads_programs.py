@@ -232,6 +232,27 @@ PROGRAMS: dict[str, str] = {
         model = nn.Sequential(*layers, nn.Linear(4, 1))
         train(model, steps=3)
     """),
+    "parts": program("""
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.token = nn.Parameter(torch.zeros(1, 4))
+                self.enc = nn.Linear(4, 8)
+                self.head = nn.Linear(8, 1)
+
+            def features(self, x):
+                return torch.tanh(self.enc(x + self.token))  # <- use
+
+
+        model = Net()
+        value_head = nn.Linear(8, 1)
+        ema = Net()  # a copy the program holds but never runs
+        for _ in range(2):
+            with torch.no_grad():
+                h = model.features(torch.randn(6, 4))
+            values = value_head(h)  # <- dropped
+            model.head(h).pow(2).mean().backward()
+    """),
     "all": program("""
         class Net(nn.Module):
             def __init__(self):

@@ -84,7 +84,7 @@ def test_a_module_run_without_grad_is_named_with_the_line(
     path = write(tmp_path, mode)
     report = watched(path)
     line = marked_line(path, "use")
-    why = f"used only under torch.{mode}() (in enc)"
+    why = f"used only under torch.{mode}()"
     assert reasons(report) == {"enc.weight": (NO_GRAD, why, line), "enc.bias": (NO_GRAD, why, line)}
 
 
@@ -164,6 +164,23 @@ def test_exact_zeros_name_the_node_and_line_where_they_began(
     assert not report.found  # a gradient of zeros is a gradient
 
 
+def test_parameters_are_named_by_the_modules_the_program_holds(torch: Any, tmp_path: Path) -> None:
+    """Note [Which parameters]: parts of a model run directly (as ``forward_features``) are
+    named from the model; another module held gets its variable's name; one that never
+    ran (an EMA copy) is not looked at."""
+    path = write(tmp_path, "parts")
+    report = watched(path)
+    use, dropped = marked_line(path, "use"), marked_line(path, "dropped")
+    found = reasons(report)
+    assert found == {
+        "token": (NO_GRAD, "used only under torch.no_grad()", use),
+        "enc.weight": (NO_GRAD, "used only under torch.no_grad()", use),
+        "enc.bias": (NO_GRAD, "used only under torch.no_grad()", use),
+        "value_head.weight": (UNREACHED, "the output of Linear never reaches the loss", dropped),
+        "value_head.bias": (UNREACHED, "the output of Linear never reaches the loss", dropped),
+    }
+
+
 def test_one_model_with_every_reason(torch: Any, tmp_path: Path) -> None:
     path = write(tmp_path, "all")
     report = watched(path)
@@ -173,7 +190,7 @@ def test_one_model_with_every_reason(torch: Any, tmp_path: Path) -> None:
     assert by_param["spare"][:2] == (NEVER_USED, "module spare was never called in this forward")
     assert by_param["teacher"] == (
         NO_GRAD,
-        "used only under torch.no_grad() (in teacher)",
+        "used only under torch.no_grad()",
         marked_line(path, "use"),
     )
     assert by_param["cutter"] == (
