@@ -100,9 +100,12 @@ class ProgramStreams:
 
     def resize(self, columns: int, rows: int) -> None:
         """The program's terminals take the real one's new size (``shutil.get_terminal_size``)."""
-        for master in self._masters:
-            with contextlib.suppress(OSError):
-                fcntl.ioctl(master, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
+        with self._lock:
+            for master in self._masters:
+                with contextlib.suppress(OSError):
+                    fcntl.ioctl(
+                        master, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0)
+                    )
 
     def release(self, write_out: Callable[[], None]) -> None:
         """Give descriptors 0, 1 and 2 back to the terminal; ``write_out`` writes what was kept.
@@ -130,7 +133,7 @@ class ProgramStreams:
         for saved in self._saved.values():
             with contextlib.suppress(OSError):
                 os.close(saved)
-        _drain(self._masters)
+        _drain(list(self._masters))
         with self._lock:  # a piece read just before is written by now
             pass
 
@@ -150,8 +153,10 @@ class ProgramStreams:
                     self._sink(text, stderr)
             if not chunk:
                 break
-        with contextlib.suppress(OSError):
-            os.close(master)
+        with self._lock:  # its number may be reused once closed: nobody asks it again
+            self._masters.remove(master)
+            with contextlib.suppress(OSError):
+                os.close(master)
 
 
 def _terminal_or_pipe(size: bytes | None) -> tuple[int, int]:

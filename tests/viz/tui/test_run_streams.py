@@ -230,9 +230,17 @@ def test_quitting_while_the_script_reads_interrupts_it(
     assert "hello" not in tail
 
 
-@pytest.mark.parametrize("when", ["paused", "running", "finished"])
-def test_sigterm_gives_the_terminal_back_and_ends_by_sigterm(
-    run: Callable[..., Terminal], tmp_path: Path, when: str
+@pytest.mark.parametrize(
+    ("when", "signum"),
+    [
+        ("paused", signal.SIGTERM),
+        ("running", signal.SIGTERM),
+        ("finished", signal.SIGTERM),
+        ("paused", signal.SIGHUP),
+    ],
+)
+def test_a_signal_gives_the_terminal_back_and_ends_the_tool_by_it(
+    run: Callable[..., Terminal], tmp_path: Path, when: str, signum: int
 ) -> None:
     output = tmp_path / "kept.jsonl"
     terminal = run(BACKWARD if when == "finished" else FOREVER, "-o", str(output))
@@ -240,8 +248,8 @@ def test_sigterm_gives_the_terminal_back_and_ends_by_sigterm(
     if when != "paused":
         terminal.press("e")
         terminal.wait_for(FINISHED if when == "finished" else "o: program output")
-    terminal.process.send_signal(signal.SIGTERM)
-    assert terminal.wait(30) == -signal.SIGTERM
+    terminal.process.send_signal(signum)
+    assert terminal.wait(30) == -signum
     screen = terminal.output
     assert screen.count(ALTERNATE_ON) == 1
     assert screen.rindex(ALTERNATE_OFF) > screen.rindex(ALTERNATE_ON)  # screen left
@@ -254,3 +262,21 @@ def test_sigterm_gives_the_terminal_back_and_ends_by_sigterm(
     from autograd_viz.trace import Trace
 
     assert Trace.load(output).graph_tasks
+
+
+@pytest.mark.slow
+def test_the_ddp_example_runs_its_spawned_ranks(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    from tests.viz.tui.terminal import ROOT
+
+    terminal = Terminal(["run", str(ROOT / "examples" / "torch_ddp.py")])
+    try:
+        terminal.wait_for(FINISHED, timeout=300)  # the parent makes no backward call itself
+        terminal.press("q")
+        assert terminal.wait(60) == 0
+        tail = after_tui(terminal)
+    finally:
+        terminal.close()
+    assert "fds_to_keep" not in terminal.output
+    for rank in (0, 1):
+        assert f"rank {rank} step 2: loss" in tail
