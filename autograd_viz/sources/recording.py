@@ -97,12 +97,19 @@ what ``grad()`` captured."""
 def _finds(events: Iterable[TraceEvent], gradients: bool) -> bool:
     """Whether ``events`` hold an ``anomaly`` event or, with ``gradients``, a non-finite one."""
     if not gradients:
-        return any(e.kind == "anomaly" for e in events)
+        return any(e.kind == "anomaly" and _counts(e.data) for e in events)
     for e in events:
         kind = e.kind
-        if kind == "anomaly" or (kind in _GRADIENTS and _non_finite(e.data)):
+        if (kind == "anomaly" and _counts(e.data)) or (kind in _GRADIENTS and _non_finite(e.data)):
             return True
     return False
+
+
+def _counts(data: Mapping[str, Any]) -> bool:
+    """Whether an ``anomaly`` event is a finding: not a numbered forward birth, which counts
+    only once an event says its values reached the loss, a gradient, a parameter or the
+    model's output (Note [Lineage] in ``autograd_viz/sources/pytorch/forward_lineage.py``)."""
+    return "birth" not in data
 
 
 def _non_finite(data: Mapping[str, Any]) -> bool:

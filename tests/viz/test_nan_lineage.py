@@ -276,3 +276,21 @@ def test_a_trace_saved_keeps_what_was_contained(
     capsys.readouterr()
     assert cli.main(["nan", str(trace_clean)]) == 0
     assert "6 contained non-finite values seen" in capsys.readouterr().out
+
+
+def test_the_flight_recorder_is_not_stopped_by_a_contained_value(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from autograd_viz.trace import Trace
+
+    script = tmp_path / "t5_like_steps.py"
+    code = T5_LIKE.replace('model = Encoder(bug="--bug" in sys.argv)', "model = Encoder()")
+    code = code.replace(
+        "for step in range(2):\n", "for step in range(4):\n    model.block[2].ff.bug = step == 2\n"
+    )
+    script.write_text(code, encoding="utf-8")
+    trace = tmp_path / "last.jsonl"
+    assert cli.main(["nan", "--last", "2", "-o", str(trace), str(script)]) == 1
+    assert capsys.readouterr().out.startswith("NaN born in the forward pass at SqrtBackward0")
+    # Every call takes log(0); the call that holds the real birth is call 2.
+    assert [task.call for task in Trace.load(trace).graph_tasks.values()] == [1, 2]
