@@ -386,10 +386,17 @@ def follow_forks(owner: object, trace: Trace, said: Said | None = None) -> None:
     settings: ChildSettings = owner.settings  # type: ignore[attr-defined]
     parent = os.getpid()
 
+    finishing: list[Callable[[], None]] = []  # this fork's saving, once forked() made it
+
     def in_child(_: object) -> None:
         with contextlib.suppress(Exception):  # Note [A child's uncaught error]
             trim_uncaught()
             trim_process_run(process.current_process())
+        if os.getpid() == parent or not finishing:
+            return  # a spawned child runs the hooks it registered at start-up: not a fork
+        with contextlib.suppress(Exception):
+            # multiprocessing cleared the finalizers it inherited just before this hook.
+            util.Finalize(None, finishing[-1], exitpriority=-(10**6))
 
     def forked() -> None:
         if os.getpid() == parent:
@@ -408,7 +415,7 @@ def follow_forks(owner: object, trace: Trace, said: Said | None = None) -> None:
             if settings.command == "print":
                 return  # it prints its own calls as they end, headed by its pid: nothing to save
             finish = _finisher(trace, settings, said)
-            util.Finalize(None, finish, exitpriority=-(10**6))
+            finishing[:] = [finish]
             atexit.register(finish)
             _exit_hooks.append(finish)
 
