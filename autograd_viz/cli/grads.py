@@ -204,9 +204,9 @@ def _print_groups(
         f = r.finding
         groups.setdefault((f.reason, f.why, f.where, r.first_call, r.calls), []).append(r)
     if brief:
-        names = [r.finding.parameter for group in groups.values() for r in group]
-        shown_names = ", ".join(shown(n) for n in names[:20])
-        more = f" and {len(names) - 20} more" if len(names) > 20 else ""
+        listed = [r.finding.parameter for group in groups.values() for r in group]
+        shown_names = ", ".join(shown(n) for n in listed[:20])
+        more = f" and {len(listed) - 20} more" if len(listed) > 20 else ""
         console.print(f"  {shown_names}{more}", soft_wrap=True)
         return
     for group in groups.values():

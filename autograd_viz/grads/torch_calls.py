@@ -205,8 +205,8 @@ def _candidates(
     parameters])."""
     ran = set(log.called)
     covering = []
-    for variable, module in held:
-        root = root_of(module)
+    for variable, held_module in held:
+        root = root_of(held_module)
         if ran.intersection(root.paths):
             covering.append((variable, root))
     covering.sort(key=lambda vr: -len(vr[1].parameters))
@@ -216,7 +216,7 @@ def _candidates(
     covered = {i for _, root in named for i in root.paths}
     named += [("", root) for key, root in log.roots.items() if key not in covered]
     seen: set[int] = set()
-    found = []
+    found: list[tuple[str, str | None, int | None, torch.Tensor]] = []
     for prefix, root in named:
         for name, module, module_id, p in root.parameters:
             if id(p) not in seen:
@@ -311,7 +311,7 @@ def explain(
         inside = f" (in {in_module})" if in_module else ""
         found(UNREACHED, f"what its last use made{inside} never reaches the loss", at)
     call.flow = flag_flow(
-        FlowRow(m, math.sqrt(g2), math.sqrt(w2), n) for m, (g2, w2, n) in flow.items()
+        FlowRow(m, math.sqrt(g2), math.sqrt(w2), int(n)) for m, (g2, w2, n) in flow.items()
     )
     return call
 

@@ -156,15 +156,15 @@ def root_of(module: torch.nn.Module) -> Root:
         return cached[1]
     import weakref
 
-    inner = original(module)
-    while type(inner).__name__ in _WRAPPERS and isinstance(
-        getattr(inner, "module", None), torch.nn.Module
-    ):
-        inner = inner.module
+    inner: torch.nn.Module = original(module)
+    wrapped = getattr(inner, "module", None)
+    while type(inner).__name__ in _WRAPPERS and isinstance(wrapped, torch.nn.Module):
+        inner = wrapped
+        wrapped = getattr(inner, "module", None)
     paths = {id(module): type(inner).__name__}
     for path, sub in inner.named_modules():
         paths[id(sub)] = path or type(inner).__name__
-    parameters = []
+    parameters: list[tuple[str, str | None, int, torch.nn.Parameter]] = []
     for name, p in inner.named_parameters():
         owner_path, _, _ = name.rpartition(".")
         owner = inner.get_submodule(owner_path) if owner_path else inner
@@ -382,7 +382,8 @@ class UsesTracker:
             if owner is not None and owner[1] is fn:
                 made_in = f"the output of {owner[0]}"
             else:
-                origin = fn.metadata.get(ORIGIN_KEY)
+                metadata: dict[str, Any] = fn.metadata  # type: ignore[assignment]
+                origin = metadata.get(ORIGIN_KEY)
                 if isinstance(origin, Origin) and origin.module:
                     made_in = f"made in {origin.module}"
         where = user_line(sys._getframe(3))
