@@ -3,7 +3,8 @@
 The app holds what is shown (:attr:`VizApp.shown`, which the panels watch) and
 moves the driver; each other job is an object of its own: finding
 (:mod:`~autograd_viz.tui.finding`), exporting (:mod:`~autograd_viz.tui.exporting`),
-what the program prints (:mod:`~autograd_viz.tui.capture`), the NaN analysis
+what the program prints (:mod:`~autograd_viz.tui.capture`) and the lines it reads
+(:mod:`~autograd_viz.tui.answering`), the NaN analysis
 (:mod:`~autograd_viz.tui.findings`), moves in a thread when live
 (:mod:`~autograd_viz.tui.moves`, Note [The UI never waits for the engine]).
 """
@@ -11,7 +12,6 @@ what the program prints (:mod:`~autograd_viz.tui.capture`), the NaN analysis
 from __future__ import annotations
 
 import contextlib
-import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, ClassVar
 
@@ -25,6 +25,7 @@ from textual.reactive import reactive
 from autograd_viz.trace import GraphTaskInfo
 from autograd_viz.trace.replay import ExecutionState
 from autograd_viz.trace.text import one_line
+from autograd_viz.tui.answering import STDERR, STDOUT, Answerer, ProgramReads, ProgramWrote
 from autograd_viz.tui.calls import task_choices
 from autograd_viz.tui.capture import PrintCapture
 from autograd_viz.tui.closing import while_open
@@ -64,22 +65,6 @@ VIEWS = ("topo", "tree", "dag")
 
 __all__ = ["STATUS_LIMIT", "VIEWS", "WIDE", "Moved", "VizApp", "explain_line"]
 
-STDOUT = "stdout"
-"""Who wrote what arrives through descriptor 1 (``input()``'s prompt is its unfinished line)."""
-
-
-class ProgramWrote(Message):
-    """What the program wrote arrived (Note [The program writes to a terminal of its own])."""
-
-    def __init__(self, first: bool) -> None:
-        super().__init__()
-        self.first = first
-        """It is the first thing kept: the status bar says ``o``."""
-
-
-class ProgramReads(Message):
-    """The program waits for a line (Note [The program reads through the prompt])."""
-
 
 class VizApp(App[int]):
     """Step through a backward pass: the graph, ready queues, threads, inspector, timeline.
@@ -87,8 +72,9 @@ class VizApp(App[int]):
     The app says what is shown (:attr:`shown`); the panels redraw themselves
     from it (Note [Panels watch what is shown]). Its other jobs are objects of
     their own: moving the driver (:attr:`mover`), finding (:attr:`finder`),
-    exporting (:attr:`exporter`), what the program prints (:attr:`capture`),
-    the NaN analysis the inspector shows (:attr:`findings`).
+    exporting (:attr:`exporter`), what the program prints (:attr:`capture`) and
+    the lines it reads (:attr:`answerer`), the NaN analysis the inspector shows
+    (:attr:`findings`).
     """
 
     CSS_PATH = "app.tcss"
@@ -161,9 +147,8 @@ class VizApp(App[int]):
         self.streams: ProgramStreams | None = None
         """The program's descriptors while the app has the terminal (``run``; Note [The
         program writes to a terminal of its own]); the driver draws on their terminal."""
-        self._reads: list[LineRequest] = []
-        self._reads_lock = threading.Lock()
-        self._asking: LineRequest | None = None
+        self.answerer = Answerer(self)
+        """``i``: the lines the program reads."""
 
     @property
     def closing(self) -> bool:
@@ -209,7 +194,7 @@ class VizApp(App[int]):
         if self.driver.live and self.driver.position == 0:
             self.action_move("step")
         self._built()  # the first rows and the index are being made
-        self._ask_program()  # a read that came before the app was up
+        self.answerer.ask()  # a read that came before the app was up
 
     def _built(self, _: Message | None = None) -> None:
         if self.freezer is not None:
@@ -281,7 +266,7 @@ class VizApp(App[int]):
             self.busy,
             self.message,
             bool(self.output),
-            self.program_reading,
+            self.answerer.waiting,
         )
 
     def shown_task(self, state: ExecutionState) -> GraphTaskInfo | None:
@@ -432,36 +417,23 @@ class VizApp(App[int]):
     # [The program reads through the prompt]) ---------------------------------------------
     def program_wrote(self, text: str, stderr: bool) -> None:
         """Keep what arrived through the program's descriptor 1 or 2 (any thread)."""
-        lines = self.capture.lines(text, stderr, STDOUT if not stderr else None)
+        lines = self.capture.lines(text, stderr, STDERR if stderr else STDOUT)
         first = bool(lines) and self.capture.keep(lines, stderr)
         self._from_thread(ProgramWrote(first))
 
     def program_reads(self, request: LineRequest) -> None:
         """The program waits for ``request``'s line (on the program's thread)."""
-        with self._reads_lock:
-            if not self._stopped:
-                self._reads.append(request)
-                request = None  # type: ignore[assignment]
-        if request is not None:
-            request.cancel()  # the app is quitting: the read is interrupted
-            return
-        self._from_thread(ProgramReads())
-
-    @property
-    def program_reading(self) -> bool:
-        """The program waits for a line (``i`` types it)."""
-        with self._reads_lock:
-            return any(not request.answered for request in self._reads)
+        if self.answerer.reads(request):
+            self._from_thread(ProgramReads())
 
     def exit_from_thread(self) -> None:
-        """Ask the app to exit, from any thread (a signal handler's): it stops the driver
-        on its own thread."""
+        """Quit as ``q`` does, from any thread (a signal handler's)."""
         loop = self._loop
         if loop is None or loop.is_closed():
             self.exit()  # not running: it will not start
             return
         with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: the app is gone
-            loop.call_soon_threadsafe(self._interrupt)
+            loop.call_soon_threadsafe(self.interrupt)
 
     def _from_thread(self, message: Message) -> None:
         """Post ``message`` from any thread; before the app runs, ``on_mount`` catches up."""
@@ -475,69 +447,18 @@ class VizApp(App[int]):
     def on_program_wrote(self, message: ProgramWrote) -> None:
         if message.first:
             self.refresh_status()  # says that `o` shows it
-        if self._asking is not None:
-            self.query_one(PromptBar).retitle(self._read_title(self._asking))
+        self.answerer.wrote()
 
     @while_open
     def on_program_reads(self, _: ProgramReads) -> None:
-        self._ask_program()
+        self.answerer.ask()
 
     def action_program_input(self) -> None:
-        if not self._ask_program():
+        if not self.answerer.ask():
             self.notify("The program is not reading a line.")
 
-    def _read_title(self, request: LineRequest) -> str:
-        if request.prompt is not None:  # getpass: the prompt went to the terminal itself
-            prompt = one_line(request.prompt, 200)
-            return "the program reads a password" + (f": {prompt}" if prompt.strip() else "")
-        prompt = one_line(self.capture.unfinished(STDOUT), 200)
-        return "the program reads a line" + (f": {prompt}" if prompt.strip() else "")
-
-    @while_open
-    def _ask_program(self) -> bool:
-        """Ask for the line the program waits for first; whether it waits for one."""
-        with self._reads_lock:
-            self._reads = [request for request in self._reads if not request.answered]
-            request = self._reads[0] if self._reads else None
-        self.refresh_status()
-        if request is None:
-            return False
-        bar = self.query_one(PromptBar)
-        if bar.asking and self._asking is request:
-            bar.retitle(self._read_title(request))
-            return True
-        if bar.asking and self._asking is None:
-            return True  # the user's own question (/, d) stays; `i` answers after it
-        self._asking = request
-
-        def answer(text: str | None) -> None:
-            self._asking = None
-            if text is None:  # hidden: the program still waits, `i` opens the bar again
-                self.refresh_status()
-                return
-            if not request.secret:
-                self.program_wrote(text + "\n", False)  # echoed, as a terminal would
-            request.answer(text + "\n")
-            self._ask_program()
-
-        def end_of_file() -> None:
-            self._asking = None
-            request.answer("")
-            self._ask_program()
-
-        bar.ask(
-            self._read_title(request),
-            answer,
-            placeholder="Enter sends the line · Ctrl+D end of input · Esc hides (i)",
-            keep_empty=True,
-            password=request.secret,
-            on_interrupt=self._interrupt,
-            on_end=end_of_file,
-        )
-        return True
-
-    def _interrupt(self) -> None:
-        """Ctrl+C while the program reads: quit, which interrupts it."""
+    def interrupt(self) -> None:
+        """Quit, interrupting the program (Ctrl+C while it reads, a signal)."""
         self.stop_driver()
         self.exit(0)
 
@@ -562,10 +483,7 @@ class VizApp(App[int]):
                 self.freezer.stop()
             self.driver.stop()
             self.capture.flush()
-            with self._reads_lock:
-                reads, self._reads = self._reads, []
-            for request in reads:  # raise KeyboardInterrupt where the program reads
-                request.cancel()
+            self.answerer.stop()  # KeyboardInterrupt where the program reads
 
     def on_unmount(self) -> None:
         self.stop_driver()
