@@ -88,9 +88,19 @@ def _born(report: NanReport) -> list[Finding]:
     return [f for f in report.findings if f.born]
 
 
-def test_a_nan_made_in_a_forward_hook_is_the_hooked_modules() -> None:
-    report = _report(lambda net: _hooked(net).register_forward_hook(lambda m, a, o: _nan_of(o)))
-    (born,) = _born(report)
+@pytest.mark.parametrize(
+    "options", [{}, {"prepend": True, "with_kwargs": True, "always_call": True}], ids=str
+)
+def test_a_nan_made_in_a_forward_hook_is_the_hooked_modules(options: dict[str, bool]) -> None:
+    def hook(module: nn.Module, *given: Any) -> Any:
+        return _nan_of(given[-1])  # (args, output) or (args, kwargs, output)
+
+    def setup(net: Net) -> Any:
+        hooked = _hooked(net)
+        hooked.register_forward_hook(lambda m, a, o: o * 1.0)  # one registered before it
+        return hooked.register_forward_hook(hook, **options)
+
+    (born,) = _born(_report(setup))
     assert (born.phase, born.aten_op, born.module) == ("forward", "aten.log.default", HOOKED)
 
 
@@ -304,3 +314,30 @@ def test_a_hooked_module_that_raises_ends_its_call() -> None:
     assert exp.scope == (("model", 0),)
     model(x)  # the next call takes off what the failed call's end could not
     assert len(model.fails._forward_hooks) == 1
+
+
+def test_a_hooked_module_called_inside_its_own_call_ends_each_call_in_turn() -> None:
+    class Again(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Linear(4, 4)
+
+        def forward(self, x: torch.Tensor, again: bool = True) -> torch.Tensor:
+            y = self.fc(x)
+            return self(y, again=False) if again else y
+
+    model = Again()
+    model.register_forward_hook(lambda m, a, o: o.exp())
+    x = torch.randn(2, 4, requires_grad=True)
+    with record() as trace:
+        model(x).sum().backward()
+    (info,) = trace.graph_tasks.values()
+    # The inner call's hook runs inside both calls, the outer one's inside the outer only
+    # (a model called inside itself is named by its class there, as a module lent to it).
+    assert sorted(_scopes(info, "ExpBackward0")) == [
+        (("model", 0),),
+        (("model", 0), ("Again", 0)),
+    ]
+    (total,) = _scopes(info, "SumBackward0")
+    assert total == ()
+    assert len(model._forward_hooks) == 1
