@@ -503,7 +503,8 @@ def _contained_line(report: NanReport, where: str) -> str:
     (Note [Lineage] in ``sources/pytorch/forward_lineage.py``): nothing is hidden."""
     first = report.first_contained
     text = (
-        f"[bold green]no NaN or Inf reached the loss, a gradient or a parameter[/bold green] "
+        f"[bold green]no NaN or Inf reached the loss, a gradient, a parameter or the model's "
+        f"output[/bold green] "
         f"in {where}; {_count(report.contained, 'contained non-finite value')} seen"
     )
     if first is None:

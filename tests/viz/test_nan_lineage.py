@@ -117,7 +117,7 @@ def test_a_t5_like_bucket_is_contained_and_said_in_one_line(
     out = capsys.readouterr().out
     (line,) = out.strip().splitlines()
     log = _line(T5_LIKE, "log(0) = -inf")
-    assert line.startswith("no NaN or Inf reached the loss, a gradient or a parameter in 2")
+    assert line.startswith("no NaN or Inf reached the loss, a gradient, a parameter or the model's output in 2")
     assert "6 contained non-finite values seen" in line  # 3 blocks x 2 steps
     assert f"the first an Inf from log of 0 at {t5_like}:{log}" in line
     assert line.endswith("in module block.0.attention")
