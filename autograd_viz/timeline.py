@@ -459,7 +459,9 @@ def _comm_slices(events: Sequence[TraceEvent]) -> list[tuple[_Slice, TraceEvent]
             continue
         start = launched.pop(key, None)
         if start is not None:
-            out.append((_comm_slice(start, e.t_ns, "finished"), start))
+            # A clock that ran backwards (crafted, or another thread's) ends it where it
+            # began, as the node runs do: a slice never has a negative duration.
+            out.append((_comm_slice(start, max(start.t_ns, e.t_ns), "finished"), start))
     out += [(_comm_slice(start, last, "unfinished"), start) for start in launched.values()]
     return out
 

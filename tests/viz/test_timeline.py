@@ -430,3 +430,31 @@ def test_hostile_module_paths_are_text_in_the_timeline() -> None:
     text = json.dumps(module)
     assert "\\u001b" not in text and "\\u0007" not in text
     assert "pwned" in module["name"] and "a" in module["args"]["class"]
+
+
+def test_a_collective_whose_clock_ran_backwards_has_no_negative_duration() -> None:
+    # Crafted timestamps: the allreduce finishes 5 µs before it was launched.
+    main = "MainThread"
+    comm = {"op": "allreduce", "bucket": 0, "bytes": 8, "params": ["w"]}
+    kinds = [
+        ("graph_task_start", main, 1, 1, {}),
+        ("enqueue", main, 1, 1, {"reason": "root", "queue": "cpu"}),
+        ("node_start", main, 1, 1, {"inputs": ()}),
+        ("comm", main, 1, 1, {**comm, "phase": "launched"}),
+        ("node_end", main, 1, 1, {"outputs": ()}),
+        ("comm", main, 1, None, {**comm, "phase": "finished"}),
+        ("graph_task_end", main, 1, None, {"status": "ok"}),
+    ]
+    events = [
+        _event(i, kind, thread, gid, node, **data)
+        for i, (kind, thread, gid, node, data) in enumerate(kinds)
+    ]
+    earlier = events[3].t_ns - 5000
+    events[5] = TraceEvent(5, "comm", 6, earlier, main, "cpu", 1, None, None, None, 0, kinds[5][4])
+    doc = to_chrome_trace(Trace(None, {1: _task(1, None, 0)}, events))
+    _assert_valid(doc)
+    (collective,) = _of(doc, "X", "comm")
+    assert collective["dur"] == 0 and collective["args"]["status"] == "finished"
+    origin = min(e.t_ns for e in events)  # the crafted one: timestamps count from it
+    assert collective["ts"] == (events[3].t_ns - origin) / 1000
+    assert all(s["dur"] >= 0 for s in _of(doc, "X"))
