@@ -158,7 +158,7 @@ def run_beside(driver: LiveDriver, source: str, output: str | None = None) -> in
         program_stdin.tui_ended()
         if sys.stdin is program_stdin:  # unless the program set its own meanwhile
             sys.stdin = terminal_stdin
-        streams.release(lambda: _write_output(app))
+        streams.release(functools.partial(_write_output, app, descriptors=True))
 
     def tui() -> None:
         try:
@@ -346,13 +346,29 @@ def _ours(module: object) -> bool:
     )
 
 
-def _write_output(app: VizApp) -> None:
-    """What the program printed while the TUI was up, now that the screen is back."""
+def _write_output(app: VizApp, *, descriptors: bool = False) -> None:
+    """What the program printed while the TUI was up, now that the screen is back.
+
+    With ``descriptors``, it goes back where it was taken from, descriptor 1 or 2
+    (Note [The program writes to a terminal of its own]), whatever ``sys.stdout``
+    the program has set meanwhile.
+    """
     while app.output:
         to_stderr, text = app.output.pop(0)
-        (sys.stderr if to_stderr else sys.stdout).write(text)
+        if descriptors:
+            encoding = getattr(sys.__stdout__, "encoding", None) or "utf-8"
+            _write_all(2 if to_stderr else 1, text.encode(encoding, "replace"))
+        else:
+            (sys.stderr if to_stderr else sys.stdout).write(text)
     for stream in (sys.stdout, sys.stderr):
-        stream.flush()
+        with contextlib.suppress(Exception):
+            stream.flush()
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    with contextlib.suppress(OSError):
+        while data:
+            data = data[os.write(fd, data) :]
 
 
 def _run_checked(script: str, args: list[str]) -> int:

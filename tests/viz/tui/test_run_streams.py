@@ -87,6 +87,16 @@ print("token of", len(token), "characters")
 """
 )
 
+SWAPS_STDOUT = (
+    BACKWARD
+    + """\
+import io, sys
+print("printed before the swap", flush=True)
+sys.stdout = io.StringIO()  # a script that captures its own prints from here on
+print("into the script's own string")
+"""
+)
+
 FOREVER = (
     BACKWARD
     + """\
@@ -187,6 +197,19 @@ def test_getpass_asks_in_the_tui_unseen_and_subprocesses_keep_off_the_keys(
     assert "a subprocess prints" in tail
     assert "cat read ''" in tail  # its stdin is empty, not the TUI's keys
     assert "token of 6 characters" in tail
+
+
+def test_what_was_printed_reaches_the_terminal_whatever_sys_stdout_became(
+    run: Callable[..., Terminal],
+) -> None:
+    terminal = run(SWAPS_STDOUT)
+    to_end(terminal)
+    terminal.wait_for(FINISHED)
+    terminal.press("q")
+    assert terminal.wait() == 0
+    tail = after_tui(terminal)
+    assert "printed before the swap" in tail
+    assert "into the script's own string" not in terminal.output
 
 
 def test_an_empty_line_is_an_answer_and_ctrl_d_ends_the_input(
