@@ -26,6 +26,7 @@ class Terminal:
         args: Sequence[str],
         env: dict[str, str] | None = None,
         size: tuple[int, int] = (120, 36),
+        stderr: int | None = None,
     ) -> None:
         master, slave = os.openpty()
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", size[1], size[0], 0, 0))
@@ -35,7 +36,7 @@ class Terminal:
             [sys.executable, "-m", "autograd_viz", *args],
             stdin=slave,
             stdout=slave,
-            stderr=slave,
+            stderr=slave if stderr is None else stderr,  # a file: `2>FILE`
             env=environ,
             cwd=ROOT,
             start_new_session=True,

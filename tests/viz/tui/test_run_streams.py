@@ -169,6 +169,28 @@ def test_a_fork_childs_prints_show(run: Callable[..., Terminal]) -> None:
     assert tail.index("fork child prints") < tail.index("parent after the child")
 
 
+def test_with_stderr_in_a_file_the_tui_draws_on_the_terminal_and_stderr_goes_to_the_file(
+    tmp_path: Path,
+) -> None:
+    script = tmp_path / "script.py"
+    script.write_text(FORK)
+    log = tmp_path / "stderr.log"
+    with log.open("wb") as stderr:
+        terminal = Terminal(["run", str(script)], stderr=stderr.fileno())
+    try:
+        to_end(terminal)
+        terminal.wait_for(FINISHED)
+        terminal.press("q")
+        assert terminal.wait() == 0
+    finally:
+        terminal.close()
+    assert "fork child prints" in after_tui(terminal)
+    assert "fork child warns" not in terminal.output
+    written = log.read_text()
+    assert "fork child warns" in written
+    assert "\x1b[" not in written  # nothing of the TUI's drawing
+
+
 def test_input_asks_in_the_tui_and_gets_the_line(run: Callable[..., Terminal]) -> None:
     terminal = run(INPUT)
     to_end(terminal)
