@@ -36,6 +36,10 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKLOADS = ("W1", "W2", "W3", "REC", "FAN")
+BRIDGE = ("TGRU", "TMLP")
+"""Workloads of the PyTorch bridge (``record()`` on PyTorch's backward; need torch), run only
+when named: TGRU, a GRUCell unrolled 20 steps (326 small nodes), µs per node over plain for
+``record()`` and ``record(values="none")``; TMLP, W3's MLP in PyTorch, × plain."""
 FAN_USES = 8
 STEP = 1.0001
 MLP_WIDTHS = (1024, 1024, 1024, 10)
@@ -194,6 +198,8 @@ def measure(workload: str, n: int, runs: int, clock: str = "wall") -> dict[str, 
         _check(x, expected)
         return {"large fan-in backward": (done - start) / nodes}
 
+    if workload in BRIDGE:
+        return {key: _scale(key, v) for key, v in _bridge(workload, n, runs, perf_counter).items()}
     if workload == "W3":
         from engine import functional
 
@@ -201,10 +207,92 @@ def measure(workload: str, n: int, runs: int, clock: str = "wall") -> dict[str, 
         expected_norm = _mlp_grad_norm(*data)
     once = {"W1": w1, "W2": w2, "W3": w3, "REC": rec, "FAN": fan}[workload]
     once()  # warm the process up: allocator arenas, specialized bytecode
-    return {
-        key: value * (1e3 if key.endswith("(ms/step)") else 1e6)
-        for key, value in _best(runs, once).items()
+    return {key: _scale(key, value) for key, value in _best(runs, once).items()}
+
+
+def _scale(key: str, value: float) -> float:
+    """A figure as the table shows it: µs per node, ms per step, or a ratio as it is."""
+    if key.endswith("(× plain)"):
+        return value
+    return value * (1e3 if key.endswith("(ms/step)") else 1e6)
+
+
+def _bridge(workload: str, n: int, runs: int, clock: Callable[[], float]) -> dict[str, float]:
+    """``record()`` on PyTorch's backward against plain, in this process's tree.
+
+    Each backward is timed alone (its forward built untimed), the collector
+    off, plain and each recorded way interleaved ``n`` times in each of
+    ``runs`` rounds; a way's figure is its fastest backward. TGRU: µs per
+    node over plain; TMLP: × plain.
+    """
+    import gc
+    import warnings
+
+    import torch
+
+    import autograd_viz
+
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    if workload == "TGRU":
+        cell = torch.nn.GRUCell(32, 32)
+        xs = torch.randn(20, 8, 32)
+
+        def build() -> Any:
+            cell.zero_grad(set_to_none=True)
+            h = torch.zeros(8, 32)
+            for x in xs:
+                h = cell(x, h)
+            return h.pow(2).sum()
+
+    else:
+        layers: list[Any] = []
+        for a, b in itertools.pairwise(MLP_WIDTHS):
+            layers += [torch.nn.Linear(a, b), torch.nn.Tanh()]
+        model = torch.nn.Sequential(*layers[:-1])
+        x, y = torch.randn(256, MLP_WIDTHS[0]), torch.randint(0, MLP_WIDTHS[-1], (256,))
+
+        def build() -> Any:
+            model.zero_grad(set_to_none=True)
+            return torch.nn.functional.cross_entropy(model(x), y)
+
+    def recorded(values: str) -> Callable[[Any], None]:
+        def run(loss: Any) -> None:
+            with autograd_viz.record(values=values):
+                loss.backward()
+
+        return run
+
+    ways: dict[str, Callable[[Any], None]] = {
+        "plain": lambda loss: loss.backward(),
+        "record()": recorded("all"),
+        'record(values="none")': recorded("none"),
     }
+    nodes = 0
+    stack, seen = [build().grad_fn], set()
+    while stack:  # the graph's nodes, once each
+        fn = stack.pop()
+        if fn is not None and fn not in seen:
+            seen.add(fn)
+            nodes += 1
+            stack += [f for f, _ in fn.next_functions]
+    best = dict.fromkeys(ways, float("inf"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the bridge's note on a forward it did not watch
+        for _ in range(runs):
+            for _ in range(n):
+                for way, run in ways.items():
+                    loss = build()
+                    gc.collect()
+                    gc.disable()
+                    started = clock()
+                    run(loss)
+                    best[way] = min(best[way], clock() - started)
+                    gc.enable()
+    base = best.pop("plain")
+    if workload == "TGRU":
+        return {f"GRU {way}, µs/node over plain": (t - base) / nodes for way, t in best.items()}
+    return {f"MLP {way} (× plain)": t / base for way, t in best.items()}
 
 
 def _child(
@@ -241,15 +329,26 @@ def _child(
     return dict(json.loads(out.stdout.splitlines()[-1]))
 
 
-SIZES = {"W1": 10_000, "W2": 3_000, "W3": 256, "REC": 3_000, "FAN": 1 << 21}
-"""Each workload's ``n``: W1's steps, W2's and REC's width or steps, W3's batch, FAN's elements."""
+SIZES = {
+    "W1": 10_000,
+    "W2": 3_000,
+    "W3": 256,
+    "REC": 3_000,
+    "FAN": 1 << 21,
+    "TGRU": 5,
+    "TMLP": 3,
+}
+"""Each workload's ``n``: W1's steps, W2's and REC's width or steps, W3's batch, FAN's elements,
+TGRU's and TMLP's backward calls per way and round."""
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("old", help="the revision to compare with (a commit, tag or HEAD~N)")
     parser.add_argument(
-        "--workload", default=",".join(WORKLOADS), help="W1, W2, W3, REC and/or FAN"
+        "--workload",
+        default=",".join(WORKLOADS),
+        help="W1, W2, W3, REC and/or FAN; TGRU and TMLP (the PyTorch bridge) when named",
     )
     parser.add_argument("--repeat", type=int, default=3, help="alternations of old and new")
     parser.add_argument("--runs", type=int, default=5, help="runs per child (its best counts)")
@@ -269,7 +368,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from benchmarks.run import parse_list
 
-    workloads = parse_list(args.workload, WORKLOADS, "workload")
+    workloads = parse_list(args.workload, WORKLOADS + BRIDGE, "workload")
     with tempfile.TemporaryDirectory(prefix="ab-") as tmp:
         old_tree = Path(tmp) / "old"
         checkout = subprocess.run(

@@ -39,17 +39,17 @@ from typing import Any
 import numpy as np
 
 from autograd_viz.sources.summaries import summarize
-from autograd_viz.trace.summary import TensorSummary
+from autograd_viz.trace.summary import TensorSummary, slot_twin
 
 _FIELDS = ("min", "max", "mean", "norm", "nan_count", "inf_count", "values")
 _SLOTS = {name: TensorSummary.__dict__[name] for name in (*_FIELDS, "shape", "dtype", "device")}
 _VALUES = _SLOTS["values"]
 _values_of = _VALUES.__get__
-_set_shape, _set_dtype, _set_device = (_SLOTS[n].__set__ for n in ("shape", "dtype", "device"))
 _set_min, _set_max, _set_mean, _set_norm, _set_nan, _set_inf, _set_values = (
     _SLOTS[name].__set__ for name in _FIELDS
 )
 _set_class = object.__setattr__
+_Fields: Any = slot_twin(TensorSummary)
 _new_object = object.__new__
 
 BLOCK_BYTES = 1 << 18
@@ -77,12 +77,13 @@ def float_summary(
 
 def _unsettled(shape: tuple[int, ...], dtype: str, device: str) -> Any:
     """A :class:`DeferredSummary` that knows only what the tensor is, not its numbers."""
-    summary = _new_object(DeferredSummary)
-    _set_shape(summary, shape)
-    _set_dtype(summary, dtype)
-    _set_device(summary, device)
-    _set_nan(summary, 0)  # no NaN, no Inf until settling finds one
-    _set_inf(summary, 0)
+    summary = _new_object(_Fields)  # plain slots, then the class (Note [Building frozen records])
+    summary.shape = shape
+    summary.dtype = dtype
+    summary.device = device
+    summary.nan_count = 0  # no NaN, no Inf until settling finds one
+    summary.inf_count = 0
+    summary.__class__ = DeferredSummary
     return summary
 
 
@@ -103,6 +104,8 @@ class DeferredSummary(TensorSummary):
             if type(where) is _Row:
                 block = where.block
                 _settle_rows(block.rows[where.index : where.index + 1], [self])
+            elif where is not None:
+                where.settle_held()  # a source holds its tensor (Note [Held tensors])
         object.__setattr__(self, "__class__", TensorSummary)
 
     def __eq__(self, other: object) -> bool:
@@ -173,6 +176,7 @@ class _Block:
 
 _LOCK = threading.Lock()
 """Held to write, read or reuse rows, and to settle (which uses the scratch memory)."""
+LOCK = _LOCK
 _scratch = [np.empty(0)]
 _BLOCKS: dict[tuple[int, np.dtype[Any]], _Block] = {}
 
@@ -217,8 +221,54 @@ def settle_waiting() -> None:
 
 
 def _settle_all() -> None:
+    for settle in _HOLDERS:
+        settle()
     for block in _BLOCKS.values():
         block.settle()
+
+
+# Note [Held tensors]
+# ~~~~~~~~~~~~~~~~~~~
+# Copying a small gradient into a row costs more in Python calls than in
+# arithmetic. A source that can keep the tensor itself for a while, safely
+# (the PyTorch bridge: ``sources/pytorch/held.py``), makes its summary with
+# :func:`unsettled` and puts in its ``values`` slot a place whose
+# ``settle_held()`` settles it (and every summary held beside it), and
+# registers with :func:`add_holder` a function that settles all it holds;
+# :func:`settle_waiting` calls it. Both run holding the lock.
+
+_HOLDERS: list[Any] = []
+
+
+def add_holder(settle_all: Any) -> None:
+    """Register a source's function that settles every summary it holds (Note [Held tensors])."""
+    if settle_all not in _HOLDERS:
+        _HOLDERS.append(settle_all)
+
+
+def unsettled(shape: tuple[int, ...], dtype: str, device: str, place: Any) -> DeferredSummary:
+    """A :class:`DeferredSummary` whose numbers ``place.settle_held()`` computes."""
+    summary = _unsettled(shape, dtype, device)
+    _set_values(summary, place)
+    return summary  # type: ignore[no-any-return]
+
+
+def settle_rows(rows: np.ndarray, summaries: list[Any]) -> None:
+    """Store the numbers of each row of ``rows`` in its summary (call it holding :data:`LOCK`).
+
+    The numbers are those :func:`float_summary` gives each row alone.
+    """
+    _settle_rows(rows, summaries)
+
+
+def no_numbers(summary: Any) -> None:
+    """Settle ``summary`` without numbers: its values could not be read (hold :data:`LOCK`)."""
+    _set_min(summary, None)
+    _set_max(summary, None)
+    _set_mean(summary, None)
+    _set_norm(summary, None)
+    _set_values(summary, None)
+    _set_class(summary, "__class__", TensorSummary)
 
 
 _isfinite = math.isfinite
@@ -246,15 +296,17 @@ def _settle_rows(rows: np.ndarray, summaries: list[Any]) -> None:
         norms = np.sqrt(squares).tolist()
         finite = np.isfinite(totals).all()
     if finite:  # the common case: no NaN, no Inf, no overflow
+        # Stored through the twin's plain slots (Note [Building frozen records]).
         for summary, low, high, mean, norm in zip(
             summaries, lows, highs, means, norms, strict=True
         ):
-            _set_min(summary, low)
-            _set_max(summary, high)
-            _set_mean(summary, mean)
-            _set_norm(summary, norm)
-            _set_values(summary, None)
-            _set_class(summary, "__class__", TensorSummary)
+            _set_class(summary, "__class__", _Fields)
+            summary.min = low
+            summary.max = high
+            summary.mean = mean
+            summary.norm = norm
+            summary.values = None
+            summary.__class__ = TensorSummary
         return
     for i, summary in enumerate(summaries):
         if _isfinite(means[i]):

@@ -228,8 +228,8 @@ class Bookkeeping:
                         "grad": grad,
                         "derived": True,
                     }
-                    if total is not None:
-                        data["total"] = emit.summary(total)
+                    if total is not None:  # a sum of our own, never written in place
+                        data["total"] = emit.summary(total, hold=True)
                 emit("accumulate", nxt, data)
             if not count:
                 self.push(nxt, "ready")

@@ -10,6 +10,7 @@ import torch
 
 from autograd_viz.sources.batches import batch_max_values, hand_over
 from autograd_viz.sources.pytorch.graph import TorchNode
+from autograd_viz.sources.pytorch.held import hold_or_none
 from autograd_viz.sources.pytorch.summary import resolved_summary, summaries_of, summary_of
 from engine.events import HUB, thread_name
 
@@ -88,31 +89,55 @@ class Emitter:
             self.rows = []
             hand_over(rows, self.listeners)
 
-    def summary(self, tensor: torch.Tensor | None) -> Any:
-        """A summary for an event: lazy one by one, resolved in rows."""
+    def summary(self, tensor: torch.Tensor | None, hold: bool = False) -> Any:
+        """A summary for an event: lazy one by one, resolved in rows.
+
+        ``hold``: in rows, the tensor may be held until the call ends, nothing
+        changing it meanwhile (Note [Held gradients] in ``held.py``).
+        """
         if tensor is None:
             return None
         max_values = self.max_values
         if max_values is None:
             return summary_of(tensor)
-        return resolved_summary(tensor, max_values)
+        return resolved_summary(tensor, max_values, hold)
 
     def keeps(self, node: TorchNode) -> bool:
         """Whether ``node``'s gradients are summarized at the recorders' tier."""
         return self.keep_all or (self.keep_leaves and node.variable is not None)
 
-    def summaries_if(self, keep: bool, tensors: Any) -> Any:
+    def summaries_if(self, keep: bool, tensors: Any, hold: tuple[Any, ...] = ()) -> Any:
         """:meth:`summaries` if ``keep``, else ``None`` for each tensor."""
         if keep:
-            return self.summaries(tensors)
+            return self.summaries(tensors, hold)
         return (None,) * len(tensors)
 
-    def summaries(self, tensors: Any) -> Any:
-        """:meth:`summary` of each tensor: a list one by one, a tuple in rows."""
+    def summaries(self, tensors: Any, hold: tuple[Any, ...] = ()) -> Any:
+        """:meth:`summary` of each tensor: a list one by one, a tuple in rows.
+
+        Args:
+            tensors: the tensors (``None`` for an undefined gradient).
+            hold: in rows, for each tensor the graph's description of it if it
+                may be held until the call ends, else ``None``; empty: none
+                may (Note [Held gradients] in ``held.py``).
+        """
         max_values = self.max_values
         if max_values is None:
             return summaries_of(tensors)
-        return tuple([None if t is None else resolved_summary(t, max_values) for t in tensors])
+        if not hold:
+            return tuple([None if t is None else resolved_summary(t, max_values) for t in tensors])
+        found: list[Any] = []
+        metas = len(hold)
+        for i, tensor in enumerate(tensors):
+            summary = None
+            if tensor is not None:
+                meta = hold[i] if i < metas else None
+                if meta is not None:
+                    summary = hold_or_none(tensor, meta, max_values)
+                if summary is None:
+                    summary = resolved_summary(tensor, max_values)
+            found.append(summary)
+        return tuple(found)
 
 
 _clock = time.perf_counter_ns

@@ -83,6 +83,8 @@ class TorchNode:
         "calls",
         "device",
         "fn",
+        "holds",
+        "holds_out",
         "hooks",
         "inputs",
         "leaf_aliases",
@@ -121,6 +123,11 @@ class TorchNode:
         self.calls: Calls | None = ()
         """The module calls that made it, outermost first; ``None`` when nobody followed
         them (:func:`~autograd_viz.sources.pytorch.modules.calls_of`)."""
+        self.holds: tuple[Any, ...] | None = None
+        """Per input slot, how a gradient there may be held until the call ends (empty:
+        none may); ``None`` until asked (Note [Held gradients] in ``held.py``)."""
+        self.holds_out: tuple[Any, ...] | None = None
+        """The same per output; ``None`` until asked."""
 
     @property
     def next_edges(self) -> list[TorchEdge | None]:

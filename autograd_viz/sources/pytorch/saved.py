@@ -24,6 +24,7 @@ from typing import Any
 
 import torch
 
+from autograd_viz.sources.pytorch.held import hold_saved
 from autograd_viz.sources.pytorch.summary import has_values, summarize_tensor
 from autograd_viz.trace.summary import TensorSummary
 
@@ -93,7 +94,10 @@ def _summary(saved: Any, max_values: int, seen: Seen) -> TensorSummary | None:
         summary = seen.get(key)
         if summary is not None:
             return summary
-    summary = summarize_tensor(tensor, str(tensor.device), max_values)  # never raises
+    # Held until the call ends where it may be (Note [Held gradients]).
+    summary = hold_saved(tensor, max_values) or summarize_tensor(
+        tensor, str(tensor.device), max_values
+    )  # never raises
     if key is not None:
         seen[key] = summary
     return summary

@@ -21,6 +21,8 @@ import torch
 
 from autograd_viz.sources.deferred import DeferredSummary, defer
 from autograd_viz.sources.once import program_stacklevel
+from autograd_viz.sources.pytorch.held import held_summary
+from autograd_viz.sources.pytorch.held import hold as held_tensor
 from autograd_viz.sources.pytorch.host_view import FreedStorageError, host_view
 from autograd_viz.sources.summaries import summarize
 from autograd_viz.trace.summary import TensorSummary
@@ -45,7 +47,9 @@ LARGE = 1 << 14
 """Elements from which statistics are computed by PyTorch itself, where the tensor lives."""
 
 
-def summarize_tensor(tensor: torch.Tensor, device: str, max_values: int = 0) -> TensorSummary:
+def summarize_tensor(
+    tensor: torch.Tensor, device: str, max_values: int = 0, hold: bool = False
+) -> TensorSummary:
     """The :class:`~autograd_viz.trace.summary.TensorSummary` of a tensor, computed now.
 
     Small tensors are summarized by :func:`autograd_viz.sources.summaries.summarize` on a NumPy
@@ -65,6 +69,9 @@ def summarize_tensor(tensor: torch.Tensor, device: str, max_values: int = 0) -> 
             graph, even under ``create_graph``) and never kept.
         device: the device name to record.
         max_values: keep the flattened values up to this many elements.
+        hold: a mid-size float tensor may be held until the watched call ends
+            instead of copied (Note [Held gradients] in ``held.py``); the
+            caller vouches that nothing will change it meanwhile.
 
     Returns:
         The summary; shape, dtype and device only if the values cannot be read
@@ -84,7 +91,11 @@ def summarize_tensor(tensor: torch.Tensor, device: str, max_values: int = 0) -> 
         count = tensor.numel()
         if _SMALL < count < LARGE and count > max_values:
             if tensor.requires_grad:
+                if hold and tensor.is_leaf:
+                    hold = False  # a parameter: an optimizer in a hook may step it meanwhile
                 tensor = tensor.detach()
+            if hold and not tensor.is_neg():
+                return held_tensor(tensor, tuple(tensor.shape), dtype, device)
             try:
                 array = host_view(tensor)  # Note [Reading a storage without pinning it]
             except RuntimeError:  # a negative view, a freed storage: the general path
@@ -416,7 +427,7 @@ def summaries_of(tensors: Any) -> list[TorchSummary | None]:
 _RESOLVED: dict[int, tuple[Any, int, int, TensorSummary]] = {}
 
 
-def resolved_summary(tensor: torch.Tensor, max_values: int) -> TensorSummary:
+def resolved_summary(tensor: torch.Tensor, max_values: int, hold: bool = False) -> TensorSummary:
     """The summary of ``tensor`` computed now, as ``summary_of(tensor).resolve(max_values)``.
 
     For events built as rows (Note [Batched events] in ``sources/batches.py``),
@@ -424,7 +435,11 @@ def resolved_summary(tensor: torch.Tensor, max_values: int) -> TensorSummary:
     summary for the same unchanged tensor (Note [One summary per gradient]).
     Large tensors go through :class:`TorchSummary`, which shares summaries
     between tensors over the same memory (Note [One summary per memory]).
+    ``hold`` as for :func:`summarize_tensor`.
     """
+    held = held_summary(tensor)
+    if held is not None:
+        return held
     key = id(tensor)
     hit = _RESOLVED.get(key)
     if (
@@ -438,7 +453,7 @@ def resolved_summary(tensor: torch.Tensor, max_values: int) -> TensorSummary:
         summary = summary_of(tensor).resolve(max_values)  # type: ignore[union-attr]
     else:
         device = "cpu" if tensor.is_cpu else str(tensor.device)
-        summary = summarize_tensor(tensor, device, max_values)
+        summary = summarize_tensor(tensor, device, max_values, hold)
     if len(_RESOLVED) >= _RECENT_MAX:
         _RESOLVED.clear()
     _RESOLVED[key] = (weakref.ref(tensor), tensor._version, max_values, summary)

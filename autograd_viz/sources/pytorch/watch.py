@@ -23,6 +23,7 @@ from autograd_viz.sources.once import warn_once
 from autograd_viz.sources.pytorch.bookkeeping import Bookkeeping
 from autograd_viz.sources.pytorch.emitter import Emitter
 from autograd_viz.sources.pytorch.graph import GraphPlan, TorchNode
+from autograd_viz.sources.pytorch.held import holds_inputs, holds_outputs
 from autograd_viz.sources.pytorch.hooks import (
     MODULE_FULL_BACKWARD,
     MODULE_FULL_BACKWARD_PRE,
@@ -279,7 +280,10 @@ class GraphTaskWatch:
             self._had_grad[node] = variable.grad is not None
         emit = self.emit
         if HUB.active:
-            summaries = emit.summaries_if(emit.keeps(node), inputs)
+            keep = emit.keeps(node)
+            summaries = emit.summaries_if(
+                keep, inputs, holds_inputs(node, self.plan.fan_in) if keep else ()
+            )
             if node.hooks:
                 self._tensor_hooks(node, grads, summaries, before)
             emit("node_start", node, {"inputs": summaries})
@@ -304,7 +308,10 @@ class GraphTaskWatch:
                     },
                 )
             del grad  # hold no gradient past the event (AccumulateGrad steals it next time)
-        summaries = emit.summaries_if(emit.keeps(node), outputs)
+        keep = emit.keeps(node)
+        summaries = emit.summaries_if(
+            keep, outputs, holds_outputs(node, self.plan.fan_in) if keep else ()
+        )
         if HUB.active:
             if node.hooks:
                 self._later_hooks(node, outputs, summaries)
