@@ -22,9 +22,11 @@ and an output path:
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
 import stat
 import threading
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -92,6 +94,24 @@ class FlightRecorder:
 _GRADIENTS = frozenset({"node_end", "accumulate", "capture"})
 """The events whose summaries are gradients: a node's outputs, a buffer's or a leaf's sum,
 what ``grad()`` captured."""
+
+
+_claims: weakref.WeakSet[Recording] = weakref.WeakSet()
+"""Every recording holding its flight recorder's file, for :func:`_forget_in_child`."""
+
+
+def _forget_in_child() -> None:
+    """A forked child lets go of its copy of each flight recorder's file (and so of its lock):
+    the parent writes it."""
+    for recording in list(_claims):
+        claim, recording._claim = recording._claim, None
+        if claim is not None:
+            with contextlib.suppress(OSError):
+                os.close(claim)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_in_child)
 
 
 def _finds(events: Iterable[TraceEvent], gradients: bool) -> bool:
@@ -201,6 +221,7 @@ class Recording:
             # is told before it runs; written when the recording ends (Note [Writing an output
             # file] in autograd_viz/trace/writing.py).
             self._claim = open_output(self.output, truncate=False)
+            _claims.add(self)
             opened = os.fstat(self._claim)
             if stat.S_ISREG(opened.st_mode) and opened.st_size == 0:
                 write_whole(self._claim, Trace(self.recorder.trace.header))  # loads until then

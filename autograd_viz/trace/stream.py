@@ -18,9 +18,11 @@ drops what follows the last finished call and says how much it dropped.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import warnings
+import weakref
 from collections.abc import Iterable
 from typing import Any
 
@@ -52,6 +54,7 @@ class TraceWriter:
         # Through a link or into a device, locked against a second run (Note [Writing an
         # output file] in autograd_viz/trace/writing.py).
         self._fd = open_output(self.path)
+        _writers.add(self)
         self._lock = threading.Lock()
         self._header = _header_copy(header)
         self._counts = [0, 0, 0, 0, 0]  # graph tasks, nodes, events, errors, anomalies
@@ -153,6 +156,24 @@ class TraceWriter:
             RuntimeWarning,
             stacklevel=4,
         )
+
+
+_writers: weakref.WeakSet[TraceWriter] = weakref.WeakSet()
+"""Every writer made in this process, for :func:`_forget_in_child`."""
+
+
+def _forget_in_child() -> None:
+    """A forked child lets go of its copy of every writer's file: the file and its lock stay
+    the parent's alone (a child that outlives it would hold the lock, and refuse a new run)."""
+    for writer in list(_writers):
+        fd, writer._fd = writer._fd, -1
+        if fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_in_child)
 
 
 def _header_copy(header: dict[str, Any]) -> dict[str, Any]:

@@ -395,3 +395,32 @@ def test_a_max_values_no_trace_can_hold_is_refused_at_the_command_line(
     assert not out.exists()
     assert cli.main(["record", "--max-values", str(2**64), "-o", str(out), str(script)]) == 0
     assert _read_by_every_reader(out).header["max_values"] == 2**64
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is POSIX")
+@pytest.mark.parametrize("last", [None, 2])
+def test_a_forked_child_that_outlives_the_run_leaves_the_file_free(
+    tmp_path: Path, last: int | None
+) -> None:
+    out = tmp_path / "t.jsonl"
+    recording = Recording(calls=CallSelection(last=last), output=out)
+    read, write = os.pipe()
+    started, running = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child holds on until the parent has finished its run
+        os.close(write)
+        os.write(running, b"x")  # its after-fork hooks have run
+        os.read(read, 1)
+        os._exit(0)
+    try:
+        os.close(read)
+        os.close(running)
+        assert os.read(started, 1) == b"x"
+        os.close(started)
+        recording.finish()
+        again = Recording(calls=CallSelection(last=last), output=out)  # not "another process"
+        again.finish()
+    finally:
+        os.close(write)
+        os.waitpid(pid, 0)
+    assert Trace.load(out).graph_tasks == {}
