@@ -307,7 +307,7 @@ def explain(
         if output is not None:
             found(UNREACHED, f"{output[0]} never reaches the loss", output[1])
             continue
-        at, in_module, _ = use.grad
+        at, in_module = use.grad
         inside = f" (in {in_module})" if in_module else ""
         found(UNREACHED, f"what its last use made{inside} never reaches the loss", at)
     call.flow = flag_flow(
@@ -326,24 +326,29 @@ class Claims:
         self.outputs: dict[int, tuple[str, Where | None]] = {}
         seen = set(reached)
         for cut in sorted(log.cuts, key=lambda c: -c.order):
+            node = cut.node
             if cut.leaf is not None:
                 self.cuts.setdefault(cut.leaf, cut)
-            elif cut.node is not None:
-                for leaf in _leaves_under(cut.node, seen):
+            elif node is not None:
+                for leaf in _leaves_under(node, seen):
                     self.cuts.setdefault(leaf, cut)
         seen = set(reached)
         by_node: dict[int, list[Any]] = {}
+        alive = []
         for output in log.outputs:
-            by_node.setdefault(id(output.node), []).append(output)
-        for output in sorted(log.outputs, key=lambda o: -o.order):
-            if id(output.node) in seen:
+            node = output.node
+            if node is not None:
+                by_node.setdefault(id(node), []).append(output)
+                alive.append((output, node))
+        for _, node in sorted(alive, key=lambda on: -on[0].order):
+            if id(node) in seen:
                 continue
-            same = by_node[id(output.node)]
+            same = by_node[id(node)]  # inner module first, outer ones after
             inner, outer = same[0], same[-1]
             text = f"the output of {inner.module}"
             if outer.module != inner.module:
                 text += f" (returned by {outer.module} as output {outer.index})"
-            for leaf in _leaves_under(output.node, seen):
+            for leaf in _leaves_under(node, seen):
                 self.outputs.setdefault(leaf, (text, inner.where))
 
 

@@ -11,11 +11,14 @@ backward call ends, then starts a new one.
 
 Note [What a forward log holds]
 ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
-Nodes cannot be weakly referenced, so the log holds the nodes of module
-outputs and cuts until the next backward call ends: the graph of a branch the
-program dropped lives that much longer than without us. The log is bounded
-(:data:`KEPT`): past it, the oldest outputs and cuts go first, and a reason
-that needed them falls back to the parameter's last use.
+Nodes cannot be weakly referenced, but tensors can. Module outputs, one per
+module call, are kept by weak reference and their ``grad_fn`` read when the
+call is explained: a branch the program dropped is freed when it would be
+unwatched, and a parameter whose dropped output is gone is explained by its
+last use (the line), not by that output. A cut is kept with its node, because
+the cut tensor is usually dropped at once (``h = h.detach()``): the graph under
+it then lives until the backward call ends, for at most :data:`KEPT_CUTS` cuts
+(the oldest go first). The log is emptied when each backward call ends.
 
 Note [The program's line]
 ~~~~~~~~~~~~~~~~~~~~~~~~~
@@ -41,6 +44,7 @@ import itertools
 import os
 import sys
 import threading
+import weakref
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -55,7 +59,9 @@ from autograd_viz.sources.pytorch.op_values import new_nodes, tensors
 from autograd_viz.sources.pytorch.origins import ORIGIN_KEY, Origin, user_frames
 
 KEPT = 4096
-"""Module outputs and cuts a forward log keeps (Note [What a forward log holds])."""
+"""Module outputs a forward log keeps (Note [What a forward log holds])."""
+KEPT_CUTS = 256
+"""Cuts a forward log keeps, with their nodes (Note [What a forward log holds])."""
 
 BACKWARD_CALLS = frozenset({torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad})
 
@@ -86,8 +92,8 @@ class Use:
 
     no_grad: tuple[Where | None, str | None, str] | None = None
     """The first use without grad: line, module, and ``no_grad`` or ``inference_mode``."""
-    grad: tuple[Where | None, str | None, Any] | None = None
-    """The last use with grad: line, module, and the node it made (if any)."""
+    grad: tuple[Where | None, str | None] | None = None
+    """The last use with grad: line and module."""
 
 
 @dataclass
@@ -98,7 +104,8 @@ class Cut:
     kind: str
     where: Where | None
     node: Any
-    """The cut tensor's ``grad_fn`` (``None`` for a leaf)."""
+    """The cut tensor's ``grad_fn`` (``None`` for a leaf), held (Note [What a forward
+    log holds])."""
     leaf: int | None
     """``id`` of the cut leaf (a parameter detached itself)."""
     made_in: str | None
@@ -112,8 +119,14 @@ class Output:
     order: int
     module: str
     where: Where | None
-    node: Any
+    tensor: weakref.ref[torch.Tensor]
     index: int
+
+    @property
+    def node(self) -> Any:
+        """The output's node, while the output lives."""
+        t = self.tensor()
+        return None if t is None else t.grad_fn
 
 
 @dataclass
@@ -140,10 +153,10 @@ class ForwardLog:
     """Parameters used outside every root module's."""
     owned: set[int] = field(default_factory=set)
     """``id`` of every parameter of the roots."""
-    cuts: deque[Cut] = field(default_factory=lambda: deque(maxlen=KEPT))
+    cuts: deque[Cut] = field(default_factory=lambda: deque(maxlen=KEPT_CUTS))
     outputs: deque[Output] = field(default_factory=lambda: deque(maxlen=KEPT))
-    module_of_node: dict[int, tuple[str, Any]] = field(default_factory=dict)
-    """``id(node)`` → (outermost module that returned it, the node, kept alive by it)."""
+    module_of_node: dict[int, tuple[str, weakref.ref[torch.Tensor]]] = field(default_factory=dict)
+    """``id(node)`` → (outermost module that returned it, the tensor it is the node of)."""
 
 
 _roots_cache: dict[int, tuple[Any, Root]] = {}
@@ -154,8 +167,6 @@ def root_of(module: torch.nn.Module) -> Root:
     cached = _roots_cache.get(id(module))
     if cached is not None and cached[0]() is module:
         return cached[1]
-    import weakref
-
     inner: torch.nn.Module = original(module)
     wrapped = getattr(inner, "module", None)
     while type(inner).__name__ in _WRAPPERS and isinstance(wrapped, torch.nn.Module):
@@ -302,8 +313,11 @@ class UsesTracker:
             if fn is None:
                 continue
             where = where or user_line(sys._getframe(1))
-            self.log.outputs.append(Output(next(self._order), path, where, fn, index))
-            self.log.module_of_node[id(fn)] = (path, fn)
+            ref = weakref.ref(t)
+            self.log.outputs.append(Output(next(self._order), path, where, ref, index))
+            if len(self.log.module_of_node) >= 2 * KEPT:
+                self.log.module_of_node.clear()  # a run without backward: stay bounded
+            self.log.module_of_node[id(fn)] = (path, ref)
 
     def _mode_on_top(self) -> bool:
         depth = torch._C._len_torch_function_stack()
@@ -348,11 +362,10 @@ class UsesTracker:
         if made:
             self._tag(new_nodes(out, start).values())
         if used:
-            node = next((t.grad_fn for t in tensors(out) if t.grad_fn is not None), None)
             where = user_line(sys._getframe(2))
             for p in used:
                 use = self.log.uses.setdefault(id(p), Use())
-                use.grad = (where, self.current_module, node)
+                use.grad = (where, self.current_module)
                 self._note_bare(p)
         cut_at = 1 if func is torch.Tensor.new_tensor else 0
         if cut is not None and len(args) > cut_at and isinstance(args[cut_at], torch.Tensor):
@@ -379,7 +392,8 @@ class UsesTracker:
         made_in = None
         if fn is not None:
             owner = self.log.module_of_node.get(id(fn))
-            if owner is not None and owner[1] is fn:
+            returned = owner[1]() if owner is not None else None
+            if owner is not None and returned is not None and returned.grad_fn is fn:
                 made_in = f"the output of {owner[0]}"
             else:
                 metadata: dict[str, Any] = fn.metadata  # type: ignore[assignment]

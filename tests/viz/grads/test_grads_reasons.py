@@ -223,3 +223,26 @@ def test_watching_never_changes_the_gradients(torch: Any, tmp_path: Path) -> Non
             assert b[name] is None, name
         else:
             assert a[name].numpy().tobytes() == b[name].numpy().tobytes(), name
+
+
+def test_a_dropped_branch_is_freed_as_without_the_watch(torch: Any) -> None:
+    """Note [What a forward log holds]: module outputs are held weakly, so a branch the
+    program drops is freed at once, and its parameters are explained by their last use."""
+    import gc
+    import weakref
+
+    torch.manual_seed(0)
+    body, aux = torch.nn.Linear(4, 8), torch.nn.Linear(8, 1)
+    with watch_grads() as watch:
+        h = body(torch.randn(6, 4))
+        u = h * 2
+        saved = weakref.ref(u)  # aux's node saves u, its input, for the weight's gradient
+        out = aux(u)
+        del u, out
+        gc.collect()
+        assert saved() is None
+        h.sum().backward()
+    found = {r.finding.parameter: r.finding for r in watch.report.findings()}
+    assert set(found) == {"aux.weight", "aux.bias"}  # named by the variable that holds it
+    assert found["aux.weight"].reason == UNREACHED
+    assert found["aux.weight"].why == "what its last use made (in Linear) never reaches the loss"
