@@ -212,10 +212,10 @@ def _scopes(info: GraphTaskInfo, name: str) -> Iterator[tuple[tuple[str, int], .
     return (n.scope for n in info.nodes.values() if n.name == name)
 
 
-def _recorded(setup: Callable[[Net], Any]) -> tuple[GraphTaskInfo, Net]:
+def _recorded(setup: Callable[[Net], Any], observe: str = "nodes") -> tuple[GraphTaskInfo, Net]:
     net, x = _net()
     setup(net)
-    with record() as trace:
+    with record(observe=observe) as trace:
         net(x).backward()
     (info,) = trace.graph_tasks.values()
     return info, net
@@ -225,8 +225,11 @@ def _innermost(node: NodeInfo) -> str | None:
     return node.scope[-1][0] if node.scope else None
 
 
-def test_nodes_made_in_a_forward_hook_are_in_the_modules_scope() -> None:
-    info, _ = _recorded(lambda net: _hooked(net).register_forward_hook(lambda m, a, o: o.exp() * 2))
+@pytest.mark.parametrize("observe", ["nodes", "calls"])
+def test_nodes_made_in_a_forward_hook_are_in_the_modules_scope(observe: str) -> None:
+    info, _ = _recorded(
+        lambda net: _hooked(net).register_forward_hook(lambda m, a, o: o.exp() * 2), observe
+    )
     assert [_innermost(n) for n in info.nodes.values() if n.name == "ExpBackward0"] == [HOOKED]
     (mul,) = [n for n in info.nodes.values() if n.name == "MulBackward0"]
     assert _innermost(mul) == HOOKED
@@ -239,10 +242,12 @@ def test_nodes_made_in_a_forward_hook_are_in_the_modules_scope() -> None:
     assert next_add.scope[-2] == (BLOCK, 0)
 
 
-def test_both_nodes_of_a_modules_backward_hooks_are_in_its_scope() -> None:
+@pytest.mark.parametrize("observe", ["nodes", "calls"])
+def test_both_nodes_of_a_modules_backward_hooks_are_in_its_scope(observe: str) -> None:
     seen: list[str] = []
     info, _ = _recorded(
-        lambda net: _hooked(net).register_full_backward_hook(lambda m, gi, go: seen.append("hook"))
+        lambda net: _hooked(net).register_full_backward_hook(lambda m, gi, go: seen.append("hook")),
+        observe,
     )
     hook_nodes = [n for n in info.nodes.values() if n.name == "BackwardHookFunctionBackward"]
     assert len(hook_nodes) == 2
