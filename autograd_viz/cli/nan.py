@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import sys
 from typing import TYPE_CHECKING
 
@@ -355,8 +354,9 @@ def _streamed_to(watch: NanWatch, path: str, children: bool) -> str | None:
         raise CommandError(f"cannot write trace {path}: {problem.strerror or problem}")
     if children and not watch.recorded:
         # The children recorded everything; this process leaves no file of its own.
-        with contextlib.suppress(OSError):
-            os.remove(path)
+        from autograd_viz.trace.writing import remove_output
+
+        remove_output(path)
         return None
     return path
 

@@ -9,7 +9,6 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import re
 import sys
@@ -117,8 +116,9 @@ def run_record(args: argparse.Namespace) -> int:
     saved_to: str | None = own
     if children and not recording.stats().events:
         # The children recorded everything; this process leaves no file of its own.
-        with contextlib.suppress(OSError):
-            os.remove(own)
+        from autograd_viz.trace.writing import remove_output
+
+        remove_output(own)
         saved_to = None
     size = os.path.getsize(own) if saved_to is not None and os.path.exists(own) else 0
     complete = failure is None and not interrupted and signalled is None

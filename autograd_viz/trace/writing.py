@@ -233,6 +233,14 @@ def open_output(path: str | os.PathLike[str], truncate: bool = True) -> int:
     raise OutputBusyError(errno.EBUSY, "it keeps being replaced by another process")
 
 
+def remove_output(path: str | os.PathLike[str]) -> None:
+    """Remove an output file a run wrote nothing into: a regular file only, never a link
+    (nor its target) or a device node (Note [Writing an output file])."""
+    with contextlib.suppress(OSError):
+        if stat.S_ISREG(os.lstat(path).st_mode):
+            os.remove(path)
+
+
 def _lock(fd: int) -> bool:
     """Lock ``fd``'s file exclusively without waiting; whether it was free."""
     try:

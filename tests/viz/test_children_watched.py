@@ -123,3 +123,30 @@ def test_a_child_started_with_a_clean_environment_is_named_in_one_line(tmp_path:
         f"autograd-viz: a child process ({sys.executable} {tmp_path / 'child.py'}) was started "
         "without AUTOGRAD_VIZ_CHILDREN in its environment: it is not watched"
     ]
+
+
+FORK_ONLY = """
+    import os
+
+    import engine
+
+    pid = os.fork()
+    if pid == 0:
+        w = engine.tensor([1.0, 2.0], requires_grad=True)
+        (w * 2.0).sum().backward()
+        os._exit(0)
+    os.waitpid(pid, 0)
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is POSIX")
+@pytest.mark.parametrize("command", ["record", "nan"])
+def test_an_output_link_stays_when_only_children_recorded(tmp_path: Path, command: str) -> None:
+    target = tmp_path / "real.jsonl"
+    target.write_text("", encoding="utf-8")
+    (tmp_path / "t.jsonl").symlink_to(target)
+    done = _run(tmp_path, command, FORK_ONLY, "-o", "t.jsonl")
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "t.jsonl").is_symlink() and target.exists()
+    (child,) = _child_traces(tmp_path)
+    assert len(Trace.load(child).graph_tasks) == 1
