@@ -160,7 +160,10 @@ class Recording:
             when the recording ends or finds a non-finite value.
         gated: listen to events only while a recorded call runs (a call not
             recorded then costs next to nothing); a recording that needs every
-            event, such as the NaN checks' findings, says ``False``.
+            event, such as the NaN checks' findings, says ``False``. A gated
+            flight recorder, which gets no such findings, stops at the first
+            gradient it summarizes with a NaN or Inf; an ungated one at the
+            first ``anomaly`` event.
         values: which gradients are summarized: ``"all"``, ``"leaves"``,
             ``"none"`` (Note [Values tiers] in ``autograd_viz/trace/records.py``).
         observe: called with each finished part (whole calls, in order) before
