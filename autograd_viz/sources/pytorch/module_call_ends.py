@@ -92,8 +92,14 @@ class CallEnds:
         handle = self._global
         if handle is not None:
             hooks = nn_module._global_forward_hooks
-            # A user's global hook added since runs after ours otherwise: in the caller.
-            if hooks and next(reversed(hooks)) != handle.id and handle.id in hooks:
+            # A user's global hook added since runs after ours otherwise: in the caller. Not
+            # while an exception is handled: PyTorch may be iterating over the global hooks.
+            if (
+                hooks
+                and next(reversed(hooks)) != handle.id
+                and handle.id in hooks
+                and sys.exc_info()[1] is None
+            ):
                 hooks.move_to_end(handle.id)  # type: ignore[attr-defined]
         if self._stale:
             self._drop_stale()
