@@ -33,6 +33,16 @@ parameters names them as ``named_parameters()`` does; another held module's
 are prefixed with its variable (``value_head.weight``). ``nn.Parameter``\ s
 used outside all of them are looked at too.
 
+Note [Nested backward calls]
+~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+A reentrant checkpoint (``checkpoint(..., use_reentrant=True)``) runs its
+forward under ``no_grad`` and a backward call of its own inside the outer one,
+on a graph that exists only then: the parameters inside get their gradients
+from that nested call, which the walk from the outer roots never sees. So each
+parameter looked at also has a post-accumulate-grad hook for the call (it only
+notes that ``.grad`` was added to); one the nested call reached got a gradient
+and is no finding (its gradient is not read, so neither are its zeros or flow).
+
 Note [The reasons, in order]
 ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 A parameter of the modules the forward ran that got no gradient is:
@@ -164,13 +174,16 @@ class TorchGrads:
         """Run one backward call hooked, then explain what it gave (Note [Watching ...])."""
         where = user_line(frame)
         index = next(self._calls)
+        accumulated: set[int] = set()
         try:
-            held = held_modules(frame)
+            candidates = _candidates(self.tracker.log, held_modules(frame))
             plan: CallPlan | None = plan_call(func, args, kwargs)
         except Exception as exc:  # noqa: BLE001 - the call runs unwatched, and says so
             warn_once(f"autograd-viz grads: cannot read this backward call ({exc!r}); not checked")
             plan = None
-        handles = plan.hook() if plan is not None else []
+        handles = []
+        if plan is not None:
+            handles = plan.hook() + _accumulation_hooks(candidates, accumulated)
         try:
             out = call_from(frame, func, args, kwargs)
         finally:
@@ -179,10 +192,28 @@ class TorchGrads:
             log = self.tracker.new_log()
         if plan is not None:
             try:
-                self._add(explain(plan, log, out, index, where, held))
+                self._add(explain(plan, log, out, index, where, candidates, accumulated))
             except Exception as exc:  # noqa: BLE001 - watching goes on, and says so
                 warn_once(f"autograd-viz grads: could not explain a backward call ({exc!r})")
         return out
+
+
+def _accumulation_hooks(
+    candidates: list[tuple[str, str | None, int | None, torch.Tensor]], accumulated: set[int]
+) -> list[Any]:
+    """Note in ``accumulated`` each leaf parameter whose ``.grad`` gets added to."""
+    handles = []
+    for *_, p in candidates:
+        if p.requires_grad and p.grad_fn is None:
+            handles.append(p.register_post_accumulate_grad_hook(_noting(accumulated)))
+    return handles
+
+
+def _noting(accumulated: set[int]) -> Callable[[Any], None]:
+    def hook(p: Any) -> None:
+        accumulated.add(id(p))
+
+    return hook
 
 
 def held_modules(frame: Any, frames: int = 8) -> list[tuple[str, torch.nn.Module]]:
@@ -236,12 +267,13 @@ def explain(
     out: Any,
     index: int,
     where: Where | None,
-    held: list[tuple[str, torch.nn.Module]] = (),  # type: ignore[assignment]
+    candidates: list[tuple[str, str | None, int | None, torch.Tensor]],
+    accumulated: set[int],
 ) -> CallGrads:
     """What the call gave each parameter of the modules its forward ran (Note [The reasons,
-    in order])."""
+    in order]); ``accumulated``: the parameters whose ``.grad`` the call added to, a nested
+    backward's included (Note [Nested backward calls])."""
     call = CallGrads(index, plan.kind, where)
-    candidates = _candidates(log, held)
     call.parameters = len(candidates)
     inputs = None if plan.inputs is None else {id(t): j for j, t in enumerate(plan.inputs)}
     grads = _as_list(out) if plan.kind == "grad" else None
@@ -274,6 +306,8 @@ def explain(
                 entry[0] += norm2
                 entry[1] += float(torch.linalg.vector_norm(p.detach(), dtype=torch.float64)) ** 2
                 entry[2] += 1
+        if not got and id(p) in accumulated:
+            continue  # only a nested backward reached it: it got a gradient, not read here
         if got:
             if not nonzero:
                 why, at = zeros_born_at(plan, acc) if acc is not None else ("", None)

@@ -253,6 +253,28 @@ PROGRAMS: dict[str, str] = {
             values = value_head(h)  # <- dropped
             model.head(h).pow(2).mean().backward()
     """),
+    "idioms": program("""
+        from torch.utils.checkpoint import checkpoint
+
+        enc = nn.TransformerEncoderLayer(16, 2, 32, batch_first=True)
+        lin = nn.Linear(16, 1)
+        x = torch.randn(2, 5, 16)
+        enc.eval()
+        with torch.no_grad():
+            fast = enc(x)  # the inference fast path, as unwatched
+        enc.train()
+        h = enc(x)
+        loss = lin(h).pow(2).mean()
+        loss.backward(retain_graph=True)
+        loss.backward()
+        w = nn.Parameter(torch.randn(3))
+        (g,) = torch.autograd.grad((w**3).sum(), w, create_graph=True)
+        g.sum().backward()
+        h2 = checkpoint(lambda t: torch.tanh(lin(t)), h.detach().requires_grad_(), use_reentrant=True)
+        h2.sum().backward()
+        if sys.argv[1:2] and sys.argv[1] != "-":
+            torch.save({"fast": fast, "w": w.grad, "lin": lin.weight.grad, "enc": enc.linear1.weight.grad}, sys.argv[1])
+    """),
     "all": program("""
         class Net(nn.Module):
             def __init__(self):

@@ -246,3 +246,17 @@ def test_a_dropped_branch_is_freed_as_without_the_watch(torch: Any) -> None:
     assert set(found) == {"aux.weight", "aux.bias"}  # named by the variable that holds it
     assert found["aux.weight"].reason == UNREACHED
     assert found["aux.weight"].why == "what its last use made (in Linear) never reaches the loss"
+
+
+def test_idioms_keep_their_results_and_nested_backward_counts(torch: Any, tmp_path: Path) -> None:
+    """retain_graph, create_graph, a reentrant checkpoint (Note [Nested backward calls]) and
+    an encoder's inference fast path under no_grad: same results, no false finding."""
+    path = write(tmp_path, "idioms")
+    plain, seen = tmp_path / "plain.pt", tmp_path / "watched.pt"
+    assert run_script(str(path), [str(plain)]) == 0
+    report = watched(path, str(seen))
+    assert report.calls == 5
+    assert report.missing == []
+    a, b = torch.load(plain), torch.load(seen)
+    for name in a:
+        assert a[name].numpy().tobytes() == b[name].numpy().tobytes(), name
