@@ -117,7 +117,9 @@ def test_a_t5_like_bucket_is_contained_and_said_in_one_line(
     out = capsys.readouterr().out
     (line,) = out.strip().splitlines()
     log = _line(T5_LIKE, "log(0) = -inf")
-    assert line.startswith("no NaN or Inf reached the loss, a gradient, a parameter or the model's output in 2")
+    assert line.startswith(
+        "no NaN or Inf reached the loss, a gradient, a parameter or the model's output in 2"
+    )
     assert "6 contained non-finite values seen" in line  # 3 blocks x 2 steps
     assert f"the first an Inf from log of 0 at {t5_like}:{log}" in line
     assert line.endswith("in module block.0.attention")
@@ -294,3 +296,26 @@ def test_the_flight_recorder_is_not_stopped_by_a_contained_value(
     assert capsys.readouterr().out.startswith("NaN born in the forward pass at SqrtBackward0")
     # Every call takes log(0); the call that holds the real birth is call 2.
     assert [task.call for task in Trace.load(trace).graph_tasks.values()] == [1, 2]
+
+
+def test_a_value_written_through_a_view_is_followed_in_the_tensor_it_views() -> None:
+    w = torch.ones(3, requires_grad=True)
+
+    def through_a_view() -> None:
+        x = torch.ones(3)
+        x[:1].sub_(1).log_()  # log(0) written into x through its view
+        (x * w).sum().backward()
+
+    report = _findings(through_a_view)
+    first = report.first
+    assert first is not None and first.aten_op == "aten.log_.default" and first.born
+    assert report.contained == 0
+    p = torch.nn.Parameter(torch.ones(3))
+
+    def into_a_parameter() -> None:
+        with torch.no_grad():
+            p[1:].mul_(torch.tensor([0.0, 1.0]).log())  # -inf into the parameter
+
+    report = _findings(into_a_parameter)
+    assert report.first is not None and report.first.aten_op == "aten.log.default"
+    assert report.contained == 0

@@ -149,8 +149,14 @@ class OpChecks:
             if not came_from:
                 continue
             lineage.mark(t, came_from)
-            if id(t) in written_in_place and t.is_leaf and t.requires_grad:
-                births.reach(PARAMETER, t)
+            if id(t) not in written_in_place:
+                continue
+            base = t._base  # written through a view: the tensor it views holds them too
+            if base is not None:
+                lineage.mark(base, lineage.tensors.get(base, NO_IDS) | came_from)
+            owner = t if base is None else base
+            if owner.is_leaf and owner.requires_grad:
+                births.reach(PARAMETER, owner)
         self._tag_node(args, kwargs, every)
 
     def _tag_node(self, args: Any, kwargs: dict[str, Any], came_from: frozenset[int]) -> None:
