@@ -124,6 +124,29 @@ def add_graph_options(parser: argparse.ArgumentParser, animate: bool = False) ->
 
 def run_dot(args: argparse.Namespace) -> int:
     """``autograd-viz dot``: write the graph of one step as DOT, SVG, PNG or PDF."""
+    return _ended_by_signals(_run_dot, args)
+
+
+def run_animate(args: argparse.Namespace) -> int:
+    """``autograd-viz animate``: one frame per engine step, as an HTML page or a GIF."""
+    return _ended_by_signals(_run_animate, args)
+
+
+def _ended_by_signals(run: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
+    """``run(args)``, SIGTERM and SIGHUP raised as an exception so that the Graphviz processes
+    it started are ended (Note [No dot outlives us] in draw/frames.py); then this process
+    ends by that signal, as it would have."""
+    from autograd_viz.cli.record import Signalled, end_by_signal, stopped_by_signals
+
+    try:
+        with stopped_by_signals():
+            return run(args)
+    except Signalled as exc:
+        end_by_signal(exc.signum)
+        raise  # not reached: the signal ends the process
+
+
+def _run_dot(args: argparse.Namespace) -> int:
     from autograd_viz.draw import dot
 
     source, trace = _prepare(args, ".svg", dot.output_format)
@@ -159,8 +182,7 @@ def run_dot(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_animate(args: argparse.Namespace) -> int:
-    """``autograd-viz animate``: one frame per engine step, as an HTML page or a GIF."""
+def _run_animate(args: argparse.Namespace) -> int:
     from autograd_viz.draw import animate, dot
 
     source, trace = _prepare(args, ".html", animate.output_format)

@@ -18,6 +18,22 @@ from autograd_viz.draw.names import Target
 from autograd_viz.draw.summaries import BoxStatus
 from autograd_viz.trace.replay import NodeStatus
 
+MAX_NESTING = 64
+"""The most module frames a picture draws one inside another (Note [Frames nest at most
+MAX_NESTING deep])."""
+
+# Note [Frames nest at most MAX_NESTING deep]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# Real models nest modules tens of calls deep; a program may nest them
+# thousands deep (a module calling a submodule that calls its own, 2,000 times).
+# An open call is a Graphviz cluster inside its parent's, and the DOT writer
+# nests a subgraph per frame: thousands of frames one inside another are
+# a picture nobody reads, Python's recursion limit for the writer, and minutes
+# for Graphviz. So no choice opens a call deeper than MAX_NESTING: the call at
+# that depth is drawn open, and each call inside it that would be opened is a
+# closed box instead (what a level opens, ``expand`` and a focus alike), and
+# the picture says so.
+
 
 @dataclass(frozen=True, slots=True)
 class Choice:
@@ -36,6 +52,9 @@ class Choice:
     """Fold groups whose repetitions (those not held) stand at different statuses: one box
     per part, each part the repetitions (by position) of one status (Note [A box is one
     status])."""
+    crowded: tuple[int, ...] = ()
+    """Calls an ``expand`` opened without opening the calls they hold: more than the box
+    budget of them, side by side (Note [Siblings count in the budget])."""
 
 
 def choose(
@@ -77,6 +96,7 @@ def choose(
             a fold is one box.
     """
     opened: set[int] = set()
+    crowded: list[int] = []
     unfolded = set(unfold)
     held: dict[int, set[int]] = {}
     visible: set[int] = set(open)  # calls whose enclosing calls must all be open
@@ -87,7 +107,7 @@ def choose(
             scopes = group.repetitions()[0]
             held.setdefault(group.index, set()).add(0)
         for index in scopes:
-            inside = tree.descendants(index)
+            inside = _inside(tree, index, max_boxes, crowded)
             opened.update(inside)
             # Split, the fold the module is a call of stays folded but for it.
             unfolded.update(
@@ -112,12 +132,45 @@ def choose(
                 unfolded.add(group_index)
     frozen = frozenset(unfolded)
     if level is None:
-        level = tree.default_level(max_boxes, frozen)
+        level = min(tree.default_level(max_boxes, frozen), MAX_NESTING)
     # See Note [What a level opens].
     opened.update(s.index for s in tree.scopes if s.depth <= level and s.index not in tree.folded)
+    if tree.max_depth > MAX_NESTING:  # Note [Frames nest at most MAX_NESTING deep]
+        opened = {i for i in opened if tree.scopes[i].depth <= MAX_NESTING}
     kept = {g: frozenset(r) for g, r in held.items() if g not in frozen}
     parts = {} if status is None else _parts(tree, opened, frozen, kept, status)
-    return Choice(level, frozenset(opened), frozen, kept, parts)
+    return Choice(level, frozenset(opened), frozen, kept, parts, tuple(crowded))
+
+
+# Note [Siblings count in the budget]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# A picture's budget (``MAX_BOXES``, 150) is of boxes, and sibling calls that
+# do not fold are boxes side by side: 20,000 of them, at the top or inside one
+# call, are 20,000 boxes for Graphviz (minutes) and for a reader (nothing to
+# read). So the default picture that is over the budget even with every call
+# closed (level 0) keeps the boxes nearest the root, as ``--max-nodes`` does,
+# and says how many it leaves out and how to draw more; ``--expand`` of a call
+# holding more unfolded calls than the budget opens that call, draws those
+# calls as boxes rather than opening each (every one a frame), and is kept to
+# the budget the same way. ``--max-nodes N`` is the way to draw more: it sets
+# the number drawn.
+
+
+def _inside(tree: ModuleTree, index: int, max_boxes: int, crowded: list[int]) -> list[int]:
+    """The call ``index`` and the calls inside it that ``expand`` opens: all of them, but not
+    those held by a call holding more than ``max_boxes`` calls (listed in ``crowded``; Note
+    [Siblings count in the budget])."""
+    out = []
+    stack = [index]
+    while stack:
+        current = stack.pop()
+        out.append(current)
+        children = tree.scopes[current].children
+        if len(children) > max_boxes:
+            crowded.append(current)
+            continue
+        stack.extend(children)
+    return out
 
 
 def _parts(
@@ -201,4 +254,4 @@ def focus_of(view: GraphView) -> list[str]:
     ]
 
 
-__all__ = ["Choice", "choose", "focus_of", "one_status"]
+__all__ = ["MAX_NESTING", "Choice", "choose", "focus_of", "one_status"]

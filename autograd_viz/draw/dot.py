@@ -27,7 +27,9 @@ import dataclasses
 import os
 import shutil
 import signal
+import subprocess
 import sys
+import threading
 import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -293,26 +295,79 @@ def pipe(graph: graphviz.Digraph, fmt: str, notices: list[str] | None = None) ->
 
 
 def _pipe(graph: graphviz.Digraph, fmt: str) -> bytes:
+    executable = shutil.which("dot")
+    if executable is None:
+        raise GraphvizNotFoundError(fmt.upper())
+    command = [executable, f"-K{graph.engine}", f"-T{fmt}"]
     try:
-        data: bytes = graph.pipe(format=fmt, quiet=True)
-    except graphviz.ExecutableNotFound:
+        returncode, data, stderr = run_dot_process(command, graph.source.encode("utf-8"))
+    except FileNotFoundError:
         raise GraphvizNotFoundError(fmt.upper()) from None
-    except graphviz.CalledProcessError as exc:
-        raise RuntimeError(f"dot failed to render {fmt.upper()}: {_problem(exc)}") from None
+    if returncode != 0:
+        problem = _problem(returncode, stderr)
+        raise RuntimeError(f"dot failed to render {fmt.upper()}: {problem}") from None
     return data
 
 
-def _problem(exc: graphviz.CalledProcessError) -> str:
+def _problem(returncode: int, stderr_bytes: bytes) -> str:
     """What ``dot`` printed, or how it ended when it printed nothing (a crash)."""
-    stderr = exc.stderr.decode(errors="replace").strip() if exc.stderr else ""
-    if exc.returncode < 0:
+    stderr = stderr_bytes.decode(errors="replace").strip()
+    if returncode < 0:
         try:
-            name = signal.Signals(-exc.returncode).name
+            name = signal.Signals(-returncode).name
         except ValueError:
-            name = f"signal {-exc.returncode}"
+            name = f"signal {-returncode}"
         ended = f"killed by {name}"
         return f"{ended}: {stderr}" if stderr else ended
-    return stderr or f"exit status {exc.returncode}"
+    return stderr or f"exit status {returncode}"
+
+
+# Note [No dot outlives us]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~
+# A picture of thousands of nodes keeps Graphviz's ``dot`` busy for minutes.
+# Stopped then (Ctrl-C, SIGTERM from a job runner), we must not leave it
+# running at 100% CPU with nobody to read what it writes, as a bare Popen
+# interrupted in ``communicate`` does. Every dot process is started by
+# run_dot_process, which kills and reaps it when its thread is interrupted;
+# the batches an animation runs in other threads are killed by the main
+# thread (end_dot_processes) before the pool waits for those threads.
+# ``autograd-viz dot`` and ``animate`` turn SIGTERM and SIGHUP into an
+# exception so that this runs, then end by that signal.
+
+_running: set[subprocess.Popen[bytes]] = set()
+_running_lock = threading.Lock()
+
+
+def run_dot_process(command: Sequence[str], data: bytes) -> tuple[int, bytes, bytes]:
+    """Run Graphviz's ``command`` on ``data``: its exit status, stdout and stderr. The process
+    is killed if this is interrupted (Note [No dot outlives us]).
+
+    Raises:
+        FileNotFoundError: the program is missing.
+    """
+    process = subprocess.Popen(
+        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    with _running_lock:
+        _running.add(process)
+    try:
+        stdout, stderr = process.communicate(data)
+    except BaseException:
+        process.kill()
+        process.wait()
+        raise
+    finally:
+        with _running_lock:
+            _running.discard(process)
+    return process.returncode, stdout, stderr
+
+
+def end_dot_processes() -> None:
+    """Kill every dot process still running (Note [No dot outlives us])."""
+    with _running_lock:
+        running = list(_running)
+    for process in running:
+        process.kill()
 
 
 __all__ = [
@@ -325,11 +380,13 @@ __all__ = [
     "GraphViewError",
     "GraphvizNotFoundError",
     "build_view",
+    "end_dot_processes",
     "html_text",
     "output_format",
     "pipe",
     "plain_text",
     "render",
+    "run_dot_process",
     "save",
     "select",
     "to_dot",

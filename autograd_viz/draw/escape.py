@@ -52,15 +52,19 @@ def html_label(rows: Iterable[str]) -> str:
 def plain_text(text: object) -> str:
     """``text`` as a quoted DOT attribute (a tooltip), shown as written.
 
-    Backslashes are doubled (DOT would read ``\\N`` as the node's name); an
-    ampersand is written ``&amp;``, because Graphviz writes an entity in a
-    tooltip (``&lt;``) into the SVG as one, which a viewer shows as the
-    character. Newlines become DOT's ``\\n`` so each attribute stays on one
-    line of source, and text that looks like ``<html>`` is still quoted as a
-    string. Text past :data:`TOOLTIP_LIMIT` characters is cut.
+    A backslash is written four times: Graphviz reads a tooltip's text twice,
+    first undoubling backslashes, then expanding ``\\N``, ``\\G`` and ``\\L``
+    (the node's name, the graph's, the label) and undoubling again, so a
+    doubled backslash before ``N`` still shows the node's name (checked on
+    Graphviz 2.43 for node, edge and cluster tooltips). An ampersand is written
+    ``&amp;``, because Graphviz writes an entity in a tooltip (``&lt;``) into
+    the SVG as one, which a viewer shows as the character. Newlines become
+    DOT's ``\\n`` so each attribute stays on one line of source, and text
+    that looks like ``<html>`` is still quoted as a string. Text past
+    :data:`TOOLTIP_LIMIT` characters is cut.
     """
     shown = shorten(printable(text, newlines=True), TOOLTIP_LIMIT)
-    lines = (graphviz.escape(line.replace("&", "&amp;")) for line in shown.split("\n"))
+    lines = (line.replace("&", "&amp;").replace("\\", "\\" * 4) for line in shown.split("\n"))
     joined: str = graphviz.nohtml("\\n".join(lines))
     return joined
 

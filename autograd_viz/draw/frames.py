@@ -13,7 +13,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, cast
@@ -326,7 +325,13 @@ def _render(
     if len(batches) == 1:
         return run(batches[0])
     with ThreadPoolExecutor(len(batches)) as pool:
-        return [outputs for done in pool.map(run, batches) for outputs in done]
+        try:
+            return [outputs for done in pool.map(run, batches) for outputs in done]
+        except BaseException:
+            # Stopped (Ctrl-C, SIGTERM) or failed: the pool waits for its threads on the
+            # way out, and they for their dot processes (Note [No dot outlives us] in dot.py).
+            dot.end_dot_processes()
+            raise
 
 
 def _run_dot(
@@ -334,19 +339,16 @@ def _run_dot(
 ) -> list[list[Any]]:
     """One dot process for several graphs (see Note [One dot per batch])."""
     try:
-        done = subprocess.run(
-            [*command, *(f"-T{fmt}" for fmt in formats)],
-            input="".join(sources).encode("utf-8"),
-            capture_output=True,
-            check=False,
+        returncode, stdout, stderr_bytes = dot.run_dot_process(
+            [*command, *(f"-T{fmt}" for fmt in formats)], "".join(sources).encode("utf-8")
         )
     except FileNotFoundError:
         raise GraphvizNotFoundError() from None
-    if done.returncode != 0:
-        stderr = done.stderr.decode("utf-8", "replace").strip()
+    if returncode != 0:
+        stderr = stderr_bytes.decode("utf-8", "replace").strip()
         where = _failed_frame(stderr, sources, names)
-        raise GraphvizError(f"dot failed{where} (exit status {done.returncode}): {stderr}")
-    outputs = _split(done.stdout, formats)
+        raise GraphvizError(f"dot failed{where} (exit status {returncode}): {stderr}")
+    outputs = _split(stdout, formats)
     if len(outputs) != len(sources):
         raise GraphvizError(f"dot wrote {len(outputs)} results for {len(sources)} graphs")
     return outputs

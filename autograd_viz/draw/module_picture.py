@@ -199,11 +199,18 @@ def _picture(
     )
 
 
+BY_MODULE = "drawn by module"
+"""How the line that counts a module picture's boxes starts."""
+
+
 def _notice(laid: Layout, nodes: int) -> str:
-    boxes = len(laid.boxes)
+    return by_module_line(laid.level, len(laid.boxes), len(laid.drawn), nodes)
+
+
+def by_module_line(level: int, boxes: int, folded: int, nodes: int) -> str:
+    """The line under a module picture: ``boxes`` boxes stand for ``folded`` of ``nodes``."""
     stand = "1 box stands" if boxes == 1 else f"{boxes:,} boxes stand"
-    folded = len(laid.drawn)
-    return f"drawn by module (level {laid.level}): {stand} for {folded:,} of {nodes:,} nodes"
+    return f"{BY_MODULE} (level {level}): {stand} for {folded:,} of {nodes:,} nodes"
 
 
 # Note [A picture from the step before]
@@ -483,4 +490,13 @@ def _edge_plan(
     return _EdgePlan(sources)
 
 
-__all__ = ["Cluster", "Layout", "StepPictures", "apply", "fill", "layout"]
+__all__ = [
+    "BY_MODULE",
+    "Cluster",
+    "Layout",
+    "StepPictures",
+    "apply",
+    "by_module_line",
+    "fill",
+    "layout",
+]

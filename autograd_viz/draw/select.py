@@ -297,8 +297,11 @@ def restricted(tree: ModuleTree, keys: Container[str]) -> ModuleTree:
 # -- a node budget ---------------------------------------------------------------------
 
 
-def limit(view: GraphView, max_nodes: int) -> GraphView:
+def limit(view: GraphView, max_nodes: int, why: str = "") -> GraphView:
     """At most ``max_nodes`` nodes: breadth first from the nodes nothing points to (the roots).
+
+    ``why``, if given, is said after the count of what is shown (a box of a module picture
+    counts as one node).
 
     Raises:
         ValueError: ``max_nodes`` is not a positive integer.
@@ -324,7 +327,10 @@ def limit(view: GraphView, max_nodes: int) -> GraphView:
             break
         order.setdefault(key, None)
     shown = len(order)
-    notice = f"showing {shown:,} of {len(view.nodes):,} nodes, nearest the root first"
+    if why:
+        notice = f"showing {shown:,} of {len(view.nodes):,} boxes and nodes, nearest the root {why}"
+    else:
+        notice = f"showing {shown:,} of {len(view.nodes):,} nodes, nearest the root first"
     return _keep(view, [k for k in view.nodes if k in order], notice)
 
 

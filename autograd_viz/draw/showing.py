@@ -27,12 +27,13 @@ to come, and one :class:`BoxStatus`.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 
 from autograd_viz.draw import chains, select
 from autograd_viz.draw.boxes import ModuleBox
-from autograd_viz.draw.choosing import Choice, choose, focus_of
+from autograd_viz.draw.choosing import MAX_NESTING, Choice, choose, focus_of
 from autograd_viz.draw.graph_view import GraphView
-from autograd_viz.draw.module_picture import Cluster, StepPictures, apply
+from autograd_viz.draw.module_picture import BY_MODULE, Cluster, StepPictures, apply, by_module_line
 from autograd_viz.draw.modules import MAX_BOXES, ModuleTree
 from autograd_viz.draw.names import Names
 from autograd_viz.draw.summaries import (
@@ -163,6 +164,7 @@ def _show(
         by_status=follow,
         # See Note [A neighbourhood keeps the whole graph's folds] in select.py.
         tree=None if whole is None else select.restricted(whole, view.nodes),
+        budget=max_nodes is None,
     )
     if max_nodes is not None:
         view = select.limit(view, max_nodes)
@@ -180,6 +182,7 @@ def module_view(
     split: bool = False,
     by_status: bool = True,
     tree: ModuleTree | None = None,
+    budget: bool = True,
 ) -> GraphView:
     """``view`` drawn at module level: the usual entry point of every view.
 
@@ -203,6 +206,11 @@ def module_view(
             status (Note [A box is one status] in :mod:`~autograd_viz.draw.choosing`).
         tree: the tree of ``view``'s nodes, made by the caller (``pictures``' trees are
             then not read).
+        budget: keep a picture over ``max_boxes`` with every call closed, or one whose
+            ``expand`` met more sibling calls than that, to the ``max_boxes`` boxes and
+            nodes nearest the root (Note [Siblings count in the budget] in
+            :mod:`~autograd_viz.draw.choosing`); ``False`` where the caller keeps it to a
+            size of its own.
 
     Raises:
         GraphViewError: a name in ``expand`` names nothing.
@@ -239,8 +247,53 @@ def module_view(
         status=None if sums is None else status_of_calls(view, tree, sums),
     )
     if pictures is not None:
-        return pictures.apply(view, tree, chosen)
-    return apply(view, tree, chosen, sums=sums)
+        picture = pictures.apply(view, tree, chosen)
+    else:
+        picture = apply(view, tree, chosen, sums=sums)
+    if tree.max_depth > MAX_NESTING and any(
+        n.box is not None and n.box.scopes and tree.scopes[n.box.scopes[0]].depth > MAX_NESTING
+        for n in picture.nodes.values()
+    ):  # Note [Frames nest at most MAX_NESTING deep] in choosing.py
+        deepest = f"{tree.max_depth:,}"
+        line = (
+            f"module frames nest at most {MAX_NESTING} deep: the calls below that "
+            f"(down to depth {deepest}) are drawn closed"
+        )
+        picture = replace(picture, notices=(*picture.notices, line))
+    if not budget or len(picture.nodes) <= max_boxes:
+        return picture
+    # See Note [Siblings count in the budget] in choosing.py.
+    if chosen.crowded:
+        names = ", ".join(tree.scopes[i].name for i in chosen.crowded[:3])
+        more = f" and {len(chosen.crowded) - 3:,} more" if len(chosen.crowded) > 3 else ""
+        hold = "holds" if len(chosen.crowded) == 1 else "hold"
+        why = (
+            f"first ({names}{more} {hold} more than {max_boxes:,} calls side by side, drawn "
+            "closed; --max-nodes N draws N)"
+        )
+    elif level is None and not expand and chosen.level == 0:
+        why = (
+            f"first: more than {max_boxes:,} side by side with every module closed "
+            "(--max-nodes N draws N)"
+        )
+    else:
+        return picture
+    return _recounted(select.limit(picture, max_boxes, why), chosen.level, len(view.nodes))
+
+
+def _recounted(picture: GraphView, level: int, nodes: int) -> GraphView:
+    """``picture`` with its line of boxes counting the boxes it still draws (Note [Captions
+    say what is drawn] in select.py)."""
+    boxes = [n.box for n in picture.nodes.values() if n.box is not None]
+    line = by_module_line(level, len(boxes), sum(len(b.members) for b in boxes), nodes)
+    return replace(
+        picture,
+        notices=tuple(
+            line if n.startswith(BY_MODULE) else n
+            for n in picture.notices
+            if boxes or not n.startswith(BY_MODULE)
+        ),
+    )
 
 
 __all__ = [

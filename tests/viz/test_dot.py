@@ -322,10 +322,11 @@ def test_escaping_functions() -> None:
     assert dot.html_text("a\nb") == 'a<BR ALIGN="CENTER"/>b'
     assert dot.html_text("bell\x07") == "bell\\\\x07"  # shown as bell\x07
     assert dot.html_text("\\N") == "\\\\N"
-    assert dot.plain_text("C:\\path\nnext") == "C:\\\\path\\nnext"
+    # A backslash four times: Graphviz undoubles twice (see dot.plain_text).
+    assert dot.plain_text("C:\\path\nnext") == "C:\\\\\\\\path\\nnext"
     quoted = graphviz.Digraph()
     quoted.node("n", tooltip=dot.plain_text('say "hi" \\'))
-    assert 'tooltip="say \\"hi\\" \\\\"' in quoted.source
+    assert 'tooltip="say \\"hi\\" \\\\\\\\"' in quoted.source
 
 
 # -- golden DOT and rendered SVG -------------------------------------------------------
