@@ -264,11 +264,11 @@ def module_view(
         return picture
     # See Note [Siblings count in the budget] in choosing.py.
     if chosen.crowded:
-        names = ", ".join(tree.scopes[i].name for i in chosen.crowded[:3])
+        crowded = ", ".join(tree.scopes[i].name for i in chosen.crowded[:3])
         more = f" and {len(chosen.crowded) - 3:,} more" if len(chosen.crowded) > 3 else ""
         hold = "holds" if len(chosen.crowded) == 1 else "hold"
         why = (
-            f"first ({names}{more} {hold} more than {max_boxes:,} calls side by side, drawn "
+            f"first ({crowded}{more} {hold} more than {max_boxes:,} calls side by side, drawn "
             "closed; --max-nodes N draws N)"
         )
     elif level is None and not expand and chosen.level == 0:
