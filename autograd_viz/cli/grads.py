@@ -28,6 +28,7 @@ from autograd_viz.cli.base import (
     ArgumentParser,
     CommandError,
     ScriptError,
+    UsageError,
     check_output,
     note,
     options_only,
@@ -52,7 +53,10 @@ def add_grads_command(commands: argparse._SubParsersAction[ArgumentParser]) -> N
     """Add ``grads`` to the subcommands."""
     grads = commands.add_parser(
         "grads",
-        usage=f"{PROG} grads [-h] [--plot FILE] [--rows N] SCRIPT [ARGS ...]",
+        usage=(
+            f"{PROG} grads [-h] [--plot FILE] [--rows N] SCRIPT [ARGS ...]\n"
+            f"       {PROG} grads [--plot FILE] [--rows N] TRACE.jsonl"
+        ),
         help="run a script and say why parameters got no gradient, and how gradients flow",
         description=(
             "Run SCRIPT as __main__ with ARGS (PyTorch or our engine), results unchanged, "
@@ -62,7 +66,8 @@ def add_grads_command(commands: argparse._SubParsersAction[ArgumentParser]) -> N
             "they became zeros; pruned and frozen parameters apart; and each module's "
             "gradient norm and its ratio to the parameter norm, vanishing and exploding "
             "flagged. Exit status 1 when a trainable parameter got no gradient, 0 otherwise, "
-            "4 when the script failed. Under torchrun, each rank reports its own."
+            "4 when the script failed. Under torchrun, each rank reports its own. Given a "
+            "trace file (.jsonl) instead: the exact zeros, pruned leaves and flow it recorded."
         ),
     )
     add_grads_options(grads)
@@ -99,7 +104,7 @@ def _rows(text: str) -> int:
 
 def run_grads(args: argparse.Namespace) -> int:
     """``autograd-viz grads``: run the script, print the report, 1 when a gradient is missing."""
-    from autograd_viz.grads.plot import PLOT_SUFFIXES, save_plot
+    from autograd_viz.grads.plot import PLOT_SUFFIXES
     from autograd_viz.grads.watch import watch_grads
     from autograd_viz.sources.processes import process_info
     from autograd_viz.sources.script import (
@@ -115,6 +120,15 @@ def run_grads(args: argparse.Namespace) -> int:
         check_output(plot)
         if not plot.lower().endswith(PLOT_SUFFIXES):
             raise CommandError(f"cannot draw {plot}: expected a .svg or .png file name")
+    if script.endswith(TRACE_SUFFIX):
+        if script_args:
+            raise UsageError(
+                f"arguments ({' '.join(script_args)}): for a script that grads runs; "
+                f"{script} is a trace, read as it was recorded"
+            )
+        report = report_on_trace(script)
+        _finish(report, args, plot)
+        return FOUND if report.found else OK
     try:
         check_script(script)
     except ScriptNotFoundError as exc:
@@ -129,14 +143,7 @@ def run_grads(args: argparse.Namespace) -> int:
     report = watch.report
     report.rank = process_info()["rank"]
     sys.stdout.flush()  # the script's own output comes before the report
-    console = _console()
-    print_grads_report(report, console, rows=args.rows)
-    if plot is not None:
-        try:
-            drawn = save_plot(report, plot)
-        except OSError as exc:
-            raise CommandError(f"cannot write {plot}: {exc.strerror or exc}") from None
-        note(f"gradient norms of {drawn} modules drawn to {plot}")
+    _finish(report, args, plot)
     if report.found:
         if failure is not None or status != 0:
             note(f"{failure or f'{script} exited with status {status}'}")
@@ -150,6 +157,46 @@ def run_grads(args: argparse.Namespace) -> int:
     return OK
 
 
+TRACE_SUFFIX = ".jsonl"
+"""What ``grads`` takes for a trace file to read rather than a script to run."""
+
+
+def report_on_trace(path: str) -> GradsReport:
+    """What a recorded trace says, read a call at a time (:mod:`autograd_viz.grads.trace_report`).
+
+    Raises:
+        CommandError: the file cannot be read or is not a trace.
+    """
+    from autograd_viz.grads.report import GradsReport
+    from autograd_viz.grads.trace_report import recorded_calls
+    from autograd_viz.trace import TraceFormatError
+    from autograd_viz.trace.index import iter_calls
+
+    report = GradsReport(from_trace=True)
+    try:
+        for part in iter_calls(path):
+            for call in recorded_calls(part, report.calls):
+                report.add(call)
+    except TraceFormatError as exc:
+        raise CommandError(f"invalid trace file {exc}") from None
+    except OSError as exc:
+        raise CommandError(f"cannot read trace {path}: {exc.strerror or exc}") from None
+    return report
+
+
+def _finish(report: GradsReport, args: argparse.Namespace, plot: str | None) -> None:
+    """Print the report and draw the plot."""
+    from autograd_viz.grads.plot import save_plot
+
+    print_grads_report(report, _console(), rows=args.rows)
+    if plot is not None:
+        try:
+            drawn = save_plot(report, plot)
+        except OSError as exc:
+            raise CommandError(f"cannot write {plot}: {exc.strerror or exc}") from None
+        note(f"gradient norms of {drawn} modules drawn to {plot}")
+
+
 def print_grads_report(report: GradsReport, console: Console, rows: int = ROWS) -> None:
     """Print the findings, grouped, then the last call's flow table."""
     from autograd_viz.grads.report import FROZEN, PRUNED, ZEROS
@@ -159,6 +206,11 @@ def print_grads_report(report: GradsReport, console: Console, rows: int = ROWS) 
     if not report.calls:
         console.print(f"[yellow]no backward call{rank}[/yellow]: no gradient to explain")
         return
+    if report.from_trace:
+        console.print(
+            "[yellow]note:[/yellow] read from a trace: exact zeros, pruned leaves and the flow; "
+            "why a parameter got no gradient needs the script (a trace holds no forward)"
+        )
     missing = report.missing
     if missing:
         console.print(
@@ -252,11 +304,12 @@ def print_flow(call: int, flow: list[FlowRow], console: Console, rows: int = ROW
             table.add_row(f"... {len(ordered) - 2 * rows} more", "", "", "", "")
             continue
         flag = "" if row.flag is None else f"[bold yellow]{row.flag}[/bold yellow]"
+        known = not math.isnan(row.param_norm)  # a trace records no parameter norms
         table.add_row(
             shown(row.module),
             f"{row.grad_norm:.3g}",
-            f"{row.param_norm:.3g}",
-            f"{row.ratio:.3g}",
+            f"{row.param_norm:.3g}" if known else "-",
+            f"{row.ratio:.3g}" if known else "-",
             flag,
         )
     console.print(table)

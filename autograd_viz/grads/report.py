@@ -194,6 +194,8 @@ class GradsReport:
     """The last call read, whole."""
     rank: int | None = None
     """The rank of the process (under ``torch.distributed``), if any."""
+    from_trace: bool = False
+    """Read from a recorded trace, which says less (:mod:`autograd_viz.grads.trace_report`)."""
 
     def add(self, call: CallGrads) -> None:
         """Read one more call."""
