@@ -110,8 +110,8 @@ def check_notices(before: GraphView, picture: GraphView) -> None:
     for line in picture.notices:
         cut = _LIMIT.match(line)
         if cut:
-            shown, total, rest = (_int(g) for g in cut.groups())
-            assert shown == len(picture.nodes) and total - shown == rest, line
+            shown, total, left_out = (_int(g) for g in cut.groups())
+            assert shown == len(picture.nodes) and total - shown == left_out, line
             continue
         near = _NEAR.match(line)
         if near:

@@ -34,6 +34,7 @@ from autograd_viz.draw.choosing import MAX_NESTING
 from autograd_viz.draw.graph_view import GraphView, from_state
 from autograd_viz.draw.modules import MAX_BOXES
 from autograd_viz.trace import Trace
+from engine.ops.shape import stack
 from tests.viz.captions import check_notices
 from tests.viz.dotting import needs_dot
 
@@ -54,7 +55,7 @@ def siblings_trace(parent: bool) -> Trace:
             with engine.scope(f"m{i}", kind="Layer"):
                 outs.append((x @ w).tanh())
     with autograd_viz.record() as trace:
-        engine.stack(outs).sum().backward()
+        stack(outs).sum().backward()
     return trace
 
 
@@ -109,7 +110,7 @@ def deep_trace(depth: int) -> Trace:
 def _nesting(picture: GraphView) -> int:
     deepest = 0
     for key in picture.clusters:
-        depth, current = 0, picture.clusters[key]
+        depth, current = 0, picture.clusters.get(key)
         while current is not None:
             depth += 1
             current = picture.clusters.get(current.parent) if current.parent else None
