@@ -53,6 +53,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from autograd_viz.grads.report import Where
+from autograd_viz.sources.pytorch import compiled
 from autograd_viz.sources.pytorch.caller_line import call_from, caller
 from autograd_viz.sources.pytorch.compiled import is_compiling, original
 from autograd_viz.sources.pytorch.op_values import new_nodes, tensors
@@ -244,10 +245,15 @@ class UsesTracker:
         self._local = _Local()
         self._order = itertools.count()
         self._handles: list[Any] = []
+        self._hid_warning = False
         self.mode = UsesMode(self)
 
     # -- arming ------------------------------------------------------------------------
     def arm(self) -> None:
+        # Our global module hooks make PyTorch warn at each torch.compile(module); hidden as
+        # the bridge hides it, and shown again on disarming unless it was hidden already.
+        self._hid_warning = getattr(compiled, "_filter", None) is None
+        compiled.hide_global_hooks_warning(True)
         hooks = torch.nn.modules.module
         self._handles += [
             hooks.register_module_forward_pre_hook(self._enter),
@@ -260,6 +266,8 @@ class UsesTracker:
             handle.remove()
         self._handles.clear()
         self.mode.__exit__(None, None, None)
+        if self._hid_warning:
+            compiled.hide_global_hooks_warning(False)
 
     def new_log(self) -> ForwardLog:
         """Hand over the log and start a new one (a backward call ended)."""

@@ -260,3 +260,30 @@ def test_idioms_keep_their_results_and_nested_backward_counts(torch: Any, tmp_pa
     a, b = torch.load(plain), torch.load(seen)
     for name in a:
         assert a[name].numpy().tobytes() == b[name].numpy().tobytes(), name
+
+
+COMPILED = """
+import sys, torch
+from torch import nn
+torch.manual_seed(0)
+m = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
+cm = torch.compile(m, backend="aot_eager")
+for _ in range(2):
+    cm(torch.randn(5, 4)).sum().backward()
+if sys.argv[1] != "-":
+    torch.save({n: p.grad for n, p in m.named_parameters()}, sys.argv[1])
+"""
+
+
+def test_a_compiled_model_keeps_its_results_and_warns_nothing_more(
+    torch: Any, tmp_path: Path, recwarn: pytest.WarningsRecorder
+) -> None:
+    path = write(tmp_path, "compiled", COMPILED)
+    plain, seen = tmp_path / "plain.pt", tmp_path / "watched.pt"
+    assert run_script(str(path), [str(plain)]) == 0
+    report = watched(path, str(seen))
+    assert report.calls == 2 and report.findings() == []
+    assert not [w for w in recwarn if "global hooks on modules" in str(w.message)]
+    a, b = torch.load(plain), torch.load(seen)
+    for name in a:
+        assert a[name].numpy().tobytes() == b[name].numpy().tobytes(), name
