@@ -36,7 +36,22 @@ __all__ = [
 
 only_cpu = True
 """Whether no device but the CPU has been made: until one is, every tensor is on the CPU
-(Note [A process with only a CPU] in :mod:`engine.engine`). Never goes back to True."""
+(Note [A process with only a CPU]). Never goes back to True."""
+
+
+# Note [A process with only a CPU]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# A ready node goes to the queue of its input buffer's device: its first
+# gradient off the CPU, as in PyTorch. A tensor's device is one of the
+# interned Device objects, and devices.only_cpu stays True until the first
+# other one is made (a ``cuda`` or ``sim`` device, named by a program or
+# by a test), so until then every gradient is on the CPU and the plain
+# path sends every node to the CPU queue without looking at its
+# gradients. (A gradient that reaches a buffer fits its input's metadata,
+# device included, and that device was made when the forward ran; the
+# flag, a module attribute, is still read for each node rather than once
+# a call.) tests/engine/test_plain_path.py watches a fresh process make
+# its first other device and route to it.
 
 #: Number of simulated accelerators (``sim:0`` ... ``sim:{N-1}``).
 _SIM_DEVICE_COUNT = 2

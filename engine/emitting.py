@@ -22,13 +22,19 @@ if TYPE_CHECKING:
     from engine.tensor import Tensor
 
 __all__ = [
+    "NOT_NEEDED",
     "TLS",
+    "accumulate_payload",
     "any_defined",
+    "decrement_payload",
     "emit",
     "emit_enqueue",
     "emit_graph_task_end",
     "emit_graph_task_start",
     "emit_hook",
+    "emit_reentrant_enter",
+    "emit_reentrant_exit",
+    "skip_payload",
     "summaries_of",
     "summary_of",
 ]
@@ -56,6 +62,70 @@ def emit(kind: str, graph_task: GraphTask, node: Node | None = None, **data: Any
     """Emit from this engine thread; callers check ``HUB.active`` first (zero cost otherwise)."""
     device = TLS.worker_device
     HUB.emit_data(kind, "cpu" if device is None else device._str, graph_task.id, node, data)
+
+
+# Note [One payload for every source]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# The routing's events (dependency_decrement, skip, accumulate into a buffer)
+# are made by this engine and derived by the PyTorch bridge from what PyTorch's
+# engine shows. Both build their payloads with the functions below, so a view
+# reads the same fields whichever source made the trace; the bridge adds
+# ``derived``.
+
+NOT_NEEDED = "not needed for the requested inputs"
+"""Why a ``skip`` event's node does not run: ``inputs=`` or ``grad()`` pruned it."""
+
+
+def decrement_payload(from_node: int, from_name: str, input_nr: int, remaining: int) -> dict:
+    """A ``dependency_decrement``: ``from_node``'s output reached slot ``input_nr``."""
+    return {
+        "from_node": from_node,
+        "from_name": from_name,
+        "input_nr": input_nr,
+        "remaining": remaining,
+    }
+
+
+def skip_payload(from_node: int, input_nr: int) -> dict:
+    """A ``skip``: the gradient for slot ``input_nr`` goes nowhere (Note [One payload ...])."""
+    return {"from_node": from_node, "input_nr": input_nr, "reason": NOT_NEEDED}
+
+
+def accumulate_payload(slot: int, created: bool, from_node: int, grad: Any, total: Any) -> dict:
+    """An ``accumulate`` into a buffer slot; ``total`` is left out when ``None``."""
+    data = {
+        "target": "buffer",
+        "slot": slot,
+        "action": "created" if created else "added",
+        "from_node": from_node,
+        "grad": grad,
+    }
+    if total is not None:
+        data["total"] = total
+    return data
+
+
+def emit_reentrant_enter(graph_task: GraphTask, current_depth: int, on_pool: bool) -> None:
+    """A backward call starts inside a running node (Note [Reentrant backward])."""
+    emit(
+        "reentrant_enter",
+        graph_task,
+        parent_graph_task=graph_task.parent_id,
+        depth=graph_task.reentrant_depth,
+        current_depth=current_depth,
+        on_pool=on_pool,
+    )
+
+
+def emit_reentrant_exit(graph_task: GraphTask) -> None:
+    """A reentrant backward call ends, well or with an error."""
+    emit(
+        "reentrant_exit",
+        graph_task,
+        parent_graph_task=graph_task.parent_id,
+        depth=graph_task.reentrant_depth,
+        ok=graph_task.error is None,
+    )
 
 
 def emit_hook(

@@ -27,10 +27,15 @@ from engine.calls import CALLS
 from engine.completion import DONE, complete, push, task_done, thread_on_exception
 from engine.devices import CPU
 from engine.emitting import (
+    accumulate_payload,
     any_defined,
+    decrement_payload,
     emit,
     emit_enqueue,
     emit_graph_task_start,
+    emit_reentrant_enter,
+    emit_reentrant_exit,
+    skip_payload,
     summaries_of,
     summary_of,
 )
@@ -167,13 +172,8 @@ class Engine:
         # Reentrant backward from inside a running node; see Note [Reentrant backward].
         graph_task.owner = TLS.worker_device
         if HUB.active:
-            emit(
-                "reentrant_enter",
-                graph_task,
-                parent_graph_task=graph_task.parent_id,
-                depth=graph_task.reentrant_depth,
-                current_depth=TLS.current_depth,
-                on_pool=TLS.current_depth >= MAX_RECURSION_DEPTH,
+            emit_reentrant_enter(
+                graph_task, TLS.current_depth, TLS.current_depth >= MAX_RECURSION_DEPTH
             )
         push(queue, node_task(graph_task, graph_root, input_buffer), "root")
         if TLS.current_depth >= MAX_RECURSION_DEPTH:
@@ -191,13 +191,7 @@ class Engine:
                 TLS.total_depth -= 1
                 TLS.graph_task = outer_task
         if HUB.active:
-            emit(
-                "reentrant_exit",
-                graph_task,
-                parent_graph_task=graph_task.parent_id,
-                depth=graph_task.reentrant_depth,
-                ok=graph_task.error is None,
-            )
+            emit_reentrant_exit(graph_task)
 
     # Note [Reentrant backward]
     # ~~~~~~~~~~~~~~~~~~~~~~~~~
@@ -306,7 +300,7 @@ class Engine:
                         # pass_outputs written out, validating each gradient as it goes.
                         after = None
                         pushed = 0  # tasks readied for this thread's queue before next_fn
-                        # Note [Gradients that keep their metadata]
+                        # Note [Gradients that keep their metadata] in engine.validation
                         kept = fn._input_metadata[0] if fn.keeps_metadata else None
                         i = 0
                         while i < routes:
@@ -381,7 +375,8 @@ class Engine:
                             if count > 1:
                                 continue
                             target = cpu_queue
-                            if not devices.only_cpu:  # Note [A process with only a CPU]
+                            # Note [A process with only a CPU] in engine.devices
+                            if not devices.only_cpu:
                                 if len(buffer) != 1:
                                     target = workers.ready_queue(cpu_queue, buffer_device(buffer))
                                 else:  # most nodes: buffer_device without the call or iterator
@@ -473,42 +468,6 @@ class Engine:
     # One difference is allowed: a gradient that fails validation may leave
     # earlier gradients of the same node already routed. The graph task has
     # failed by then and nothing of it runs again.
-
-    # Note [Gradients that keep their metadata]
-    # ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
-    # PyTorch checks every gradient against the metadata of the input it
-    # goes to (validate_outputs), and so does the plain path. In Python the
-    # check was a tenth of a chain's node: ``data.shape`` builds a tuple and
-    # ``data.dtype`` is a descriptor call, for every edge. But a gradient in
-    # a node's input buffer always fits that node's own output metadata (the
-    # root gradient is validated, every routed one is checked or passes this
-    # rule, a sum of two fitting ones fits, and a node with hooks goes the
-    # general way, whose validate_outputs checks what it passes on). A node
-    # class with ``keeps_metadata`` returns tensors of the shape, dtype and
-    # device of the gradient it got (``g``, ``-g``, ``g * 2.0``, ``g * b``
-    # with ``b`` promoted and broadcast into the output's shape). So where
-    # the receiving input's metadata is the very object of the node's own
-    # output metadata (Note [Shared input metadata] shares one per shape,
-    # dtype and device), the gradient fits it without looking. Any other
-    # edge is checked in full (a CPU scalar operand's among them: its
-    # metadata names another device), and conform_output sums a broadcast
-    # gradient down, casts or moves it as before.
-    # tests/engine/test_keeps_metadata.py holds every class that sets the
-    # flag to it, over dtypes, broadcasts and numbers.
-
-    # Note [A process with only a CPU]
-    # ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
-    # A ready node goes to the queue of its input buffer's device: its first
-    # gradient off the CPU, as in PyTorch. A tensor's device is one of the
-    # interned Device objects, and devices.only_cpu stays True until the first
-    # other one is made (a ``cuda`` or ``sim`` device, named by a program or
-    # by a test), so until then every gradient is on the CPU and the plain
-    # path sends every node to the CPU queue without looking at its
-    # gradients. (A gradient that reaches a buffer fits its input's metadata,
-    # device included, and that device was made when the forward ran; the
-    # flag, a module attribute, is still read for each node rather than once
-    # a call.) tests/engine/test_plain_path.py watches a fresh process make
-    # its first other device and route to it.
 
     # Note [Running the next node directly]
     # ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
@@ -613,26 +572,12 @@ class Engine:
                     )
                 except KeyError:
                     raise RuntimeError(f"dependency not found for {nxt.name()}") from None
-                if active:
-                    emit(
-                        "dependency_decrement",
-                        graph_task,
-                        nxt,
-                        from_node=fn._id,
-                        from_name=fn.name(),
-                        input_nr=edge.input_nr,
-                        remaining=count,
-                    )
+                if active:  # See Note [One payload for every source] in engine.emitting
+                    payload = decrement_payload(fn._id, fn.name(), edge.input_nr, count)
+                    emit("dependency_decrement", graph_task, nxt, **payload)
                 if buffer is None:
                     if active:
-                        emit(
-                            "skip",
-                            graph_task,
-                            nxt,
-                            from_node=fn._id,
-                            input_nr=edge.input_nr,
-                            reason="not needed for the requested inputs",
-                        )
+                        emit("skip", graph_task, nxt, **skip_payload(fn._id, edge.input_nr))
                     continue
                 if output is not None:
                     old = buffer[edge.input_nr]
@@ -646,17 +591,9 @@ class Engine:
                         add_into(buffer, edge.input_nr, output)
                     if active:
                         grad = summary_of(output) if summaries is None else summaries[i]
-                        emit(
-                            "accumulate",
-                            graph_task,
-                            nxt,
-                            target="buffer",
-                            slot=edge.input_nr,
-                            action="created" if created else "added",
-                            from_node=fn._id,
-                            grad=grad,
-                            total=grad if created else summary_of(buffer[edge.input_nr]),
-                        )
+                        total = grad if created else summary_of(buffer[edge.input_nr])
+                        payload = accumulate_payload(edge.input_nr, created, fn._id, grad, total)
+                        emit("accumulate", graph_task, nxt, **payload)
                 if count:
                     continue
                 # buffer_device() written out: the node runs on its first non-CPU gradient's device.

@@ -266,7 +266,7 @@ class Node(EdgesInSlots):
     """Whether every gradient :meth:`apply` returns is a tensor of the shape and dtype of the
     one it received (the class has one input), so that an edge expecting this node's own
     output metadata needs no shape or dtype check (Note [Gradients that keep their
-    metadata] in engine.engine). A class that sets it is checked by
+    metadata] in engine.validation). A class that sets it is checked by
     tests/engine/test_keeps_metadata.py."""
 
     # Note [Bare nodes]

@@ -172,3 +172,26 @@ def check_hook_results(result: Any, grads: Sequence[Any], hook: Any) -> list[Any
         None if new is None else check_hook_result(new, grad, hook)
         for new, grad in zip(result, grads, strict=True)
     ]
+
+
+# Note [Gradients that keep their metadata]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# PyTorch checks every gradient against the metadata of the input it
+# goes to (validate_outputs), and so does the plain path. In Python the
+# check was a tenth of a chain's node: ``data.shape`` builds a tuple and
+# ``data.dtype`` is a descriptor call, for every edge. But a gradient in
+# a node's input buffer always fits that node's own output metadata (the
+# root gradient is validated, every routed one is checked or passes this
+# rule, a sum of two fitting ones fits, and a node with hooks goes the
+# general way, whose validate_outputs checks what it passes on). A node
+# class with ``keeps_metadata`` returns tensors of the shape, dtype and
+# device of the gradient it got (``g``, ``-g``, ``g * 2.0``, ``g * b``
+# with ``b`` promoted and broadcast into the output's shape). So where
+# the receiving input's metadata is the very object of the node's own
+# output metadata (Note [Shared input metadata] shares one per shape,
+# dtype and device), the gradient fits it without looking. Any other
+# edge is checked in full (a CPU scalar operand's among them: its
+# metadata names another device), and conform_output sums a broadcast
+# gradient down, casts or moves it as before.
+# tests/engine/test_keeps_metadata.py holds every class that sets the
+# flag to it, over dtypes, broadcasts and numbers.

@@ -56,7 +56,7 @@ __all__ = [
 
 class AddBackward0(Node):
     __slots__ = ("alpha",)
-    keeps_metadata = True  # Note [Gradients that keep their metadata] in engine.engine
+    keeps_metadata = True  # Note [Gradients that keep their metadata] in engine.validation
     alpha: float
 
     def apply(self, grads: list[Any]) -> tuple[Any, ...]:
@@ -146,7 +146,7 @@ def add(input: Any, other: Any, *, alpha: float = 1) -> Tensor:
 
 class SubBackward0(Node):
     __slots__ = ("alpha",)
-    keeps_metadata = True  # Note [Gradients that keep their metadata] in engine.engine
+    keeps_metadata = True  # Note [Gradients that keep their metadata] in engine.validation
     alpha: float
 
     def apply(self, grads: list[Any]) -> tuple[Any, ...]:
@@ -205,7 +205,7 @@ _last_operand: tuple[Any, Any] = (None, None)
 
 class MulBackward0(Node):
     __slots__ = ("_operand", "_scalar")
-    keeps_metadata = True  # Note [Gradients that keep their metadata] in engine.engine
+    keeps_metadata = True  # Note [Gradients that keep their metadata] in engine.validation
     _scalar: float | None  # the Python scalar operand, or None for two tensors
     _operand: Any  # what NumPy multiplies by (Note [A number NumPy multiplies fast]); unset for two
 
@@ -282,7 +282,7 @@ def mul(input: Any, other: Any) -> Tensor:
 
 class DivBackward0(Node):
     __slots__ = ("_scalar",)
-    keeps_metadata = True  # Note [Gradients that keep their metadata] in engine.engine
+    keeps_metadata = True  # Note [Gradients that keep their metadata] in engine.validation
     _scalar: float | None  # the Python scalar operand, or None for two tensors
 
     def apply(self, grads: list[Any]) -> tuple[Any, ...]:
@@ -318,7 +318,7 @@ def div(input: Any, other: Any) -> Tensor:
 
 class NegBackward0(Node):
     __slots__ = ()
-    keeps_metadata = True  # Note [Gradients that keep their metadata] in engine.engine
+    keeps_metadata = True  # Note [Gradients that keep their metadata] in engine.validation
 
     def apply(self, grads: list[Any]) -> tuple[Any, ...]:
         return (-grads[0],)
@@ -518,7 +518,7 @@ class RsubBackward1(Node):
     """``number - tensor`` (PyTorch's ``rsub.Scalar``): one edge, the tensor's."""
 
     __slots__ = ("alpha",)
-    keeps_metadata = True  # Note [Gradients that keep their metadata] in engine.engine
+    keeps_metadata = True  # Note [Gradients that keep their metadata] in engine.validation
     alpha: float
 
     def apply(self, grads: list[Any]) -> tuple[Any, ...]:

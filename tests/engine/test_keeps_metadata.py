@@ -1,6 +1,6 @@
 """Node classes that say their gradients keep the received gradient's shape and dtype do.
 
-Note [Gradients that keep their metadata] in engine.engine: the plain path
+Note [Gradients that keep their metadata] in engine.validation: the plain path
 skips the shape and dtype check of a gradient from such a node when the edge
 expects the node's own output metadata. Every class that sets
 ``keeps_metadata`` is run here over dtypes, broadcasts, numbers and alphas,
