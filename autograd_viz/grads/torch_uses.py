@@ -53,6 +53,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from autograd_viz.grads.report import Where
+from autograd_viz.sources.once import warn_once
 from autograd_viz.sources.pytorch import compiled
 from autograd_viz.sources.pytorch.caller_line import call_from, caller
 from autograd_viz.sources.pytorch.compiled import is_compiling, original
@@ -276,7 +277,14 @@ class UsesTracker:
 
     # -- module calls ------------------------------------------------------------------
     def _enter(self, module: torch.nn.Module, args: Any) -> None:
-        if is_compiling() or threading.get_ident() != self._owner:
+        if is_compiling():
+            return
+        if threading.get_ident() != self._owner:
+            # A function mode belongs to a thread: say once that this one is not watched.
+            warn_once(
+                f"autograd-viz grads: watches the thread that started it; modules run on "
+                f"thread {threading.current_thread().name!r} are not explained"
+            )
             return
         local = self._local
         if not local.modules:

@@ -287,3 +287,17 @@ def test_a_compiled_model_keeps_its_results_and_warns_nothing_more(
     a, b = torch.load(plain), torch.load(seen)
     for name in a:
         assert a[name].numpy().tobytes() == b[name].numpy().tobytes(), name
+
+
+def test_a_module_run_on_another_thread_is_said_once(torch: Any) -> None:
+    """A function mode belongs to a thread: what runs on another is not explained, in one
+    warning (watching never stops silently)."""
+    import threading
+
+    lin = torch.nn.Linear(2, 1)
+    with watch_grads() as watch, pytest.warns(RuntimeWarning, match="not explained"):
+        worker = threading.Thread(target=lambda: lin(torch.ones(1, 2)).sum().backward())
+        worker.start()
+        worker.join()
+    assert watch.report.calls == 0
+    assert lin.weight.grad is not None
