@@ -173,11 +173,11 @@ def run_beside(driver: LiveDriver, source: str, output: str | None = None) -> in
                 end_program(lambda: not session.finished)
 
     session.attach()
-    streams.take()
-    sys.stdin = program_stdin
     thread = threading.Thread(target=tui, name="autograd-viz-tui", daemon=True)
     unsaved: str | None = None
     try:
+        streams.take()
+        sys.stdin = program_stdin
         with signals.taken(), asked_in_tui(program_stdin):
             thread.start()
             try:
@@ -190,6 +190,8 @@ def run_beside(driver: LiveDriver, source: str, output: str | None = None) -> in
             leave_screen(app)  # the TUI did not end: the terminal is given back anyway
             give_back()
     finally:
+        if not thread.is_alive():  # the TUI gave the streams back, or never started
+            give_back()
         session.stop()
         if output is not None:
             unsaved = _save_session(session, output)
