@@ -234,6 +234,24 @@ def test_what_was_printed_reaches_the_terminal_whatever_sys_stdout_became(
     assert "into the script's own string" not in terminal.output
 
 
+def test_input_before_any_backward_call_is_asked_as_the_tui_opens(
+    run: Callable[..., Terminal],
+) -> None:
+    terminal = run(
+        'steps = int(input("how many steps? "))\n'
+        + BACKWARD.replace("(x * x)", "for _ in range(steps):\n    (x * x)")
+        + 'print("ran", steps, "steps")\n'
+    )
+    terminal.wait_for("the program reads a line: how many steps?", timeout=60)
+    terminal.press("2\r")
+    to_end(terminal)
+    terminal.wait_for(FINISHED)
+    terminal.press("q")
+    assert terminal.wait() == 0
+    tail = after_tui(terminal)
+    assert "how many steps? 2" in tail and "ran 2 steps" in tail
+
+
 def test_an_empty_line_is_an_answer_and_ctrl_d_ends_the_input(
     run: Callable[..., Terminal],
 ) -> None:
