@@ -48,7 +48,9 @@ class Program:
 
 async def asked(pilot: Pilot[Any], title: str = "the program reads a line") -> None:
     """Wait until the bar asks the program's question."""
-    bar = prompt_bar(pilot.app)
+    app = pilot.app
+    assert isinstance(app, VizApp)
+    bar = prompt_bar(app)
     for _ in range(200):
         if bar.asking and bar.title_text.startswith(title):
             return
