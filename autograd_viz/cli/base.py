@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NoReturn
 
-from autograd_viz.trace.text import one_line, printable
+from autograd_viz.trace.text import one_line
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -244,17 +244,6 @@ def check_output(path: str) -> None:
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
         raise CommandError(f"cannot write {path}: directory {directory} does not exist")
-
-
-def shown(text: object) -> str:
-    """``text`` from a program or a trace as rich markup that shows it as written.
-
-    Control characters become escapes and markup is escaped (Note [Names are
-    text] in :mod:`autograd_viz.trace.text`).
-    """
-    from rich.markup import escape
-
-    return escape(printable(text))
 
 
 def error_line(message: object) -> str:

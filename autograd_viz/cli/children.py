@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from autograd_viz.cli.base import shown
+from autograd_viz.trace.text import shown
 
 if TYPE_CHECKING:
     from rich.console import Console

@@ -33,9 +33,8 @@ from autograd_viz.cli.base import (
     note,
     options_only,
     script_and_args,
-    shown,
 )
-from autograd_viz.trace.text import printable
+from autograd_viz.trace.text import printable, shown
 
 if TYPE_CHECKING:
     from rich.console import Console

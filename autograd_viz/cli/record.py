@@ -29,9 +29,8 @@ from autograd_viz.cli.base import (
     options_only,
     rich_console,
     script_and_args,
-    shown,
 )
-from autograd_viz.trace.text import one_line, printable
+from autograd_viz.trace.text import one_line, printable, shown
 
 if TYPE_CHECKING:
     from rich.text import Text

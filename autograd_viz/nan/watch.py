@@ -108,6 +108,17 @@ class NanWatch:
             self._report = (length, find_nans(self.trace, self._ignore))
         return self._report[1]
 
+    def _repr_html_(self) -> str:
+        """A notebook shows the report as ``autograd-viz nan`` prints it."""
+        from autograd_viz.nan.text import report_text
+
+        return report_text(self.report, html=True)
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        from autograd_viz.nan.text import report_text
+
+        printer.text(report_text(self.report).rstrip("\n"))
+
     @property
     def found(self) -> bool:
         """Whether a NaN or Inf was found, in a call recorded or, at a leaf, in one not."""

@@ -26,6 +26,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from autograd_viz.trace.summary import TensorSummary, slot_twin
+from autograd_viz.trace.text import count_words
 from autograd_viz.version import __version__
 
 if TYPE_CHECKING:
@@ -320,15 +321,15 @@ class Trace:
         stats = self.stats()
         calls = sum(1 for info in self.graph_tasks.values() if info.parent is None)
         words = [
-            _count(calls, "backward call"),
-            _count(stats.nodes, "node") + " run",
-            _count(stats.events, "event"),
+            count_words(calls, "backward call"),
+            count_words(stats.nodes, "node") + " run",
+            count_words(stats.events, "event"),
         ]
         if stats.graph_tasks > calls:
-            words.insert(1, _count(stats.graph_tasks - calls, "reentrant call"))
-        words.append(_count(stats.errors, "error") if stats.errors else "no errors")
+            words.insert(1, count_words(stats.graph_tasks - calls, "reentrant call"))
+        words.append(count_words(stats.errors, "error") if stats.errors else "no errors")
         if stats.anomalies:
-            words.append(_count(stats.anomalies, "anomaly", "anomalies"))
+            words.append(count_words(stats.anomalies, "anomaly", "anomalies"))
         return ", ".join(words)
 
     def _repr_html_(self) -> str:
@@ -580,7 +581,3 @@ def values_recorded(header: Mapping[str, Any]) -> str:
 
 _HTML_CALLS = 20
 """Graph tasks a notebook's table lists before saying how many more there are."""
-
-
-def _count(n: int, singular: str, plural: str | None = None) -> str:
-    return f"{n:,} {singular if n == 1 else plural or singular + 's'}"

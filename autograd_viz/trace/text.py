@@ -79,3 +79,19 @@ def one_line(text: object, limit: int = 200) -> str:
     For what one line of output quotes: an error line, a status bar, a title.
     """
     return shorten(printable(text), limit)
+
+
+def shown(text: object) -> str:
+    """``text`` from a program or a trace as rich markup that shows it as written.
+
+    Control characters become escapes and markup is escaped (Note [Names are
+    text]).
+    """
+    from rich.markup import escape
+
+    return escape(printable(text))
+
+
+def count_words(n: int, singular: str, plural: str | None = None) -> str:
+    """``1 backward call``, ``0 backward calls``, ``2 more born``."""
+    return f"{n:,} {singular if n == 1 else plural or singular + 's'}"

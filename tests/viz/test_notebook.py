@@ -32,6 +32,11 @@ with autograd_viz.record() as trace:
     "autograd_viz.to_dot(trace)",
     # 3: the animation, inline
     "anim = autograd_viz.animate(trace, max_frames=5)\nanim",
+    # 4: a NaN report, as the object watch_nan() gives
+    """
+with autograd_viz.watch_nan() as watch:
+    (x - x).sqrt().sum().backward()
+watch""",
 ]
 
 
@@ -85,3 +90,10 @@ def test_a_notebook_shows_the_trace_the_graph_and_the_animation(tmp_path):
     assert inner.count("step ") >= 5  # a caption a frame
     assert "<b>evil</b>" not in inner
     assert "<Animation: 5 frames" in animation_shown["text/plain"]
+
+    report_shown = _outputs(notebook.cells[4])
+    text = report_shown["text/plain"]
+    assert text.startswith("Inf born in the backward pass at SqrtBackward0")
+    assert "sqrt at 0" in text
+    assert "<pre" in report_shown["text/html"]
+    assert "SqrtBackward0" in report_shown["text/html"]
