@@ -59,25 +59,7 @@ def test_module_names_are_text_in_svg(name: str) -> None:
 
 
 @needs_dot
-@pytest.mark.parametrize(
-    "name",
-    [
-        pytest.param(
-            value,
-            id=key,
-            marks=[
-                pytest.mark.xfail(
-                    strict=True,
-                    reason="Graphviz 2.43 expands \\G in an edge's tooltip and \\N, \\G, \\L "
-                    "in a cluster's although the backslash is doubled",
-                )
-            ]
-            if key == "dot_escapes"
-            else [],
-        )
-        for key, value in HOSTILE.items()
-    ],
-)
+@NAMES
 def test_module_names_are_text_in_svg_tooltips(name: str) -> None:
     """A tooltip shows the name as written: Graphviz reads an entity in a plain attribute
     (``&amp;`` showed as ``&``), so the text it is given has its ampersands escaped."""
