@@ -33,7 +33,15 @@ from autograd_viz.draw import chains, select
 from autograd_viz.draw.boxes import ModuleBox
 from autograd_viz.draw.choosing import MAX_NESTING, Choice, choose, focus_of
 from autograd_viz.draw.graph_view import GraphView
-from autograd_viz.draw.module_picture import BY_MODULE, Cluster, StepPictures, apply, by_module_line
+from autograd_viz.draw.module_picture import (
+    BY_MODULE,
+    Cluster,
+    Layout,
+    StepPictures,
+    apply,
+    by_module_line,
+    layout,
+)
 from autograd_viz.draw.modules import MAX_BOXES, ModuleTree
 from autograd_viz.draw.names import Names
 from autograd_viz.draw.summaries import (
@@ -237,9 +245,12 @@ def module_view(
     sums = None
     if tree.groups and by_status and any(t.status is not None for t in view.tasks):
         sums = call_sums(view, tree)  # read for each call's status, then for the boxes
+    fitted = level
+    if level is None and not expand:
+        fitted = fitting_level(view, tree, max_boxes)
     chosen = choose(
         tree,
-        level=level,
+        level=fitted,
         expand=targets,
         focus=focus_of(view) if focus is None else focus,
         max_boxes=max_boxes,
@@ -281,6 +292,75 @@ def module_view(
     return _recounted(select.limit(picture, max_boxes, why), chosen.level, len(view.nodes))
 
 
+MAX_HEIGHT = 3000
+"""How tall, in points, the default picture is meant to be at most (Note [A picture a page
+tall])."""
+ROW_POINTS = 110
+"""Points one row of boxes takes in a drawing, edges between rows included (measured)."""
+FRAME_POINTS = 75
+"""Points an open module's frame adds to a drawing's height: its label and margins."""
+
+# Note [A picture a page tall]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# The box budget alone lets a chain-shaped model (MobileNetV3's sixteen
+# blocks, ConvNeXt's four stages) open five or seven levels deep: 80 boxes in
+# one column, 12,000 points tall and 26 times as tall as wide, which nobody
+# reads. So the default level is also the deepest whose picture is estimated
+# at most MAX_HEIGHT points tall: its rows (the longest path of gradient flow
+# through the drawn boxes and nodes, a leaf's tensor one row more) times
+# ROW_POINTS, plus FRAME_POINTS per open frame (each adds its label above what
+# it holds, and frames in a chain stack). The constants were measured on
+# Graphviz 2.43 drawings of both models (estimates within 15%); at level 2 both
+# are about 2,000 points tall and 3 times as tall as wide. A level asked for,
+# ``expand`` and the TUI (which has its own screen) are not changed by it.
+
+
+def fitting_level(view: GraphView, tree: ModuleTree, max_boxes: int = MAX_BOXES) -> int:
+    """The default level: the deepest within ``max_boxes`` boxes (:meth:`ModuleTree.
+    default_level`) whose picture is estimated at most :data:`MAX_HEIGHT` points tall (Note
+    [A picture a page tall]); at least 1 where the tree has calls."""
+    level = min(tree.default_level(max_boxes), MAX_NESTING)
+    heads: dict[str, list[str]] = {}
+    for edge in view.edges:
+        heads.setdefault(edge.tail, []).append(edge.head)
+    while level > 1:
+        laid = layout(tree, choose(tree, level=level, max_boxes=max_boxes))
+        if _height(view, laid, heads) <= MAX_HEIGHT:
+            break
+        level -= 1
+    return level
+
+
+def _height(view: GraphView, laid: Layout, heads: dict[str, list[str]]) -> int:
+    """The estimated height in points of ``view`` drawn as ``laid`` (Note [A picture a page
+    tall])."""
+    where = laid.drawn.get
+    rows: dict[str, int] = {}
+    # The longest path of drawn items, through a graph whose nodes come in the view's
+    # order; an iterative depth-first walk gives every item its rows below.
+    for start in view.nodes:
+        if start in rows:
+            continue
+        stack: list[tuple[str, int]] = [(start, 0)]
+        while stack:
+            key, at = stack.pop()
+            if at == 0:
+                if key in rows:
+                    continue
+                rows[key] = -1  # on the walk
+                stack.append((key, 1))
+                stack.extend((h, 0) for h in heads.get(key, ()) if h not in rows)
+                continue
+            below = 0
+            for head in heads.get(key, ()):
+                # An edge inside one box adds no row.
+                step = 0 if where(head, head) == where(key, key) else 1
+                below = max(below, rows.get(head, 0) + step)
+            rows[key] = max(below, 1 if view.nodes[key].info.leaf is not None else 0)
+    tallest = max(rows.values(), default=0) + 1
+    return tallest * ROW_POINTS + len(laid.clusters) * FRAME_POINTS
+
+
 def _recounted(picture: GraphView, level: int, nodes: int) -> GraphView:
     """``picture`` with its line of boxes counting the boxes it still draws (Note [Captions
     say what is drawn] in select.py)."""
@@ -308,6 +388,7 @@ __all__ = [
     "apply",
     "box_status",
     "choose",
+    "fitting_level",
     "focus_of",
     "module_view",
     "show",

@@ -12,16 +12,21 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 import autograd_viz
+from autograd_viz.draw import dot
 from autograd_viz.draw.graph_view import GraphView, from_state
 from autograd_viz.draw.modules import ModuleTree
+from autograd_viz.draw.showing import MAX_HEIGHT
 from autograd_viz.trace import Trace
 from tests.viz.captions import check_pictures, names_to_try
+from tests.viz.dotting import needs_dot
 
 if TYPE_CHECKING:
     import torch
@@ -141,3 +146,15 @@ def test_mobilenet_v3_small_never_folds_unlike_convs() -> None:
     tree = ModuleTree.of_view(view)
     for group in tree.groups:
         assert ".block." not in group.name, group.name  # an expand and a depthwise conv
+
+
+@needs_dot
+@pytest.mark.parametrize("name", ["mobilenet_v3_small", "convnext_atto"])
+def test_a_real_chain_models_default_picture_is_a_page_tall(name: str, tmp_path: Path) -> None:
+    out = tmp_path / "model.svg"
+    dot.save(dot.to_dot(_real(name)()), out)
+    head = out.read_text()[:2000]
+    found = re.search(r'<svg width="([\d.]+)pt" height="([\d.]+)pt"', head)
+    assert found is not None
+    width, height = float(found.group(1)), float(found.group(2))
+    assert height <= MAX_HEIGHT and height <= 5 * width
