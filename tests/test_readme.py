@@ -1,5 +1,7 @@
 """Everything the README shows runs: its Python snippets and its commands.
 
+The tour's long-run page (docs/training.md) is held to the same rule.
+
 Each ```python block runs as a script of its own, in a scratch directory that
 sees the repository's examples/ (the README's paths are relative to the
 repository). Each concrete ``autograd-viz`` command line runs for real, in
@@ -19,7 +21,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-README = (ROOT / "README.md").read_text(encoding="utf-8")
+README = "\n".join(
+    (ROOT / page).read_text(encoding="utf-8") for page in ("README.md", "docs/training.md")
+)
 
 TUI_COMMANDS = {"demo", "run", "replay"}
 """Commands that open the TUI: run as far as a headless process allows."""
