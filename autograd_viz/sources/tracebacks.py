@@ -186,6 +186,8 @@ def without_our_frames(
                 kept.extend(run)
             elif before_run is not None and _code_after(entry) is before_run.tb_frame.f_code:
                 kept.pop()  # torch code that handed itself to the mode: it follows again
+            elif on_purpose and before_run is not None and _stopped_before(entry, before_run):
+                kept.pop()  # our check stopped the program before that torch code ran
             run, ours, before_run = [], 0, None
             continue
         if is_plumbing(code.co_filename):
@@ -207,6 +209,25 @@ def without_our_frames(
         entry.tb_next = after
     kept[-1].tb_next = None
     return kept[0]
+
+
+def _stopped_before(trampoline: TracebackType, handed: TracebackType) -> bool:
+    """Whether every frame after ``trampoline`` is ours and ``handed``, the frame before
+    the mode, is torch's (``Tensor.backward`` handing itself to the mode): a check placed at
+    the program's line raised before the torch function was called again."""
+    torch = sys.modules.get("torch")
+    file = getattr(torch, "__file__", None)
+    if not file:
+        return False
+    torch_dir = os.path.dirname(os.path.abspath(file)) + os.sep
+    if not os.path.abspath(handed.tb_frame.f_code.co_filename).startswith(torch_dir):
+        return False
+    entry = trampoline.tb_next
+    while entry is not None:
+        if not is_ours(entry.tb_frame.f_code.co_filename):
+            return False
+        entry = entry.tb_next
+    return True
 
 
 def _code_after(entry: TracebackType) -> CodeType | None:

@@ -81,7 +81,9 @@ class TorchChecks:
     forward: bool = True
     """Check every aten op's outputs, not only the backward nodes' outputs."""
     first: bool = False
-    """Raise :class:`NonFiniteError` at the first finding instead of collecting them all."""
+    """Raise :class:`NonFiniteError` at the first finding instead of collecting them all: a
+    forward birth where its values first reach something (Note [Stopping where a value
+    reaches something] in ``forward_births.py``)."""
     ignore: frozenset[str] = field(default_factory=frozenset)
     """Ops whose non-finite outputs are meant: ``masked_fill``, ``aten.log.default``, ..."""
     max_values: int = 16
@@ -127,7 +129,9 @@ class TorchNanChecker:
         self._births.transformed = self._functions.transformed
         self._outputs = OutputHooks(self._births.lineage, self._reached_output)
         self._ops = OpChecks(self.checks, self._births, self._functions)
-        self._backward = BackwardChecks(self.checks, self._checked, self._births.kinds, self._found)
+        self._backward = BackwardChecks(
+            self.checks, self._checked, self._births.kinds, self._found, self._births.words
+        )
         self._settings = ExitStack()
         self._outer_regions: Any = None
 

@@ -37,6 +37,8 @@ class BackwardChecks:
         checked: the kinds of value flagged (``nan``, ``+inf``, ``-inf``).
         kinds: which of those a tensor holds (the checker's own test).
         found: called once per finding emitted (the checker counts them).
+        born: ``first`` mode, what the earliest of some forward births was, for the error
+            (Note [Stopping where a value reaches something] in ``forward_births.py``).
     """
 
     def __init__(
@@ -45,11 +47,13 @@ class BackwardChecks:
         checked: frozenset[str],
         kinds: Callable[[torch.Tensor], frozenset[str]],
         found: Callable[[], None],
+        born: Callable[[frozenset[int]], str | None] = lambda births: None,
     ) -> None:
         self.checks = checks
         self._checked = checked
         self.kinds = kinds
         self._found = found
+        self._born = born
         self.listener = backward_checks(self)
         """The event listener (one object: the hub unsubscribes by identity)."""
 
@@ -99,9 +103,13 @@ class BackwardChecks:
         HUB.emit_data("anomaly", event.device, event.graph_task, _NodeFields(event), data)
         self._found()
         if self.checks.first:
-            raise NonFiniteError(
+            message = (
                 f"Function '{event.node_name}' returned {value} values in its {index}th output."
             )
+            born = self._born(births) if births else None
+            if born is not None:  # a value born in the forward reached a gradient here
+                message += f" It came from the forward: {born}."
+            raise NonFiniteError(message)
 
 
 class _NodeFields:

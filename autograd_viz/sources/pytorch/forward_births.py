@@ -8,18 +8,40 @@ once; the op check then has it emitted on the op's node, at once or when
 the torch function running returns (raising :class:`NonFiniteError` in
 ``first`` mode). It keeps what is known of tensors between ops: which hold
 an intentional ``-inf``, which a norm op made.
+
+Note [Stopping where a value reaches something]
+~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+With ``first=True`` a finding stops the program, as anomaly mode's error
+does. A numbered birth may be contained (Note [Lineage] in
+``forward_lineage.py``: T5's ``log(0)`` cast to an integer), and stopping a
+healthy program there would be a false alarm, so a birth raises nothing
+where it is born: its words (node, op, the program's line, module) are kept
+by number, and :class:`NonFiniteError` is raised where its values first reach
+something: at the backward call whose roots carry them (the loss), at the
+in-place write of a parameter, at the return of the outermost module call
+(its output), or at the backward node whose output is not finite (a
+gradient, ``forward_backward.py``), the error naming the birth. The
+traceback then ends at the program's line that got there (``loss.backward()``,
+``model(x)``, ``opt.step()``), our frames taken out as they are from every
+error (Note [A traceback as without us]). A birth the lineage cannot follow
+(inside a ``torch.func`` transform, no number) raises where it is born, as
+before. The words of the latest :data:`KEPT_WORDS` births not reached yet are
+kept, so memory stays bounded; an older one reaching something is named only
+as a birth in the forward.
 """
 
 from __future__ import annotations
 
+import re
 import weakref
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import torch
 from torch.utils.weak import WeakIdKeyDictionary
 
-from autograd_viz.sources.pytorch.forward_lineage import Lineage
+from autograd_viz.sources.pytorch.forward_lineage import LOSS, OUTPUT, PARAMETER, Lineage
 from autograd_viz.sources.pytorch.graph import TorchNode
 from autograd_viz.sources.pytorch.op_values import (
     NAN,
@@ -46,6 +68,14 @@ if TYPE_CHECKING:
     from autograd_viz.sources.pytorch.forward_modules import ModuleHooks
 
 NO_KINDS: frozenset[str] = frozenset()
+
+KEPT_WORDS = 1024
+"""How many births not reached yet ``first`` mode keeps the words of (Note [Stopping where a
+value reaches something])."""
+
+_REACHED_WORDS = {LOSS: "the loss", PARAMETER: "a parameter", OUTPUT: "the model's output"}
+
+_FRAME = re.compile(r'\s*File "(?P<file>.*)", line (?P<line>\d+), in (?P<name>.*)')
 
 
 class NonFiniteError(RuntimeError, RaisedOnPurpose):
@@ -112,6 +142,9 @@ class Births:
         """Which births each live non-finite tensor came from (Note [Lineage])."""
         self.transformed: Callable[[], bool] = lambda: False
         """Whether the op runs inside a ``torch.func`` transform (set by the checker)."""
+        self._words: OrderedDict[int, str] = OrderedDict()
+        """``first`` mode: what each birth not reached yet was, by number, for the error
+        raised where its values reach something (the latest :data:`KEPT_WORDS`)."""
 
     def kinds(self, t: torch.Tensor) -> frozenset[str]:
         """Which of NaN, +Inf, -Inf ``t`` holds (exact; for tensors that failed the sum)."""
@@ -244,7 +277,11 @@ class Births:
         node = TorchNode(fn, fn.name(), fn._sequence_nr(), birth.device) if fn else None
         if node is None:
             node = TorchNode(None, op.name, 0, birth.device)
-        raises = self.checks.first
+        # A numbered birth may be contained: it stops the program only where its values
+        # reach something (Note [Stopping where a value reaches something]).
+        raises = self.checks.first and birth.number is None
+        if self.checks.first and birth.number is not None:
+            self._keep_words(birth.number, self._words_of(birth, node.name()))
         if HUB.active:
             ACTIVITY.enter()  # a debugger may pause this thread here (Note [Quiescence])
             try:
@@ -274,10 +311,37 @@ class Births:
                 ACTIVITY.leave()
             self._found()
         if raises:
-            raise NonFiniteError(
-                f"Function '{node.name()}' produced {birth.value} values in its "
-                f"{birth.output_index}th forward output (op '{op.name}')."
-            )
+            raise NonFiniteError(self._words_of(birth, node.name()) + ".")
+
+    @staticmethod
+    def _words_of(birth: Birth, node_name: str | None) -> str:
+        """The birth as anomaly mode's error would say it, with the program's line and
+        module."""
+        produced = f"produced {birth.value} values in its {birth.output_index}th forward output"
+        if node_name is None or node_name == birth.op.name:  # no node: nothing required grad
+            words = f"Op '{birth.op.name}' {produced}"
+        else:
+            words = f"Function '{node_name}' {produced} (op '{birth.op.name}')"
+        frame = _FRAME.match(birth.stack[-1]) if birth.stack else None
+        if frame is not None:
+            words += f", born at {frame['file']}:{frame['line']} in {frame['name']}"
+        if birth.module:
+            words += f" (module {birth.module})"
+        return words
+
+    def _keep_words(self, number: int, words: str) -> None:
+        kept = self._words
+        kept[number] = words
+        if len(kept) > KEPT_WORDS:
+            kept.popitem(last=False)
+
+    def words(self, births: frozenset[int]) -> str | None:
+        """``first`` mode: what the earliest of ``births`` whose words are kept was."""
+        for number in sorted(births):
+            words = self._words.get(number)
+            if words is not None:
+                return words
+        return None
 
     def reach(self, what: str, tree: Any) -> None:
         """The tensors in ``tree`` reached ``what`` (the loss, a parameter, the model's
@@ -289,6 +353,17 @@ class Births:
                 new = lineage.unsaid(births)
                 if new and HUB.active:
                     self._emit_reach(what, t, new)
+                if new and self.checks.first:
+                    self._stop(what, new)
+
+    def _stop(self, what: str, births: frozenset[int]) -> None:
+        """``first`` mode: values of ``births`` reached ``what``; the program stops here,
+        the error naming where they were born (Note [Stopping where a value reaches
+        something])."""
+        words = self.words(births) or "A NaN or Inf born in the forward"
+        for number in births:
+            self._words.pop(number, None)
+        raise NonFiniteError(f"{words}; its values reached {_REACHED_WORDS.get(what, what)}.")
 
     def _emit_reach(self, what: str, t: torch.Tensor, births: frozenset[int]) -> None:
         kinds = self.kinds(t)

@@ -102,7 +102,9 @@ class FunctionCalls:
         frame = caller(sys._getframe(2), func)
         try:
             if func in _BACKWARD_CALLS and self._modes:
-                self._reached(LOSS, backward_roots(args, kwargs))
+                # From the caller's line: a NaN check stopping the program here ends its
+                # traceback there (Note [A traceback as without us]).
+                call_from(frame, self._reached, (LOSS, backward_roots(args, kwargs)), {})
                 with self._outside_backward():
                     out = call_from(frame, func, args, kwargs)
             else:
