@@ -196,7 +196,9 @@ def _summaries_stubbed() -> Iterator[None]:
     from autograd_viz.sources.pytorch import emitter, graph, saved
 
     patched = [
-        (emitter, "resolved_summary", lambda tensor, max_values: _NO_NUMBERS),
+        (emitter, "resolved_summary", lambda tensor, max_values, hold=False: _NO_NUMBERS),
+        (emitter, "hold_or_none", lambda tensor, meta, max_values: _NO_NUMBERS),
+        (saved, "hold_saved", lambda tensor, max_values: None),
         (saved, "summarize_tensor", lambda tensor, device, max_values=0: _NO_NUMBERS),
         (graph, "summarize_tensor", lambda tensor, device, max_values=0: _NO_NUMBERS),
         (FloorWatcher, "summary", lambda self, tensor: None if tensor is None else _NO_NUMBERS),
