@@ -36,8 +36,12 @@ names the number, in the same part or a later one. A birth never reached is
 report heads with the first birth reached. The scan keeps the latest
 ``WAITING`` births not reached yet, so a value that reaches something much
 later than it was born (a NaN kept in a buffer for a thousand steps) heads
-the report through the finding where it arrived instead; the numbers reached
-are a set of integers, one per birth reached.
+the report through the finding where it arrived instead. The numbers reached
+are kept only while a finding the report holds may still ask for them: a
+value reaches something after it is born, so once a part is read, only the
+births of the findings kept (listed, early, waiting) can be asked about.
+A run that makes a new birth every step (a ``log(0)`` that reaches the loss
+each time) holds the same few numbers at step 100 and at step 100,000.
 """
 
 from __future__ import annotations
@@ -113,6 +117,13 @@ class NanScan:
         self.events += len(part.events)
         self._graph_tasks += len(part.graph_tasks)
 
+    @property
+    def held(self) -> int:
+        """How many findings and birth numbers this scan holds: bounded by ``keep``,
+        :data:`LISTED_SOURCES`, :data:`EARLY` and :data:`WAITING`, however long the run
+        (Note [A run read a part at a time])."""
+        return self._anomalies.held + self._gradients.held
+
     def report(self) -> NanReport:
         """The report on everything read so far."""
         tally = self._anomalies if self._anomalies.raw else self._gradients
@@ -183,6 +194,19 @@ class _Tally:
             self.head_path = _path(part, self.head)
         if self.named is None and findings:
             self.named = anomaly_mode_event(part, findings)
+        self._forget_reached()
+
+    @property
+    def held(self) -> int:
+        """The findings and birth numbers held (:attr:`NanScan.held`)."""
+        return len(self.findings) + len(self.early) + len(self.waiting) + len(self.reached)
+
+    def _forget_reached(self) -> None:
+        """Keep only the numbers reached that a kept finding may ask about (Note [Births
+        reached]): a later part reaches only births already read, all of them kept
+        here or dropped from the waiting ones for good."""
+        asked = {f.birth for f in (*self.findings, *self.early) if f.birth is not None}
+        self.reached &= asked
 
     def _birth(self, birth: Finding) -> None:
         """A numbered birth: reached already, or waiting to be (Note [Births reached])."""
