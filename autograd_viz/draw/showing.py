@@ -26,6 +26,7 @@ to come, and one :class:`BoxStatus`.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
@@ -319,6 +320,9 @@ def fitting_level(view: GraphView, tree: ModuleTree, max_boxes: int = MAX_BOXES)
     """The default level: the deepest within ``max_boxes`` boxes (:meth:`ModuleTree.
     default_level`) whose picture is estimated at most :data:`MAX_HEIGHT` points tall (Note
     [A picture a page tall]); at least 1 where the tree has calls."""
+    known = _fitted.setdefault(tree, {})
+    if max_boxes in known:  # an animation asks at every frame of one graph
+        return known[max_boxes]
     level = min(tree.default_level(max_boxes), MAX_NESTING)
     heads: dict[str, list[str]] = {}
     for edge in view.edges:
@@ -328,7 +332,12 @@ def fitting_level(view: GraphView, tree: ModuleTree, max_boxes: int = MAX_BOXES)
         if _height(view, laid, heads) <= MAX_HEIGHT:
             break
         level -= 1
+    known[max_boxes] = level
     return level
+
+
+# A tree is made once per graph and never changed, and the height depends only on the graph.
+_fitted: weakref.WeakKeyDictionary[ModuleTree, dict[int, int]] = weakref.WeakKeyDictionary()
 
 
 def _height(view: GraphView, laid: Layout, heads: dict[str, list[str]]) -> int:
