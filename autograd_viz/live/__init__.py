@@ -11,7 +11,13 @@ continue, cancel); :mod:`~autograd_viz.live.record` what a session keeps
 
 from __future__ import annotations
 
-from autograd_viz.live.breakpoints import Breakpoint, non_finite
+from autograd_viz.live.breakpoints import (
+    Breakpoint,
+    born_where,
+    is_problem,
+    non_finite,
+    problems,
+)
 from autograd_viz.live.gate import SessionCancelled
 from autograd_viz.live.record import CallWindow, SessionRecord
 from autograd_viz.live.session import (
@@ -31,6 +37,9 @@ __all__ = [
     "LiveSession",
     "SessionCancelled",
     "SessionRecord",
+    "born_where",
+    "is_problem",
     "non_finite",
+    "problems",
     "thread_name",
 ]

@@ -9,7 +9,9 @@ block until the engine emits, so the app runs them in a worker thread.
 
 Breakpoints belong to the driver, not to the app: a node breakpoint stops when
 that node starts running; "break on non-finite" stops at an event that carries
-a NaN or Inf gradient, and at anomaly events; ``error`` events always stop.
+a NaN or Inf gradient, and at anomaly events (a forward birth where its values reach
+something: Note [Breaking where a value reaches something] in ``live/breakpoints.py``);
+``error`` events always stop.
 """
 
 from __future__ import annotations
@@ -18,17 +20,9 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from autograd_viz.live import Breakpoint, LiveSession, non_finite
+from autograd_viz.live import Breakpoint, LiveSession, is_problem, problems
 from autograd_viz.trace import Trace, TraceEvent
 from autograd_viz.trace.replay import ExecutionState
-
-PROBLEM_KINDS = frozenset({"anomaly", "error"})
-"""Event kinds that ``jump to the first anomaly or error`` looks for."""
-
-
-def is_problem(event: TraceEvent) -> bool:
-    """An anomaly, an error, or an event carrying a non-finite gradient."""
-    return event.kind in PROBLEM_KINDS or non_finite(event)
 
 
 @dataclass
@@ -138,7 +132,7 @@ class Driver:
 
     def first_problem(self) -> TraceEvent | None:
         """Move to just after the first anomaly, error or non-finite gradient, if any."""
-        return self._find(is_problem, start=0)
+        return self._find(problems(self.trace.events), start=0)
 
     def start(self) -> None:
         """Begin (a replay has nothing to start)."""

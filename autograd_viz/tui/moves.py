@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from textual.message import Message
 
+from autograd_viz.live import born_where
 from autograd_viz.trace import GraphTaskInfo, Trace, TraceEvent
 from autograd_viz.tui.driver import Driver
 
@@ -132,7 +133,8 @@ def describe_move(message: Moved, driver: Driver) -> str:
     )
     if stops and event is not None:
         where = f"{event.node_name}#{event.node_id}" if event.node_name else "a graph task"
-        return f"stopped: {event.kind} {where}"
+        born = born_where(driver.trace.events, event)
+        return f"stopped: {event.kind} {where}" + (f"; {born}" if born else "")
     if event is None and message.action != "run_to_end" and driver.finished:
         return "end of the backward pass"
     return ""
