@@ -63,6 +63,23 @@ WIDE = (120, 32)
 
 VIEWS = ("topo", "tree", "dag")
 
+SIDE_COLUMNS = (44, 72)
+"""The columns of the panels beside the graph in the wide layout: at least, and as the
+stylesheet gives them (Note [The graph panel widens])."""
+
+GRAPH_CHROME = 4
+"""Columns of the graph panel that are not its view's: the border and the padding."""
+
+# Note [The graph panel widens]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# At 120 columns the stylesheet gives the graph 48 and the ready queues and
+# the inspector 72, enough for the topological list. The module tree's headings
+# (``model.layers.{0..11} × 12 · TransformerEncoderLayer · 624 nodes``) and a
+# drawing of boxes want more: cut, a name lost both its ends to the view's
+# edge and to scrolling. So in the tree and the drawn DAG the app gives the
+# graph what its widest row takes, and the panels beside it keep at least 44
+# columns (the inspector's lines wrap there, they are never cut).
+
 __all__ = ["STATUS_LIMIT", "VIEWS", "WIDE", "Moved", "VizApp", "explain_line"]
 
 
@@ -149,6 +166,7 @@ class VizApp(App[int]):
         program writes to a terminal of its own]); the driver draws on their terminal."""
         self.answerer = Answerer(self)
         """``i``: the lines the program reads."""
+        self._side = SIDE_COLUMNS[1]  # the columns beside the graph (Note [The graph panel...])
 
     @property
     def closing(self) -> bool:
@@ -200,8 +218,11 @@ class VizApp(App[int]):
         if self.freezer is not None:
             self.freezer.built()
 
-    on_node_list_listed = _built
-    on_dag_view_made = _built
+    def on_node_list_listed(self, message: Message) -> None:
+        self._built(message)
+        self._fit_graph()
+
+    on_dag_view_made = _built  # its drawing's width comes with DagView.Widened
 
     def _building(self) -> bool:
         """Rows, pictures or the replay's index are being made in a thread."""
@@ -215,6 +236,32 @@ class VizApp(App[int]):
 
     def _layout(self, width: int, height: int) -> None:
         self.query_one("#body").set_class(width >= WIDE[0] and height >= WIDE[1], "-wide")
+        self._fit_graph()
+
+    @while_open
+    def _fit_graph(self, _: Message | None = None) -> None:
+        """In the wide layout, give the tree and the drawing the columns they take whole, down
+        to :data:`SIDE_COLUMNS` for the panels beside them (Note [The graph panel widens])."""
+        body = self.query_one("#body")
+        view = self.view
+        wanted: int | None = None
+        if body.has_class("-wide") and view != "topo":
+            wanted = (
+                self.query_one(DagView).wanted_width
+                if view == "dag"
+                else self.query_one(NodeList).wanted_width
+            )
+        side = SIDE_COLUMNS[1]
+        if wanted is not None:
+            side = max(SIDE_COLUMNS[0], min(side, self.size.width - wanted - GRAPH_CHROME))
+        if side != self._side:  # a restyle costs a frame: only on a change
+            self._side = side
+            if side == SIDE_COLUMNS[1]:
+                body.styles.clear_rule("grid_columns")  # the stylesheet's, for either layout
+            else:
+                body.styles.grid_columns = f"1fr {side}"
+
+    on_dag_view_widened = _fit_graph
 
     # -- the view ------------------------------------------------------------------------
     @while_open
@@ -242,6 +289,7 @@ class VizApp(App[int]):
         )
         self.query_one(EventLog).show(self.driver.trace, self.driver.position)
         self._publish(state, task)
+        self._fit_graph()
 
     def refresh_inspector(self, state: ExecutionState | None = None) -> None:
         """Show the selected node in the inspector."""

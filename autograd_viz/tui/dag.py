@@ -59,6 +59,9 @@ class DagView(ScrollView, can_focus=True):
             self.node_id = node_id
             """The node to select."""
 
+    class Widened(Message):
+        """The drawing's width changed: the app may give the view more columns."""
+
     class Made(Message):
         """A thread has made a graph task's pictures (its module tree and first picture)."""
 
@@ -88,6 +91,11 @@ class DagView(ScrollView, can_focus=True):
         """Module calls closed with Enter (the level or the step would open them)."""
         self.unfolded: set[int] = set()
         """Fold groups opened with Enter."""
+
+    @property
+    def wanted_width(self) -> int:
+        """Columns the drawing takes whole (with the scroll bar)."""
+        return self.virtual_size.width + 1
 
     @property
     def picture(self) -> Picture | None:
@@ -162,7 +170,9 @@ class DagView(ScrollView, can_focus=True):
             self._current.clear()
         else:
             self._current.set()
-        width = max((row.cell_len for row in self._drawn_rows), default=1)
+        width = max((row.cell_len for row in self._drawn_rows[self._head :]), default=1)
+        if width + 1 != self.wanted_width:
+            self.post_message(self.Widened())
         self.virtual_size = Size(width, len(self._drawn_rows))
         drawn = self._picture
         if drawn is not None and selected is not None and selected in drawn.item_of:
@@ -342,11 +352,16 @@ class DagView(ScrollView, can_focus=True):
         base = self.rich_style
         if row >= len(self._drawn_rows):
             return Strip.blank(width, base)
+        text = self._drawn_rows[row]
+        x = self.scroll_offset.x
+        if row < self._head:  # a notice: cut with an ellipsis where the view ends, never moved
+            text = text.copy()
+            text.truncate(width, overflow="ellipsis")
+            x = 0
         segments = [
             Segment(s.text, base + s.style if s.style else base)
-            for s in self._drawn_rows[row].render(self.app.console, end="")
+            for s in text.render(self.app.console, end="")
         ]
-        x = self.scroll_offset.x
         return Strip(segments).crop_extend(x, x + width, base)
 
 

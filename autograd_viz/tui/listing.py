@@ -9,12 +9,16 @@ thread] in :mod:`autograd_viz.tui.nodes`). What a row says about its node
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from itertools import groupby
 
 from rich.text import Text
 
+from autograd_viz.draw.folds import FoldGroup
+from autograd_viz.draw.graph_view import from_graph
+from autograd_viz.draw.modules import ModuleTree, Scope
 from autograd_viz.trace import GraphTaskInfo, NodeInfo, paused_gc
 from autograd_viz.trace.replay import NodeState
 from autograd_viz.trace.text import printable
@@ -46,6 +50,12 @@ class Row:
     """Tree guides drawn before the node."""
     repeat: bool = False
     """The node already appears above (the tree view shows a DAG's shared nodes once)."""
+    scope: int | None = None
+    """The module call a heading stands for (a :attr:`ModuleTree.scopes` index)."""
+    group: int | None = None
+    """The fold a heading stands for (a :attr:`ModuleTree.groups` index)."""
+    is_open: bool = False
+    """A call's or fold's heading: what it holds is listed below it."""
 
 
 def topo_rows(task: GraphTaskInfo) -> list[Row]:
@@ -86,37 +96,153 @@ def tree_rows(task: GraphTaskInfo) -> list[Row]:
     return rows
 
 
-def module_rows(task: GraphTaskInfo) -> list[Row] | None:
-    """The model's module calls as a tree, each with the nodes made in it; ``None`` without any.
+class Opened:
+    """Which module calls and folds of a tree listing are open (Note [Tree rows open and close]).
+
+    Args:
+        tree: the graph task's module tree.
+    """
+
+    def __init__(self, tree: ModuleTree) -> None:
+        self.tree = tree
+        """The module tree listed."""
+        self.opened: set[int] = set()
+        """Calls opened with Enter (by scope index) that are closed by default (a fold's)."""
+        self.shut: set[int] = set()
+        """Calls closed with Enter that are open by default."""
+        self.unfolded: set[int] = set()
+        """Fold groups opened with Enter: their calls listed, one row each."""
+        self.revealed: frozenset[int] = frozenset()
+        """The calls around the node selected last, open whatever Enter said."""
+        self.revealed_folds: frozenset[int] = frozenset()
+        """The fold groups holding those calls, listed as their calls."""
+
+    def is_open(self, scope: int) -> bool:
+        """Whether call ``scope`` lists what it holds."""
+        if scope in self.revealed:
+            return True
+        if scope in self.shut:
+            return False
+        return scope in self.opened or scope not in self.tree.folded
+
+    def is_unfolded(self, group: int) -> bool:
+        """Whether fold ``group`` lists its calls."""
+        return group in self.unfolded or group in self.revealed_folds
+
+    def toggle_scope(self, scope: int) -> None:
+        """Close call ``scope`` if it is open, else open it (its own nodes and calls)."""
+        if self.is_open(scope):
+            self.opened.discard(scope)
+            self.shut.add(scope)
+            self.revealed -= {scope}
+        else:
+            self.shut.discard(scope)
+            self.opened.add(scope)
+
+    def toggle_fold(self, group: int) -> None:
+        """Close fold ``group`` if it lists its calls, else list them."""
+        if self.is_unfolded(group):
+            self.unfolded.discard(group)
+            self.revealed_folds -= {group}
+            self.revealed -= set(self.tree.groups[group].scopes)
+        else:
+            self.unfolded.add(group)
+
+    def reveal(self, key: str) -> bool:
+        """Open the calls around node ``key`` (closing those the last reveal opened); ``False``
+        when the node is made outside every call."""
+        scope = self.tree.scope_of.get(key)
+        if scope is None:
+            return False
+        around = self.tree.ancestors(scope)
+        self.revealed = frozenset(around)
+        group_of = self.tree.group_of
+        self.revealed_folds = frozenset(group_of[i] for i in around if i in group_of)
+        return True
+
+
+# Note [Tree rows open and close]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# The tree view lists the module calls as the pictures draw them: a run of
+# alike calls (the folds of :mod:`~autograd_viz.draw.folds`, found with the
+# graph's edges, so the list folds what the drawn DAG folds) is one row,
+# ``layers.{0..11} · TransformerEncoderLayer × 12``, closed; the calls no fold
+# holds are open. Enter on a call's or fold's row opens or closes it, and Enter
+# on a node closes the call it was made in. A node the app selects (the step's,
+# a found one) has the calls around it opened for as long as it is the last one
+# selected that was hidden, as the drawn DAG opens the step's modules, so
+# stepping through twelve layers lists one layer's nodes at a time.
+
+
+def module_rows(
+    tree: ModuleTree, ids: Mapping[str, int], opened: Opened | None = None
+) -> list[Row]:
+    """The model's module calls as a tree, each with the nodes made in it (see Note [Tree rows
+    open and close]; with ``opened`` left out, everything is open).
 
     Nodes made outside every module (the loss, for one) come first; each call is a
     heading (its name as every view writes it, its class, how many nodes it holds)
-    over its own nodes, then the calls made inside it, in forward order.
+    over its own nodes, then the calls made inside it, in forward order; a fold is
+    one heading over its calls.
     """
-    from autograd_viz.draw.modules import ModuleTree
-
-    tree = ModuleTree.build(((str(i), info) for i, info in task.nodes.items()), task.modules)
-    if not tree.scopes:
-        return None
-    rows = [Row(int(key)) for key in tree.outside]
-    # (scope index, depth, guides above, is last among its siblings)
-    stack = [(index, 0, "", i == 0) for i, index in enumerate(reversed(tree.roots))]
+    rows = [Row(ids[key]) for key in tree.outside]
+    # (scope or fold, depth, guides above, is last among its siblings)
+    top = tree.items.get(None, ())
+    stack: list[tuple[Scope | FoldGroup, int, str, bool]] = [
+        (item, 0, "", i == 0) for i, item in enumerate(reversed(top))
+    ]
+    sizes = {g.index: sum(tree.scopes[i].size for i in g.scopes) for g in tree.groups}
     while stack:
-        index, depth, above, last = stack.pop()
-        scope = tree.scopes[index]
-        branch = "└─" if last else "├─"
-        kind = f" · {printable(scope.kind)}" if scope.kind else ""
-        count = "1 node" if scope.size == 1 else f"{scope.size:,} nodes"
-        heading = f"{printable(scope.name)}{kind} · {count}"
-        rows.append(Row(None, depth, heading=heading, prefix=above[: 2 * MAX_INDENT] + branch))
+        item, depth, above, last = stack.pop()
+        prefix = above[: 2 * MAX_INDENT] + ("└─" if last else "├─")
         below = above + ("  " if last else "│ ")
-        children = scope.children
+        if isinstance(item, FoldGroup):
+            unfolded = opened is None or opened.is_unfolded(item.index)
+            kind = f" · {printable(item.kind)}" if item.kind else ""
+            count = _nodes(sizes[item.index])
+            heading = f"{printable(item.name)} × {item.count}{kind} · {count}"
+            rows.append(
+                Row(None, depth, heading, prefix, group=item.index, is_open=unfolded)
+            )
+            if unfolded:
+                calls = [tree.scopes[i] for i in item.scopes]
+                for i, call in enumerate(reversed(calls)):
+                    stack.append((call, depth + 1, below, i == 0))
+            continue
+        scope = item
+        is_open = opened is None or opened.is_open(scope.index)
+        kind = f" · {printable(scope.kind)}" if scope.kind else ""
+        heading = f"{printable(scope.name)}{kind} · {_nodes(scope.size)}"
+        rows.append(Row(None, depth, heading, prefix, scope=scope.index, is_open=is_open))
+        if not is_open:
+            continue
+        inside = tree.items.get(scope.index, ())
         for position, key in enumerate(scope.nodes):
-            end = position == len(scope.nodes) - 1 and not children
-            rows.append(Row(int(key), depth + 1, prefix=below + ("└─" if end else "├─")))
-        for i, child in enumerate(reversed(children)):
+            end = position == len(scope.nodes) - 1 and not inside
+            rows.append(Row(ids[key], depth + 1, prefix=below + ("└─" if end else "├─")))
+        for i, child in enumerate(reversed(inside)):
             stack.append((child, depth + 1, below, i == 0))
     return rows
+
+
+def _nodes(count: int) -> str:
+    return "1 node" if count == 1 else f"{count:,} nodes"
+
+
+def module_tree(task: GraphTaskInfo) -> tuple[ModuleTree, dict[str, int]]:
+    """``task``'s module tree as the pictures make it (with the graph's edges, so the same
+    calls fold), and each node's id by its key there."""
+    view = from_graph(list(task.nodes.values()), [])
+    view = dataclasses.replace(view, modules=task.modules)
+    return ModuleTree.of_view(view), {key: node.info.id for key, node in view.nodes.items()}
+
+
+def _row_of_node(rows: list[Row]) -> dict[int, int]:
+    row_of_node: dict[int, int] = {}
+    for i, row in enumerate(rows):
+        if row.node_id is not None and not row.repeat:
+            row_of_node.setdefault(row.node_id, i)
+    return row_of_node
 
 
 class Listing:
@@ -133,19 +259,72 @@ class Listing:
         """The graph task listed."""
         self.view = view
         """Which view's rows these are."""
+        self.opened: Opened | None = None
+        """Which calls and folds are open, in the module tree view (Note [Tree rows open and
+        close]); ``None`` in the other views."""
+        self._ids: dict[str, int] = {}
+        self._key_of: dict[int, str] = {}
         with paused_gc():  # a row per node of a task that may hold 100,000 of them
-            rows = (module_rows(task) or tree_rows(task)) if view == "tree" else topo_rows(task)
-            row_of_node: dict[int, int] = {}
-            for i, row in enumerate(rows):
-                if row.node_id is not None and not row.repeat:
-                    row_of_node.setdefault(row.node_id, i)
-            measures = RowMeasures.of(task, rows)
+            measured: list[Row]
+            if view != "tree":
+                rows = measured = topo_rows(task)
+            else:
+                tree, self._ids = module_tree(task)
+                if tree.scopes:
+                    self._key_of = {i: key for key, i in self._ids.items()}
+                    self.opened = Opened(tree)
+                    rows = module_rows(tree, self._ids, self.opened)
+                    measured = module_rows(tree, self._ids)  # columns that stay put
+                else:
+                    rows = measured = tree_rows(task)
+            # The columns fit every row a tree may list, so opening one moves none.
+            measures = RowMeasures.of(task, measured)
         self.rows: list[Row] = rows
         """The rows, in order."""
-        self.row_of_node: Mapping[int, int] = row_of_node
+        self.row_of_node: Mapping[int, int] = _row_of_node(rows)
         """Each node's first row (a tree lists a shared node again, as a reference)."""
         self._measures = measures
         self._format: tuple[int, RowFormat] | None = None
+        self.width = max(
+            measures.width(),
+            max((len(r.prefix) + 3 + len(r.heading) for r in measured if r.heading), default=0),
+        )
+        """Columns the widest row takes written whole (every call open), guides included."""
+
+    def toggle(self, row: int) -> int | None:
+        """Enter on ``row`` of the module tree: open or close its call or fold, or close the
+        call its node was made in; the row of what was opened or closed, ``None`` when the
+        row has nothing to open or close."""
+        opened = self.opened
+        if opened is None or not 0 <= row < len(self.rows):
+            return None
+        entry = self.rows[row]
+        if entry.group is not None:
+            opened.toggle_fold(entry.group)
+            return self._relist(lambda r: r.group == entry.group)
+        if entry.scope is not None:
+            opened.toggle_scope(entry.scope)
+            return self._relist(lambda r: r.scope == entry.scope)
+        key = self._key_of.get(entry.node_id) if entry.node_id is not None else None
+        scope = opened.tree.scope_of.get(key) if key is not None else None
+        if scope is None:
+            return None
+        opened.toggle_scope(scope)  # open: its node is listed in it
+        return self._relist(lambda r: r.scope == scope)
+
+    def reveal(self, node_id: int) -> bool:
+        """List node ``node_id`` (opening the calls around it); ``False`` when it cannot be."""
+        key = self._key_of.get(node_id)
+        if self.opened is None or key is None or not self.opened.reveal(key):
+            return False
+        self._relist(lambda _: False)
+        return node_id in self.row_of_node
+
+    def _relist(self, found: Callable[[Row], bool]) -> int | None:
+        assert self.opened is not None
+        self.rows = module_rows(self.opened.tree, self._ids, self.opened)
+        self.row_of_node = _row_of_node(self.rows)
+        return next((i for i, row in enumerate(self.rows) if found(row)), None)
 
     def format(self, width: int) -> RowFormat:
         """The rows' format at ``width`` columns (kept for the last width asked)."""
@@ -260,6 +439,12 @@ class RowMeasures:
                 if left + tail <= width:
                     return RowFormat(short, facts, left, (seq, topo, deps), room)
         return RowFormat(True, 2, max(_HEAD + 4, width - tail), (seq, topo, deps), room)
+
+    def width(self) -> int:
+        """Columns the widest row takes in the widest format (guides up to their most)."""
+        seq, topo, deps, device, _ = self.columns
+        tail = sum(len(label) for label in _FACTS[0]) + seq + topo + deps + device
+        return self._name_columns(2 * MAX_INDENT)[False] + tail
 
     def _name_columns(self, room: int) -> dict[bool, int]:
         """Columns for the widest row's guides, marks, name and id, with full and short names."""

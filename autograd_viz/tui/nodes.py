@@ -103,6 +103,13 @@ class NodeList(RowList):
             self.select(selected)
 
     @property
+    def wanted_width(self) -> int | None:
+        """Columns the rows shown take written whole (with the scroll bar); ``None`` while
+        they are being made."""
+        listing = self._listing
+        return None if listing is None else listing.width + 1
+
+    @property
     def selected(self) -> int | None:
         """The node under the cursor (``None`` on a heading or when empty)."""
         rows = self.rows
@@ -118,7 +125,11 @@ class NodeList(RowList):
         if self._listing is None and self.shown_task is not None:
             self._wanted = node_id
             return node_id in self.shown_task.nodes
-        row = self._listing.row_of_node.get(node_id) if self._listing is not None else None
+        listing = self._listing
+        row = listing.row_of_node.get(node_id) if listing is not None else None
+        if row is None and listing is not None and listing.reveal(node_id):
+            self.set_row_count(len(listing.rows))  # see Note [Tree rows open and close]
+            row = listing.row_of_node.get(node_id)
         if row is None:
             return False
         self.move_to(row, center=True, notify=notify)
@@ -175,7 +186,11 @@ class NodeList(RowList):
             return Text(f"listing {count:,} nodes…", style="yellow")
         entry = self._listing.rows[row]
         if entry.node_id is None:
-            return Text(f"{entry.prefix}── {entry.heading} ", style="bold dim")
+            if entry.scope is None and entry.group is None:
+                return Text(f"{entry.prefix}── {entry.heading} ", style="bold dim")
+            text = Text(entry.prefix, style="dim")
+            text.append("▾ " if entry.is_open else "▸ ", style="bold cyan")
+            return text.append(f"{entry.heading} ", style="bold" if entry.is_open else "bold cyan")
         info = self._listing.task.nodes[entry.node_id]
         state = self._state(info.id)
         fmt = self._format()
@@ -190,6 +205,17 @@ class NodeList(RowList):
             info, state, mark, on_path=on_path, fmt=fmt, prefix=text.cell_len, flagged=flagged
         )
         return text.append_text(row_text)
+
+    def action_choose(self) -> None:
+        """Enter: in the module tree, open or close the call under the cursor (Note [Tree rows
+        open and close] in :mod:`~autograd_viz.tui.listing`); elsewhere, choose the row."""
+        listing = self._listing
+        row = listing.toggle(self.cursor) if listing is not None else None
+        if listing is None or row is None:
+            super().action_choose()
+            return
+        self.set_row_count(len(listing.rows))
+        self.move_to(row)
 
     def _format(self) -> RowFormat:
         """The rows' format at the current width (worked out once per width and listing)."""

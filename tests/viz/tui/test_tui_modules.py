@@ -13,6 +13,7 @@ import engine
 from autograd_viz.draw.modules import MAX_BOXES
 from autograd_viz.trace import Trace
 from autograd_viz.tui.dag import DagView
+from autograd_viz.tui.listing import module_rows, module_tree
 from autograd_viz.tui.pictures import Picture
 from tests.viz.tui.test_tui_dag import drawn_edges
 from tests.viz.tui.tuiting import find_in_tree, node_list, prompt_bar, replay_app, run_app, status
@@ -217,19 +218,25 @@ def test_the_tree_view_is_the_module_tree(trace: Trace) -> None:
         await pilot.press("v")
         nodes = node_list(app)
         assert nodes.view == "tree"
-        listed = [row.node_id for row in nodes.rows if row.node_id is not None]
-        assert sorted(listed) == sorted(task.nodes)  # every node once
         headings = [row.heading for row in nodes.rows if row.node_id is None]
+        assert f"model.layers.{{0..{LAYERS - 1}}} × {LAYERS} · Block · 240 nodes" in headings
+        # Every call open (as Enter opens them): each node once, under its innermost call.
+        rows = module_rows(*module_tree(task))
+        listed = [row.node_id for row in rows if row.node_id is not None]
+        assert sorted(listed) == sorted(task.nodes)  # every node once
+        headings = [row.heading for row in rows if row.node_id is None]
         assert "model.layers.7 · Block · 6 nodes" in headings
         assert "model.layers.7.act · Tanh · 2 nodes" in headings
-        # Each node sits under the heading of the innermost module it was made in.
         current = ""
+        for row in rows:
+            if row.scope is not None:
+                current = row.heading.split(" · ")[0]
+            elif row.node_id is not None and task.nodes[row.node_id].leaf is None:
+                if task.nodes[row.node_id].scope:
+                    assert task.nodes[row.node_id].scope[-1][0] == current
         for i, row in enumerate(nodes.rows):
             if row.node_id is None:
-                current = row.heading.split(" · ")[0]
                 assert nodes.row_text(i).plain.strip().endswith(f"{row.heading}")
-            elif task.nodes[row.node_id].scope and task.nodes[row.node_id].leaf is None:
-                assert task.nodes[row.node_id].scope[-1][0] == current
 
     run_app(app, actions, size=(120, 40))
 
