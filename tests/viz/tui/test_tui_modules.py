@@ -232,8 +232,8 @@ def test_the_tree_view_is_the_module_tree(trace: Trace) -> None:
             if row.scope is not None:
                 current = row.heading.split(" · ")[0]
             elif row.node_id is not None and task.nodes[row.node_id].leaf is None:
-                if task.nodes[row.node_id].scope:
-                    assert task.nodes[row.node_id].scope[-1][0] == current
+                scope = task.nodes[row.node_id].scope
+                assert not scope or scope[-1][0] == current
         for i, row in enumerate(nodes.rows):
             if row.node_id is None:
                 assert nodes.row_text(i).plain.strip().endswith(f"{row.heading}")
