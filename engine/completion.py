@@ -32,6 +32,7 @@ __all__ = [
     "DONE",
     "complete",
     "mark_as_completed",
+    "on_purpose",
     "push",
     "task_done",
     "thread_on_exception",
@@ -101,6 +102,24 @@ def mark_as_completed(graph_task: GraphTask) -> None:
         graph_task.done.set()
 
 
+# Note [No anomaly warning for a listener's raise]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# Anomaly mode warns "Error detected in XBackward0" with the node's forward
+# traceback when the node fails: the forward call is where to look for the
+# bug. An exception a listener raises into the engine on purpose (one marked
+# ``_engine_propagate``: a debugger cancelling the backward as the user quits,
+# a NaN check stopping the program) is no fault of the node it happened to be
+# raised at, and the warning would point the user at a healthy forward line
+# after the debugger closed. So it fails the graph task without the warning.
+# Only the error path looks at the mark.
+
+
+def on_purpose(exc: BaseException) -> bool:
+    """Whether a listener raised ``exc`` into the engine on purpose (Note [No anomaly
+    warning for a listener's raise])."""
+    return bool(getattr(exc, "_engine_propagate", False))
+
+
 def thread_on_exception(
     graph_task: GraphTask, fn: Node | None, exc: BaseException, workers: WorkerThreads
 ) -> None:
@@ -124,7 +143,7 @@ def thread_on_exception(
                 first=first,
                 traceback=traceback,
             )
-        if first and anomaly.STATE.enabled and fn is not None:
+        if first and anomaly.STATE.enabled and fn is not None and not on_purpose(exc):
             anomaly.warn_forward_traceback(fn)
         if completes:
             emit_graph_task_end(graph_task)

@@ -28,9 +28,11 @@ itself.
 from __future__ import annotations
 
 import functools
+import sys
 import threading
 import time
 import warnings
+from typing import Any
 
 from autograd_viz.live.breakpoints import Breakpoint
 from autograd_viz.live.record import SessionRecord
@@ -51,6 +53,60 @@ class SessionCancelled(RuntimeError, RaisedOnPurpose):  # noqa: N818 - reads as 
     """
 
     _engine_propagate = True  # the engine fails the graph task with it (engine.events)
+
+
+# Note [A cancel is no error of the node]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# When the session is stopped mid-backward (the user quits the TUI, SIGTERM),
+# SessionCancelled fails the graph task at the node that was paused. Anomaly
+# mode takes any failure of a node for an error of its computation and warns
+# "Error detected in XBackward0" with the node's forward traceback: after the
+# TUI has closed, pointing at a healthy line. Our engine leaves that warning
+# out for an exception a listener raised on purpose (Note [No anomaly warning
+# for a listener's raise] in engine/completion.py). PyTorch's engine warns
+# from C++ whenever its anomaly mode (the program's own
+# ``torch.autograd.detect_anomaly()``) is on, and the warning comes out in
+# ``torch.autograd.graph`` as ``backward()`` returns on the target's thread.
+# Turning anomaly mode off would change the program's state; so, from the
+# first cancel with PyTorch's anomaly mode on until the target ends, a
+# warnings filter ignores exactly those warnings from that module. The
+# target's results, its exception and every other warning are as they were.
+
+_TORCH_ANOMALY_WARNING = r"\s*(Error detected in |Previous calculation was induced by )"
+"""The start of PyTorch's anomaly mode warnings about a failed node."""
+
+
+class _QuietAnomaly:
+    """PyTorch's anomaly warnings about a cancelled node, ignored until the target ends
+    (Note [A cancel is no error of the node])."""
+
+    def __init__(self) -> None:
+        self._filter: Any = None
+        self._lock = threading.Lock()
+
+    def quiet(self) -> None:
+        """From now on, until :meth:`restore`, if PyTorch's anomaly mode is on."""
+        torch = sys.modules.get("torch")
+        is_enabled = getattr(torch, "is_anomaly_enabled", None)
+        if is_enabled is None or not is_enabled():
+            return
+        with self._lock:
+            if self._filter is None:
+                warnings.filterwarnings(
+                    "ignore",
+                    message=_TORCH_ANOMALY_WARNING,
+                    category=UserWarning,
+                    module=r"torch\.autograd\.graph",
+                )
+                self._filter = warnings.filters[0]
+
+    def restore(self) -> None:
+        """Take the filter out again."""
+        with self._lock:
+            entry, self._filter = self._filter, None
+        if entry is not None and entry in warnings.filters:
+            warnings.filters.remove(entry)
+            warnings._filters_mutated()  # type: ignore[attr-defined]
 
 
 class _Paused:
@@ -95,6 +151,7 @@ class Gate:
         self._last_thread: str | None = None
         self._tasks: set[int] = set()  # see Note [Whose work a session gates]
         self._finished = False
+        self._quiet = _QuietAnomaly()
 
     @property
     def finished(self) -> bool:
@@ -109,6 +166,7 @@ class Gate:
             self._finished = True
             self._release_all()
             self._cond.notify_all()
+        self._quiet.restore()  # Note [A cancel is no error of the node]
 
     def call_started(self) -> None:
         """A backward call starts: is it one the session gates (the record's window)?"""
@@ -254,6 +312,7 @@ class Gate:
 
     def _cancel_task(self, event: Event) -> None:
         self._settled_tasks.add(event.graph_task)
+        self._quiet.quiet()  # Note [A cancel is no error of the node]
         raise SessionCancelled(
             "the live session was stopped; this backward pass was cancelled "
             f"at {event.kind} {event.node_name or ''}".rstrip()
