@@ -103,6 +103,7 @@ def _rows(text: str) -> int:
 
 def run_grads(args: argparse.Namespace) -> int:
     """``autograd-viz grads``: run the script, print the report, 1 when a gradient is missing."""
+    from autograd_viz.cli.record import Signalled, end_by_signal, stopped_by_signals
     from autograd_viz.grads.plot import PLOT_SUFFIXES
     from autograd_viz.grads.watch import watch_grads
     from autograd_viz.sources.processes import process_info
@@ -134,15 +135,27 @@ def run_grads(args: argparse.Namespace) -> int:
         raise CommandError(str(exc)) from None
     failure: ScriptFailedError | None = None
     status = 0
-    with watch_grads() as watch:
+    interrupted = False
+    signalled: int | None = None
+    # Stopped by Ctrl-C, SIGTERM or SIGHUP, the calls that finished are reported, as record
+    # and nan save them, and the tool then ends as the script would have.
+    with stopped_by_signals(), watch_grads() as watch:
         try:
             status = run_script(script, script_args)
         except ScriptFailedError as exc:
             failure = exc
+        except KeyboardInterrupt:
+            interrupted = True
+        except Signalled as exc:
+            signalled = exc.signum
     report = watch.report
     report.rank = process_info()["rank"]
     sys.stdout.flush()  # the script's own output comes before the report
     _finish(report, args, plot)
+    if signalled is not None:
+        end_by_signal(signalled)
+    if interrupted:
+        raise KeyboardInterrupt
     if report.found:
         if failure is not None or status != 0:
             note(f"{failure or f'{script} exited with status {status}'}")
