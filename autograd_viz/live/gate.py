@@ -28,10 +28,12 @@ itself.
 from __future__ import annotations
 
 import functools
+import os
 import sys
 import threading
 import time
 import warnings
+import weakref
 from typing import Any
 
 from autograd_viz.live.breakpoints import Breakpoint
@@ -44,6 +46,20 @@ from engine.events import Event
 
 _SETTLING = frozenset({"error", "graph_task_end", "reentrant_exit"})
 """Events after which a graph task has nothing left to cancel (Note [Where a stop cancels])."""
+
+
+_gates: weakref.WeakSet[Any] = weakref.WeakSet()
+"""Every gate alive, for :func:`_forked`."""
+
+
+def _forked() -> None:
+    """In a forked child, no gate gates (Note [Whose work a session gates])."""
+    for gate in list(_gates):
+        gate._forked = True
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forked)
 
 
 class SessionCancelled(RuntimeError, RaisedOnPurpose):  # noqa: N818 - reads as what happened
@@ -152,6 +168,23 @@ class Gate:
         self._tasks: set[int] = set()  # see Note [Whose work a session gates]
         self._finished = False
         self._quiet = _QuietAnomaly()
+        self._forked = False  # Note [Whose work a session gates]: in a forked child
+        self._said_forked = False
+        _gates.add(self)
+
+    def _say_unwatched(self, event: Event) -> None:
+        """A forked child's first backward: one line says it runs unwatched."""
+        if self._said_forked or event.kind != "graph_task_start":
+            return
+        self._said_forked = True
+        try:
+            sys.stderr.write(
+                f"autograd-viz: process {os.getpid()}, forked from the program, runs its "
+                "backward calls unwatched: the TUI steps the program's own process\n"
+            )
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            pass
 
     @property
     def finished(self) -> bool:
@@ -206,11 +239,18 @@ class Gate:
     # Every other event passes untouched and unrecorded: another thread's
     # backward never waits for a step. Once the target has returned or
     # raised, the session gates nobody, whether or not stop() is called: a
-    # forgotten session (a notebook) never hangs a later backward.
+    # forgotten session (a notebook) never hangs a later backward. A process
+    # forked from the target's (multiprocessing's fork start, os.fork) has no
+    # UI to step it: the session gates nothing there, and says so in one line
+    # on the child's stderr at its first backward (its parent would otherwise
+    # wait forever for a child paused at a gate nobody opens).
 
     def _owns(self, event: Event) -> bool:
         """Whether ``event`` is the target's engine work (Note [Whose work a session gates])."""
         if self._finished or self.truncated:
+            return False
+        if self._forked:
+            self._say_unwatched(event)
             return False
         gid = event.graph_task
         if gid in self._tasks:
