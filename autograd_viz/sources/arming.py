@@ -10,34 +10,36 @@ Note [Arming without importing torch]
 A program on our engine alone must never import PyTorch (it may not be
 installed, and importing it costs seconds). So the bridge is armed at once
 only when ``torch`` is already in ``sys.modules``; otherwise an import hook
-waits for the program's own ``import torch`` and arms the bridge right after
-PyTorch finished importing, before the program's next line runs. Without
-PyTorch installed, the program's ``import torch`` fails exactly as it would
-without us: the hook only looks at a module once it has loaded.
+(:mod:`autograd_viz.sources.import_hooks`) waits for the program's own
+``import torch`` and arms the bridge right after PyTorch finished importing,
+before the program's next line runs. Without PyTorch installed, the
+program's ``import torch`` fails exactly as it would without us: the hook
+only looks at a module once it has loaded.
 """
 
 from __future__ import annotations
 
-import importlib.abc
-import importlib.machinery
 import sys
-import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from types import ModuleType
 from typing import Any
 
+from autograd_viz.sources.import_hooks import (
+    call_when_torch_is_imported,
+    stop_waiting,
+    when_torch_is_imported,
+)
+from autograd_viz.sources.refcount import Refcount
 from autograd_viz.sources.tracebacks import trim_traceback
 
-_lock = threading.RLock()
-_holders = 0
+__all__ = ["acquire", "every_source", "release", "when_torch_is_imported"]
+# when_torch_is_imported is offered here too: the other PyTorch watchers wait through it.
+
 _watch: Any = None
 """The bridge's open handle (a ``TorchWatch``), while armed."""
 _stop_ddp: Callable[[], None] | None = None
 """Stops watching DDP's and FSDP2's communication (:mod:`autograd_viz.sources.pytorch.ddp`,
 :mod:`~autograd_viz.sources.pytorch.fsdp`), while armed."""
-_waiting: list[Callable[[], None]] = []
-"""What to call once the program has imported ``torch`` (Note [Arming without importing torch])."""
 
 
 @contextmanager
@@ -61,73 +63,38 @@ def every_source() -> Iterator[None]:
 
 def acquire() -> None:
     """Count one more holder; arm now or when ``torch`` is imported (Note [Arming without ...])."""
-    global _holders
-    with _lock:
-        _holders += 1
-        if _holders == 1:
-            _call_when_torch_is_imported(_arm)
+    _releases.append(_held())
 
 
 def release() -> None:
     """Count one holder less; disarm when none is left."""
-    global _holders, _watch, _stop_ddp
-    with _lock:
-        _holders -= 1
-        if _holders:
-            return
-        _stop_waiting(_arm)
-        if _watch is not None:
-            _watch.close()
-            _watch = None
-        if _stop_ddp is not None:
-            _stop_ddp()
-            _stop_ddp = None
+    _releases.pop()()
 
 
-@contextmanager
-def when_torch_is_imported(then: Callable[[], None]) -> Iterator[None]:
-    """Call ``then`` inside the block: now if ``torch`` is imported, else right after it is.
-
-    ``then`` runs once, on the thread that imports torch, after PyTorch has
-    finished importing; it is not called if the block ends first. Other
-    PyTorch watchers (the NaN checks) arm themselves through this, so that
-    there is one import hook, and a program on our engine alone never
-    imports torch.
-    """
-    _call_when_torch_is_imported(then)
-    try:
-        yield
-    finally:
-        _stop_waiting(then)
+def _wait_for_torch() -> None:
+    call_when_torch_is_imported(_arm)
 
 
-def _call_when_torch_is_imported(then: Callable[[], None]) -> None:
-    with _lock:
-        if "torch" in sys.modules:
-            then()
-            return
-        _waiting.append(then)
-        if _FINDER not in sys.meta_path:
-            sys.meta_path.insert(0, _FINDER)
+def _disarm() -> None:
+    global _watch, _stop_ddp
+    stop_waiting(_arm)
+    if _watch is not None:
+        _watch.close()
+        _watch = None
+    if _stop_ddp is not None:
+        _stop_ddp()
+        _stop_ddp = None
 
 
-def _stop_waiting(then: Callable[[], None]) -> None:
-    with _lock:
-        if then in _waiting:
-            _waiting.remove(then)
-        if not _waiting and _FINDER in sys.meta_path:
-            sys.meta_path.remove(_FINDER)
+_bridge = Refcount(_wait_for_torch, _disarm)  # Note [Armed while held]
+_releases: list[Callable[[], None]] = []
+"""One release per :func:`acquire` not yet released (any one of them lets go of one hold)."""
 
 
-def _torch_imported() -> None:
-    """PyTorch has just finished importing: call everything that waited for it."""
-    with _lock:
-        waiting = list(_waiting)
-        _waiting.clear()
-        if _FINDER in sys.meta_path:
-            sys.meta_path.remove(_FINDER)
-        for then in waiting:
-            then()
+def _held() -> Callable[[], None]:
+    release = _bridge.hold()
+    assert release is not None  # waiting for torch always arms
+    return release
 
 
 def _arm() -> None:
@@ -166,126 +133,4 @@ def _prepare() -> None:
     compiled.install()
 
 
-class _TorchImportFinder(importlib.abc.MetaPathFinder):
-    """Finds nothing itself; calls what waits for ``torch`` once the real one has executed."""
-
-    def __init__(self) -> None:
-        self._searching = False
-
-    def find_spec(
-        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
-    ) -> importlib.machinery.ModuleSpec | None:
-        if fullname != "torch" or self._searching:
-            return None
-        self._searching = True  # a finder that wraps others may ask the path again
-        try:
-            for finder in sys.meta_path:
-                find = getattr(finder, "find_spec", None)
-                spec = find(fullname, path, target) if finder is not self and find else None
-                if spec is not None and spec.loader is not None:
-                    spec.loader = _ThenLoader(spec.loader)
-                    return spec
-        finally:
-            self._searching = False
-        return None  # not installed: the program's own ImportError follows
-
-
-class _ThenLoader(importlib.abc.Loader):
-    """PyTorch's own loader, followed by whatever waited for it."""
-
-    def __init__(self, loader: importlib.abc.Loader) -> None:
-        self._loader = loader
-
-    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
-        return self._loader.create_module(spec)
-
-    def exec_module(self, module: ModuleType) -> None:
-        self._loader.exec_module(module)
-        # PyTorch keeps its own loader, as if we had never been there.
-        module.__loader__ = self._loader
-        if module.__spec__ is not None:
-            module.__spec__.loader = self._loader
-        _torch_imported()
-
-    def __getattr__(self, name: str) -> Any:  # is_package, get_code, get_resource_reader, ...
-        return getattr(self._loader, name)
-
-
-_FINDER = _TorchImportFinder()
-
-
-class _ModuleImportFinder(importlib.abc.MetaPathFinder):
-    """Calls ``then(module)`` right after the module ``name`` has executed, once.
-
-    For a part of PyTorch a watcher patches only if the program uses it (FSDP2's
-    collectives): the program's import loads it, as it would unwatched, and
-    nothing is imported on our side.
-    """
-
-    def __init__(self, name: str, then: Callable[[ModuleType], None]) -> None:
-        self.name = name
-        self.then = then
-        self._searching = False
-
-    def find_spec(
-        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
-    ) -> importlib.machinery.ModuleSpec | None:
-        if fullname != self.name or self._searching:
-            return None
-        self._searching = True
-        try:
-            for finder in sys.meta_path:
-                find = getattr(finder, "find_spec", None)
-                spec = find(fullname, path, target) if finder is not self and find else None
-                if spec is not None and spec.loader is not None:
-                    spec.loader = _ModuleThenLoader(spec.loader, self)
-                    return spec
-        finally:
-            self._searching = False
-        return None
-
-
-class _ModuleThenLoader(_ThenLoader):
-    """A module's own loader, followed by its finder's ``then``."""
-
-    def __init__(self, loader: importlib.abc.Loader, finder: _ModuleImportFinder) -> None:
-        super().__init__(loader)
-        self._finder = finder
-
-    def exec_module(self, module: ModuleType) -> None:
-        self._loader.exec_module(module)
-        module.__loader__ = self._loader
-        if module.__spec__ is not None:
-            module.__spec__.loader = self._loader
-        with _lock:
-            if self._finder not in sys.meta_path:
-                return  # stopped waiting while it loaded
-            sys.meta_path.remove(self._finder)
-        self._finder.then(module)
-
-
-def when_module_is_imported(name: str, then: Callable[[ModuleType], None]) -> Callable[[], None]:
-    """Call ``then(module)`` now if ``name`` is imported, else right after the program imports it.
-
-    Returns:
-        A function that stops waiting (safe to call after ``then`` ran).
-    """
-    with _lock:
-        module = sys.modules.get(name)
-        if module is not None:
-            then(module)
-            return lambda: None
-        finder = _ModuleImportFinder(name, then)
-        sys.meta_path.insert(0, finder)
-
-    def stop() -> None:
-        with _lock:
-            if finder in sys.meta_path:
-                sys.meta_path.remove(finder)
-
-    return stop
-
-
-_call_when_torch_is_imported(
-    _prepare
-)  # Note [Arming without importing torch]: waits, imports nothing
+call_when_torch_is_imported(_prepare)  # Note [Arming without importing torch]: imports nothing

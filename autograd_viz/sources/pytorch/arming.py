@@ -30,6 +30,7 @@ from autograd_viz.sources.pytorch import watch as _watch
 from autograd_viz.sources.pytorch.bookkeeping import forget_leftovers
 from autograd_viz.sources.pytorch.graph import plan_graph_task
 from autograd_viz.sources.pytorch.naming import LeafNamer
+from autograd_viz.sources.refcount import Refcount
 from autograd_viz.sources.tracebacks import trim_traceback
 from engine.activity import ACTIVITY
 from engine.calls import CALLS
@@ -65,8 +66,6 @@ _CALLING_THREAD = frozenset({"cpu", "meta"})
 
 hooks.install()  # before the program registers any (Note [Seeing the user's hooks])
 
-_lock = threading.Lock()
-_armed = 0
 _original: Callable[..., Any] | None = None
 _patched: Callable[..., Any] | None = None
 
@@ -77,16 +76,15 @@ class TorchWatch:
     Handles are counted: PyTorch is watched while any handle is open.
     """
 
-    def __init__(self, watching: bool) -> None:
-        self.watching = watching
+    def __init__(self, release: Callable[[], None] | None) -> None:
+        self.watching = release is not None
         """Whether this PyTorch's backward calls can be watched at all."""
-        self._open = watching  # a handle that armed nothing releases nothing
+        self._release = release  # a handle that armed nothing releases nothing
 
     def close(self) -> None:
         """Stop watching (once all open handles are closed); safe to call twice."""
-        if self._open:
-            self._open = False
-            _release()
+        if self._release is not None:
+            self._release()
 
     def __enter__(self) -> TorchWatch:
         return self
@@ -114,12 +112,7 @@ def watch_torch() -> TorchWatch:
         A handle; ``close()`` it or use it in a ``with`` block. On a PyTorch
         without the chokepoint it warns once and watches nothing.
     """
-    global _armed
-    with _lock:
-        if _armed == 0 and not _arm():
-            return TorchWatch(watching=False)
-        _armed += 1
-    return TorchWatch(watching=True)
+    return TorchWatch(_torch.hold())
 
 
 def _arm() -> bool:
@@ -202,19 +195,20 @@ def wanted() -> bool:
     return not declined
 
 
-def _release() -> None:
-    global _armed, _original, _patched
-    with _lock:
-        _armed -= 1
-        if _armed or _original is None:
-            return
-        modules.disarm()
-        compiled.hide_global_hooks_warning(False)
-        # Put PyTorch's function back only where ours still is (another patch may sit on top).
-        for module in (torch.autograd.graph, torch.autograd):
-            if getattr(module, "_engine_run_backward", None) is _patched:
-                module._engine_run_backward = _original  # type: ignore[attr-defined]
-        _original = _patched = None
+def _disarm() -> None:
+    global _original, _patched
+    if _original is None:
+        return
+    modules.disarm()
+    compiled.hide_global_hooks_warning(False)
+    # Put PyTorch's function back only where ours still is (another patch may sit on top).
+    for module in (torch.autograd.graph, torch.autograd):
+        if getattr(module, "_engine_run_backward", None) is _patched:
+            module._engine_run_backward = _original  # type: ignore[attr-defined]
+    _original = _patched = None
+
+
+_torch = Refcount(_arm, _disarm)  # Note [Armed while held]
 
 
 def _unwatchable(bound: dict[str, Any]) -> str | None:

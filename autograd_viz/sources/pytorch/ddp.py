@@ -36,11 +36,10 @@ import torch
 import torch.distributed as dist
 
 from autograd_viz.sources.once import program_stacklevel
+from autograd_viz.sources.refcount import Refcount
 from engine.activity import ACTIVITY
 from engine.events import HUB, label_thread
 
-_lock = threading.Lock()
-_armed = 0
 _originals: dict[str, Any] = {}
 
 
@@ -50,30 +49,26 @@ def watch_ddp() -> Callable[[], None]:
     Returns:
         A function that stops (once every caller has called its own).
     """
-    global _armed
+    release = _ddp.hold()
+    return release if release is not None else lambda: None
+
+
+def _arm() -> bool:
     ddp_class = _ddp_class()
     if ddp_class is None:
-        return lambda: None
-    with _lock:
-        _armed += 1
-        if _armed == 1:
-            _patch(ddp_class)
-    released = False
+        return False  # no torch.distributed here: nothing to watch
+    _patch(ddp_class)
+    return True
 
-    def release() -> None:
-        global _armed
-        nonlocal released
-        if released:
-            return
-        released = True
-        with _lock:
-            _armed -= 1
-            if _armed == 0:
-                for name, original in _originals.items():
-                    setattr(ddp_class, name, original)
-                _originals.clear()
 
-    return release
+def _disarm() -> None:
+    ddp_class = _ddp_class()
+    for name, original in _originals.items():
+        setattr(ddp_class, name, original)
+    _originals.clear()
+
+
+_ddp = Refcount(_arm, _disarm)  # Note [Armed while held]
 
 
 def _ddp_class() -> Any:

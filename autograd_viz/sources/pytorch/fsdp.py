@@ -44,7 +44,9 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
+from autograd_viz.sources.import_hooks import when_module_is_imported
 from autograd_viz.sources.pytorch.ddp import backend_of, name_comm_thread
+from autograd_viz.sources.refcount import Refcount
 from engine.activity import ACTIVITY
 from engine.events import HUB
 
@@ -52,7 +54,6 @@ _PARAM_GROUP = "torch.distributed.fsdp._fully_shard._fsdp_param_group"
 """The module whose import makes FSDP2 usable (it imports its collectives first)."""
 
 _lock = threading.Lock()
-_armed = 0
 _stop_waiting: Callable[[], None] | None = None
 _originals: list[tuple[type, str, Any]] = []
 _LOCAL = threading.local()  # .group: the FSDPParamGroup unsharding or reducing on this thread
@@ -65,34 +66,28 @@ def watch_fsdp() -> Callable[[], None]:
     Returns:
         A function that stops (once every caller has called its own).
     """
-    global _armed, _stop_waiting
-    from autograd_viz.sources.arming import when_module_is_imported
-
-    with _lock:
-        _armed += 1
-        first = _armed == 1
-    if first:
-        _stop_waiting = when_module_is_imported(_PARAM_GROUP, _patch)
-    released = False
-
-    def release() -> None:
-        global _armed, _stop_waiting
-        nonlocal released
-        if released:
-            return
-        released = True
-        with _lock:
-            _armed -= 1
-            if _armed:
-                return
-            stop, _stop_waiting = _stop_waiting, None
-            for owner, name, original in _originals:
-                setattr(owner, name, original)
-            _originals.clear()
-        if stop is not None:
-            stop()
-
+    release = _fsdp.hold()
+    assert release is not None  # waiting for the import always arms
     return release
+
+
+def _arm() -> None:
+    global _stop_waiting
+    _stop_waiting = when_module_is_imported(_PARAM_GROUP, _patch)
+
+
+def _disarm() -> None:
+    global _stop_waiting
+    with _lock:
+        stop, _stop_waiting = _stop_waiting, None
+        for owner, name, original in _originals:
+            setattr(owner, name, original)
+        _originals.clear()
+    if stop is not None:
+        stop()
+
+
+_fsdp = Refcount(_arm, _disarm)  # Note [Armed while held]
 
 
 def _patch(param_group: ModuleType) -> None:
@@ -104,7 +99,7 @@ def _patch(param_group: ModuleType) -> None:
     if collectives is None or group_class is None:
         return  # another FSDP2 than this was written for: it runs unwatched
     with _lock:
-        if _armed == 0 or _originals:
+        if _fsdp.holders == 0 or _originals:
             return
         for name in ("unshard", "post_backward"):
             original = group_class.__dict__.get(name)
