@@ -19,7 +19,7 @@ from autograd_viz.trace.readers import (
 )
 
 if TYPE_CHECKING:
-    from autograd_viz.trace.fast import Code
+    from autograd_viz.trace.codegen import Code
 
 
 class _Optional(Reader):

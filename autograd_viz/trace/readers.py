@@ -14,7 +14,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from autograd_viz.trace.fast import Code
+    from autograd_viz.trace.codegen import Code
 
 
 class SchemaError(ValueError):
