@@ -24,13 +24,14 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from autograd_viz.draw.graph_view import GraphViewError
 from autograd_viz.draw.showing import Choice
 from autograd_viz.trace import GraphTaskInfo, Trace
 from autograd_viz.trace.replay import ExecutionState
 from autograd_viz.trace.text import one_line, printable
 from autograd_viz.tui.canvas import draw_picture
 from autograd_viz.tui.later import PictureMaker, make_ahead, upcoming
-from autograd_viz.tui.pictures import Picture, Pictures
+from autograd_viz.tui.pictures import Item, Picture, Pictures
 
 LATER_NODES = 500
 """Graph tasks bigger than this have their pictures made in a thread (Note [Drawing a new
@@ -91,6 +92,9 @@ class DagView(ScrollView, can_focus=True):
         """Module calls closed with Enter (the level or the step would open them)."""
         self.unfolded: set[int] = set()
         """Fold groups opened with Enter."""
+        self.expanded: tuple[str, ...] = ()
+        """Names of the boxes opened with Enter, opened as ``--expand`` opens them (Note
+        [Enter is --expand] in :mod:`~autograd_viz.tui.pictures`)."""
 
     @property
     def wanted_width(self) -> int:
@@ -107,6 +111,7 @@ class DagView(ScrollView, can_focus=True):
         if self._pictures is None or self._pictures.task is not task:
             self._pictures = Pictures(trace, task)
             self.opened, self.closed, self.unfolded = set(), set(), set()
+            self.expanded = ()
         return self._pictures
 
     def with_pictures(
@@ -198,7 +203,9 @@ class DagView(ScrollView, can_focus=True):
         not made yet, the last one recoloured (or a line) while a thread makes it."""
         task = pictures.task
         focus = _focus(state, task)
-        choice = pictures.choice(self.opened, self.closed, self.unfolded, focus, state.step)
+        choice = pictures.choice(
+            self.opened, self.closed, self.unfolded, focus, state.step, self.expanded
+        )
         centre = focus if focus is not None else selected
         picture = pictures.kept(choice, centre)
         notices = []
@@ -258,6 +265,7 @@ class DagView(ScrollView, can_focus=True):
         if self._pictures is None or self._pictures.task is not task:
             self._pictures = pictures
             self.opened, self.closed, self.unfolded = set(), set(), set()
+            self.expanded = ()
         for then in waiting:
             then(pictures)
         if self._shown[0] is task:
@@ -283,25 +291,36 @@ class DagView(ScrollView, can_focus=True):
 
     def _make_ahead(self, pictures: Pictures, state: ExecutionState) -> None:
         """Make the pictures of the next nodes the replay reaches, one job each, while idle."""
-        shown = (frozenset(self.opened), frozenset(self.closed), frozenset(self.unfolded))
+        shown = self._opening_state()
         nodes = upcoming(state.trace, pictures.task, state.step)
 
         def make() -> Callable[[], None] | None:
             return again if make_ahead(pictures, nodes, *shown) else None
 
         def again() -> None:  # on the UI thread: the next one, unless the view moved on
-            now = (frozenset(self.opened), frozenset(self.closed), frozenset(self.unfolded))
+            now = self._opening_state()
             if pictures is self._pictures and now == shown and self.display:
                 self.maker.ahead(make)
 
         self.maker.ahead(make)
+
+    def _opening_state(
+        self,
+    ) -> tuple[frozenset[int], frozenset[int], frozenset[int], tuple[str, ...]]:
+        return (
+            frozenset(self.opened),
+            frozenset(self.closed),
+            frozenset(self.unfolded),
+            self.expanded,
+        )
 
     def _redraw(self) -> None:
         task, state, path = self._shown
         self.show(task, state, self._selected, path)
 
     def action_open_or_close(self) -> None:
-        """Open the box the selection is in, or close the innermost module around it."""
+        """Open the box the selection is in, or close the module around it (Note [Enter is
+        --expand] in :mod:`~autograd_viz.tui.pictures`)."""
         picture, pictures, selected = self._picture, self._pictures, self._selected
         if picture is None or pictures is None or selected is None:
             return
@@ -319,21 +338,49 @@ class DagView(ScrollView, can_focus=True):
             )
             return
         if item.is_box:
-            if item.group is not None:
-                self.unfolded.add(item.group)
-            self.opened.update(item.scopes)
-            self.closed.difference_update(item.scopes)
+            self._expand(pictures, item)
         else:
             key = pictures.key_of.get(selected)
             scope = tree.scope_of.get(key) if key is not None else None
             if scope is None:
                 return
-            group = tree.group_of.get(scope)
-            if group is not None and group in self.unfolded:
-                self.unfolded.discard(group)
-            self.opened.discard(scope)
-            self.closed.add(scope)
+            self._close(pictures, scope)
         self._redraw()
+
+    def _expand(self, pictures: Pictures, item: Item) -> None:
+        """Open box ``item`` as ``--expand`` of its name does (Note [Enter is --expand])."""
+        try:
+            pictures.resolve(item.name)
+        except GraphViewError:  # a name no reader reads back: open what the box holds
+            if item.group is not None:
+                self.unfolded.add(item.group)
+            self.opened.update(item.scopes)
+        else:
+            if item.name not in self.expanded:
+                self.expanded = (*self.expanded, item.name)
+        self.closed.difference_update(item.scopes)
+
+    def _close(self, pictures: Pictures, scope: int) -> None:
+        """Close what the Enter that opened call ``scope`` opened (one Enter opens, one
+        closes); a call opened otherwise (by the level, the step) is shut, its fold folded."""
+        tree = pictures.tree
+        around = set(tree.ancestors(scope))
+        kept = []
+        for name in self.expanded:
+            target = pictures.resolve(name)
+            named = set(target.scopes)
+            if target.group is not None:
+                named.update(tree.groups[target.group].scopes)
+            if not named & around:
+                kept.append(name)
+        if len(kept) != len(self.expanded):
+            self.expanded = tuple(kept)
+            return
+        group = tree.group_of.get(scope)
+        if group is not None:
+            self.unfolded.discard(group)
+        self.opened.discard(scope)
+        self.closed.add(scope)
 
     def action_pick(self, delta: int) -> None:
         """Select the next (or previous) label of the drawing, in reading order."""

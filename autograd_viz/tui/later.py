@@ -151,11 +151,12 @@ def make_ahead(
     opened: frozenset[int],
     closed: frozenset[int],
     unfolded: frozenset[int],
+    expanded: tuple[str, ...] = (),
 ) -> bool:
     """Make the first picture not made yet of those the view would draw at ``nodes`` (node
     ids, each with its step); ``True`` if one was made (call again for the next)."""
     for node, step in nodes:
-        choice = pictures.choice(opened, closed, unfolded, node, step)
+        choice = pictures.choice(opened, closed, unfolded, node, step, expanded)
         if pictures.kept(choice, node) is None:
             pictures.picture(choice, node)
             return True

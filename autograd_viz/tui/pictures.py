@@ -97,6 +97,20 @@ class Picture:
     (with the count of events read then: a live trace grows)."""
 
 
+# Note [Enter is --expand]
+# ~~~~~~~~~~~~~~~~~~~~~~~~
+# Opening a box in the terminal is ``dot --expand`` of the box's name: the
+# name the box shows is read back (:class:`~autograd_viz.draw.names.Names`,
+# as ``--expand`` and ``/`` read it) and handed to
+# :func:`~autograd_viz.draw.choosing.choose` as a target, so both open the
+# same calls. A call of a fold opens alone, its alike siblings staying one box
+# (``layers.{0..2,4..11}`` × 11), and a fold opens its representative, the
+# first repetition, whole, beside one box for the others (``split``, as
+# ``--around`` draws a fold), so a 12-layer model opened is one layer's inside
+# and one box, not twelve insides. Enter on a node drawn inside an open call
+# closes that call (the name that opened it is forgotten, or the call is shut).
+
+
 class Pictures:
     """The pictures of one graph task: its module tree, and a picture per choice, kept."""
 
@@ -140,19 +154,28 @@ class Pictures:
         unfolded: Iterable[int],
         focus: int | None,
         step: int | None = None,
+        expanded: Iterable[str] = (),
     ) -> Choice | None:
-        """Which calls are open: the default level, ``opened`` and ``closed`` by the user
-        (scope indices), ``unfolded`` fold groups, and ``focus``'s modules; after ``step``
-        events, a fold's calls are one box per status (Note [A box is one status] in
-        :mod:`~autograd_viz.draw.choosing`)."""
+        """Which calls are open: the default level, ``expanded`` names (as ``--expand`` opens
+        them: Note [Enter is --expand]), ``opened`` and ``closed`` by the user (scope indices),
+        ``unfolded`` fold groups, and ``focus``'s modules; after ``step`` events, a fold's
+        calls are one box per status (Note [A box is one status] in
+        :mod:`~autograd_viz.draw.choosing`).
+
+        Raises:
+            GraphViewError: a name in ``expanded`` names nothing.
+        """
         if not self.tree.scopes:
             return None
+        targets = [self.names.resolve(name) for name in expanded]
         key = self.key_of.get(focus) if focus is not None else None
         status = None
         if step is not None and self.tree.groups:
             status = self._statuses_at(step)
         chosen = showing.choose(
             self.tree,
+            expand=targets,
+            split=True,  # see Note [Enter is --expand]
             open=opened,
             unfold=unfolded,
             focus=[key] if key is not None else [],

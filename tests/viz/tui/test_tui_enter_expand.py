@@ -1,0 +1,86 @@
+"""Enter in the drawn DAG opens a box as ``--expand`` of its name does, and closes it again."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from textual.pilot import Pilot
+
+import autograd_viz
+from autograd_viz.trace import Trace
+from tests.viz.tui.test_tui_modules import blocks, dag_of
+from tests.viz.tui.test_tui_tree_folds import screen_lines
+from tests.viz.tui.tuiting import node_list, replay_app, run_app
+
+SIZE = (120, 40)
+
+
+@pytest.fixture(scope="module")
+def trace() -> Trace:
+    with autograd_viz.record() as recorded:
+        blocks(12)
+    return recorded
+
+
+def made_in(trace: Trace, path: str) -> list[int]:
+    """The ids of the nodes made in module ``path`` (its calls' included), leaves left out."""
+    (task,) = trace.graph_tasks.values()
+    return [
+        n.id
+        for n in task.nodes.values()
+        if n.leaf is None and any(scope[0] == path for scope in n.scope)
+    ]
+
+
+def test_enter_opens_a_fold_s_first_call_whole_and_closes_it(trace: Trace) -> None:
+    app = replay_app(trace)
+    in_layer = {layer: made_in(trace, f"model.{layer}") for layer in ("layers.0", "layers.3")}
+
+    async def actions(pilot: Pilot[Any]) -> None:
+        await pilot.press("v", "v")
+        dag = dag_of(app)
+        assert dag.has_focus
+        drawn = "\n".join(screen_lines(dag))
+        assert "model.layers.{0..11} ×12" in drawn
+        node_list(app).select(in_layer["layers.3"][0])  # the fold's box is selected
+        await pilot.pause()
+        await pilot.press("enter")
+        await pilot.pause()
+        assert dag.expanded == ("model.layers.{0..11}",)  # the name --expand reads
+        drawn = "\n".join(screen_lines(dag))
+        # The first call open, whole (its Linear's nodes drawn), the eleven others one box.
+        assert "model.layers.{1..11} ×11" in drawn
+        picture = dag.picture
+        assert picture is not None
+        for node in in_layer["layers.0"]:
+            assert not picture.items[picture.item_of[node]].is_box
+        assert all(picture.items[picture.item_of[n]].is_box for n in in_layer["layers.3"])
+        node_list(app).select(in_layer["layers.0"][0])
+        await pilot.pause()
+        await pilot.press("enter")  # on a node of the opened call: it closes
+        await pilot.pause()
+        assert dag.expanded == ()
+        drawn = "\n".join(screen_lines(dag))
+        assert "model.layers.{0..11} ×12" in drawn
+
+    run_app(app, actions, size=SIZE)
+
+
+def test_enter_on_one_call_of_a_fold_opens_that_call_alone(trace: Trace) -> None:
+    app = replay_app(trace)
+    layer3 = made_in(trace, "model.layers.3")
+
+    async def actions(pilot: Pilot[Any]) -> None:
+        await pilot.press("v", "v")
+        dag = dag_of(app)
+        dag.expanded = ("model.layers.3",)  # as Enter leaves it on that call's box
+        node_list(app).select(layer3[0])
+        await pilot.pause()
+        picture = dag.picture
+        assert picture is not None
+        assert all(not picture.items[picture.item_of[n]].is_box for n in layer3)
+        drawn = "\n".join(screen_lines(dag))
+        assert "model.layers.{0..2,4..11} ×11" in drawn  # its alike siblings stay one box
+
+    run_app(app, actions, size=SIZE)
