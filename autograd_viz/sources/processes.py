@@ -671,6 +671,11 @@ def report_child(
         "events": events,
         "clock": process["clock"],
     }
+    if not os.path.isdir(settings.job):
+        # The watching command has ended and read what it could (a child that outlives it,
+        # as a spawned rank stopped only when its parent died): nobody is left to tell, and
+        # the trace is where the command said the calls it wrote are.
+        return
     target = os.path.join(settings.job, f"{process['pid']}.json")
     with open(f"{target}.tmp", "w", encoding="utf-8") as f:
         json.dump(report, f)

@@ -75,3 +75,21 @@ def test_grads_stopped_by_a_signal_reports_the_calls_that_finished(
     assert done.returncode == _ended_by(signum), done.stderr
     assert "every trainable parameter got a gradient in 3 backward calls" in done.stdout
     assert "gradient flow, backward call 2" in done.stdout
+
+
+def test_a_child_that_outlives_its_watching_command_ends_without_a_word(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A spawned rank is stopped only once its parent, stopped by a signal, has died (PyTorch
+    sets the parent's death signal): its trace is saved where the parent said the calls it
+    wrote are, and its report, which nobody is left to read, is not an error."""
+    from autograd_viz.sources.processes import ChildSettings, process_info, report_child
+
+    gone = tmp_path / "job"  # the parent removed its job's directory as it ended
+    settings = ChildSettings(command="record", job=str(gone), output=None, max_values=16)
+    report_child(settings, process_info(None), str(tmp_path / "t.jsonl"), 3, 40)
+    assert not gone.exists()
+    assert capsys.readouterr() == ("", "")
+    gone.mkdir()  # while the parent runs, the report is left for it
+    report_child(settings, process_info(None), str(tmp_path / "t.jsonl"), 3, 40)
+    assert [p.name for p in gone.iterdir()] == [f"{os.getpid()}.json"]
