@@ -306,8 +306,10 @@ def test_watch_nan_on_our_engine_never_imports_torch() -> None:
 
 
 def test_run_stops_at_a_forward_birth_with_f() -> None:
+    """f stops where the forward birth's values reach the loss, before the backward runs,
+    naming the birth (Note [Breaking where a value reaches something])."""
     from autograd_viz.cli.tui import _run_checked
-    from autograd_viz.live import LiveSession
+    from autograd_viz.live import LiveSession, born_where
     from autograd_viz.tui.driver import Breakpoints
 
     name = "torch_nan_softmax_overflow"
@@ -317,11 +319,10 @@ def test_run_stops_at_a_forward_birth_with_f() -> None:
         session.add_breakpoint(predicate=marks.matches)
         hit = session.continue_(timeout=60)
         assert hit is not None
-        assert (hit.kind, hit.data["phase"], hit.data["aten_op"]) == (
-            "anomaly",
-            "forward",
-            "aten.exp.default",
-        )
+        assert (hit.kind, hit.data["phase"], hit.data["reached"]) == ("anomaly", "forward", "loss")
+        born = born_where(session.trace.events, hit)
+        assert born is not None and born.startswith("Inf born in aten.exp.default at ")
+        assert f"{name}.py:{_marked_line(name)}" in born
         assert session.trace.graph_tasks == {}  # stopped in the forward, before any backward
         session.run_to_end(timeout=60)
 
