@@ -8,6 +8,19 @@ from before the module's own forward pre-hooks to after its own forward hooks
 computes is charged to its module, and so are the two nodes its backward
 hooks run in.
 
+Note [A module called by its model's method]
+~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+Paths are the names ``named_modules()`` of the outermost module called gives.
+But a model's own method may call a part of it outermost: transformers'
+``generate()`` runs ``self.encoder(...)`` once, then the whole model per
+token. Named from the encoder, its blocks would be ``block.0``, where the
+same blocks are ``encoder.block.0`` in the model's own forward and in its
+``state_dict``. So an outermost call is named from the module whose method
+called it, found on the stack (the innermost frame whose ``self`` is a
+module holding it), and only then from itself. The stack is walked once per
+outermost call (about 20 µs on a 45-frame stack of methods, measured here);
+the paths of each root are computed once (weakly cached).
+
 Note [Fast paths]
 ~~~~~~~~~~~~~~~~~
 With any TorchFunctionMode active, PyTorch's has_torch_function() is true, and
@@ -23,6 +36,7 @@ from __future__ import annotations
 import sys
 import threading
 import weakref
+from types import FrameType
 from typing import Any
 
 import torch
@@ -102,13 +116,32 @@ class ModuleHooks:
             torch._C._pop_torch_function_stack()
             local.aside_at = len(local.modules)
         if not local.modules:
-            names = self._names.get(module)
-            if names is None:
-                names = self._names[module] = module_paths(module)
-            local.names = names
+            local.names = self._paths(self._holder(module, sys._getframe(1)) or module)
         local.modules.append(local.names.get(id(module)) or type(module).__name__)
         local.calls.append(id(module))
         self._ends.opened(module)
+
+    def _paths(self, root: torch.nn.Module) -> dict[int, str]:
+        names = self._names.get(root)
+        if names is None:
+            names = self._names[root] = module_paths(root)
+        return names
+
+    def _holder(self, module: torch.nn.Module, frame: FrameType | None) -> torch.nn.Module | None:
+        """The module whose method, running on this stack, called ``module`` outermost
+        and holds it: the innermost such (Note [A module called by its model's method])."""
+        while frame is not None:
+            code = frame.f_code
+            if code.co_argcount and code.co_varnames[0] == "self":
+                owner = frame.f_locals.get("self")
+                if (
+                    owner is not module
+                    and isinstance(owner, torch.nn.Module)
+                    and id(module) in self._paths(owner)
+                ):
+                    return owner
+            frame = frame.f_back
+        return None
 
     def _leave(self, module: torch.nn.Module, args: Any, output: Any) -> None:
         if is_compiling() or self._ends.owns(module):
