@@ -263,6 +263,10 @@ class VizApp(App[int]):
 
     on_dag_view_widened = _fit_graph
 
+    @while_open
+    def on_dag_view_toggled(self, _: Message) -> None:
+        self.refresh_status()  # the inspector says the box the node is in, if it still is
+
     # -- the view ------------------------------------------------------------------------
     @while_open
     def refresh_view(self, *, follow: bool = False) -> None:
@@ -315,7 +319,21 @@ class VizApp(App[int]):
             self.message,
             bool(self.output),
             self.answerer.waiting,
+            *self._under_focus(),
         )
+
+    def _under_focus(self) -> tuple[str, tuple[str, bool] | None, str]:
+        """For the inspector's hints: the panel with the focus, the call or fold row under the
+        node list's cursor, the drawn box holding the selected node."""
+        nodes, dag = self.query_one(NodeList), self.query_one(DagView)
+        focused = self.focused
+        focus = "nodes" if focused is nodes else "dag" if focused is dag else ""
+        heading = nodes.heading if nodes.display else None
+        return focus, heading, dag.box if dag.display else ""
+
+    def on_descendant_focus(self, _: events.DescendantFocus) -> None:
+        if self.shown is not None and not self.closing:
+            self.refresh_status()  # the inspector's hints follow the focus
 
     def shown_task(self, state: ExecutionState) -> GraphTaskInfo | None:
         """The graph task in the node list: the pinned one, or the current step's."""
@@ -327,9 +345,9 @@ class VizApp(App[int]):
     def on_row_list_highlighted(self, message: RowList.Highlighted) -> None:
         if isinstance(message.rows, NodeList):
             state = self.driver.state()
-            self.refresh_inspector(state)
             dag = self.query_one(DagView)
             dag.show(self.shown_task(state), state, message.rows.selected, self.path)
+            self.refresh_inspector(state)  # after the drawing: it says the box the node is in
 
     @while_open
     def on_dag_view_picked(self, message: DagView.Picked) -> None:

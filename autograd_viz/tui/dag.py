@@ -31,7 +31,7 @@ from autograd_viz.trace.replay import ExecutionState
 from autograd_viz.trace.text import one_line, printable
 from autograd_viz.tui.canvas import draw_picture
 from autograd_viz.tui.later import PictureMaker, make_ahead, upcoming
-from autograd_viz.tui.pictures import Item, Picture, Pictures
+from autograd_viz.tui.pictures import Item, Picture, Pictures, box_text
 
 LATER_NODES = 500
 """Graph tasks bigger than this have their pictures made in a thread (Note [Drawing a new
@@ -59,6 +59,9 @@ class DagView(ScrollView, can_focus=True):
             super().__init__()
             self.node_id = node_id
             """The node to select."""
+
+    class Toggled(Message):
+        """Enter opened or closed a box."""
 
     class Widened(Message):
         """The drawing's width changed: the app may give the view more columns."""
@@ -100,6 +103,16 @@ class DagView(ScrollView, can_focus=True):
     def wanted_width(self) -> int:
         """Columns the drawing takes whole (with the scroll bar)."""
         return self.virtual_size.width + 1
+
+    @property
+    def box(self) -> str:
+        """The box the selected node is drawn in, as drawn (``""``: none, or a node drawn as
+        itself)."""
+        picture, selected = self._picture, self._selected
+        if picture is None or selected is None or selected not in picture.item_of:
+            return ""
+        item = picture.items[picture.item_of[selected]]
+        return box_text(item) if item.is_box else ""
 
     @property
     def picture(self) -> Picture | None:
@@ -346,6 +359,7 @@ class DagView(ScrollView, can_focus=True):
                 return
             self._close(pictures, scope)
         self._redraw()
+        self.post_message(self.Toggled())
 
     def _expand(self, pictures: Pictures, item: Item) -> None:
         """Open box ``item`` as ``--expand`` of its name does (Note [Enter is --expand])."""

@@ -110,6 +110,16 @@ class NodeList(RowList):
         return None if listing is None else listing.width + 1
 
     @property
+    def heading(self) -> tuple[str, bool] | None:
+        """The module call's or fold's row under the cursor (its words, whether it is open);
+        ``None`` on a node or a topological heading."""
+        rows = self.rows
+        row = rows[self.cursor] if 0 <= self.cursor < len(rows) else None
+        if row is None or (row.scope is None and row.group is None):
+            return None
+        return row.heading, row.is_open
+
+    @property
     def selected(self) -> int | None:
         """The node under the cursor (``None`` on a heading or when empty)."""
         rows = self.rows

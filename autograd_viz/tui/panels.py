@@ -227,14 +227,39 @@ def _short_path(file: str) -> str:
     return file if relative.startswith("..") else relative
 
 
-def inspect_nothing(trace: Trace, state: ExecutionState) -> RenderableType:
-    """What the inspector says when no node is selected."""
+FOCUS_HINTS = {
+    "nodes": "Select a node to inspect it: ↑ ↓ in the node list (or click one).",
+    "dag": "Select a node to inspect it: ← → in the drawing, Enter opens a box.",
+    "": "Select a node to inspect it: Tab to the node list, then ↑ ↓ (or click one).",
+}
+"""What the inspector says with no node selected, by the panel that has the focus."""
+
+
+def inspect_nothing(
+    trace: Trace, state: ExecutionState, focus: str = "", heading: tuple[str, bool] | None = None
+) -> RenderableType:
+    """What the inspector says when no node is selected: the call or fold row under the
+    node list's cursor (``heading``: its words, whether it is open) and what Enter does to
+    it, else how to select one from the panel that has the ``focus``."""
     if not trace.graph_tasks:
         return Text("Waiting for the first backward call…", style="dim italic")
-    return Text(
-        "Select a node to inspect it: Tab to the node list, then ↑ ↓ (or click one).",
-        style="dim italic",
-    )
+    if heading is not None:
+        words, is_open = heading
+        text = Text("▾ " if is_open else "▸ ", style="bold cyan").append(words, style="bold")
+        what = (
+            "Enter closes it; its nodes and calls are listed below it"
+            if is_open
+            else "Enter opens it: its nodes and calls are listed below it"
+        )
+        return text.append(f"\n{what}; ↑ ↓ to a node to inspect it.", style="dim italic")
+    return Text(FOCUS_HINTS.get(focus, FOCUS_HINTS[""]), style="dim italic")
+
+
+def in_box(box: str) -> Text:
+    """The line above a node the drawing shows inside a box: which box, and what Enter does."""
+    text = Text("drawn in the box ", style="dim italic")
+    text.append(box, style="bold cyan")
+    return text.append(" · Enter opens it, ← → the next in the drawing\n", style="dim italic")
 
 
 def short_thread(name: str) -> str:

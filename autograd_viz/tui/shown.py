@@ -31,7 +31,13 @@ from autograd_viz.trace.replay import ExecutionState
 from autograd_viz.trace.text import one_line
 from autograd_viz.tui.driver import Driver
 from autograd_viz.tui.findings import NanFindings
-from autograd_viz.tui.panels import inspect_node, inspect_nothing, queues_view, threads_view
+from autograd_viz.tui.panels import (
+    in_box,
+    inspect_node,
+    inspect_nothing,
+    queues_view,
+    threads_view,
+)
 from autograd_viz.tui.text import non_finite
 
 STATUS_LIMIT = 500
@@ -64,6 +70,12 @@ class Shown:
     """The program has printed something (``o`` shows it)."""
     reading: bool = False
     """The program waits for a line (``i`` types it)."""
+    focus: str = ""
+    """The panel that has the focus: ``"nodes"``, ``"dag"``, or ``""`` for another."""
+    heading: tuple[str, bool] | None = None
+    """The module call's or fold's row under the node list's cursor, and whether it is open."""
+    box: str = ""
+    """The box of the drawn DAG the selected node is drawn in (the drawing shown)."""
 
 
 def task_title(task: GraphTaskInfo | None, state: ExecutionState, *, pinned: bool) -> str:
@@ -159,7 +171,7 @@ class Inspector(ShownPanel):
     def key(self, shown: Shown) -> object:
         task, node_id, state = shown.task, shown.selected, shown.state
         if task is None or node_id is None or node_id not in task.nodes:
-            return bool(shown.driver.trace.graph_tasks)
+            return (bool(shown.driver.trace.graph_tasks), shown.focus, shown.heading)
         try:
             node_state = state.node(node_id, task.id)
         except KeyError:
@@ -168,17 +180,18 @@ class Inspector(ShownPanel):
         findings: tuple[Finding, ...] = ()
         if node_id in shown.flagged or (node_state is not None and non_finite(node_state)):
             findings = shown.findings.at(shown.driver.trace, task.id, node_id, state.step)
-        return (task.id, node_id, node_state, breakpoint_, findings)
+        return (task.id, node_id, node_state, breakpoint_, findings, shown.box)
 
     def draw(self, shown: Shown) -> Any:
         key = self._drawn  # the key just worked out (see ShownPanel.watch_shown)
-        if not isinstance(key, tuple):
-            return inspect_nothing(shown.driver.trace, shown.state)
+        if not isinstance(key, tuple) or len(key) == 3:
+            return inspect_nothing(shown.driver.trace, shown.state, shown.focus, shown.heading)
         assert shown.task is not None
-        _, node_id, node_state, breakpoint_, findings = key
+        _, node_id, node_state, breakpoint_, findings, box = key
         info = shown.task.nodes[node_id]
         values = values_recorded(shown.driver.trace.header)
-        return inspect_node(info, node_state, shown.task, breakpoint_, findings, values)
+        node = inspect_node(info, node_state, shown.task, breakpoint_, findings, values)
+        return Group(in_box(box), node) if box else node
 
 
 class StatusBar(Static):

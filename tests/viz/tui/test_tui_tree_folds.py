@@ -12,7 +12,7 @@ from textual.widget import Widget
 import autograd_viz
 from autograd_viz.trace import Trace
 from tests.viz.tui.test_tui_modules import blocks
-from tests.viz.tui.tuiting import node_list, replay_app, run_app
+from tests.viz.tui.tuiting import inspector, node_list, replay_app, run_app
 
 SIZE = (120, 40)
 
@@ -101,5 +101,40 @@ def test_the_step_opens_the_calls_around_its_node_and_closes_them_when_it_leaves
                 open_layers = [line for line in lines if re.search(r"▾ model\.layers\.\d+ ·", line)]
                 assert len(open_layers) <= 1  # the one the step is in, the others closed
         assert len(seen) > 1  # the backward went through more than one layer
+
+    run_app(app, actions, size=SIZE)
+
+
+def test_the_inspector_s_hints_follow_the_focus_and_what_is_under_it(trace: Trace) -> None:
+    app = replay_app(trace)
+    task = next(iter(trace.graph_tasks.values()))
+    layer3 = [
+        n.id
+        for n in task.nodes.values()
+        if n.leaf is None and any(s[0] == "model.layers.3" for s in n.scope)
+    ]
+
+    async def actions(pilot: Pilot[Any]) -> None:
+        await pilot.press("v")
+        nodes = node_list(app)
+        lines = screen_lines(nodes)
+        nodes.move_to(row_of(lines, "model.layers.{0..11} × 12"))
+        await pilot.pause()
+        said = " ".join(inspector(app).split())
+        assert "▸ model.layers.{0..11} × 12 · Block · 72 nodes" in said
+        assert "Enter opens it" in said and "Tab to the node list" not in said
+        await pilot.press("enter")
+        said = " ".join(inspector(app).split())
+        assert "▾ model.layers.{0..11} × 12" in said and "Enter closes it" in said
+        await pilot.press("v")  # the drawing, which takes the focus
+        nodes.select(layer3[0])
+        await pilot.pause()
+        said = " ".join(inspector(app).split())
+        assert "drawn in the box model.layers.{0..11} ×12 · Enter opens it" in said
+        await pilot.press("enter")  # the fold's first call opens; layers.3 is in the others' box
+        await pilot.pause()
+        said = " ".join(inspector(app).split())
+        assert "drawn in the box model.layers.{1..11} ×11" in said
+        assert task.nodes[layer3[0]].name in said
 
     run_app(app, actions, size=SIZE)
