@@ -201,9 +201,7 @@ def module_rows(
             kind = f" · {printable(item.kind)}" if item.kind else ""
             count = _nodes(sizes[item.index])
             heading = f"{printable(item.name)} × {item.count}{kind} · {count}"
-            rows.append(
-                Row(None, depth, heading, prefix, group=item.index, is_open=unfolded)
-            )
+            rows.append(Row(None, depth, heading, prefix, group=item.index, is_open=unfolded))
             if unfolded:
                 calls = [tree.scopes[i] for i in item.scopes]
                 for i, call in enumerate(reversed(calls)):
