@@ -120,8 +120,9 @@ class _QuietAnomaly:
         """Take the filter out again."""
         with self._lock:
             entry, self._filter = self._filter, None
-        if entry is not None and entry in warnings.filters:
-            warnings.filters.remove(entry)
+        filters: list[Any] = warnings.filters  # type: ignore[assignment]  # a list at run time
+        if entry is not None and entry in filters:
+            filters.remove(entry)
             warnings._filters_mutated()  # type: ignore[attr-defined]
 
 
