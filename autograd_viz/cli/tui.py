@@ -46,6 +46,8 @@ from autograd_viz.trace.text import printable
 
 if TYPE_CHECKING:
     from autograd_viz.live import LiveSession
+    from autograd_viz.sources.calls import CallSelection
+    from autograd_viz.sources.processes import ChildReport
     from autograd_viz.trace import Trace
     from autograd_viz.tui.app import VizApp
     from autograd_viz.tui.driver import Driver, LiveDriver
@@ -109,15 +111,24 @@ def run_live(args: argparse.Namespace) -> int:
             "the TUI steps a call node by node as it runs: --observe calls watches no node; "
             "use it with --print, or record with it and open the trace (tui TRACE)"
         )
+    children = _Children(output, calls, args.values)
     session = LiveSession(
-        functools.partial(_run_checked, script, script_args), calls=calls, values=args.values
+        functools.partial(_run_checked, script, script_args, children),
+        calls=calls,
+        values=args.values,
     )
+    children.trace = session.trace
     driver = LiveDriver(session, attached=True)
     driver.breakpoints.non_finite = args.anomaly
-    return run_beside(driver, script, output=output)
+    return run_beside(driver, script, output=output, children=children)
 
 
-def run_beside(driver: LiveDriver, source: str, output: str | None = None) -> int:
+def run_beside(
+    driver: LiveDriver,
+    source: str,
+    output: str | None = None,
+    children: _Children | None = None,
+) -> int:
     """Run the driver's program here, on the main thread, with the TUI on a thread beside it.
 
     Returns when both have ended: the program's exit status (see :func:`run_live`).
@@ -131,6 +142,8 @@ def run_beside(driver: LiveDriver, source: str, output: str | None = None) -> in
             session.
         source: the script, as the TUI's title names it.
         output: where to write what the session kept once it ends, if anywhere.
+        children: the program's child processes, followed as ``record`` follows them
+            (Note [The TUI's program starts processes]); said once the session ends.
 
     Raises:
         CommandError: the TUI failed, or ``output`` could not be written.
@@ -193,8 +206,12 @@ def run_beside(driver: LiveDriver, source: str, output: str | None = None) -> in
         if not thread.is_alive():  # the TUI gave the streams back, or never started
             give_back()
         session.stop()
-        if output is not None:
+        # A program whose children made every call (torchrun) leaves no empty file of its own.
+        theirs = children is not None and children.reports and not session.trace.graph_tasks
+        if output is not None and not theirs:
             unsaved = _save_session(session, output)
+        if children is not None:
+            children.say()
     if signals.signum is not None:
         if unsaved is not None:
             note(unsaved)
@@ -373,16 +390,101 @@ def _write_all(fd: int, data: bytes) -> None:
             data = data[os.write(fd, data) :]
 
 
-def _run_checked(script: str, args: list[str]) -> int:
-    """Run the script with the NaN checks on, so that ``f`` stops at a forward finding too."""
+def _run_checked(script: str, args: list[str], children: _Children | None = None) -> int:
+    """Run the script with the NaN checks on, so that ``f`` stops at a forward finding too,
+    and its child processes followed (Note [The TUI's program starts processes])."""
     from autograd_viz.nan.watch import nan_checks
     from autograd_viz.sources.script import ScriptFailedError, run_script
 
-    with nan_checks():
+    with nan_checks(), children.followed() if children else contextlib.nullcontext():
         try:
             return run_script(script, args)
         except ScriptFailedError as exc:
             raise exc.exception from None
+
+
+class _Children:
+    """The processes the TUI's program starts, recorded as ``record`` records them.
+
+    Note [The TUI's program starts processes]
+    ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+    The TUI steps one process: the program's own. Its children (torchrun's
+    workers, ``torch.multiprocessing.spawn``'s ranks, ``multiprocessing``'s
+    spawned processes) are armed through the environment as ``record`` arms
+    them (Note [Children armed by the environment] in
+    :mod:`autograd_viz.sources.processes`): each records its own calls, with
+    the session's ``--steps``, ``--every``, ``--last`` and ``--values``, and
+    with ``-o T.jsonl`` writes them to its own file (``T.rank1.jsonl``), which
+    ``replay`` opens beside the others. Without ``-o`` nothing of theirs is
+    kept, and one line says how many calls they made and how to keep them. A
+    forked child is the program's copy, without a TUI: it runs unwatched and
+    says so (Note [Whose work a session gates] in :mod:`autograd_viz.live.gate`).
+    """
+
+    def __init__(self, output: str | None, calls: CallSelection, values: str | None) -> None:
+        self.output = output
+        self.calls = calls
+        self.values = values or "all"
+        self.trace: Trace | None = None
+        """The session's trace, which a forked child empties (it records nothing there)."""
+        self.reports: list[ChildReport] = []
+        self.unfinished: list[tuple[int, str]] = []
+
+    @contextlib.contextmanager
+    def followed(self) -> Iterator[None]:
+        """Follow the children started inside the block; read what they left as it ends."""
+        from autograd_viz.sources.processes import follow_children
+        from autograd_viz.trace import DEFAULT_MAX_VALUES, Trace
+
+        calls = self.calls
+        with follow_children(
+            "record",
+            self.trace if self.trace is not None else Trace(),
+            self.output,
+            DEFAULT_MAX_VALUES,
+            calls={"steps": calls.steps, "every": calls.every, "last": calls.last},
+            values=self.values,
+        ) as job:
+            try:
+                yield
+            finally:
+                self.reports = job.reports()
+                self.unfinished = job.unfinished()
+
+    def say(self) -> None:
+        """One line per child's trace, or one line for them all without ``-o``."""
+        from autograd_viz.trace.text import count_words, shown
+
+        reports = self.reports
+        if reports and self.output is None:
+            calls = sum(child.graph_tasks for child in reports)
+            note(
+                f"{count_words(len(reports), 'child process', 'child processes')} made "
+                f"{count_words(calls, 'graph task')} of backward work, not shown (the TUI "
+                "steps this process): add -o TRACE to keep each one's trace"
+            )
+            return
+        for child in reports:
+            note(
+                f"{_who(child)} recorded {count_words(child.graph_tasks, 'graph task')} to "
+                f"{shown(child.path)}"
+            )
+        for pid, path in self.unfinished:
+            note(
+                f"process {pid} ended before finishing its trace; the calls it wrote are in "
+                f"{shown(path)}"
+            )
+        if len(reports) > 1:
+            paths = " ".join(shown(child.path) for child in reports)
+            note(f"step them side by side with '{PROG} replay {paths}'")
+
+
+def _who(child: ChildReport) -> str:
+    """``rank 1 of 2``, or ``process 4242`` without a rank."""
+    if child.rank is None:
+        return f"process {child.pid}"
+    size = f" of {child.world_size}" if child.world_size is not None else ""
+    return f"rank {child.rank}{size}"
 
 
 def run_replay(args: argparse.Namespace) -> int:
