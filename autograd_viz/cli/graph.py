@@ -94,6 +94,15 @@ def add_graph_options(parser: argparse.ArgumentParser, animate: bool = False) ->
             "'all' draws every node without module boxes; may be repeated"
         ),
     )
+    if not animate:
+        parser.add_argument(
+            "--leaves",
+            action="store_true",
+            help=(
+                "draw as before each fold opened one call: every fold one box, and calls that "
+                "hold no calls opened by the level too"
+            ),
+        )
     parser.add_argument(
         "--depth",
         type=_count,
@@ -364,6 +373,7 @@ def _view(trace: Trace, step: int, args: argparse.Namespace) -> GraphView:
             max_nodes=args.max_nodes,
             level=args.level,
             expand=args.expand,
+            leaves=getattr(args, "leaves", False),
         )
     except dot.GraphViewError as exc:
         raise CommandError(str(exc)) from None

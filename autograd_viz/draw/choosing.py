@@ -68,6 +68,7 @@ def choose(
     max_boxes: int = MAX_BOXES,
     split: bool = False,
     status: Callable[[int], BoxStatus] | None = None,
+    represent: bool = False,
 ) -> Choice:
     """Which calls to open and which folds to unfold.
 
@@ -94,6 +95,10 @@ def choose(
             calls differ in status is drawn as one box per status (Note [A box is one
             status]). Without it (no step, or an animation whose boxes stay in place),
             a fold is one box.
+        represent: each fold drawn inside an open call (or at the top) opens one
+            representative call, the first, as deep as the level opens calls that no
+            fold holds; its other calls stay one box with their count (Note [A fold
+            shows its inside once]).
     """
     opened: set[int] = set()
     crowded: list[int] = []
@@ -134,7 +139,12 @@ def choose(
     if level is None:
         level = min(tree.default_level(max_boxes, frozen), MAX_NESTING)
     # See Note [What a level opens].
+    asked = set(opened)
     opened.update(s.index for s in tree.scopes if s.depth <= level and s.index not in tree.folded)
+    if represent:
+        _represent(tree, level, opened, frozen, held)
+        # See Note [A fold shows its inside once]: calls holding no calls stay boxes.
+        opened = {i for i in opened if i in asked or tree.scopes[i].children}
     if tree.max_depth > MAX_NESTING:  # Note [Frames nest at most MAX_NESTING deep]
         opened = {i for i in opened if tree.scopes[i].depth <= MAX_NESTING}
     kept = {g: frozenset(r) for g, r in held.items() if g not in frozen}
@@ -154,6 +164,73 @@ def choose(
 # calls as boxes rather than opening each (every one a frame), and is kept to
 # the budget the same way. ``--max-nodes N`` is the way to draw more: it sets
 # the number drawn.
+
+
+# Note [Opening is one model]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# Every picture opens a call the same way, whoever asks: ``--expand NAME``,
+# ``--around NAME``, a step's focus and the TUI's Enter (:func:`open_call`).
+# Opening a call of a fold opens exactly that call, whole; the fold's other
+# calls stay one box with their count (``h.{0..2,4..11} × 11``), not eleven
+# boxes. Opening a fold by its name (``h.{0..11}``) opens its representative,
+# the first call, not all twelve; ``unfold`` is the one way to draw every call
+# of a fold as a box of its own. So ``--expand h.5`` and ``--around h.5`` keep
+# the same fold closed.
+
+
+# Note [A fold shows its inside once]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# The block a model repeats is the model (a ViT's twelve blocks hold 96% of
+# its graph), and a fold closed into one box hides it. The default picture of
+# ``dot`` opens one call of each fold, its first, as a level opens a call no
+# fold holds (to the same depth), and draws the fold's other calls as one box
+# beside it, ``blocks.{1..11} × 11``, with their status together: the
+# structure is drawn once, the repetitions counted. A fold inside the opened
+# call is drawn the same way, and a fold a step or a name already opens a
+# call of keeps that call as its representative. The box budget and the height
+# estimate choose the level with the representatives drawn (``fitting_level``
+# in showing.py). A call that holds no calls (a Linear, a norm, an activation)
+# stays a box there unless asked for: opened, it shows nodes, not structure
+# (its weights' AccumulateGrad nodes and their tensors, a row each), so the
+# budget goes to modules before nodes and the level can go deeper.
+
+
+def _represent(
+    tree: ModuleTree,
+    level: int,
+    opened: set[int],
+    unfolded: frozenset[int],
+    held: dict[int, set[int]],
+) -> None:
+    """Open a representative call of every closed fold drawn in an open call (Note [A fold
+    shows its inside once]); ``opened`` and ``held`` are added to."""
+    done: set[int] = set()
+    changed = True
+    while changed:
+        changed = False
+        for group in tree.groups:
+            if group.index in done or group.index in unfolded:
+                continue
+            if group.parent is not None and group.parent not in opened:
+                continue
+            done.add(group.index)
+            changed = True
+            if tree.scopes[group.scopes[0]].depth > level and group.index not in held:
+                continue  # closed at this level: one box, not a call and a box
+            chosen = held.setdefault(group.index, set())
+            if not chosen:
+                chosen.add(0)
+            for r in chosen:
+                for index in group.repetitions()[r]:
+                    stack = [index]
+                    while stack:
+                        current = stack.pop()
+                        if tree.scopes[current].depth > level:
+                            continue
+                        if current != index and current in tree.group_of:
+                            continue  # a fold inside: its own representative, next round
+                        opened.add(current)
+                        stack.extend(tree.scopes[current].children)
 
 
 def _inside(tree: ModuleTree, index: int, max_boxes: int, crowded: list[int]) -> list[int]:
@@ -199,6 +276,21 @@ def _parts(
         if len(by_status) > 1:
             parts[group.index] = tuple(frozenset(r) for r in by_status.values())
     return parts
+
+
+def open_call(
+    tree: ModuleTree,
+    names: Iterable[Target],
+    *,
+    level: int | None = None,
+    max_boxes: int = MAX_BOXES,
+    status: Callable[[int], BoxStatus] | None = None,
+) -> Choice:
+    """The choice that opens ``names`` as ``--expand`` does (Note [Opening is one model]):
+    a call whole, its fold's other calls one box; a fold by its representative. The TUI's
+    Enter on a module row is this with the rows it has opened; the other arguments are
+    :func:`choose`'s."""
+    return choose(tree, level=level, expand=names, max_boxes=max_boxes, split=True, status=status)
 
 
 def one_status(statuses: Iterable[BoxStatus]) -> BoxStatus:
@@ -254,4 +346,4 @@ def focus_of(view: GraphView) -> list[str]:
     ]
 
 
-__all__ = ["MAX_NESTING", "Choice", "choose", "focus_of", "one_status"]
+__all__ = ["MAX_NESTING", "Choice", "choose", "focus_of", "one_status", "open_call"]

@@ -88,6 +88,7 @@ def to_dot(
     highlight: Sequence[int] = (),
     level: int | None = None,
     expand: str | Sequence[str] = (),
+    leaves: bool = False,
 ) -> graphviz.Digraph:
     """Draw a backward graph, before backward or at any step of a trace.
 
@@ -121,6 +122,9 @@ def to_dot(
             running or failing node's modules open by themselves.
         expand: a module name (or several) to draw whole, or ``"all"`` for
             every node without module boxes.
+        leaves: draw every fold as one box and open calls that hold no calls with
+            the level, as before a fold opened one representative call (Note [A fold
+            shows its inside once] in :mod:`autograd_viz.draw.choosing`).
 
     Returns:
         The graph; ``.source`` is its DOT text, :func:`save` writes it.
@@ -145,6 +149,7 @@ def to_dot(
         level=level,
         expand=[expand] if isinstance(expand, str) else expand,
         focus=focus,
+        leaves=leaves,
     )
     return render(view, saved=saved, values=values, legend=legend, highlight=highlight)
 
@@ -195,6 +200,7 @@ def select(
     level: int | None = None,
     expand: Sequence[str] = (),
     focus: Sequence[str] = (),
+    leaves: bool = False,
 ) -> GraphView:
     """What to draw of ``view``: :func:`autograd_viz.draw.showing.show` (see :func:`to_dot`)."""
     return showing.show(
@@ -206,6 +212,7 @@ def select(
         expand=expand,
         focus=focus,
         max_nodes=max_nodes,
+        represent=not leaves,  # Note [A fold shows its inside once] in choosing.py
     )
 
 

@@ -76,6 +76,7 @@ def show(
     max_nodes: int | None = None,
     follow: bool = True,
     pictures: StepPictures | None = None,
+    represent: bool = False,
 ) -> GraphView:
     """What a view draws of ``view``, in order: neighbourhood, folded chains, modules, budget.
 
@@ -102,6 +103,8 @@ def show(
             whose boxes stay where they are from frame to frame, does neither.
         pictures: what the caller keeps from step to step of one graph (see
             :func:`module_view`).
+        represent: open one call of each fold drawn, its other calls one box (Note [A fold
+            shows its inside once] in :mod:`~autograd_viz.draw.choosing`).
 
     Raises:
         GraphViewError: a name names nothing (or a node name several nodes have).
@@ -120,6 +123,7 @@ def show(
             max_nodes,
             follow,
             pictures,
+            represent,
         )
 
 
@@ -135,6 +139,7 @@ def _show(
     max_nodes: int | None,
     follow: bool,
     pictures: StepPictures | None,
+    represent: bool,
 ) -> GraphView:
     focused = [*(focus_of(view) if follow else ()), *focus]
     expanded = list(expand)
@@ -169,11 +174,13 @@ def _show(
         focus=drawn,
         max_boxes=max_boxes,
         pictures=pictures,
-        split=around is not None,
+        split=True,  # Note [Opening is one model] in choosing.py
         by_status=follow,
         # See Note [A neighbourhood keeps the whole graph's folds] in select.py.
         tree=None if whole is None else select.restricted(whole, view.nodes),
         budget=max_nodes is None,
+        # A neighbourhood draws what is near its name; the rest of a fold stays one box.
+        represent=represent and around is None,
     )
     if max_nodes is not None:
         view = select.limit(view, max_nodes)
@@ -192,6 +199,7 @@ def module_view(
     by_status: bool = True,
     tree: ModuleTree | None = None,
     budget: bool = True,
+    represent: bool = False,
 ) -> GraphView:
     """``view`` drawn at module level: the usual entry point of every view.
 
@@ -220,6 +228,8 @@ def module_view(
             nodes nearest the root (Note [Siblings count in the budget] in
             :mod:`~autograd_viz.draw.choosing`); ``False`` where the caller keeps it to a
             size of its own.
+        represent: open one call of each fold drawn (see :func:`choose`); the default
+            level is then chosen with those calls open.
 
     Raises:
         GraphViewError: a name in ``expand`` names nothing.
@@ -248,7 +258,7 @@ def module_view(
         sums = call_sums(view, tree)  # read for each call's status, then for the boxes
     fitted = level
     if level is None and not expand:
-        fitted = fitting_level(view, tree, max_boxes)
+        fitted = fitting_level(view, tree, max_boxes, represent=represent)
     chosen = choose(
         tree,
         level=fitted,
@@ -257,6 +267,7 @@ def module_view(
         max_boxes=max_boxes,
         split=split,
         status=None if sums is None else status_of_calls(view, tree, sums),
+        represent=represent,
     )
     if pictures is not None:
         picture = pictures.apply(view, tree, chosen)
@@ -298,7 +309,7 @@ MAX_HEIGHT = 3000
 tall])."""
 ROW_POINTS = 110
 """Points one row of boxes takes in a drawing, edges between rows included (measured)."""
-FRAME_POINTS = 75
+FRAME_POINTS = 40
 """Points an open module's frame adds to a drawing's height: its label and margins."""
 
 # Note [A picture a page tall]
@@ -310,34 +321,43 @@ FRAME_POINTS = 75
 # at most MAX_HEIGHT points tall: its rows (the longest path of gradient flow
 # through the drawn boxes and nodes, a leaf's tensor one row more) times
 # ROW_POINTS, plus FRAME_POINTS per open frame (each adds its label above what
-# it holds, and frames in a chain stack). The constants were measured on
-# Graphviz 2.43 drawings of both models (estimates within 15%); at level 2 both
-# are about 2,000 points tall and 3 times as tall as wide. A level asked for,
+# it holds, and frames in a chain stack, though not those side by side). The
+# constants were measured on Graphviz 2.43 drawings of both models and a
+# ViT-tiny, with each fold's representative open and calls that hold no calls
+# closed (Note [A fold shows its inside once] in choosing.py): estimates within
+# 15%. A leaf drawn inside a box adds no row for its tensor. A level asked for,
 # ``expand`` and the TUI (which has its own screen) are not changed by it.
 
 
-def fitting_level(view: GraphView, tree: ModuleTree, max_boxes: int = MAX_BOXES) -> int:
+def fitting_level(
+    view: GraphView, tree: ModuleTree, max_boxes: int = MAX_BOXES, *, represent: bool = False
+) -> int:
     """The default level: the deepest within ``max_boxes`` boxes (:meth:`ModuleTree.
     default_level`) whose picture is estimated at most :data:`MAX_HEIGHT` points tall (Note
-    [A picture a page tall]); at least 1 where the tree has calls."""
+    [A picture a page tall]); at least 1 where the tree has calls. With ``represent`` (Note
+    [A fold shows its inside once] in :mod:`~autograd_viz.draw.choosing`) the boxes and the
+    height are those of the picture with each fold's representative open."""
     known = _fitted.setdefault(tree, {})
-    if max_boxes in known:  # an animation asks at every frame of one graph
-        return known[max_boxes]
-    level = min(tree.default_level(max_boxes), MAX_NESTING)
+    if (max_boxes, represent) in known:  # an animation asks at every frame of one graph
+        return known[max_boxes, represent]
+    level = min(tree.max_depth if represent else tree.default_level(max_boxes), MAX_NESTING)
     heads: dict[str, list[str]] = {}
     for edge in view.edges:
         heads.setdefault(edge.tail, []).append(edge.head)
     while level > 1:
-        laid = layout(tree, choose(tree, level=level, max_boxes=max_boxes))
-        if _height(view, laid, heads) <= MAX_HEIGHT:
+        laid = layout(tree, choose(tree, level=level, max_boxes=max_boxes, represent=represent))
+        drawn = len(laid.boxes) + sum(1 for k in view.nodes if k not in laid.drawn)
+        if (not represent or drawn <= max_boxes) and _height(view, laid, heads) <= MAX_HEIGHT:
             break
         level -= 1
-    known[max_boxes] = level
+    known[max_boxes, represent] = level
     return level
 
 
 # A tree is made once per graph and never changed, and the height depends only on the graph.
-_fitted: weakref.WeakKeyDictionary[ModuleTree, dict[int, int]] = weakref.WeakKeyDictionary()
+_fitted: weakref.WeakKeyDictionary[ModuleTree, dict[tuple[int, bool], int]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def _height(view: GraphView, laid: Layout, heads: dict[str, list[str]]) -> int:
@@ -365,7 +385,9 @@ def _height(view: GraphView, laid: Layout, heads: dict[str, list[str]]) -> int:
                 # An edge inside one box adds no row.
                 step = 0 if where(head, head) == where(key, key) else 1
                 below = max(below, rows.get(head, 0) + step)
-            rows[key] = max(below, 1 if view.nodes[key].info.leaf is not None else 0)
+            # A leaf's tensor is drawn below it, but not below a box holding it.
+            tensor = view.nodes[key].info.leaf is not None and key not in laid.drawn
+            rows[key] = max(below, 1 if tensor else 0)
     tallest = max(rows.values(), default=0) + 1
     return tallest * ROW_POINTS + len(laid.clusters) * FRAME_POINTS
 

@@ -451,7 +451,10 @@ def test_a_name_of_spaces_or_padded_with_them_is_read_as_given_first() -> None:
 def test_dot_draws_modules_as_clusters_and_folds_as_boxes() -> None:
     trace = transformer_trace()
     source = dot.to_dot(trace).source
-    assert "transformer.h.{0..11}</B> × 12" in source
+    # One block open as the fold's representative, the eleven others one box.
+    assert "transformer.h.{1..11}</B> × 11" in source
+    assert "transformer.h.0.attn</B>" in source
+    assert "transformer.h.{0..11}</B> × 12" in dot.to_dot(trace, leaves=True).source
     assert 'class="fold done"' in source
     assert (
         "3D box: alike calls or chain links one after another, folded" in source
@@ -460,8 +463,13 @@ def test_dot_draws_modules_as_clusters_and_folds_as_boxes() -> None:
     assert re.search(r"subgraph cluster_t0_d0_c\d+ \{", source)
     opened = dot.to_dot(trace, expand="transformer.h.3").source
     assert "transformer.h.3.attn</B> <I>Attention</I>" in opened
-    assert "transformer.h.{4..11}" not in opened  # unfolded: the other blocks are single boxes
-    assert "transformer.h.4</B>" in opened
+    # Exactly that call opens; the other blocks stay one box, as --around keeps them.
+    assert "transformer.h.{0..2,4..11}</B> × 11" in opened
+    assert "transformer.h.4</B>" not in opened
+    around = dot.to_dot(trace, around="transformer.h.3", depth=1).source
+    assert "transformer.h.{0..2,4..11}</B> × 11" in around
+    fold = dot.to_dot(trace, expand="transformer.h.{0..11}").source
+    assert "transformer.h.0.attn</B>" in fold and "transformer.h.1.attn</B>" not in fold
 
 
 def test_around_a_module_draws_it_whole_with_its_neighbours() -> None:
@@ -505,7 +513,10 @@ def test_dot_command_takes_level_expand_and_around_a_module(
     out = tmp_path / "g.dot"
     assert cli.main(["dot", str(trace_file), "-o", str(out)]) == 0
     printed = capsys.readouterr().out
-    assert "nodes and 1 module box," in printed and "drawn by module (level 3)" in printed
+    assert "nodes and 4 module boxes," in printed and "drawn by module (level 3)" in printed
+    assert "transformer.h.{1..11}</B> × 11" in out.read_text()
+    assert cli.main(["dot", str(trace_file), "-o", str(out), "--leaves"]) == 0
+    assert "nodes and 1 module box," in capsys.readouterr().out
     assert "transformer.h.{0..11}</B> × 12" in out.read_text()
     argv = ["dot", str(trace_file), "-o", str(out), "--level", "0", "--expand", "lm_head"]
     assert cli.main(argv) == 0
