@@ -43,3 +43,22 @@ def test_stopping_mid_backward_gives_no_anomaly_warning_and_leaves_the_filters()
     detected = [str(w.message) for w in caught if "Error detected in" in str(w.message)]
     assert len(detected) == 1 and detected[0].startswith("Error detected in SumBackward0")
     assert not torch.is_anomaly_enabled()
+
+
+def test_stopping_mid_backward_on_our_engine_gives_no_anomaly_warning() -> None:
+    import engine
+    from engine.anomaly import detect_anomaly
+
+    def step() -> None:
+        x = engine.tensor([1.0, 2.0], requires_grad=True)
+        with detect_anomaly():
+            (x * 2).sum().backward()
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        session = LiveSession(step).start()
+        for _ in range(3):
+            assert session.step(timeout=TIMEOUT) is not None
+        session.stop()
+    assert isinstance(session.error, SessionCancelled)
+    assert not [w for w in caught if "Error detected in" in str(w.message)]
