@@ -72,12 +72,14 @@ EVENT_KINDS = frozenset(
         "reentrant_exit",
         "derived_mismatch",
         "comm",
+        "grads",
     }
 )
 """Every kind of event: the engine's, and two that only a source watching another
 engine emits: ``derived_mismatch`` (the PyTorch bridge), when what it observes
 contradicts what it derived, and ``comm``, a collective a distributed job's backward
-launched or finished (DDP's gradient buckets)."""
+launched or finished (DDP's gradient buckets); and ``grads``, which no engine emits: what
+a gradient watch found about a call, recorded after it."""
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 

@@ -37,9 +37,11 @@ from autograd_viz.cli.base import (
 from autograd_viz.trace.text import printable, shown
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
     from rich.console import Console
 
-    from autograd_viz.grads.report import FlowRow, GradsReport, Repeated, Where
+    from autograd_viz.grads.report import CallGrads, FlowRow, GradsReport, Repeated, Where
 
 ROWS = 8
 """How many modules the flow table shows from each end (largest, smallest)."""
@@ -53,7 +55,7 @@ def add_grads_command(commands: argparse._SubParsersAction[ArgumentParser]) -> N
     grads = commands.add_parser(
         "grads",
         usage=(
-            f"{PROG} grads [-h] [--plot FILE] [--rows N] SCRIPT [ARGS ...]\n"
+            f"{PROG} grads [-h] [--plot FILE] [--rows N] [-o TRACE] SCRIPT [ARGS ...]\n"
             f"       {PROG} grads [--plot FILE] [--rows N] TRACE.jsonl"
         ),
         help="run a script and say why parameters got no gradient, and how gradients flow",
@@ -81,6 +83,14 @@ def add_grads_options(grads: argparse.ArgumentParser) -> None:
         default=None,
         metavar="FILE",
         help="draw each module's gradient norm across backward calls to FILE (.svg or .png)",
+    )
+    grads.add_argument(
+        "-o",
+        "--output",
+        default=None,
+        metavar="TRACE",
+        help="also record the script's backward calls to TRACE (.jsonl), with what grads found "
+        "about each, which replay, dot and the TUI then show",
     )
     grads.add_argument(
         "--rows",
@@ -120,7 +130,12 @@ def run_grads(args: argparse.Namespace) -> int:
         check_output(plot)
         if not plot.lower().endswith(PLOT_SUFFIXES):
             raise CommandError(f"cannot draw {plot}: expected a .svg or .png file name")
+    output: str | None = args.output
+    if output is not None:
+        check_output(output)
     if script.endswith(TRACE_SUFFIX):
+        if output is not None:
+            raise UsageError(f"-o {output}: records a script that grads runs; {script} is a trace")
         if script_args:
             raise UsageError(
                 f"arguments ({' '.join(script_args)}): for a script that grads runs; "
@@ -139,7 +154,7 @@ def run_grads(args: argparse.Namespace) -> int:
     signalled: int | None = None
     # Stopped by Ctrl-C, SIGTERM or SIGHUP, the calls that finished are reported, as record
     # and nan save them, and the tool then ends as the script would have.
-    with stopped_by_signals(), watch_grads() as watch:
+    with stopped_by_signals(), _recording(output) as noter, watch_grads(on_call=noter) as watch:
         try:
             status = run_script(script, script_args)
         except ScriptFailedError as exc:
@@ -169,6 +184,37 @@ def run_grads(args: argparse.Namespace) -> int:
     return OK
 
 
+@contextlib.contextmanager
+def _recording(output: str | None) -> Iterator[Callable[[CallGrads], None] | None]:
+    """Record the script's backward calls to ``output`` (when given), each with its findings
+    (Note [Gradient findings in a trace] in ``autograd_viz/grads/recorded.py``).
+
+    Yields:
+        What puts a call's findings into the recording, or ``None`` without one.
+    """
+    if output is None:
+        yield None
+        return
+    from autograd_viz.grads.recorded import into
+    from autograd_viz.sources.processes import process_info
+    from autograd_viz.sources.recording import Recording
+    from autograd_viz.trace.writing import OutputBusyError
+
+    try:
+        recording = Recording(output=output)
+    except OutputBusyError as exc:
+        raise CommandError(str(exc)) from None
+    except OSError as exc:
+        raise CommandError(f"cannot write trace {output}: {exc.strerror or exc}") from None
+    try:
+        with recording.running():
+            yield into(recording.recorder)
+            recording.trace.header["process"] = process_info()
+    finally:
+        stats = recording.stats()
+        note(f"trace of {stats.graph_tasks} graph tasks saved to {output}")
+
+
 TRACE_SUFFIX = ".jsonl"
 """What ``grads`` takes for a trace file to read rather than a script to run."""
 
@@ -179,20 +225,24 @@ def report_on_trace(path: str) -> GradsReport:
     Raises:
         CommandError: the file cannot be read or is not a trace.
     """
+    from autograd_viz.grads.recorded import KIND
     from autograd_viz.grads.report import GradsReport
     from autograd_viz.grads.trace_report import recorded_calls
     from autograd_viz.trace import TraceFormatError
     from autograd_viz.trace.index import iter_calls
 
     report = GradsReport(from_trace=True)
+    noted = True  # every call holds what the watch found (grads -o, record --why)
     try:
         for part in iter_calls(path):
+            noted = noted and any(event.kind == KIND for event in part.events)
             for call in recorded_calls(part, report.calls):
                 report.add(call)
     except TraceFormatError as exc:
         raise CommandError(f"invalid trace file {exc}") from None
     except OSError as exc:
         raise CommandError(f"cannot read trace {path}: {exc.strerror or exc}") from None
+    report.from_trace = not (noted and report.calls)
     return report
 
 

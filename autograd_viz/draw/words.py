@@ -36,6 +36,7 @@ KIND_MEANINGS: dict[str, str] = {
     "an FSDP2 parameter group's all-gather or reduce-scatter",
     "graph_task_end": "the call finishes; backward() returns or raises",
     "derived_mismatch": "a PyTorch trace: what was observed contradicts what was derived",
+    "grads": "after the call: which parameters got no gradient and why, each module's ‖g‖",
 }
 """One line per event kind, for the help screen."""
 
@@ -108,9 +109,30 @@ def what_happened(event: EventLike, data: Mapping[str, Any], label: Label) -> st
         return f"graph task failed: {d.get('exc_type')}: {d.get('message')}"
     if kind == "skip":
         return f"skipped: {d.get('reason')}"
+    if kind == "grads":
+        return grads_text(d)
     if kind == "error":
         return f"{d.get('exc_type')}: {d.get('message')}"
     return ", ".join(f"{k}={v}" for k, v in d.items() if not callable(v))
+
+
+def grads_text(data: Mapping[str, Any]) -> str:
+    """A ``grads`` event in a few words: ``2 parameters got no gradient (cut, never used)``."""
+    missing = [
+        f["reason"]
+        for f in data.get("findings", ())
+        if f["reason"] not in ("frozen", "pruned", "exact zeros")
+    ]
+    flagged = sum(1 for row in data.get("flow", ()) if row.get("flag"))
+    said = (
+        f"{len(missing)} parameter{'s' if len(missing) != 1 else ''} got no gradient "
+        f"({', '.join(dict.fromkeys(missing))})"
+        if missing
+        else "every trainable parameter got a gradient"
+    )
+    if flagged:
+        said += f"; {flagged} module{'s' if flagged != 1 else ''} flagged"
+    return said
 
 
 def explain(event: EventLike, data: Mapping[str, Any], label: Label) -> str:
@@ -202,4 +224,6 @@ def _explain(event: EventLike, data: Mapping[str, Any], label: Label) -> str:
         return what_happened(event, d, label)
     if kind == "derived_mismatch":
         return f"what ran contradicts what was derived: {d.get('message')}"
+    if kind == "grads":
+        return f"after the call, {grads_text(d)}"
     return f"{kind} {node}".strip()

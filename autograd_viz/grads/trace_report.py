@@ -8,7 +8,10 @@ over the summaries), the leaves the call pruned, a node that returned no
 gradient for a leaf, and each module's gradient norm. It holds no forward and
 no parameter off the graph, so the other reasons (never used, no_grad, cut,
 never reaching the loss) need the script; parameter norms are not recorded
-either, so the flow has no ratios and only the relative vanishing flag.
+either, so the flow has no ratios and only the relative vanishing flag. A call
+recorded with the watch on (``grads -o``, ``record --why``) holds what the watch
+found (Note [Gradient findings in a trace] in ``autograd_viz/grads/recorded.py``),
+which is read instead, whole.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from autograd_viz.grads.plan import Stats, no_gradient_from, zeros_born_at
+from autograd_viz.grads.recorded import KIND, decode_call
 from autograd_viz.grads.report import (
     NO_GRADIENT,
     PRUNED,
@@ -120,7 +124,12 @@ def recorded_calls(trace: Trace, first: int = 0) -> Iterator[CallGrads]:
         by_task.setdefault(event.graph_task, []).append(event)
     tasks = [t for t in trace.graph_tasks.values() if not t.parent]
     for number, task in enumerate(tasks, start=first):
-        yield explain_recorded(RecordedCall(task, by_task.get(task.id, [])), number)
+        events = by_task.get(task.id, [])
+        noted = [e for e in events if e.kind == KIND]
+        if noted:  # what the watch found while the script ran: every reason, with its line
+            yield decode_call(noted[-1], number)
+        else:
+            yield explain_recorded(RecordedCall(task, events), number)
 
 
 def explain_recorded(call: RecordedCall, index: int) -> CallGrads:

@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from autograd_viz.grads.report import GradsReport
+from autograd_viz.grads.report import CallGrads, GradsReport
 from autograd_viz.sources.arming import when_torch_is_imported
 from autograd_viz.sources.tracebacks import trim_traceback
 
@@ -44,7 +44,9 @@ class GradsWatch:
 
 
 @contextmanager
-def watch_grads(*, keep_flow: int = 10_000) -> Iterator[GradsWatch]:
+def watch_grads(
+    *, keep_flow: int = 10_000, on_call: Callable[[CallGrads], object] | None = None
+) -> Iterator[GradsWatch]:
     """Explain, after each backward call inside the block, every parameter that got no gradient.
 
     The parameters looked at are those of every module the forward ran
@@ -55,11 +57,20 @@ def watch_grads(*, keep_flow: int = 10_000) -> Iterator[GradsWatch]:
 
     Args:
         keep_flow: how many calls' flow tables are kept (the first ones).
+        on_call: also called with each call's findings as the call returns (a
+            recording puts them in its trace: Note [Gradient findings in a trace]
+            in ``autograd_viz/grads/recorded.py``).
 
     Yields:
         A :class:`GradsWatch`; read its ``report`` inside or after the block.
     """
     report = GradsReport(keep_flow=keep_flow)
+
+    def add(call: CallGrads) -> None:
+        report.add(call)
+        if on_call is not None:
+            on_call(call)
+
     armed: list[Any] = []
     owner = threading.get_ident()
 
@@ -71,13 +82,13 @@ def watch_grads(*, keep_flow: int = 10_000) -> Iterator[GradsWatch]:
             return
         from autograd_viz.grads.torch_calls import TorchGrads
 
-        grads = TorchGrads(report.add)
+        grads = TorchGrads(add)
         grads.arm()
         armed.append(grads)
 
     from autograd_viz.grads.engine_calls import EngineGrads
 
-    ours = EngineGrads(report.add)
+    ours = EngineGrads(add)
     ours.arm()
     try:
         with when_torch_is_imported(arm):

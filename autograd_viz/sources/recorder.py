@@ -15,6 +15,7 @@ import bisect
 import itertools
 import os
 import threading
+import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -177,6 +178,7 @@ class Recorder:
         calls = self.calls
         keep = not self.closed and (calls is None or calls.wants(index))
         self._local.call = index if keep else None
+        self._local.graph_task = None  # set when its graph_task_start is recorded
         if keep:
             with self._lock:
                 self._in_flight += 1
@@ -342,6 +344,36 @@ class Recorder:
             new = _new_trace_event
             events_.extend([new(TraceEvent, (i, *row)) for i, row in enumerate(rows, len(events_))])
 
+    def note_call(self, kind: str, data: dict[str, Any]) -> bool:
+        """Record an event of ``kind`` about the backward call this thread made last, after it.
+
+        For what a watcher finds once a call has returned (``grads``, Note
+        [Gradient findings in a trace] in ``autograd_viz/grads/recorded.py``):
+        the event belongs to that call's graph task, so that it is read with the
+        call. Nothing is recorded when that call was not (or is not yet) recorded.
+
+        Args:
+            kind: the event kind (one of the trace schema's).
+            data: its plain fields.
+
+        Returns:
+            Whether it was recorded.
+        """
+        graph_task = getattr(self._local, "graph_task", None)
+        if self.closed or graph_task is None or graph_task in self._cut:
+            return False
+        row = (kind, next(events.HUB.seq), time.perf_counter_ns(), events.thread_name(), "cpu",
+               graph_task, None, None, None, None, data)  # fmt: skip
+        with self._lock:
+            if self.closed:
+                return False
+            if not self._goes_last(row[SEQ]):
+                self._merge([row])
+            else:
+                trace_events = self.trace.events
+                trace_events.append(_new_trace_event(TraceEvent, (len(trace_events), *row)))
+        return True
+
     def take_call(self, call: Any) -> None:
         """Hold a whole backward call a source derives only when it is read (:attr:`takes_calls`).
 
@@ -449,6 +481,7 @@ class Recorder:
             failed, info = exc, _bare_info(event)
         if parent is None and call is not None:
             info = _with_call(info, call)
+            self._local.graph_task = info.id
         data = _plain_data(event, self.max_values)
         if self._tier is not None and not _tier_keeps(self._tier, event):
             data = _without_values(data)

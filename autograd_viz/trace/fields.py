@@ -95,6 +95,13 @@ TEXT_PATHS: frozenset[str] = frozenset(
         "event:derived_mismatch.data.message",
         "event:comm.data.op",
         "event:comm.data.params[]",
+        "event:grads.data.findings[].parameter",
+        "event:grads.data.findings[].module",
+        "event:grads.data.findings[].why",
+        "event:grads.data.findings[].where.file",
+        "event:grads.data.findings[].where.function",
+        "event:grads.data.findings[].where.code",
+        "event:grads.data.flow[].module",
     }
 )
 """Every free-text field of a trace file (Note [Every string is untrusted])."""

@@ -250,6 +250,33 @@ EVENT = record(
 
 # -- event data, kind by kind ------------------------------------------------------------
 
+_REASONS = (
+    "frozen", "never used", "used without grad", "cut", "never reaches the loss",
+    "pruned", "no gradient from its node", "not on the graph", "exact zeros",
+)  # fmt: skip
+"""Why a parameter got no gradient (``autograd_viz.grads.report``'s reasons)."""
+_finding = record(
+    {
+        "parameter": read_str,
+        "module": optional(read_str),
+        "shape": list_of(read_count),
+        "reason": one_of(*_REASONS),
+        "why": read_str,
+    },
+    {"where": record({"file": read_str, "line": read_int, "function": read_str, "code": read_str})},
+)
+"""A ``grads`` finding: a parameter without gradient (or of zeros), why, and the line."""
+_flow_row = record(
+    {
+        "module": read_str,
+        "grad_norm": read_float,
+        "param_norm": read_float,
+        "parameters": read_count,
+    },
+    {"flag": one_of("vanishing", "exploding")},
+)
+"""A module's gradient in a call."""
+
 EVENT_DATA: dict[str, tuple[dict[str, Reader], dict[str, Reader]]] = {
     "graph_task_start": (
         {
@@ -372,6 +399,12 @@ EVENT_DATA: dict[str, tuple[dict[str, Reader], dict[str, Reader]]] = {
     "reentrant_exit": (
         {"parent_graph_task": optional(read_int), "depth": read_count, "ok": read_bool},
         {},
+    ),
+    "grads": (
+        # Version 13: what ``autograd-viz grads`` found about the call (Note [Gradient
+        # findings in a trace] in autograd_viz/grads/recorded.py), after its end.
+        {"findings": list_of(_finding), "flow": list_of(_flow_row)},
+        {"call_kind": one_of("backward", "grad"), "parameters": read_count},
     ),
     "derived_mismatch": (
         {

@@ -122,7 +122,7 @@ def _torch_seed() -> list[Record] | None:
 def _with_rare_fields(items: list[Record]) -> list[Record]:
     """Fields only some runs write, added where a trace may hold them: a process header,
     a graph task's source and cut, an error's traceback, a derived mismatch of the PyTorch bridge,
-    a DDP bucket's allreduce, a shared parameter's other names."""
+    a DDP bucket's allreduce, a shared parameter's other names, the gradient watch's findings."""
     items = copy.deepcopy(items)
     items[0]["process"] = {
         "pid": 1,
@@ -178,6 +178,46 @@ def _with_rare_fields(items: list[Record]) -> list[Record]:
                 },
             }
         )
+    items.append(  # what the gradient watch found about the call (grads -o, record --why)
+        {
+            **{k: last[k] for k in ("type", "thread", "device", "graph_task")},
+            "kind": "grads",
+            "seq": last["seq"] + 4,
+            "t_ns": last["t_ns"] + 4,
+            "node": None,
+            "data": {
+                "findings": [
+                    {
+                        "parameter": leaf["leaf"]["name"] or "w",
+                        "module": "head",
+                        "shape": [2],
+                        "reason": "exact zeros",
+                        "why": "all zeros",
+                    },
+                    {
+                        "parameter": "aux.weight",
+                        "module": None,
+                        "shape": [2, 2],
+                        "reason": "cut",
+                        "why": "cut by .detach()",
+                        "where": {"file": "x.py", "line": 3, "function": "f", "code": "h.detach()"},
+                    },
+                ],
+                "flow": [
+                    {"module": "head", "grad_norm": 0.5, "param_norm": 2.0, "parameters": 1},
+                    {
+                        "module": "aux",
+                        "grad_norm": 0.0,
+                        "param_norm": 1.0,
+                        "parameters": 1,
+                        "flag": "vanishing",
+                    },
+                ],
+                "call_kind": "backward",
+                "parameters": 2,
+            },
+        }
+    )
     return items
 
 

@@ -101,8 +101,8 @@ def test_the_sample_loads(good: bytes, tmp_path: Path) -> None:
     trace = Trace.load(path)
     assert len(trace.graph_tasks) == 5
     # Every kind our engine emits; derived_mismatch comes only from a bridge that derives,
-    # comm from one that watches a distributed job.
-    assert {e.kind for e in trace.events} == EVENT_KINDS - {"derived_mismatch", "comm"}
+    # comm from one that watches a distributed job, grads from the gradient watch.
+    assert {e.kind for e in trace.events} == EVENT_KINDS - {"derived_mismatch", "comm", "grads"}
 
 
 # -- whole-file problems ---------------------------------------------------------------
@@ -158,20 +158,20 @@ def test_wrong_format(tmp_path: Path, records: list[dict[str, Any]]) -> None:
     _fails(path, 1, "not an autograd-viz trace", "'chrome-trace'", "autograd-viz-trace")
 
 
-@pytest.mark.parametrize("version", [0, 13, 99, "1", None, True])
+@pytest.mark.parametrize("version", [0, 14, 99, "1", None, True])
 def test_unknown_version(tmp_path: Path, records: list[dict[str, Any]], version: Any) -> None:
     path = _write(tmp_path / "t.jsonl", [{**records[0], "version": version}, *records[1:]])
     _fails(
         path,
         1,
         f"unknown trace schema version {version!r}",
-        "reads versions 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11 and 12",
+        "reads versions 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12 and 13",
     )
 
 
 def test_a_version_1_file_still_loads(tmp_path: Path, records: list[dict[str, Any]]) -> None:
     """Version 1 had backward anomalies only, without the fields version 2 added."""
-    assert records[0]["version"] == 12
+    assert records[0]["version"] == 13
     old = [{k: v for k, v in {**records[0], "version": 1}.items() if k != "sources"}]
     for item in _without_modules(records[1:]):
         if item.get("kind") == "anomaly":
