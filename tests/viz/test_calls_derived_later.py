@@ -20,7 +20,7 @@ from tests.viz.test_observe_calls import PROGRAMS
 
 torch = pytest.importorskip("torch")
 
-from autograd_viz.sources.pytorch import call_derive, call_level  # noqa: E402 - needs torch
+from autograd_viz.sources.pytorch import call_derive  # noqa: E402 - needs torch
 
 _IDS = ("id", "next_edges", "sequence_nr")
 
@@ -170,7 +170,7 @@ def test_the_ring_holds_no_more_calls_than_it_keeps() -> None:
 
     def held() -> int:
         gc.collect()
-        return sum(type(o) is call_level.CallSeen for o in gc.get_objects())
+        return sum(type(o) is call_derive.CallSeen for o in gc.get_objects())
 
     before = held()
     with record(observe="calls", last=2):

@@ -1,7 +1,8 @@
 """Deriving a call-level backward call: its graph walked, PyTorch's scheduler run over it.
 
-What :mod:`~autograd_viz.sources.pytorch.call_level` does with a finished
-:class:`~autograd_viz.sources.pytorch.call_level.CallSeen`: its events go to
+A backward call seen at its ends (a :class:`CallSeen`, which
+:mod:`~autograd_viz.sources.pytorch.call_level` makes) is derived when it has
+returned, or later: its events go to
 every listener at once (:class:`ToListeners`), or to one recorder when a
 flight recorder writes the calls it held (:class:`ToRecorder`, Note [Calls
 derived later] in ``call_level.py``); a reentrant call is derived inside the
@@ -12,17 +13,114 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import time
+from collections.abc import Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
+
+import torch
 
 from autograd_viz.sources.once import warn_once
 from autograd_viz.sources.pytorch.bookkeeping import Bookkeeping
 from autograd_viz.sources.pytorch.emitter import Emitter
 from autograd_viz.sources.pytorch.graph import GraphPlan, plan_graph_task
-from engine.events import HUB, Event
+from autograd_viz.sources.pytorch.modules import thread_modules
+from engine.events import HUB, Event, thread_name
+from engine.graph_task import new_graph_task_id
 
 if TYPE_CHECKING:
-    from autograd_viz.sources.pytorch.call_level import CallSeen
+    from autograd_viz.sources.pytorch.naming import LeafNamer
+
+
+class CallSeen:
+    """One backward call seen at its ends: what deriving its nodes needs, nothing more.
+
+    Made when the call starts, completed when it ends; derived then or later
+    (Note [Calls derived later] in ``call_level.py``).
+    """
+
+    __slots__ = (
+        "accumulate_grad",
+        "captured",
+        "children",
+        "create_graph",
+        "depth",
+        "end",
+        "failed",
+        "graph_task",
+        "keep_graph",
+        "modules",
+        "namer",
+        "nesting",
+        "parent",
+        "roots",
+        "running",
+        "start",
+        "targets",
+        "thread",
+    )
+
+    def __init__(
+        self,
+        roots: Sequence[tuple[Any, int]],
+        targets: Sequence[Any],
+        bound: dict[str, Any],
+        namer: LeafNamer,
+        parent: CallSeen | None,
+    ) -> None:
+        self.roots = list(roots)
+        """``(grad_fn, input_nr)`` of each root (they hold the graph's nodes)."""
+        self.targets = list(targets)
+        """Each ``inputs=`` / ``grad()`` target, as the node level plans it."""
+        self.accumulate_grad = bool(bound["accumulate_grad"])
+        self.keep_graph = bool(bound.get("keep_graph"))
+        self.create_graph = bool(bound.get("create_graph"))
+        namer.module_variables()  # the calling code's names, read now: no frame is kept
+        self.namer = namer
+        self.modules = thread_modules()
+        """The calling thread's module calls (Note [Module calls own sequence ranges])."""
+        self.graph_task = new_graph_task_id()
+        """Our id of its graph task, taken when it starts: ids follow the calls' order."""
+        self.parent = parent
+        """The call-level call this one runs inside (a reentrant backward), if any."""
+        if parent is not None:
+            self.depth: int = parent.depth + 1
+        else:  # a call from inside an unwatched graph task is reentrant too
+            self.depth = 0 if torch._C._current_graph_task_id() == -1 else 1
+        self.nesting = 0
+        """How many call-level calls this thread runs around it."""
+        self.running: Any = torch._C._current_autograd_node() if parent is not None else None
+        """The outer call's node that started it (Note [Reentrant calls at the call level]
+        in ``call_level.py``)."""
+        self.thread = thread_name()
+        self.start = _clock()
+        self.end = self.start
+        self.captured = 0
+        """How many ``grad()`` results it returned."""
+        self.failed: tuple[str, str] | None = None
+        """What it raised: the exception's type name and message."""
+        self.children: list[CallSeen] = []
+        """The reentrant calls its nodes made, in order."""
+
+    def ended(self, result: Any, failed: BaseException | None) -> None:
+        """The call returned ``result`` or raised ``failed``: note it, keep neither."""
+        self.end = _clock()
+        self.captured = len(result) if isinstance(result, tuple | list) else 0
+        if failed is not None:
+            self.failed = (type(failed).__name__, str(failed))
+
+    @property
+    def source(self) -> str:
+        """The ``source`` its ``graph_task_start`` names."""
+        return f"torch {torch.__version__}"
+
+    def emit_into(self, recorder: Any) -> None:
+        """Derive this call and hand its events to ``recorder`` (a Recorder), on this thread.
+
+        A call whose graph cannot be read, or whose derivation fails, is left
+        out with one warning; the other calls go on.
+        """
+        emit_call(self, ToRecorder(recorder), [])
 
 
 class ToListeners:
@@ -251,3 +349,6 @@ def _replay(
         emit("node_end", node, {"outputs": (None,) * len(edges), "derived": True})
         # Which outputs were None is not known: every edge is taken to carry a gradient.
         derived.pass_outputs(node, (True,) * len(edges), [None] * len(edges))
+
+
+_clock = time.perf_counter_ns

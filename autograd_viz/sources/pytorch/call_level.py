@@ -49,18 +49,13 @@ enter and exit.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import torch
-
 from autograd_viz.sources.once import warn_once
-from autograd_viz.sources.pytorch.call_derive import ToListeners, ToRecorder, emit_call
-from autograd_viz.sources.pytorch.modules import thread_modules
+from autograd_viz.sources.pytorch.call_derive import CallSeen, ToListeners, emit_call
 from autograd_viz.sources.pytorch.naming import LeafNamer
-from engine.events import HUB, thread_name
-from engine.graph_task import new_graph_task_id
+from engine.events import HUB
 
 
 def observes_calls() -> bool:
@@ -70,96 +65,6 @@ def observes_calls() -> bool:
     nodes (``run --print``'s NaN checks) then reads derived events too.
     """
     return any(getattr(listener, "observe", "nodes") == "calls" for listener in HUB.listeners)
-
-
-class CallSeen:
-    """One backward call seen at its ends: what deriving its nodes needs, nothing more.
-
-    Made when the call starts, completed when it ends; derived then or later
-    (Note [Calls derived later]).
-    """
-
-    __slots__ = (
-        "accumulate_grad",
-        "captured",
-        "children",
-        "create_graph",
-        "depth",
-        "end",
-        "failed",
-        "graph_task",
-        "keep_graph",
-        "modules",
-        "namer",
-        "nesting",
-        "parent",
-        "roots",
-        "running",
-        "start",
-        "targets",
-        "thread",
-    )
-
-    def __init__(
-        self,
-        roots: Sequence[tuple[Any, int]],
-        targets: Sequence[Any],
-        bound: dict[str, Any],
-        namer: LeafNamer,
-        parent: CallSeen | None,
-    ) -> None:
-        self.roots = list(roots)
-        """``(grad_fn, input_nr)`` of each root (they hold the graph's nodes)."""
-        self.targets = list(targets)
-        """Each ``inputs=`` / ``grad()`` target, as the node level plans it."""
-        self.accumulate_grad = bool(bound["accumulate_grad"])
-        self.keep_graph = bool(bound.get("keep_graph"))
-        self.create_graph = bool(bound.get("create_graph"))
-        namer.module_variables()  # the calling code's names, read now: no frame is kept
-        self.namer = namer
-        self.modules = thread_modules()
-        """The calling thread's module calls (Note [Module calls own sequence ranges])."""
-        self.graph_task = new_graph_task_id()
-        """Our id of its graph task, taken when it starts: ids follow the calls' order."""
-        self.parent = parent
-        """The call-level call this one runs inside (a reentrant backward), if any."""
-        if parent is not None:
-            self.depth: int = parent.depth + 1
-        else:  # a call from inside an unwatched graph task is reentrant too
-            self.depth = 0 if torch._C._current_graph_task_id() == -1 else 1
-        self.nesting = 0
-        """How many call-level calls this thread runs around it."""
-        self.running: Any = torch._C._current_autograd_node() if parent is not None else None
-        """The outer call's node that started it (Note [Reentrant calls at the call level])."""
-        self.thread = thread_name()
-        self.start = _clock()
-        self.end = self.start
-        self.captured = 0
-        """How many ``grad()`` results it returned."""
-        self.failed: tuple[str, str] | None = None
-        """What it raised: the exception's type name and message."""
-        self.children: list[CallSeen] = []
-        """The reentrant calls its nodes made, in order."""
-
-    def ended(self, result: Any, failed: BaseException | None) -> None:
-        """The call returned ``result`` or raised ``failed``: note it, keep neither."""
-        self.end = _clock()
-        self.captured = len(result) if isinstance(result, tuple | list) else 0
-        if failed is not None:
-            self.failed = (type(failed).__name__, str(failed))
-
-    @property
-    def source(self) -> str:
-        """The ``source`` its ``graph_task_start`` names."""
-        return f"torch {torch.__version__}"
-
-    def emit_into(self, recorder: Any) -> None:
-        """Derive this call and hand its events to ``recorder`` (a Recorder), on this thread.
-
-        A call whose graph cannot be read, or whose derivation fails, is left
-        out with one warning; the other calls go on.
-        """
-        emit_call(self, ToRecorder(recorder), [])
 
 
 class _Calls(threading.local):
@@ -236,6 +141,3 @@ def _hand_on(call: CallSeen, failed: BaseException | None) -> None:
     except Exception as exc:  # the call has returned; a view must not fail it
         if failed is None and getattr(exc, "_engine_propagate", False):
             raise
-
-
-_clock = time.perf_counter_ns
