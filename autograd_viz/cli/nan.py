@@ -118,7 +118,7 @@ def add_nan_options(nan: argparse.ArgumentParser) -> None:
 
 def run_nan(args: argparse.Namespace) -> int:
     """``autograd-viz nan``: run the script, print the report, 1 when a NaN or Inf was found."""
-    from autograd_viz.cli.children import (
+    from autograd_viz.cli.jobs import (
         first_finding,
         print_first_process,
         print_own_rank,

@@ -326,7 +326,7 @@ def run_print(args: Any, script: str, script_args: list[str]) -> int:
         UsageError: ``--print`` with ``-o`` or ``--last``, which are the TUI's.
     """
     from autograd_viz.cli.base import UsageError, note
-    from autograd_viz.cli.children import who
+    from autograd_viz.cli.jobs import who
     from autograd_viz.cli.record import call_selection
     from autograd_viz.sources.processes import follow_children, read_settings
     from autograd_viz.sources.script import ScriptFailedError, run_script

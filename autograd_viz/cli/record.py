@@ -266,7 +266,7 @@ def _print_record_summary(
 ) -> None:
     from rich.filesize import decimal
 
-    from autograd_viz.cli.children import print_processes
+    from autograd_viz.cli.jobs import print_processes
 
     stats = recording.stats()
     console = rich_console()
