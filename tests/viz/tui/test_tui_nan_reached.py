@@ -69,7 +69,7 @@ def test_run_anomaly_passes_over_contained_births_and_says_where_it_was_born(
 
     seen: dict[str, Any] = {}
 
-    def headless(attached: LiveDriver, source: str, output: str | None = None) -> int:
+    def headless(attached: LiveDriver, source: str, **_: Any) -> int:
         driver = LiveDriver(attached.session)
         driver.breakpoints = attached.breakpoints
         app = VizApp(driver, source=source)
