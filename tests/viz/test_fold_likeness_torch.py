@@ -136,9 +136,11 @@ def test_every_caption_says_what_its_picture_shows(model: str) -> None:
     for step in (len(trace) // 2, len(trace)):
         view = _view(trace, step)
         check_pictures(view)
+        check_pictures(view, represent=True)  # dot's default: each fold's representative open
         for name in names_to_try(view):
             check_pictures(view, around=name, depth=2)
             check_pictures(view, expand=[name])
+            check_pictures(view, expand=[name], represent=True)
 
 
 def test_mobilenet_v3_small_never_folds_unlike_convs() -> None:
