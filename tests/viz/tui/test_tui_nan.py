@@ -98,7 +98,7 @@ def test_run_anomaly_stops_continue_where_the_nan_is_born(monkeypatch: pytest.Mo
 
     seen: dict[str, Any] = {}
 
-    def headless(attached: LiveDriver, source: str, output: str | None = None) -> int:
+    def headless(attached: LiveDriver, source: str, output: str | None = None, **_: object) -> int:
         # The TUI, without a terminal. A Pilot needs the main thread: the script runs on a
         # thread of the session's here.
         driver = LiveDriver(attached.session)
