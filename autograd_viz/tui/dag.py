@@ -16,6 +16,7 @@ import asyncio
 import shlex
 from collections.abc import Callable
 
+from rich.console import Console
 from rich.segment import Segment
 from rich.text import Text
 from textual.binding import Binding
@@ -419,11 +420,42 @@ class DagView(ScrollView, can_focus=True):
             text = text.copy()
             text.truncate(width, overflow="ellipsis")
             x = 0
+        elif text.cell_len > width:
+            text = _cut_at_edges(text, x, width, self.app.console)
         segments = [
             Segment(s.text, base + s.style if s.style else base)
             for s in text.render(self.app.console, end="")
         ]
         return Strip(segments).crop_extend(x, x + width, base)
+
+
+def _cut_at_edges(text: Text, x: int, width: int, console: Console) -> Text:
+    """``text`` with an ellipsis where the view's edges (columns ``x`` and ``x + width``) cut
+    a label, so that a cut name reads as cut, never as a shorter name."""
+    plain = text.plain
+    if len(plain) != text.cell_len:  # wide characters: columns are not indices
+        return text
+    cuts = [
+        at
+        for at, outside in ((x, x - 1), (x + width - 1, x + width))
+        if 0 <= outside < len(plain)
+        and at < len(plain)
+        and not plain[outside].isspace()
+        and not plain[at].isspace()
+        and plain[outside] not in _LINES
+        and plain[at] not in _LINES
+    ]
+    if not cuts:
+        return text
+    text = text.copy()
+    for at in cuts:
+        styles = text.get_style_at_offset(console, at)
+        text = text[:at] + Text("…", style=styles) + text[at + 1 :]
+    return text
+
+
+_LINES = frozenset("│─┌┐└┘▼")
+"""The pieces of an edge's line: cut by the view's edge, they are not a name."""
 
 
 def _focus(state: ExecutionState, task: GraphTaskInfo) -> int | None:

@@ -8,6 +8,7 @@ import pytest
 from textual.pilot import Pilot
 
 import autograd_viz
+import engine
 from autograd_viz.trace import Trace
 from tests.viz.tui.test_tui_modules import blocks, dag_of
 from tests.viz.tui.test_tui_tree_folds import screen_lines
@@ -84,3 +85,45 @@ def test_enter_on_one_call_of_a_fold_opens_that_call_alone(trace: Trace) -> None
         assert "model.layers.{0..2,4..11} ×11" in drawn  # its alike siblings stay one box
 
     run_app(app, actions, size=SIZE)
+
+
+def test_a_label_the_view_s_edge_cuts_ends_in_an_ellipsis() -> None:
+    leaves = [
+        engine.tensor([1.0], requires_grad=True, name=f"an_input_with_a_long_name_{i}")
+        for i in range(8)
+    ]
+    with autograd_viz.record() as wide:
+        sum((x * 2.0 for x in leaves), engine.tensor([0.0])).sum().backward()
+    app = replay_app(wide)
+
+    async def actions(pilot: Pilot[Any]) -> None:
+        await pilot.press("v", "v")
+        dag = dag_of(app)
+        await pilot.pause()
+        width = dag.scrollable_content_region.width
+        rows = [row.plain for row in dag._drawn_rows[dag._head :]]
+        assert max(len(row) for row in rows) > width  # wider than the view: it scrolls
+        cut = 0
+        for x in range(0, max(len(row) for row in rows) - width + 1, 3):
+            dag.scroll_to(x=x, animate=False, immediate=True)
+            await pilot.pause()
+            for y in range(dag.size.height):
+                line = dag.render_line(y).text
+                row = y + dag.scroll_offset.y - dag._head
+                if not 0 <= row < len(rows):
+                    continue
+                whole, at = rows[row], dag.scroll_offset.x
+                for edge, outside in ((at, at - 1), (at + width - 1, at + width)):
+                    if (
+                        0 <= outside < len(whole)
+                        and edge < len(whole)
+                        and not whole[outside].isspace()
+                        and not whole[edge].isspace()
+                        and whole[edge] not in "│─┌┐└┘▼"
+                        and whole[outside] not in "│─┌┐└┘▼"
+                    ):
+                        assert line[edge - at] == "…", (line, whole)
+                        cut += 1
+        assert cut  # some label was cut, and each cut one says so
+
+    run_app(app, actions, size=(80, 24))
