@@ -49,6 +49,10 @@ class ModuleBox:
     shapes: bool = True
     """For a fold of calls: whether they were found alike with the shapes of their tensors;
     ``False`` where the trace did not record them (by their ops only)."""
+    parameters: int = 0
+    """How many of its nodes take a leaf tensor in (an ``AccumulateGrad``: a parameter, or an
+    input that requires grad), all its repetitions together: a closed box draws them as
+    one line, not as nodes."""
 
 
 def box_node(first: ViewNode, box: ModuleBox) -> ViewNode:

@@ -345,6 +345,8 @@ def box_rows(box: ModuleBox) -> list[str]:
     if not box.shapes:
         rows.append(_small(html_text(OPS_ONLY)))
     rows.append(_small(html_text(_counts_line(summary))))
+    if box.parameters:
+        rows.append(_small(html_text(parameters_line(box.parameters, box.count))))
     rows.append(
         _small(
             html_text(
@@ -360,6 +362,13 @@ def box_rows(box: ModuleBox) -> list[str]:
         flag = html_text(f"⚠ {summary.non_finite:,} with NaN/Inf")
         rows.append(f'<FONT COLOR="#dc2626"><B>{flag}</B></FONT>')
     return rows
+
+
+def parameters_line(parameters: int, count: int = 1) -> str:
+    """How many leaf tensors a box's nodes take in (``4 parameters``; a fold's per call)."""
+    each = parameters // count if count > 1 and parameters % count == 0 else parameters
+    word = "parameter" if each == 1 else "parameters"
+    return f"{each:,} {word}" + (" each" if each != parameters else "")
 
 
 def box_tooltip(box: ModuleBox) -> str:

@@ -160,7 +160,8 @@ def fill(
                 summary = group_summaries[shown]
             else:
                 summary = summaries[closed.index]
-            nodes[shown] = _box_node(node, shown, closed, members, summary)
+            leaves = sum(1 for m in members if view.nodes[m].info.leaf is not None)
+            nodes[shown] = _box_node(node, shown, closed, members, summary, leaves)
     if plan is None:
         plan = _edge_plan(view.edges, drawn, tree, laid.steps)
     return _picture(
@@ -365,6 +366,7 @@ def _box_node(
     item: Scope | FoldGroup,
     members: Sequence[str],
     summary: BoxSummary,
+    parameters: int = 0,
 ) -> ViewNode:
     """The drawn node of a box; it keeps its first node's device and graph task."""
     group = item.index if isinstance(item, FoldGroup) else None
@@ -378,6 +380,7 @@ def _box_node(
         tuple(members),
         summary,
         shapes=item.shapes,
+        parameters=parameters,
     )
     return box_node(first, box)
 

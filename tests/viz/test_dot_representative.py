@@ -46,6 +46,12 @@ def test_the_default_opens_one_block_and_counts_the_others() -> None:
     boxes = {n.box.name for n in picture.nodes.values() if n.box is not None}
     assert {"transformer.h.0.attn", "transformer.h.0.mlp", "lm_head"} <= boxes
     check_pictures(view, represent=True)
+    # A box counts its parameters in one line rather than drawing their nodes.
+    source = dot.to_dot(transformer_trace()).source
+    assert "<B>transformer.h.{1..11}</B> × 11" in source
+    assert source.count("3 parameters each") == 1  # the fold: attn.w, attn.b, mlp.w a call
+    assert "2 parameters" in source  # h.0.attn's w and b; lm_head's weight and bias
+    assert "AccumulateGrad" not in source.split("legend")[0]
     # Without it, the fold is one closed box (the TUI's and animate's pictures).
     assert _folds(showing.show(view)) == {"transformer.h.{0..11}": 12}
 
