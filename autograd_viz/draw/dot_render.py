@@ -30,9 +30,11 @@ from autograd_viz.draw.graph_view import GraphView, TaskView, TensorBox, ViewEdg
 from autograd_viz.draw.styles import (
     BORDER,
     CAPTURED_BORDER,
+    CUT_EDGE,
     DELIVERED,
     FONT,
     LEAF_FILL,
+    NO_GRADIENT,
     NON_FINITE,
     OUTPUT_FILL,
     PATH_COLOR,
@@ -121,6 +123,8 @@ def render(
         tail, head = (box.key, box.node) if box.kind == "output" else (box.node, box.key)
         if box.kind == "saved":
             graph.edge(tail, head, style="dashed", arrowhead="none")
+        elif box.cut is not None:  # Note [Leaves without gradient in a picture]
+            graph.edge(tail, head, **_cut_attrs(box))
         else:
             graph.edge(tail, head)
     _draw_reentrant_links(graph, view)
@@ -257,7 +261,31 @@ def _box_attrs(box: TensorBox, values: bool) -> dict[str, str]:
     }
     if box.summary is not None and not box.summary.finite:
         attrs.update(color=NON_FINITE.border, penwidth=str(NON_FINITE.penwidth))
+    if box.why is not None:  # Note [Leaves without gradient in a picture]
+        first = box.why.split("\n", 1)[0].partition(": ")[2].partition(": ")[0]
+        rows.append(_small(html_text(first), NO_GRADIENT.border))
+        attrs.update(
+            label=html_label(rows),
+            fillcolor=NO_GRADIENT.fill,
+            color=NO_GRADIENT.border,
+            penwidth=str(NO_GRADIENT.penwidth),
+            style="filled,dashed",
+            tooltip=plain_text(box.why),
+        )
+        attrs["class"] = "leaf no-gradient"
     return attrs
+
+
+def _cut_attrs(box: TensorBox) -> dict[str, str]:
+    """The dashed edge from the root to a parameter off the graph, labelled with its line."""
+    return {
+        "style": "dashed",
+        "color": CUT_EDGE,
+        "fontcolor": CUT_EDGE,
+        "label": html_label([html_text(box.cut)]),
+        "tooltip": plain_text(box.why),
+        "class": "cut",
+    }
 
 
 def _edge_attrs(edge: ViewEdge, view: GraphView, values: bool) -> dict[str, str]:
@@ -362,6 +390,10 @@ def _legend_label(view: GraphView) -> str:
         cells.append(("#ffffff", "bold edge: gradient delivered"))
     cells.append((LEAF_FILL, "leaf tensor (its .grad)"))
     cells.append((SAVED_FILL, "saved tensor"))
+    if any(box.why is not None for box in view.boxes):
+        cells.append(
+            (NO_GRADIENT.fill, NO_GRADIENT.meaning + "; dashed red edge: where it was cut")
+        )
     if view.step is None:
         cells.append((OUTPUT_FILL, "output tensor"))
     if view.clusters or any(n.box is not None for n in view.nodes.values()):

@@ -192,6 +192,11 @@ class TensorBox:
     """The tensor's shape."""
     dtype: str
     """NumPy's name for its dtype."""
+    why: str | None = None
+    """A leaf that got no gradient (or zeros) in the call: why, and the line (Note [Leaves
+    without gradient in a picture] in :mod:`autograd_viz.draw.no_gradient`)."""
+    cut: str | None = None
+    """A leaf off the graph: what its edge from the root says (``cut at model.py:28``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -372,6 +377,8 @@ def from_state(state: ExecutionState, graph_task: int | None = None) -> GraphVie
 
 
 def _from_state(state: ExecutionState, graph_task: int | None) -> GraphView:
+    from autograd_viz.draw.no_gradient import marked  # it builds boxes of this module
+
     trace = state.trace
     if not trace.graph_tasks:
         raise GraphViewError("the trace has no backward call to draw")
@@ -412,7 +419,7 @@ def _from_state(state: ExecutionState, graph_task: int | None) -> GraphView:
         tuple(tasks),
         nodes,
         tuple(edges),
-        tuple(_leaf_boxes(nodes.values(), state)),
+        marked(trace, gid, tuple(_leaf_boxes(nodes.values(), state)), keys[gid]),
         step=state.step,
         total=state.total,
         event=state.event,

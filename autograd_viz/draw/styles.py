@@ -55,15 +55,23 @@ DELIVERED = "#111827"
 PENDING = "#6b7280"
 PRUNED_EDGE = "#9ca3af"
 REENTRANT = "#7c3aed"
+NO_GRADIENT = Style(
+    "#fee2e2", "#b91c1c", 2.0, dashed=True, meaning="leaf that got no gradient (its tooltip: why)"
+)
+"""A leaf that got no gradient or only zeros (Note [Leaves without gradient in a picture])."""
+CUT_EDGE = "#b91c1c"
+"""The dashed edge from the root to parameters off the graph, labelled with the cut's line."""
 
 
 __all__ = [
     "BORDER",
     "CAPTURED_BORDER",
+    "CUT_EDGE",
     "DELIVERED",
     "FONT",
     "LEAF_FILL",
     "NON_FINITE",
+    "NO_GRADIENT",
     "OUTPUT_FILL",
     "PATH_COLOR",
     "PATH_NOTICE",

@@ -18,10 +18,11 @@ and changes no replayed state.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
 from autograd_viz.grads.report import FROZEN, CallGrads, Finding, FlowRow, Where
+from autograd_viz.trace.notes import grads_notes
 from autograd_viz.trace.readers import encode_float
 from autograd_viz.trace.records import LeafInfo, Trace, TraceEvent
 
@@ -90,8 +91,12 @@ class RecordedWhere(Where):
 
 
 def decode_call(event: TraceEvent, index: int) -> CallGrads:
+    """A ``grads`` event as the call's :class:`CallGrads`, numbered ``index``."""
+    return decode_data(event.data, index)
+
+
+def decode_data(data: Mapping[str, Any], index: int) -> CallGrads:
     """A ``grads`` event's data as the call's :class:`CallGrads`, numbered ``index``."""
-    data = event.data
     call = CallGrads(index, data.get("call_kind", "backward"), None)
     call.parameters = data.get("parameters", 0)
     for f in data["findings"]:
@@ -117,16 +122,12 @@ def into(recorder: CallNoter) -> Callable[[CallGrads], None]:
 
 
 def call_grads(trace: Trace, graph_task: int) -> CallGrads | None:
-    """The findings recorded for ``graph_task`` (the last ``grads`` event of it), if any."""
-    info = trace.graph_tasks.get(graph_task)
-    start = info.first_event if info is not None else 0
-    found: TraceEvent | None = None
-    for event in trace.events[start:]:
-        if event.kind == KIND and event.graph_task == graph_task:
-            found = event
-    if found is None:
+    """The findings recorded for ``graph_task`` (its last ``grads`` event), if any."""
+    data = grads_notes(trace).get(graph_task)
+    if data is None:
         return None
-    return decode_call(found, info.call or 0 if info is not None else 0)
+    info = trace.graph_tasks.get(graph_task)
+    return decode_data(data, info.call or 0 if info is not None else 0)
 
 
 def leaf_finding(call: CallGrads | None, leaf: LeafInfo | None) -> Finding | None:
