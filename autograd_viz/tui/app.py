@@ -264,7 +264,7 @@ class VizApp(App[int]):
     on_dag_view_widened = _fit_graph
 
     @while_open
-    def on_dag_view_toggled(self, _: Message) -> None:
+    def on_dag_view_reboxed(self, _: Message) -> None:
         self.refresh_status()  # the inspector says the box the node is in, if it still is
 
     # -- the view ------------------------------------------------------------------------

@@ -61,8 +61,9 @@ class DagView(ScrollView, can_focus=True):
             self.node_id = node_id
             """The node to select."""
 
-    class Toggled(Message):
-        """Enter opened or closed a box."""
+    class Reboxed(Message):
+        """The box the selected node is drawn in changed (Enter, or a picture come from a
+        thread): the inspector names it."""
 
     class Widened(Message):
         """The drawing's width changed: the app may give the view more columns."""
@@ -167,6 +168,7 @@ class DagView(ScrollView, can_focus=True):
         path: tuple[int, ...] = (),
     ) -> None:
         """Draw ``task`` at ``state`` with ``selected`` highlighted (only while visible)."""
+        box = self.box  # before: the inspector names a new one (Reboxed)
         self._shown = (task, state, path)
         self._selected = selected
         if not self.display:
@@ -199,6 +201,8 @@ class DagView(ScrollView, can_focus=True):
             row, col = drawn.layout.position[index]
             region = Region(col, row + self._head, drawn.layout.width[index], 1)
             self.scroll_to_region(region, animate=False, center=True, immediate=True, force=True)
+        if self.box != box:
+            self.post_message(self.Reboxed())
         self.refresh()
 
     def _placeholder(self, task: GraphTaskInfo) -> None:
@@ -360,7 +364,6 @@ class DagView(ScrollView, can_focus=True):
                 return
             self._close(pictures, scope)
         self._redraw()
-        self.post_message(self.Toggled())
 
     def _expand(self, pictures: Pictures, item: Item) -> None:
         """Open box ``item`` as ``--expand`` of its name does (Note [Enter is --expand])."""

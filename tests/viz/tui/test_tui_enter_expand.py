@@ -10,9 +10,10 @@ from textual.pilot import Pilot
 import autograd_viz
 import engine
 from autograd_viz.trace import Trace
+from autograd_viz.tui import dag as dag_module
 from tests.viz.tui.test_tui_modules import blocks, dag_of
 from tests.viz.tui.test_tui_tree_folds import screen_lines
-from tests.viz.tui.tuiting import node_list, replay_app, run_app
+from tests.viz.tui.tuiting import inspector, node_list, replay_app, run_app
 
 SIZE = (120, 40)
 
@@ -127,3 +128,27 @@ def test_a_label_the_view_s_edge_cuts_ends_in_an_ellipsis() -> None:
         assert cut  # some label was cut, and each cut one says so
 
     run_app(app, actions, size=(80, 24))
+
+
+def test_the_inspector_names_the_box_of_a_picture_made_in_a_thread(
+    trace: Trace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(dag_module, "LATER_NODES", 10)  # every picture made in a thread
+    app = replay_app(trace)
+    layer0 = made_in(trace, "model.layers.0")
+
+    async def actions(pilot: Pilot[Any]) -> None:
+        await pilot.press("v", "v")
+        dag = dag_of(app)
+        await dag.drawn()
+        node_list(app).select(layer0[0])
+        await pilot.pause()
+        assert "drawn in the box model.layers.{0..11} ×12" in " ".join(inspector(app).split())
+        await pilot.press("enter")
+        await dag.drawn()
+        await pilot.pause()
+        picture = dag.picture
+        assert picture is not None and not picture.items[picture.item_of[layer0[0]]].is_box
+        assert "drawn in the box" not in inspector(app)
+
+    run_app(app, actions, size=SIZE)
