@@ -682,6 +682,7 @@ def test_a_tall_picture_is_drawn_as_its_cells_read_one_by_one(
     picture = pictures.picture(everything)
     assert picture.layout.size[1] > 100  # far taller than a screen
     selected = middle.node_id
+    assert selected is not None
     fast = canvas.draw_picture(pictures, picture, state, selected, (selected,))
     monkeypatch.setattr(canvas._Canvas, "rows", _cell_by_cell)
     slow = canvas.draw_picture(pictures, picture, state, selected, (selected,))

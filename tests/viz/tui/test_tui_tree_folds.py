@@ -90,8 +90,8 @@ def test_the_step_opens_the_calls_around_its_node_and_closes_them_when_it_leaves
         seen: set[str] = set()
         for _ in range(40):
             await pilot.press("n")
-            node = nodes.selected
-            assert node is not None and node == app.driver.state().event.node_id
+            node, event = nodes.selected, app.driver.state().event
+            assert node is not None and event is not None and node == event.node_id
             info = task.nodes[node]
             lines = screen_lines(nodes)
             assert any(f"#{node} " in line for line in lines)  # listed, under the cursor
