@@ -24,7 +24,7 @@ from typing import Any, Protocol
 from autograd_viz.grads.report import FROZEN, CallGrads, Finding, FlowRow, Where
 from autograd_viz.trace.notes import grads_notes
 from autograd_viz.trace.readers import encode_float
-from autograd_viz.trace.records import LeafInfo, Trace, TraceEvent
+from autograd_viz.trace.records import LeafInfo, NodeInfo, Trace, TraceEvent
 
 KIND = "grads"
 """The event kind of a call's gradient findings."""
@@ -121,13 +121,45 @@ def into(recorder: CallNoter) -> Callable[[CallGrads], None]:
     return note
 
 
+_decoded: list[tuple[Mapping[str, Any], int, CallGrads]] = []
+"""The last event data decoded (a view asks again at every step it shows)."""
+
+
 def call_grads(trace: Trace, graph_task: int) -> CallGrads | None:
     """The findings recorded for ``graph_task`` (its last ``grads`` event), if any."""
     data = grads_notes(trace).get(graph_task)
     if data is None:
         return None
     info = trace.graph_tasks.get(graph_task)
-    return decode_data(data, info.call or 0 if info is not None else 0)
+    index = info.call or 0 if info is not None else 0
+    for seen, number, call in _decoded:
+        if seen is data and number == index:
+            return call
+    call = decode_data(data, index)
+    _decoded[:] = [(data, index, call)]
+    return call
+
+
+def node_findings(
+    trace: Trace, graph_task: int, node: NodeInfo
+) -> tuple[Finding | None, tuple[Finding, ...]]:
+    """What a view says on ``node`` of ``graph_task``: why its leaf got no gradient (or
+    zeros), and, on the call's root, the parameters off the graph that got none."""
+    call = call_grads(trace, graph_task)
+    info = trace.graph_tasks.get(graph_task)
+    if call is None or info is None:
+        return None, ()
+    own = leaf_finding(call, node.leaf)
+    if node.id != info.root:
+        return own, ()
+    on_graph = {
+        name
+        for n in info.nodes.values()
+        if n.leaf is not None
+        for name in (n.leaf.name, *n.leaf.aliases)
+        if name is not None
+    }
+    return own, tuple(off_graph(call, on_graph))
 
 
 def leaf_finding(call: CallGrads | None, leaf: LeafInfo | None) -> Finding | None:

@@ -9,6 +9,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from autograd_viz.grads.report import Finding as GradsFinding
 from autograd_viz.live import thread_name
 from autograd_viz.nan.report import Finding, user_frames
 from autograd_viz.trace import GraphTaskInfo, NodeInfo, Trace
@@ -89,9 +90,13 @@ def inspect_node(
     breakpoint_: bool,
     findings: Sequence[Finding] = (),
     values: str = "all",
+    no_gradient: GradsFinding | None = None,
+    off_graph: Sequence[GradsFinding] = (),
 ) -> RenderableType:
     """Everything about one node at one step; ``findings``: its NaNs and Infs so far, and why;
-    ``values``: the tier the trace was recorded at (Note [Values tiers])."""
+    ``values``: the tier the trace was recorded at (Note [Values tiers]); ``no_gradient``:
+    why its leaf got no gradient in the call (or only zeros), and ``off_graph`` (on the root):
+    the parameters off the graph that got none (Note [Gradient findings in a trace])."""
     # Below "all" a gradient was recorded without its summary: say so, never "empty".
     unvalued = values == "none" or (values == "leaves" and info.leaf is None)
     head = Text()
@@ -122,6 +127,15 @@ def inspect_node(
         )
         if leaf.aliases:  # a parameter modules share: `/` finds it by these too
             parts.append(Text(printable(f"  also named {', '.join(leaf.aliases)}"), style="dim"))
+    if no_gradient is not None:
+        parts.extend(no_gradient_lines(no_gradient))
+    if off_graph:
+        parts.append(_section(f"no gradient, off this graph ({len(off_graph)} parameters)"))
+        for finding in off_graph[:OFF_GRAPH_SHOWN]:
+            parts.extend(no_gradient_lines(finding, named=True))
+        if len(off_graph) > OFF_GRAPH_SHOWN:
+            more = len(off_graph) - OFF_GRAPH_SHOWN
+            parts.append(Text(f"  … {more} more (autograd-viz grads lists them)", style="dim"))
     parts.append(_section("input buffer (gradients in)"))
     slots = state.slots if state is not None else (None,) * len(info.inputs)
     for i, shape in enumerate(info.inputs):
@@ -181,6 +195,29 @@ def inspect_node(
         parts.append(_section("forward call (anomaly mode), your line first"))
         parts.extend(forward_frames(info.traceback))
     return Group(*parts)
+
+
+OFF_GRAPH_SHOWN = 8
+"""Parameters off the graph listed on the root's inspector."""
+
+
+def no_gradient_lines(finding: GradsFinding, named: bool = False) -> list[Text]:
+    """Why a parameter got no gradient (or zeros) in the call, and the line that explains it."""
+    zeros = finding.reason == "exact zeros"
+    head = "gradient all zeros" if zeros else f"no gradient: {finding.reason}"
+    line = Text("  " if named else "", style=NON_FINITE_STYLE if zeros else "bold red")
+    if named:
+        line.append(f"{printable(finding.parameter)}: ", style="bold")
+    line.append(f"✗ {head}", style="bold")
+    line.append(f" — {printable(finding.why)}")
+    lines = [line]
+    where = finding.where
+    if where is not None:
+        at = Text(f"    at {printable(os.path.basename(where.file))}:{where.line}", style="cyan")
+        if where.code:
+            at.append(f"  {printable(where.code)}", style="dim")
+        lines.append(at)
+    return lines
 
 
 def nan_lines(findings: Sequence[Finding]) -> list[Text]:

@@ -24,6 +24,7 @@ from textual.reactive import reactive
 from textual.widgets import Static
 
 from autograd_viz.draw.words import explain
+from autograd_viz.grads.recorded import node_findings
 from autograd_viz.nan.report import Finding
 from autograd_viz.trace import GraphTaskInfo, Trace, TraceEvent
 from autograd_viz.trace.records import observed, values_recorded
@@ -180,17 +181,19 @@ class Inspector(ShownPanel):
         findings: tuple[Finding, ...] = ()
         if node_id in shown.flagged or (node_state is not None and non_finite(node_state)):
             findings = shown.findings.at(shown.driver.trace, task.id, node_id, state.step)
-        return (task.id, node_id, node_state, breakpoint_, findings, shown.box)
+        # Why its leaf got no gradient: recorded after the call (grads -o, record --why).
+        why = node_findings(shown.driver.trace, task.id, task.nodes[node_id])
+        return (task.id, node_id, node_state, breakpoint_, findings, shown.box, why)
 
     def draw(self, shown: Shown) -> Any:
         key = self._drawn  # the key just worked out (see ShownPanel.watch_shown)
         if not isinstance(key, tuple) or len(key) == 3:
             return inspect_nothing(shown.driver.trace, shown.state, shown.focus, shown.heading)
         assert shown.task is not None
-        _, node_id, node_state, breakpoint_, findings, box = key
+        _, node_id, node_state, breakpoint_, findings, box, (why, off) = key
         info = shown.task.nodes[node_id]
         values = values_recorded(shown.driver.trace.header)
-        node = inspect_node(info, node_state, shown.task, breakpoint_, findings, values)
+        node = inspect_node(info, node_state, shown.task, breakpoint_, findings, values, why, off)
         return Group(in_box(box), node) if box else node
 
 
