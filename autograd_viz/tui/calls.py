@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass
 
 from autograd_viz.trace import Trace
+from autograd_viz.trace.notes import grads_notes
 from autograd_viz.trace.records import values_recorded
 from autograd_viz.trace.text import one_line
 
@@ -29,6 +30,14 @@ class CallFigures:
     """The norm of the ``.grad`` of every leaf the call accumulated into (NaN if one held one)."""
     nonfinite: int
     """NaN and Inf values among those gradients, plus the call's anomaly events."""
+    modules: tuple[tuple[str, float], ...] = ()
+    """Each module's gradient norm in the call, largest first: as ``grads`` recorded it,
+    else from its leaves' accumulated gradients (a leaf's module: its name to the last dot)."""
+    flagged: tuple[tuple[str, str], ...] = ()
+    """``(module, "vanishing" or "exploding")`` as ``grads`` flagged them."""
+    missing: int = 0
+    """Trainable parameters that got no gradient, as ``grads`` found (Note [Gradient
+    findings in a trace])."""
 
 
 def call_figures(trace: Trace) -> dict[int, CallFigures]:
@@ -38,6 +47,7 @@ def call_figures(trace: Trace) -> dict[int, CallFigures]:
         top[gid] = top.get(info.parent, gid) if info.parent is not None else gid
     squares: dict[int, float] = {}
     nonfinite: dict[int, int] = {}
+    by_module: dict[int, dict[str, float]] = {}
     for event in trace.events:
         owner = top.get(event.graph_task)
         if owner is None:
@@ -54,11 +64,64 @@ def call_figures(trace: Trace) -> dict[int, CallFigures]:
                 nonfinite[owner] = nonfinite.get(owner, 0) + bad
             norm = grad.norm if grad.norm is not None else math.nan
             squares[owner] = squares.get(owner, 0.0) + norm * norm
-    return {
-        gid: CallFigures(math.sqrt(squares.get(gid, 0.0)), nonfinite.get(gid, 0))
-        for gid in trace.graph_tasks
-        if top.get(gid) == gid
+            name = event.data.get("leaf_name")
+            if name:
+                modules = by_module.setdefault(owner, {})
+                module = name.rpartition(".")[0] or name
+                modules[module] = modules.get(module, 0.0) + norm * norm
+    notes = grads_notes(trace)
+    figures = {}
+    for gid in trace.graph_tasks:
+        if top.get(gid) != gid:
+            continue
+        flagged: tuple[tuple[str, str], ...] = ()
+        missing = 0
+        note = notes.get(gid)
+        if note is not None and note["flow"]:
+            norms = {row["module"]: row["grad_norm"] for row in note["flow"]}
+            flagged = tuple((row["module"], row["flag"]) for row in note["flow"] if row.get("flag"))
+        else:
+            norms = {m: math.sqrt(sq) for m, sq in by_module.get(gid, {}).items()}
+        if note is not None:
+            missing = sum(1 for f in note["findings"] if f["reason"] in _MISSING)
+        ranked = tuple(sorted(norms.items(), key=lambda item: -_order(item[1])))
+        figures[gid] = CallFigures(
+            math.sqrt(squares.get(gid, 0.0)), nonfinite.get(gid, 0), ranked, flagged, missing
+        )
+    return figures
+
+
+_MISSING = frozenset(
+    {
+        "never used",
+        "used without grad",
+        "cut",
+        "never reaches the loss",
+        "no gradient from its node",
+        "not on the graph",
     }
+)
+"""The reasons of a trainable parameter that got no gradient (``grads``'s)."""
+
+MODULES_SHOWN = 3
+"""Modules named on a call's row, largest gradient first; the smallest follows them."""
+
+
+def _order(value: float) -> float:
+    return math.inf if not math.isfinite(value) else value
+
+
+def modules_text(figure: CallFigures) -> str:
+    """A call's gradient norm per module, in a few words: ``head 0.22 · enc 0.1 … embed 3e-07``."""
+    if not figure.modules:
+        return ""
+    shown = list(figure.modules[:MODULES_SHOWN])
+    if len(figure.modules) > MODULES_SHOWN:
+        shown.append(figure.modules[-1])
+    words = [f"{one_line(module, 40)} {norm:.2g}" for module, norm in shown]
+    if len(figure.modules) > MODULES_SHOWN:
+        words.insert(-1, "…")
+    return " · ".join(words)
 
 
 NO_FIGURE = "·"
@@ -96,6 +159,15 @@ def task_choices(trace: Trace) -> tuple[str, list[tuple[str, str]]]:
             bad = f", {figure.nonfinite:,} NaN/Inf" if figure.nonfinite else ""
             mark = NO_FIGURE if unvalued else bar(figure.grad_norm, low, high)
             label = f"{mark} {call}: {norm}{bad}, {nodes}, from {roots}"
+            if figure.missing:
+                label += f", {figure.missing} without gradient"
+            flags = {flag for _, flag in figure.flagged}
+            for flag in sorted(flags):
+                count = sum(1 for _, f in figure.flagged if f == flag)
+                label += f", {count} {flag}"
+            per_module = modules_text(figure)
+            if per_module:
+                label += f"; ‖g‖ by module: {per_module}"
         if task.cut is not None:  # a recorder error ended its recording early
             label += f", cut short: {one_line(task.cut, 120)}"
         rows.append((str(gid), label))

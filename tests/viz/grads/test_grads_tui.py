@@ -10,9 +10,12 @@ from typing import Any
 import pytest
 from grads_programs import marked_line, write
 from textual.pilot import Pilot
+from textual.widgets import OptionList
 
 from autograd_viz.cli.main import main
 from autograd_viz.trace import Trace
+from autograd_viz.tui.calls import call_figures, task_choices
+from autograd_viz.tui.screens import TaskPicker
 from tests.viz.tui.tuiting import find_in_tree, inspector, replay_app, run_app
 
 pytestmark = pytest.mark.oracle
@@ -68,3 +71,53 @@ def test_a_trace_without_findings_says_nothing_of_them(
 
     run_app(app, actions, size=SIZE)
     assert not any("no gradient" in text or "all zeros" in text for text in seen)
+
+
+def _picker_rows(app: Any) -> list[str]:
+    options = app.screen.query_one(OptionList)
+    return [str(options.get_option_at_index(i).prompt) for i in range(options.option_count)]
+
+
+def test_the_call_picker_shows_each_calls_gradient_per_module(
+    recorded: tuple[Path, Trace],
+) -> None:
+    _, trace = recorded
+    app = replay_app(trace)
+    rows: list[str] = []
+
+    async def actions(pilot: Pilot[Any]) -> None:
+        await pilot.press("t")
+        assert isinstance(app.screen, TaskPicker)
+        rows.extend(_picker_rows(app))
+
+    run_app(app, actions, size=SIZE)
+    calls = rows[1:]
+    assert [row.split(":")[0][2:] for row in calls] == ["call 0", "call 1", "call 2"]
+    last = figures_of(trace)[-1]
+    for row in calls:
+        # 9 trainable parameters got none; dead's gradient is zeros: flagged vanishing.
+        assert "9 without gradient" in row and "1 vanishing" in row
+        assert "‖g‖ by module: head " in row and "dead 0" in row
+    head = dict(last.modules)["head"]
+    assert f"head {head:.2g}" in calls[-1]
+    assert last.modules[0][0] == "head"  # largest first
+    assert ("dead", "vanishing") in last.flagged
+
+
+def test_without_findings_the_picker_takes_module_norms_from_the_leaves(
+    torch: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "plain.jsonl"
+    assert main(["record", "-o", str(path), str(write(tmp_path, "all")), "-"]) == 0
+    capsys.readouterr()
+    trace = Trace.load(path)
+    _, rows = task_choices(trace)
+    last = figures_of(trace)[-1]
+    assert last.missing == 0 and last.flagged == ()
+    norms = dict(last.modules)
+    assert set(norms) >= {"head", "backbone", "dead"} and norms["dead"] == 0
+    assert "without gradient" not in rows[-1][1] and "‖g‖ by module: head" in rows[-1][1]
+
+
+def figures_of(trace: Trace) -> list[Any]:
+    return list(call_figures(trace).values())
