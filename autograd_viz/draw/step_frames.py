@@ -2,9 +2,9 @@
 
 :func:`view_frames` reads each step through the view model
 (:func:`autograd_viz.draw.showing.show`, the module view every picture uses,
-without opening modules as the step moves, so that boxes stay where they are)
-and writes each frame's DOT as :class:`~autograd_viz.draw.frame_diff.Frame`
-elements. A step changes a few nodes, edges and clusters: only those are drawn
+with the call being worked on open, Note [An animation opens the work]) and
+writes each frame's DOT as :class:`~autograd_viz.draw.frame_diff.Frame` elements.
+A step changes a few nodes, edges and clusters: only those are drawn
 again (see Note [Drawing what changed]), so a frame costs what it changes, not
 what the graph holds.
 """
@@ -25,6 +25,15 @@ from autograd_viz.draw.frame_diff import Frame, read_frame
 if TYPE_CHECKING:
     from autograd_viz.draw.graph_view import GraphView
     from autograd_viz.trace import Trace
+
+# Note [An animation opens the work]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# As the TUI does, each frame opens the modules of the step's running and failed
+# nodes and of its event's node (showing.focus_of): the fold being worked on
+# shows its inside while its calls run, then closes again. The rest is what a
+# still picture draws, and a fold's calls stay one box whatever their status, so
+# the frames between two openings share one drawing (Note [Frames as changes]
+# in frame_diff.py); each opening is one more drawing to lay out.
 
 # Note [Drawing what changed]
 # ~~~~~~~~~~~~~~~~~~~~~~~~~~~
@@ -74,7 +83,7 @@ def view_frames(
             collapse=collapse,
             level=level,
             expand=expanded,
-            focus=[n.key for n in whole.nodes.values() if n.info.id in marked],
+            focus=working(whole, marked),
             max_nodes=max_nodes,
             follow=False,
             pictures=pictures,
@@ -87,6 +96,13 @@ def view_frames(
         frames.append(frame)
         before = (view, frame) if isinstance(frame, Frame) else None
     return frames
+
+
+def working(whole: GraphView, marked: Iterable[int] = ()) -> list[str]:
+    """The nodes a frame opens the modules of (Note [An animation opens the work]): the
+    step's running and failed nodes, its event's node, and the nodes of ``marked`` ids."""
+    ids = set(marked)
+    return [*showing.focus_of(whole), *(n.key for n in whole.nodes.values() if n.info.id in ids)]
 
 
 def graph_frames(graphs: Iterable[graphviz.Digraph]) -> list[Frame | str]:
@@ -222,4 +238,4 @@ def _one_inside_each(view: GraphView, clusters: set[str]) -> set[str]:
     return set(found.values())
 
 
-__all__ = ["graph_frames", "view_frames"]
+__all__ = ["graph_frames", "view_frames", "working"]

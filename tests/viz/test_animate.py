@@ -32,6 +32,7 @@ from autograd_viz.draw.animate import (
     write_gif,
 )
 from autograd_viz.draw.frame_diff import Frame
+from autograd_viz.draw.graph_view import NodeStatus
 from autograd_viz.live import thread_name
 from autograd_viz.trace import Trace
 from tests.viz.dotting import needs_dot
@@ -351,7 +352,8 @@ def test_a_frame_redraws_only_what_changed_and_equals_the_whole_drawing(trace: T
     steps = list(range(len(trace) + 1))
     frames_ = step_frames.view_frames(trace, steps, values=True)
     for step, frame in zip(steps, frames_, strict=True):
-        view = showing.show(dot.build_view(trace.state_at(step)), follow=False)
+        whole = dot.build_view(trace.state_at(step))
+        view = showing.show(whole, follow=False, focus=step_frames.working(whole))
         whole = step_frames._drawn(view, step_frames._Drawing(False, True, ()))
         assert isinstance(frame, Frame) and isinstance(whole, Frame)
         assert frame.source() == whole.source(), f"step {step}"
@@ -448,3 +450,25 @@ def test_frames_redrawn_where_they_changed_are_the_frames_drawn_whole() -> None:
     assert all("style=invis" in repr(frame) for frame in frames)
     for step, frame in zip(steps, frames, strict=True):
         assert frame == view_frames(trace, [step])[0], step
+
+
+def test_the_call_being_worked_on_is_open_in_its_frame() -> None:
+    """Note [An animation opens the work]: the running node is drawn, not hidden in a fold's
+    box; once its call is done the fold closes again, so a frame draws few boxes."""
+    from tests.viz.test_modules import transformer_trace
+
+    trace = transformer_trace()
+    steps = list(range(len(trace) + 1))
+    frames = step_frames.view_frames(trace, steps)
+    running = 0
+    for step, frame in zip(steps, frames, strict=True):
+        whole = dot.build_view(trace.state_at(step))
+        assert isinstance(frame, Frame)
+        for node in whole.nodes.values():
+            if node.status == NodeStatus.RUNNING:
+                running += 1
+                assert ("n", node.key) in frame.elements, (step, node.info.name)
+    assert running > 50
+    # At the end nothing runs: the blocks are folded again, their nodes inside one box.
+    drawn = sum(1 for key in frames[-1].elements if key[0] == "n")
+    assert drawn < len(dot.build_view(trace.state_at(len(trace))).nodes)
