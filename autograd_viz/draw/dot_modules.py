@@ -330,6 +330,8 @@ def cluster_label(cluster: Cluster) -> str:
     kind = f" <I>{html_text(cluster.kind)}</I>" if cluster.kind else ""
     summary = cluster.summary
     rows = [f"<B>{html_text(cluster.name)}</B>{kind}", _small(html_text(_counts_line(summary)))]
+    if cluster.stands_for:  # Note [A fold shows its inside once] in choosing.py
+        rows.append(_small(html_text(cluster.stands_for)))
     return html_label(rows)
 
 

@@ -12,7 +12,7 @@ costs what changed since the one before (Note [A picture from the step before]).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from autograd_viz.draw.boxes import ModuleBox, box_node
 from autograd_viz.draw.choosing import Choice
@@ -39,6 +39,9 @@ class Cluster:
     """The module's class name."""
     summary: BoxSummary
     """What every node inside it adds up to at the step."""
+    stands_for: str = ""
+    """For a call drawn open while its fold's other calls are a box: the fold it is one call
+    of, ``blocks.{0..11} × 12`` (Note [A fold shows its inside once] in choosing.py)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +62,8 @@ class Layout:
     """The closed folds among ``boxes``."""
     steps: dict[int, int]
     """The repetition of each call inside a closed fold, by scope index (Note [Rolled loops])."""
+    opened_of: dict[int, FoldGroup] = field(default_factory=dict)
+    """The fold of each call drawn open while others of its fold are a box, by scope index."""
 
     @property
     def empty(self) -> bool:
@@ -72,6 +77,7 @@ def layout(tree: ModuleTree, choice: Choice) -> Layout:
     inside: dict[str, str] = {}
     clusters: dict[str, tuple[Scope, str | None]] = {}
     boxes: dict[str, tuple[Scope | FoldGroup, str | None]] = {}
+    opened_of: dict[int, FoldGroup] = {}
     stack: list[tuple[Scope | FoldGroup, str | None]] = [
         (item, None) for item in reversed(tree.items.get(None, ()))
     ]
@@ -89,6 +95,7 @@ def layout(tree: ModuleTree, choice: Choice) -> Layout:
             # Note [Around a fold] in select.py; Note [A box is one status] in choosing.py
             repetitions = item.repetitions()
             opened = [i for r, calls in enumerate(repetitions) if r in held for i in calls]
+            opened_of.update(dict.fromkeys(opened, item))
             stack.extend((tree.scopes[i], parent) for i in reversed(opened))
             rest = frozenset(range(len(repetitions))) - held
             for n, part in enumerate(parts or (rest,)):
@@ -105,7 +112,9 @@ def layout(tree: ModuleTree, choice: Choice) -> Layout:
         else:
             _close(tree, item, f"m{item.index}", parent, drawn, inside, boxes)
     groups = {k: item for k, (item, _) in boxes.items() if isinstance(item, FoldGroup)}
-    return Layout(choice.level, drawn, inside, clusters, boxes, groups, _steps(tree, boxes))
+    return Layout(
+        choice.level, drawn, inside, clusters, boxes, groups, _steps(tree, boxes), opened_of
+    )
 
 
 def apply(
@@ -170,11 +179,24 @@ def fill(
         nodes,
         plan.edges(view.edges),
         {
-            key: Cluster(key, scope.index, parent, scope.name, scope.kind, summaries[scope.index])
+            key: Cluster(
+                key,
+                scope.index,
+                parent,
+                scope.name,
+                scope.kind,
+                summaries[scope.index],
+                _stands_for(laid.opened_of.get(scope.index)),
+            )
             for key, (scope, parent) in laid.clusters.items()
         },
         (*view.notices, _notice(laid, len(view.nodes))) if boxes else view.notices,
     )
+
+
+def _stands_for(group: FoldGroup | None) -> str:
+    """What an open call of a fold says it is one of: ``1 of blocks.{0..11} × 12``."""
+    return "" if group is None else f"1 of {group.name} × {group.count:,}"
 
 
 def _picture(

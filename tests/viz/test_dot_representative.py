@@ -52,6 +52,8 @@ def test_the_default_opens_one_block_and_counts_the_others() -> None:
     assert source.count("3 parameters each") == 1  # the fold: attn.w, attn.b, mlp.w a call
     assert "2 parameters" in source  # h.0.attn's w and b; lm_head's weight and bias
     assert "AccumulateGrad" not in source.split("legend")[0]
+    # The open block says which fold it stands in for; the blocks' total is the box's and its.
+    assert source.count("1 of transformer.h.{0..11} × 12") == 1
     # Without it, the fold is one closed box (the TUI's and animate's pictures).
     assert _folds(showing.show(view)) == {"transformer.h.{0..11}": 12}
 
