@@ -19,12 +19,12 @@ the processes' lines interleave but never cut into each other.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import sys
 from collections import defaultdict
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -32,7 +32,7 @@ from autograd_viz.trace.text import one_line, printable
 
 if TYPE_CHECKING:
     from autograd_viz.sources.calls import CallSelection
-    from autograd_viz.sources.recorder import Recorder
+    from autograd_viz.sources.recording import Recording
     from autograd_viz.trace import GraphTaskInfo, Trace, TraceEvent
 
 _MAIN_THREADS = ("MainThread", "autograd-viz-live")
@@ -278,27 +278,42 @@ def _footer(end: TraceEvent, info: GraphTaskInfo, steps: int, part: Trace) -> st
     return f"   failed  {printable(end.data.get('exc_type'))}: {message} ({steps} nodes ran{took})"
 
 
-@contextmanager
+@contextlib.contextmanager
 def printing(
     printer: CallPrinter,
     max_values: int,
     calls: CallSelection | None = None,
     values: str = "all",
     observe: str = "nodes",
-) -> Iterator[Recorder]:
+    output: str | None = None,
+) -> Iterator[Recording]:
     """Print every recorded backward call inside the block as it ends (every source armed).
 
     The NaN checks of ``autograd-viz nan`` run alongside, collecting (they
     never stop the program), so that a NaN or Inf is a line where it was
-    born, forward or backward.
+    born, forward or backward. With ``output`` the calls printed are also
+    written there as ``record`` writes them: each as it ends, or with
+    ``calls.last`` the last N (up to the first call with a NaN or Inf) when the
+    block ends, however it ends.
+
+    Raises:
+        OSError: ``output`` cannot be opened.
     """
     from autograd_viz.nan.watch import nan_checks
-    from autograd_viz.sources.arming import every_source
-    from autograd_viz.sources.recorder import Recorder
+    from autograd_viz.sources.recording import Recording
 
-    recorder = Recorder(max_values, calls=calls, on_calls=printer, values=values, observe=observe)
-    with every_source(), recorder.listening(gated=False), nan_checks(max_values=max_values):
-        yield recorder
+    recording = Recording(
+        max_values,
+        calls,
+        output,
+        gated=False,
+        values=values,
+        observe=lambda part: printer(part, 0),
+        watch=observe,
+    )
+    recording.forks_observe = True  # a forked child prints its own calls, headed by its pid
+    with recording.running(), nan_checks(max_values=max_values):
+        yield recording
 
 
 def process_prefix(inherited_rank: str | None, top: int | None) -> Callable[[], str]:
@@ -318,44 +333,76 @@ def process_prefix(inherited_rank: str | None, top: int | None) -> Callable[[], 
 def run_print(args: Any, script: str, script_args: list[str]) -> int:
     """``autograd-viz run --print SCRIPT``: the script's backward calls printed as they end.
 
+    With ``-o`` they are written too, as ``record`` writes them (with ``--last N``
+    the last N, when the script ends, raises or is stopped by SIGINT, SIGTERM or
+    SIGHUP, or at the first call with a NaN or Inf); stopped by a signal, the
+    tool then ends by it.
+
     Returns:
         The script's exit status, as ``python SCRIPT`` gives it (1 with its
         traceback on stderr when it raised).
 
     Raises:
-        UsageError: ``--print`` with ``-o`` or ``--last``, which are the TUI's.
+        UsageError: ``--last`` without ``-o`` (it keeps the calls only to write them).
+        CommandError: ``-o`` cannot be written.
     """
-    from autograd_viz.cli.base import UsageError, note
+    from autograd_viz.cli.base import CommandError, UsageError, check_output, note
     from autograd_viz.cli.jobs import who
-    from autograd_viz.cli.record import call_selection
+    from autograd_viz.cli.record import (
+        Signalled,
+        call_selection,
+        end_by_signal,
+        own_streamed_path,
+        stopped_by_signals,
+    )
     from autograd_viz.sources.processes import follow_children, read_settings
     from autograd_viz.sources.script import ScriptFailedError, run_script
     from autograd_viz.trace import DEFAULT_MAX_VALUES
+    from autograd_viz.trace.text import count_words
 
     # --anomaly is the TUI's stop at a NaN; the lines say every NaN or Inf anyway.
-    for option, given in (("-o", args.output), ("--last", args.last)):
-        if given:
-            raise UsageError(f"{option} is for the TUI; --print prints each call as it ends")
+    output: str | None = args.output
+    if args.last and output is None:
+        raise UsageError(
+            "--last N with --print keeps the last calls only to write them: add -o TRACE "
+            "(every call is printed as it ends either way)"
+        )
+    if output is not None:
+        check_output(output)
+    own = own_streamed_path(output)[0] if output is not None else None
     calls = call_selection(args)
     parent = read_settings()
     printer = CallPrinter(prefix=process_prefix(parent.rank if parent else None, os.getpid()))
     failure: ScriptFailedError | None = None
     status = 0
-    with (
-        printing(printer, DEFAULT_MAX_VALUES, calls, args.values, args.observe) as recorder,
-        follow_children(
-            "print",
-            recorder.trace,
-            max_values=DEFAULT_MAX_VALUES,
-            calls={"steps": calls.steps, "every": calls.every},
-            values=args.values,
-            observe=args.observe,
-        ) as job,
-    ):
+    stopped: int | None = None
+    interrupted = False
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(stopped_by_signals())
+        try:
+            recording = stack.enter_context(
+                printing(printer, DEFAULT_MAX_VALUES, calls, args.values, args.observe, own)
+            )
+        except OSError as exc:
+            raise CommandError(f"cannot write trace {own}: {exc.strerror or exc}") from None
+        job = stack.enter_context(
+            follow_children(
+                "print",
+                recording.trace,
+                max_values=DEFAULT_MAX_VALUES,
+                calls={"steps": calls.steps, "every": calls.every},
+                values=args.values,
+                observe=args.observe,
+            )
+        )
         try:
             status = run_script(script, script_args)
         except ScriptFailedError as exc:
             failure = exc
+        except KeyboardInterrupt:
+            interrupted = True
+        except Signalled as exc:
+            stopped = exc.signum
         children = job.reports()
     sys.stdout.flush()
     found = f", {printer.findings} NaN or Inf" if printer.findings else ""
@@ -369,6 +416,17 @@ def run_print(args: Any, script: str, script_args: list[str]) -> int:
             + ")"
         )
     note(said)
+    if own is not None:
+        problem = recording.save_error or (recording.writer.error if recording.writer else None)
+        if problem is not None:
+            raise CommandError(f"cannot write trace {own}: {problem.strerror or problem}")
+        kept = count_words(recording.stats().graph_tasks, "graph task")
+        last = f"the last {kept}" if calls.last is not None else kept
+        note(f"{last} saved to {own}; step them with 'autograd-viz replay {own}'")
+    if stopped is not None:
+        end_by_signal(stopped)
+    if interrupted:
+        raise KeyboardInterrupt
     if failure is not None:
         print(f"Traceback of {printable(script)}, which raised:", file=sys.stderr)
         print(printable(failure.script_traceback(), newlines=True), end="", file=sys.stderr)

@@ -234,6 +234,9 @@ class Recording:
         """Why the flight recorder's file could not be written, if it could not."""
         self._finished = False
         self._pid = os.getpid()
+        self.forks_observe = False
+        """A forked child hands its calls to ``observe`` instead of keeping them (it prints
+        them: ``run --print``)."""
 
     @property
     def trace(self) -> Trace:
@@ -282,7 +285,11 @@ class Recording:
         """The recorder's ``on_calls``: a finished part goes to the ring or the file."""
         if os.getpid() != self._pid:
             # A forked child (multiprocessing) inherited this recording: the file and the
-            # ring are its parent's, so it keeps its calls in its trace, which it saves itself.
+            # ring are its parent's, so it keeps its calls in its trace, which it saves itself;
+            # or, where each call is only read as it ends (run --print), it reads them.
+            if self.forks_observe and self.observe is not None:
+                self.observe(part)
+                return
             trace = self.recorder.trace
             part = _derived(part)
             trace.events, trace.graph_tasks = part.events, dict(part.graph_tasks)
@@ -290,8 +297,10 @@ class Recording:
         if self.observe is not None:
             self.observe(part)
         if self.ring is not None:
-            if self.ring.add(part, calls):
-                self.recorder.closed = True  # the calls after a finding are not kept
+            if self.ring.add(part, calls) and self.observe is None:
+                # The calls after a finding are not kept (one that reads each call as it
+                # ends, run --print, goes on reading them; the ring keeps no more).
+                self.recorder.closed = True
                 if self.output is not None:
                     self.saved_found = self._save(self.ring.trace(part.header))
         elif self.writer is not None:

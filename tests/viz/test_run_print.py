@@ -114,13 +114,34 @@ def test_without_a_terminal_run_prints_and_keeps_the_scripts_status(tmp_path: Pa
     assert headers == ["── backward call 0", "── backward call 2"]
 
 
-def test_print_refuses_the_tuis_options(tmp_path: Path) -> None:
+def test_print_last_needs_a_file_to_write_the_calls_to(tmp_path: Path) -> None:
     path = script(tmp_path)
-    for option in (["-o", "t.jsonl"], ["--last", "2"]):
-        done = run(tmp_path, "run", "--print", *option, str(path))
-        assert done.returncode == 2
-        assert f"{option[0]} is for the TUI" in done.stderr
-        assert "Traceback" not in done.stderr
+    done = run(tmp_path, "run", "--print", "--last", "2", str(path))
+    assert done.returncode == 2
+    assert "--last N with --print keeps the last calls only to write them: add -o" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_print_writes_the_calls_as_record_does(tmp_path: Path) -> None:
+    from autograd_viz.trace import Trace
+
+    path = script(tmp_path)
+    done = run(tmp_path, "run", "--print", "-o", "all.jsonl", str(path))
+    assert done.returncode == 0, done.stderr
+    assert _calls(Trace.load(tmp_path / "all.jsonl")) == [0, 1, 2]
+    assert "3 graph tasks saved to all.jsonl" in done.stderr
+    # A flight recorder stops keeping at the call with the NaN (call 1: a log of a
+    # negative), as record --last does; every call is printed all the same.
+    done = run(tmp_path, "run", "--print", "--last", "2", "-o", "last.jsonl", str(path))
+    assert done.returncode == 0, done.stderr
+    headers = [line.split(" · ")[0] for line in done.stdout.splitlines() if line.startswith("──")]
+    assert headers == [f"── backward call {n}" for n in range(3)]
+    assert _calls(Trace.load(tmp_path / "last.jsonl")) == [0, 1]
+    assert "the last 2 graph tasks saved to last.jsonl" in done.stderr
+
+
+def _calls(trace: object) -> list[int | None]:
+    return [info.call for info in trace.graph_tasks.values()]  # type: ignore[attr-defined]
 
 
 def test_children_print_headed_by_their_process(tmp_path: Path) -> None:

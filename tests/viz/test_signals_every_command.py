@@ -93,3 +93,19 @@ def test_a_child_that_outlives_its_watching_command_ends_without_a_word(
     gone.mkdir()  # while the parent runs, the report is left for it
     report_child(settings, process_info(None), str(tmp_path / "t.jsonl"), 3, 40)
     assert [p.name for p in gone.iterdir()] == [f"{os.getpid()}.json"]
+
+
+@pytest.mark.parametrize("signum", SIGNALS)
+@pytest.mark.parametrize("last", [None, 2])
+def test_run_print_stopped_by_a_signal_writes_the_calls_that_finished(
+    tmp_path: Path, signum: int, last: int | None
+) -> None:
+    from autograd_viz.trace import Trace
+
+    options = ["--last", str(last)] if last is not None else []
+    done = _stopped(tmp_path, signum, "run", "--print", *options, "-o", "t.jsonl")
+    assert done.returncode == _ended_by(signum), done.stderr
+    assert done.stdout.count("── backward call") == 3
+    calls = [info.call for info in Trace.load(tmp_path / "t.jsonl").graph_tasks.values()]
+    assert calls == ([0, 1, 2] if last is None else [1, 2])
+    assert "saved to t.jsonl" in done.stderr
