@@ -121,6 +121,12 @@ def add_graph_options(parser: argparse.ArgumentParser, animate: bool = False) ->
         metavar="N",
         help="draw at most N nodes, nearest the root; a notice counts the rest",
     )
+    parser.add_argument(
+        "--why",
+        action="store_true",
+        help="with a script: also find which parameters got no gradient and why (as "
+        "autograd-viz grads does; about 2x the recording's time), and mark them",
+    )
     if animate:
         parser.add_argument(
             "--max-frames",
@@ -252,7 +258,7 @@ def _prepare(
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     if source.endswith(".py"):
-        return source, _record(source, script_args, args.call)
+        return source, _record(source, script_args, args.call, args.why)
     if script_args:
         raise UsageError(
             f"{args.command}: {source} is a trace file, which takes no arguments "
@@ -310,12 +316,18 @@ def _alike(one: str, other: str) -> bool:
     return difflib.SequenceMatcher(None, one, other).ratio() >= 0.6
 
 
-def _record(script: str, script_args: list[str], call: int | None = None) -> Trace:
-    from autograd_viz.sources import record
+def _record(
+    script: str, script_args: list[str], call: int | None = None, why: bool = False
+) -> Trace:
+    from autograd_viz.grads.recorded import explaining
+    from autograd_viz.sources.calls import CallSelection
+    from autograd_viz.sources.recording import Recording
     from autograd_viz.sources.script import ScriptFailedError, ScriptNotFoundError, run_script
 
+    recording = Recording(calls=CallSelection(None if call is None else [call]))
+    trace = recording.trace
     try:
-        with record(steps=None if call is None else [call]) as trace:
+        with recording.running(), explaining(recording.recorder, why):
             status = run_script(script, script_args)
     except ScriptNotFoundError as exc:
         raise CommandError(str(exc)) from None

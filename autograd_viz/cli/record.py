@@ -52,6 +52,7 @@ def run_record(args: argparse.Namespace) -> int:
     a NaN or Inf. Stopped by SIGTERM or SIGHUP, the tool ends by that signal,
     as the script would have.
     """
+    from autograd_viz.grads.recorded import explaining
     from autograd_viz.sources.processes import follow_children, process_info
     from autograd_viz.sources.recording import Recording
     from autograd_viz.sources.script import (
@@ -78,7 +79,12 @@ def run_record(args: argparse.Namespace) -> int:
     failure: ScriptFailedError | None = None
     interrupted = False
     signalled: int | None = None
-    with stopped_by_signals(), _saved_before_exit(recording), recording.running():
+    with (
+        stopped_by_signals(),
+        _saved_before_exit(recording),
+        recording.running(),
+        explaining(recording.recorder, args.why),
+    ):
         with (
             follow_children(
                 "record",
@@ -504,6 +510,13 @@ def add_record_options(record: argparse.ArgumentParser) -> None:
         default=DEFAULT_MAX_VALUES,
         metavar="N",
         help=f"keep the values of tensors with at most N elements (default: {DEFAULT_MAX_VALUES})",
+    )
+    record.add_argument(
+        "--why",
+        action="store_true",
+        help="also record, after each backward call, which parameters got no gradient and why, "
+        "and each module's gradient norm (as autograd-viz grads finds them; about 2x the "
+        "recording's time), for dot and the TUI to show",
     )
     add_call_options(record)
 

@@ -18,7 +18,8 @@ and changes no replayed state.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any, Protocol
 
 from autograd_viz.grads.report import FROZEN, CallGrads, Finding, FlowRow, Where
@@ -123,6 +124,19 @@ def into(recorder: CallNoter) -> Callable[[CallGrads], None]:
 
 _decoded: list[tuple[Mapping[str, Any], int, CallGrads]] = []
 """The last event data decoded (a view asks again at every step it shows)."""
+
+
+@contextmanager
+def explaining(recorder: CallNoter, on: bool = True) -> Iterator[None]:
+    """Inside the block, record each backward call's findings into ``recorder`` (``record
+    --why``); nothing when not ``on``. The watch costs about as much again as recording."""
+    if not on:
+        yield
+        return
+    from autograd_viz.grads.watch import watch_grads
+
+    with watch_grads(keep_flow=0, on_call=into(recorder)):
+        yield
 
 
 def call_grads(trace: Trace, graph_task: int) -> CallGrads | None:

@@ -213,6 +213,8 @@ def _noting(accumulated: set[int]) -> Callable[[Any], None]:
     def hook(p: Any) -> None:
         accumulated.add(id(p))
 
+    # Ours, not the program's: a recording of the same run does not list it on the leaf.
+    hook._autograd_viz_watcher = True  # type: ignore[attr-defined]  # WATCHERS_OWN
     return hook
 
 

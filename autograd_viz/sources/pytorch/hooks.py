@@ -48,6 +48,9 @@ TENSOR_PRE = "tensor_pre"
 POST_ACCUMULATE_GRAD = "post_accumulate_grad"
 MODULE_FULL_BACKWARD = "module_full_backward"
 MODULE_FULL_BACKWARD_PRE = "module_full_backward_pre"
+WATCHERS_OWN = "_autograd_viz_watcher"
+"""An attribute a hook of one of our own watchers carries (the gradient watch's): not the
+user's, so not listed on the node nor recorded as a hook event."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +87,8 @@ def hooks_of(fn: Any, variable: torch.Tensor | None) -> tuple[UserHook, ...]:
         for hook in (getattr(variable, "_backward_hooks", None) or {}).values():
             found.append(_describe(TENSOR_PRE, 0, hook))
         for hook in (getattr(variable, "_post_accumulate_grad_hooks", None) or {}).values():
-            found.append(_describe(POST_ACCUMULATE_GRAD, None, hook))
+            if not getattr(hook, WATCHERS_OWN, False):
+                found.append(_describe(POST_ACCUMULATE_GRAD, None, hook))
         return tuple(found)
     if not _noted:
         return ()  # no hook was ever noted on a node: no metadata to read

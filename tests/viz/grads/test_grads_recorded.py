@@ -125,3 +125,28 @@ def test_grads_o_refuses_a_trace_and_a_directory(
     assert "is a trace" in capsys.readouterr().err
     assert main(["grads", "-o", str(tmp_path), str(write(tmp_path, "healthy"))]) == 3
     assert "is a directory" in capsys.readouterr().err
+
+
+def test_record_and_dot_take_why_and_leave_it_off_by_default(
+    torch: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = write(tmp_path, "all")
+    plain, why = tmp_path / "plain.jsonl", tmp_path / "why.jsonl"
+    assert main(["record", "-o", str(plain), str(script), "-"]) == 0
+    assert main(["record", "--why", "-o", str(why), str(script), "-"]) == 0
+    capsys.readouterr()
+    without, with_why = Trace.load(plain), Trace.load(why)
+    assert not any(e.kind == KIND for e in without.events)
+    assert sum(e.kind == KIND for e in with_why.events) == 3
+    # The watch's own hooks are not the program's: neither trace lists one on a leaf.
+    for trace in (without, with_why):
+        assert not any(e.kind == "hook" for e in trace.events)
+        assert not any(n.hooks for i in trace.graph_tasks.values() for n in i.nodes.values())
+    # Everything else recorded is the same run's.
+    kinds = [e.kind for e in with_why.events if e.kind != KIND]
+    assert kinds == [e.kind for e in without.events]
+    dot = tmp_path / "why.dot"
+    assert main(["dot", str(script), "-", "--why", "--expand", "all", "-o", str(dot)]) == 0
+    assert "no-gradient" in dot.read_text(encoding="utf-8")
+    assert main(["dot", str(script), "-", "--expand", "all", "-o", str(dot)]) == 0
+    assert "no-gradient" not in dot.read_text(encoding="utf-8")
