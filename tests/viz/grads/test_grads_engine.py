@@ -118,3 +118,25 @@ def test_the_command_on_our_engine(tmp_path: Path, capsys: pytest.CaptureFixture
     out = capsys.readouterr().out
     assert "cut.weight (4, 3)" in out and "cut by .detach()" in out
     assert "gradient flow, backward call 1" in out
+
+
+def test_a_trace_of_our_engine_holds_the_findings_and_dot_draws_the_cut(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from autograd_viz.draw.dot import to_dot
+    from autograd_viz.grads.recorded import call_grads
+    from autograd_viz.trace import Trace
+
+    path = write(tmp_path, "engine_all", PROGRAM)
+    trace_path = tmp_path / "engine_all.jsonl"
+    assert main(["grads", "-o", str(trace_path), str(path), "-"]) == 1
+    capsys.readouterr()
+    trace = Trace.load(trace_path)
+    last = [info for info in trace.graph_tasks.values() if info.parent is None][-1]
+    found = call_grads(trace, last.id)
+    assert found is not None
+    reasons = {f.parameter: f.reason for f in found.findings}
+    assert reasons["cut.weight"] == CUT and reasons["dead.weight"] == ZEROS
+    source = to_dot(trace, expand="all").source
+    assert f"cut at {path.name}:{marked_line(path, 'cut')}" in source
+    assert source.count('class="leaf no-gradient"') >= 2  # dead.weight's leaf, cut.weight's box
