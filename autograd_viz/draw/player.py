@@ -105,6 +105,7 @@ PAGE = (
            overflow: auto; }
   #stage > svg { display: block; margin: 0 auto; max-width: 100%; height: auto; }
   #stage.actual > svg { max-width: none; margin: 0; }
+  #stage:not(.with-legend) g.legend { display: none; }
   .controls { display: flex; flex-wrap: wrap; align-items: center; justify-content: center;
               gap: 0.5rem; margin: 0 0 0.25rem; }
   button, select { font: inherit; padding: 0.3rem 0.7rem; border: 1px solid #d0d7de;
@@ -150,10 +151,12 @@ PAGE = (
       </select>
       <button id="zoom" title="Fit the drawing to the page, or show it at its size (Z)"
               aria-pressed="false">Actual size</button>
+      <button id="legend-toggle" title="Show or hide the legend (L)"
+              aria-pressed="false">Legend</button>
     </div>
     <p id="caption" aria-live="polite"></p>
     <p class="hint">Space: play / pause &#xB7; &#x2190; &#x2192;: step &#xB7;
-      Home / End: first / last &#xB7; Z: fit / actual size</p>
+      Home / End: first / last &#xB7; Z: fit / actual size &#xB7; L: legend</p>
   </div>
   <div id="stage" aria-label="graph at the current step"></div>
   <noscript><p class="hint">The player needs JavaScript.</p></noscript>
@@ -173,7 +176,7 @@ PAGE = (
   var $ = function (id) { return document.getElementById(id); };
   var stage = $("stage"), slider = $("slider"), caption = $("caption"), counter = $("counter");
   var playIcon = $("play-icon"), playWord = $("play-word"), speed = $("speed");
-  var zoom = $("zoom"), actual = false;
+  var zoom = $("zoom"), actual = false, legend = $("legend-toggle");
   var icons = $("icons").content;
   var index = -1, timer = null;
   // Where the run of frames that share a drawing begins, for each frame.
@@ -223,6 +226,10 @@ PAGE = (
       swap(id, want);
       if (want === bases[id]) delete swapped[id]; else swapped[id] = want;
     });
+    // The drawing's ids are its own (f1, f2, ...); the legend is the node named legend.
+    stage.querySelectorAll("g.node > title").forEach(function (title) {
+      if (title.textContent === "legend") title.parentNode.classList.add("legend");
+    });
   }
   function show(i) {
     i = Math.max(0, Math.min(count - 1, i));
@@ -235,10 +242,10 @@ PAGE = (
     follow();
   }
   // A drawing much wider than the page is unreadable when fitted to it (a ResNet's stages
-  // run diagonally): it opens at its own size, the stage scrolling to keep the running or
-  // failed node in sight at every step; Z (or the button) switches between the two.
+  // run diagonally): it opens at its own size; Z (or the button) switches between the two.
+  // Fitted or not, the page scrolls to keep the running or failed node in sight at every
+  // step: a tall model fitted to the page's width still runs far below it.
   function follow() {
-    if (!actual) return;
     var node = stage.querySelector("g.node.running:not(.module):not(.fold)") ||
                stage.querySelector("g.node.running, g.node.failed");
     if (node === null) return;
@@ -253,6 +260,13 @@ PAGE = (
     stage.classList.toggle("actual", on);
     zoom.textContent = on ? "Fit to page" : "Actual size";
     zoom.setAttribute("aria-pressed", String(on));
+    follow();
+  }
+  // The legend is folded away (it sits above a stacked picture and pushes the work down);
+  // L (or the button) shows it.
+  function setLegend(on) {
+    stage.classList.toggle("with-legend", on);
+    legend.setAttribute("aria-pressed", String(on));
     follow();
   }
   function tooWide() {
@@ -292,6 +306,9 @@ PAGE = (
   $("last").addEventListener("click", function () { go(count - 1); });
   slider.addEventListener("input", function () { go(Number(slider.value)); });
   zoom.addEventListener("click", function () { setActual(!actual); });
+  legend.addEventListener("click", function () {
+    setLegend(!stage.classList.contains("with-legend"));
+  });
   // A clicked button keeps focus, and Space would then press it again instead of playing.
   document.querySelectorAll("button").forEach(function (b) {
     b.addEventListener("mousedown", function (e) { e.preventDefault(); });
@@ -309,7 +326,9 @@ PAGE = (
       "Home": function () { go(0); },
       "End": function () { go(count - 1); },
       "z": function () { setActual(!actual); },
-      "Z": function () { setActual(!actual); }
+      "Z": function () { setActual(!actual); },
+      "l": function () { setLegend(!stage.classList.contains("with-legend")); },
+      "L": function () { setLegend(!stage.classList.contains("with-legend")); }
     };
     if (Object.prototype.hasOwnProperty.call(actions, e.key)) {
       e.preventDefault();

@@ -189,3 +189,42 @@ def test_a_drawing_that_fits_opens_fitted(browser: Any, tmp_path: Path) -> None:
     page.keyboard.press("z")
     assert page.get_attribute("#zoom", "aria-pressed") == "true"
     assert errors == []
+
+
+def tall(steps: int = 40) -> Trace:
+    """A chain of ``steps`` multiplications: a drawing narrower than the page, many times taller."""
+    x = engine.tensor([1.0], requires_grad=True, name="x")
+    y = x
+    for _ in range(steps):
+        y = y * 1.0001
+    with autograd_viz.record() as trace:
+        y.sum().backward()
+    return trace
+
+
+def test_a_tall_drawing_fitted_to_the_page_follows_the_running_node(
+    browser: Any, tmp_path: Path
+) -> None:
+    """Fitted to the page's width, a tall model still runs far below the window: the page
+    scrolls to the running node at every step. The legend is folded away until L."""
+    result = animate(tall(), tmp_path / "run.html")
+    page, errors = opened(browser, result.path)
+    assert page.get_attribute("#zoom", "aria-pressed") == "false"  # fitted
+    stage = "() => document.querySelector('#stage').getBoundingClientRect().height"
+    assert page.evaluate(stage) > 2 * page.viewport_size["height"]
+    assert page.locator("#stage g.node.legend").count() == 1
+    assert not page.locator("#stage g.node.legend").is_visible()
+    running = 0
+    for _ in range(result.frames - 1):
+        page.keyboard.press("ArrowRight")
+        selector = "#stage g.node.running"
+        if page.locator(selector).count():
+            running += 1
+            assert in_sight(page, selector), shown(page)
+    assert running > 30
+    page.keyboard.press("l")
+    assert page.locator("#stage g.node.legend").is_visible()
+    assert page.get_attribute("#legend-toggle", "aria-pressed") == "true"
+    page.click("#legend-toggle")
+    assert not page.locator("#stage g.node.legend").is_visible()
+    assert errors == []
