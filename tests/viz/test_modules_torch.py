@@ -162,7 +162,8 @@ def test_an_unrolled_gru_cell_folds_its_calls() -> None:
     trace = unrolled_gru()
     groups = _groups(_view(trace))
     assert groups == {"cell:{0..9}": 10}
-    assert "cell:{0..9}</B> × 10" in dot.to_dot(trace).source
+    assert "cell:{0..9}</B> × 10" in dot.to_dot(trace, leaves=True).source
+    assert "cell:{1..9}</B> × 9" in dot.to_dot(trace).source  # the first call open
 
 
 def test_a_module_used_at_two_places_has_two_calls_that_do_not_fold() -> None:
@@ -246,9 +247,9 @@ def _width(trace: Trace, **options: Any) -> float:
 def test_the_default_picture_of_a_resnet_stack_fits_a_screens_width() -> None:
     # A stage's blocks drawn side by side, a diagonal staircase, made it 2,442 points wide.
     trace = resnet_stack()
-    source = dot.to_dot(trace).source
+    source = dot.to_dot(trace, leaves=True).source
     assert "2.0.conv1.weight" in source and "2.0.downsample.0.weight" in source
-    assert 0 < _width(trace) <= 1440
+    assert 0 < _width(trace) <= 1440 and 0 < _width(trace, leaves=True) <= 1440
     # Nothing is hidden to fit: the full drawing is still there on request, as wide as it is.
     assert "style=invis" not in dot.to_dot(trace, expand="all").source
 
@@ -258,7 +259,7 @@ def test_a_big_opened_picture_is_stacked_and_fits_a_screens_width() -> None:
     # The twelve layers opened (over 600 nodes) were left unstacked, 1,997 points wide: stacked,
     # invisible edges doubling drawn ones made Graphviz 2.43's dot crash on such pictures.
     trace = transformer_encoder()
-    graph = dot.to_dot(trace, expand="layers")
+    graph = dot.to_dot(trace, expand=[f"layers.{i}" for i in range(12)])  # each call whole
     assert "style=invis" in graph.source
     root = svg_tree(graph)
     assert len(svg_groups(root, "node")) > 600
