@@ -112,8 +112,8 @@ def _off_graph_boxes(findings: Sequence[Mapping[str, Any]], root: str) -> list[T
     groups: dict[tuple[Any, ...], list[Mapping[str, Any]]] = {}
     for f in findings:
         where = f.get("where")
-        line = (where["file"], where["line"]) if where else None
-        groups.setdefault((f["reason"], f["why"], line), []).append(f)
+        at = (where["file"], where["line"]) if where else None
+        groups.setdefault((f["reason"], f["why"], at), []).append(f)
     boxes = []
     for i, members in enumerate(list(groups.values())[:OFF_GRAPH]):
         first = members[0]

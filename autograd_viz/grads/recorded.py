@@ -23,9 +23,9 @@ from contextlib import contextmanager
 from typing import Any, Protocol
 
 from autograd_viz.grads.report import FROZEN, CallGrads, Finding, FlowRow, Where
+from autograd_viz.trace import LeafInfo, NodeInfo, Trace, TraceEvent
 from autograd_viz.trace.notes import grads_notes
 from autograd_viz.trace.readers import encode_float
-from autograd_viz.trace.records import LeafInfo, NodeInfo, Trace, TraceEvent
 
 KIND = "grads"
 """The event kind of a call's gradient findings."""

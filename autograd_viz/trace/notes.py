@@ -13,9 +13,10 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from autograd_viz.trace.records import Trace
+if TYPE_CHECKING:
+    from autograd_viz.trace import Trace
 
 _seen: dict[int, tuple[weakref.ref[Trace], int, dict[int, Mapping[str, Any]]]] = {}
 """By ``id(trace)`` (a trace compares by value, so it is no dictionary key): the trace, how

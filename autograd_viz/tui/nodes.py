@@ -23,6 +23,8 @@ import contextlib
 from rich.text import Text
 from textual.message import Message
 
+from autograd_viz.grads.recorded import call_grads, norm_text
+from autograd_viz.grads.report import CallGrads, FlowRow
 from autograd_viz.trace import GraphTaskInfo
 from autograd_viz.trace.replay import ExecutionState, NodeState
 from autograd_viz.trace.text import printable
@@ -63,6 +65,7 @@ class NodeList(RowList):
         self._listing: Listing | None = None
         self._making: set[str] = set()
         self._wanted: int | None = None
+        self._flow: tuple[CallGrads, dict[str, FlowRow]] | None = None
 
     @property
     def rows(self) -> list[Row]:
@@ -200,7 +203,8 @@ class NodeList(RowList):
                 return Text(f"{entry.prefix}── {entry.heading} ", style="bold dim")
             text = Text(entry.prefix, style="dim")
             text.append("▾ " if entry.is_open else "▸ ", style="bold cyan")
-            return text.append(f"{entry.heading} ", style="bold" if entry.is_open else "bold cyan")
+            text.append(f"{entry.heading} ", style="bold" if entry.is_open else "bold cyan")
+            return self._module_gradient(entry, text)
         info = self._listing.task.nodes[entry.node_id]
         state = self._state(info.id)
         fmt = self._format()
@@ -215,6 +219,25 @@ class NodeList(RowList):
             info, state, mark, on_path=on_path, fmt=fmt, prefix=text.cell_len, flagged=flagged
         )
         return text.append_text(row_text)
+
+    def _module_gradient(self, entry: Row, text: Text) -> Text:
+        """A call's heading with its module's gradient norm in the call, as ``grads`` recorded
+        it (Note [Gradient findings in a trace]), flagged when vanishing or exploding."""
+        opened = self._listing.opened if self._listing is not None else None
+        if entry.scope is None or opened is None or self.state is None or self.shown_task is None:
+            return text
+        call = call_grads(self.state.trace, self.shown_task.id)
+        if call is None:
+            return text
+        if self._flow is None or self._flow[0] is not call:
+            self._flow = (call, {row.module: row for row in call.flow})
+        row = self._flow[1].get(opened.tree.scopes[entry.scope].path)
+        if row is not None:
+            text.append(f"‖g‖ {norm_text(row.grad_norm)}", style="magenta")
+            if row.flag:
+                text.append(f" {row.flag}", style="bold red")
+            text.append(" ")
+        return text
 
     def action_choose(self) -> None:
         """Enter: in the module tree, open or close the call under the cursor (Note [Tree rows

@@ -13,10 +13,11 @@ from textual.pilot import Pilot
 from textual.widgets import OptionList
 
 from autograd_viz.cli.main import main
+from autograd_viz.grads.recorded import call_grads, norm_text
 from autograd_viz.trace import Trace
 from autograd_viz.tui.calls import call_figures, task_choices
 from autograd_viz.tui.screens import TaskPicker
-from tests.viz.tui.tuiting import find_in_tree, inspector, replay_app, run_app
+from tests.viz.tui.tuiting import find_in_tree, inspector, node_list, replay_app, run_app
 
 pytestmark = pytest.mark.oracle
 
@@ -121,3 +122,28 @@ def test_without_findings_the_picker_takes_module_norms_from_the_leaves(
 
 def figures_of(trace: Trace) -> list[Any]:
     return list(call_figures(trace).values())
+
+
+def test_the_tree_view_shows_each_modules_gradient_norm(recorded: tuple[Path, Trace]) -> None:
+    _, trace = recorded
+    app = replay_app(trace)
+    lines: list[str] = []
+    shown: list[int] = []
+
+    async def actions(pilot: Pilot[Any]) -> None:
+        assert await find_in_tree(pilot, "head.weight") is not None
+        nodes = node_list(app)
+        assert nodes.shown_task is not None
+        shown.append(nodes.shown_task.id)
+        lines.extend(nodes.row_text(i).plain for i in range(len(nodes.rows)))
+
+    run_app(app, actions, size=SIZE)
+    found = call_grads(trace, shown[0])
+    assert found is not None
+    flow = {row.module: row for row in found.flow}
+    (head,) = [line for line in lines if "▾ head" in line or "▸ head" in line]
+    assert f"‖g‖ {norm_text(flow['head'].grad_norm)}" in head
+    (dead,) = [line for line in lines if "▾ dead" in line or "▸ dead" in line]
+    assert "‖g‖ 0.0e+00 vanishing" in dead
+    (frozen,) = [line for line in lines if "▾ frozen" in line or "▸ frozen" in line]
+    assert "‖g‖" not in frozen  # frozen: no gradient, so no norm
