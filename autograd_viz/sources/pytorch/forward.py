@@ -52,7 +52,6 @@ remembered by weak reference only.
 from __future__ import annotations
 
 from contextlib import ExitStack
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -60,37 +59,15 @@ import torch
 from autograd_viz.sources.pytorch.compiled import around_compiled
 from autograd_viz.sources.pytorch.forward_backward import BackwardChecks
 from autograd_viz.sources.pytorch.forward_births import Births, NonFiniteError
-from autograd_viz.sources.pytorch.forward_compiled import RegionChecks, eagerly, step_aside_modes
+from autograd_viz.sources.pytorch.forward_compiled import RegionChecks, eagerly
 from autograd_viz.sources.pytorch.forward_functions import FunctionCalls, FunctionMode
-from autograd_viz.sources.pytorch.forward_lineage import OUTPUT, OutputHooks, tag_node
+from autograd_viz.sources.pytorch.forward_lineage import OUTPUT, OutputHooks
 from autograd_viz.sources.pytorch.forward_modules import ModuleHooks
 from autograd_viz.sources.pytorch.forward_ops import DispatchMode, OpChecks
-from autograd_viz.sources.pytorch.op_values import NAN, NEGINF, POSINF, OpInfo
+from autograd_viz.sources.pytorch.forward_settings import TorchChecks
+from autograd_viz.sources.pytorch.op_values import NAN, NEGINF, POSINF
 from autograd_viz.sources.tracebacks import trim_traceback
 from engine.events import HUB
-
-
-@dataclass(frozen=True)
-class TorchChecks:
-    """What :class:`TorchNanChecker` checks and what it does with a finding."""
-
-    check_nan: bool = True
-    """Flag NaN values."""
-    check_inf: bool = True
-    """Flag +Inf and -Inf values (intentional ``-inf`` excepted)."""
-    forward: bool = True
-    """Check every aten op's outputs, not only the backward nodes' outputs."""
-    first: bool = False
-    """Raise :class:`NonFiniteError` at the first finding instead of collecting them all: a
-    forward birth where its values first reach something (Note [Stopping where a value
-    reaches something] in ``forward_births.py``)."""
-    ignore: frozenset[str] = field(default_factory=frozenset)
-    """Ops whose non-finite outputs are meant: ``masked_fill``, ``aten.log.default``, ..."""
-    max_values: int = 16
-    """Tensors up to this many elements keep their values in the events' summaries."""
-    eager_compiled: bool = False
-    """Run ``torch.compile``d code eagerly, so that the ops inside are checked one by one
-    (results may then differ in the last bits; Note [Compiled regions])."""
 
 
 class TorchNanChecker:
@@ -143,7 +120,10 @@ class TorchNanChecker:
             self._modes[:] = [FunctionMode(self._functions), DispatchMode(self._ops)]
             for mode in self._modes:
                 mode.__enter__()
-            self._outer_regions = around_compiled(RegionChecks(self))
+            regions = RegionChecks(
+                self.checks, self._checked, self._modes, self._births, self._ops.guarded
+            )
+            self._outer_regions = around_compiled(regions)
         if self.checks.eager_compiled:
             eagerly(self._settings)
         HUB.subscribe(self._backward.listener)
@@ -175,28 +155,6 @@ class TorchNanChecker:
         """One more ``anomaly`` event emitted (forward or backward)."""
         self.findings += 1
 
-    # -- what compiled regions ask (forward_compiled.py) ---------------------------------
-    def modes_on(self) -> bool:
-        """Whether the forward checks are armed."""
-        return bool(self._modes)
-
-    def step_aside(self, aside: ExitStack) -> None:
-        """Take the modes off their stacks until ``aside`` closes (a compiled region runs)."""
-        step_aside_modes(aside, self._modes[0], self._modes[1])
-
-    def born_in_region(
-        self, op: OpInfo, index: int, t: torch.Tensor, kinds: frozenset[str], inputs: list[Any]
-    ) -> None:
-        """A compiled region's output ``index`` was born non-finite: emit it on its node."""
-        births = self._births
-        birth = births.born(op, index, t, kinds, inputs, [], set())
-        if birth.number is not None:
-            number = frozenset((birth.number,))
-            births.lineage.mark(t, number)  # Note [Lineage] in forward_lineage.py
-            if t.grad_fn is not None:
-                tag_node(t.grad_fn, number)
-        births.emit(birth, t.grad_fn)
-
     @property
     def checked(self) -> frozenset[str]:
         """The kinds of value checked (``nan``, ``+inf``, ``-inf``)."""
@@ -205,10 +163,6 @@ class TorchNanChecker:
     def kinds(self, t: torch.Tensor) -> frozenset[str]:
         """Which of NaN, +Inf, -Inf ``t`` holds (exact)."""
         return self._births.kinds(t)
-
-    def silent(self) -> bool:
-        """Collect mode with nobody listening: a finding would go nowhere."""
-        return not self.checks.first and not HUB.active
 
     def guarded(self, check: Any, *args: Any) -> Any:
         """Run a check that never breaks the program (see :meth:`OpChecks.guarded`)."""

@@ -26,7 +26,7 @@ from autograd_viz.sources.pytorch.summary import TorchSummary
 from engine.events import HUB, Event
 
 if TYPE_CHECKING:
-    from autograd_viz.sources.pytorch.forward import TorchChecks
+    from autograd_viz.sources.pytorch.forward_settings import TorchChecks
 
 
 class BackwardChecks:

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch.utils.weak import WeakIdKeyDictionary
 
-from autograd_viz.sources.pytorch.forward_lineage import LOSS, OUTPUT, PARAMETER, Lineage
+from autograd_viz.sources.pytorch.forward_lineage import LOSS, OUTPUT, PARAMETER, Lineage, tag_node
 from autograd_viz.sources.pytorch.graph import TorchNode
 from autograd_viz.sources.pytorch.op_values import (
     NAN,
@@ -64,8 +64,8 @@ from engine.events import HUB
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
-    from autograd_viz.sources.pytorch.forward import TorchChecks
     from autograd_viz.sources.pytorch.forward_modules import ModuleHooks
+    from autograd_viz.sources.pytorch.forward_settings import TorchChecks
 
 NO_KINDS: frozenset[str] = frozenset()
 
@@ -312,6 +312,18 @@ class Births:
             self._found()
         if raises:
             raise NonFiniteError(self._words_of(birth, node.name()) + ".")
+
+    def born_in_region(
+        self, op: OpInfo, index: int, t: torch.Tensor, kinds: frozenset[str], inputs: list[Any]
+    ) -> None:
+        """A compiled region's output ``index`` was born non-finite: emit it on its node."""
+        birth = self.born(op, index, t, kinds, inputs, [], set())
+        if birth.number is not None:
+            number = frozenset((birth.number,))
+            self.lineage.mark(t, number)  # Note [Lineage] in forward_lineage.py
+            if t.grad_fn is not None:
+                tag_node(t.grad_fn, number)
+        self.emit(birth, t.grad_fn)
 
     @staticmethod
     def _words_of(birth: Birth, node_name: str | None) -> str:

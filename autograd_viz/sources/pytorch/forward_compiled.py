@@ -25,9 +25,11 @@ from torch.utils import _python_dispatch
 from autograd_viz.sources.once import warn_once
 from autograd_viz.sources.pytorch.compiled import region_name
 from autograd_viz.sources.pytorch.op_values import OpInfo, finite, tensors
+from engine.events import HUB
 
 if TYPE_CHECKING:
-    from autograd_viz.sources.pytorch.forward import TorchNanChecker
+    from autograd_viz.sources.pytorch.forward_births import Births
+    from autograd_viz.sources.pytorch.forward_settings import TorchChecks
 
 INSIDE_NOT_CHECKED = (
     "autograd-viz: torch.compile'd code runs compiled: the NaN checks see each compiled "
@@ -41,10 +43,30 @@ RUNS_EAGERLY = (
 
 
 class RegionChecks:
-    """Runs one checker's compiled regions (installed on its thread by the checker)."""
+    """Runs one checker's compiled regions (installed on its thread by the checker).
 
-    def __init__(self, checker: TorchNanChecker) -> None:
-        self.checker = checker
+    Args:
+        checks: what to check and whether to raise at the first finding.
+        checked: the kinds of value flagged (``nan``, ``+inf``, ``-inf``).
+        modes: the checker's function and dispatch modes while they are armed (one list,
+            filled and emptied by the checker), stepped aside while a region runs.
+        births: where an output born non-finite inside a region goes.
+        guarded: runs a check that never breaks the program (:meth:`OpChecks.guarded`).
+    """
+
+    def __init__(
+        self,
+        checks: TorchChecks,
+        checked: frozenset[str],
+        modes: list[Any],
+        births: Births,
+        guarded: Callable[..., Any],
+    ) -> None:
+        self.checks = checks
+        self._checked = checked
+        self._modes = modes
+        self._births = births
+        self._guarded = guarded
         self.depth = 0
 
     def __call__(
@@ -54,8 +76,8 @@ class RegionChecks:
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
     ) -> Any:
-        checker = self.checker
-        if self.depth or checker.checks.eager_compiled or not checker.modes_on():
+        checks = self.checks
+        if self.depth or checks.eager_compiled or not self._modes:
             return compiled(*args, **kwargs)
         warn_once(INSIDE_NOT_CHECKED)
         arguments = [t for t in tensors((args, kwargs)) if t.is_floating_point()]
@@ -63,26 +85,26 @@ class RegionChecks:
         if isinstance(owner, torch.nn.Module):
             inputs += [t for t in owner.parameters() if t.is_floating_point()]
             inputs += [t for t in owner.buffers() if t.is_floating_point()]
-        silent = checker.silent()
+        silent = not checks.first and not HUB.active  # a finding would go nowhere
         with torch.no_grad():
             nonfinite = [] if silent else [i for i, t in enumerate(inputs) if not finite(t)]
         self.depth += 1
         try:
             with ExitStack() as aside:
-                checker.step_aside(aside)
+                step_aside_modes(aside, self._modes[0], self._modes[1])
                 out = compiled(*args, **kwargs)
         finally:
             self.depth -= 1
         if not silent and not nonfinite:
-            checker.guarded(self._check_outputs, compiled, owner, arguments, out)
+            self._guarded(self._check_outputs, compiled, owner, arguments, out)
         return out
 
     def _check_outputs(
         self, compiled: Callable[..., Any], owner: Any, arguments: list[Any], out: Any
     ) -> None:
-        checker = self.checker
+        births = self._births
         name = region_name(compiled, owner)
-        op = OpInfo(name, name, False, (), (), False, False, name in checker.checks.ignore)
+        op = OpInfo(name, name, False, (), (), False, False, name in self.checks.ignore)
         if op.ignored:
             return
         for index, t in enumerate(tensors(out)):
@@ -91,9 +113,9 @@ class RegionChecks:
             with torch.no_grad():
                 if finite(t):
                     continue
-            kinds = checker.kinds(t)
-            if kinds & checker.checked:
-                checker.born_in_region(op, index, t, kinds, arguments)
+            kinds = births.kinds(t)
+            if kinds & self._checked:
+                births.born_in_region(op, index, t, kinds, arguments)
 
 
 def step_aside_modes(aside: ExitStack, function_mode: Any, dispatch_mode: Any) -> None:

@@ -38,9 +38,9 @@ from autograd_viz.sources.pytorch.op_values import (
 from engine.events import HUB
 
 if TYPE_CHECKING:
-    from autograd_viz.sources.pytorch.forward import TorchChecks
     from autograd_viz.sources.pytorch.forward_births import Births
     from autograd_viz.sources.pytorch.forward_functions import FunctionCalls
+    from autograd_viz.sources.pytorch.forward_settings import TorchChecks
 
 
 class OpChecks:
