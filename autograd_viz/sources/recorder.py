@@ -25,11 +25,11 @@ from autograd_viz.sources.calls import CallSelection
 from autograd_viz.sources.engine import snapshot
 from autograd_viz.sources.once import program_stacklevel
 from autograd_viz.sources.summaries import resolve
+from autograd_viz.trace.document import Trace
 from autograd_viz.trace.readers import INT_LIMIT
 from autograd_viz.trace.records import (
     DEFAULT_MAX_VALUES,
     GraphTaskInfo,
-    Trace,
     TraceEvent,
     check_observe,
     check_values,

@@ -34,7 +34,8 @@ from typing import Any
 from autograd_viz.sources.arming import every_source
 from autograd_viz.sources.calls import CallSelection
 from autograd_viz.sources.recorder import HeldCalls, Recorder
-from autograd_viz.trace.records import DEFAULT_MAX_VALUES, Trace, TraceEvent, TraceStats
+from autograd_viz.trace.document import Trace
+from autograd_viz.trace.records import DEFAULT_MAX_VALUES, TraceEvent, TraceStats
 from autograd_viz.trace.stream import TraceWriter, join
 from autograd_viz.trace.summary import TensorSummary
 from autograd_viz.trace.writing import open_output, write_whole

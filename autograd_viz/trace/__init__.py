@@ -1,6 +1,7 @@
 """The trace: the contract between the sources of events and the views.
 
-Plain data (:mod:`~autograd_viz.trace.records`), its file format
+Plain data (:mod:`~autograd_viz.trace.records`; the :class:`Trace` users hold,
+in :mod:`~autograd_viz.trace.document`, adds loading, saving and replay), its file format
 (:mod:`~autograd_viz.trace.file`, written by :mod:`~autograd_viz.trace.writing`
 and read by the readers of :mod:`~autograd_viz.trace.schema`, compiled by
 :mod:`~autograd_viz.trace.fast`) and replay (:mod:`~autograd_viz.trace.replay`:
@@ -12,12 +13,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from autograd_viz.trace.document import Trace
 from autograd_viz.trace.records import (
     DEFAULT_MAX_VALUES,
     GraphTaskInfo,
     LeafInfo,
     NodeInfo,
-    Trace,
     TraceEvent,
     TraceFormatError,
     TraceStats,

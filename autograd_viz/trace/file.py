@@ -11,20 +11,24 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
-from autograd_viz.trace import (
+from autograd_viz.trace import fast, reading
+from autograd_viz.trace import schema as s
+from autograd_viz.trace.records import (
+    FORMAT,
+    READABLE_VERSIONS,
     GraphTaskInfo,
     NodeInfo,
-    Trace,
     TraceEvent,
     TraceFormatError,
-    fast,
+    TraceRecord,
     paused_gc,
-    reading,
 )
-from autograd_viz.trace import schema as s
-from autograd_viz.trace.records import FORMAT, READABLE_VERSIONS
+
+R = TypeVar("R", bound=TraceRecord)
+"""The class a load builds: :class:`~autograd_viz.trace.document.Trace` when
+:meth:`~autograd_viz.trace.document.Trace.load` asks (Note [The trace and its record])."""
 
 _RECORDS = fast.Compiled({"node": s.NODE, "event": s.EVENT})
 """The readers of the records read by the thousand, compiled (Note [One reader])."""
@@ -43,7 +47,7 @@ _EVENT_DATA = fast.Compiled(s.EVENT_DATA_READERS)
 
 
 class _Loader:
-    """Builds a :class:`Trace` from records, checking how they fit together."""
+    """Builds a trace from records, checking how they fit together."""
 
     def __init__(self) -> None:
         self.header: dict[str, Any] | None = None
@@ -235,12 +239,12 @@ class _Loader:
         self.pending = None
         self.expect_start = None
 
-    def trace(self) -> Trace:
+    def trace(self, cls: type[R]) -> R:
         if self.header is None:
             raise s.SchemaError("the file is empty (expected the trace header)")
         if self.expect_start is not None:
             raise s.SchemaError(f"graph task {self.expect_start} has no graph_task_start event")
-        return Trace(self.header, self.graph_tasks, self.events)
+        return cls(self.header, self.graph_tasks, self.events)
 
 
 _NO_NODE = (None, None, None, None)
@@ -347,9 +351,9 @@ PROGRESS_EVERY = 1 << 14
 
 
 def load(
-    path: str | os.PathLike[str], progress: Callable[[int, int], object] | None = None
-) -> Trace:
-    """Read and validate the trace file at ``path`` (see :meth:`Trace.load`).
+    path: str | os.PathLike[str], progress: Callable[[int, int], object] | None, cls: type[R]
+) -> R:
+    """Read and validate the trace file at ``path`` as a ``cls`` (see :meth:`Trace.load`).
 
     ``progress(bytes_read, file_size)`` is called every :data:`PROGRESS_EVERY`
     lines, and once at the end.
@@ -394,7 +398,7 @@ def load(
             raise reading.out_of_memory(name, max(lineno, 1)) from None
     try:
         loader.finish_graph_task()
-        trace = loader.trace()
+        trace = loader.trace(cls)
     except s.SchemaError as exc:
         raise TraceFormatError(f"{name}, line {max(lineno, 1)}: {exc}") from None
     trace.tail_cut = cut

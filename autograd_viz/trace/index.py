@@ -32,7 +32,8 @@ from typing import Any
 
 from autograd_viz.trace import file as _file
 from autograd_viz.trace import reading
-from autograd_viz.trace.records import Trace, TraceEvent, TraceFormatError, paused_gc
+from autograd_viz.trace.document import Trace
+from autograd_viz.trace.records import TraceEvent, TraceFormatError, paused_gc
 
 MARK = b'\n{"type":"graph_task",'
 """How a graph task's record line starts, after the line before it."""
@@ -306,7 +307,7 @@ def _read_span(name: str, f: Any, header: bytes, start: int, end: int, what: str
             raise TraceFormatError(f"{name}, byte {start}+: {exc}") from None
     try:
         loader.finish_graph_task()
-        return loader.trace()
+        return loader.trace(Trace)
     except ValueError as exc:
         raise TraceFormatError(f"{name}: {what}: {exc}") from None
 

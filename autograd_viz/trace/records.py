@@ -1,4 +1,4 @@
-"""The records of a trace, and the :class:`Trace` that holds them.
+"""The records of a trace, and the :class:`TraceRecord` that holds them.
 
 A trace is plain data: one :class:`GraphTaskInfo` per backward call (the
 graph as it was when the call started, one :class:`NodeInfo` per node) and
@@ -10,6 +10,12 @@ which source it came from.
 A trace is saved as JSON Lines (``docs/trace-format.md``) and loaded back
 with full validation: :meth:`Trace.load` raises :class:`TraceFormatError`
 naming the line and the problem for anything it does not understand.
+
+:class:`TraceRecord` is the data alone: the file (:mod:`~autograd_viz.trace.file`,
+:mod:`~autograd_viz.trace.writing`) and replay (:mod:`~autograd_viz.trace.replay`)
+read and build it and import nothing above this module. The public
+:class:`~autograd_viz.trace.document.Trace` adds loading, saving and replay on top
+(Note [The trace and its record]).
 """
 
 from __future__ import annotations
@@ -17,20 +23,16 @@ from __future__ import annotations
 import gc
 import html
 import math
-import os
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple, Self
 
 from autograd_viz.trace.summary import TensorSummary, slot_twin
 from autograd_viz.trace.text import count_words
 from autograd_viz.version import __version__
-
-if TYPE_CHECKING:
-    from autograd_viz.trace.replay import ExecutionState, Replayer
 
 FORMAT = "autograd-viz-trace"
 """The ``format`` field of every trace file's header."""
@@ -274,13 +276,10 @@ class TraceStats:
     """Anomaly events (non-finite values found)."""
 
 
-class Trace:
-    """Graph snapshots and events of one or more backward calls, in engine order.
-
-    Build one with :func:`record` or a :class:`Recorder`, or load one with
-    :meth:`load`. ``trace.state_at(k)`` is the engine's state after ``k``
-    events (see :mod:`autograd_viz.trace.replay`).
-    """
+class TraceRecord:
+    """Graph snapshots and events of one or more backward calls, in engine order:
+    the data of a :class:`~autograd_viz.trace.document.Trace`, without its file
+    or its replay (Note [The trace and its record])."""
 
     def __init__(
         self,
@@ -296,9 +295,8 @@ class Trace:
         """Every event, in engine order (``seq``)."""
         self.lock = threading.Lock()
         """Held by whoever fills the trace (a recorder) while it changes it; see :meth:`copy`."""
-        self._replayer: Replayer | None = None
         self.tail_cut = 0
-        """Bytes :meth:`load` dropped from the end of a file cut short while it was
+        """Bytes :meth:`Trace.load` dropped from the end of a file cut short while it was
         streamed: the calls that were not finished (Note [Streamed traces])."""
 
     def __len__(self) -> int:
@@ -306,7 +304,7 @@ class Trace:
 
     def __eq__(self, other: object) -> bool:
         """Same header, graph tasks and events; a NaN equals a NaN (see Note [NaN in traces])."""
-        if not isinstance(other, Trace):
+        if not isinstance(other, TraceRecord):
             return NotImplemented
         mine = (self.header, self.graph_tasks, self.events)
         theirs = (other.header, other.graph_tasks, other.events)
@@ -356,26 +354,7 @@ class Trace:
         )
         return f"<div><b>Trace</b>: {html.escape(self.summary())}{table}</div>"
 
-    @property
-    def _replayed_len(self) -> int:
-        """How many events the replayer has indexed (-1 without one); a recorder that
-        inserts an event before that drops the replayer."""
-        return -1 if self._replayer is None else self._replayer.applied
-
-    def state_at(self, step: int) -> ExecutionState:
-        """The engine's state after the first ``step`` events (0 is before any).
-
-        Raises:
-            IndexError: ``step`` is outside ``0 .. len(trace)``.
-        """
-        from autograd_viz.trace.replay import Replayer
-
-        if self._replayer is None:
-            # Lazy: a step indexes the events up to it, a trace grows by itself.
-            self._replayer = Replayer(self, lazy=True)
-        return self._replayer.state_at(step)
-
-    def copy(self) -> Trace:
+    def copy(self) -> Self:
         """The trace as it is now, unchanged by a recorder that goes on filling this one.
 
         Taken under :attr:`lock`, so it never holds half of a change: a
@@ -383,7 +362,7 @@ class Trace:
         """
         with self.lock:
             header = {k: list(v) if isinstance(v, list) else v for k, v in self.header.items()}
-            return Trace(header, self.graph_tasks, list(self.events))
+            return type(self)(header, self.graph_tasks, list(self.events))
 
     def stats(self) -> TraceStats:
         """Counts for a one-line summary."""
@@ -406,36 +385,6 @@ class Trace:
     def events_of(self, graph_task: int) -> Iterator[TraceEvent]:
         """The events of one graph task, in order."""
         return (e for e in self.events if e.graph_task == graph_task)
-
-    def save(self, path: str | os.PathLike[str]) -> None:
-        """Write the trace as JSON Lines (see ``docs/trace-format.md``).
-
-        Safe while a recorder still fills the trace: what is written is a
-        :meth:`copy` taken when the save starts.
-        """
-        from autograd_viz.trace.writing import save
-
-        save(self, path)
-
-    @classmethod
-    def load(
-        cls, path: str | os.PathLike[str], progress: Callable[[int, int], object] | None = None
-    ) -> Trace:
-        """Read and validate a trace file.
-
-        Args:
-            path: the file.
-            progress: called as ``progress(bytes_read, file_size)`` now and then
-                while reading, for a big file's progress bar.
-
-        Raises:
-            TraceFormatError: the file is not a trace this version understands;
-                the message names the line and what was wrong.
-            OSError: the file cannot be read.
-        """
-        from autograd_viz.trace.file import load
-
-        return load(path, progress)
 
 
 # Note [NaN in traces]

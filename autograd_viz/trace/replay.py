@@ -24,12 +24,13 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, TypeAlias
 
+from autograd_viz.trace.records import NodeInfo, paused_gc
 from autograd_viz.trace.summary import TensorSummary
 from engine.scheduler import WAKE_UP_PRIORITY, ExactQueueEntry, ready_entry, special_entry
 from engine.scheduler import QueueEntry as SchedulerEntry
 
 if TYPE_CHECKING:
-    from autograd_viz.trace import GraphTaskInfo, NodeInfo, Trace, TraceEvent
+    from autograd_viz.trace.records import GraphTaskInfo, TraceEvent, TraceRecord
 
 CHECKPOINT_EVERY = 256
 """Events between two checkpoints of the small state."""
@@ -242,7 +243,7 @@ class ExecutionState:
         return f"<ExecutionState step {self.step} of {self.total}>"
 
     @property
-    def trace(self) -> Trace:
+    def trace(self) -> TraceRecord:
         """The trace this state replays."""
         return self._replayer.trace
 
@@ -443,7 +444,7 @@ class Replayer:
     """
 
     def __init__(
-        self, trace: Trace, checkpoint_every: int = CHECKPOINT_EVERY, *, lazy: bool = False
+        self, trace: TraceRecord, checkpoint_every: int = CHECKPOINT_EVERY, *, lazy: bool = False
     ) -> None:
         if isinstance(checkpoint_every, bool) or not isinstance(checkpoint_every, int):
             raise TypeError(f"checkpoint_every must be an integer, got {checkpoint_every!r}")
@@ -481,8 +482,6 @@ class Replayer:
         (a viewer indexes ahead in one while it seeks in the other): one indexes
         at a time.
         """
-        from autograd_viz.trace import paused_gc
-
         events = self.trace.events
         end = len(events)
         if until is not None:
@@ -669,8 +668,6 @@ def _start_graph_task(rp: Replayer, event: TraceEvent, info: GraphTaskInfo) -> N
 
 def _unknown_node(event: TraceEvent) -> NodeState:
     """A node of a graph task whose start was not recorded."""
-    from autograd_viz.trace import NodeInfo
-
     info = NodeInfo(
         event.node_id or 0,
         event.node_name or "?",

@@ -26,7 +26,8 @@ import weakref
 from collections.abc import Iterable
 from typing import Any
 
-from autograd_viz.trace.records import GraphTaskInfo, Trace, TraceStats
+from autograd_viz.trace.document import Trace
+from autograd_viz.trace.records import GraphTaskInfo, TraceStats
 from autograd_viz.trace.writing import body_records, encode_line, open_output
 
 HEADER_BYTES = 1024

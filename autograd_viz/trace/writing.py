@@ -14,8 +14,8 @@ import stat
 from collections.abc import Iterator
 from typing import Any
 
-from autograd_viz.trace import GraphTaskInfo, NodeInfo, Trace, TraceEvent
 from autograd_viz.trace import schema as s
+from autograd_viz.trace.records import GraphTaskInfo, NodeInfo, TraceEvent, TraceRecord
 from autograd_viz.trace.summary import TensorSummary
 
 
@@ -143,13 +143,13 @@ def _event_record(event: TraceEvent) -> dict[str, Any]:
     }
 
 
-def iter_records(trace: Trace) -> Iterator[dict[str, Any]]:
+def iter_records(trace: TraceRecord) -> Iterator[dict[str, Any]]:
     """The JSON records of ``trace``, in file order."""
     yield {"type": "header", **trace.header}
     yield from body_records(trace)
 
 
-def body_records(trace: Trace) -> Iterator[dict[str, Any]]:
+def body_records(trace: TraceRecord) -> Iterator[dict[str, Any]]:
     """The JSON records of ``trace`` after its header: what a stream appends for a part."""
     starts = {info.first_event: info for info in trace.graph_tasks.values()}
     for event in trace.events:
@@ -256,7 +256,7 @@ def _lock(fd: int) -> bool:
     return True
 
 
-def write_whole(fd: int, trace: Trace) -> None:
+def write_whole(fd: int, trace: TraceRecord) -> None:
     """Write ``trace`` as the whole content of ``fd`` (from :func:`open_output`)."""
     if stat.S_ISREG(os.fstat(fd).st_mode):
         os.ftruncate(fd, 0)
@@ -267,7 +267,7 @@ def write_whole(fd: int, trace: Trace) -> None:
             f.write(encode_line(item))
 
 
-def save(trace: Trace, path: str | os.PathLike[str]) -> None:
+def save(trace: TraceRecord, path: str | os.PathLike[str]) -> None:
     """Write ``trace`` to ``path`` (see :meth:`Trace.save`).
 
     A regular file is written next to ``path`` and renamed over it at the end,
