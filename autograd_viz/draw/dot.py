@@ -31,7 +31,7 @@ import subprocess
 import sys
 import threading
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import graphviz
@@ -266,18 +266,25 @@ STACKING_FAILED = (
 )
 """The line said when a stacked picture is drawn again without its stacking edges."""
 
+STRAIGHT_EDGES = "Graphviz's dot failed on the picture ({problem}); drawn again with straight edges"
+"""The line said when a big picture is drawn again with straight edges (Note [Laying out big
+pictures quickly] in dot_render.py)."""
+
 
 def pipe(graph: graphviz.Digraph, fmt: str, notices: list[str] | None = None) -> bytes:
     """Render ``graph`` with ``dot`` to ``fmt`` bytes.
 
-    A picture whose module clusters are stacked (Note [Stacking module clusters] in
-    dot_modules.py) that ``dot`` fails on, even by crashing, is drawn again without the
-    stacking, and :data:`STACKING_FAILED` says so: appended to ``notices``, or as a
+    A picture that ``dot`` fails on, even by crashing, is drawn again where another
+    drawing may pass: a big picture laid out quickly with straight edges (Note [Laying out
+    big pictures quickly] in dot_render.py), a picture whose module clusters are stacked
+    (Note [Stacking module clusters] in dot_modules.py) without the stacking, and a big
+    stacked one without both. What was drawn otherwise is said in one line
+    (:data:`STRAIGHT_EDGES`, :data:`STACKING_FAILED`): appended to ``notices``, or as a
     :class:`RuntimeWarning` when no list is given.
 
     Raises:
         GraphvizNotFoundError: ``dot`` is missing.
-        RuntimeError: ``dot`` failed; the message has what it printed.
+        RuntimeError: ``dot`` failed on every drawing; the message has what it printed first.
     """
     if shutil.which("dot") is None:
         raise GraphvizNotFoundError(fmt.upper())
@@ -286,19 +293,36 @@ def pipe(graph: graphviz.Digraph, fmt: str, notices: list[str] | None = None) ->
     except GraphvizNotFoundError:
         raise
     except RuntimeError as exc:
-        flat = unstacked(graph)
-        if flat is None:
+        failure = exc
+    for again, said in _drawn_again(graph):
+        try:
+            data = _pipe(again, fmt)
+        except GraphvizNotFoundError:
             raise
-        problem = str(exc).splitlines()[0].removeprefix(f"dot failed to render {fmt.upper()}: ")
+        except RuntimeError:
+            continue
+        problem = str(failure).splitlines()[0].removeprefix(f"dot failed to render {fmt.upper()}: ")
         if len(problem) > 80:
             problem = problem[:79] + "…"
-    line = STACKING_FAILED.format(problem=problem)
-    data = _pipe(flat, fmt)
-    if notices is None:
-        warnings.warn(line, RuntimeWarning, stacklevel=2)
-    else:
-        notices.append(line)
-    return data
+        line = said.format(problem=problem)
+        if notices is None:
+            warnings.warn(line, RuntimeWarning, stacklevel=2)
+        else:
+            notices.append(line)
+        return data
+    raise failure
+
+
+def _drawn_again(graph: graphviz.Digraph) -> Iterator[tuple[graphviz.Digraph, str]]:
+    """The drawings to try when ``dot`` fails on ``graph``, each with the line that says so."""
+    quick = "nslimit" in graph.graph_attr  # Note [Laying out big pictures quickly]
+    if quick:
+        yield _straight(graph), STRAIGHT_EDGES
+    flat = unstacked(graph)
+    if flat is not None:
+        yield flat, STACKING_FAILED
+        if quick:
+            yield _straight(flat), STACKING_FAILED
 
 
 def _pipe(graph: graphviz.Digraph, fmt: str) -> bytes:
@@ -314,6 +338,13 @@ def _pipe(graph: graphviz.Digraph, fmt: str) -> bytes:
         problem = _problem(returncode, stderr)
         raise RuntimeError(f"dot failed to render {fmt.upper()}: {problem}") from None
     return data
+
+
+def _straight(graph: graphviz.Digraph) -> graphviz.Digraph:
+    """``graph`` with straight edges: dot then routes no spline around its placement."""
+    straight = graph.copy()
+    straight.graph_attr["splines"] = "line"
+    return straight
 
 
 def _problem(returncode: int, stderr_bytes: bytes) -> str:
@@ -384,6 +415,7 @@ __all__ = [
     "PATH_NOTICE",
     "STACKING_FAILED",
     "STATUS_STYLES",
+    "STRAIGHT_EDGES",
     "GraphViewError",
     "GraphvizNotFoundError",
     "build_view",

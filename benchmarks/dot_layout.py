@@ -1,0 +1,146 @@
+"""What a big picture costs: building its DOT text, and Graphviz's ``dot`` laying it out.
+
+Each case is one ``autograd-viz dot`` request. Timed apart, as the median of
+``--repeats`` runs: the DOT text (building the view, choosing what to show,
+``Digraph.source``; this process's CPU time) and ``dot -Tsvg`` on it (the
+child's CPU time, read from ``resource``, and wall time), once as drawn now
+(:func:`autograd_viz.draw.dot.pipe`, with Note [Laying out big pictures quickly]'s
+settings and its fallbacks) and, with ``--before``, once without the quick
+settings (the picture as drawn before them).
+
+Cases on our engine (no PyTorch needed): ``stacked``, a GPT-2-shaped model of
+33 blocks with every call open (``--expand transformer``, about 2,000 nodes,
+its module clusters stacked), and ``all``, the same with 12 blocks and
+``--expand all``. A recorded trace is added with ``--trace FILE[:EXPAND]``
+(``EXPAND`` is what ``--expand`` gets, ``all`` by default), as the tables in
+docs/performance.md were made from a T5 and a GPT-2 from ``transformers``.
+
+Usage:
+    python -m benchmarks.dot_layout [--repeats 1] [--before] [--trace T.jsonl:all ...]
+
+Results are printed as a table and appended as JSON lines to
+``benchmarks/results/dot_layout.jsonl``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import resource
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import graphviz
+from rich.console import Console
+from rich.table import Table
+
+from autograd_viz.draw import dot
+from autograd_viz.draw.dot_render import QUICK_SETTINGS
+from autograd_viz.trace import Trace
+from benchmarks.dot_modules import gpt_trace
+
+RESULTS = Path(__file__).resolve().parent / "results" / "dot_layout.jsonl"
+
+
+def timed(work: Callable[[], Any]) -> tuple[Any, float, float, float]:
+    """``work()``'s result, wall seconds, this process's CPU seconds and its children's."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start, start_cpu = time.perf_counter(), time.process_time()
+    result = work()
+    cpu = time.process_time() - start_cpu
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    child = (after.ru_utime + after.ru_stime) - (children.ru_utime + children.ru_stime)
+    return result, wall, cpu, child
+
+
+def without_quick_settings(graph: graphviz.Digraph) -> graphviz.Digraph:
+    """``graph`` as drawn before Note [Laying out big pictures quickly]."""
+    plain = graph.copy()
+    for name in QUICK_SETTINGS:
+        plain.graph_attr.pop(name, None)
+    return plain
+
+
+def measure(name: str, trace: Trace, expand: str, repeats: int, before: bool) -> dict[str, Any]:
+    """The DOT text's cost and ``dot``'s, for ``to_dot(trace, expand=[expand])``."""
+    builds = [timed(lambda: dot.to_dot(trace, expand=[expand]).source) for _ in range(repeats)]
+    graph = dot.to_dot(trace, expand=[expand])
+    row: dict[str, Any] = {
+        "case": name,
+        "expand": expand,
+        "build_cpu_s": statistics.median(b[2] for b in builds),
+    }
+    variants = [("now", graph)]
+    if before:
+        variants.append(("before", without_quick_settings(graph)))
+    for label, drawing in variants:
+        notices: list[str] = []
+        runs = [timed(lambda d=drawing, n=notices: dot.pipe(d, "svg", n)) for _ in range(repeats)]
+        row[f"{label}_dot_cpu_s"] = statistics.median(r[3] for r in runs)
+        row[f"{label}_dot_wall_s"] = statistics.median(r[1] for r in runs)
+        svg = runs[-1][0].decode()
+        row["boxes"] = svg.count('class="node')  # every box drawn: nodes, tensors, the legend
+        head = svg[svg.index("<svg") : svg.index(">", svg.index("<svg"))]
+        row[f"{label}_size"] = " × ".join(
+            part.split('"')[1] for part in head.split() if part.startswith(("width=", "height="))
+        )
+        row[f"{label}_notices"] = sorted(set(notices))
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=1, help="runs per request (median)")
+    parser.add_argument("--before", action="store_true", help="also lay out without the settings")
+    parser.add_argument("--trace", action="append", default=[], help="FILE[:EXPAND] to add")
+    parser.add_argument("--no-engine", action="store_true", help="only the --trace cases")
+    args = parser.parse_args()
+
+    cases: list[tuple[str, Trace, str]] = []
+    if not args.no_engine:
+        cases.append(("stacked: 33 GPT-2-shaped blocks", gpt_trace(33), "transformer"))
+        cases.append(("all: 12 GPT-2-shaped blocks", gpt_trace(12), "all"))
+    for spec in args.trace:
+        path, _, expand = spec.partition(":")
+        trace = Trace.load(path)
+        trace.state_at(len(trace))  # index it once, as dot does on load
+        cases.append((Path(path).name, trace, expand or "all"))
+
+    rows = [measure(name, trace, how, args.repeats, args.before) for name, trace, how in cases]
+    table = Table(title=f"dot of big pictures (median of {args.repeats})")
+    for column in ("case", "--expand", "boxes", "DOT text, CPU", "dot now: CPU / wall", "size"):
+        table.add_column(column, justify="left" if column in ("case", "--expand") else "right")
+    if args.before:
+        table.add_column("dot before: CPU / wall", justify="right")
+    for row in rows:
+        cells = [
+            row["case"],
+            row["expand"],
+            f"{row['boxes']:,}",
+            f"{row['build_cpu_s']:.2f} s",
+            f"{row['now_dot_cpu_s']:.1f} / {row['now_dot_wall_s']:.1f} s",
+            row["now_size"],
+        ]
+        if args.before:
+            cells.append(f"{row['before_dot_cpu_s']:.1f} / {row['before_dot_wall_s']:.1f} s")
+        table.add_row(*cells)
+    Console().print(table)
+    for row in rows:
+        for label in ("now", "before"):
+            for line in row.get(f"{label}_notices", []):
+                print(f"{row['case']} ({label}): {line}")
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    with RESULTS.open("a", encoding="utf-8") as file:
+        for row in rows:
+            row.update(python=sys.version.split()[0], machine=platform.machine())
+            file.write(json.dumps(row) + "\n")
+
+
+if __name__ == "__main__":
+    main()

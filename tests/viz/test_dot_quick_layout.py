@@ -1,0 +1,94 @@
+"""Big pictures laid out quickly: labels beside their edges, bounded placement, a fallback."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import autograd_viz
+import engine
+from autograd_viz.draw import dot
+from autograd_viz.draw.dot_render import QUICK_LAYOUT, QUICK_SETTINGS
+from autograd_viz.trace import Trace
+from tests.viz.dotting import needs_dot, svg_groups
+
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+def chain(steps: int) -> Trace:
+    """``y = y * 1.0001 + 0.0`` ``steps`` times: two nodes a step."""
+    x = engine.tensor([1.0], requires_grad=True, name="x")
+    y = x
+    for _ in range(steps):
+        y = y * 1.0001 + 0.0
+    with autograd_viz.record() as trace:
+        y.sum().backward()
+    return trace
+
+
+def edge_lines(graph: object) -> list[str]:
+    return [line for line in graph.body if " -> " in line]  # type: ignore[attr-defined]
+
+
+def test_a_big_picture_puts_its_labels_beside_the_edges_and_bounds_the_placement() -> None:
+    """Note [Laying out big pictures quickly]: the same input slots, as xlabels."""
+    big = dot.to_dot(chain(QUICK_LAYOUT // 2 + 10), expand=["all"])
+    small = dot.to_dot(chain(10), expand=["all"])
+    assert {k: big.graph_attr[k] for k in QUICK_SETTINGS} == QUICK_SETTINGS
+    assert not set(QUICK_SETTINGS) & set(small.graph_attr)
+    big_edges, small_edges = edge_lines(big), edge_lines(small)
+    assert len(big_edges) > QUICK_LAYOUT
+    assert not [line for line in big_edges if "[label=" in line or " label=" in line]
+    assert sum("xlabel=0" in line for line in big_edges) == len(big_edges) - 1  # not the leaf's
+    assert not [line for line in small_edges if "xlabel" in line]
+    assert sum("[label=0" in line for line in small_edges) == len(small_edges) - 1
+
+
+@needs_dot
+def test_every_label_of_a_big_picture_is_drawn() -> None:
+    graph = dot.to_dot(chain(QUICK_LAYOUT // 2 + 10), expand=["all"])
+    root = ET.fromstring(dot.pipe(graph, "svg"))
+    edges = svg_groups(root, "edge")
+    assert len(edges) == len(edge_lines(graph))
+    texts = [t.text for edge in edges for t in edge.iter(f"{SVG}text")]
+    assert texts == ["0"] * (len(edges) - 1)  # every input slot; the leaf's edge has none
+
+
+@pytest.fixture
+def crashing_dot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A ``dot`` first on PATH that dies of a segmentation fault on a bounded placement
+    with curved edges, as Debian's Graphviz 2.43 did on some pictures."""
+    real = shutil.which("dot")
+    assert real is not None
+    fake = tmp_path / "bin" / "dot"
+    fake.parent.mkdir()
+    fake.write_text(
+        "#!/bin/sh\n"
+        'input=$(cat); case "$input" in *splines=line*) ;; *nslimit*) kill -SEGV $$;; esac\n'
+        f'printf "%s" "$input" | exec {real} "$@"\n'
+    )
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
+    yield
+
+
+@needs_dot
+def test_a_big_picture_dot_crashes_on_is_drawn_with_straight_edges(crashing_dot: None) -> None:
+    graph = dot.to_dot(chain(QUICK_LAYOUT // 2 + 10), expand=["all"])
+    notices: list[str] = []
+    root = ET.fromstring(dot.pipe(graph, "svg", notices))
+    assert notices == [
+        dot.STRAIGHT_EDGES.format(problem="killed by SIGSEGV"),
+    ]
+    assert len(svg_groups(root, "edge")) == len(edge_lines(graph))
+    # A small picture has no quick settings to fall back from: dot's failure is the error.
+    small = dot.to_dot(chain(10), expand=["all"])
+    small.attr(nslimit="1")
+    with pytest.raises(RuntimeError, match="killed by SIGSEGV"):
+        dot.pipe(small, "svg")
