@@ -87,12 +87,16 @@ def render(
     legend: bool = True,
     highlight: Sequence[int] = (),
     stacking: bool = True,
+    quick: bool | None = None,
 ) -> graphviz.Digraph:
     """Draw ``view`` (see :func:`to_dot`).
 
     ``stacking=False`` leaves out the invisible edges that stack module clusters: they
     depend on the whole graph, and a view of part of it (an animation's changed
     elements, Note [Drawing what changed] in step_frames.py) would get other ones.
+    ``quick`` lays it out with :data:`QUICK_SETTINGS`, its edge labels beside the edges
+    (Note [Laying out big pictures quickly]); by default when ``view`` has more than
+    :data:`QUICK_LAYOUT` nodes. The changed part of a big picture is drawn as the picture is.
     """
     graph = dot_quote.Digraph("backward", comment="autograd-viz backward graph")
     graph.attr(
@@ -109,7 +113,8 @@ def render(
         "node", shape="box", style="filled,rounded", color=BORDER, fontname=FONT, fontsize="11"
     )
     graph.attr("edge", color=PENDING, fontname=FONT, fontsize="9", arrowsize="0.7")
-    quick = len(view.nodes) > QUICK_LAYOUT  # Note [Laying out big pictures quickly]
+    if quick is None:  # Note [Laying out big pictures quickly]
+        quick = len(view.nodes) > QUICK_LAYOUT
     if quick:
         # In graph_attr, so that a copy drawn again (dot.pipe) keeps them.
         graph.graph_attr.update(QUICK_SETTINGS)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import graphviz
 
-from autograd_viz.draw import dot, showing
+from autograd_viz.draw import dot, dot_render, showing
 from autograd_viz.draw.escape import html_label, html_text
 from autograd_viz.draw.frame_diff import Frame, read_frame
 
@@ -127,7 +127,9 @@ class _Drawing:
     values: bool
     highlight: tuple[int, ...]
 
-    def render(self, view: GraphView, legend: bool, stacking: bool = True) -> graphviz.Digraph:
+    def render(
+        self, view: GraphView, legend: bool, stacking: bool = True, quick: bool | None = None
+    ) -> graphviz.Digraph:
         return dot.render(
             view,
             saved=self.saved,
@@ -135,6 +137,7 @@ class _Drawing:
             legend=legend,
             highlight=self.highlight,
             stacking=stacking,
+            quick=quick,
         )
 
 
@@ -145,7 +148,9 @@ def _drawn(view: GraphView, drawing: _Drawing, legend: bool = True) -> Frame | s
     graph = drawing.render(view, legend)
     notices = [*((dot.PATH_NOTICE,) if drawing.highlight else ()), *view.notices]
     caption = f"\tlabel={html_label([html_text(n) for n in notices])}\n" if notices else None
-    body = []
+    # The graph's own settings (Note [Laying out big pictures quickly] in dot_render.py).
+    settings = " ".join(f"{k}={v}" for k, v in graph.graph_attr.items())
+    body = [f"\tgraph [{settings}]\n"] if settings else []
     for line in graph.body:
         if line.startswith("\tlabel="):  # the graph's own label: the caption
             if caption is not None:
@@ -211,7 +216,8 @@ def _redrawn(frame: Frame, before: GraphView, view: GraphView, drawing: _Drawing
     )
     # The frame's stacking edges stay: the shape is the same, and they are made from
     # the whole graph, which the smaller view is not.
-    graph = drawing.render(smaller, legend=False, stacking=False)
+    quick = len(view.nodes) > dot_render.QUICK_LAYOUT  # the part drawn as the whole is
+    graph = drawing.render(smaller, legend=False, stacking=False, quick=quick)
     changed = read_frame([line for line in graph.body if not line.startswith("\tlabel=")])
     if changed is None:
         return None

@@ -472,3 +472,23 @@ def test_the_call_being_worked_on_is_open_in_its_frame() -> None:
     # At the end nothing runs: the blocks are folded again, their nodes inside one box.
     drawn = sum(1 for key in frames[-1].elements if key[0] == "n")
     assert drawn < len(dot.build_view(trace.state_at(len(trace))).nodes)
+
+
+def test_a_big_pictures_frames_are_laid_out_quickly_and_redrawn_alike() -> None:
+    """Note [Laying out big pictures quickly]: every frame keeps the settings and the labels
+    beside the edges, a frame redrawn from what changed among them."""
+    from autograd_viz.draw.dot_render import QUICK_LAYOUT
+
+    x = engine.tensor([1.0], requires_grad=True, name="x")
+    y = x
+    for _ in range(QUICK_LAYOUT // 2 + 10):
+        y = y * 1.0001 + 0.0
+    with autograd_viz.record() as trace:
+        y.sum().backward()
+    steps = list(range(100, 112))
+    frames_ = step_frames.view_frames(trace, steps, expand="all")
+    for step, frame in zip(steps, frames_, strict=True):
+        assert isinstance(frame, Frame)
+        assert "nslimit=1" in frame.source() and "[label=0" not in frame.source()
+        assert frame == step_frames.view_frames(trace, [step], expand="all")[0], step
+    assert len({frame.skeleton for frame in frames_}) == 1  # one drawing: redrawn, not drawn
