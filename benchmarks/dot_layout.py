@@ -60,10 +60,17 @@ def timed(work: Callable[[], Any]) -> tuple[Any, float, float, float]:
 
 
 def without_quick_settings(graph: graphviz.Digraph) -> graphviz.Digraph:
-    """``graph`` as drawn before Note [Laying out big pictures quickly]."""
+    """``graph`` as drawn before Note [Laying out big pictures quickly]: no settings, and its
+    edges' labels on them."""
     plain = graph.copy()
     for name in QUICK_SETTINGS:
         plain.graph_attr.pop(name, None)
+    plain.body = [
+        line.replace("[xlabel=", "[label=").replace(" xlabel=", " label=")
+        if " -> " in line
+        else line
+        for line in plain.body
+    ]
     return plain
 
 
