@@ -144,7 +144,12 @@ def choose(
     if represent:
         _represent(tree, level, opened, frozen, held)
         # See Note [A fold shows its inside once]: calls holding no calls stay boxes.
-        opened = {i for i in opened if i in asked or tree.scopes[i].children}
+        alone = len(tree.items.get(None, ())) == 1  # the model is one call
+        opened = {
+            i
+            for i in opened
+            if i in asked or tree.scopes[i].children or (alone and tree.scopes[i].depth == 1)
+        }
     if tree.max_depth > MAX_NESTING:  # Note [Frames nest at most MAX_NESTING deep]
         opened = {i for i in opened if tree.scopes[i].depth <= MAX_NESTING}
     kept = {g: frozenset(r) for g, r in held.items() if g not in frozen}
@@ -190,9 +195,10 @@ def choose(
 # call of keeps that call as its representative. The box budget and the height
 # estimate choose the level with the representatives drawn (``fitting_level``
 # in showing.py). A call that holds no calls (a Linear, a norm, an activation)
-# stays a box there unless asked for: opened, it shows nodes, not structure
-# (its weights' AccumulateGrad nodes and their tensors, a row each), so the
-# budget goes to modules before nodes and the level can go deeper.
+# below the outermost stays a box there unless asked for: opened, it shows
+# nodes, not structure (its weights' AccumulateGrad nodes and their tensors, a
+# row each), so the budget goes to modules before nodes and the level can go
+# deeper. A model that is one Linear (the only call at the top) is drawn open.
 
 
 def _represent(

@@ -118,7 +118,7 @@ def test_a_compiled_models_many_parameters_fit_a_screens_width() -> None:
     model = torch.compile(Deep(), backend="aot_eager")
     with record() as trace:
         model(torch.randn(8, 16)).sum().backward()
-    graph = dot.to_dot(trace)
+    graph = dot.to_dot(trace, leaves=True)  # every Linear open, its parameters drawn
     names = [f"blocks.{i}.{j}.{p}" for i in range(4) for j in (0, 2) for p in ("weight", "bias")]
     assert all(f"<B>{name}</B>" in graph.source for name in names)
     # Twenty AccumulateGrads side by side made it 3,800 points wide; they wrap, module by module.
