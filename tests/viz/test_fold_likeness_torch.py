@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 import autograd_viz
-from autograd_viz.draw import dot
+from autograd_viz.draw import dot, showing
 from autograd_viz.draw.graph_view import GraphView, from_state
 from autograd_viz.draw.modules import ModuleTree
 from autograd_viz.draw.showing import MAX_HEIGHT
@@ -160,3 +160,21 @@ def test_a_real_chain_models_default_picture_is_a_page_tall(name: str, tmp_path:
     assert found is not None
     width, height = float(found.group(1)), float(found.group(2))
     assert height <= MAX_HEIGHT and height <= 5 * width
+
+
+def test_a_real_vits_default_picture_opens_one_block_with_attention_and_mlp() -> None:
+    if importlib.util.find_spec("timm") is None:
+        pytest.skip("timm is not installed")
+    import timm
+
+    torch.manual_seed(0)
+    model = timm.create_model("vit_tiny_patch16_224", pretrained=False, img_size=32)
+    with autograd_viz.record() as trace:
+        model(torch.randn(1, 3, 32, 32)).sum().backward()
+    view = _view(trace, len(trace))
+    picture = showing.show(view, represent=True)
+    opened = {c.name for c in picture.clusters.values()}
+    assert {"blocks.0", "blocks.0.attn", "blocks.0.mlp"} <= opened
+    folds = {n.box.name: n.box.count for n in picture.nodes.values() if n.box and n.box.count > 1}
+    assert folds == {"blocks.{1..11}": 11}
+    check_pictures(view, represent=True)
