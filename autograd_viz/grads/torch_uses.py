@@ -305,7 +305,7 @@ class UsesTracker:
             use = self.log.uses.setdefault(id(p), Use())
             if use.no_grad is None:
                 use.no_grad = (where, path, mode)
-        # Note [Fast paths] in sources/pytorch/forward_modules.py: off the stack while the
+        # Note [Fast paths] in nan/forward/modules.py: off the stack while the
         # module runs without grad, so that it takes the path it takes unwatched.
         if local.aside_at < 0 and self._mode_on_top():
             torch._C._pop_torch_function_stack()

@@ -5,7 +5,7 @@ Note [Breaking where a value reaches something]
 "Break on the first NaN or Inf" must not stop a healthy program at a value
 that is thrown away (T5's relative position bucket takes ``log(0)`` and casts
 it to an integer on every step: Note [Lineage] in
-``sources/pytorch/forward_lineage.py``). When a forward birth is numbered,
+``nan/forward/lineage.py``). When a forward birth is numbered,
 whether its values reach the loss, a gradient, a parameter or the model's
 output is known only later, so :func:`is_problem` passes over it and stops
 where they get there: the ``anomaly`` event that says so (``reached``), or

@@ -24,7 +24,7 @@ A trace recorded without anomaly mode has no ``anomaly`` events; the report
 then falls back to the ``node_end`` events whose gradients are not finite.
 
 A PyTorch program checked by
-:class:`~autograd_viz.sources.pytorch.forward.TorchNanChecker` gives the same
+:class:`~autograd_viz.nan.forward.checks.TorchNanChecker` gives the same
 events with a few more fields: ``aten_op`` (the aten op that made the value),
 ``module`` (where it was made) and, for a backward node, ``saved``: the
 tensors it saved, which say why (PyTorch's graph shows them only while the
@@ -116,7 +116,7 @@ class Finding:
     """When its first event happened (``time.perf_counter_ns``, as the trace's ``t_ns``)."""
     birth: int | None = None
     """PyTorch, a forward birth: its number (Note [Lineage] in
-    ``sources/pytorch/forward_lineage.py``); ``None`` where births are not numbered."""
+    ``nan/forward/lineage.py``); ``None`` where births are not numbered."""
     lineage: tuple[int, ...] = ()
     """A backward finding: the births whose forward values its node read or made."""
     contained: bool = False

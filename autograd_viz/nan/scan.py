@@ -30,7 +30,7 @@ Note [Births reached]
 ~~~~~~~~~~~~~~~~~~~~~
 On PyTorch each forward birth has a number, and the checks say which births'
 values reached the loss, a gradient, a parameter or the model's output
-(Note [Lineage] in ``sources/pytorch/forward_lineage.py``): a later event
+(Note [Lineage] in ``nan/forward/lineage.py``): a later event
 names the number, in the same part or a later one. A birth never reached is
 *contained*: counted, listed after the others, and no finding of the run. The
 report heads with the first birth reached. The scan keeps the latest

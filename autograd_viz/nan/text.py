@@ -140,7 +140,7 @@ def _print_others(report: NanReport, console: Console) -> None:
 
 def _contained_line(report: NanReport, where: str) -> str:
     """No value reached anything that matters; say how many were contained, and the first
-    (Note [Lineage] in ``sources/pytorch/forward_lineage.py``): nothing is hidden."""
+    (Note [Lineage] in ``nan/forward/lineage.py``): nothing is hidden."""
     first = report.first_contained
     text = (
         f"[bold green]no NaN or Inf reached the loss, a gradient, a parameter or the model's "

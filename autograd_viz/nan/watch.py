@@ -3,7 +3,7 @@
 Around a training step, it records what runs, with every check on: our
 engine's anomaly mode at its fullest (``detect_anomaly(check_inf=True,
 check_forward=True)``), and for PyTorch the bridge (backward) with
-:class:`~autograd_viz.sources.pytorch.forward.TorchNanChecker` (every aten
+:class:`~autograd_viz.nan.forward.checks.TorchNanChecker` (every aten
 op). Afterwards :attr:`NanWatch.report` says where the first NaN or Inf was
 born, and why::
 
@@ -15,7 +15,7 @@ born, and why::
 
 With ``first=True`` the first finding raises instead, as anomaly mode does
 (``RuntimeError``; from PyTorch code a
-:class:`~autograd_viz.sources.pytorch.forward.NonFiniteError`, a subclass).
+:class:`~autograd_viz.nan.forward.checks.NonFiniteError`, a subclass).
 
 Note [Arming the PyTorch checks]
 ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
@@ -281,7 +281,7 @@ def torch_checks(settings: dict[str, Any]) -> Iterator[None]:
 
     Args:
         settings: the keyword arguments of
-            :class:`~autograd_viz.sources.pytorch.forward.TorchChecks`.
+            :class:`~autograd_viz.nan.forward.checks.TorchChecks`.
     """
     armed: list[Any] = []
     owner = threading.get_ident()
@@ -292,7 +292,7 @@ def torch_checks(settings: dict[str, Any]) -> Iterator[None]:
         torch = sys.modules.get("torch")
         if torch is None or not hasattr(torch, "autograd"):
             return
-        from autograd_viz.sources.pytorch.forward import TorchChecks, TorchNanChecker
+        from autograd_viz.nan.forward.checks import TorchChecks, TorchNanChecker
 
         checker = TorchNanChecker(TorchChecks(**settings))
         checker.__enter__()

@@ -129,7 +129,7 @@ def _finds(events: Iterable[TraceEvent], gradients: bool) -> bool:
 def _counts(data: Mapping[str, Any]) -> bool:
     """Whether an ``anomaly`` event is a finding: not a numbered forward birth, which counts
     only once an event says its values reached the loss, a gradient, a parameter or the
-    model's output (Note [Lineage] in ``autograd_viz/sources/pytorch/forward_lineage.py``)."""
+    model's output (Note [Lineage] in ``autograd_viz/nan/forward/lineage.py``)."""
     return "birth" not in data
 
 

@@ -365,13 +365,13 @@ EVENT_DATA: dict[str, tuple[dict[str, Reader], dict[str, Reader]]] = {
             "tensor": summary,
             "inputs": optional(summaries),
             "nonfinite_inputs": list_of(read_count),
-            # PyTorch (autograd_viz.sources.pytorch.forward): the aten op, the module, and
+            # PyTorch (autograd_viz.nan.forward.checks): the aten op, the module, and
             # what says why: which inputs were norms, and a backward node's saved tensors.
             "aten_op": read_str,
             "module": optional(read_str),
             "input_ops": list_of(optional(read_str)),
             "saved": summaries,
-            # PyTorch, lineage (Note [Lineage] in sources/pytorch/forward_lineage.py): a
+            # PyTorch, lineage (Note [Lineage] in nan/forward/lineage.py): a
             # birth's number, the births a value came from, and what it reached.
             "birth": read_count,
             "lineage": list_of(read_count),

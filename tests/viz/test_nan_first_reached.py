@@ -1,6 +1,6 @@
 """``first=True`` stops a program where a NaN or Inf reaches something, not where a contained
 one is born (Note [Stopping where a value reaches something] in
-``autograd_viz/sources/pytorch/forward_births.py``).
+``autograd_viz/nan/forward/births.py``).
 
 A birth whose values never reach the loss, a gradient, a parameter or the
 model's output (T5's ``log(0)`` cast to an integer) must not stop a healthy
@@ -21,7 +21,7 @@ torch = pytest.importorskip("torch")
 
 from autograd_viz import cli  # noqa: E402
 from autograd_viz.nan.watch import watch_nan  # noqa: E402
-from autograd_viz.sources.pytorch.forward import NonFiniteError  # noqa: E402
+from autograd_viz.nan.forward.checks import NonFiniteError  # noqa: E402
 from tests.viz.test_nan_lineage import T5_LIKE  # noqa: E402
 
 

@@ -1,6 +1,6 @@
 """Reading an aten op's arguments and results: which tensors it wrote, and are they finite.
 
-Helpers of the NaN checks (:mod:`~autograd_viz.sources.pytorch.forward`),
+Helpers of the NaN checks (:mod:`~autograd_viz.nan.forward.checks`),
 looked up from the op's schema (:class:`OpInfo`) and never changing a tensor.
 """
 

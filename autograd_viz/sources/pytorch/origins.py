@@ -1,6 +1,6 @@
 """Where a PyTorch node was made: the user's line and the module running.
 
-The NaN checks (:mod:`~autograd_viz.sources.pytorch.forward`) tag each new
+The NaN checks (:mod:`~autograd_viz.nan.forward.checks`) tag each new
 node with an :class:`Origin` in its own ``metadata``; reports and the TUI
 read it back with :func:`node_origin`. "The user's line" is the first frame
 that is not PyTorch's, ours (autograd-viz or the engine), ``runpy`` or frozen.

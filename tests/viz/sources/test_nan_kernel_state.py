@@ -16,7 +16,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from autograd_viz.nan.watch import watch_nan  # noqa: E402
-from autograd_viz.sources.pytorch.forward import TorchNanChecker  # noqa: E402
+from autograd_viz.nan.forward.checks import TorchNanChecker  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -36,7 +36,7 @@ import torch
 import autograd_viz
 from autograd_viz.nan.watch import nan_checks
 from autograd_viz.sources.pytorch import watch_torch
-from autograd_viz.sources.pytorch.forward import TorchNanChecker
+from autograd_viz.nan.forward.checks import TorchNanChecker
 
 RAISED = []
 

@@ -335,7 +335,7 @@ def test_torch_backward_nan_check_goes_on_after_its_own_error(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     pytest.importorskip("torch")
-    from autograd_viz.sources.pytorch import forward_backward
+    from autograd_viz.nan.forward import backward as forward_backward
 
     real = forward_backward._tensor_of
     seen = {"n": 0}

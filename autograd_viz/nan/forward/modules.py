@@ -1,10 +1,10 @@
 """The module calls the NaN checks tie each value to, through PyTorch's global module hooks.
 
-One job of :class:`~autograd_viz.sources.pytorch.forward.TorchNanChecker`:
+One job of :class:`~autograd_viz.nan.forward.checks.TorchNanChecker`:
 which module (by qualified name) is running on each thread, and stepping the
 checker's function mode aside while a module runs without grad. A call runs
 from before the module's own forward pre-hooks to after its own forward hooks
-(Note [Where a module call ends] in ``module_call_ends.py``): what a hook
+(Note [Where a module call ends] in ``sources/pytorch/module_call_ends.py``): what a hook
 computes is charged to its module, and so are the two nodes its backward
 hooks run in.
 

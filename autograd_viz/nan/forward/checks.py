@@ -56,15 +56,15 @@ from typing import Any
 
 import torch
 
+from autograd_viz.nan.forward.backward import BackwardChecks
+from autograd_viz.nan.forward.births import Births, NonFiniteError
+from autograd_viz.nan.forward.compiled import RegionChecks, eagerly
+from autograd_viz.nan.forward.functions import FunctionCalls, FunctionMode
+from autograd_viz.nan.forward.lineage import OUTPUT, OutputHooks
+from autograd_viz.nan.forward.modules import ModuleHooks
+from autograd_viz.nan.forward.ops import DispatchMode, OpChecks
+from autograd_viz.nan.forward.settings import TorchChecks
 from autograd_viz.sources.pytorch.compiled import around_compiled
-from autograd_viz.sources.pytorch.forward_backward import BackwardChecks
-from autograd_viz.sources.pytorch.forward_births import Births, NonFiniteError
-from autograd_viz.sources.pytorch.forward_compiled import RegionChecks, eagerly
-from autograd_viz.sources.pytorch.forward_functions import FunctionCalls, FunctionMode
-from autograd_viz.sources.pytorch.forward_lineage import OUTPUT, OutputHooks
-from autograd_viz.sources.pytorch.forward_modules import ModuleHooks
-from autograd_viz.sources.pytorch.forward_ops import DispatchMode, OpChecks
-from autograd_viz.sources.pytorch.forward_settings import TorchChecks
 from autograd_viz.sources.pytorch.op_values import NAN, NEGINF, POSINF
 from autograd_viz.sources.tracebacks import trim_traceback
 from engine.events import HUB
@@ -144,7 +144,7 @@ class TorchNanChecker:
 
     def _reached(self, what: str, tree: Any) -> None:
         """Values in ``tree`` reached ``what``: the births they came from are said (Note
-        [Lineage] in ``forward_lineage.py``); nothing to look up while none lives."""
+        [Lineage] in ``lineage.py``); nothing to look up while none lives."""
         if self._births.lineage:
             self.guarded(self._births.reach, what, tree)
 

@@ -1,7 +1,7 @@
 """Which births a non-finite value came from, and whether it reached anything that matters.
 
-One job of :class:`~autograd_viz.sources.pytorch.forward.TorchNanChecker`,
-beside the births it follows (:mod:`~autograd_viz.sources.pytorch.forward_births`).
+One job of :class:`~autograd_viz.nan.forward.checks.TorchNanChecker`,
+beside the births it follows (:mod:`~autograd_viz.nan.forward.births`).
 
 Note [Lineage]
 ~~~~~~~~~~~~~~

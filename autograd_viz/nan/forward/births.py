@@ -1,9 +1,9 @@
 """Where a forward NaN or Inf was born, and its ``anomaly`` event.
 
-The slow path of :class:`~autograd_viz.sources.pytorch.forward.TorchNanChecker`,
+The slow path of :class:`~autograd_viz.nan.forward.checks.TorchNanChecker`,
 an object the checker owns: when an aten op's output fails the cheap check,
 :class:`Births` finds out whether it was born in that op (Note [Born in
-PyTorch], Note [Intentional -inf] in ``forward.py``) and summarizes it at
+PyTorch], Note [Intentional -inf] in ``checks.py``) and summarizes it at
 once; the op check then has it emitted on the op's node, at once or when
 the torch function running returns (raising :class:`NonFiniteError` in
 ``first`` mode). It keeps what is known of tensors between ops: which hold
@@ -13,14 +13,14 @@ Note [Stopping where a value reaches something]
 ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 With ``first=True`` a finding stops the program, as anomaly mode's error
 does. A numbered birth may be contained (Note [Lineage] in
-``forward_lineage.py``: T5's ``log(0)`` cast to an integer), and stopping a
+``lineage.py``: T5's ``log(0)`` cast to an integer), and stopping a
 healthy program there would be a false alarm, so a birth raises nothing
 where it is born: its words (node, op, the program's line, module) are kept
 by number, and :class:`NonFiniteError` is raised where its values first reach
 something: at the backward call whose roots carry them (the loss), at the
 in-place write of a parameter, at the return of the outermost module call
 (its output), or at the backward node whose output is not finite (a
-gradient, ``forward_backward.py``), the error naming the birth. The
+gradient, ``backward.py``), the error naming the birth. The
 traceback then ends at the program's line that got there (``loss.backward()``,
 ``model(x)``, ``opt.step()``), our frames taken out as they are from every
 error (Note [A traceback as without us]). A birth the lineage cannot follow
@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch.utils.weak import WeakIdKeyDictionary
 
-from autograd_viz.sources.pytorch.forward_lineage import LOSS, OUTPUT, PARAMETER, Lineage, tag_node
+from autograd_viz.nan.forward.lineage import LOSS, OUTPUT, PARAMETER, Lineage, tag_node
 from autograd_viz.sources.pytorch.graph import TorchNode
 from autograd_viz.sources.pytorch.op_values import (
     NAN,
@@ -64,8 +64,8 @@ from engine.events import HUB
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
-    from autograd_viz.sources.pytorch.forward_modules import ModuleHooks
-    from autograd_viz.sources.pytorch.forward_settings import TorchChecks
+    from autograd_viz.nan.forward.modules import ModuleHooks
+    from autograd_viz.nan.forward.settings import TorchChecks
 
 NO_KINDS: frozenset[str] = frozenset()
 
@@ -108,7 +108,7 @@ class Birth:
     stack: list[str]
     module: str | None
     number: int | None
-    """The birth's number (Note [Lineage] in ``forward_lineage.py``); ``None`` inside a
+    """The birth's number (Note [Lineage] in ``lineage.py``); ``None`` inside a
     ``torch.func`` transform, whose wrapped tensors the lineage cannot follow: such a
     birth is reported as born, whatever becomes of its values."""
 
@@ -320,7 +320,7 @@ class Births:
         birth = self.born(op, index, t, kinds, inputs, [], set())
         if birth.number is not None:
             number = frozenset((birth.number,))
-            self.lineage.mark(t, number)  # Note [Lineage] in forward_lineage.py
+            self.lineage.mark(t, number)  # Note [Lineage] in lineage.py
             if t.grad_fn is not None:
                 tag_node(t.grad_fn, number)
         self.emit(birth, t.grad_fn)

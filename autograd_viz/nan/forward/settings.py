@@ -2,7 +2,7 @@
 
 The parts of the checks (births, ops, backward, compiled regions) each receive these
 settings and the callbacks they need from the checker
-(:class:`~autograd_viz.sources.pytorch.forward.TorchNanChecker`), never the checker
+(:class:`~autograd_viz.nan.forward.checks.TorchNanChecker`), never the checker
 itself: arrows point one way, from the checker down to its parts and from every part
 down to this module.
 """
@@ -25,14 +25,15 @@ class TorchChecks:
     first: bool = False
     """Raise :class:`NonFiniteError` at the first finding instead of collecting them all: a
     forward birth where its values first reach something (Note [Stopping where a value
-    reaches something] in ``forward_births.py``)."""
+    reaches something] in ``births.py``)."""
     ignore: frozenset[str] = field(default_factory=frozenset)
     """Ops whose non-finite outputs are meant: ``masked_fill``, ``aten.log.default``, ..."""
     max_values: int = 16
     """Tensors up to this many elements keep their values in the events' summaries."""
     eager_compiled: bool = False
     """Run ``torch.compile``d code eagerly, so that the ops inside are checked one by one
-    (results may then differ in the last bits; Note [Compiled regions])."""
+    (results may then differ in the last bits; Note [Compiled regions] in
+    ``sources/pytorch/compiled.py``)."""
 
 
 __all__ = ["TorchChecks"]

@@ -1,8 +1,8 @@
 """Anomaly mode's backward check, on each PyTorch node the bridge saw end.
 
-The backward half of :class:`~autograd_viz.sources.pytorch.forward.TorchNanChecker`,
+The backward half of :class:`~autograd_viz.nan.forward.checks.TorchNanChecker`,
 an object of its own that the checker subscribes: each output of a node is
-checked once (Note [Born in PyTorch] in ``forward.py``), and a non-finite
+checked once (Note [Born in PyTorch] in ``checks.py``), and a non-finite
 one is an ``anomaly`` event on that node, with the tensors it saved. The
 listener outlives its own failure on one node (Note [Listener errors] in
 engine/events.py).
@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from autograd_viz.nan.forward.births import NonFiniteError
+from autograd_viz.nan.forward.lineage import NO_IDS, node_lineage
 from autograd_viz.sources.once import warn_once
-from autograd_viz.sources.pytorch.forward_births import NonFiniteError
-from autograd_viz.sources.pytorch.forward_lineage import NO_IDS, node_lineage
 from autograd_viz.sources.pytorch.op_values import NAN, checked_values, finite
 from autograd_viz.sources.pytorch.origins import node_origin
 from autograd_viz.sources.pytorch.saved import saved_summaries
@@ -26,7 +26,7 @@ from autograd_viz.sources.pytorch.summary import TorchSummary
 from engine.events import HUB, Event
 
 if TYPE_CHECKING:
-    from autograd_viz.sources.pytorch.forward_settings import TorchChecks
+    from autograd_viz.nan.forward.settings import TorchChecks
 
 
 class BackwardChecks:
@@ -38,7 +38,7 @@ class BackwardChecks:
         kinds: which of those a tensor holds (the checker's own test).
         found: called once per finding emitted (the checker counts them).
         born: ``first`` mode, what the earliest of some forward births was, for the error
-            (Note [Stopping where a value reaches something] in ``forward_births.py``).
+            (Note [Stopping where a value reaches something] in ``births.py``).
     """
 
     def __init__(

@@ -1,13 +1,13 @@
 """The aten ops a checked program runs, each checked as it writes (Note [Born in PyTorch]).
 
-One job of :class:`~autograd_viz.sources.pytorch.forward.TorchNanChecker`,
+One job of :class:`~autograd_viz.nan.forward.checks.TorchNanChecker`,
 driven by its ``TorchDispatchMode``: every aten op of the forward pass runs,
 and what it wrote is checked with one cheap reduction per output; ops whose
 outputs only alias an input (views) are skipped by schema, but carry their
 input's marks (Note [Intentional -inf]). An output that fails goes to
-:class:`~autograd_viz.sources.pytorch.forward_births.Births`, and a birth it
+:class:`~autograd_viz.nan.forward.births.Births`, and a birth it
 finds is emitted at once, or when the torch function running returns, once
-its node is known (:class:`~autograd_viz.sources.pytorch.forward_functions.FunctionCalls`).
+its node is known (:class:`~autograd_viz.nan.forward.functions.FunctionCalls`).
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from autograd_viz.nan.forward.births import NO_KINDS, NonFiniteError
+from autograd_viz.nan.forward.lineage import NO_IDS, PARAMETER
 from autograd_viz.sources.once import warn_once
 from autograd_viz.sources.pytorch.caller_line import call_from, caller
-from autograd_viz.sources.pytorch.forward_births import NO_KINDS, NonFiniteError
-from autograd_viz.sources.pytorch.forward_lineage import NO_IDS, PARAMETER
 from autograd_viz.sources.pytorch.op_values import (
     FILL_OPS,
     KERNEL_STATE_RETURNS,
@@ -38,9 +38,9 @@ from autograd_viz.sources.pytorch.op_values import (
 from engine.events import HUB
 
 if TYPE_CHECKING:
-    from autograd_viz.sources.pytorch.forward_births import Births
-    from autograd_viz.sources.pytorch.forward_functions import FunctionCalls
-    from autograd_viz.sources.pytorch.forward_settings import TorchChecks
+    from autograd_viz.nan.forward.births import Births
+    from autograd_viz.nan.forward.functions import FunctionCalls
+    from autograd_viz.nan.forward.settings import TorchChecks
 
 
 class OpChecks:
@@ -61,7 +61,7 @@ class OpChecks:
     def dispatch(self, func: Any, args: Any, kwargs: dict[str, Any]) -> Any:
         """Run an aten op and check what it wrote (Note [Born in PyTorch])."""
         # Called as from the caller's line, for the warnings it raises (Note [A warning keeps
-        # its line] in caller_line.py); the mode's own frame is two up.
+        # its line] in sources/pytorch/caller_line.py); the mode's own frame is two up.
         frame = caller(sys._getframe(2), func)
         if torch._C._current_graph_task_id() != -1:
             return call_from(frame, func, args, kwargs)  # a backward node's op: checked by node
@@ -207,5 +207,5 @@ class DispatchMode(TorchDispatchMode):
     @classmethod
     def ignore_compile_internals(cls) -> bool:
         """Dynamo compiles under this mode rather than run eagerly and skip the frame for
-        good (Note [Compiled regions] in ``compiled.py``)."""
+        good (Note [Compiled regions] in ``sources/pytorch/compiled.py``)."""
         return True

@@ -1,12 +1,12 @@
 """The torch functions a checked program calls: where each node came from, and births inside.
 
-One job of :class:`~autograd_viz.sources.pytorch.forward.TorchNanChecker`,
+One job of :class:`~autograd_viz.nan.forward.checks.TorchNanChecker`,
 driven by its ``TorchFunctionMode``: each new ``grad_fn`` is tied to the
 user's ``file:line`` and the module it was made in (its ``metadata``), and a
 value born non-finite inside a torch function whose node autograd has not
 attached yet waits until the function returns, then goes out on that node.
 A backward call runs with the checker's dispatch mode stepped aside (Note
-[Born in PyTorch] in ``forward.py``).
+[Born in PyTorch] in ``checks.py``).
 """
 
 from __future__ import annotations
@@ -21,15 +21,15 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils import _python_dispatch
 
+from autograd_viz.nan.forward.lineage import LOSS, backward_roots, tag_node
 from autograd_viz.sources.pytorch.caller_line import call_from, caller
 from autograd_viz.sources.pytorch.compiled import is_compiling
-from autograd_viz.sources.pytorch.forward_lineage import LOSS, backward_roots, tag_node
 from autograd_viz.sources.pytorch.op_values import new_nodes
 from autograd_viz.sources.pytorch.origins import ORIGIN_KEY, Origin, user_frames
 
 if TYPE_CHECKING:
-    from autograd_viz.sources.pytorch.forward_births import Birth
-    from autograd_viz.sources.pytorch.forward_modules import ModuleHooks
+    from autograd_viz.nan.forward.births import Birth
+    from autograd_viz.nan.forward.modules import ModuleHooks
 
 _BACKWARD_CALLS = frozenset({torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad})
 
@@ -52,7 +52,7 @@ class FunctionCalls:
         modes: the checker's modes, its dispatch mode last once armed.
         emit: emits a birth on its node (``None`` when there is none).
         reached: told of the roots of each backward call: they reach the loss
-            (Note [Lineage] in ``forward_lineage.py``).
+            (Note [Lineage] in ``lineage.py``).
     """
 
     def __init__(
@@ -98,7 +98,7 @@ class FunctionCalls:
         local.transformed += transformed
         out = None
         # Called as from the caller's line, for the warnings it raises (Note [A warning keeps
-        # its line] in caller_line.py); the mode's own frame is two up.
+        # its line] in sources/pytorch/caller_line.py); the mode's own frame is two up.
         frame = caller(sys._getframe(2), func)
         try:
             if func in _BACKWARD_CALLS and self._modes:

@@ -1,6 +1,8 @@
-"""The NaN checks at a compiled region's boundary (Note [Compiled regions] in ``compiled.py``).
+"""The NaN checks at a compiled region's boundary.
 
-While a :class:`~autograd_viz.sources.pytorch.forward.TorchNanChecker` checks
+(Note [Compiled regions] in ``sources/pytorch/compiled.py``.)
+
+While a :class:`~autograd_viz.nan.forward.checks.TorchNanChecker` checks
 the forward pass, each call of a ``torch.compile``d region runs with the
 checker's modes stepped aside, exactly as it runs unwatched, and the checker
 looks at its edges: the region's tensor arguments (and, for a module, its
@@ -28,8 +30,8 @@ from autograd_viz.sources.pytorch.op_values import OpInfo, finite, tensors
 from engine.events import HUB
 
 if TYPE_CHECKING:
-    from autograd_viz.sources.pytorch.forward_births import Births
-    from autograd_viz.sources.pytorch.forward_settings import TorchChecks
+    from autograd_viz.nan.forward.births import Births
+    from autograd_viz.nan.forward.settings import TorchChecks
 
 INSIDE_NOT_CHECKED = (
     "autograd-viz: torch.compile'd code runs compiled: the NaN checks see each compiled "
