@@ -37,9 +37,9 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
+from autograd_viz.nan.forward.checks import TorchChecks, TorchNanChecker
 from autograd_viz.nan.watch import watch_nan
 from autograd_viz.sources.pytorch import watch_torch
-from autograd_viz.nan.forward.checks import TorchChecks, TorchNanChecker
 from benchmarks.workloads import MLP_WIDTHS, mlp_data
 
 Step = Callable[[], None]

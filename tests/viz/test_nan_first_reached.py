@@ -20,8 +20,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from autograd_viz import cli  # noqa: E402
-from autograd_viz.nan.watch import watch_nan  # noqa: E402
 from autograd_viz.nan.forward.checks import NonFiniteError  # noqa: E402
+from autograd_viz.nan.watch import watch_nan  # noqa: E402
 from tests.viz.test_nan_lineage import T5_LIKE  # noqa: E402
 
 

@@ -22,9 +22,9 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from autograd_viz import cli  # noqa: E402
+from autograd_viz.nan.forward.checks import NonFiniteError  # noqa: E402
 from autograd_viz.nan.report import NanReport, find_nans  # noqa: E402
 from autograd_viz.nan.watch import watch_nan  # noqa: E402
-from autograd_viz.nan.forward.checks import NonFiniteError  # noqa: E402
 from autograd_viz.trace import Trace  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]

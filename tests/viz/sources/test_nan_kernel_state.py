@@ -15,8 +15,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from autograd_viz.nan.watch import watch_nan  # noqa: E402
 from autograd_viz.nan.forward.checks import TorchNanChecker  # noqa: E402
+from autograd_viz.nan.watch import watch_nan  # noqa: E402
 
 
 @pytest.fixture(scope="module")

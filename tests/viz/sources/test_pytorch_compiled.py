@@ -25,9 +25,9 @@ pytest.importorskip("torch._dynamo")
 from autograd_viz.draw import dot
 from autograd_viz.draw.graph_view import from_state
 from autograd_viz.draw.modules import ModuleTree
+from autograd_viz.nan.forward import compiled as forward_compiled
 from autograd_viz.nan.watch import watch_nan
 from autograd_viz.sources import once
-from autograd_viz.nan.forward import compiled as forward_compiled
 from autograd_viz.sources.recorder import record
 
 BACKENDS = [
