@@ -32,6 +32,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -88,7 +89,7 @@ def measure(name: str, trace: Trace, expand: str, repeats: int, before: bool) ->
         variants.append(("before", without_quick_settings(graph)))
     for label, drawing in variants:
         notices: list[str] = []
-        runs = [timed(lambda d=drawing, n=notices: dot.pipe(d, "svg", n)) for _ in range(repeats)]
+        runs = [timed(partial(dot.pipe, drawing, "svg", notices)) for _ in range(repeats)]
         row[f"{label}_dot_cpu_s"] = statistics.median(r[3] for r in runs)
         row[f"{label}_dot_wall_s"] = statistics.median(r[1] for r in runs)
         svg = runs[-1][0].decode()
