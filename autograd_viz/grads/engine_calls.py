@@ -37,14 +37,15 @@ from typing import Any
 
 import engine
 import engine.autograd
-from autograd_viz.grads.plan import CallPlan, Stats, no_gradient_from, zeros_born_at
+from autograd_viz.grads.plan import (
+    CallPlan,
+    Stats,
+    settled_before_the_call,
+    settled_by_its_gradient,
+)
 from autograd_viz.grads.report import (
     CUT,
-    FROZEN,
-    NO_GRADIENT,
     NOT_ON_GRAPH,
-    PRUNED,
-    ZEROS,
     CallGrads,
     Finding,
     FlowRow,
@@ -299,12 +300,8 @@ def explain_engine(
         def found(reason: str, why: str, at: Where | None = None) -> None:
             call.findings.append(Finding(name, module, shape, reason, why, at))  # noqa: B023
 
-        if not t.requires_grad:
-            found(FROZEN, "requires_grad is False")
-            continue
-        if inputs is not None and id(t) not in inputs:
-            what = "engine.grad(...)" if plan.kind == "grad" else "backward(inputs=...)"
-            found(PRUNED, f"{what} left it out", where)
+        api = "engine.grad(...)" if plan.kind == "grad" else "backward(inputs=...)"
+        if settled_before_the_call(found, t.requires_grad, id(t), inputs, api, where):
             continue
         acc = plan.leaves.get(id(t))
         if grads is not None and inputs is not None:
@@ -320,14 +317,7 @@ def explain_engine(
                 entry[0] += norm2
                 entry[1] += float(_squared_norm(t))
                 entry[2] += 1
-        if got:
-            if not nonzero:
-                why, at = zeros_born_at(plan, acc) if acc is not None else ("", None)
-                found(ZEROS, why or "every element of its gradient is exactly zero", at)
-            continue
-        if acc is not None:
-            why, at = no_gradient_from(plan, acc)
-            found(NO_GRADIENT, why, at)
+        if settled_by_its_gradient(plan, found, got, nonzero, acc):
             continue
         if claimed is None:
             claimed = _claim(plan, cuts)

@@ -15,7 +15,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
-from autograd_viz.grads.report import Where
+from autograd_viz.grads.report import FROZEN, NO_GRADIENT, PRUNED, ZEROS, Where
 
 
 @dataclass(frozen=True)
@@ -129,6 +129,46 @@ class CallPlan:
         """``(leaf, AccumulateGrad index)`` of every leaf on the graph."""
         for node_index in self.leaves.values():
             yield self.nodes[node_index].variable, node_index
+
+
+Found = Callable[..., None]
+"""``found(reason, why, where=None)``: one finding for the parameter a loop is at."""
+
+
+def settled_before_the_call(
+    found: Found,
+    requires_grad: bool,
+    key: int,
+    inputs: dict[int, int] | None,
+    api: str,
+    where: Where | None,
+) -> bool:
+    """Frozen, or pruned by the call's ``inputs=`` (``api`` names the call that prunes):
+    the first reasons, on every engine (Note [The reasons, in order] in ``torch_calls.py``)."""
+    if not requires_grad:
+        found(FROZEN, "requires_grad is False")
+        return True
+    if inputs is not None and key not in inputs:
+        found(PRUNED, f"{api} left it out", where)
+        return True
+    return False
+
+
+def settled_by_its_gradient(
+    plan: CallPlan, found: Found, got: bool | None, nonzero: bool, acc: int | None
+) -> bool:
+    """All zeros (and where they began), or on the graph with no gradient (and which node
+    gave none); ``False`` when the leaf was not on the call's graph at all."""
+    if got:
+        if not nonzero:
+            why, at = zeros_born_at(plan, acc) if acc is not None else ("", None)
+            found(ZEROS, why or "every element of its gradient is exactly zero", at)
+        return True
+    if acc is not None:
+        why, at = no_gradient_from(plan, acc)
+        found(NO_GRADIENT, why, at)
+        return True
+    return False
 
 
 def _flag(stats: Stats, g: Any) -> Any:

@@ -67,16 +67,17 @@ from typing import Any
 
 import torch
 
-from autograd_viz.grads.plan import CallPlan, Stats, no_gradient_from, zeros_born_at
+from autograd_viz.grads.plan import (
+    CallPlan,
+    Stats,
+    settled_before_the_call,
+    settled_by_its_gradient,
+)
 from autograd_viz.grads.report import (
     CUT,
-    FROZEN,
     NEVER_USED,
     NO_GRAD,
-    NO_GRADIENT,
-    PRUNED,
     UNREACHED,
-    ZEROS,
     CallGrads,
     Finding,
     FlowRow,
@@ -287,12 +288,8 @@ def explain(
         def found(reason: str, why: str, at: Where | None = None) -> None:
             call.findings.append(Finding(name, module, shape, reason, why, at))  # noqa: B023
 
-        if not p.requires_grad:
-            found(FROZEN, "requires_grad is False")
-            continue
-        if inputs is not None and id(p) not in inputs:
-            what = "torch.autograd.grad(...)" if plan.kind == "grad" else "backward(inputs=...)"
-            found(PRUNED, f"{what} left it out", where)
+        api = "torch.autograd.grad(...)" if plan.kind == "grad" else "backward(inputs=...)"
+        if settled_before_the_call(found, p.requires_grad, id(p), inputs, api, where):
             continue
         acc = plan.leaves.get(id(p))
         if grads is not None and inputs is not None:
@@ -310,14 +307,7 @@ def explain(
                 entry[2] += 1
         if not got and id(p) in accumulated:
             continue  # only a nested backward reached it: it got a gradient, not read here
-        if got:
-            if not nonzero:
-                why, at = zeros_born_at(plan, acc) if acc is not None else ("", None)
-                found(ZEROS, why or "every element of its gradient is exactly zero", at)
-            continue
-        if acc is not None:
-            why, at = no_gradient_from(plan, acc)
-            found(NO_GRADIENT, why, at)
+        if settled_by_its_gradient(plan, found, got, bool(nonzero), acc):
             continue
         use = log.uses.get(id(p))
         if use is None or (use.grad is None and use.no_grad is None):
