@@ -19,14 +19,11 @@ thread). Our engine's side listens to its events.
 
 from __future__ import annotations
 
-import sys
-import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
 
 from autograd_viz.grads.report import CallGrads, GradsReport
-from autograd_viz.sources.arming import when_torch_is_imported
+from autograd_viz.sources.import_hooks import armed_on_this_thread
 from autograd_viz.sources.tracebacks import trim_traceback
 
 
@@ -71,34 +68,23 @@ def watch_grads(
         if on_call is not None:
             on_call(call)
 
-    armed: list[Any] = []
-    owner = threading.get_ident()
-
-    def arm() -> None:
-        if armed or threading.get_ident() != owner:
-            return
-        torch = sys.modules.get("torch")
-        if torch is None or not hasattr(torch, "autograd"):
-            return
+    def arm() -> Callable[[], None]:
         from autograd_viz.grads.torch_calls import TorchGrads
 
         grads = TorchGrads(add)
         grads.arm()
-        armed.append(grads)
+        return grads.disarm
 
     from autograd_viz.grads.engine_calls import EngineGrads
 
     ours = EngineGrads(add)
     ours.arm()
     try:
-        with when_torch_is_imported(arm):
+        with armed_on_this_thread(arm):
             try:
                 yield GradsWatch(report)
             except BaseException as exc:
                 trim_traceback(exc)  # Note [A traceback as without us]
                 raise
-            finally:
-                for grads in armed:
-                    grads.disarm()
     finally:
         ours.disarm()

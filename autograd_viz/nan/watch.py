@@ -22,7 +22,7 @@ Note [Arming the PyTorch checks]
 Code on our engine alone must never import PyTorch. The checker is armed at
 once when ``torch`` is already imported, else right after the watched
 code's own ``import torch``, through the one import hook the bridge uses too
-(:func:`autograd_viz.sources.arming.when_torch_is_imported`). PyTorch's
+(:func:`autograd_viz.sources.import_hooks.armed_on_this_thread`). PyTorch's
 modes belong to a thread: the checker watches the thread that entered
 ``watch_nan`` and is armed only from it. :func:`torch_checks` is the one place that does this.
 """
@@ -32,18 +32,16 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-import sys
-import threading
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from autograd_viz.nan.report import NanReport, find_nans
 from autograd_viz.nan.scan import NanScan
 from autograd_viz.nan.unrecorded import LeafCheck, MissedFinding
-from autograd_viz.sources.arming import when_torch_is_imported
 from autograd_viz.sources.calls import CallSelection
+from autograd_viz.sources.import_hooks import armed_on_this_thread
 from autograd_viz.sources.recording import Recording
 from autograd_viz.sources.tracebacks import trim_traceback
 from autograd_viz.trace import Trace
@@ -87,7 +85,7 @@ class NanWatch:
 
     def report_fields(self) -> dict[str, Any]:
         """What this process says in its report to a command watching it from another process
-        (:class:`~autograd_viz.sources.processes.ChildReport`'s fields) beside its trace: the
+        (:class:`~autograd_viz.launch.processes.ChildReport`'s fields) beside its trace: the
         finding at the parameters, which no event of the trace holds."""
         missed = self.missed
         return {} if missed is None else {"missed": dataclasses.asdict(missed)}
@@ -283,27 +281,17 @@ def torch_checks(settings: dict[str, Any]) -> Iterator[None]:
         settings: the keyword arguments of
             :class:`~autograd_viz.nan.forward.checks.TorchChecks`.
     """
-    armed: list[Any] = []
-    owner = threading.get_ident()
 
-    def arm() -> None:
-        if armed or threading.get_ident() != owner:
-            return
-        torch = sys.modules.get("torch")
-        if torch is None or not hasattr(torch, "autograd"):
-            return
+    def arm() -> Callable[[], None]:
         from autograd_viz.nan.forward.checks import TorchChecks, TorchNanChecker
 
         checker = TorchNanChecker(TorchChecks(**settings))
         checker.__enter__()
-        armed.append(checker)
+        return lambda: checker.__exit__(None, None, None)
 
-    with when_torch_is_imported(arm):
+    with armed_on_this_thread(arm):
         try:
             yield
         except BaseException as exc:
             trim_traceback(exc)  # Note [A traceback as without us]
             raise
-        finally:
-            for checker in armed:
-                checker.__exit__(None, None, None)

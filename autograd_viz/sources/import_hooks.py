@@ -41,6 +41,34 @@ def when_torch_is_imported(then: Callable[[], None]) -> Iterator[None]:
         stop_waiting(then)
 
 
+@contextmanager
+def armed_on_this_thread(arm: Callable[[], Callable[[], None]]) -> Iterator[None]:
+    """Call ``arm`` once torch is there, if that happens on this thread; undo it at the end.
+
+    ``arm`` patches PyTorch for this thread's program (the NaN checks, the
+    gradient watch) and returns what undoes that. It runs now if torch is
+    imported, else when the program imports it on this thread; an import on
+    another thread arms nothing (a watch follows the thread that opened it).
+    """
+    undo: list[Callable[[], None]] = []
+    owner = threading.get_ident()
+
+    def then() -> None:
+        if undo or threading.get_ident() != owner:
+            return
+        torch = sys.modules.get("torch")
+        if torch is None or not hasattr(torch, "autograd"):
+            return
+        undo.append(arm())
+
+    with when_torch_is_imported(then):
+        try:
+            yield
+        finally:
+            for done in undo:
+                done()
+
+
 def call_when_torch_is_imported(then: Callable[[], None]) -> None:
     """Call ``then`` now if ``torch`` is imported, else once the program has imported it."""
     with _lock:
