@@ -29,22 +29,11 @@ from typing import Any
 
 from autograd_viz.draw.graph_view import TensorBox
 from autograd_viz.trace import Trace
-from autograd_viz.trace.notes import grads_notes
+from autograd_viz.trace.notes import MISSING_REASONS, grads_notes
 
 OFF_GRAPH = 12
 """The most boxes drawn for parameters off the graph (the rest are counted in one more)."""
 
-MISSING = frozenset(
-    {
-        "never used",
-        "used without grad",
-        "cut",
-        "never reaches the loss",
-        "no gradient from its node",
-        "not on the graph",
-    }
-)
-"""The reasons of a trainable parameter that got no gradient."""
 
 NAMES = 3
 """Parameters named in one box's title before the rest are counted."""
@@ -103,7 +92,9 @@ def marked(
     ]
     root = keys.get(info.root) or next(iter(keys.values()), None)
     if root is not None:
-        off = [f for f in findings if f["reason"] in MISSING and f["parameter"] not in on_graph]
+        off = [
+            f for f in findings if f["reason"] in MISSING_REASONS and f["parameter"] not in on_graph
+        ]
         out.extend(_off_graph_boxes(off, root))
     return tuple(out)
 

@@ -18,6 +18,19 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from autograd_viz.trace import Trace
 
+MISSING_REASONS = frozenset(
+    {
+        "never used",
+        "used without grad",
+        "cut",
+        "never reaches the loss",
+        "no gradient from its node",
+        "not on the graph",
+    }
+)
+"""The reasons a ``grads`` finding gives for a trainable parameter that got no gradient
+(``autograd_viz.grads.report.MISSING``, as the trace holds them)."""
+
 _seen: dict[int, tuple[weakref.ref[Trace], int, dict[int, Mapping[str, Any]]]] = {}
 """By ``id(trace)`` (a trace compares by value, so it is no dictionary key): the trace, how
 many of its events were read, and what they held. An entry goes when its trace does."""

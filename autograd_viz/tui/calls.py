@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass
 
 from autograd_viz.trace import Trace
-from autograd_viz.trace.notes import grads_notes
+from autograd_viz.trace.notes import MISSING_REASONS, grads_notes
 from autograd_viz.trace.records import values_recorded
 from autograd_viz.trace.text import one_line
 
@@ -83,7 +83,7 @@ def call_figures(trace: Trace) -> dict[int, CallFigures]:
         else:
             norms = {m: math.sqrt(sq) for m, sq in by_module.get(gid, {}).items()}
         if note is not None:
-            missing = sum(1 for f in note["findings"] if f["reason"] in _MISSING)
+            missing = sum(1 for f in note["findings"] if f["reason"] in MISSING_REASONS)
         ranked = tuple(sorted(norms.items(), key=lambda item: -_order(item[1])))
         figures[gid] = CallFigures(
             math.sqrt(squares.get(gid, 0.0)), nonfinite.get(gid, 0), ranked, flagged, missing
@@ -91,17 +91,6 @@ def call_figures(trace: Trace) -> dict[int, CallFigures]:
     return figures
 
 
-_MISSING = frozenset(
-    {
-        "never used",
-        "used without grad",
-        "cut",
-        "never reaches the loss",
-        "no gradient from its node",
-        "not on the graph",
-    }
-)
-"""The reasons of a trainable parameter that got no gradient (``grads``'s)."""
 
 MODULES_SHOWN = 3
 """Modules named on a call's row, largest gradient first; the smallest follows them."""

@@ -150,3 +150,11 @@ def test_record_and_dot_take_why_and_leave_it_off_by_default(
     assert "no-gradient" in dot.read_text(encoding="utf-8")
     assert main(["dot", str(script), "-", "--expand", "all", "-o", str(dot)]) == 0
     assert "no-gradient" not in dot.read_text(encoding="utf-8")
+
+
+def test_the_views_read_the_same_missing_reasons_the_report_gives() -> None:
+    """A view tells a parameter without gradient by the reason strings the trace holds."""
+    from autograd_viz.grads.report import MISSING
+    from autograd_viz.trace.notes import MISSING_REASONS
+
+    assert frozenset(MISSING) == MISSING_REASONS
