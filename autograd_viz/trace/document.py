@@ -35,7 +35,7 @@ class Trace(TraceRecord):
         events: list[TraceEvent] | None = None,
     ) -> None:
         super().__init__(header, graph_tasks, events)
-        self._replayer: Replayer | None = None
+        self._replayer: Replayer[Trace] | None = None
 
     @property
     def _replayed_len(self) -> int:
@@ -43,7 +43,7 @@ class Trace(TraceRecord):
         inserts an event before that drops the replayer."""
         return -1 if self._replayer is None else self._replayer.applied
 
-    def state_at(self, step: int) -> ExecutionState:
+    def state_at(self, step: int) -> ExecutionState[Trace]:
         """The engine's state after the first ``step`` events (0 is before any).
 
         Raises:

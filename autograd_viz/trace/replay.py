@@ -22,15 +22,19 @@ import heapq
 import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, Generic, TypeAlias, TypeVar
 
-from autograd_viz.trace.records import NodeInfo, paused_gc
+from autograd_viz.trace.records import NodeInfo, TraceRecord, paused_gc
 from autograd_viz.trace.summary import TensorSummary
 from engine.scheduler import WAKE_UP_PRIORITY, ExactQueueEntry, ready_entry, special_entry
 from engine.scheduler import QueueEntry as SchedulerEntry
 
 if TYPE_CHECKING:
-    from autograd_viz.trace.records import GraphTaskInfo, TraceEvent, TraceRecord
+    from autograd_viz.trace.records import GraphTaskInfo, TraceEvent
+
+T = TypeVar("T", bound=TraceRecord)
+"""The trace a replay reads: a :class:`~autograd_viz.trace.Trace` when it replays itself,
+so that ``state.trace`` is the trace the caller holds."""
 
 CHECKPOINT_EVERY = 256
 """Events between two checkpoints of the small state."""
@@ -219,10 +223,10 @@ class _Small:
         )
 
 
-class ExecutionState:
+class ExecutionState(Generic[T]):
     """The engine after ``step`` events of a trace. Node states are computed on access."""
 
-    def __init__(self, replayer: Replayer, step: int, small: _Small) -> None:
+    def __init__(self, replayer: Replayer[T], step: int, small: _Small) -> None:
         self._replayer = replayer
         self.step = step
         """How many events have been applied."""
@@ -243,7 +247,7 @@ class ExecutionState:
         return f"<ExecutionState step {self.step} of {self.total}>"
 
     @property
-    def trace(self) -> TraceRecord:
+    def trace(self) -> T:
         """The trace this state replays."""
         return self._replayer.trace
 
@@ -433,7 +437,7 @@ def _queues_by_device(small: _Small) -> dict[str, tuple[QueueEntry, ...]]:
     }
 
 
-class Replayer:
+class Replayer(Generic[T]):
     """Indexes a trace for :meth:`state_at`; see the module docstring.
 
     Args:
@@ -444,7 +448,7 @@ class Replayer:
     """
 
     def __init__(
-        self, trace: TraceRecord, checkpoint_every: int = CHECKPOINT_EVERY, *, lazy: bool = False
+        self, trace: T, checkpoint_every: int = CHECKPOINT_EVERY, *, lazy: bool = False
     ) -> None:
         if isinstance(checkpoint_every, bool) or not isinstance(checkpoint_every, int):
             raise TypeError(f"checkpoint_every must be an integer, got {checkpoint_every!r}")
@@ -494,7 +498,7 @@ class Replayer:
                 if self._applied % self.checkpoint_every == 0:
                     self.checkpoints.append(self._small.copy())
 
-    def state_at(self, step: int) -> ExecutionState:
+    def state_at(self, step: int) -> ExecutionState[T]:
         """The state after ``step`` events (see :meth:`Trace.state_at`)."""
         total = len(self.trace.events)
         if isinstance(step, bool) or not isinstance(step, int):
