@@ -11,7 +11,7 @@ Note [Lazy top-level names]
 ~~~~~~~~~~~~~~~~~~~~~~~~~~~
 Every process of a watched job imports this package before its first line
 runs (Note [Children armed by the environment] in
-:mod:`autograd_viz.sources.processes`), and a child needs only the
+:mod:`autograd_viz.launch.processes`), and a child needs only the
 recorder. The names below are imported on first use (PEP 562), so a child
 does not pay for Graphviz, the drawing and the replay modules it never
 calls: ``import autograd_viz`` imports nothing but this module.

@@ -601,7 +601,7 @@ def _js_int(value: int | None) -> int | str | None:
 
 # Note [One timeline of several processes]
 # ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
-# Each process of a job records its own trace (autograd_viz.sources.processes),
+# Each process of a job records its own trace (autograd_viz.launch.processes),
 # timed by its own event clock. A merged timeline is each trace's timeline
 # with its own pid (a process per rank in Perfetto), moved onto one time
 # axis by the header's ``clock`` pair (the event clock and the wall clock

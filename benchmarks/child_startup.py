@@ -4,7 +4,7 @@ Run: python -m benchmarks.child_startup [--repeat 15] [--imports torch]
 
 A child of a watched script (``record``, ``nan``, ``run --print``) starts
 watching before its first line (Note [Children armed by the environment] in
-``autograd_viz/sources/processes.py``). This starts ``python -c pass`` (or
+``autograd_viz/launch/processes.py``). This starts ``python -c pass`` (or
 ``python -c "import torch"`` with ``--imports torch``) ``--repeat`` times
 with the environment ``record`` gives its children and as many times
 without, interleaved, and prints the median and range of each in seconds,
@@ -23,7 +23,7 @@ import sys
 import tempfile
 import time
 
-from autograd_viz.sources.processes import ENV, STARTUP_DIR, ChildSettings
+from autograd_viz.launch.processes import ENV, STARTUP_DIR, ChildSettings
 
 
 def _start(code: str, env: dict[str, str]) -> tuple[float, float]:

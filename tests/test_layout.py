@@ -1,6 +1,6 @@
 """The package layout: dependencies between rooms run one way.
 
-``cli → tui → draw, nan, timeline → live → sources → trace → engine``: a room
+``cli → tui → draw, nan, timeline → live → launch → sources → trace → engine``: a room
 may import from rooms below it, never from a room above or beside it, and
 ``engine`` imports nothing of ``autograd_viz``. Imports inside functions count
 too: a lazy import is still a dependency. ``trace`` is plain data: it loads,
@@ -23,14 +23,15 @@ RANKS = {
     "version": 0,
     "trace": 1,
     "sources": 2,
-    "live": 3,
-    "draw": 4,
-    "nan": 4,
-    "grads": 4,
-    "timeline": 4,
-    "tui": 5,
-    "cli": 6,
-    "autograd_viz": 7,  # the package's own __init__ and __main__: the public facade
+    "launch": 3,  # runs a script as python does: under a live session, and under each command
+    "live": 4,
+    "draw": 5,
+    "nan": 5,
+    "grads": 5,
+    "timeline": 5,
+    "tui": 6,
+    "cli": 7,
+    "autograd_viz": 8,  # the package's own __init__ and __main__: the public facade
 }
 """A room may import rooms of a strictly lower rank (or itself)."""
 

@@ -2,7 +2,7 @@
 
 ``record``, ``nan`` and ``run --print`` follow the processes a script starts
 (Note [Children armed by the environment] in
-:mod:`autograd_viz.sources.processes`): each child starts watching in
+:mod:`autograd_viz.launch.processes`): each child starts watching in
 :func:`start_child`, and saves its own trace (or prints its calls) as it
 goes and when it exits; what the watching command then says of them is
 :mod:`autograd_viz.cli.jobs`'s.
@@ -17,7 +17,7 @@ import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from autograd_viz.sources.processes import ChildSettings
+    from autograd_viz.launch.processes import ChildSettings
     from autograd_viz.trace import Trace
 
 _kept: list[contextlib.ExitStack] = []
@@ -26,15 +26,16 @@ _kept: list[contextlib.ExitStack] = []
 
 def start_child() -> None:
     """Watch this process as the command that started its parent asked, if one did."""
+    from autograd_viz.launch.child_signals import saved_on_signals
+    from autograd_viz.launch.processes import note_process_groups, read_settings, watch_as_child
+    from autograd_viz.launch.uncaught import trim_uncaught
     from autograd_viz.sources.arming import when_torch_is_imported
-    from autograd_viz.sources.processes import note_process_groups, read_settings, watch_as_child
-    from autograd_viz.sources.tracebacks import trim_uncaught
 
     settings = read_settings()
     if settings is None:
         return
     trim_uncaught()  # Note [A child's uncaught error]
-    _saved_on_signals()
+    saved_on_signals()  # Note [A child stopped by a signal]
     stack = contextlib.ExitStack()
     trace: Trace
     said = None
@@ -74,87 +75,18 @@ def start_child() -> None:
     atexit.register(stack.close)
 
 
-# Note [A child stopped by a signal]
-# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
-# torchrun and torch.multiprocessing.spawn stop the other ranks with SIGTERM
-# when one fails, and a scheduler preempts a job with it. Killed by a signal, a
-# child never reaches its exit hooks: a flight recorder (--last) would lose
-# every call it held, and a streamed trace its `process` record and its rank's
-# name. So a watched child takes SIGTERM and SIGHUP, when nobody else did
-# (their handler is the default one), as `record` takes them in the watching
-# process: one line on stderr, then SystemExit on the main thread, which runs
-# the program's `finally` blocks and the exit hooks that save what the process
-# holds, without a traceback (multiprocessing and Python exit quietly on it),
-# and last, the process ends by the same signal, so the launcher sees the exit
-# status it would have seen unwatched. A Python handler runs only once the main
-# thread is back in Python: a rank stuck inside a collective saves when the
-# collective returns or fails (gloo fails it as soon as a peer has gone), or
-# not at all when the launcher's SIGKILL comes first. `kill -9` runs nothing:
-# a streamed child keeps the calls it had written, all but the one in flight.
-
-_SAVING_SIGNALS = ("SIGTERM", "SIGHUP")
-_stopped_by: list[int] = []
-"""The signal that stopped this process, once one did (Note [A child stopped by a signal])."""
-
-
-def _saved_on_signals() -> None:
-    """SIGTERM and SIGHUP save what this child holds, then end it by the same signal."""
-    import signal
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        return
-    taken = False
-    for name in _SAVING_SIGNALS:
-        signum = getattr(signal, name, None)
-        if signum is not None and signal.getsignal(signum) == signal.SIG_DFL:
-            signal.signal(signum, _stop)
-            taken = True
-    if taken:
-        # Registered before the hooks that save: exit hooks run last in, first out.
-        atexit.register(_end_by_signal)
-
-
-def _stop(signum: int, frame: object) -> None:
-    import signal
-
-    if _stopped_by:
-        return  # a second signal while the first one is saving: the save goes on
-    _stopped_by.append(signum)
-    with contextlib.suppress(Exception):
-        sys.stderr.write(
-            f"autograd-viz: process {os.getpid()} got {signal.Signals(signum).name}: "
-            "saving what it recorded, then ending by it\n"
-        )
-        sys.stderr.flush()
-    raise SystemExit(128 + signum)
-
-
-def _end_by_signal() -> None:
-    """The last exit hook: a process stopped by a signal ends by it, as it would unwatched."""
-    import signal
-
-    if not _stopped_by:
-        return
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):
-            stream.flush()
-    signal.signal(_stopped_by[0], signal.SIG_DFL)
-    os.kill(os.getpid(), _stopped_by[0])
-
-
 def _print(stack: contextlib.ExitStack, settings: ChildSettings) -> None:
     """``run --print``'s child: each call printed as it ends, its lines headed by the process
     (``[rank1]``), to the output it shares with its parent; nothing is saved."""
     from autograd_viz.cli.printing import CallPrinter, printing, process_prefix
-    from autograd_viz.sources.arming import when_torch_is_imported
-    from autograd_viz.sources.calls import CallSelection
-    from autograd_viz.sources.processes import (
+    from autograd_viz.launch.processes import (
         follow_forks,
         note_process_groups,
         process_info,
         report_child,
     )
+    from autograd_viz.sources.arming import when_torch_is_imported
+    from autograd_viz.sources.calls import CallSelection
 
     printer = CallPrinter(prefix=process_prefix(settings.rank, None))
     calls = CallSelection(**(settings.calls or {}))
@@ -181,15 +113,15 @@ def _print(stack: contextlib.ExitStack, settings: ChildSettings) -> None:
 def _stream(stack: contextlib.ExitStack, settings: ChildSettings) -> None:
     """``record``'s child: each call written to its file as it ends, as the parent's are, so
     memory stays flat however long the child trains."""
-    from autograd_viz.sources.arming import when_torch_is_imported
-    from autograd_viz.sources.calls import CallSelection
-    from autograd_viz.sources.processes import (
+    from autograd_viz.launch.processes import (
         finish_streamed,
         follow_forks,
         note_process_groups,
         process_info,
         streamed_path,
     )
+    from autograd_viz.sources.arming import when_torch_is_imported
+    from autograd_viz.sources.calls import CallSelection
     from autograd_viz.sources.recording import Recording
 
     path = streamed_path(settings)

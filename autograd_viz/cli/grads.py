@@ -116,8 +116,8 @@ def run_grads(args: argparse.Namespace) -> int:
     from autograd_viz.cli.record import Signalled, end_by_signal, stopped_by_signals
     from autograd_viz.grads.plot import PLOT_SUFFIXES
     from autograd_viz.grads.watch import watch_grads
-    from autograd_viz.sources.processes import process_info
-    from autograd_viz.sources.script import (
+    from autograd_viz.launch.processes import process_info
+    from autograd_viz.launch.script import (
         ScriptFailedError,
         ScriptNotFoundError,
         check_script,
@@ -196,7 +196,7 @@ def _recording(output: str | None) -> Iterator[Callable[[CallGrads], None] | Non
         yield None
         return
     from autograd_viz.grads.recorded import into
-    from autograd_viz.sources.processes import process_info
+    from autograd_viz.launch.processes import process_info
     from autograd_viz.sources.recording import Recording
     from autograd_viz.trace.writing import OutputBusyError
 

@@ -320,9 +320,9 @@ def _record(
     script: str, script_args: list[str], call: int | None = None, why: bool = False
 ) -> Trace:
     from autograd_viz.grads.recorded import explaining
+    from autograd_viz.launch.script import ScriptFailedError, ScriptNotFoundError, run_script
     from autograd_viz.sources.calls import CallSelection
     from autograd_viz.sources.recording import Recording
-    from autograd_viz.sources.script import ScriptFailedError, ScriptNotFoundError, run_script
 
     recording = Recording(calls=CallSelection(None if call is None else [call]))
     trace = recording.trace

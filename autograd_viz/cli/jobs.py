@@ -20,9 +20,9 @@ from autograd_viz.trace.text import count_words, shown
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from autograd_viz.launch.processes import ChildReport
     from autograd_viz.nan.report import NanReport
     from autograd_viz.nan.unrecorded import MissedFinding
-    from autograd_viz.sources.processes import ChildReport
     from autograd_viz.trace import Trace
 
 
@@ -98,9 +98,9 @@ def first_finding(
         ignore: ``nan --ignore``'s ops.
         kept: whether the children's traces are kept (``nan -o``), to be named.
     """
+    from autograd_viz.launch.processes import wall_ns
     from autograd_viz.nan.report import find_nans
     from autograd_viz.nan.unrecorded import MissedFinding
-    from autograd_viz.sources.processes import wall_ns
     from autograd_viz.trace import Trace, TraceFormatError
 
     # (report, trace, its clock, label, path, missed) of each process
@@ -173,7 +173,7 @@ def print_first_process(console: Console, finding: ProcessFinding, processes: in
 
 def print_own_rank(console: Console) -> None:
     """``rank 1 of 2:`` above a report, in a process that is one rank of several."""
-    from autograd_viz.sources.processes import process_info, read_settings
+    from autograd_viz.launch.processes import process_info, read_settings
 
     parent = read_settings()
     process = process_info(parent.rank if parent is not None else None)

@@ -129,14 +129,14 @@ def run_nan(args: argparse.Namespace) -> int:
         own_streamed_path,
         stopped_by_signals,
     )
-    from autograd_viz.nan.watch import stopped_at_finding, watch_nan
-    from autograd_viz.sources.processes import follow_children, process_info
-    from autograd_viz.sources.script import (
+    from autograd_viz.launch.processes import follow_children, process_info
+    from autograd_viz.launch.script import (
         ScriptFailedError,
         ScriptNotFoundError,
         check_script,
         run_script,
     )
+    from autograd_viz.nan.watch import stopped_at_finding, watch_nan
     from autograd_viz.trace.records import DEFAULT_MAX_VALUES
 
     script, script_args = script_and_args(args, "nan")

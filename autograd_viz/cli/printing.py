@@ -11,7 +11,7 @@ kept after, so memory stays flat however long the script trains.
 
 Child processes (``torch.multiprocessing.spawn``, ``multiprocessing``,
 ``torchrun``'s workers) are followed as ``record`` follows them (Note
-[Children armed by the environment] in :mod:`autograd_viz.sources.processes`)
+[Children armed by the environment] in :mod:`autograd_viz.launch.processes`)
 and print to the same output, each line headed by the process: ``[rank1]``,
 or ``[pid 4242]`` for a child without a rank. Each line is written whole, so
 the processes' lines interleave but never cut into each other.
@@ -319,7 +319,7 @@ def printing(
 def process_prefix(inherited_rank: str | None, top: int | None) -> Callable[[], str]:
     """The line heading of this process: none for the watching command's own process
     (pid ``top``) when it has no rank, ``[rank1]`` for a rank, ``[pid 4242]`` otherwise."""
-    from autograd_viz.sources.processes import process_info
+    from autograd_viz.launch.processes import process_info
 
     def prefix() -> str:
         process = process_info(inherited_rank)
@@ -355,8 +355,8 @@ def run_print(args: Any, script: str, script_args: list[str]) -> int:
         own_streamed_path,
         stopped_by_signals,
     )
-    from autograd_viz.sources.processes import follow_children, read_settings
-    from autograd_viz.sources.script import ScriptFailedError, run_script
+    from autograd_viz.launch.processes import follow_children, read_settings
+    from autograd_viz.launch.script import ScriptFailedError, run_script
     from autograd_viz.trace import DEFAULT_MAX_VALUES
     from autograd_viz.trace.text import count_words
 

@@ -35,8 +35,8 @@ from autograd_viz.trace.text import one_line, printable, shown
 if TYPE_CHECKING:
     from rich.text import Text
 
+    from autograd_viz.launch.processes import ChildReport
     from autograd_viz.sources.calls import CallSelection
-    from autograd_viz.sources.processes import ChildReport
     from autograd_viz.sources.recording import Recording
 
 DEFAULT_TRACE = "trace.jsonl"
@@ -53,14 +53,14 @@ def run_record(args: argparse.Namespace) -> int:
     as the script would have.
     """
     from autograd_viz.grads.recorded import explaining
-    from autograd_viz.sources.processes import follow_children, process_info
-    from autograd_viz.sources.recording import Recording
-    from autograd_viz.sources.script import (
+    from autograd_viz.launch.processes import follow_children, process_info
+    from autograd_viz.launch.script import (
         ScriptFailedError,
         ScriptNotFoundError,
         check_script,
         run_script,
     )
+    from autograd_viz.sources.recording import Recording
 
     script, script_args = script_and_args(args, "record")
     output = args.output or DEFAULT_TRACE
@@ -147,7 +147,7 @@ def run_record(args: argparse.Namespace) -> int:
 def own_streamed_path(output: str) -> tuple[str, str | None]:
     """Where this process writes its trace (a rank's own file under ``torchrun``), and the
     ``RANK`` it inherited from a watching parent (``None`` when it has none)."""
-    from autograd_viz.sources.processes import process_info, process_trace_path, read_settings
+    from autograd_viz.launch.processes import process_info, process_trace_path, read_settings
 
     parent = read_settings()
     inherited = parent.rank if parent is not None else None

@@ -45,9 +45,9 @@ from autograd_viz.cli.record import add_call_options, call_selection
 from autograd_viz.trace.text import printable
 
 if TYPE_CHECKING:
+    from autograd_viz.launch.processes import ChildReport
     from autograd_viz.live import LiveSession
     from autograd_viz.sources.calls import CallSelection
-    from autograd_viz.sources.processes import ChildReport
     from autograd_viz.trace import Trace
     from autograd_viz.tui.app import VizApp
     from autograd_viz.tui.driver import Driver, LiveDriver
@@ -87,8 +87,8 @@ def run_live(args: argparse.Namespace) -> int:
     flight recorder] in :mod:`autograd_viz.live`); with ``-o`` what it kept is
     written when the session ends, however it ends.
     """
+    from autograd_viz.launch.script import ScriptNotFoundError, check_script
     from autograd_viz.live import LiveSession
-    from autograd_viz.sources.script import ScriptNotFoundError, check_script
     from autograd_viz.tui.driver import LiveDriver
 
     script, script_args = script_and_args(args, "run")
@@ -393,8 +393,8 @@ def _write_all(fd: int, data: bytes) -> None:
 def _run_checked(script: str, args: list[str], children: _Children | None = None) -> int:
     """Run the script with the NaN checks on, so that ``f`` stops at a forward finding too,
     and its child processes followed (Note [The TUI's program starts processes])."""
+    from autograd_viz.launch.script import ScriptFailedError, run_script
     from autograd_viz.nan.watch import nan_checks
-    from autograd_viz.sources.script import ScriptFailedError, run_script
 
     with nan_checks(), children.followed() if children else contextlib.nullcontext():
         try:
@@ -412,7 +412,7 @@ class _Children:
     workers, ``torch.multiprocessing.spawn``'s ranks, ``multiprocessing``'s
     spawned processes) are armed through the environment as ``record`` arms
     them (Note [Children armed by the environment] in
-    :mod:`autograd_viz.sources.processes`): each records its own calls, with
+    :mod:`autograd_viz.launch.processes`): each records its own calls, with
     the session's ``--steps``, ``--every``, ``--last`` and ``--values``, and
     with ``-o T.jsonl`` writes them to its own file (``T.rank1.jsonl``), which
     ``replay`` opens beside the others. Without ``-o`` nothing of theirs is
@@ -433,7 +433,7 @@ class _Children:
     @contextlib.contextmanager
     def followed(self) -> Iterator[None]:
         """Follow the children started inside the block; read what they left as it ends."""
-        from autograd_viz.sources.processes import follow_children
+        from autograd_viz.launch.processes import follow_children
         from autograd_viz.trace import DEFAULT_MAX_VALUES, Trace
 
         calls = self.calls

@@ -14,8 +14,8 @@ from collections.abc import Callable
 from typing import Any
 
 import engine
+from autograd_viz.launch.script import ScriptFailedError, run_script
 from autograd_viz.sources import arming
-from autograd_viz.sources.script import ScriptFailedError, run_script
 from autograd_viz.sources.tracebacks import trim_traceback
 from engine import events
 from engine.activity import ACTIVITY

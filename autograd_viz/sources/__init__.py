@@ -3,8 +3,8 @@
 Our engine emits its events through :mod:`engine.events`;
 :mod:`~autograd_viz.sources.engine` reads its graph when a graph task starts.
 :mod:`~autograd_viz.sources.recorder` turns any source's events into a
-:class:`~autograd_viz.trace.Trace`, and :mod:`~autograd_viz.sources.script`
-runs a user's script, the program being watched.
+:class:`~autograd_viz.trace.Trace`. (A user's script is run by
+:mod:`autograd_viz.launch`.)
 """
 
 from __future__ import annotations

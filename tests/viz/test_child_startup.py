@@ -14,8 +14,8 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from autograd_viz.sources import processes
-from autograd_viz.sources.processes import ChildSettings
+from autograd_viz.launch import processes
+from autograd_viz.launch.processes import ChildSettings
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -1,6 +1,6 @@
 """Children a watched script starts in ways the environment alone does not follow: ``os.fork``
 then ``os._exit`` (Note [Every fork]), and a ``PYTHONPATH`` the script replaced (Note [A child's
-PYTHONPATH replaced], both in ``autograd_viz/sources/processes.py``)."""
+PYTHONPATH replaced], both in ``autograd_viz/launch/processes.py``)."""
 
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from autograd_viz.sources import processes
+from autograd_viz.launch import processes
 from autograd_viz.trace import Trace
 
 torch = pytest.importorskip("torch")

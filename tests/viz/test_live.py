@@ -16,8 +16,8 @@ import pytest
 
 import engine
 from autograd_viz import NodeStatus, record
+from autograd_viz.launch.script import ScriptNotFoundError
 from autograd_viz.live import Breakpoint, LiveSession, SessionCancelled, non_finite
-from autograd_viz.sources.script import ScriptNotFoundError
 from engine import events
 from engine.activity import ACTIVITY
 from tests.graphs import FailsInBackward, Reentrant

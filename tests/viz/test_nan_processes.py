@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from autograd_viz.sources import processes
+from autograd_viz.launch import processes
 
 pytest.importorskip("torch")
 

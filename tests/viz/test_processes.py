@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from autograd_viz.sources import processes
-from autograd_viz.sources.processes import ChildSettings, process_info, process_trace_path
+from autograd_viz.launch import processes
+from autograd_viz.launch.processes import ChildSettings, process_info, process_trace_path
 from autograd_viz.trace import Trace, TraceFormatError
 
 REPO = Path(__file__).resolve().parents[2]

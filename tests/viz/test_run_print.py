@@ -10,7 +10,7 @@ import textwrap
 from pathlib import Path
 
 from autograd_viz.cli.printing import CallPrinter, printing
-from autograd_viz.sources import processes
+from autograd_viz.launch import processes
 
 REPO = Path(__file__).resolve().parents[2]
 

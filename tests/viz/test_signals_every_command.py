@@ -83,7 +83,7 @@ def test_a_child_that_outlives_its_watching_command_ends_without_a_word(
     """A spawned rank is stopped only once its parent, stopped by a signal, has died (PyTorch
     sets the parent's death signal): its trace is saved where the parent said the calls it
     wrote are, and its report, which nobody is left to read, is not an error."""
-    from autograd_viz.sources.processes import ChildSettings, process_info, report_child
+    from autograd_viz.launch.processes import ChildSettings, process_info, report_child
 
     gone = tmp_path / "job"  # the parent removed its job's directory as it ended
     settings = ChildSettings(command="record", job=str(gone), output=None, max_values=16)

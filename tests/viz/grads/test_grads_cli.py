@@ -11,7 +11,7 @@ from grads_programs import marked_line, write
 
 from autograd_viz.cli.main import main
 from autograd_viz.grads import GradsReport, watch_grads
-from autograd_viz.sources.script import run_script
+from autograd_viz.launch.script import run_script
 
 pytestmark = pytest.mark.oracle
 

@@ -14,7 +14,7 @@ import engine
 from autograd_viz.cli.main import main
 from autograd_viz.grads import GradsReport, watch_grads
 from autograd_viz.grads.report import CUT, FROZEN, NOT_ON_GRAPH, PRUNED, ZEROS
-from autograd_viz.sources.script import run_script
+from autograd_viz.launch.script import run_script
 
 PROGRAM = """
 import sys

@@ -23,7 +23,7 @@ from autograd_viz.grads.report import (
     UNREACHED,
     ZEROS,
 )
-from autograd_viz.sources.script import run_script
+from autograd_viz.launch.script import run_script
 
 pytestmark = pytest.mark.oracle
 

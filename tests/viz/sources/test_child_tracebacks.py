@@ -1,5 +1,5 @@
 """A watched child process's uncaught error prints plain Python's traceback
-(Note [A child's uncaught error] in ``autograd_viz/sources/tracebacks.py``).
+(Note [A child's uncaught error] in ``autograd_viz/launch/uncaught.py``).
 
 A PyTorch program starts children whose forward or backward raises: a
 ``multiprocessing`` spawn or fork child (its error printed by ``Process._bootstrap``),
@@ -173,7 +173,7 @@ def _functions(tb: object) -> list[str]:
 def test_the_hooks_hand_on_the_programs_own_exception_trimmed() -> None:
     import threading
 
-    from autograd_viz.sources.tracebacks import (
+    from autograd_viz.launch.uncaught import (
         _trimming_excepthook,
         _trimming_thread_excepthook,
     )

@@ -42,8 +42,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
+from autograd_viz.launch.uncaught import trim_process_run, trim_uncaught
 from autograd_viz.sources.arming import when_torch_is_imported
-from autograd_viz.sources.tracebacks import trim_process_run, trim_uncaught
 from autograd_viz.trace import Trace
 from autograd_viz.trace.readers import INT_LIMIT
 from autograd_viz.trace.text import one_line
