@@ -6,7 +6,7 @@ Each scene drives the app headless (Textual's Pilot) exactly as a user would:
 ``autograd-viz demo`` live, stepping until something worth showing is on
 screen, and ``autograd-viz run examples/nan_log_zero.py``. The live engine is
 stepped one event at a time, so every run takes the same pictures; a last one
-is ``autograd-viz dot`` of ``examples/torch_encoder.py`` mid-backward. PNGs need
+is ``autograd-viz dot`` of ``examples/torch_encoder.py``, its default picture. PNGs need
 ``rsvg-convert`` (Debian's librsvg2-bin) and the Fira Code font Textual's SVG
 asks for (fonts-firacode); they are installed with apt-get when missing.
 """
@@ -191,10 +191,10 @@ def to_png(svg: Path) -> Path:
 
 
 def dot_modules(out: Path) -> Path:
-    """``autograd-viz dot`` of a 12-layer TransformerEncoder mid-backward, drawn by module."""
+    """``autograd-viz dot`` of a 12-layer TransformerEncoder: the default picture, by module."""
     svg = out / "dot-modules.svg"
     script = ROOT / "examples" / "torch_encoder.py"
-    command = [sys.executable, "-m", "autograd_viz", "dot", str(script), "--step", "1500"]
+    command = [sys.executable, "-m", "autograd_viz", "dot", str(script)]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     for path in (svg, svg.with_suffix(".png")):  # Graphviz draws both
         subprocess.run([*command, "-o", str(path)], check=True, cwd=ROOT, env=env)
