@@ -362,12 +362,13 @@ class Recorder:
         graph_task = getattr(self._local, "graph_task", None)
         if self.closed or graph_task is None or graph_task in self._cut:
             return False
-        row = (kind, next(events.HUB.seq), time.perf_counter_ns(), events.thread_name(), "cpu",
+        seq = next(events.HUB.seq)
+        row = (kind, seq, time.perf_counter_ns(), events.thread_name(), "cpu",
                graph_task, None, None, None, None, data)  # fmt: skip
         with self._lock:
             if self.closed:
                 return False
-            if not self._goes_last(row[SEQ]):
+            if not self._goes_last(seq):
                 self._merge([row])
             else:
                 trace_events = self.trace.events
