@@ -31,8 +31,9 @@ if TYPE_CHECKING:
     from autograd_viz.live import Breakpoint, LiveSession, SessionCancelled
     from autograd_viz.nan.watch import watch_nan
     from autograd_viz.sources.names import name
-    from autograd_viz.sources.recorder import Recorder, record
     from autograd_viz.trace import GraphTaskInfo, NodeInfo, Trace, TraceEvent, TraceFormatError
+    from autograd_viz.trace.recorder import Recorder
+    from autograd_viz.trace.recording import record
     from autograd_viz.trace.replay import ExecutionState, NodeState, NodeStatus
 
 _WHERE: dict[str, str] = {
@@ -43,14 +44,14 @@ _WHERE: dict[str, str] = {
     "NodeInfo": "autograd_viz.trace",
     "NodeState": "autograd_viz.trace.replay",
     "NodeStatus": "autograd_viz.trace.replay",
-    "Recorder": "autograd_viz.sources.recorder",
+    "Recorder": "autograd_viz.trace.recorder",
     "SessionCancelled": "autograd_viz.live",
     "Trace": "autograd_viz.trace",
     "TraceEvent": "autograd_viz.trace",
     "TraceFormatError": "autograd_viz.trace",
     "animate": "autograd_viz.draw.inline",
     "name": "autograd_viz.sources.names",
-    "record": "autograd_viz.sources.recorder",
+    "record": "autograd_viz.trace.recording",
     "to_dot": "autograd_viz.draw.dot",
     "watch_nan": "autograd_viz.nan.watch",
     "watch_grads": "autograd_viz.grads.watch",

@@ -492,11 +492,11 @@ def call_level_parts(repeat: int) -> None:
     """
     import sys
 
-    from autograd_viz.sources.calls import CallSelection
     from autograd_viz.sources.pytorch.graph import plan_graph_task
     from autograd_viz.sources.pytorch.naming import LeafNamer
-    from autograd_viz.sources.recorder import HeldCalls
-    from autograd_viz.sources.recording import Recording
+    from autograd_viz.trace.calls import CallSelection
+    from autograd_viz.trace.recorder import HeldCalls
+    from autograd_viz.trace.recording import Recording
     from benchmarks.torch_bridge import gru, nodes_of, plain
 
     label, build = gru()

@@ -23,6 +23,7 @@ RANKS = {
     "version": 0,
     "trace": 1,
     "sources": 2,
+    "recording": 2.5,  # Note [The Recorder's floor]
     "launch": 3,  # runs a script as python does: under a live session, and under each command
     "live": 4,
     "draw": 5,
@@ -44,8 +45,23 @@ queues with the engine's own scheduler (its order written once); that module nee
 nothing but the standard library."""
 
 
+RECORDING = ("autograd_viz.trace.recorder", "autograd_viz.trace.recording")
+"""The modules of the room ``recording``: the Recorder and its recording, in trace/."""
+
+# Note [The Recorder's floor]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# The Recorder lives in trace/ (it builds the Trace) but listens to the sources:
+# it subscribes to engine.events, snapshots our engine's graph through
+# sources.engine and arms every source, while the sources build trace records
+# (NodeInfo, Scope, TensorSummary). So trace/ holds two floors: its records,
+# file and replay below the sources, which import nothing of engine but the
+# scheduler, and the Recorder with its recording above them, which may.
+
+
 def room_of(module: str) -> str | None:
     """``autograd_viz.draw.dot`` → ``draw``; ``engine.ops`` → ``engine``; others → None."""
+    if module in RECORDING:
+        return "recording"
     parts = module.split(".")
     if parts[0] == "engine":
         return "engine"
@@ -166,8 +182,8 @@ def test_the_private_name_check_catches_one(source: str, name: str) -> None:
     [
         ("engine", "engine/engine.py", "autograd_viz.trace"),
         ("trace", "autograd_viz/trace/replay.py", "engine.events"),
-        ("trace", "autograd_viz/trace/records.py", "autograd_viz.sources.recorder"),
-        ("sources", "autograd_viz/sources/recorder.py", "autograd_viz.live"),
+        ("trace", "autograd_viz/trace/records.py", "autograd_viz.trace.recorder"),
+        ("sources", "autograd_viz/trace/recorder.py", "autograd_viz.live"),
         ("draw", "autograd_viz/draw/dot.py", "autograd_viz.nan.report"),
         ("tui", "autograd_viz/tui/app.py", "autograd_viz.cli.base"),
     ],

@@ -62,7 +62,7 @@ def start_child() -> None:
         _stream(stack, settings)
         return
     else:
-        from autograd_viz.sources import record
+        from autograd_viz.trace.recording import record
 
         trace = stack.enter_context(
             record(settings.max_values, **(settings.calls or {}), values=settings.values)
@@ -86,7 +86,7 @@ def _print(stack: contextlib.ExitStack, settings: ChildSettings) -> None:
         report_child,
     )
     from autograd_viz.sources.arming import when_torch_is_imported
-    from autograd_viz.sources.calls import CallSelection
+    from autograd_viz.trace.calls import CallSelection
 
     printer = CallPrinter(prefix=process_prefix(settings.rank, None))
     calls = CallSelection(**(settings.calls or {}))
@@ -121,8 +121,8 @@ def _stream(stack: contextlib.ExitStack, settings: ChildSettings) -> None:
         streamed_path,
     )
     from autograd_viz.sources.arming import when_torch_is_imported
-    from autograd_viz.sources.calls import CallSelection
-    from autograd_viz.sources.recording import Recording
+    from autograd_viz.trace.calls import CallSelection
+    from autograd_viz.trace.recording import Recording
 
     path = streamed_path(settings)
     recording = Recording(

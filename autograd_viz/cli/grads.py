@@ -197,7 +197,7 @@ def _recording(output: str | None) -> Iterator[Callable[[CallGrads], None] | Non
         return
     from autograd_viz.grads.recorded import into
     from autograd_viz.launch.processes import process_info
-    from autograd_viz.sources.recording import Recording
+    from autograd_viz.trace.recording import Recording
     from autograd_viz.trace.writing import OutputBusyError
 
     try:

@@ -321,8 +321,8 @@ def _record(
 ) -> Trace:
     from autograd_viz.grads.recorded import explaining
     from autograd_viz.launch.script import ScriptFailedError, ScriptNotFoundError, run_script
-    from autograd_viz.sources.calls import CallSelection
-    from autograd_viz.sources.recording import Recording
+    from autograd_viz.trace.calls import CallSelection
+    from autograd_viz.trace.recording import Recording
 
     recording = Recording(calls=CallSelection(None if call is None else [call]))
     trace = recording.trace

@@ -43,8 +43,8 @@ if TYPE_CHECKING:
 
     from autograd_viz.nan.unrecorded import MissedFinding
     from autograd_viz.nan.watch import NanWatch
-    from autograd_viz.sources.calls import CallSelection
-    from autograd_viz.sources.recording import Recording
+    from autograd_viz.trace.calls import CallSelection
+    from autograd_viz.trace.recording import Recording
 
 
 def add_nan_command(commands: argparse._SubParsersAction[ArgumentParser]) -> None:

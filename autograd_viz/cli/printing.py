@@ -31,9 +31,9 @@ from typing import TYPE_CHECKING, Any, TextIO
 from autograd_viz.trace.text import one_line, printable
 
 if TYPE_CHECKING:
-    from autograd_viz.sources.calls import CallSelection
-    from autograd_viz.sources.recording import Recording
     from autograd_viz.trace import GraphTaskInfo, Trace, TraceEvent
+    from autograd_viz.trace.calls import CallSelection
+    from autograd_viz.trace.recording import Recording
 
 _MAIN_THREADS = ("MainThread", "autograd-viz-live")
 
@@ -44,7 +44,7 @@ def thread_label(name: str) -> str:
 
 
 class CallPrinter:
-    """Prints each part a :class:`~autograd_viz.sources.recorder.Recorder` hands on.
+    """Prints each part a :class:`~autograd_viz.trace.recorder.Recorder` hands on.
 
     Use it as the recorder's ``on_calls``.
 
@@ -300,7 +300,7 @@ def printing(
         OSError: ``output`` cannot be opened.
     """
     from autograd_viz.nan.watch import nan_checks
-    from autograd_viz.sources.recording import Recording
+    from autograd_viz.trace.recording import Recording
 
     recording = Recording(
         max_values,

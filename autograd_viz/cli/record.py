@@ -36,8 +36,8 @@ if TYPE_CHECKING:
     from rich.text import Text
 
     from autograd_viz.launch.processes import ChildReport
-    from autograd_viz.sources.calls import CallSelection
-    from autograd_viz.sources.recording import Recording
+    from autograd_viz.trace.calls import CallSelection
+    from autograd_viz.trace.recording import Recording
 
 DEFAULT_TRACE = "trace.jsonl"
 """Where ``record`` writes its trace when not told."""
@@ -60,7 +60,7 @@ def run_record(args: argparse.Namespace) -> int:
         check_script,
         run_script,
     )
-    from autograd_viz.sources.recording import Recording
+    from autograd_viz.trace.recording import Recording
 
     script, script_args = script_and_args(args, "record")
     output = args.output or DEFAULT_TRACE
@@ -399,7 +399,7 @@ def call_selection(args: argparse.Namespace) -> CallSelection:
     Raises:
         UsageError: ``--steps`` does not name calls.
     """
-    from autograd_viz.sources.calls import CallSelection, CallSelectionError
+    from autograd_viz.trace.calls import CallSelection, CallSelectionError
 
     try:
         selection = CallSelection(args.steps, args.every, getattr(args, "last", None))

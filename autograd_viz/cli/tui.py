@@ -47,8 +47,8 @@ from autograd_viz.trace.text import printable
 if TYPE_CHECKING:
     from autograd_viz.launch.processes import ChildReport
     from autograd_viz.live import LiveSession
-    from autograd_viz.sources.calls import CallSelection
     from autograd_viz.trace import Trace
+    from autograd_viz.trace.calls import CallSelection
     from autograd_viz.tui.app import VizApp
     from autograd_viz.tui.driver import Driver, LiveDriver
 

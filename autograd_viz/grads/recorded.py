@@ -8,7 +8,7 @@ returned, and needs the forward (the uses, the cuts): a trace alone cannot say
 it. When a script is recorded with the watch on (``grads -o TRACE``, ``record
 --why``), each call's :class:`~autograd_viz.grads.report.CallGrads` becomes one
 ``grads`` event of that call's graph task, recorded right after the call
-(:meth:`~autograd_viz.sources.recorder.Recorder.note_call`), so that it is read
+(:meth:`~autograd_viz.trace.recorder.Recorder.note_call`), so that it is read
 with the call by every reader (a call loaded alone, a part streamed, a trace
 cut short). Views look it up by graph task (:func:`call_grads`); a trace without
 it still gives what its summaries say (:func:`flow_of`). The event has no node
@@ -36,7 +36,7 @@ as the first ones (the watch's own report keeps them all)."""
 
 
 class CallNoter(Protocol):
-    """What records a call's findings: a :class:`~autograd_viz.sources.recorder.Recorder`."""
+    """What records a call's findings: a :class:`~autograd_viz.trace.recorder.Recorder`."""
 
     def note_call(self, kind: str, data: dict[str, Any]) -> bool: ...
 

@@ -320,7 +320,7 @@ def follow_children(
         trace: this process's recording, which a forked child empties and keeps.
         output: the trace path each child's path is made from; ``None`` keeps
             the children's traces in the job's directory (``nan`` without ``-o``).
-        max_values: as :class:`~autograd_viz.sources.Recorder`'s.
+        max_values: as :class:`~autograd_viz.trace.recorder.Recorder`'s.
         nan: ``nan``'s options, for ``command="nan"``.
         calls: ``steps``, ``every`` and ``last``, for each child's own calls.
         values: ``--values``, the tier of summaries each child keeps.

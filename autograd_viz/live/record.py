@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import collections
 
-from autograd_viz.sources.calls import CallSelection
-from autograd_viz.sources.recorder import Recorder
 from autograd_viz.trace import Trace, TraceEvent
+from autograd_viz.trace.calls import CallSelection
+from autograd_viz.trace.recorder import Recorder
 from autograd_viz.trace.stream import forget_before
 from engine.events import DATA, Event
 

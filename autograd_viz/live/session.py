@@ -33,8 +33,8 @@ from autograd_viz.live.breakpoints import Breakpoint
 from autograd_viz.live.gate import Gate, SessionCancelled  # noqa: F401 - its old home
 from autograd_viz.live.record import SessionRecord
 from autograd_viz.live.running import Hooks, Target, run_script_raising
-from autograd_viz.sources.calls import CallSelection
 from autograd_viz.trace import DEFAULT_MAX_VALUES, Trace, TraceEvent
+from autograd_viz.trace.calls import CallSelection
 from autograd_viz.trace.replay import ExecutionState
 
 LIVE_THREAD = "autograd-viz-live"

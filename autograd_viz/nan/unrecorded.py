@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from autograd_viz.sources.calls import CallSelection
-    from autograd_viz.sources.recorder import Recorder
+    from autograd_viz.trace.calls import CallSelection
+    from autograd_viz.trace.recorder import Recorder
 
 
 @dataclass(frozen=True)

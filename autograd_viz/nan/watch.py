@@ -40,11 +40,11 @@ from typing import Any
 from autograd_viz.nan.report import NanReport, find_nans
 from autograd_viz.nan.scan import NanScan
 from autograd_viz.nan.unrecorded import LeafCheck, MissedFinding
-from autograd_viz.sources.calls import CallSelection
 from autograd_viz.sources.import_hooks import armed_on_this_thread
-from autograd_viz.sources.recording import Recording
 from autograd_viz.sources.tracebacks import trim_traceback
 from autograd_viz.trace import Trace
+from autograd_viz.trace.calls import CallSelection
+from autograd_viz.trace.recording import Recording
 from autograd_viz.trace.records import DEFAULT_MAX_VALUES
 from engine.anomaly import detect_anomaly
 from engine.calls import CALLS
@@ -143,7 +143,7 @@ def watch_nan(
 
     Every op and every backward call is checked; ``steps``, ``every`` and
     ``last`` choose which backward calls are recorded, as for
-    :func:`~autograd_viz.sources.recorder.record`. The backward of a call that
+    :func:`~autograd_viz.trace.recorder.record`. The backward of a call that
     ``steps`` or ``every`` leaves out is checked where its gradients reach the
     parameters (:attr:`NanWatch.missed`; Note [Checking calls not recorded]
     in :mod:`autograd_viz.nan.unrecorded`). With ``last`` (a flight

@@ -30,8 +30,8 @@ from typing import Any
 import numpy as np
 
 import engine
-from autograd_viz.sources.recorder import record
 from autograd_viz.trace import Trace, TraceFormatError
+from autograd_viz.trace.recording import record
 from tests.graphs import FailsInBackward, Reentrant
 from tests.hostile.names import HOSTILE
 from tests.hostile.program import hostile_program

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 import engine
-from autograd_viz.sources.recorder import Recorder
 from autograd_viz.sources.summaries import resolve
+from autograd_viz.trace.recorder import Recorder
 from engine import Tensor, devices, events
 from engine.autograd import detect_anomaly
 from tests.gpu.conftest import Backend

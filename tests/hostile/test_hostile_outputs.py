@@ -18,9 +18,9 @@ from autograd_viz.cli.nan import print_report
 from autograd_viz.draw.animate import animate
 from autograd_viz.draw.dot import to_dot
 from autograd_viz.nan.report import find_nans
-from autograd_viz.sources.recorder import record
 from autograd_viz.timeline import to_chrome_trace
 from autograd_viz.trace import Trace
+from autograd_viz.trace.recording import record
 from autograd_viz.trace.text import printable
 from tests.hostile.names import ACTING, HOSTILE
 from tests.hostile.program import class_name, hostile_trace, nan_program

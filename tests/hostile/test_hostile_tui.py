@@ -16,8 +16,8 @@ import engine
 from autograd_viz.draw import select
 from autograd_viz.draw.graph_view import from_state
 from autograd_viz.draw.modules import MAX_BOXES
-from autograd_viz.sources.recorder import record
 from autograd_viz.trace import Trace
+from autograd_viz.trace.recording import record
 from autograd_viz.trace.text import printable
 from autograd_viz.tui.dag import DagView
 from autograd_viz.tui.nodes import NodeList

@@ -21,8 +21,8 @@ import engine
 from autograd_viz.cli import base
 from autograd_viz.cli.base import CommandError
 from autograd_viz.cli.tui import load_for_replay
-from autograd_viz.sources import record
 from autograd_viz.trace import Trace, file
+from autograd_viz.trace.recording import record
 from autograd_viz.trace.replay import CHECKPOINT_EVERY
 from tests.viz.tui.tuiting import replay_app, run_app
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from autograd_viz.sources.recorder import record
 from autograd_viz.trace import NodeInfo, Trace
+from autograd_viz.trace.recording import record
 from tests.viz.test_observe_calls import PROGRAMS
 
 torch = pytest.importorskip("torch")

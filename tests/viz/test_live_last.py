@@ -11,9 +11,9 @@ import pytest
 
 import engine
 from autograd_viz.live import LiveSession
-from autograd_viz.sources.calls import CallSelection
-from autograd_viz.sources.recorder import record
 from autograd_viz.trace import Trace
+from autograd_viz.trace.calls import CallSelection
+from autograd_viz.trace.recording import record
 from autograd_viz.trace.stream import forget_before
 from autograd_viz.tui.driver import LiveDriver
 from engine.calls import CALLS

@@ -23,8 +23,8 @@ else:
 
 from autograd_viz.nan.report import Finding, NanReport
 from autograd_viz.nan.watch import watch_nan
-from autograd_viz.sources.recorder import record
 from autograd_viz.trace import GraphTaskInfo, NodeInfo
+from autograd_viz.trace.recording import record
 
 HOOKED = "stages.1.blocks.2"
 BLOCK = "stages.1.blocks"

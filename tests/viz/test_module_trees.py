@@ -29,8 +29,8 @@ from autograd_viz.sources.pytorch.modules import (
     named_parameters_once,
     walk_modules,
 )
-from autograd_viz.sources.recorder import record
 from autograd_viz.trace import GraphTaskInfo, Trace, TraceFormatError
+from autograd_viz.trace.recording import record
 
 
 class Cell(nn.Module):

@@ -16,8 +16,8 @@ from autograd_viz.draw import dot
 from autograd_viz.draw.graph_view import from_state
 from autograd_viz.draw.modules import ModuleTree
 from autograd_viz.draw.names import Names
-from autograd_viz.sources.recorder import record
 from autograd_viz.trace import Trace
+from autograd_viz.trace.recording import record
 from tests.viz.dotting import needs_dot, svg_tree
 
 if TYPE_CHECKING:

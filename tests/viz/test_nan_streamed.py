@@ -21,9 +21,9 @@ from autograd_viz.cli.nan import print_report
 from autograd_viz.nan.report import NanReport, find_nans
 from autograd_viz.nan.scan import NanScan
 from autograd_viz.nan.watch import nan_checks, watch_nan
-from autograd_viz.sources.calls import CallSelection
-from autograd_viz.sources.recording import Recording
 from autograd_viz.trace import Trace
+from autograd_viz.trace.calls import CallSelection
+from autograd_viz.trace.recording import Recording
 from autograd_viz.trace.stream import join
 
 

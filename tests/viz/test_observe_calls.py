@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 
 from autograd_viz.draw.dot import to_dot
-from autograd_viz.sources.recorder import Recorder, record
 from autograd_viz.timeline import to_chrome_trace
 from autograd_viz.trace import Trace
+from autograd_viz.trace.recorder import Recorder
+from autograd_viz.trace.recording import record
 from autograd_viz.trace.records import observed, values_recorded
 
 torch = pytest.importorskip("torch")

@@ -203,7 +203,7 @@ def test_a_timeline_of_several_processes_lines_their_clocks_up(tmp_path: Path) -
 
     import engine
     from autograd_viz import cli
-    from autograd_viz.sources import record
+    from autograd_viz.trace.recording import record
 
     paths = []
     for rank in (0, 1):
@@ -238,8 +238,8 @@ def test_collectives_are_slices_on_their_buckets_lanes_with_an_arrow_from_their_
 ) -> None:
     import engine
     from autograd_viz.draw.words import explain
-    from autograd_viz.sources import record
     from autograd_viz.timeline import to_chrome_trace
+    from autograd_viz.trace.recording import record
     from engine.events import HUB
 
     with record() as trace:

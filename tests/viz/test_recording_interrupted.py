@@ -1,5 +1,5 @@
 """A program's signal handler raising inside the recorder leaves a trace that loads
-(Note [A call goes in whole] in ``autograd_viz/sources/recorder.py``)."""
+(Note [A call goes in whole] in ``autograd_viz/trace/recorder.py``)."""
 
 from __future__ import annotations
 

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 import engine
-from autograd_viz.sources.recorder import record
 from autograd_viz.trace import Trace
+from autograd_viz.trace.recording import record
 from autograd_viz.trace.replay import ExecutionState, Frame, NodeStatus, Replayer
 from autograd_viz.trace.summary import TensorSummary
 from engine.engine import MAX_RECURSION_DEPTH

@@ -24,9 +24,9 @@ import pytest
 
 import engine
 from autograd_viz import cli
-from autograd_viz.sources.calls import CallSelection
-from autograd_viz.sources.recording import Recording
 from autograd_viz.trace import Trace
+from autograd_viz.trace.calls import CallSelection
+from autograd_viz.trace.recording import Recording
 from autograd_viz.trace.writing import OutputBusyError, open_output
 
 REPO = Path(__file__).resolve().parents[2]

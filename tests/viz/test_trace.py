@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 import engine
-from autograd_viz.sources.recorder import Recorder, record
-from autograd_viz.trace import Trace, TraceEvent
-from autograd_viz.trace import writing
+from autograd_viz.trace import Trace, TraceEvent, writing
+from autograd_viz.trace.recorder import Recorder
+from autograd_viz.trace.recording import record
 from autograd_viz.trace.records import FORMAT, SCHEMA_VERSION
 from engine import events
 from tests.graphs import reachable

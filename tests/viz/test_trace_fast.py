@@ -286,7 +286,7 @@ def test_a_line_decodes_as_json_decode_reads_it(line: str) -> None:
 
 @pytest.mark.oracle
 def test_a_pytorch_trace_reads_in_one_go_and_the_same(torch: Any, tmp_path: Path) -> None:
-    from autograd_viz.sources.recorder import record
+    from autograd_viz.trace.recording import record
 
     cell = torch.nn.GRUCell(4, 4)
     h = torch.zeros(2, 4)

@@ -15,8 +15,8 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 import engine
-from autograd_viz.sources.recorder import record
 from autograd_viz.trace import Trace, TraceFormatError
+from autograd_viz.trace.recording import record
 from autograd_viz.trace.schema import EVENT_DATA
 from engine.events import EVENT_KINDS
 from tests.graphs import FailsInBackward

@@ -13,9 +13,9 @@ import pytest
 
 import engine
 from autograd_viz import cli
-from autograd_viz.sources.recorder import record
 from autograd_viz.trace import Trace, index
 from autograd_viz.trace.index import CallNotFoundError, calls_in, load_call
+from autograd_viz.trace.recording import record
 
 
 class _Reentrant(engine.Function):

@@ -12,9 +12,9 @@ import pytest
 
 import engine
 from autograd_viz.nan.watch import watch_nan
-from autograd_viz.sources.calls import CallSelection, CallSelectionError, parse_steps
-from autograd_viz.sources.recorder import record
 from autograd_viz.trace import Trace
+from autograd_viz.trace.calls import CallSelection, CallSelectionError, parse_steps
+from autograd_viz.trace.recording import record
 from engine.calls import CALLS
 from engine.events import HUB
 

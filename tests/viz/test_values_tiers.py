@@ -18,9 +18,10 @@ from autograd_viz.draw.dot import to_dot
 from autograd_viz.nan.report import find_nans
 from autograd_viz.nan.text import print_report
 from autograd_viz.nan.watch import watch_nan
-from autograd_viz.sources.recorder import Recorder, record
 from autograd_viz.timeline import to_chrome_trace
 from autograd_viz.trace import Trace
+from autograd_viz.trace.recorder import Recorder
+from autograd_viz.trace.recording import record
 from autograd_viz.trace.records import values_recorded
 from autograd_viz.trace.summary import TensorSummary
 from autograd_viz.tui.panels import inspect_node
@@ -467,7 +468,7 @@ def test_the_nan_checks_on_pytorch_name_the_birth_below_the_tier_all(values: str
 
 
 def test_a_selection_says_its_every_in_english() -> None:
-    from autograd_viz.sources.calls import CallSelection
+    from autograd_viz.trace.calls import CallSelection
 
     said = [CallSelection(every=n).describe() for n in (2, 3, 4, 11, 12, 13, 21, 22, 101)]
     assert said == [

@@ -13,8 +13,9 @@ torch = pytest.importorskip("torch")
 from autograd_viz.sources.batches import batch_max_values  # noqa: E402
 from autograd_viz.sources.pytorch import name  # noqa: E402
 from autograd_viz.sources.pytorch.bookkeeping import DerivedMismatchWarning  # noqa: E402
-from autograd_viz.sources.recorder import Recorder, record  # noqa: E402
 from autograd_viz.trace import Trace  # noqa: E402
+from autograd_viz.trace.recorder import Recorder  # noqa: E402
+from autograd_viz.trace.recording import record  # noqa: E402
 from engine import events  # noqa: E402
 from engine.events import HUB, Event  # noqa: E402
 from tests.viz.sources.pytorch_programs import (  # noqa: E402

@@ -17,8 +17,8 @@ import pytest
 torch = pytest.importorskip("torch")
 nn = torch.nn
 
-from autograd_viz.sources.recorder import record  # noqa: E402
 from autograd_viz.trace import GraphTaskInfo  # noqa: E402
+from autograd_viz.trace.recording import record  # noqa: E402
 
 pytestmark = pytest.mark.oracle
 

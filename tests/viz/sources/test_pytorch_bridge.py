@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch")
 
 from autograd_viz.sources.pytorch import name, watch_torch  # noqa: E402
 from autograd_viz.sources.pytorch.summary import summarize_tensor  # noqa: E402
-from autograd_viz.sources.recorder import record  # noqa: E402
+from autograd_viz.trace.recording import record  # noqa: E402
 from engine import events  # noqa: E402
 from tests.viz.sources.pytorch_programs import (  # noqa: E402
     Program,

@@ -28,7 +28,7 @@ from autograd_viz.draw.modules import ModuleTree
 from autograd_viz.nan.forward import compiled as forward_compiled
 from autograd_viz.nan.watch import watch_nan
 from autograd_viz.sources import once
-from autograd_viz.sources.recorder import record
+from autograd_viz.trace.recording import record
 
 BACKENDS = [
     "eager",

@@ -19,8 +19,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from autograd_viz.sources.pytorch import DERIVED_MISMATCH  # noqa: E402
-from autograd_viz.sources.recorder import record  # noqa: E402
 from autograd_viz.trace import Trace  # noqa: E402
+from autograd_viz.trace.recording import record  # noqa: E402
 
 HERE = Path(__file__).resolve()
 

@@ -21,8 +21,8 @@ torch = pytest.importorskip("torch")
 from autograd_viz.nan.watch import watch_nan  # noqa: E402
 from autograd_viz.sources import once  # noqa: E402
 from autograd_viz.sources.pytorch import summary  # noqa: E402
-from autograd_viz.sources.recorder import record  # noqa: E402
 from autograd_viz.trace import Trace  # noqa: E402
+from autograd_viz.trace.recording import record  # noqa: E402
 from engine.events import HUB  # noqa: E402
 
 Idiom = Callable[[], list[Any]]

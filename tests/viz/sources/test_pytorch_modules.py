@@ -25,8 +25,8 @@ else:
 
 from autograd_viz.sources import once
 from autograd_viz.sources.pytorch import modules as tracking
-from autograd_viz.sources.recorder import record
 from autograd_viz.trace import GraphTaskInfo, NodeInfo, Trace
+from autograd_viz.trace.recording import record
 
 
 def _recorded(step: Callable[[], Any]) -> GraphTaskInfo:

@@ -12,8 +12,8 @@ from torch.utils.checkpoint import checkpoint  # noqa: E402
 
 from autograd_viz.sources.pytorch import watch_torch  # noqa: E402
 from autograd_viz.sources.pytorch.summary import summarize_tensor  # noqa: E402
-from autograd_viz.sources.recorder import record  # noqa: E402
 from autograd_viz.trace import NodeInfo, Trace  # noqa: E402
+from autograd_viz.trace.recording import record  # noqa: E402
 
 
 def _recorded(backward: Any) -> Trace:

@@ -20,8 +20,8 @@ import pytest
 
 import autograd_viz
 import engine
-from autograd_viz.sources.recorder import Recorder
 from autograd_viz.trace import Trace
+from autograd_viz.trace.recorder import Recorder
 from engine.events import HUB
 
 FAILURE = "injected recorder failure"
@@ -248,7 +248,7 @@ def test_the_call_picker_says_a_call_was_cut(monkeypatch: pytest.MonkeyPatch) ->
 def test_a_call_whose_graph_cannot_be_read_is_kept_bare_and_marked(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from autograd_viz.sources import recorder as recorder_module
+    from autograd_viz.trace import recorder as recorder_module
 
     real = recorder_module.snapshot
     seen = {"n": 0}

@@ -9,8 +9,8 @@ from textual.pilot import Pilot
 from textual.widgets import OptionList
 
 import engine
-from autograd_viz.sources.recorder import record
 from autograd_viz.trace import Trace
+from autograd_viz.trace.recording import record
 from autograd_viz.tui.calls import BARS, bar, call_figures, task_choices
 from autograd_viz.tui.screens import TaskPicker
 from tests.viz.tui.tuiting import replay_app, run_app

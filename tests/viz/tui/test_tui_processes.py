@@ -11,8 +11,8 @@ from textual.pilot import Pilot
 import engine
 from autograd_viz.cli.base import TOOL_FAILED
 from autograd_viz.cli.main import main
-from autograd_viz.sources import record
 from autograd_viz.trace import Trace
+from autograd_viz.trace.recording import record
 from autograd_viz.tui import ReplayDriver, VizApp
 from tests.viz.tui.tuiting import run_app
 

@@ -14,8 +14,8 @@ from textual.pilot import Pilot
 from textual.widgets import Input
 
 import engine
-from autograd_viz.sources import record
 from autograd_viz.trace import Trace
+from autograd_viz.trace.recording import record
 from autograd_viz.tui import VizApp
 from autograd_viz.tui.reading import ProgramInput
 from autograd_viz.tui.shown import status_parts

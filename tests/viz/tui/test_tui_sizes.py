@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from textual.pilot import Pilot
 
-from autograd_viz.sources.recorder import record
 from autograd_viz.trace import GraphTaskInfo, NodeInfo, Trace
+from autograd_viz.trace.recording import record
 from autograd_viz.trace.text import printable
 from autograd_viz.tui import listing as node_rows
 from autograd_viz.tui.listing import Row, RowFormat, row_format, row_name

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from textual.pilot import Pilot
 
-from autograd_viz.sources.recorder import record
+from autograd_viz.trace.recording import record
 from autograd_viz.tui.app import explain_line
 from autograd_viz.tui.panels import EventLog
 from tests.viz.tui.test_tui_screens import screen_lines

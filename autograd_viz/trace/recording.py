@@ -1,10 +1,10 @@
 """A recording of a run: a :class:`Recorder` and where the calls it keeps go.
 
-Three places, chosen by the :class:`~autograd_viz.sources.calls.CallSelection`
+Three places, chosen by the :class:`~autograd_viz.trace.calls.CallSelection`
 and an output path:
 
 * memory (no ``last``, no output): the :class:`~autograd_viz.trace.Trace`
-  holds every recorded call, as :func:`~autograd_viz.sources.recorder.record`
+  holds every recorded call, as :func:`~autograd_viz.trace.recorder.record`
   always did, unless someone reads the calls as they end (``observe``, as
   ``nan`` does): then memory holds only the call in flight;
 * a file, written as calls end (an output, no ``last``): memory holds only the
@@ -32,9 +32,9 @@ from contextlib import contextmanager
 from typing import Any
 
 from autograd_viz.sources.arming import every_source
-from autograd_viz.sources.calls import CallSelection
-from autograd_viz.sources.recorder import HeldCalls, Recorder
+from autograd_viz.trace.calls import CallSelection
 from autograd_viz.trace.document import Trace
+from autograd_viz.trace.recorder import HeldCalls, Recorder
 from autograd_viz.trace.records import DEFAULT_MAX_VALUES, TraceEvent, TraceStats
 from autograd_viz.trace.stream import TraceWriter, join
 from autograd_viz.trace.summary import TensorSummary
@@ -321,3 +321,83 @@ class Recording:
             self.save_error = exc
             return False
         return True
+
+
+@contextmanager
+def record(
+    max_values: int = DEFAULT_MAX_VALUES,
+    *,
+    steps: str | Iterable[int] | None = None,
+    every: int | None = None,
+    last: int | None = None,
+    output: str | os.PathLike[str] | None = None,
+    values: str | None = None,
+    observe: str = "nodes",
+) -> Iterator[Trace]:
+    """Record the backward calls made inside the ``with`` block: our engine's and PyTorch's.
+
+    Example:
+        >>> with autograd_viz.record() as trace:
+        ...     loss.backward()
+        >>> trace.state_at(len(trace)).leaves
+
+    A training loop records the calls that matter (see
+    :class:`~autograd_viz.trace.calls.CallSelection`); a call not recorded
+    runs as unwatched::
+
+        with autograd_viz.record(every=100, output="run.jsonl"):
+            train()  # calls 0, 100, 200, ... written to run.jsonl as each ends
+
+        with autograd_viz.record(last=5) as trace:
+            train()  # afterwards, the trace holds the last five calls
+
+    Args:
+        max_values: tensors with at most this many elements keep their values.
+        steps: record only these backward calls, by index from 0 in the block
+            (``"10-12,100"``, or ints).
+        every: record calls 0, N, 2N, ...
+        last: keep only the last N recorded calls (a flight recorder): the
+            trace holds them once the block ends; a call holding a NaN or Inf
+            (an ``anomaly`` event, or a gradient summarized with one) stops the
+            recording there.
+        output: a trace file. Without ``last``, each call is written to it as
+            it ends and the trace holds only the calls in flight, so memory
+            stays flat however long the run; with ``last``, the kept calls are
+            written when the block ends.
+        values: which gradients are summarized: ``"all"`` (every tensor of
+            every event), ``"leaves"`` (leaves' gradients, the root's and
+            ``grad()``'s results) or ``"none"`` (the order, threads, times, graph
+            and bookkeeping of each call without values: the cheapest, for a
+            flight recorder left on for a whole run). The trace's header says
+            which (Note [Values tiers] in ``autograd_viz/trace/records.py``).
+            Left out: ``"all"``, or ``"none"`` with ``observe="calls"``.
+        observe: ``"nodes"`` (every node watched as it runs) or ``"calls"``
+            (no node watched: each recorded call's order, dependencies and
+            buffers are derived from its graph after it ends, and only the
+            call's times are observed; no values). The header says which (Note
+            [Observation levels] in ``autograd_viz/trace/records.py``). With
+            ``last``, a PyTorch call is held underived, and only the calls
+            kept are derived, when the block ends: the light tier, a flight
+            recorder to leave on for a whole run (Note [Calls derived later]
+            in ``autograd_viz/sources/pytorch/call_level.py``).
+
+    Yields:
+        The :class:`Trace`.
+
+    Raises:
+        CallSelectionError: ``steps``, ``every`` or ``last`` names no calls.
+        OSError: ``output`` cannot be created.
+        ValueError: ``values`` is not one of the tiers, ``observe`` not a
+            level, or ``observe="calls"`` with values.
+    """
+    if values is None:
+        values = "none" if observe == "calls" else "all"
+    recording = Recording(
+        max_values,
+        CallSelection(steps, every, last),
+        output,
+        values=values,
+        watch=observe,
+    )
+    with recording.running():
+        yield recording.trace
