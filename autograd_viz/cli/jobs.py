@@ -99,7 +99,7 @@ def first_finding(
         kept: whether the children's traces are kept (``nan -o``), to be named.
     """
     from autograd_viz.launch.processes import wall_ns
-    from autograd_viz.nan.report import find_nans
+    from autograd_viz.nan.scan import find_nans
     from autograd_viz.nan.unrecorded import MissedFinding
     from autograd_viz.trace import Trace, TraceFormatError
 

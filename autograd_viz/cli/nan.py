@@ -285,8 +285,7 @@ def report_on_trace(args: argparse.Namespace, path: str, extra: list[str]) -> in
     The file is read a call at a time (``--call K``: that call alone), so memory
     is that of one call whatever the file's size (Note [A run read a part at a time]).
     """
-    from autograd_viz.nan.report import find_nans
-    from autograd_viz.nan.scan import NanScan
+    from autograd_viz.nan.scan import NanScan, find_nans
     from autograd_viz.nan.watch import KEPT_FINDINGS
     from autograd_viz.trace import TraceFormatError
     from autograd_viz.trace.index import iter_calls

@@ -11,8 +11,8 @@ it. When a script is recorded with the watch on (``grads -o TRACE``, ``record
 (:meth:`~autograd_viz.trace.recorder.Recorder.note_call`), so that it is read
 with the call by every reader (a call loaded alone, a part streamed, a trace
 cut short). Views look it up by graph task (:func:`call_grads`); a trace without
-it still gives what its summaries say (:func:`flow_of`). The event has no node
-and changes no replayed state.
+it still gives what its summaries say (``flow_of`` in ``trace_report.py``). The event
+has no node and changes no replayed state.
 """
 
 from __future__ import annotations
@@ -194,23 +194,6 @@ def off_graph(call: CallGrads | None, on_graph: Iterable[str]) -> list[Finding]:
         return []
     there = set(on_graph)
     return [f for f in call.findings if f.missing and f.parameter not in there]
-
-
-def flow_of(trace: Trace, graph_task: int) -> list[FlowRow]:
-    """Each module's gradient norm in ``graph_task``: as recorded, or from its summaries."""
-    recorded = call_grads(trace, graph_task)
-    if recorded is not None and recorded.flow:
-        return recorded.flow
-    from autograd_viz.grads.trace_report import RecordedCall, explain_recorded
-
-    info = trace.graph_tasks.get(graph_task)
-    if info is None:
-        return []
-    own = [e for e in trace.events[info.first_event :] if e.graph_task == graph_task]
-    try:
-        return explain_recorded(RecordedCall(info, own), info.call or 0).flow
-    except (KeyError, IndexError, TypeError, ValueError):
-        return []  # a trace cut short, or without values: nothing to read
 
 
 def norm_text(value: float) -> str:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from autograd_viz.grads.plan import Stats, no_gradient_from, zeros_born_at
-from autograd_viz.grads.recorded import KIND, decode_call
+from autograd_viz.grads.recorded import KIND, call_grads, decode_call
 from autograd_viz.grads.report import (
     NO_GRADIENT,
     PRUNED,
@@ -168,3 +168,18 @@ def explain_recorded(call: RecordedCall, index: int) -> CallGrads:
         FlowRow(m, math.sqrt(g2), math.nan, int(n)) for m, (g2, n) in flow.items()
     )
     return result
+
+
+def flow_of(trace: Trace, graph_task: int) -> list[FlowRow]:
+    """Each module's gradient norm in ``graph_task``: as recorded, or from its summaries."""
+    recorded = call_grads(trace, graph_task)
+    if recorded is not None and recorded.flow:
+        return recorded.flow
+    info = trace.graph_tasks.get(graph_task)
+    if info is None:
+        return []
+    own = [e for e in trace.events[info.first_event :] if e.graph_task == graph_task]
+    try:
+        return explain_recorded(RecordedCall(info, own), info.call or 0).flow
+    except (KeyError, IndexError, TypeError, ValueError):
+        return []  # a trace cut short, or without values: nothing to read

@@ -7,6 +7,7 @@ from the recorded numbers alone, how an op produced one.
 
 from __future__ import annotations
 
-from autograd_viz.nan.report import Finding, NanReport, find_nans
+from autograd_viz.nan.report import Finding, NanReport
+from autograd_viz.nan.scan import find_nans
 
 __all__ = ["Finding", "NanReport", "find_nans"]

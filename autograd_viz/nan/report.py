@@ -184,24 +184,6 @@ class NanReport:
         return listed + self.unlisted_born - unlisted_first
 
 
-def find_nans(trace: Trace, ignore: Iterable[str] = ()) -> NanReport:
-    """Find where the non-finite values of ``trace`` were born, and why.
-
-    Args:
-        trace: a trace, best recorded under ``detect_anomaly(check_inf=True,
-            check_forward=True, mode="collect")`` (or ``autograd_viz.watch_nan()``).
-        ignore: ops whose findings are left out (``log``, ``aten.log.default``).
-
-    Returns:
-        The report; its ``first`` is ``None`` when nothing was found.
-    """
-    from autograd_viz.nan.scan import NanScan
-
-    scan = NanScan(ignore)
-    scan.add(trace)
-    return scan.report()
-
-
 def ignored_ops(ignore: Iterable[str]) -> frozenset[str]:
     """``ignore``'s ops, each named one way (:func:`~autograd_viz.nan.cause.canonical_op`)."""
     return frozenset(nan_cause.canonical_op(op) for op in ignore)
@@ -465,7 +447,7 @@ _OUR_DIRS = tuple(
 _NOT_USER = ("<frozen ", "runpy.py", "<string>")
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _RUNNERS = tuple(
-    os.path.join(_PACKAGE, part) for part in ("cli" + os.sep, "sources" + os.sep, "live" + os.sep)
+    os.path.join(_PACKAGE, part + os.sep) for part in ("cli", "launch", "sources", "live")
 )
 """Where autograd-viz runs a program: its frames (and those above them) are not the user's."""
 

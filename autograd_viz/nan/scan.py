@@ -276,3 +276,19 @@ def _path(part: Trace, finding: Finding) -> tuple[NodeRef, ...] | None:
     the root does not reach it; ``None`` when no graph task of ``part`` holds the node."""
     task = graph_task_of(part, finding)
     return None if task is None else path_from_root(task, finding.node.id)
+
+
+def find_nans(trace: Trace, ignore: Iterable[str] = ()) -> NanReport:
+    """Find where the non-finite values of ``trace`` were born, and why.
+
+    Args:
+        trace: a trace, best recorded under ``detect_anomaly(check_inf=True,
+            check_forward=True, mode="collect")`` (or ``autograd_viz.watch_nan()``).
+        ignore: ops whose findings are left out (``log``, ``aten.log.default``).
+
+    Returns:
+        The report; its ``first`` is ``None`` when nothing was found.
+    """
+    scan = NanScan(ignore)
+    scan.add(trace)
+    return scan.report()

@@ -37,8 +37,8 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from autograd_viz.nan.report import NanReport, find_nans
-from autograd_viz.nan.scan import NanScan
+from autograd_viz.nan.report import NanReport
+from autograd_viz.nan.scan import NanScan, find_nans
 from autograd_viz.nan.unrecorded import LeafCheck, MissedFinding
 from autograd_viz.sources.import_hooks import armed_on_this_thread
 from autograd_viz.sources.tracebacks import trim_traceback

@@ -91,7 +91,6 @@ def call_figures(trace: Trace) -> dict[int, CallFigures]:
     return figures
 
 
-
 MODULES_SHOWN = 3
 """Modules named on a call's row, largest gradient first; the smallest follows them."""
 

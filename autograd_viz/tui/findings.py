@@ -16,7 +16,7 @@ class NanFindings:
     def at(self, trace: Trace, task_id: int, node_id: int, step: int) -> tuple[Finding, ...]:
         """What is found at ``node_id`` of graph task ``task_id`` before ``step``: NaN or Inf,
         and why (a forward anomaly, in no graph task, counts for every task)."""
-        from autograd_viz.nan.report import find_nans
+        from autograd_viz.nan.scan import find_nans
 
         events = trace.events  # its first event changes when run --last forgets a call
         key = (len(events), events[0].seq if events else -1)

@@ -16,7 +16,8 @@ import pytest
 import autograd_viz
 import engine
 from autograd_viz import cli
-from autograd_viz.nan.report import NanReport, find_nans
+from autograd_viz.nan.report import NanReport
+from autograd_viz.nan.scan import find_nans
 from autograd_viz.trace import Trace
 from engine.anomaly import detect_anomaly
 

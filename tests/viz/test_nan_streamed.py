@@ -18,8 +18,8 @@ from rich.console import Console
 import engine
 from autograd_viz import cli
 from autograd_viz.cli.nan import print_report
-from autograd_viz.nan.report import NanReport, find_nans
-from autograd_viz.nan.scan import NanScan
+from autograd_viz.nan.report import NanReport
+from autograd_viz.nan.scan import NanScan, find_nans
 from autograd_viz.nan.watch import nan_checks, watch_nan
 from autograd_viz.trace import Trace
 from autograd_viz.trace.calls import CallSelection

@@ -23,7 +23,8 @@ torch = pytest.importorskip("torch")
 
 from autograd_viz import cli  # noqa: E402
 from autograd_viz.nan.forward.checks import NonFiniteError  # noqa: E402
-from autograd_viz.nan.report import NanReport, find_nans  # noqa: E402
+from autograd_viz.nan.report import NanReport  # noqa: E402
+from autograd_viz.nan.scan import find_nans  # noqa: E402
 from autograd_viz.nan.watch import watch_nan  # noqa: E402
 from autograd_viz.trace import Trace  # noqa: E402
 

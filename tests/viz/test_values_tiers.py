@@ -15,7 +15,7 @@ from rich.console import Console
 
 import engine
 from autograd_viz.draw.dot import to_dot
-from autograd_viz.nan.report import find_nans
+from autograd_viz.nan.scan import find_nans
 from autograd_viz.nan.text import print_report
 from autograd_viz.nan.watch import watch_nan
 from autograd_viz.timeline import to_chrome_trace

@@ -12,8 +12,9 @@ from grads_programs import marked_line, write
 
 from autograd_viz.cli.grads import report_on_trace
 from autograd_viz.cli.main import main
-from autograd_viz.grads.recorded import KIND, call_grads, flow_of, leaf_finding, off_graph
+from autograd_viz.grads.recorded import KIND, call_grads, leaf_finding, off_graph
 from autograd_viz.grads.report import CUT, NO_GRAD, UNREACHED, ZEROS
+from autograd_viz.grads.trace_report import flow_of
 from autograd_viz.trace import Trace
 from autograd_viz.trace.index import load_call
 

@@ -11,10 +11,10 @@ from textual.pilot import Pilot
 
 pytest.importorskip("torch")
 
-from autograd_viz.cli.main import main  # noqa: E402
-from autograd_viz.live import born_where, is_problem, problems  # noqa: E402
-from autograd_viz.nan.watch import watch_nan  # noqa: E402
-from tests.viz.tui.tuiting import run_app, status  # noqa: E402
+from autograd_viz.cli.main import main
+from autograd_viz.live import born_where, is_problem, problems
+from autograd_viz.nan.watch import watch_nan
+from tests.viz.tui.tuiting import run_app, status
 
 SCRIPT = """
 import torch
