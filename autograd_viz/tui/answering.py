@@ -13,7 +13,7 @@ from autograd_viz.tui.prompt import PromptBar
 from autograd_viz.tui.reading import LineRequest
 
 if TYPE_CHECKING:
-    from autograd_viz.tui.app import VizApp
+    from autograd_viz.tui.host import Host
 
 STDOUT = "stdout"
 """Who wrote what arrives through descriptor 1 (``input()``'s prompt is its unfinished line)."""
@@ -45,7 +45,7 @@ class Answerer:
         owner: the app whose prompt bar asks.
     """
 
-    def __init__(self, owner: VizApp) -> None:
+    def __init__(self, owner: Host) -> None:
         self.owner = owner
         self._lock = threading.Lock()
         self._reads: list[LineRequest] = []

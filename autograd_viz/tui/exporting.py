@@ -11,7 +11,7 @@ from autograd_viz.trace.text import one_line
 from autograd_viz.tui.prompt import PromptBar
 
 if TYPE_CHECKING:
-    from autograd_viz.tui.app import VizApp
+    from autograd_viz.tui.host import Host
 
 
 class Exporter:
@@ -21,7 +21,7 @@ class Exporter:
         owner: the app whose step and graph task are written.
     """
 
-    def __init__(self, owner: VizApp) -> None:
+    def __init__(self, owner: Host) -> None:
         self.owner = owner
 
     def ask(self) -> None:

@@ -13,7 +13,7 @@ from autograd_viz.tui.prompt import PromptBar
 from autograd_viz.tui.text import quoted_if_padded
 
 if TYPE_CHECKING:
-    from autograd_viz.tui.app import VizApp
+    from autograd_viz.tui.host import Host
 
 TITLE = "Find a module, a parameter or a node (its id, or any part of its name)"
 """The prompt's question."""
@@ -31,7 +31,7 @@ class Finder:
         owner: the app whose node list, drawing and status the finds move.
     """
 
-    def __init__(self, owner: VizApp) -> None:
+    def __init__(self, owner: Host) -> None:
         self.owner = owner
         self.query: str | None = None
         """The last thing looked for, offered again by the next ``/``."""

@@ -23,7 +23,7 @@ from autograd_viz.trace import GraphTaskInfo, Trace, TraceEvent
 from autograd_viz.tui.driver import Driver
 
 if TYPE_CHECKING:
-    from autograd_viz.tui.app import VizApp
+    from autograd_viz.tui.host import Host
 
 
 class Moved(Message):
@@ -44,7 +44,7 @@ class Mover:
         owner: the app whose driver moves and whose panels show where it went.
     """
 
-    def __init__(self, owner: VizApp) -> None:
+    def __init__(self, owner: Host) -> None:
         self.owner = owner
 
     def forward(self, action: str) -> None:
