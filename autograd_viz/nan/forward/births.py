@@ -42,7 +42,7 @@ import torch
 from torch.utils.weak import WeakIdKeyDictionary
 
 from autograd_viz.nan.forward.lineage import LOSS, OUTPUT, PARAMETER, Lineage, tag_node
-from autograd_viz.sources.pytorch.graph import TorchNode
+from autograd_viz.sources.pytorch.node import TorchNode
 from autograd_viz.sources.pytorch.op_values import (
     NAN,
     NEGINF,

@@ -46,8 +46,9 @@ from autograd_viz.sources.pytorch.bookkeeping import (
     DERIVED_MISMATCH,
     DerivedMismatchWarning,
 )
-from autograd_viz.sources.pytorch.graph import ACCUMULATE_GRAD, GRAPH_ROOT, node_id
+from autograd_viz.sources.pytorch.graph import ACCUMULATE_GRAD, GRAPH_ROOT
 from autograd_viz.sources.pytorch.naming import name
+from autograd_viz.sources.pytorch.node import node_id
 
 __all__ = [
     "ACCUMULATE_GRAD",

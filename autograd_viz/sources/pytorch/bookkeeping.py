@@ -40,8 +40,9 @@ import torch
 
 from autograd_viz.sources.once import program_stacklevel
 from autograd_viz.sources.pytorch.emitter import Emitter
-from autograd_viz.sources.pytorch.graph import GraphPlan, TorchNode
+from autograd_viz.sources.pytorch.graph import GraphPlan
 from autograd_viz.sources.pytorch.hooks import TENSOR_PRE
+from autograd_viz.sources.pytorch.node import TorchNode
 from engine.scheduler import ExactQueueEntry, QueueEntry, arrive, ready_entry
 
 DERIVED_MISMATCH = "derived_mismatch"

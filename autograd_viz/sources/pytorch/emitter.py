@@ -9,8 +9,8 @@ from typing import Any
 import torch
 
 from autograd_viz.sources.batches import batch_max_values, hand_over
-from autograd_viz.sources.pytorch.graph import TorchNode
 from autograd_viz.sources.pytorch.held import hold_or_none
+from autograd_viz.sources.pytorch.node import TorchNode
 from autograd_viz.sources.pytorch.summary import resolved_summary, summaries_of, summary_of
 from engine.events import HUB, thread_name
 

@@ -56,7 +56,7 @@ from autograd_viz.sources.pytorch.modules import MAX_CHANGES, Call, Calls, Model
 from autograd_viz.trace.records import Scope
 
 if TYPE_CHECKING:
-    from autograd_viz.sources.pytorch.graph import TorchNode
+    from autograd_viz.sources.pytorch.node import TorchNode
 
 
 class GraphModules:

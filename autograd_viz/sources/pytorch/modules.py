@@ -31,7 +31,7 @@ forward run in a ``threading.Thread``, DataParallel's replicas) must be
 looked up in that thread's changes, not in the caller's, where the same
 number means another node or nothing. A node does not say which thread made
 it, so once module calls run on a second thread, each module call's outputs
-are marked on their nodes (``metadata``, as Note [Node ids] in graph.py
+are marked on their nodes (``metadata``, as Note [Node ids] in node.py
 keeps ids) with the thread that returned them. The graph walk then gives
 each node the thread of its mark, else its parent's (the node that sends it
 its gradient), if the parent was made after it (a thread numbers its nodes in
@@ -78,7 +78,7 @@ from engine.calls import CALLS
 from engine.events import HUB
 
 if TYPE_CHECKING:
-    from autograd_viz.sources.pytorch.graph import TorchNode
+    from autograd_viz.sources.pytorch.node import TorchNode
 
 MAX_CHANGES = 1 << 17
 """Stack changes kept per thread (two per module call that made a node; about 200 bytes

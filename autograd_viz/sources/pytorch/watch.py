@@ -22,7 +22,7 @@ from autograd_viz.sources.deferred import settle_waiting
 from autograd_viz.sources.once import warn_once
 from autograd_viz.sources.pytorch.bookkeeping import Bookkeeping
 from autograd_viz.sources.pytorch.emitter import Emitter
-from autograd_viz.sources.pytorch.graph import GraphPlan, TorchNode
+from autograd_viz.sources.pytorch.graph import GraphPlan
 from autograd_viz.sources.pytorch.held import holds_inputs, holds_outputs
 from autograd_viz.sources.pytorch.hooks import (
     MODULE_FULL_BACKWARD,
@@ -31,6 +31,7 @@ from autograd_viz.sources.pytorch.hooks import (
     TENSOR_PRE,
     UserHook,
 )
+from autograd_viz.sources.pytorch.node import TorchNode
 from engine.events import HUB
 from engine.graph_task import new_graph_task_id
 

@@ -19,7 +19,7 @@ from autograd_viz.sources.pytorch import (  # noqa: E402
     watch_torch,
 )
 from autograd_viz.sources.pytorch import watch as watch_module  # noqa: E402
-from autograd_viz.sources.pytorch.graph import node_id  # noqa: E402
+from autograd_viz.sources.pytorch.node import node_id  # noqa: E402
 from autograd_viz.trace.recording import record  # noqa: E402
 from engine import events  # noqa: E402
 

@@ -190,7 +190,7 @@ def test_a_closed_recorder_takes_no_rows() -> None:
 def test_node_inputs_are_summaries_of_what_each_node_received(
     program: Program, batched: bool
 ) -> None:
-    from autograd_viz.sources.pytorch.graph import node_id
+    from autograd_viz.sources.pytorch.node import node_id
     from autograd_viz.sources.pytorch.summary import summarize_tensor
     from tests.viz.sources.pytorch_programs import walk
 

@@ -11,7 +11,7 @@ torch = pytest.importorskip("torch")
 
 from autograd_viz.sources import once  # noqa: E402
 from autograd_viz.sources.pytorch import DerivedMismatchWarning, watch_torch  # noqa: E402
-from autograd_viz.sources.pytorch.graph import node_id  # noqa: E402
+from autograd_viz.sources.pytorch.node import node_id  # noqa: E402
 from autograd_viz.trace.recording import record  # noqa: E402
 from engine import events  # noqa: E402
 from tests.viz.sources.pytorch_programs import (  # noqa: E402
