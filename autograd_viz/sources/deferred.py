@@ -250,7 +250,7 @@ def unsettled(shape: tuple[int, ...], dtype: str, device: str, place: Any) -> De
     """A :class:`DeferredSummary` whose numbers ``place.settle_held()`` computes."""
     summary = _unsettled(shape, dtype, device)
     _set_values(summary, place)
-    return summary  # type: ignore[no-any-return]
+    return summary
 
 
 def settle_rows(rows: np.ndarray, summaries: list[Any]) -> None:

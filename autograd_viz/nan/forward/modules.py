@@ -189,7 +189,7 @@ class ModuleHooks:
             values = output if isinstance(output, tuple) else (output,)
             for value in values:
                 if isinstance(value, torch.Tensor) and value.grad_fn is not None:
-                    value.grad_fn.metadata[HOOKED_OUTPUT_KEY] = origin
+                    value.grad_fn.metadata[HOOKED_OUTPUT_KEY] = origin  # type: ignore[index]
 
     def _function_mode_on_top(self) -> bool:
         depth = torch._C._len_torch_function_stack()

@@ -129,7 +129,7 @@ class Emitter:
         found: list[Any] = []
         metas = len(hold)
         for i, tensor in enumerate(tensors):
-            summary = None
+            summary: Any = None
             if tensor is not None:
                 meta = hold[i] if i < metas else None
                 if meta is not None:

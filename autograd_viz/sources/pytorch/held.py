@@ -273,7 +273,7 @@ def holds_inputs(node: Any, fan_in: dict[tuple[Any, int], int]) -> tuple[Meta | 
         else:
             found = ()
         node.holds = found
-    return found  # type: ignore[no-any-return]
+    return found
 
 
 def holds_outputs(node: Any, fan_in: dict[tuple[Any, int], int]) -> tuple[Meta | None, ...]:
@@ -306,4 +306,4 @@ def holds_outputs(node: Any, fan_in: dict[tuple[Any, int], int]) -> tuple[Meta |
             inputs = successor.inputs
             metas.append(meta_of(inputs[slot]) if inputs and slot < len(inputs) else None)
         found = node.holds_out = tuple(metas)
-    return found  # type: ignore[no-any-return]
+    return found
