@@ -46,7 +46,8 @@ def test_module_boxes_and_clusters_quote_names(name: str) -> None:
         assert acting(source) == []
         lines = [line for line in source.splitlines() if line.lstrip().startswith("digraph")]
         assert lines == ["digraph backward {"]
-    assert "× 3" in to_dot(trace).source  # the three calls folded
+    assert "× 3" in to_dot(trace, leaves=True).source  # the three calls folded
+    assert "× 2" in to_dot(trace).source  # by default the first one is drawn beside the fold
 
 
 @needs_dot
