@@ -25,7 +25,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from autograd_viz.cli.base import (
@@ -112,8 +112,13 @@ def run_live(args: argparse.Namespace) -> int:
             "use it with --print, or record with it and open the trace (tui TRACE)"
         )
     children = _Children(output, calls, args.values)
+    session: LiveSession | None = None
+
+    def recorder() -> _LiveNotes | None:  # the session's, once the program runs in it
+        return _LiveNotes(session) if args.why and session is not None else None
+
     session = LiveSession(
-        functools.partial(_run_checked, script, script_args, children),
+        functools.partial(_run_checked, script, script_args, children, recorder),
         calls=calls,
         values=args.values,
     )
@@ -390,17 +395,50 @@ def _write_all(fd: int, data: bytes) -> None:
             data = data[os.write(fd, data) :]
 
 
-def _run_checked(script: str, args: list[str], children: _Children | None = None) -> int:
+def _run_checked(
+    script: str,
+    args: list[str],
+    children: _Children | None = None,
+    recorder: Callable[[], _LiveNotes | None] = lambda: None,
+) -> int:
     """Run the script with the NaN checks on, so that ``f`` stops at a forward finding too,
-    and its child processes followed (Note [The TUI's program starts processes])."""
+    its child processes followed (Note [The TUI's program starts processes]) and, with a
+    ``recorder`` (``run --why``), each call's gradient findings noted into it."""
+    from autograd_viz.grads.recorded import explaining
     from autograd_viz.launch.script import ScriptFailedError, run_script
     from autograd_viz.nan.watch import nan_checks
 
-    with nan_checks(), children.followed() if children else contextlib.nullcontext():
+    noter = recorder()
+    with (
+        nan_checks(),
+        children.followed() if children else contextlib.nullcontext(),
+        explaining(noter) if noter is not None else contextlib.nullcontext(),
+    ):
         try:
             return run_script(script, args)
         except ScriptFailedError as exc:
             raise exc.exception from None
+
+
+class _LiveNotes:
+    """Notes what a watch finds after a call (``run --why``) into the live session's trace.
+
+    A live session records each event on the thread that lets it through, not on the
+    program's, so the call a note is about is named: the last call of the program the
+    session recorded, which is the one that just returned (the program's calls are gated
+    one at a time).
+    """
+
+    def __init__(self, session: LiveSession) -> None:
+        self._session = session
+
+    def note_call(self, kind: str, data: dict[str, Any], graph_task: int | None = None) -> bool:
+        trace = self._session.trace
+        with trace.lock:
+            calls = [info.id for info in trace.graph_tasks.values() if info.parent is None]
+        if not calls:
+            return False
+        return self._session.recorder.note_call(kind, data, graph_task or calls[-1])
 
 
 class _Children:
@@ -580,6 +618,13 @@ def add_run_options(run: argparse.ArgumentParser) -> None:
         default=None,
         metavar="TRACE",
         help="when the session ends, write the calls it kept to TRACE (to replay later)",
+    )
+    run.add_argument(
+        "--why",
+        action="store_true",
+        help="after each backward call, find which parameters got no gradient and why, and "
+        "each module's gradient norm (as autograd-viz grads does), for the inspector and the "
+        "call picker to show",
     )
     run.add_argument(
         "--print",

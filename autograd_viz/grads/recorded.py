@@ -38,7 +38,7 @@ as the first ones (the watch's own report keeps them all)."""
 class CallNoter(Protocol):
     """What records a call's findings: a :class:`~autograd_viz.trace.recorder.Recorder`."""
 
-    def note_call(self, kind: str, data: dict[str, Any]) -> bool: ...
+    def note_call(self, kind: str, data: dict[str, Any], graph_task: int | None = None) -> bool: ...
 
 
 def _finding(f: Finding) -> dict[str, Any]:

@@ -26,7 +26,7 @@ import functools
 import os
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autograd_viz.launch.script import check_script
 from autograd_viz.live.breakpoints import Breakpoint
@@ -36,6 +36,9 @@ from autograd_viz.live.running import Hooks, Target, run_script_raising
 from autograd_viz.trace import DEFAULT_MAX_VALUES, Trace, TraceEvent
 from autograd_viz.trace.calls import CallSelection
 from autograd_viz.trace.replay import ExecutionState
+
+if TYPE_CHECKING:
+    from autograd_viz.trace.recorder import Recorder
 
 LIVE_THREAD = "autograd-viz-live"
 """The name of the thread a live session runs its target in."""
@@ -242,6 +245,11 @@ class LiveSession:
     def trace(self) -> Trace:
         """Every event let through so far, in the order it was let through."""
         return self._record.trace
+
+    @property
+    def recorder(self) -> Recorder:
+        """What fills :attr:`trace`; a watch notes a call's findings into it (``run --why``)."""
+        return self._record.recorder
 
     @property
     def last(self) -> int | None:

@@ -343,7 +343,7 @@ class Recorder:
             new = _new_trace_event
             events_.extend([new(TraceEvent, (i, *row)) for i, row in enumerate(rows, len(events_))])
 
-    def note_call(self, kind: str, data: dict[str, Any]) -> bool:
+    def note_call(self, kind: str, data: dict[str, Any], graph_task: int | None = None) -> bool:
         """Record an event of ``kind`` about the backward call this thread made last, after it.
 
         For what a watcher finds once a call has returned (``grads``, Note
@@ -354,11 +354,14 @@ class Recorder:
         Args:
             kind: the event kind (one of the trace schema's).
             data: its plain fields.
+            graph_task: the call's graph task, where this thread did not record the call
+                itself (a live session records on the thread that lets events through).
 
         Returns:
             Whether it was recorded.
         """
-        graph_task = getattr(self._local, "graph_task", None)
+        if graph_task is None:
+            graph_task = getattr(self._local, "graph_task", None)
         if self.closed or graph_task is None or graph_task in self._cut:
             return False
         seq = next(events.HUB.seq)

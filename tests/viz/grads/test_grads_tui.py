@@ -147,3 +147,41 @@ def test_the_tree_view_shows_each_modules_gradient_norm(recorded: tuple[Path, Tr
     assert "‖g‖ 0.0e+00 vanishing" in dead
     (frozen,) = [line for line in lines if "▾ frozen" in line or "▸ frozen" in line]
     assert "‖g‖" not in frozen  # frozen: no gradient, so no norm
+
+
+def test_run_why_shows_the_findings_live(
+    torch: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``autograd-viz run --why SCRIPT``: the live session records each call's findings, so
+    the inspector on the loss's node says which parameters got no gradient and why."""
+    from autograd_viz.cli import tui as tui_commands
+    from autograd_viz.tui import VizApp
+    from autograd_viz.tui.driver import LiveDriver
+    from tests.viz.tui.tuiting import settle
+
+    script = write(tmp_path, "all")
+    seen: dict[str, Any] = {}
+
+    def headless(attached: LiveDriver, source: str, output: str | None = None, **_: object) -> int:
+        driver = LiveDriver(attached.session)
+        app = VizApp(driver, source=source)
+
+        async def actions(pilot: Pilot[Any]) -> None:
+            await settle(pilot)
+            await pilot.press("e")  # to the end of the program: every call and its findings
+            await settle(pilot)
+            seen["kinds"] = {e.kind for e in driver.trace.events}
+            assert await find_in_tree(pilot, "MeanBackward0") is not None
+            seen["root"] = inspector(app)
+            await pilot.press("q")
+
+        run_app(app, actions, size=SIZE)
+        return 0
+
+    monkeypatch.setattr(tui_commands, "has_terminal", lambda: True)
+    monkeypatch.setattr(tui_commands, "run_beside", headless)
+    assert main(["run", "--why", str(script), "-"]) == 0
+    assert "grads" in seen["kinds"]
+    root = seen["root"]
+    assert "cutter.weight: ✗ no gradient: cut" in root
+    assert f"{script.name}:{marked_line(script, 'cut')}" in root
