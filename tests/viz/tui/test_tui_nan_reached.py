@@ -82,7 +82,7 @@ def test_run_anomaly_passes_over_contained_births_and_says_where_it_was_born(
             await settle(pilot)
             seen["event"] = driver.trace.events[driver.position - 1]
             seen["before"] = list(driver.trace.events[: driver.position])
-            seen["status"] = status(app)
+            seen["status"] = " ".join(status(app).split())  # as one line, however it wrapped
             await pilot.press("q")
 
         run_app(app, actions, size=(160, 40))
