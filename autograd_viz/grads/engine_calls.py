@@ -39,7 +39,9 @@ import engine
 import engine.autograd
 from autograd_viz.grads.plan import (
     CallPlan,
+    Flow,
     Stats,
+    gradient_of,
     settled_before_the_call,
     settled_by_its_gradient,
 )
@@ -48,9 +50,7 @@ from autograd_viz.grads.report import (
     NOT_ON_GRAPH,
     CallGrads,
     Finding,
-    FlowRow,
     Where,
-    flag_flow,
 )
 from autograd_viz.sources.once import warn_once
 
@@ -292,7 +292,8 @@ def explain_engine(
     inputs = None if plan.inputs is None else {id(t): j for j, t in enumerate(plan.inputs)}
     grads = _as_list(out) if plan.kind == "grad" else None
     claimed: dict[int, _Cut] | None = None
-    flow: dict[str, list[float]] = {}
+    flow = Flow()
+    api = "engine.grad(...)" if plan.kind == "grad" else "backward(inputs=...)"
     for name, t in leaves.values():
         module = name.rpartition(".")[0] or None
         shape = tuple(t.shape)
@@ -300,23 +301,13 @@ def explain_engine(
         def found(reason: str, why: str, at: Where | None = None) -> None:
             call.findings.append(Finding(name, module, shape, reason, why, at))  # noqa: B023
 
-        api = "engine.grad(...)" if plan.kind == "grad" else "backward(inputs=...)"
         if settled_before_the_call(found, t.requires_grad, id(t), inputs, api, where):
             continue
-        acc = plan.leaves.get(id(t))
-        if grads is not None and inputs is not None:
-            g = grads[inputs[id(t)]]
-            got: bool | None = g is not None
-            nonzero = bool(got and g.data.any())
-        else:
-            got = plan.got(acc) if acc is not None else None
-            nonzero = bool(got and plan.nonzero(plan.received[acc]))  # type: ignore[index]
-            norm2 = plan.norm2(acc) if got else None  # type: ignore[arg-type]
-            if norm2 is not None:
-                entry = flow.setdefault(module or name, [0.0, 0.0, 0])
-                entry[0] += norm2
-                entry[1] += float(_squared_norm(t))
-                entry[2] += 1
+        got, nonzero, acc, norm2 = gradient_of(
+            plan, id(t), grads, inputs, lambda g: bool(g.data.any())
+        )
+        if norm2 is not None:
+            flow.add(module or name, norm2, float(_squared_norm(t)))
         if settled_by_its_gradient(plan, found, got, nonzero, acc):
             continue
         if claimed is None:
@@ -331,7 +322,7 @@ def explain_engine(
             "never used with grad in this forward, used only under no_grad, or what it made "
             "never reaches the loss",
         )
-    call.flow = flag_flow(FlowRow(m, g2**0.5, w2**0.5, int(n)) for m, (g2, w2, n) in flow.items())
+    call.flow = flow.rows()
     return call
 
 

@@ -9,13 +9,22 @@ each (Note [Watching a backward call] in :mod:`autograd_viz.grads.torch_calls`).
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
-from autograd_viz.grads.report import FROZEN, NO_GRADIENT, PRUNED, ZEROS, Where
+from autograd_viz.grads.report import (
+    FROZEN,
+    NO_GRADIENT,
+    PRUNED,
+    ZEROS,
+    FlowRow,
+    Where,
+    flag_flow,
+)
 
 
 @dataclass(frozen=True)
@@ -152,6 +161,49 @@ def settled_before_the_call(
         found(PRUNED, f"{api} left it out", where)
         return True
     return False
+
+
+class Flow:
+    """Each module's gradient and parameter norms in one call, summed over its parameters."""
+
+    def __init__(self) -> None:
+        self._sums: dict[str, list[float]] = {}
+
+    def add(self, module: str, grad_norm2: float, param_norm2: float) -> None:
+        entry = self._sums.setdefault(module, [0.0, 0.0, 0])
+        entry[0] += grad_norm2
+        entry[1] += param_norm2
+        entry[2] += 1
+
+    def rows(self) -> list[FlowRow]:
+        """The table's rows, vanishing and exploding flagged."""
+        return flag_flow(
+            FlowRow(m, math.sqrt(g2), math.sqrt(w2), int(n))
+            for m, (g2, w2, n) in self._sums.items()
+        )
+
+
+def gradient_of(
+    plan: CallPlan,
+    key: int,
+    grads: list[Any] | None,
+    inputs: dict[int, int] | None,
+    nonzero: Callable[[Any], bool],
+) -> tuple[bool | None, bool, int | None, float | None]:
+    """What the call gave the leaf ``key``: ``(got, non-zero, its AccumulateGrad, squared
+    norm)``; ``got`` is ``None`` when the leaf's node did not run. A ``grad()`` call's result
+    is read from ``grads`` (with ``nonzero`` of the engine's tensors), a ``backward()``'s
+    from the hooks; only the latter has a norm for the flow."""
+    acc = plan.leaves.get(key)
+    if grads is not None and inputs is not None:
+        g = grads[inputs[key]]
+        return g is not None, g is not None and nonzero(g), acc, None
+    if acc is None:
+        return None, False, None, None
+    got = plan.got(acc)
+    if not got:
+        return got, False, acc, None
+    return got, plan.nonzero(plan.received[acc]), acc, plan.norm2(acc)
 
 
 def settled_by_its_gradient(

@@ -61,7 +61,6 @@ from __future__ import annotations
 
 import inspect
 import itertools
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -69,7 +68,9 @@ import torch
 
 from autograd_viz.grads.plan import (
     CallPlan,
+    Flow,
     Stats,
+    gradient_of,
     settled_before_the_call,
     settled_by_its_gradient,
 )
@@ -80,9 +81,7 @@ from autograd_viz.grads.report import (
     UNREACHED,
     CallGrads,
     Finding,
-    FlowRow,
     Where,
-    flag_flow,
 )
 from autograd_viz.grads.torch_uses import ForwardLog, Root, UsesTracker, root_of, user_line
 from autograd_viz.sources.once import warn_once
@@ -281,33 +280,25 @@ def explain(
     inputs = None if plan.inputs is None else {id(t): j for j, t in enumerate(plan.inputs)}
     grads = _as_list(out) if plan.kind == "grad" else None
     claims: Claims | None = None
-    flow: dict[str, list[float]] = {}
+    flow = Flow()
+    api = "torch.autograd.grad(...)" if plan.kind == "grad" else "backward(inputs=...)"
     for name, module, module_id, p in candidates:
         shape = tuple(p.shape)
 
         def found(reason: str, why: str, at: Where | None = None) -> None:
             call.findings.append(Finding(name, module, shape, reason, why, at))  # noqa: B023
 
-        api = "torch.autograd.grad(...)" if plan.kind == "grad" else "backward(inputs=...)"
         if settled_before_the_call(found, p.requires_grad, id(p), inputs, api, where):
             continue
-        acc = plan.leaves.get(id(p))
-        if grads is not None and inputs is not None:
-            g = grads[inputs[id(p)]]
-            got: bool | None = g is not None
-            nonzero = got and bool(g.detach().any())
-        else:
-            got = plan.got(acc) if acc is not None else None
-            nonzero = got and plan.nonzero(plan.received[acc])  # type: ignore[index]
-            norm2 = plan.norm2(acc) if got else None  # type: ignore[arg-type]
-            if norm2 is not None:
-                entry = flow.setdefault(module or name, [0.0, 0.0, 0])
-                entry[0] += norm2
-                entry[1] += float(torch.linalg.vector_norm(p.detach(), dtype=torch.float64)) ** 2
-                entry[2] += 1
+        got, nonzero, acc, norm2 = gradient_of(
+            plan, id(p), grads, inputs, lambda g: bool(g.detach().any())
+        )
+        if norm2 is not None:
+            weights = float(torch.linalg.vector_norm(p.detach(), dtype=torch.float64)) ** 2
+            flow.add(module or name, norm2, weights)
         if not got and id(p) in accumulated:
             continue  # only a nested backward reached it: it got a gradient, not read here
-        if settled_by_its_gradient(plan, found, got, bool(nonzero), acc):
+        if settled_by_its_gradient(plan, found, got, nonzero, acc):
             continue
         use = log.uses.get(id(p))
         if use is None or (use.grad is None and use.no_grad is None):
@@ -336,9 +327,7 @@ def explain(
         at, in_module = use.grad
         inside = f" (in {in_module})" if in_module else ""
         found(UNREACHED, f"what its last use made{inside} never reaches the loss", at)
-    call.flow = flag_flow(
-        FlowRow(m, math.sqrt(g2), math.sqrt(w2), int(n)) for m, (g2, w2, n) in flow.items()
-    )
+    call.flow = flow.rows()
     return call
 
 
