@@ -43,6 +43,7 @@ from autograd_viz.sources.pytorch.emitter import Emitter
 from autograd_viz.sources.pytorch.graph import GraphPlan
 from autograd_viz.sources.pytorch.hooks import TENSOR_PRE
 from autograd_viz.sources.pytorch.node import TorchNode
+from engine.emitting import accumulate_payload, decrement_payload, skip_payload
 from engine.scheduler import ExactQueueEntry, QueueEntry, arrive, ready_entry
 
 DERIVED_MISMATCH = "derived_mismatch"
@@ -178,28 +179,14 @@ class Bookkeeping:
             except KeyError:
                 self.mismatch("dependencies", nxt, node, f"no dependency left for {nxt.name()}")
                 continue
-            emit(
-                "dependency_decrement",
-                nxt,
-                {
-                    "from_node": node_id,
-                    "from_name": from_name,
-                    "input_nr": slot,
-                    "remaining": count,
-                    "derived": True,
-                },
-            )
+            # The engine's payloads, marked derived (Note [One payload for every source]).
+            data = decrement_payload(node_id, from_name, slot, count)
+            data["derived"] = True
+            emit("dependency_decrement", nxt, data)
             if buffer is None:
-                emit(
-                    "skip",
-                    nxt,
-                    {
-                        "from_node": node_id,
-                        "input_nr": slot,
-                        "reason": "not needed for the requested inputs",
-                        "derived": True,
-                    },
-                )
+                data = skip_payload(node_id, slot)
+                data["derived"] = True
+                emit("skip", nxt, data)
                 continue
             output = outputs[i] if i < count_out else None
             if output is not None and slot < len(buffer):
@@ -210,27 +197,11 @@ class Bookkeeping:
                     self.keep_copy(nxt, slot, output)
                     total = self._copies.get((nxt, slot))
                 grad = summaries[i]
-                if created:
-                    data = {
-                        "target": "buffer",
-                        "slot": slot,
-                        "action": "created",
-                        "from_node": node_id,
-                        "grad": grad,
-                        "derived": True,
-                        "total": grad,
-                    }
-                else:
-                    data = {
-                        "target": "buffer",
-                        "slot": slot,
-                        "action": "added",
-                        "from_node": node_id,
-                        "grad": grad,
-                        "derived": True,
-                    }
-                    if total is not None:  # a sum of our own, never written in place
-                        data["total"] = emit.summary(total, hold=True)
+                summed = grad if created else None
+                if total is not None and not created:  # a sum of our own, never written in place
+                    summed = emit.summary(total, hold=True)
+                data = accumulate_payload(slot, created, node_id, grad, summed)
+                data["derived"] = True
                 emit("accumulate", nxt, data)
             if not count:
                 self.push(nxt, "ready")
