@@ -13,8 +13,8 @@ import os
 import re
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import TYPE_CHECKING, NoReturn
+from contextlib import AbstractContextManager, contextmanager
+from typing import TYPE_CHECKING
 
 from autograd_viz.cli.base import (
     PROG,
@@ -213,28 +213,19 @@ def end_by_signal(signum: int) -> None:
     os.kill(os.getpid(), signum)
 
 
-@contextmanager
-def _saved_before_exit(recording: Recording) -> Iterator[None]:
+def _saved_before_exit(recording: Recording) -> AbstractContextManager[None]:
     """A script that ends with ``os._exit`` gets its trace written first (in this process only:
     a forked child that calls it leaves the parent's trace alone)."""
-    real_exit = os._exit
+    from autograd_viz.launch.processes import before_os_exit
+
     pid = os.getpid()
 
-    def exit_saving(status: int) -> NoReturn:
+    def save(status: int) -> None:
         if os.getpid() == pid:
-            try:
-                recording.finish()
-                note(f"the script called os._exit({status}); trace saved to {recording.output}")
-            finally:
-                real_exit(status)
-        real_exit(status)
+            recording.finish()
+            note(f"the script called os._exit({status}); trace saved to {recording.output}")
 
-    os._exit = exit_saving
-    try:
-        yield
-    finally:
-        if os._exit is exit_saving:
-            os._exit = real_exit
+    return before_os_exit(save)
 
 
 class _RecordingStatus:

@@ -545,23 +545,36 @@ def _is_python(program: str) -> bool:
 
 
 @contextmanager
-def _saving_forks_at_exit() -> Iterator[None]:
-    """Inside the block, ``os._exit`` in a forked child saves its trace first (Note [Every
-    fork]); in this process it is ``os._exit`` as it was."""
+def before_os_exit(before: Callable[[int], None]) -> Iterator[None]:
+    """Inside the block, ``os._exit(status)`` calls ``before(status)`` first, then exits
+    whatever ``before`` raised; afterwards it is ``os._exit`` as it was."""
     real_exit = os._exit
 
-    def exit_saving(status: int) -> NoReturn:
-        for hook in list(_exit_hooks):
+    def exit_after(status: int) -> NoReturn:
+        try:
             with contextlib.suppress(Exception):  # the exit goes on
-                hook()
-        real_exit(status)
+                before(status)
+        finally:
+            real_exit(status)
 
-    os._exit = exit_saving
+    os._exit = exit_after
     try:
         yield
     finally:
-        if os._exit is exit_saving:
+        if os._exit is exit_after:
             os._exit = real_exit
+
+
+def _saving_forks_at_exit() -> contextlib.AbstractContextManager[None]:
+    """Inside the block, ``os._exit`` in a forked child saves its trace first (Note [Every
+    fork]); in this process it is ``os._exit`` as it was."""
+
+    def run_hooks(status: int) -> None:
+        for hook in list(_exit_hooks):
+            with contextlib.suppress(Exception):  # the next hook still runs
+                hook()
+
+    return before_os_exit(run_hooks)
 
 
 def watch_as_child(trace: Trace, settings: ChildSettings, said: Said | None = None) -> None:
