@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Any
 from autograd_viz.version import __version__
 
 if TYPE_CHECKING:
-    from autograd_viz.draw.dot import to_dot
-    from autograd_viz.draw.inline import animate
+    from autograd_viz.draw.render.dot import to_dot
+    from autograd_viz.draw.render.inline import animate
     from autograd_viz.grads.watch import watch_grads
     from autograd_viz.live import Breakpoint, LiveSession, SessionCancelled
     from autograd_viz.nan.watch import watch_nan
@@ -49,10 +49,10 @@ _WHERE: dict[str, str] = {
     "Trace": "autograd_viz.trace",
     "TraceEvent": "autograd_viz.trace",
     "TraceFormatError": "autograd_viz.trace",
-    "animate": "autograd_viz.draw.inline",
+    "animate": "autograd_viz.draw.render.inline",
     "name": "autograd_viz.sources.names",
     "record": "autograd_viz.trace.recording",
-    "to_dot": "autograd_viz.draw.dot",
+    "to_dot": "autograd_viz.draw.render.dot",
     "watch_nan": "autograd_viz.nan.watch",
     "watch_grads": "autograd_viz.grads.watch",
 }

@@ -4,7 +4,7 @@ Each case is one ``autograd-viz dot`` request. Timed apart, as the median of
 ``--repeats`` runs: the DOT text (building the view, choosing what to show,
 ``Digraph.source``; this process's CPU time) and ``dot -Tsvg`` on it (the
 child's CPU time, read from ``resource``, and wall time), once as drawn now
-(:func:`autograd_viz.draw.dot.pipe`, with Note [Laying out big pictures quickly]'s
+(:func:`autograd_viz.draw.render.dot.pipe`, with Note [Laying out big pictures quickly]'s
 settings and its fallbacks) and, with ``--before``, once without the quick
 settings (the picture as drawn before them).
 
@@ -40,8 +40,8 @@ import graphviz
 from rich.console import Console
 from rich.table import Table
 
-from autograd_viz.draw import dot
-from autograd_viz.draw.dot_render import QUICK_SETTINGS
+from autograd_viz.draw.render import dot
+from autograd_viz.draw.render.dot_render import QUICK_SETTINGS
 from autograd_viz.trace import Trace
 from benchmarks.dot_modules import gpt_trace
 

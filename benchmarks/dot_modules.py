@@ -13,8 +13,8 @@ modules (so PyTorch is not needed; a recorded PyTorch trace can be given with
   view and producing the DOT text, as ``autograd-viz dot`` does before ``dot``
   renders it.
 * ``big``: a chain of ``--nodes`` nodes in 100 layers of 4 modules each.
-  Timed: the graph at the last step (:func:`~autograd_viz.draw.graph_view.from_state`),
-  the module view alone (:func:`autograd_viz.draw.showing.show` on a view
+  Timed: the graph at the last step (:func:`~autograd_viz.draw.model.graph_view.from_state`),
+  the module view alone (:func:`autograd_viz.draw.model.showing.show` on a view
   already built), which is what every view pays on top of the graph at a
   step, and ``to_dot`` whole (both, and the DOT text), as ``autograd-viz dot``
   does before Graphviz lays it out.
@@ -47,9 +47,9 @@ from rich.table import Table
 
 import engine
 from autograd_viz import record
-from autograd_viz.draw import showing
-from autograd_viz.draw.dot import to_dot
-from autograd_viz.draw.graph_view import from_state
+from autograd_viz.draw.model import showing
+from autograd_viz.draw.model.graph_view import from_state
+from autograd_viz.draw.render.dot import to_dot
 from autograd_viz.trace import Trace
 
 RESULTS = Path(__file__).resolve().parent / "results" / "dot_modules.jsonl"

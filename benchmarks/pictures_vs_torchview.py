@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
 
     import autograd_viz
-    from autograd_viz.draw.dot import pipe
+    from autograd_viz.draw.render.dot import pipe
 
     rows = []
     for name in args.models.split(","):

@@ -59,7 +59,7 @@ RECORDING = ("autograd_viz.trace.recorder", "autograd_viz.trace.recording")
 
 
 def room_of(module: str) -> str | None:
-    """``autograd_viz.draw.dot`` → ``draw``; ``engine.ops`` → ``engine``; others → None."""
+    """``autograd_viz.draw.render.dot`` → ``draw``; ``engine.ops`` → ``engine``; others → None."""
     if module in RECORDING:
         return "recording"
     parts = module.split(".")
@@ -184,7 +184,7 @@ def test_the_private_name_check_catches_one(source: str, name: str) -> None:
         ("trace", "autograd_viz/trace/replay.py", "engine.events"),
         ("trace", "autograd_viz/trace/records.py", "autograd_viz.trace.recorder"),
         ("sources", "autograd_viz/trace/recorder.py", "autograd_viz.live"),
-        ("draw", "autograd_viz/draw/dot.py", "autograd_viz.nan.report"),
+        ("draw", "autograd_viz/draw/render/dot.py", "autograd_viz.nan.report"),
         ("tui", "autograd_viz/tui/app.py", "autograd_viz.cli.base"),
     ],
 )

@@ -32,7 +32,7 @@ from autograd_viz.trace.records import values_recorded
 from autograd_viz.trace.text import printable
 
 if TYPE_CHECKING:
-    from autograd_viz.draw.graph_view import GraphView
+    from autograd_viz.draw.model.graph_view import GraphView
     from autograd_viz.trace import Trace
 
 
@@ -149,7 +149,7 @@ def run_animate(args: argparse.Namespace) -> int:
 
 def _ended_by_signals(run: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
     """``run(args)``, SIGTERM and SIGHUP raised as an exception so that the Graphviz processes
-    it started are ended (Note [No dot outlives us] in draw/frames.py); then this process
+    it started are ended (Note [No dot outlives us] in draw/render/frames.py); then this process
     ends by that signal, as it would have."""
     from autograd_viz.cli.record import Signalled, end_by_signal, stopped_by_signals
 
@@ -162,7 +162,7 @@ def _ended_by_signals(run: Callable[[argparse.Namespace], int], args: argparse.N
 
 
 def _run_dot(args: argparse.Namespace) -> int:
-    from autograd_viz.draw import dot
+    from autograd_viz.draw.render import dot
 
     source, trace = _prepare(args, ".svg", dot.output_format)
     output: str = args.output
@@ -198,7 +198,7 @@ def _run_dot(args: argparse.Namespace) -> int:
 
 
 def _run_animate(args: argparse.Namespace) -> int:
-    from autograd_viz.draw import animate, dot
+    from autograd_viz.draw.render import animate, dot
 
     source, trace = _prepare(args, ".html", animate.output_format)
     output: str = args.output
@@ -275,10 +275,10 @@ def _refuse_expanded_braces(args: argparse.Namespace, words: Sequence[str]) -> N
     and the others for SOURCE or the script's arguments, so the picture would
     show one block, silently. Words given with SOURCE that read as the name's
     brace expansion with it
-    (:func:`~autograd_viz.draw.folds.fold_name` of them all gives them back) say so.
+    (:func:`~autograd_viz.draw.model.folds.fold_name` of them all gives them back) say so.
     """
-    from autograd_viz.draw.folds import fold_name
-    from autograd_viz.draw.names import expand_braces
+    from autograd_viz.draw.model.folds import fold_name
+    from autograd_viz.draw.model.targets import expand_braces
 
     if "--" in words:  # what follows is the script's, as given
         words = words[: list(words).index("--")]
@@ -373,7 +373,7 @@ def _load(path: str, call: int | None = None) -> Trace:
 
 
 def _view(trace: Trace, step: int, args: argparse.Namespace) -> GraphView:
-    from autograd_viz.draw import dot
+    from autograd_viz.draw.render import dot
 
     try:
         view = dot.build_view(trace, step, graph_task=args.graph_task)

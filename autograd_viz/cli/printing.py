@@ -239,7 +239,7 @@ def _finding(event: TraceEvent, info: GraphTaskInfo | None) -> str:
 
 
 def _explained(event: TraceEvent, info: GraphTaskInfo | None) -> str:
-    from autograd_viz.draw.words import explain
+    from autograd_viz.draw.render.words import explain
 
     def label(node_id: int | None, fallback: str | None) -> str:
         node = info.nodes.get(node_id) if info is not None and node_id is not None else None

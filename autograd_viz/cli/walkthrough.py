@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from autograd_viz.cli.demo_program import rnn_cell
-from autograd_viz.draw.words import what_happened
+from autograd_viz.draw.render.words import what_happened
 from autograd_viz.live import thread_name
 
 if TYPE_CHECKING:

@@ -6,7 +6,7 @@ every view (the module tree of ``dot`` and the TUI, the timeline's module
 slices): a parameter's ``AccumulateGrad`` is made by the call that used the
 parameter, and the module its name points to need not have been called. A
 ``torch.compile``d model's parameters are all made in the model's one call
-(Note [Parameters of a compiled model] in ``autograd_viz/draw/modules.py``);
+(Note [Parameters of a compiled model] in ``autograd_viz/draw/model/tree.py``);
 a parameter read outside its module's call (``torch.stack([m.weight for m in
 self.heads])`` in the parent, a tied ``F.linear(x, self.wte.weight)``, a
 hook) is made in the call that read it (Note [A parameter is named by its

@@ -11,7 +11,7 @@ import itertools
 
 from rich.text import Text
 
-from autograd_viz.draw.showing import BoxStatus
+from autograd_viz.draw.model.showing import BoxStatus
 from autograd_viz.trace import GraphTaskInfo, NodeInfo
 from autograd_viz.trace.replay import ExecutionState, NodeState
 from autograd_viz.tui.pictures import BOX_GLYPHS, Item, Picture, Pictures, box_text

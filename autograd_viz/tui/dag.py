@@ -25,8 +25,8 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from autograd_viz.draw.graph_view import GraphViewError
-from autograd_viz.draw.showing import Choice
+from autograd_viz.draw.model.graph_view import GraphViewError
+from autograd_viz.draw.model.showing import Choice
 from autograd_viz.trace import GraphTaskInfo, Trace
 from autograd_viz.trace.replay import ExecutionState
 from autograd_viz.trace.text import one_line, printable

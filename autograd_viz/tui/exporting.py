@@ -64,7 +64,7 @@ def path_as_typed(typed: str) -> str:
     """``typed``, unless it cannot be written (its suffix is no format, its folder is missing)
     and the same without the spaces around it can; a leading ``~`` or ``~user`` is the home
     folder, as a shell reads it (``./~/x.svg`` is a folder named ``~``)."""
-    from autograd_viz.draw import dot
+    from autograd_viz.draw.render import dot
 
     def home(path: str) -> str:
         return os.path.expanduser(path) if path.startswith("~") else path

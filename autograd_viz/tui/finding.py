@@ -104,7 +104,7 @@ class Finder:
     def find_by_name(self, query: str, pictures: Pictures) -> bool:
         """Select what ``query`` names exactly, as every view names it: a module path (its
         box opened in the drawing), a fold, a parameter, ``Name #id``; ``False`` if nothing."""
-        from autograd_viz.draw.graph_view import GraphViewError
+        from autograd_viz.draw.model.graph_view import GraphViewError
 
         app = self.owner
         dag = app.query_one(DagView)

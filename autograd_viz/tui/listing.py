@@ -16,9 +16,9 @@ from itertools import groupby
 
 from rich.text import Text
 
-from autograd_viz.draw.folds import FoldGroup
-from autograd_viz.draw.graph_view import from_graph
-from autograd_viz.draw.modules import ModuleTree, Scope
+from autograd_viz.draw.model.folds import FoldGroup
+from autograd_viz.draw.model.graph_view import from_graph
+from autograd_viz.draw.model.tree import ModuleTree, Scope
 from autograd_viz.trace import GraphTaskInfo, NodeInfo, paused_gc
 from autograd_viz.trace.replay import NodeState
 from autograd_viz.trace.text import printable
@@ -164,7 +164,7 @@ class Opened:
 # Note [Tree rows open and close]
 # ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 # The tree view lists the module calls as the pictures draw them: a run of
-# alike calls (the folds of :mod:`~autograd_viz.draw.folds`, found with the
+# alike calls (the folds of :mod:`~autograd_viz.draw.model.folds`, found with the
 # graph's edges, so the list folds what the drawn DAG folds) is one row,
 # ``layers.{0..11} · TransformerEncoderLayer × 12``, closed; the calls no fold
 # holds are open. Enter on a call's or fold's row opens or closes it, and Enter

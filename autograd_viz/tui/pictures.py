@@ -1,6 +1,6 @@
 """What the drawn DAG shows of a graph task: the module view, as every picture draws it.
 
-The terminal draws the picture :mod:`autograd_viz.draw.showing` makes (module
+The terminal draws the picture :mod:`autograd_viz.draw.model.showing` makes (module
 calls as boxes, repeated siblings folded, chains folded where no module
 encloses them, a node budget), never a folding of its own. See Note [A picture
 per choice].
@@ -31,11 +31,11 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from autograd_viz.draw import chains, select, showing
-from autograd_viz.draw.graph_view import GraphView, ViewNode, from_graph
-from autograd_viz.draw.modules import MAX_BOXES, ModuleTree
-from autograd_viz.draw.names import Names, Target
-from autograd_viz.draw.showing import BoxStatus, Choice
+from autograd_viz.draw.model import chains, select, showing
+from autograd_viz.draw.model.graph_view import GraphView, ViewNode, from_graph
+from autograd_viz.draw.model.showing import BoxStatus, Choice
+from autograd_viz.draw.model.targets import Names, Target
+from autograd_viz.draw.model.tree import MAX_BOXES, ModuleTree
 from autograd_viz.trace import GraphTaskInfo, NodeInfo, Trace
 from autograd_viz.trace.replay import NodeStatus
 from autograd_viz.trace.text import printable
@@ -100,9 +100,9 @@ class Picture:
 # Note [Enter is --expand]
 # ~~~~~~~~~~~~~~~~~~~~~~~~
 # Opening a box in the terminal is ``dot --expand`` of the box's name: the
-# name the box shows is read back (:class:`~autograd_viz.draw.names.Names`,
+# name the box shows is read back (:class:`~autograd_viz.draw.model.targets.Names`,
 # as ``--expand`` and ``/`` read it) and handed to
-# :func:`~autograd_viz.draw.choosing.choose` as a target, so both open the
+# :func:`~autograd_viz.draw.model.choosing.choose` as a target, so both open the
 # same calls. A call of a fold opens alone, its alike siblings staying one box
 # (``layers.{0..2,4..11}`` × 11), and a fold opens its representative, the
 # first repetition, whole, beside one box for the others (``split``, as
@@ -160,7 +160,7 @@ class Pictures:
         them: Note [Enter is --expand]), ``opened`` and ``closed`` by the user (scope indices),
         ``unfolded`` fold groups, and ``focus``'s modules; after ``step`` events, a fold's
         calls are one box per status (Note [A box is one status] in
-        :mod:`~autograd_viz.draw.choosing`).
+        :mod:`~autograd_viz.draw.model.choosing`).
 
         Raises:
             GraphViewError: a name in ``expanded`` names nothing.
@@ -342,7 +342,7 @@ class Pictures:
         return timed, sort
 
     def resolve(self, text: str) -> Target:
-        """What ``text`` names in the task (see :class:`~autograd_viz.draw.names.Names`).
+        """What ``text`` names in the task (see :class:`~autograd_viz.draw.model.targets.Names`).
 
         Raises:
             GraphViewError: it names nothing.

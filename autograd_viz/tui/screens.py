@@ -27,7 +27,7 @@ from textual.widget import Widget
 from textual.widgets import Label, OptionList, Static
 from textual.widgets.option_list import Option
 
-from autograd_viz.draw.words import KIND_MEANINGS
+from autograd_viz.draw.render.words import KIND_MEANINGS
 from autograd_viz.trace.text import printable
 from autograd_viz.tui.text import STATUS_GLYPHS
 

@@ -70,7 +70,7 @@ def export_step(
         ValueError: the suffix is not a format the exporter writes.
         GraphvizNotFoundError: the format needs ``dot`` and it is missing.
     """
-    from autograd_viz.draw import dot
+    from autograd_viz.draw.render import dot
 
     dot.output_format(path)
     task = state.trace.graph_tasks.get(graph_task) if graph_task is not None else None

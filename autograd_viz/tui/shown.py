@@ -23,7 +23,7 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widgets import Static
 
-from autograd_viz.draw.words import explain
+from autograd_viz.draw.render.words import explain
 from autograd_viz.grads.recorded import node_findings
 from autograd_viz.nan.report import Finding
 from autograd_viz.trace import GraphTaskInfo, Trace, TraceEvent

@@ -15,8 +15,8 @@ import pytest
 from rich.console import Console
 
 from autograd_viz.cli.nan import print_report
-from autograd_viz.draw.animate import animate
-from autograd_viz.draw.dot import to_dot
+from autograd_viz.draw.render.animate import animate
+from autograd_viz.draw.render.dot import to_dot
 from autograd_viz.nan.scan import find_nans
 from autograd_viz.timeline import to_chrome_trace
 from autograd_viz.trace import Trace

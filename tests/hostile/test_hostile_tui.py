@@ -13,9 +13,9 @@ from textual.pilot import Pilot
 from textual.widgets import Static
 
 import engine
-from autograd_viz.draw import select
-from autograd_viz.draw.graph_view import from_state
-from autograd_viz.draw.modules import MAX_BOXES
+from autograd_viz.draw.model import select
+from autograd_viz.draw.model.graph_view import from_state
+from autograd_viz.draw.model.tree import MAX_BOXES
 from autograd_viz.trace import Trace
 from autograd_viz.trace.recording import record
 from autograd_viz.trace.text import printable

@@ -12,11 +12,12 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from autograd_viz.draw import dot, showing
-from autograd_viz.draw.escape import html_text
-from autograd_viz.draw.graph_view import GraphView
-from autograd_viz.draw.modules import ModuleTree
-from autograd_viz.draw.names import expand_braces
+from autograd_viz.draw.model import showing
+from autograd_viz.draw.model.graph_view import GraphView
+from autograd_viz.draw.model.targets import expand_braces
+from autograd_viz.draw.model.tree import ModuleTree
+from autograd_viz.draw.render import dot
+from autograd_viz.draw.render.escape import html_text
 
 _NEAR = re.compile(
     r"^showing the ([\d,]+) nodes within (\d+) edges? of (.+?)"

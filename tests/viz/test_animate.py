@@ -17,9 +17,11 @@ import pytest
 
 import autograd_viz
 import engine
-from autograd_viz.draw import animate as animation
-from autograd_viz.draw import dot, frames, showing, step_frames
-from autograd_viz.draw.animate import (
+from autograd_viz.draw.model import showing
+from autograd_viz.draw.model.graph_view import NodeStatus
+from autograd_viz.draw.render import animate as animation
+from autograd_viz.draw.render import dot, frames, step_frames
+from autograd_viz.draw.render.animate import (
     LAST_FRAME_MS,
     GraphvizError,
     GraphvizNotFoundError,
@@ -31,8 +33,7 @@ from autograd_viz.draw.animate import (
     script_json,
     write_gif,
 )
-from autograd_viz.draw.frame_diff import Frame
-from autograd_viz.draw.graph_view import NodeStatus
+from autograd_viz.draw.render.frame_diff import Frame
 from autograd_viz.live import thread_name
 from autograd_viz.trace import Trace
 from tests.viz.dotting import needs_dot
@@ -441,7 +442,7 @@ def test_frames_redrawn_where_they_changed_are_the_frames_drawn_whole() -> None:
     # A module view stacks its clusters with invisible edges made from the whole graph
     # (Note [Stacking module clusters]): a frame redrawn from the elements that changed
     # keeps them, and every frame is the one drawn from nothing at its step.
-    from autograd_viz.draw.step_frames import view_frames
+    from autograd_viz.draw.render.step_frames import view_frames
     from tests.viz.test_modules import transformer_trace
 
     trace = transformer_trace()
@@ -477,7 +478,7 @@ def test_the_call_being_worked_on_is_open_in_its_frame() -> None:
 def test_a_big_pictures_frames_are_laid_out_quickly_and_redrawn_alike() -> None:
     """Note [Laying out big pictures quickly]: every frame keeps the settings and the labels
     beside the edges, a frame redrawn from what changed among them."""
-    from autograd_viz.draw.dot_render import QUICK_LAYOUT
+    from autograd_viz.draw.render.dot_render import QUICK_LAYOUT
 
     x = engine.tensor([1.0], requires_grad=True, name="x")
     y = x

@@ -15,7 +15,7 @@ import pytest
 
 import autograd_viz
 import engine
-from autograd_viz.draw.animate import animate, describe_step
+from autograd_viz.draw.render.animate import animate, describe_step
 from autograd_viz.trace import Trace
 from tests.viz.dotting import needs_dot
 

@@ -16,8 +16,8 @@ import pytest
 
 import autograd_viz
 import engine
-from autograd_viz.draw import dot
-from autograd_viz.draw.dot import to_dot
+from autograd_viz.draw.render import dot
+from autograd_viz.draw.render.dot import to_dot
 from autograd_viz.trace import Trace
 from autograd_viz.trace.text import printable
 from engine import graph

@@ -1,5 +1,5 @@
 """The default picture of a chain-shaped model is about a page tall (Note [A picture a page
-tall] in autograd_viz/draw/showing.py).
+tall] in autograd_viz/draw/model/showing.py).
 
 Sixteen unlike blocks one after the other, each three modules deep, fit the box
 budget opened five levels deep: a column of boxes many pages tall. By default
@@ -16,10 +16,11 @@ import numpy as np
 
 import autograd_viz
 import engine
-from autograd_viz.draw import dot, showing
-from autograd_viz.draw.graph_view import GraphView, from_state
-from autograd_viz.draw.modules import MAX_BOXES, ModuleTree
-from autograd_viz.draw.showing import MAX_HEIGHT, fitting_level
+from autograd_viz.draw.model import showing
+from autograd_viz.draw.model.graph_view import GraphView, from_state
+from autograd_viz.draw.model.showing import MAX_HEIGHT, fitting_level
+from autograd_viz.draw.model.tree import MAX_BOXES, ModuleTree
+from autograd_viz.draw.render import dot
 from autograd_viz.trace import Trace
 from tests.viz.captions import check_notices
 from tests.viz.dotting import needs_dot

@@ -29,10 +29,11 @@ import pytest
 
 import autograd_viz
 import engine
-from autograd_viz.draw import animate, dot, showing
-from autograd_viz.draw.choosing import MAX_NESTING
-from autograd_viz.draw.graph_view import GraphView, from_state
-from autograd_viz.draw.modules import MAX_BOXES
+from autograd_viz.draw.model import showing
+from autograd_viz.draw.model.choosing import MAX_NESTING
+from autograd_viz.draw.model.graph_view import GraphView, from_state
+from autograd_viz.draw.model.tree import MAX_BOXES
+from autograd_viz.draw.render import animate, dot
 from autograd_viz.trace import Trace
 from engine.ops.shape import stack
 from tests.viz.captions import check_notices

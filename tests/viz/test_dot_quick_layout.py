@@ -13,8 +13,8 @@ import pytest
 
 import autograd_viz
 import engine
-from autograd_viz.draw import dot
-from autograd_viz.draw.dot_render import QUICK_LAYOUT, QUICK_SETTINGS
+from autograd_viz.draw.render import dot
+from autograd_viz.draw.render.dot_render import QUICK_LAYOUT, QUICK_SETTINGS
 from autograd_viz.trace import Trace
 from tests.viz.dotting import needs_dot, svg_groups
 

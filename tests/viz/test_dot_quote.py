@@ -5,7 +5,7 @@ from __future__ import annotations
 import graphviz
 import pytest
 
-from autograd_viz.draw import dot_quote
+from autograd_viz.draw.render import dot_quote
 
 HOSTILE = [
     "plain",

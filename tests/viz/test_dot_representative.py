@@ -1,5 +1,5 @@
 """A fold shows its inside once, and opening a call is one model (Notes [A fold shows its
-inside once] and [Opening is one model] in autograd_viz/draw/choosing.py).
+inside once] and [Opening is one model] in autograd_viz/draw/model/choosing.py).
 
 The default picture of ``dot`` opens the first call of a twelve-block stack, its
 attention and MLP drawn, the eleven others one box with their count; calls that hold
@@ -9,11 +9,12 @@ fold closed, as ``--around`` does; ``--expand`` of the fold opens its representa
 
 from __future__ import annotations
 
-from autograd_viz.draw import dot, showing
-from autograd_viz.draw.choosing import choose, open_call
-from autograd_viz.draw.graph_view import GraphView, from_state
-from autograd_viz.draw.modules import ModuleTree
-from autograd_viz.draw.names import Names
+from autograd_viz.draw.model import showing
+from autograd_viz.draw.model.choosing import choose, open_call
+from autograd_viz.draw.model.graph_view import GraphView, from_state
+from autograd_viz.draw.model.targets import Names
+from autograd_viz.draw.model.tree import ModuleTree
+from autograd_viz.draw.render import dot
 from tests.viz.captions import check_pictures
 from tests.viz.test_modules import transformer_trace
 

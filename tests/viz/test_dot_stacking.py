@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from autograd_viz import cli
-from autograd_viz.draw import dot, dot_modules
-from autograd_viz.draw.graph_view import GraphView
+from autograd_viz.draw.model.graph_view import GraphView
+from autograd_viz.draw.render import dot, dot_clusters
 from autograd_viz.trace import Trace
 from tests.viz.dotting import needs_dot, svg_groups, svg_tree
 from tests.viz.test_modules import transformer_trace
@@ -64,7 +64,7 @@ def test_a_call_is_drawn_above_every_node_its_gradients_reach_outside_it() -> No
     # below every node of that call and every tensor hanging under them, unless it leads
     # back into the call. Inner calls' edges stand for outer ones, so few edges remain.
     view, hanging = _stacked(transformer_trace(), expand=["transformer"])
-    pairs = dot_modules.stacking_edges(view, hanging)
+    pairs = dot_clusters.stacking_edges(view, hanging)
     edges: dict[str, set[str]] = {}
     for edge in view.edges:
         edges.setdefault(edge.tail, set()).add(edge.head)
@@ -132,10 +132,10 @@ def test_no_stacking_edge_doubles_a_drawn_edge(expand: tuple[str, ...]) -> None:
 def test_unstacked_is_the_drawing_without_stacking() -> None:
     view, _ = _stacked(transformer_trace(layers=3), expand=["transformer"])
     stacked = dot.render(view)
-    flat = dot_modules.unstacked(stacked)
+    flat = dot_clusters.unstacked(stacked)
     assert flat is not None and "style=invis" in stacked.source
     assert flat.source == dot.render(view, stacking=False).source
-    assert dot_modules.unstacked(dot.render(view, stacking=False)) is None
+    assert dot_clusters.unstacked(dot.render(view, stacking=False)) is None
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import re
 import pytest
 
 import autograd_viz
-from autograd_viz.draw.graph_view import GraphViewError, from_torch_tensors
+from autograd_viz.draw.model.graph_view import GraphViewError, from_torch_tensors
 
 torch = pytest.importorskip("torch")
 nn = torch.nn

@@ -3,7 +3,7 @@
 Calls are alike when they have one module class, one set of parameters (names
 below the module, shapes, dtypes), the same ops on tensors of the same shapes,
 wired the same way inside, and alike children (Note [Alike calls] in
-autograd_viz/draw/modules.py). Two calls whose gradients have one shape but
+autograd_viz/draw/model/tree.py). Two calls whose gradients have one shape but
 whose weights differ (a 1×1 expanding conv and a 5×5 depthwise conv, both at
 120 channels) are not alike. The lines under a picture are checked against it
 (tests/viz/captions.py) on every model these tests build.
@@ -18,9 +18,9 @@ import pytest
 
 import autograd_viz
 import engine
-from autograd_viz.draw import showing
-from autograd_viz.draw.graph_view import GraphView, from_state
-from autograd_viz.draw.modules import ModuleTree
+from autograd_viz.draw.model import showing
+from autograd_viz.draw.model.graph_view import GraphView, from_state
+from autograd_viz.draw.model.tree import ModuleTree
 from autograd_viz.trace import Trace
 from tests.viz.captions import check_notices, check_pictures, names_to_try
 from tests.viz.test_fold_shapes_around import staged_trace

@@ -20,10 +20,11 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 import autograd_viz
-from autograd_viz.draw import dot, showing
-from autograd_viz.draw.graph_view import GraphView, from_state
-from autograd_viz.draw.modules import ModuleTree
-from autograd_viz.draw.showing import MAX_HEIGHT
+from autograd_viz.draw.model import showing
+from autograd_viz.draw.model.graph_view import GraphView, from_state
+from autograd_viz.draw.model.showing import MAX_HEIGHT
+from autograd_viz.draw.model.tree import ModuleTree
+from autograd_viz.draw.render import dot
 from autograd_viz.trace import Trace
 from tests.viz.captions import check_pictures, names_to_try
 from tests.viz.dotting import needs_dot

@@ -1,6 +1,6 @@
 """Every name a picture shows reads back: module calls, folds of calls and folded chains alike.
 
-A fold is one kind of box in every view (:class:`~autograd_viz.draw.boxes.ModuleBox`):
+A fold is one kind of box in every view (:class:`~autograd_viz.draw.model.boxes.ModuleBox`):
 a name, a count, what it holds. Whatever label a default or ``--collapse``
 picture draws, typed back into ``--around``, ``--expand`` or the TUI's ``/``,
 names what the label stands for.
@@ -16,9 +16,10 @@ import pytest
 import autograd_viz
 import engine
 from autograd_viz.cli.main import main as cli_main
-from autograd_viz.draw import chains, dot, select, showing
-from autograd_viz.draw.graph_view import GraphView, GraphViewError, from_state
-from autograd_viz.draw.names import node_name
+from autograd_viz.draw.model import chains, select, showing
+from autograd_viz.draw.model.graph_view import GraphView, GraphViewError, from_state
+from autograd_viz.draw.model.targets import node_name
+from autograd_viz.draw.render import dot
 from autograd_viz.trace import Trace
 from autograd_viz.tui.pictures import Pictures
 from tests.viz.test_graph_select import unrolled_rnn

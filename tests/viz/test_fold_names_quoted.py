@@ -3,7 +3,7 @@
 ``nn.ModuleDict`` takes any key but one with a dot or an empty one, so module
 names may hold braces, commas, quotes, parentheses and spaces. A fold of such
 calls, whole or cut at a step into one box per status, is named with those
-names quoted (Note [Quoted names in a fold] in ``autograd_viz/draw/folds.py``)
+names quoted (Note [Quoted names in a fold] in ``autograd_viz/draw/model/folds.py``)
 and every such name, as the view shows it, is taken back by ``--around``,
 ``--expand`` and the TUI's ``/``.
 """
@@ -17,10 +17,10 @@ import pytest
 
 import autograd_viz
 from autograd_viz import cli
-from autograd_viz.draw import select, showing
-from autograd_viz.draw.folds import fold_name, fold_part
-from autograd_viz.draw.graph_view import from_state
-from autograd_viz.draw.names import expand_braces
+from autograd_viz.draw.model import select, showing
+from autograd_viz.draw.model.folds import fold_name, fold_part
+from autograd_viz.draw.model.graph_view import from_state
+from autograd_viz.draw.model.targets import expand_braces
 from autograd_viz.trace import Trace
 from autograd_viz.trace.text import printable
 from tests.viz.tui.tuiting import replay_app, run_app, status

@@ -13,11 +13,12 @@ import numpy as np
 
 import autograd_viz
 import engine
-from autograd_viz.draw import dot, showing
-from autograd_viz.draw.dot_modules import OPS_ONLY
-from autograd_viz.draw.graph_view import GraphView, from_state
-from autograd_viz.draw.modules import ModuleTree, fold_name
-from autograd_viz.draw.names import Names, expand_braces
+from autograd_viz.draw.model import showing
+from autograd_viz.draw.model.graph_view import GraphView, from_state
+from autograd_viz.draw.model.targets import Names, expand_braces
+from autograd_viz.draw.model.tree import ModuleTree, fold_name
+from autograd_viz.draw.render import dot
+from autograd_viz.draw.render.dot_clusters import OPS_ONLY
 from autograd_viz.trace import Trace
 from tests.viz.test_modules import transformer_trace
 

@@ -14,10 +14,11 @@ import re
 
 import pytest
 
-from autograd_viz.draw import dot, showing, summaries
-from autograd_viz.draw.graph_view import GraphView
-from autograd_viz.draw.modules import ModuleTree
-from autograd_viz.draw.names import Names, expand_braces
+from autograd_viz.draw.model import showing, totals
+from autograd_viz.draw.model.graph_view import GraphView
+from autograd_viz.draw.model.targets import Names, expand_braces
+from autograd_viz.draw.model.tree import ModuleTree
+from autograd_viz.draw.render import dot
 from autograd_viz.trace import Trace
 from tests.viz.test_modules_torch import _step_inside, _view, transformer_encoder, unrolled_gru
 
@@ -108,7 +109,7 @@ def test_around_a_layer_whole_is_still_one_box_for_the_others() -> None:
 
 
 def _check_one_status_a_box(picture: GraphView, view: GraphView) -> None:
-    status = summaries.status_of_calls(view, ModuleTree.of_view(view))
+    status = totals.status_of_calls(view, ModuleTree.of_view(view))
     for node in picture.nodes.values():
         if node.box is not None and node.box.group is not None:
             assert {status(i) for i in node.box.scopes} == {node.box.summary.status}, node.box.name

@@ -10,10 +10,11 @@ import pytest
 
 import autograd_viz
 import engine
-from autograd_viz.draw import chains, dot
-from autograd_viz.draw import select as graph_select
-from autograd_viz.draw.dot import to_dot
-from autograd_viz.draw.graph_view import GraphViewError
+from autograd_viz.draw.model import chains
+from autograd_viz.draw.model import select as graph_select
+from autograd_viz.draw.model.graph_view import GraphViewError
+from autograd_viz.draw.render import dot
+from autograd_viz.draw.render.dot import to_dot
 from autograd_viz.trace import Trace
 from tests.viz.dotting import drawn_edges, drawn_nodes
 

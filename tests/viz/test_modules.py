@@ -14,11 +14,12 @@ import pytest
 import autograd_viz
 import engine
 from autograd_viz import cli
-from autograd_viz.draw import dot, showing, summaries
-from autograd_viz.draw import select as graph_select
-from autograd_viz.draw.graph_view import GraphView, GraphViewError, from_state
-from autograd_viz.draw.modules import ModuleTree, fold_name
-from autograd_viz.draw.names import Names, expand_braces, node_name
+from autograd_viz.draw.model import select as graph_select
+from autograd_viz.draw.model import showing, totals
+from autograd_viz.draw.model.graph_view import GraphView, GraphViewError, from_state
+from autograd_viz.draw.model.targets import Names, expand_braces, node_name
+from autograd_viz.draw.model.tree import ModuleTree, fold_name
+from autograd_viz.draw.render import dot
 from autograd_viz.trace import Trace
 from autograd_viz.trace.replay import NodeStatus
 from tests.viz.dotting import SVG
@@ -326,7 +327,7 @@ def test_the_running_nodes_modules_open_by_themselves_at_a_step() -> None:
     assert sorted(i for f in folds for i in layers[f.name]) == [
         i for i in range(LAYERS) if i != block
     ]
-    status = summaries.status_of_calls(view, ModuleTree.of_view(view))
+    status = totals.status_of_calls(view, ModuleTree.of_view(view))
     statuses = {f.summary.status for f in folds}
     assert {showing.BoxStatus.DONE, showing.BoxStatus.NOT_STARTED} <= statuses
     assert len(statuses) == len(folds)

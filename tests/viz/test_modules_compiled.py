@@ -3,7 +3,7 @@
 Inside compiled code no module hook runs, so every node of the backward is made
 in the model's one call; the parameters' names still say their modules, and the
 tree (``dot``, the TUI's tree view, ``--around``) shows them there (Note
-[Parameters of a compiled model] in ``autograd_viz/draw/modules.py``).
+[Parameters of a compiled model] in ``autograd_viz/draw/model/tree.py``).
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from autograd_viz.draw import dot
-from autograd_viz.draw.graph_view import from_state
-from autograd_viz.draw.modules import ModuleTree
-from autograd_viz.draw.names import Names
+from autograd_viz.draw.model.graph_view import from_state
+from autograd_viz.draw.model.targets import Names
+from autograd_viz.draw.model.tree import ModuleTree
+from autograd_viz.draw.render import dot
 from autograd_viz.trace import Trace
 from autograd_viz.trace.recording import record
 from tests.viz.dotting import needs_dot, svg_tree

@@ -13,11 +13,12 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 import autograd_viz
-from autograd_viz.draw import dot, showing
-from autograd_viz.draw.folds import _runs
-from autograd_viz.draw.graph_view import GraphView, from_state
-from autograd_viz.draw.modules import ModuleTree
-from autograd_viz.draw.names import Names
+from autograd_viz.draw.model import showing
+from autograd_viz.draw.model.folds import _runs
+from autograd_viz.draw.model.graph_view import GraphView, from_state
+from autograd_viz.draw.model.targets import Names
+from autograd_viz.draw.model.tree import ModuleTree
+from autograd_viz.draw.render import dot
 from autograd_viz.trace import Trace
 
 

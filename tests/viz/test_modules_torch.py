@@ -12,10 +12,11 @@ import pytest
 
 import autograd_viz
 from autograd_viz.cli import main
-from autograd_viz.draw import dot, showing, summaries
-from autograd_viz.draw.graph_view import GraphView, from_state
-from autograd_viz.draw.modules import MAX_BOXES, ModuleTree
-from autograd_viz.draw.names import Names, node_name
+from autograd_viz.draw.model import showing, totals
+from autograd_viz.draw.model.graph_view import GraphView, from_state
+from autograd_viz.draw.model.targets import Names, node_name
+from autograd_viz.draw.model.tree import MAX_BOXES, ModuleTree
+from autograd_viz.draw.render import dot
 from autograd_viz.trace import Trace
 from tests.viz.dotting import needs_dot, svg_groups, svg_tree
 
@@ -323,7 +324,7 @@ def test_at_a_step_inside_layer_6_only_it_opens_and_the_other_layers_are_one_box
     # One layer's inside and a box: no bigger than the picture before the layers ran.
     assert len(picture.nodes) <= 20, len(picture.nodes)
     tree = ModuleTree.of_view(view)
-    status = summaries.status_of_calls(view, tree)
+    status = totals.status_of_calls(view, tree)
     for box in [n.box for n in picture.nodes.values() if n.box and n.box.count > 1]:
         assert {status(i) for i in box.scopes} == {box.summary.status}
         assert box.summary.nodes == len(box.members) == sum(tree.scopes[i].size for i in box.scopes)

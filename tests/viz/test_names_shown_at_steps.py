@@ -14,9 +14,10 @@ import pytest
 from textual.widgets import Input
 
 import autograd_viz
-from autograd_viz.draw import dot, select, showing
-from autograd_viz.draw.graph_view import GraphViewError, from_state
-from autograd_viz.draw.names import node_name
+from autograd_viz.draw.model import select, showing
+from autograd_viz.draw.model.graph_view import GraphViewError, from_state
+from autograd_viz.draw.model.targets import node_name
+from autograd_viz.draw.render import dot
 from autograd_viz.trace import Trace
 from autograd_viz.tui.listing import row_name
 from autograd_viz.tui.text import short_name

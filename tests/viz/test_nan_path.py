@@ -12,7 +12,7 @@ from textual.pilot import Pilot
 
 import autograd_viz
 import engine
-from autograd_viz.draw.dot import PATH_COLOR, PATH_NOTICE
+from autograd_viz.draw.render.dot import PATH_COLOR, PATH_NOTICE
 from autograd_viz.nan.report import path_from_root
 from autograd_viz.nan.scan import find_nans
 from autograd_viz.trace import Trace

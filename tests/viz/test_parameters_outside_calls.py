@@ -23,9 +23,9 @@ from rich.console import Console
 
 import autograd_viz
 from autograd_viz import cli
-from autograd_viz.draw import select
-from autograd_viz.draw.graph_view import from_state
-from autograd_viz.draw.modules import ModuleTree
+from autograd_viz.draw.model import select
+from autograd_viz.draw.model.graph_view import from_state
+from autograd_viz.draw.model.tree import ModuleTree
 from autograd_viz.timeline import to_chrome_trace
 from autograd_viz.trace import Trace
 from autograd_viz.trace.scopes import owner_scope

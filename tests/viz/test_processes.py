@@ -237,7 +237,7 @@ def test_collectives_are_slices_on_their_buckets_lanes_with_an_arrow_from_their_
     tmp_path: Path,
 ) -> None:
     import engine
-    from autograd_viz.draw.words import explain
+    from autograd_viz.draw.render.words import explain
     from autograd_viz.timeline import to_chrome_trace
     from autograd_viz.trace.recording import record
     from engine.events import HUB
@@ -464,7 +464,7 @@ def test_a_watched_child_starts_without_the_drawing_modules(tmp_path: Path) -> N
     assert done.stdout.splitlines() == [
         "[]",
         "[]",
-        "autograd_viz.draw.dot autograd_viz.nan.watch autograd_viz.trace.replay NodeStatus",
+        "autograd_viz.draw.render.dot autograd_viz.nan.watch autograd_viz.trace.replay NodeStatus",
     ]
     with pytest.raises(AttributeError, match="no attribute 'nothing'"):
         import autograd_viz

@@ -16,11 +16,11 @@ import pytest
 
 import autograd_viz
 import engine
-from autograd_viz.draw import showing
-from autograd_viz.draw.graph_view import GraphView, from_state
-from autograd_viz.draw.module_picture import StepPictures
-from autograd_viz.draw.modules import ModuleTree
-from autograd_viz.draw.summaries import ordered_statuses
+from autograd_viz.draw.model import showing
+from autograd_viz.draw.model.graph_view import GraphView, from_state
+from autograd_viz.draw.model.module_picture import StepPictures
+from autograd_viz.draw.model.totals import ordered_statuses
+from autograd_viz.draw.model.tree import ModuleTree
 from autograd_viz.trace import Trace
 from tests.viz.test_modules import transformer_trace, unrolled_trace
 

@@ -9,8 +9,8 @@ import pytest
 
 import autograd_viz
 import engine
-from autograd_viz.draw import showing
-from autograd_viz.draw.graph_view import GraphView, ViewEdge, ViewNode, from_state
+from autograd_viz.draw.model import showing
+from autograd_viz.draw.model.graph_view import GraphView, ViewEdge, ViewNode, from_state
 
 
 def _view() -> GraphView:

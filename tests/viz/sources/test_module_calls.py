@@ -98,7 +98,7 @@ def test_number_calls_ranks_each_paths_ids_among_the_graphs_nodes() -> None:
 
 
 def test_a_graph_drawn_before_backward_has_its_scopes() -> None:
-    from autograd_viz.draw.graph_view import from_tensors
+    from autograd_viz.draw.model.graph_view import from_tensors
 
     x = engine.tensor([1.0, 2.0], requires_grad=True, name="x")
     with engine.scope("enc", kind="Enc"):

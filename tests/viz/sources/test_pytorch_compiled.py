@@ -22,9 +22,9 @@ else:
     torch = pytest.importorskip("torch")
 pytest.importorskip("torch._dynamo")
 
-from autograd_viz.draw import dot
-from autograd_viz.draw.graph_view import from_state
-from autograd_viz.draw.modules import ModuleTree
+from autograd_viz.draw.model.graph_view import from_state
+from autograd_viz.draw.model.tree import ModuleTree
+from autograd_viz.draw.render import dot
 from autograd_viz.nan.forward import compiled as forward_compiled
 from autograd_viz.nan.watch import watch_nan
 from autograd_viz.sources import once

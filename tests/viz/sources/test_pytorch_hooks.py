@@ -204,7 +204,7 @@ def test_a_trace_with_hooks_saves_and_loads(tmp_path: Path) -> None:
 
 
 def test_the_step_explained_names_the_hook_and_its_line() -> None:
-    from autograd_viz.draw.words import explain
+    from autograd_viz.draw.render.words import explain
 
     trace, _, _ = _watched()
     event = _hooks(trace)[("MulBackward0", "tensor_pre")]

@@ -325,7 +325,7 @@ def test_old_changes_are_dropped_past_the_bound(monkeypatch: pytest.MonkeyPatch)
 
 
 def test_a_graph_drawn_before_backward_has_its_modules() -> None:
-    from autograd_viz.draw.graph_view import from_torch_tensors
+    from autograd_viz.draw.model.graph_view import from_torch_tensors
 
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(3, 4), nn.Tanh())

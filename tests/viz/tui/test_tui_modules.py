@@ -10,7 +10,7 @@ from textual.pilot import Pilot
 
 import autograd_viz
 import engine
-from autograd_viz.draw.modules import MAX_BOXES
+from autograd_viz.draw.model.tree import MAX_BOXES
 from autograd_viz.trace import Trace
 from autograd_viz.tui.dag import DagView
 from autograd_viz.tui.listing import module_rows, module_tree
@@ -545,18 +545,18 @@ def test_in_a_big_graph_find_reads_no_names_on_the_ui_thread(
 ) -> None:
     import threading
 
-    from autograd_viz.draw import names
+    from autograd_viz.draw.model import targets
 
     task = next(iter(big.graph_tasks.values()))
     app = replay_app(big)
     built_in: list[str] = []
-    made = names.Names.__init__
+    made = targets.Names.__init__
 
-    def recorded(self: names.Names, *args: Any, **kwargs: Any) -> None:
+    def recorded(self: targets.Names, *args: Any, **kwargs: Any) -> None:
         built_in.append(threading.current_thread().name)
         made(self, *args, **kwargs)
 
-    monkeypatch.setattr(names.Names, "__init__", recorded)
+    monkeypatch.setattr(targets.Names, "__init__", recorded)
 
     async def actions(pilot: Pilot[Any]) -> None:
         dag = dag_of(app)

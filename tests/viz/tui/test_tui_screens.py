@@ -10,7 +10,7 @@ from rich.console import Console
 from textual.pilot import Pilot
 from textual.widgets import Static
 
-from autograd_viz.draw.words import KIND_MEANINGS
+from autograd_viz.draw.render.words import KIND_MEANINGS
 from autograd_viz.trace import Trace
 from autograd_viz.tui import VizApp
 from autograd_viz.tui.dag import DagView

@@ -1,7 +1,7 @@
 """How the Graphviz drawings look: node colours by status, borders, edge and tensor colours.
 
-Shared by :mod:`autograd_viz.draw.dot` (nodes, edges, the legend) and
-:mod:`autograd_viz.draw.dot_modules` (module boxes and clusters).
+Shared by :mod:`autograd_viz.draw.render.dot` (nodes, edges, the legend) and
+:mod:`autograd_viz.draw.render.dot_clusters` (module boxes and clusters).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Which module calls a picture opens: a level, expansion, requests, and a focus.
 
-The first step of the module view (:mod:`autograd_viz.draw.showing` draws
+The first step of the module view (:mod:`autograd_viz.draw.model.showing` draws
 the choice): :func:`choose` says which calls of a
-:class:`~autograd_viz.draw.modules.ModuleTree` are open (drawn as a cluster
+:class:`~autograd_viz.draw.model.tree.ModuleTree` are open (drawn as a cluster
 around what they hold) and which folds are opened into their calls;
 :func:`focus_of` says which nodes a step is about.
 """
@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from autograd_viz.draw.graph_view import GraphView
-from autograd_viz.draw.modules import MAX_BOXES, ModuleTree
-from autograd_viz.draw.names import Target
-from autograd_viz.draw.summaries import BoxStatus
+from autograd_viz.draw.model.graph_view import GraphView
+from autograd_viz.draw.model.targets import Target
+from autograd_viz.draw.model.totals import BoxStatus
+from autograd_viz.draw.model.tree import MAX_BOXES, ModuleTree
 from autograd_viz.trace.replay import NodeStatus
 
 MAX_NESTING = 64
@@ -47,7 +47,7 @@ class Choice:
     """Fold groups drawn as their calls."""
     held: Mapping[int, frozenset[int]] = field(default_factory=dict)
     """Fold groups drawn as some of their repetitions (by position), the others as one box
-    (Note [Around a fold] in :mod:`~autograd_viz.draw.select`)."""
+    (Note [Around a fold] in :mod:`~autograd_viz.draw.model.select`)."""
     parts: Mapping[int, tuple[frozenset[int], ...]] = field(default_factory=dict)
     """Fold groups whose repetitions (those not held) stand at different statuses: one box
     per part, each part the repetitions (by position) of one status (Note [A box is one
@@ -90,7 +90,7 @@ def choose(
         max_boxes: the budget of the default level.
         split: a fold holding something opened is drawn as the repetitions holding it,
             the others as one box, instead of as all its calls (Note [Around a fold] in
-            :mod:`~autograd_viz.draw.select`).
+            :mod:`~autograd_viz.draw.model.select`).
         status: each call's status at the step (by scope index); with it, a fold whose
             calls differ in status is drawn as one box per status (Note [A box is one
             status]). Without it (no step, or an animation whose boxes stay in place),

@@ -1,6 +1,6 @@
 """A choice of open and closed module calls made into a picture of one step.
 
-:func:`apply` is the second half of the view model (:mod:`autograd_viz.draw.showing`
+:func:`apply` is the second half of the view model (:mod:`autograd_viz.draw.model.showing`
 chooses; this draws the choice). It works in two parts: a :class:`Layout`,
 made from the module tree and the choice alone, says which box or cluster each
 node falls in; :func:`fill` makes the step's picture from it and the box
@@ -14,13 +14,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from autograd_viz.draw.boxes import ModuleBox, box_node
-from autograd_viz.draw.choosing import Choice
-from autograd_viz.draw.folds import group_of_calls
-from autograd_viz.draw.graph_view import GraphView, ViewEdge, ViewNode
-from autograd_viz.draw.modules import FoldGroup, ModuleTree, Scope
-from autograd_viz.draw.running_sums import RunningSums
-from autograd_viz.draw.summaries import NOT_SUMMED, BoxSummary, CallSums, scope_summaries
+from autograd_viz.draw.model.boxes import ModuleBox, box_node
+from autograd_viz.draw.model.choosing import Choice
+from autograd_viz.draw.model.folds import group_of_calls
+from autograd_viz.draw.model.graph_view import GraphView, ViewEdge, ViewNode
+from autograd_viz.draw.model.running_totals import RunningSums
+from autograd_viz.draw.model.totals import NOT_SUMMED, BoxSummary, CallSums, scope_summaries
+from autograd_viz.draw.model.tree import FoldGroup, ModuleTree, Scope
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,7 +131,7 @@ def apply(
     to step); edges into, out of and between boxes are merged into one per
     pair of drawn nodes, with their ``count``. ``summed=False`` skips adding up
     the boxes' summaries (most of a big picture's time): each is :data:`NOT_SUMMED`;
-    ``sums`` are the calls' :func:`~autograd_viz.draw.summaries.call_sums`, if made already
+    ``sums`` are the calls' :func:`~autograd_viz.draw.model.totals.call_sums`, if made already
     (they are then used up).
     """
     laid = layout(tree, choice)

@@ -3,11 +3,11 @@
 Every fold of every view is one of these: a closed module call, a fold of
 alike sibling calls (``transformer.h.{0..11}`` ×12), and a repeated chain
 (``(TanhBackward0, AddBackward0, MmBackward0) #93..#6`` ×30) that
-:func:`autograd_viz.draw.chains.collapse` folds where no module encloses it.
+:func:`autograd_viz.draw.model.chains.collapse` folds where no module encloses it.
 A box says what it is called, how many repetitions it stands for, what it
 holds and what that adds up to at the step; its name, typed back into
 ``--around``, ``--expand`` or the TUI's ``/``, names what it holds
-(:mod:`autograd_viz.draw.names`).
+(:mod:`autograd_viz.draw.model.targets`).
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from autograd_viz.draw.summaries import BoxSummary
+from autograd_viz.draw.model.totals import BoxSummary
 
 if TYPE_CHECKING:
-    from autograd_viz.draw.graph_view import ViewNode
+    from autograd_viz.draw.model.graph_view import ViewNode
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,7 +30,7 @@ class ModuleBox:
     its first node's key for a chain."""
     name: str
     """What it is called (:attr:`Scope.name`, :attr:`FoldGroup.name`, or a chain's
-    :func:`~autograd_viz.draw.chains.chain_name`): typed back, it names what it holds."""
+    :func:`~autograd_viz.draw.model.chains.chain_name`): typed back, it names what it holds."""
     kind: str
     """The module's class name (``""`` if the trace does not say, and for a chain)."""
     count: int

@@ -1,12 +1,13 @@
-"""Graphviz drawing of a :class:`~autograd_viz.draw.graph_view.GraphView`: nodes, edges, legend.
+"""Graphviz drawing of a :class:`~autograd_viz.draw.model.graph_view.GraphView`: nodes, edges,
+legend.
 
-:func:`render` is the drawing half of :mod:`autograd_viz.draw.dot` (which
+:func:`render` is the drawing half of :mod:`autograd_viz.draw.render.dot` (which
 builds the view, chooses what to show and saves the file): each backward node
 with its name and id, ``sequence_nr``, ``topological_nr``, dependencies and
 device, filled with its status's colour; edges labelled with the input slot
 they fill; a cluster per graph task and device; module boxes and clusters
-through :mod:`autograd_viz.draw.dot_modules`. Every piece of text comes from
-user code and goes through :mod:`autograd_viz.draw.escape`.
+through :mod:`autograd_viz.draw.render.dot_clusters`. Every piece of text comes from
+user code and goes through :mod:`autograd_viz.draw.render.escape`.
 """
 
 from __future__ import annotations
@@ -17,17 +18,17 @@ from typing import TYPE_CHECKING
 
 import graphviz
 
-from autograd_viz.draw import dot_quote
-from autograd_viz.draw.dot_modules import (
+from autograd_viz.draw.model.graph_view import GraphView, TaskView, TensorBox, ViewEdge, ViewNode
+from autograd_viz.draw.render import dot_quote
+from autograd_viz.draw.render.dot_clusters import (
     MODULE_LEGEND,
     draw_nested,
     draw_stacking,
     module_attrs,
     module_edge_attrs,
 )
-from autograd_viz.draw.escape import html_label, html_text, plain_text
-from autograd_viz.draw.graph_view import GraphView, TaskView, TensorBox, ViewEdge, ViewNode
-from autograd_viz.draw.styles import (
+from autograd_viz.draw.render.escape import html_label, html_text, plain_text
+from autograd_viz.draw.render.styles import (
     BORDER,
     CAPTURED_BORDER,
     CUT_EDGE,

@@ -19,7 +19,7 @@ from typing import Any, cast
 
 import graphviz
 
-from autograd_viz.draw import dot
+from autograd_viz.draw.render import dot
 
 MIN_BATCH = 16
 """Fewest frames worth a ``dot`` process of their own (one starts in about 20 ms)."""
@@ -32,7 +32,7 @@ class GraphvizError(RuntimeError):
 class GraphvizNotFoundError(dot.GraphvizNotFoundError):
     """Graphviz's ``dot`` program is not on ``PATH``.
 
-    A :class:`autograd_viz.draw.dot.GraphvizNotFoundError`, so that callers handle a
+    A :class:`autograd_viz.draw.render.dot.GraphvizNotFoundError`, so that callers handle a
     missing ``dot`` the same way whether they draw one graph or animate many.
     """
 

@@ -1,10 +1,10 @@
 """Trimming a big graph down to a drawing someone can read.
 
-Three independent steps, applied by :func:`autograd_viz.draw.dot.to_dot` in this
+Three independent steps, applied by :func:`autograd_viz.draw.render.dot.to_dot` in this
 order:
 
 * :func:`around`: the nodes within ``depth`` edges of a node, a parameter or a
-  module (any name :mod:`autograd_viz.draw.names` reads);
+  module (any name :mod:`autograd_viz.draw.model.targets` reads);
 * :func:`collapse`: each run of a repeating pattern along a chain or the
   steps of an unrolled loop with their side inputs (the ``Tanh → Add → Mm``
   of an RNN) becomes one node that says how many steps it stands for and how
@@ -19,17 +19,18 @@ from collections import deque
 from collections.abc import Collection, Container, Iterable, Sequence
 from dataclasses import replace
 
-from autograd_viz.draw.chains import MAX_PERIOD, chain_folds, collapse
-from autograd_viz.draw.folds import FoldGroup, group_of_calls
-from autograd_viz.draw.graph_view import GraphView, GraphViewError, ViewEdge
-from autograd_viz.draw.modules import ModuleTree
-from autograd_viz.draw.names import Names, Target
+from autograd_viz.draw.model.chains import MAX_PERIOD, chain_folds, collapse
+from autograd_viz.draw.model.folds import FoldGroup, group_of_calls
+from autograd_viz.draw.model.graph_view import GraphView, GraphViewError, ViewEdge
+from autograd_viz.draw.model.targets import Names, Target
+from autograd_viz.draw.model.tree import ModuleTree
 
 # -- a neighbourhood -------------------------------------------------------------------
 
 
 def find_node(view: GraphView, spec: int | str) -> str:
-    """The key of the one node ``spec`` names (any name :mod:`~autograd_viz.draw.names` reads).
+    """The key of the one node ``spec`` names (any name :mod:`~autograd_viz.draw.model.targets`
+    reads).
 
     Raises:
         GraphViewError: ``spec`` names nothing, or a module (several nodes).
@@ -81,9 +82,9 @@ def around_carrying(
 ) -> tuple[GraphView, frozenset[str]]:
     """The part of ``view`` within ``depth`` edges (either direction) of what ``spec`` names.
 
-    ``spec`` is any name :mod:`~autograd_viz.draw.names` reads (a node, a
+    ``spec`` is any name :mod:`~autograd_viz.draw.model.targets` reads (a node, a
     parameter, a module: then every node inside it is a centre), or a
-    :class:`~autograd_viz.draw.names.Target` already resolved.
+    :class:`~autograd_viz.draw.model.targets.Target` already resolved.
 
     ``together`` are sets of nodes that count as one: reaching one of them
     reaches them all, at one distance, and keeps them all (the other calls of a

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from autograd_viz.draw.animate import AnimationResult
+    from autograd_viz.draw.render.animate import AnimationResult
     from autograd_viz.trace import Trace
 
 __all__ = ["Animation", "animate"]
@@ -67,7 +67,7 @@ def animate(
     Args:
         trace: a recorded or loaded trace with at least one backward call.
         output: an ``.html`` file to keep the page in; a temporary file if ``None``.
-        **options: what :func:`autograd_viz.draw.animate.animate` takes (``first``,
+        **options: what :func:`autograd_viz.draw.render.animate.animate` takes (``first``,
             ``last``, ``max_frames``, ``frame_ms``, ``title``) and what ``to_dot``
             takes (``values=True``, ``around=``, ``expand=``, ...).
 
@@ -77,7 +77,7 @@ def animate(
     Raises:
         ValueError: ``output`` is not an HTML file, or what the page animate raises.
     """
-    from autograd_viz.draw import animate as pages
+    from autograd_viz.draw.render import animate as pages
 
     if output is None:
         folder = tempfile.mkdtemp(prefix="autograd-viz-")

@@ -93,7 +93,8 @@ class Digraph(graphviz.Digraph):
 
     stacked_from: int | None = None
     """How many lines of ``body`` were drawn before the invisible edges that stack module
-    clusters (:func:`autograd_viz.draw.dot_modules.draw_stacking`); None when there are none."""
+    clusters (:func:`autograd_viz.draw.render.dot_clusters.draw_stacking`); None when there are
+    none."""
 
 
 __all__ = ["Digraph", "a_list", "attr_list", "quote", "quote_edge"]

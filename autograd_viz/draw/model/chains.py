@@ -2,11 +2,11 @@
 
 :func:`collapse` finds each run of a repeating pattern along a chain, or the
 steps of an unrolled loop with their side inputs (the ``Tanh → Add → Mm`` of
-an RNN), and draws it as one :class:`~autograd_viz.draw.boxes.ModuleBox`: the
+an RNN), and draws it as one :class:`~autograd_viz.draw.model.boxes.ModuleBox`: the
 same kind of box as a closed module call or a fold of calls, with a name
 (:func:`chain_name`), a count and a summary of what it holds. The name reads
 back (:func:`chain_folds` gives every chain fold's name and nodes to
-:class:`~autograd_viz.draw.names.Names`), so what a ``--collapse`` picture
+:class:`~autograd_viz.draw.model.targets.Names`), so what a ``--collapse`` picture
 shows can be typed into ``--around``, ``--expand`` and the TUI's ``/``.
 """
 
@@ -16,9 +16,9 @@ from collections import Counter
 from collections.abc import Callable, Collection, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from autograd_viz.draw.boxes import ModuleBox, box_node
-from autograd_viz.draw.graph_view import GraphView, ViewEdge, ViewNode
-from autograd_viz.draw.summaries import BoxSummary, summarize
+from autograd_viz.draw.model.boxes import ModuleBox, box_node
+from autograd_viz.draw.model.graph_view import GraphView, ViewEdge, ViewNode
+from autograd_viz.draw.model.totals import BoxSummary, summarize
 
 MAX_PERIOD = 4
 """The longest repeating pattern :func:`collapse` looks for, in nodes."""
@@ -53,7 +53,7 @@ def chain_folds(view: GraphView, min_repeats: int = MIN_REPEATS) -> list[ChainFo
 
     def signature(key: str) -> tuple[object, ...]:
         # The module call is part of it: a chain folds inside one call, never across
-        # calls, which the module view folds as calls (autograd_viz.draw.showing).
+        # calls, which the module view folds as calls (autograd_viz.draw.model.showing).
         side = tuple(sorted(names[s] for s in sides.get(key, ())))
         return (names[key], side, view.nodes[key].info.scope)
 
@@ -90,7 +90,7 @@ def collapse(
     """Fold every run of at least ``min_repeats`` repetitions of a pattern along a spine.
 
     See Note [Folding the steps of a loop]. Each run becomes one node whose
-    ``box`` is a :class:`~autograd_viz.draw.boxes.ModuleBox` (its name, count,
+    ``box`` is a :class:`~autograd_viz.draw.model.boxes.ModuleBox` (its name, count,
     members and summary at the step). Runs holding a node of ``keep`` stay
     drawn whole (``--expand`` of a chain fold's name). When nothing repeats,
     the view is the same but says so in a notice.

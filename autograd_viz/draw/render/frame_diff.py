@@ -13,7 +13,7 @@ opening and closing, defaults, the graph's own attributes):
    different statements it has over the group's frames;
 2. each group is laid out once by dot, from its last frame (the one with the
    most text), every node made as big as its biggest variant (Note [Still
-   layout] in :mod:`autograd_viz.draw.frames`);
+   layout] in :mod:`autograd_viz.draw.render.frames`);
 3. one ``neato -n2`` pass per group draws, at the positions of that layout, the
    group's drawing (its *base*) and every variant of every element on one
    sheet; each variant's SVG group is cut out of the sheet.
@@ -33,7 +33,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from autograd_viz.draw.frames import (
+from autograd_viz.draw.render.frames import (
     _KEEP_POSITIONS,
     _LAYOUT,
     Layout,
@@ -43,7 +43,7 @@ from autograd_viz.draw.frames import (
     _render,
     _viewport,
 )
-from autograd_viz.draw.svg_parts import element_groups, inline, renamed
+from autograd_viz.draw.render.svg_parts import element_groups, inline, renamed
 
 _ID = r'"(?:[^"\\]|\\.)*"|[^\s"\[\]{};=]+'
 _OPEN = re.compile(rf"\s*subgraph (?P<name>{_ID}) {{\n\Z")

@@ -1,9 +1,9 @@
 """An animation's frames as DOT statements, drawn once per step and redrawn only where it changed.
 
 :func:`view_frames` reads each step through the view model
-(:func:`autograd_viz.draw.showing.show`, the module view every picture uses,
+(:func:`autograd_viz.draw.model.showing.show`, the module view every picture uses,
 with the call being worked on open, Note [An animation opens the work]) and
-writes each frame's DOT as :class:`~autograd_viz.draw.frame_diff.Frame` elements.
+writes each frame's DOT as :class:`~autograd_viz.draw.render.frame_diff.Frame` elements.
 A step changes a few nodes, edges and clusters: only those are drawn
 again (see Note [Drawing what changed]), so a frame costs what it changes, not
 what the graph holds.
@@ -18,12 +18,13 @@ from typing import TYPE_CHECKING
 
 import graphviz
 
-from autograd_viz.draw import dot, dot_render, showing
-from autograd_viz.draw.escape import html_label, html_text
-from autograd_viz.draw.frame_diff import Frame, read_frame
+from autograd_viz.draw.model import showing
+from autograd_viz.draw.render import dot, dot_render
+from autograd_viz.draw.render.escape import html_label, html_text
+from autograd_viz.draw.render.frame_diff import Frame, read_frame
 
 if TYPE_CHECKING:
-    from autograd_viz.draw.graph_view import GraphView
+    from autograd_viz.draw.model.graph_view import GraphView
     from autograd_viz.trace import Trace
 
 # Note [An animation opens the work]
@@ -64,7 +65,7 @@ def view_frames(
     level: int | None = None,
     expand: str | Sequence[str] = (),
 ) -> list[Frame | str]:
-    """Each step's picture (the options of :func:`autograd_viz.draw.dot.to_dot`) as a frame.
+    """Each step's picture (the options of :func:`autograd_viz.draw.render.dot.to_dot`) as a frame.
 
     A frame that cannot be read as elements is its DOT source.
     """
@@ -121,7 +122,7 @@ def graph_frames(graphs: Iterable[graphviz.Digraph]) -> list[Frame | str]:
 
 @dataclass(frozen=True, slots=True)
 class _Drawing:
-    """How every frame is drawn (the options of :func:`autograd_viz.draw.dot.render`)."""
+    """How every frame is drawn (the options of :func:`autograd_viz.draw.render.dot.render`)."""
 
     saved: bool
     values: bool

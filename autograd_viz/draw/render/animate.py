@@ -1,15 +1,15 @@
 """A backward pass as an animation: one graph frame per engine step.
 
 :func:`animate` draws the graph after each selected step of a trace, at module
-level like every picture (:mod:`autograd_viz.draw.showing`), and writes either
+level like every picture (:mod:`autograd_viz.draw.model.showing`), and writes either
 one self-contained HTML page (play / pause / step / slider controls, no network
 access needed) or an animated GIF, chosen by the output's suffix.
 
 The page stores what changes between frames, not a drawing per frame
-(:mod:`autograd_viz.draw.step_frames` draws only what a step changed;
-:mod:`autograd_viz.draw.frame_diff` lays the graph out once and draws each change
-once, Note [Frames as changes]); :mod:`autograd_viz.draw.player` writes the page.
-A GIF's frames are whole pictures (:func:`autograd_viz.draw.frames.render_frames`).
+(:mod:`autograd_viz.draw.render.step_frames` draws only what a step changed;
+:mod:`autograd_viz.draw.render.frame_diff` lays the graph out once and draws each change
+once, Note [Frames as changes]); :mod:`autograd_viz.draw.render.player` writes the page.
+A GIF's frames are whole pictures (:func:`autograd_viz.draw.render.frames.render_frames`).
 """
 
 from __future__ import annotations
@@ -24,16 +24,16 @@ from typing import TYPE_CHECKING, Any
 
 import graphviz
 
-from autograd_viz.draw import dot
-from autograd_viz.draw.frame_diff import frame_changes
-from autograd_viz.draw.frames import (
+from autograd_viz.draw.render import dot
+from autograd_viz.draw.render.frame_diff import frame_changes
+from autograd_viz.draw.render.frames import (
     GraphvizError,
     GraphvizNotFoundError,
     dot_executable,
     render_frames,
 )
-from autograd_viz.draw.player import DEFAULT_FRAME_MS, script_json, write_html
-from autograd_viz.draw.step_frames import graph_frames, view_frames
+from autograd_viz.draw.render.player import DEFAULT_FRAME_MS, script_json, write_html
+from autograd_viz.draw.render.step_frames import graph_frames, view_frames
 from autograd_viz.live import thread_name
 from autograd_viz.trace.text import printable
 
@@ -110,7 +110,7 @@ def animate(
             evenly, its first and last step always kept.
         frame_ms: milliseconds per frame at normal speed.
         title: the page's title (the script or trace name); ``output``'s name if ``None``.
-        to_dot: draws the graph at a step; :func:`autograd_viz.draw.dot.to_dot` if ``None``.
+        to_dot: draws the graph at a step; :func:`autograd_viz.draw.render.dot.to_dot` if ``None``.
         **dot_options: passed on to ``to_dot`` (``values=True``, ``saved=True``, ...).
 
     Returns:

@@ -17,7 +17,7 @@ Every piece of text comes from user code (tensor names, custom Function
 names, exception messages) and is escaped: labels are HTML-like labels whose
 text goes through :func:`html_text`, other attributes through
 :func:`plain_text`, so nothing a user writes is read as DOT or HTML. The drawing
-itself is :func:`~autograd_viz.draw.dot_render.render`; this module builds the
+itself is :func:`~autograd_viz.draw.render.dot_render.render`; this module builds the
 view, chooses what to show and writes the file.
 """
 
@@ -36,18 +36,18 @@ from typing import TYPE_CHECKING, Any
 
 import graphviz
 
-from autograd_viz.draw import showing
-from autograd_viz.draw.dot_modules import unstacked
-from autograd_viz.draw.dot_render import render
-from autograd_viz.draw.escape import html_text, plain_text
-from autograd_viz.draw.graph_view import (
+from autograd_viz.draw.model import showing
+from autograd_viz.draw.model.graph_view import (
     GraphView,
     GraphViewError,
     from_state,
     from_tensors,
     from_torch_tensors,
 )
-from autograd_viz.draw.styles import NON_FINITE, PATH_COLOR, PATH_NOTICE, STATUS_STYLES
+from autograd_viz.draw.render.dot_clusters import unstacked
+from autograd_viz.draw.render.dot_render import render
+from autograd_viz.draw.render.escape import html_text, plain_text
+from autograd_viz.draw.render.styles import NON_FINITE, PATH_COLOR, PATH_NOTICE, STATUS_STYLES
 from autograd_viz.trace import Trace
 from autograd_viz.trace.records import DERIVED_ORDER, observed
 from autograd_viz.trace.replay import ExecutionState
@@ -124,7 +124,7 @@ def to_dot(
             every node without module boxes.
         leaves: draw every fold as one box and open calls that hold no calls with
             the level, as before a fold opened one representative call (Note [A fold
-            shows its inside once] in :mod:`autograd_viz.draw.choosing`).
+            shows its inside once] in :mod:`autograd_viz.draw.model.choosing`).
 
     Returns:
         The graph; ``.source`` is its DOT text, :func:`save` writes it.
@@ -202,7 +202,8 @@ def select(
     focus: Sequence[str] = (),
     leaves: bool = False,
 ) -> GraphView:
-    """What to draw of ``view``: :func:`autograd_viz.draw.showing.show` (see :func:`to_dot`)."""
+    """What to draw of ``view``: :func:`autograd_viz.draw.model.showing.show` (see
+    :func:`to_dot`)."""
     return showing.show(
         view,
         around=around,

@@ -1,17 +1,17 @@
 """What a picture shows of a model at one step: open modules as clusters, closed ones as boxes.
 
-The second part of the view model (:mod:`autograd_viz.draw.modules` has the
+The second part of the view model (:mod:`autograd_viz.draw.model.tree` has the
 tree). Every view goes through here:
 
-1. :func:`~autograd_viz.draw.choosing.choose` says which module calls are open (drawn as a cluster
-   around what they hold) and which folds are opened into their calls: a
+1. :func:`~autograd_viz.draw.model.choosing.choose` says which module calls are open
+   (drawn as a cluster around what they hold) and which folds are opened into their calls: a
    level, ``expand`` (a module opened all the way down, or ``"all"``: every
    node, as without modules), calls and folds opened on request (the TUI's
    Enter), and a focus (the running or failing nodes: their modules open by
    themselves, one level each, so the node is drawn and its neighbours stay
    boxes).
-2. :func:`apply` turns a :class:`~autograd_viz.draw.graph_view.GraphView` and
-   a :class:`~autograd_viz.draw.choosing.Choice` into the picture: a
+2. :func:`apply` turns a :class:`~autograd_viz.draw.model.graph_view.GraphView` and
+   a :class:`~autograd_viz.draw.model.choosing.Choice` into the picture: a
    :class:`ModuleBox` node per closed call or fold (a :class:`BoxSummary` of
    what it holds at the step), a :class:`Cluster` per open call, edges between
    boxes merged (``count``).
@@ -30,11 +30,11 @@ import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
-from autograd_viz.draw import chains, select
-from autograd_viz.draw.boxes import ModuleBox
-from autograd_viz.draw.choosing import MAX_NESTING, Choice, choose, focus_of
-from autograd_viz.draw.graph_view import GraphView
-from autograd_viz.draw.module_picture import (
+from autograd_viz.draw.model import chains, select
+from autograd_viz.draw.model.boxes import ModuleBox
+from autograd_viz.draw.model.choosing import MAX_NESTING, Choice, choose, focus_of
+from autograd_viz.draw.model.graph_view import GraphView
+from autograd_viz.draw.model.module_picture import (
     BY_MODULE,
     Cluster,
     Layout,
@@ -43,9 +43,8 @@ from autograd_viz.draw.module_picture import (
     by_module_line,
     layout,
 )
-from autograd_viz.draw.modules import MAX_BOXES, ModuleTree
-from autograd_viz.draw.names import Names
-from autograd_viz.draw.summaries import (
+from autograd_viz.draw.model.targets import Names
+from autograd_viz.draw.model.totals import (
     NOT_SUMMED,
     BoxStatus,
     BoxSummary,
@@ -54,6 +53,7 @@ from autograd_viz.draw.summaries import (
     status_of_calls,
     summarize,
 )
+from autograd_viz.draw.model.tree import MAX_BOXES, ModuleTree
 from autograd_viz.trace import paused_gc
 
 EXPAND_ALL = "all"
@@ -87,7 +87,7 @@ def show(
             here is drawn whole, a node with its modules open.
         depth: with ``around``, how many edges away to go.
         collapse: fold repeated chains and the steps of loops that no module
-            encloses into one box with a count (:func:`~autograd_viz.draw.chains.collapse`);
+            encloses into one box with a count (:func:`~autograd_viz.draw.model.chains.collapse`);
             a chain fold named in ``expand`` is drawn whole.
         level: see :func:`choose`; by default the deepest with at most
             ``max_boxes`` boxes.
@@ -99,12 +99,12 @@ def show(
         max_nodes: draw at most this many nodes (boxes included), nearest the root.
         follow: open the modules of the step's running and failing nodes
             (:func:`focus_of`), and draw a fold's calls as one box per status (Note [A
-            box is one status] in :mod:`~autograd_viz.draw.choosing`); an animation,
+            box is one status] in :mod:`~autograd_viz.draw.model.choosing`); an animation,
             whose boxes stay where they are from frame to frame, does neither.
         pictures: what the caller keeps from step to step of one graph (see
             :func:`module_view`).
         represent: open one call of each fold drawn, its other calls one box (Note [A fold
-            shows its inside once] in :mod:`~autograd_viz.draw.choosing`).
+            shows its inside once] in :mod:`~autograd_viz.draw.model.choosing`).
 
     Raises:
         GraphViewError: a name names nothing (or a node name several nodes have).
@@ -207,7 +207,7 @@ def module_view(
         view: the graph at a step (every node).
         level: see :func:`choose`.
         expand: names of modules (or nodes) to show whole (any name
-            :class:`~autograd_viz.draw.names.Names` reads); ``"all"`` draws every
+            :class:`~autograd_viz.draw.model.targets.Names` reads); ``"all"`` draws every
             node, as without modules.
         focus: node keys whose modules open; by default the step's
             (:func:`focus_of`).
@@ -216,17 +216,17 @@ def module_view(
             frames): the tree of each graph drawn (it does not change with the step, and
             building it walks every node), and the last step's picture, which the next
             one is made from (Note [A picture from the step before] in
-            :mod:`~autograd_viz.draw.module_picture`).
+            :mod:`~autograd_viz.draw.model.module_picture`).
         split: draw a fold holding a module or node opened as the repetitions holding
             it and one box for the others, not as all its calls (see :func:`choose`).
         by_status: draw a fold whose calls stand at different statuses as one box per
-            status (Note [A box is one status] in :mod:`~autograd_viz.draw.choosing`).
+            status (Note [A box is one status] in :mod:`~autograd_viz.draw.model.choosing`).
         tree: the tree of ``view``'s nodes, made by the caller (``pictures``' trees are
             then not read).
         budget: keep a picture over ``max_boxes`` with every call closed, or one whose
             ``expand`` met more sibling calls than that, to the ``max_boxes`` boxes and
             nodes nearest the root (Note [Siblings count in the budget] in
-            :mod:`~autograd_viz.draw.choosing`); ``False`` where the caller keeps it to a
+            :mod:`~autograd_viz.draw.model.choosing`); ``False`` where the caller keeps it to a
             size of its own.
         represent: open one call of each fold drawn (see :func:`choose`); the default
             level is then chosen with those calls open.
@@ -335,7 +335,7 @@ def fitting_level(
     """The default level: the deepest within ``max_boxes`` boxes (:meth:`ModuleTree.
     default_level`) whose picture is estimated at most :data:`MAX_HEIGHT` points tall (Note
     [A picture a page tall]); at least 1 where the tree has calls. With ``represent`` (Note
-    [A fold shows its inside once] in :mod:`~autograd_viz.draw.choosing`) the boxes and the
+    [A fold shows its inside once] in :mod:`~autograd_viz.draw.model.choosing`) the boxes and the
     height are those of the picture with each fold's representative open."""
     known = _fitted.setdefault(tree, {})
     if (max_boxes, represent) in known:  # an animation asks at every frame of one graph

@@ -17,8 +17,8 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from autograd_viz.draw.graph_view import GraphView, ViewEdge, ViewNode
-from autograd_viz.draw.modules import FoldGroup, ModuleTree
+from autograd_viz.draw.model.graph_view import GraphView, ViewEdge, ViewNode
+from autograd_viz.draw.model.tree import FoldGroup, ModuleTree
 from autograd_viz.trace.replay import NodeStatus
 from autograd_viz.trace.summary import TensorSummary
 from engine.graph import UINT64_MAX
@@ -223,7 +223,7 @@ def scope_summaries(
     """The summary of every module call of ``tree``, and of the fold ``groups``, at ``view``'s step.
 
     ``groups`` are the folds drawn, by box key: a fold drawn as several boxes (Note [A
-    box is one status] in :mod:`~autograd_viz.draw.choosing`) is one group per box.
+    box is one status] in :mod:`~autograd_viz.draw.model.choosing`) is one group per box.
     ``sums``: :func:`call_sums` of the same view and tree, if made already.
 
     Returns:

@@ -8,14 +8,14 @@ three parts:
   creation in the forward (``NodeInfo.scope``) as a tree of :class:`Scope`,
   and the runs of sibling calls with the same inside (GPT-2's 12 blocks, the
   blocks of a ResNet stage, the calls of an unrolled ``GRUCell``) as
-  :class:`~autograd_viz.draw.folds.FoldGroup` (:mod:`autograd_viz.draw.folds`
+  :class:`~autograd_viz.draw.model.folds.FoldGroup` (:mod:`autograd_viz.draw.model.folds`
   says which runs fold). A tree is built once per graph, not per step.
-* :mod:`autograd_viz.draw.showing`: which module calls are open at a step (a
+* :mod:`autograd_viz.draw.model.showing`: which module calls are open at a step (a
   level, ``expand``, boxes opened on request, the running or failing node's
-  modules), and the :class:`~autograd_viz.draw.graph_view.GraphView` with one
+  modules), and the :class:`~autograd_viz.draw.model.graph_view.GraphView` with one
   box per closed call or fold, nested clusters for open calls, and box
   summaries computed from the nodes' state.
-* :mod:`autograd_viz.draw.names`: every name a view shows (a node id,
+* :mod:`autograd_viz.draw.model.targets`: every name a view shows (a node id,
   ``Name #id``, a parameter, a module path, a fold) resolved back to what it
   names.
 
@@ -36,14 +36,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from autograd_viz.draw.folds import Flow, FoldGroup, fold_name, fold_runs, foldable
+from autograd_viz.draw.model.folds import Flow, FoldGroup, fold_name, fold_runs, foldable
 from autograd_viz.trace import NodeInfo
 from autograd_viz.trace.records import LeafInfo
 from autograd_viz.trace.scopes import parameter_chain
 from engine.graph import UINT64_MAX
 
 if TYPE_CHECKING:
-    from autograd_viz.draw.graph_view import GraphView
+    from autograd_viz.draw.model.graph_view import GraphView
 
 MAX_BOXES = 150
 """The most boxes a picture has by default (see :meth:`ModuleTree.default_level`)."""
@@ -82,7 +82,7 @@ class Scope:
     shapes, dtypes), node names with the shapes, dtypes and devices of the gradients they
     take, how those nodes are wired, and children, recursively (Note [Alike calls])."""
     name: str
-    """What views call it and what :mod:`~autograd_viz.draw.names` reads back: the path,
+    """What views call it and what :mod:`~autograd_viz.draw.model.targets` reads back: the path,
     with ``:call`` when the graph holds several calls of the module (``"cell:3"``)."""
     shapes: bool = True
     """Whether every node inside it was recorded with the shapes of the gradients it takes
@@ -97,7 +97,7 @@ class ModuleTree:
     """The module calls of one drawn graph: a tree of :class:`Scope`, with its folds.
 
     Build it with :meth:`build` (the tree of part of a graph, with the whole graph's folds:
-    :func:`~autograd_viz.draw.select.restricted`); it does not change with the step.
+    :func:`~autograd_viz.draw.model.select.restricted`); it does not change with the step.
     """
 
     scopes: tuple[Scope, ...]
@@ -170,14 +170,15 @@ class ModuleTree:
             modules: class names by module path (``GraphTaskInfo.modules``).
             edges: ``(tail, head)`` keys of the graph's edges; with them, a run of
                 calls folds only where the gradient does not leave it and come back
-                (Note [What folds] in :mod:`~autograd_viz.draw.folds`); without
+                (Note [What folds] in :mod:`~autograd_viz.draw.model.folds`); without
                 them, every run folds.
         """
         return _build(nodes, modules or {}, edges)
 
     @classmethod
     def of_view(cls, view: GraphView) -> ModuleTree:
-        """The tree of a :class:`~autograd_viz.draw.graph_view.GraphView`'s nodes and edges."""
+        """The tree of a :class:`~autograd_viz.draw.model.graph_view.GraphView`'s nodes and
+        edges."""
         return cls.build(
             ((k, n.info) for k, n in view.nodes.items()),
             view.modules,

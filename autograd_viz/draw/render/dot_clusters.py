@@ -1,7 +1,7 @@
 """Graphviz for the module view: open module calls as nested clusters, closed ones as boxes.
 
-:func:`autograd_viz.draw.dot.render` draws a view through here when
-:func:`autograd_viz.draw.showing.apply` gave it clusters or boxes. Every name
+:func:`autograd_viz.draw.render.dot.render` draws a view through here when
+:func:`autograd_viz.draw.model.showing.apply` gave it clusters or boxes. Every name
 (module paths, class names) is data and goes through the exporter's escaping.
 """
 
@@ -11,12 +11,12 @@ from collections.abc import Callable, Mapping, Sequence
 
 import graphviz
 
-from autograd_viz.draw import dot_quote
-from autograd_viz.draw.boxes import ModuleBox
-from autograd_viz.draw.escape import html_label, html_text, plain_text
-from autograd_viz.draw.graph_view import GraphView, TensorBox, ViewEdge, ViewNode
-from autograd_viz.draw.showing import BoxStatus, BoxSummary, Cluster
-from autograd_viz.draw.styles import (
+from autograd_viz.draw.model.boxes import ModuleBox
+from autograd_viz.draw.model.graph_view import GraphView, TensorBox, ViewEdge, ViewNode
+from autograd_viz.draw.model.showing import BoxStatus, BoxSummary, Cluster
+from autograd_viz.draw.render import dot_quote
+from autograd_viz.draw.render.escape import html_label, html_text, plain_text
+from autograd_viz.draw.render.styles import (
     BORDER,
     DELIVERED,
     NON_FINITE,
@@ -272,7 +272,8 @@ def draw_stacking(
 def unstacked(graph: graphviz.Digraph) -> graphviz.Digraph | None:
     """``graph`` as drawn before :func:`draw_stacking`, or None when it was not stacked.
 
-    The same DOT source as :func:`autograd_viz.draw.dot_render.render` with ``stacking=False``:
+    The same DOT source as :func:`autograd_viz.draw.render.dot_render.render` with
+    ``stacking=False``:
     the stacking edges and ``newrank`` are the last lines of the drawing's body.
     """
     lines = getattr(graph, "stacked_from", None)

@@ -17,7 +17,7 @@ that got no gradient and why (Note [Gradient findings in a trace] in
   stopped there. At most :data:`OFF_GRAPH` such boxes; one more counts the rest.
 
 Names are data: the box's title, its tooltip and the edge's label are escaped
-where they are drawn (:mod:`autograd_viz.draw.escape`).
+where they are drawn (:mod:`autograd_viz.draw.render.escape`).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from autograd_viz.draw.graph_view import TensorBox
+from autograd_viz.draw.model.graph_view import TensorBox
 from autograd_viz.trace import Trace
 from autograd_viz.trace.notes import MISSING_REASONS, grads_notes
 

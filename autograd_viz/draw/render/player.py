@@ -1,7 +1,7 @@
 """The animation page: one self-contained HTML file that plays a backward pass frame by frame.
 
 The page holds the frames as changes (Note [Frames as changes] in
-:mod:`autograd_viz.draw.frame_diff`): a drawing per group of frames, each
+:mod:`autograd_viz.draw.render.frame_diff`): a drawing per group of frames, each
 variant of an element once, and each frame as the elements it redraws. Its
 script puts the drawing in place and swaps the elements a step changes.
 
@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from autograd_viz.draw.escape import page_text
-from autograd_viz.draw.frame_diff import Changes
+from autograd_viz.draw.render.escape import page_text
+from autograd_viz.draw.render.frame_diff import Changes
 from autograd_viz.trace.text import printable
 
 DEFAULT_FRAME_MS = 500

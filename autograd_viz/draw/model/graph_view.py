@@ -10,8 +10,8 @@ built from one of three sources:
   a trace, with each node's status, remaining dependencies and input buffer,
   and which edges have delivered their gradient.
 
-:mod:`autograd_viz.draw.select` trims a view (a neighbourhood, folded
-chains, a node budget); :mod:`autograd_viz.draw.dot` draws it.
+:mod:`autograd_viz.draw.model.select` trims a view (a neighbourhood, folded
+chains, a node budget); :mod:`autograd_viz.draw.render.dot` draws it.
 
 Every node gets a key that names it in the drawing. Keys are stable: they
 follow the order in which a depth-first walk from the root discovers the
@@ -32,8 +32,8 @@ from autograd_viz.trace import GraphTaskInfo, NodeInfo, TraceEvent, paused_gc
 from autograd_viz.trace.replay import ExecutionState, NodeState, NodeStatus
 
 if TYPE_CHECKING:
-    from autograd_viz.draw.boxes import ModuleBox
-    from autograd_viz.draw.showing import Cluster
+    from autograd_viz.draw.model.boxes import ModuleBox
+    from autograd_viz.draw.model.showing import Cluster
     from autograd_viz.trace.summary import TensorSummary
     from engine import Tensor
 
@@ -88,7 +88,8 @@ class _NodeFields:
     """Its saved tensors were freed."""
     box: ModuleBox | None = None
     """Set when this node stands for several: a closed module call, a fold of calls
-    (:mod:`autograd_viz.draw.showing`) or a folded chain (:mod:`autograd_viz.draw.chains`);
+    (:mod:`autograd_viz.draw.model.showing`) or a folded chain
+    (:mod:`autograd_viz.draw.model.chains`);
     its other fields are its first node's."""
 
 
@@ -194,7 +195,7 @@ class TensorBox:
     """NumPy's name for its dtype."""
     why: str | None = None
     """A leaf that got no gradient (or zeros) in the call: why, and the line (Note [Leaves
-    without gradient in a picture] in :mod:`autograd_viz.draw.no_gradient`)."""
+    without gradient in a picture] in :mod:`autograd_viz.draw.model.no_gradient`)."""
     cut: str | None = None
     """A leaf off the graph: what its edge from the root says (``cut at model.py:28``)."""
 
@@ -324,7 +325,7 @@ def from_graph(
     the class name of each module path in the nodes' scopes.
 
     Every source of graphs draws through here: our engine's tensors
-    (:func:`from_tensors`) and PyTorch's (:func:`autograd_viz.draw.dot.to_dot`).
+    (:func:`from_tensors`) and PyTorch's (:func:`autograd_viz.draw.render.dot.to_dot`).
     """
     keys = {info.id: f"n{i}" for i, info in enumerate(infos)}
     nodes = {
@@ -377,7 +378,7 @@ def from_state(state: ExecutionState, graph_task: int | None = None) -> GraphVie
 
 
 def _from_state(state: ExecutionState, graph_task: int | None) -> GraphView:
-    from autograd_viz.draw.no_gradient import marked  # it builds boxes of this module
+    from autograd_viz.draw.model.no_gradient import marked  # it builds boxes of this module
 
     trace = state.trace
     if not trace.graph_tasks:

@@ -14,9 +14,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from autograd_viz.draw.graph_view import GraphView, ViewEdge, ViewNode
-from autograd_viz.draw.modules import FoldGroup, ModuleTree
-from autograd_viz.draw.summaries import (
+from autograd_viz.draw.model.graph_view import GraphView, ViewEdge, ViewNode
+from autograd_viz.draw.model.totals import (
     BoxSummary,
     box_status,
     groups_by_call,
@@ -27,6 +26,7 @@ from autograd_viz.draw.summaries import (
     status_key,
     waits,
 )
+from autograd_viz.draw.model.tree import FoldGroup, ModuleTree
 
 # Note [What changes in a summary]
 # ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
@@ -129,7 +129,7 @@ class RunningSums:
 
     def _targets(self, index: int, edge: ViewEdge) -> tuple[list[int], list[str]]:
         """The calls and groups an edge is an input of (as
-        :func:`~autograd_viz.draw.summaries.scope_summaries` counts them), kept by index."""
+        :func:`~autograd_viz.draw.model.totals.scope_summaries` counts them), kept by index."""
         known = self._edge_targets.get(index)
         if known is None:
             tree = self.tree

@@ -6,7 +6,7 @@ path (``layer4.1.conv2``, ``cell:3`` when the module ran several times), a
 fold of calls by its members' names in one (``transformer.h.{0..11}``) and a
 folded chain by one repetition's node names and its ends' ids
 (``(TanhBackward0, AddBackward0, MmBackward0) #93..#6``, made by
-:func:`~autograd_viz.draw.chains.chain_name`). :class:`Names` takes any of
+:func:`~autograd_viz.draw.model.chains.chain_name`). :class:`Names` takes any of
 them back, and also:
 
 * another name of a parameter modules share (``lm_head.weight``, shown as
@@ -21,11 +21,11 @@ them back, and also:
 * ``{a..b}`` / ``{a,b}`` braces and ``*`` / ``?`` wildcards over module names, a
   name holding braces, commas, quotes or parentheses quoted in them as a fold's
   name writes it (``d.{"a,b","{x}",c}``: Note [Quoted names in a fold] in
-  :mod:`~autograd_viz.draw.folds`);
+  :mod:`~autograd_viz.draw.model.folds`);
 * some steps of a folded loop, as a picture at a step names the steps done or
   not started (``(emb:{0..7}, cell:{0..7}, head:{0..7})``).
 
-A name that matches nothing raises :class:`~autograd_viz.draw.graph_view.GraphViewError`
+A name that matches nothing raises :class:`~autograd_viz.draw.model.graph_view.GraphViewError`
 with the closest names the graph has.
 """
 
@@ -38,8 +38,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from autograd_viz.draw.graph_view import GraphViewError
-from autograd_viz.draw.modules import ModuleTree
+from autograd_viz.draw.model.graph_view import GraphViewError
+from autograd_viz.draw.model.tree import ModuleTree
 from autograd_viz.trace import NodeInfo
 from autograd_viz.trace.text import printable
 
@@ -83,7 +83,7 @@ class Names:
         nodes: ``(key, info)`` of every node drawn (``GraphView.nodes``'s keys and infos).
         tree: the graph's module tree.
         chains: gives the folded chains' names and node keys
-            (:func:`~autograd_viz.draw.chains.chain_folds`); called once, the first
+            (:func:`~autograd_viz.draw.model.chains.chain_folds`); called once, the first
             time a name is none of the others.
     """
 
@@ -348,7 +348,7 @@ def expand_braces(text: str) -> list[str]:
     ``"h.{0..2}.attn"`` gives ``["h.0.attn", "h.1.attn", "h.2.attn"]``; ranges and
     names mix in a list: ``"h.{0..2,5}"`` gives ``["h.0", "h.1", "h.2", "h.5"]``. A
     quoted name is that name, escapes read (Note [Quoted names in a fold] in
-    :mod:`~autograd_viz.draw.folds`): ``'d.{"a,b",c}'`` gives ``["d.a,b", "d.c"]``, and
+    :mod:`~autograd_viz.draw.model.folds`): ``'d.{"a,b",c}'`` gives ``["d.a,b", "d.c"]``, and
     a lone ``'"a, b"'`` gives ``["a, b"]``.
 
     Raises:

@@ -1,6 +1,6 @@
 """Folds: runs of alike sibling module calls drawn as one box, and their names.
 
-Part of the view model (:mod:`autograd_viz.draw.modules`): which sibling calls
+Part of the view model (:mod:`autograd_viz.draw.model.tree`): which sibling calls
 fold (Note [What folds]), and the one name a fold is shown and typed back by.
 A run repeats one call (GPT-2's blocks: ``transformer.h.{0..11}`` ×12) or a
 pattern of up to :data:`MAX_PERIOD` calls (an unrolled loop calling ``emb``
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from autograd_viz.draw.modules import Scope
+    from autograd_viz.draw.model.tree import Scope
 
 MAX_PERIOD = 4
 """The most sibling calls one repetition of a fold holds (``emb, cell``: 2)."""
@@ -26,7 +26,7 @@ class FoldGroup:
     """A run of at least two sibling calls with the same inside, drawn as one box until opened."""
 
     index: int
-    """Its position in :attr:`~autograd_viz.draw.modules.ModuleTree.groups`."""
+    """Its position in :attr:`~autograd_viz.draw.model.tree.ModuleTree.groups`."""
     parent: int | None
     """The call the siblings are made in, or ``None`` at the top."""
     scopes: tuple[int, ...]
@@ -41,7 +41,7 @@ class FoldGroup:
     shapes: bool = True
     """Whether its calls were found alike by their ops and the shapes of the tensors they take;
     ``False`` where the trace did not record shapes: by their ops only (Note [Alike calls] in
-    :mod:`~autograd_viz.draw.modules`)."""
+    :mod:`~autograd_viz.draw.model.tree`)."""
 
     @property
     def count(self) -> int:
@@ -238,7 +238,7 @@ def fold_name(names: Sequence[str]) -> str:
 
     ``["transformer.h.0", ..., "transformer.h.11"]`` gives ``"transformer.h.{0..11}"``,
     ``["cell:0", ..., "cell:11"]`` gives ``"cell:{0..11}"``;
-    :func:`autograd_viz.draw.names.expand_braces` reads it back. A name that holds
+    :func:`autograd_viz.draw.model.targets.expand_braces` reads it back. A name that holds
     what would be read as part of the braces (``{``, ``}``, ``,``, ``"``, ``(``, ``)``,
     ``..``: PyTorch allows all but the dots in a module's name) is written quoted
     (Note [Quoted names in a fold]): ``d.{"a,b","{x}",c}``.

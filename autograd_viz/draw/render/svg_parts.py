@@ -1,6 +1,6 @@
 """Cutting Graphviz's SVG into the pieces an animation page swaps: one per drawn element.
 
-Used by :mod:`autograd_viz.draw.frame_diff` (Note [Frames as changes] there).
+Used by :mod:`autograd_viz.draw.render.frame_diff` (Note [Frames as changes] there).
 """
 
 from __future__ import annotations
