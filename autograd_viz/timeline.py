@@ -28,12 +28,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from autograd_viz.live import thread_name
 from autograd_viz.trace import Trace, TraceEvent
 from autograd_viz.trace.records import DERIVED_ORDER, observed, values_recorded
 from autograd_viz.trace.scopes import owner_scope
 from autograd_viz.trace.summary import TensorSummary
-from autograd_viz.trace.text import printable
+from autograd_viz.trace.text import printable, thread_name
 
 PROCESS_ID = 1
 """The one process every lane belongs to."""

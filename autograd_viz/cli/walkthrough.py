@@ -15,15 +15,13 @@ from typing import TYPE_CHECKING, Any
 
 from autograd_viz.cli.demo_program import rnn_cell
 from autograd_viz.draw.render.words import what_happened
-from autograd_viz.live import thread_name
+from autograd_viz.trace.text import sequence_text, thread_name
 
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
 
     from engine import Node, Tensor
     from engine.events import Event
-
-UINT64_MAX = 2**64 - 1
 
 
 @dataclass(frozen=True)
@@ -105,9 +103,7 @@ class Labels:
 
 
 def _seq_nr(value: int | None) -> str:
-    if value is None:
-        return ""
-    return "2⁶⁴−1" if value == UINT64_MAX else str(value)
+    return sequence_text(value)
 
 
 _KIND_STYLE = {

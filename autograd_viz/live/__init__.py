@@ -20,13 +20,8 @@ from autograd_viz.live.breakpoints import (
 )
 from autograd_viz.live.gate import SessionCancelled
 from autograd_viz.live.record import CallWindow, SessionRecord
-from autograd_viz.live.session import (
-    DEFAULT_MAX_EVENTS,
-    LIVE_THREAD,
-    MAIN,
-    LiveSession,
-    thread_name,
-)
+from autograd_viz.live.session import DEFAULT_MAX_EVENTS, LiveSession
+from autograd_viz.trace.text import LIVE_THREAD, MAIN, thread_name
 
 __all__ = [
     "DEFAULT_MAX_EVENTS",

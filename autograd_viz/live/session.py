@@ -36,28 +36,10 @@ from autograd_viz.live.running import Hooks, Target, run_script_raising
 from autograd_viz.trace import DEFAULT_MAX_VALUES, Trace, TraceEvent
 from autograd_viz.trace.calls import CallSelection
 from autograd_viz.trace.replay import ExecutionState
+from autograd_viz.trace.text import LIVE_THREAD
 
 if TYPE_CHECKING:
     from autograd_viz.trace.recorder import Recorder
-
-LIVE_THREAD = "autograd-viz-live"
-"""The name of the thread a live session runs its target in."""
-
-MAIN = "main"
-"""The name every view gives the program's own thread, live or recorded."""
-
-
-def thread_name(name: str) -> str:
-    """An engine thread's name as every view writes it.
-
-    The thread that runs the program is :data:`MAIN` whether it was Python's
-    ``MainThread`` (a recorded script) or the live session's own thread; the
-    engine's workers lose the ``autograd-`` they all share (``sim:0``).
-    """
-    if name in ("MainThread", LIVE_THREAD):
-        return MAIN
-    return name.removeprefix("autograd-")
-
 
 DEFAULT_MAX_EVENTS = 1_000_000
 """The most events a live session records unless told otherwise (a 400 MB trace file)."""

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import re
 
+from engine.scheduler import UINT64_MAX
+
 _ACTING = re.compile(
     "[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff]"
 )
@@ -95,3 +97,32 @@ def shown(text: object) -> str:
 def count_words(n: int, singular: str, plural: str | None = None) -> str:
     """``1 backward call``, ``0 backward calls``, ``2 more born``."""
     return f"{n:,} {singular if n == 1 else plural or singular + 's'}"
+
+
+# -- thread names and sequence numbers, as every view writes them ------------------------
+
+LIVE_THREAD = "autograd-viz-live"
+"""The name of the thread a live session runs its target in."""
+
+MAIN = "main"
+"""The name every view gives the program's own thread, live or recorded."""
+
+
+def thread_name(name: str) -> str:
+    """An engine thread's name as every view writes it.
+
+    The thread that runs the program is :data:`MAIN` whether it was Python's
+    ``MainThread`` (a recorded script) or the live session's own thread; the
+    engine's workers lose the ``autograd-`` they all share (``sim:0``).
+    """
+    if name in ("MainThread", LIVE_THREAD):
+        return MAIN
+    return name.removeprefix("autograd-")
+
+
+def sequence_text(value: int | None, missing: str = "") -> str:
+    """A sequence number as every view writes it: ``AccumulateGrad``'s ``UINT64_MAX`` as
+    2⁶⁴−1; ``missing`` where there is none."""
+    if value is None:
+        return missing
+    return "2⁶⁴−1" if value == UINT64_MAX else str(value)

@@ -10,11 +10,10 @@ from rich.table import Table
 from rich.text import Text
 
 from autograd_viz.grads.report import Finding as GradsFinding
-from autograd_viz.live import thread_name
 from autograd_viz.nan.report import Finding, user_frames
 from autograd_viz.trace import GraphTaskInfo, NodeInfo, Trace
 from autograd_viz.trace.replay import ExecutionState, NodeState
-from autograd_viz.trace.text import printable
+from autograd_viz.trace.text import printable, thread_name
 from autograd_viz.tui.rows import RowList
 from autograd_viz.tui.text import (
     NON_FINITE_STYLE,

@@ -258,7 +258,7 @@ def status_parts(shown: Shown) -> list[str]:
 
 
 def explain_line(trace: Trace, event: TraceEvent | None) -> Text:
-    """The current step in plain English (the words ``demo --print`` uses, see draw.words)."""
+    """The current step in plain English (as ``demo --print`` says it, see draw.render.words)."""
     if event is None:
         return Text("Step 0: nothing has run yet. s steps one event; ? lists every key.")
 

@@ -7,8 +7,7 @@ from rich.text import Text
 from autograd_viz.trace import NodeInfo, TraceEvent
 from autograd_viz.trace.replay import NodeState, NodeStatus
 from autograd_viz.trace.summary import TensorSummary
-from autograd_viz.trace.text import printable, shorten
-from engine.graph import UINT64_MAX
+from autograd_viz.trace.text import printable, sequence_text, shorten
 
 STATUS_GLYPHS: dict[NodeStatus | str, tuple[str, str]] = {
     NodeStatus.WAITING: ("○", "grey70"),
@@ -50,9 +49,7 @@ KIND_STYLES = {
 
 def sequence_nr(value: int | None) -> str:
     """A sequence number; ``AccumulateGrad``'s 2⁶⁴−1 written as such."""
-    if value is None:
-        return "-"
-    return "2⁶⁴−1" if value == UINT64_MAX else str(value)
+    return sequence_text(value, "-")
 
 
 def short_name(info: NodeInfo) -> str:

@@ -21,7 +21,7 @@ from autograd_viz.draw.model.graph_view import GraphView, ViewEdge, ViewNode
 from autograd_viz.draw.model.tree import FoldGroup, ModuleTree
 from autograd_viz.trace.replay import NodeStatus
 from autograd_viz.trace.summary import TensorSummary
-from engine.graph import UINT64_MAX
+from autograd_viz.trace.text import UINT64_MAX
 
 _NO_SEQUENCE_NRS = (UINT64_MAX, UINT64_MAX)
 

@@ -40,7 +40,7 @@ from autograd_viz.draw.model.folds import Flow, FoldGroup, fold_name, fold_runs,
 from autograd_viz.trace import NodeInfo
 from autograd_viz.trace.records import LeafInfo
 from autograd_viz.trace.scopes import parameter_chain
-from engine.graph import UINT64_MAX
+from autograd_viz.trace.text import UINT64_MAX
 
 if TYPE_CHECKING:
     from autograd_viz.draw.model.graph_view import GraphView

@@ -34,8 +34,7 @@ from autograd_viz.draw.render.frames import (
 )
 from autograd_viz.draw.render.player import DEFAULT_FRAME_MS, script_json, write_html
 from autograd_viz.draw.render.step_frames import graph_frames, view_frames
-from autograd_viz.live import thread_name
-from autograd_viz.trace.text import printable
+from autograd_viz.trace.text import printable, thread_name
 
 if TYPE_CHECKING:
     from autograd_viz.trace import Trace

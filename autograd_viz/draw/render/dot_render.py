@@ -47,8 +47,7 @@ from autograd_viz.draw.render.styles import (
     STATUS_STYLES,
     Style,
 )
-from autograd_viz.live import thread_name
-from engine.graph import UINT64_MAX
+from autograd_viz.trace.text import sequence_text, thread_name
 
 if TYPE_CHECKING:
     from autograd_viz.trace.summary import TensorSummary
@@ -213,7 +212,7 @@ def _small(text: str, color: str | None = None) -> str:
 
 
 def _seq(nr: int) -> str:
-    return "2⁶⁴−1" if nr == UINT64_MAX else str(nr)
+    return sequence_text(nr)
 
 
 def _node_attrs(node: ViewNode, values: bool) -> dict[str, str]:
