@@ -84,8 +84,9 @@ def run_live(args: argparse.Namespace) -> int:
     is the script's, as ``python SCRIPT`` gives it: its ``sys.exit`` code, or 1
     with its traceback when it raises; 130 when quitting interrupted it. With
     ``--last N`` the session keeps only the last N calls it gated (Note [A live
-    flight recorder] in :mod:`autograd_viz.live`); with ``-o`` what it kept is
-    written when the session ends, however it ends.
+    flight recorder] in :mod:`autograd_viz.live.record`: it stops at the first NaN
+    or Inf, as ``record --last`` does); with ``-o`` what it kept is written when the
+    session ends, however it ends.
     """
     from autograd_viz.launch.script import ScriptNotFoundError, check_script
     from autograd_viz.live import LiveSession
@@ -335,8 +336,9 @@ def _save_session(session: LiveSession, output: str) -> str | None:
         return f"cannot write trace {output}: {exc.strerror or exc}"
     calls = sum(1 for info in trace.graph_tasks.values() if info.parent is None)
     kept = f"the last {calls:,}" if session.dropped else f"{calls:,}"
+    found = ", up to the first NaN or Inf," if session.finding is not None else ""
     note(
-        f"{kept} backward call{'' if calls == 1 else 's'} saved to {output}; "
+        f"{kept} backward call{'' if calls == 1 else 's'}{found} saved to {output}; "
         f"step {'it' if calls == 1 else 'them'} with '{PROG} replay {output}'"
     )
     return None
@@ -636,7 +638,9 @@ def add_run_options(run: argparse.ArgumentParser) -> None:
     add_call_options(
         run,
         last="a flight recorder: keep only the last N calls, so the TUI follows a long run in "
-        "bounded memory and steps back over those N (with -o, they are what is written)",
+        "bounded memory and steps back over those N; as record --last, it stops at the first "
+        "NaN or Inf (c and e stop there) and keeps its call and the N-1 before it, then records "
+        "no more (with -o, the calls kept are what is written)",
     )
 
 

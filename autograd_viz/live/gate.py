@@ -157,6 +157,9 @@ class Gate:
         """The event listener (one bound method, so that unsubscribing finds it)."""
         self.truncated = False
         """The record reached ``max_events``: the gate no longer gates or records."""
+        self.kept_finding = False
+        """The call where the flight recorder found a NaN or Inf has ended: the gate no
+        longer gates or records (Note [A live flight recorder])."""
         self.cancelled = False
         """Whether :meth:`cancel` was called."""
         self._cond = threading.Condition(threading.Lock())
@@ -209,10 +212,21 @@ class Gate:
                 self._record.call_started()
 
     def call_ended(self) -> None:
-        """The call ended: what the target does next (a forward, its NaN checks) is gated."""
+        """The call ended: what the target does next (a forward, its NaN checks) is gated,
+        unless it held the flight recorder's finding (Note [A live flight recorder])."""
         if self._target.on_it:
             with self._cond:
                 self._record.call_ended()
+                if self._record.window.ended_finding and not self.kept_finding:
+                    self.kept_finding = True
+                    self._gated = False
+                    self._release_all()
+                    self._cond.notify_all()
+
+    @property
+    def _closed(self) -> bool:
+        """The target ended, or the gate stopped recording it (``max_events``, a finding)."""
+        return self._finished or self.truncated or self.kept_finding
 
     def cancel(self) -> None:
         """Stop gating: paused threads go on with :class:`SessionCancelled`, and a step or
@@ -248,7 +262,7 @@ class Gate:
 
     def _owns(self, event: Event) -> bool:
         """Whether ``event`` is the target's engine work (Note [Whose work a session gates])."""
-        if self._finished or self.truncated:
+        if self._closed:
             return False
         if self._forked:
             self._say_unwatched(event)
@@ -275,7 +289,7 @@ class Gate:
             if self.cancelled:
                 self._after_cancel(event)
                 return
-            if self._finished or self.truncated:  # while this thread waited for the lock
+            if self._closed:  # while this thread waited for the lock
                 return
             if self._gated:
                 paused = _Paused(event)
@@ -289,7 +303,10 @@ class Gate:
                 paused.record = record = self._record_event(event)
             else:
                 record = self._record_event(event)
-            if not self._gated and any(b.matches(record) for b in self._active_breakpoints):
+            if not self._gated and (
+                record is self._record.window.finding  # Note [A live flight recorder]
+                or any(b.matches(record) for b in self._active_breakpoints)
+            ):
                 self._hit = record
                 self._gated = True
             self._cond.notify_all()
@@ -382,7 +399,7 @@ class Gate:
                     self._cond.notify_all()
                     self._cond.wait_for(functools.partial(self._let_through, paused))
                     return paused.record
-                if self._finished or self.truncated:
+                if self._closed:
                     return None
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
@@ -411,9 +428,10 @@ class Gate:
     def free_run(
         self, breakpoints: tuple[Breakpoint, ...], timeout: float | None
     ) -> tuple[bool, TraceEvent | None]:
-        """Open the gate until an event matches one of ``breakpoints`` (closed again there),
-        the target finishes, the record fills or a cancel; returns whether that happened
-        within ``timeout``, and the event that matched, if one did."""
+        """Open the gate until an event matches one of ``breakpoints`` or is the flight
+        recorder's finding (closed again there), the target finishes, the gate stops
+        recording or a cancel; returns whether that happened within ``timeout``, and the
+        event that matched, if one did."""
         with self._cond:
             self._hit = None
             self._active_breakpoints = breakpoints
@@ -421,12 +439,17 @@ class Gate:
             self._release_all()
             self._cond.notify_all()
             done = self._cond.wait_for(
-                lambda: self._hit is not None or self._finished or self.truncated or self.cancelled,
+                lambda: self._hit is not None or self._closed or self.cancelled,
                 timeout,
             )
             hit = self._hit
             self._gated = not self.cancelled
         return done, hit
+
+    def wait_finished(self, timeout: float | None) -> bool:
+        """Wait until the target has ended (or a cancel); returns whether it did in time."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self._finished or self.cancelled, timeout)
 
     def pause(self) -> None:
         """Make a free run stop at the next event; nothing when none is in progress."""

@@ -12,6 +12,16 @@ on the target's thread, which runs on between two steps while the UI reads
 the trace, but when the session records the new call's first event, while
 whoever drives the session waits for it in a move; it learns how many
 events went from :attr:`CallWindow.dropped`.
+
+It stops where ``record --last`` stops: at the first event that holds a NaN
+or an Inf (an ``anomaly`` event of the NaN checks, or a gradient summarized
+with one: :func:`~autograd_viz.trace.recording.finds`). That event is the
+window's :attr:`CallWindow.finding`; a free run stops there, as at a
+breakpoint, whatever breakpoints are set (``e`` too), so the view opens on it
+with the calls before it still kept. The call that holds it is recorded to its
+end; then the session gates and records nothing more (Note [Whose work a
+session gates]): the window keeps that call and the N-1 before it, which is
+what ``-o`` writes, while the program runs on unwatched.
 """
 
 from __future__ import annotations
@@ -21,6 +31,7 @@ import collections
 from autograd_viz.trace import Trace, TraceEvent
 from autograd_viz.trace.calls import CallSelection
 from autograd_viz.trace.recorder import Recorder
+from autograd_viz.trace.recording import finds
 from autograd_viz.trace.stream import forget_before
 from engine.events import DATA, Event
 
@@ -32,9 +43,11 @@ class CallWindow:
     Args:
         calls: the calls to gate (``steps``, ``every``) and how many to keep
             (``last``); ``None`` gates and keeps them all.
+        gradients: with ``last``, a gradient summarized with a NaN or Inf stops the
+            window too, not only an ``anomaly`` event (values are summarized).
     """
 
-    def __init__(self, calls: CallSelection | None) -> None:
+    def __init__(self, calls: CallSelection | None, gradients: bool = False) -> None:
         self.selection = calls if calls is not None and calls.filters else None
         """The ``steps`` and ``every`` of the calls gated, or ``None`` for every call."""
         self.last = calls.last if calls is not None else None
@@ -45,6 +58,13 @@ class CallWindow:
         """Whether the target's call now running (or its next one) is gated."""
         self.dropped = 0
         """Events forgotten so far, as older calls left the window."""
+        self.gradients = gradients
+        """Whether a non-finite gradient is a finding, besides an ``anomaly`` event."""
+        self.finding: TraceEvent | None = None
+        """With ``last``: the first event kept that holds a NaN or Inf, as the trace holds it
+        now (Note [A live flight recorder])."""
+        self.ended_finding = False
+        """The call that holds :attr:`finding` has ended: nothing more is kept."""
         self._ends: collections.deque[int] = collections.deque()  # each kept call's end
         self._due = False  # a kept call has started: make room at its first event
 
@@ -67,7 +87,17 @@ class CallWindow:
         """The target's call ended with ``recorded`` events in the trace."""
         if self.kept and self.last is not None:
             self._ends.append(recorded)
+            # A finding in the forward before a call is that call's: it ends with the call.
+            self.ended_finding = self.finding is not None
         self.kept = True  # what the target does next (a forward, its NaN checks) is gated
+
+    def found(self, event: TraceEvent) -> bool:
+        """Whether ``event``, just kept, is the window's first finding (then it is kept as
+        :attr:`finding`)."""
+        if self.last is None or self.finding is not None or not finds((event,), self.gradients):
+            return False
+        self.finding = event
+        return True
 
     def make_room(self, trace: Trace) -> tuple[int, tuple[int, ...]]:
         """Before recording an event: forget the calls past the last N, if one just started.
@@ -88,6 +118,9 @@ class CallWindow:
         with trace.lock:
             gone = forget_before(trace, cut)
             forgotten = before - len(trace.events)
+            if self.finding is not None:  # found in the forward before this call: renumbered
+                seq = self.finding.seq
+                self.finding = next((e for e in reversed(trace.events) if e.seq == seq), None)
         self.dropped += forgotten
         return forgotten, gone
 
@@ -111,7 +144,7 @@ class SessionRecord:
     ) -> None:
         self.recorder = Recorder(max_values, arrival_order=True, values=values)
         """The recorder, in the order the session lets events through."""
-        self.window = CallWindow(calls)
+        self.window = CallWindow(calls, gradients=values != "none")
         """Which calls are gated, and the last N kept."""
         self.max_events = max_events
         """The most events kept."""
@@ -162,7 +195,9 @@ class SessionRecord:
         events_ = recorder.trace.events
         if len(events_) == before:  # of a graph task cut by a recorder error: shown, not kept
             return TraceEvent._make((before, *event[:DATA], {})), gone
-        return events_[-1], gone
+        kept = events_[-1]
+        self.window.found(kept)
+        return kept, gone
 
     @property
     def full(self) -> bool:

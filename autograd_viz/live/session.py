@@ -245,6 +245,18 @@ class LiveSession:
         return self._record.window.dropped
 
     @property
+    def finding(self) -> TraceEvent | None:
+        """With ``calls.last``: the first event kept that holds a NaN or Inf, where a free run
+        stopped; the session records nothing after the call that holds it (Note [A live
+        flight recorder])."""
+        return self._record.window.finding
+
+    @property
+    def kept_finding(self) -> bool:
+        """The call that holds :attr:`finding` has ended: the target runs on unrecorded."""
+        return self._gate.kept_finding
+
+    @property
     def frontier(self) -> int:
         """How many events the engine has been let through."""
         return self._record.frontier
@@ -268,7 +280,8 @@ class LiveSession:
         """Apply one event: replay a recorded one, or let the engine take one step.
 
         Returns:
-            The event, or ``None`` when the target finished without another event.
+            The event, or ``None`` when the target finished without another event (or the
+            session stopped recording it).
 
         Raises:
             TimeoutError: ``timeout`` seconds passed with no event to let through.
@@ -293,7 +306,8 @@ class LiveSession:
     def continue_(
         self, timeout: float | None = None, ignore_breakpoints: bool = False
     ) -> TraceEvent | None:
-        """Run until an event matches a breakpoint (returned, already applied) or the end.
+        """Run until an event matches a breakpoint or is the flight recorder's finding
+        (returned, already applied), or the end.
 
         At the end the target has finished and ``None`` is returned.
 
@@ -321,9 +335,17 @@ class LiveSession:
         """
         self._gate.pause()
 
-    def run_to_end(self, timeout: float | None = None) -> None:
-        """Run the target to its end, ignoring breakpoints."""
-        self.continue_(timeout, ignore_breakpoints=True)
+    def run_to_end(self, timeout: float | None = None) -> TraceEvent | None:
+        """Run the target to its end, ignoring breakpoints; with ``calls.last``, only up to
+        the flight recorder's finding, which is returned (Note [A live flight recorder]).
+
+        Raises:
+            TimeoutError: ``timeout`` seconds passed first.
+        """
+        found = self.continue_(timeout, ignore_breakpoints=True)
+        if found is None and self.kept_finding and not self._gate.wait_finished(timeout):
+            raise TimeoutError(f"the target still runs after {timeout} s")
+        return found
 
     def add_breakpoint(
         self,

@@ -77,7 +77,7 @@ class FlightRecorder:
             self._calls += calls
             while len(parts) > 1 and self._calls - parts[0][1] >= self.last:
                 self._calls -= parts.popleft()[1]
-            self.found = _finds(part.events, self.gradients)
+            self.found = finds(part.events, self.gradients)
             return self.found
 
     def trace(self, header: dict[str, object]) -> Trace:
@@ -115,8 +115,9 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_in_child)
 
 
-def _finds(events: Iterable[TraceEvent], gradients: bool) -> bool:
-    """Whether ``events`` hold an ``anomaly`` event or, with ``gradients``, a non-finite one."""
+def finds(events: Iterable[TraceEvent], gradients: bool) -> bool:
+    """Whether ``events`` hold an ``anomaly`` event or, with ``gradients``, a non-finite one:
+    where a flight recorder stops (this one, and a live session's: ``run --last``)."""
     if not gradients:
         return any(e.kind == "anomaly" and _counts(e.data) for e in events)
     for e in events:

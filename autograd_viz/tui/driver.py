@@ -90,6 +90,17 @@ class Driver:
         """How many of the program's last backward calls are kept (``run --last``), if limited."""
         return None
 
+    @property
+    def finding(self) -> TraceEvent | None:
+        """Where the kept calls' flight recorder found a NaN or Inf (``run --last``), if it did:
+        a move forward stops there (Note [A live flight recorder] in ``live/record.py``)."""
+        return None
+
+    @property
+    def kept_finding(self) -> bool:
+        """The call that holds :attr:`finding` has ended: the program runs on unrecorded."""
+        return False
+
     def state(self) -> ExecutionState:
         """The engine after :attr:`position` events."""
         return self.trace.state_at(self.position)
@@ -126,9 +137,10 @@ class Driver:
         """Step until a breakpoint matches; ``None`` at the end."""
         return self._advance(self.breakpoints.matches)
 
-    def run_to_end(self) -> None:
-        """Apply every event."""
+    def run_to_end(self) -> TraceEvent | None:
+        """Apply every event (live with ``run --last``: up to :attr:`finding`, returned)."""
         self._advance(lambda event: False)
+        return None
 
     def first_problem(self) -> TraceEvent | None:
         """Move to just after the first anomaly, error or non-finite gradient, if any."""
@@ -249,6 +261,14 @@ class LiveDriver(Driver):
     def kept_calls(self) -> int | None:
         return self.session.last
 
+    @property
+    def finding(self) -> TraceEvent | None:
+        return self.session.finding
+
+    @property
+    def kept_finding(self) -> bool:
+        return self.session.kept_finding
+
     def goto(self, step: int) -> int:
         position = super().goto(step)
         self.session.position = position
@@ -263,13 +283,13 @@ class LiveDriver(Driver):
     def continue_(self) -> TraceEvent | None:
         return self._live(super().continue_, lambda: self._run_until(self.breakpoints.matches))
 
-    def run_to_end(self) -> None:
+    def run_to_end(self) -> TraceEvent | None:
         super().run_to_end()
-        if not self.session.finished:
-            with self._lock:
-                self.session.position = self.position
-                self.session.run_to_end()
-                self._sync(None)
+        if self.session.finished:
+            return None
+        with self._lock:
+            self.session.position = self.position
+            return self._sync(self.session.run_to_end())
 
     def first_problem(self) -> TraceEvent | None:
         found = super().first_problem()

@@ -71,7 +71,8 @@ class Mover:
         if app.closing:
             return
         app.message = describe_move(message, app.driver)
-        if message.action == "first_problem":
+        found = message.event is not None and message.event is app.driver.finding
+        if message.action == "first_problem" or found:  # run --last opens at its finding
             app.path = path_to(app.driver.trace, message.event)
             self._show_task_of(message.event)
         app.refresh_view(follow=True)
@@ -128,6 +129,11 @@ def describe_move(message: Moved, driver: Driver) -> str:
         if event is None:
             return "no anomaly, error or NaN/Inf gradient" + ("" if driver.finished else " so far")
         return f"first problem: {event.kind} at {event.node_name or 'graph task'}"
+    if event is not None and event is driver.finding:  # Note [A live flight recorder]
+        where = f"{event.node_name}#{event.node_id}" if event.node_name else "a graph task"
+        born = born_where(driver.trace.events, event)
+        born_part = f"; {born}" if born else ""
+        return f"first NaN/Inf: {event.kind} {where}{born_part}; recording ends with its call"
     stops = message.action == "continue_" or (
         event is not None and driver.breakpoints.matches(event)  # a step that lands on one
     )

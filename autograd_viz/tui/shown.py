@@ -225,11 +225,18 @@ def status_parts(shown: Shown) -> list[str]:
             parts.append("live · program finished")
         elif driver.recorded_all:
             parts.append("live · program finished · replaying")
+        elif driver.kept_finding:
+            parts.append("live · program running")
         else:
             parts.append("live · engine paused")
         if driver.truncated:
             parts.append("recording stopped at max_events; the program runs on unrecorded")
-        if driver.kept_calls is not None:
+        if driver.kept_finding:
+            parts.append(
+                f"kept the last {driver.kept_calls:,} calls, up to the first NaN/Inf; "
+                "no longer recording"
+            )
+        elif driver.kept_calls is not None:
             parts.append(f"keeps the last {driver.kept_calls:,} calls")
     else:
         parts.append("replay")

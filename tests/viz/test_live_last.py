@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import tracemalloc
 from typing import Any
@@ -144,3 +145,60 @@ def test_a_trace_saved_from_a_flight_recorder_session_loads(tmp_path: Any) -> No
     path = tmp_path / "last.jsonl"
     session.trace.save(path)
     assert _calls(Trace.load(path)) == [2, 3]
+
+
+def _nan_loop(steps: int, nan_at: int) -> list[np.ndarray]:
+    """A loop whose call ``nan_at`` takes ``log(0)``: its gradients are NaN and Inf."""
+    w = engine.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    grads = []
+    for step in range(steps):
+        scale = 0.0 if step == nan_at else float(step + 1)
+        with np.errstate(all="ignore"):  # the NaN is the point
+            ((w * scale).log() * w).sum().backward()
+        grads.append(w.grad.data.copy())
+        w.grad = None
+    return grads
+
+
+@pytest.mark.parametrize("checks", [False, True], ids=["gradients", "nan-checks"])
+@pytest.mark.parametrize("last", [1, 2, 3])
+def test_a_flight_recorder_session_stops_at_the_first_nan_as_record_last_does(
+    checks: bool, last: int
+) -> None:
+    from autograd_viz.nan.watch import nan_checks
+
+    def program() -> list[np.ndarray]:
+        with nan_checks() if checks else contextlib.nullcontext():
+            return _nan_loop(10, nan_at=5)
+
+    with record(last=last) as recorded:
+        program()
+    results: list[list[np.ndarray]] = []
+    session = LiveSession(lambda: results.append(program()), calls=CallSelection(last=last))
+    with session:
+        found = session.run_to_end(timeout=60)  # e stops at the finding, whatever the breakpoints
+        assert found is not None and found is session.finding
+        assert session.trace.events[session.position - 1] is found, "the view opens on it"
+        assert (found.kind == "anomaly") == checks
+        assert not session.kept_finding and not session.finished
+        assert session.run_to_end(timeout=60) is None  # the rest of its call, then the end
+        assert session.kept_finding and session.finished  # after it, the program ran unwatched
+    assert session.error is None
+    assert all(
+        np.array_equal(a, b, equal_nan=True)
+        for a, b in zip(results[0], _nan_loop(10, nan_at=5), strict=True)
+    )
+    kept = session.trace
+    assert _calls(kept) == _calls(recorded) == list(range(6 - last, 6))
+    assert session.finding is kept.events[session.finding.index], "renumbered with the window"
+    ends = [e.graph_task for e in kept.events if e.kind == "graph_task_end"]
+    assert ends[-1] == max(kept.graph_tasks), "the call that holds it is kept whole"
+    _whole(kept)
+
+
+def test_a_flight_recorder_session_without_a_nan_keeps_the_last_calls_and_finds_nothing() -> None:
+    session = LiveSession(lambda: _nan_loop(6, nan_at=-1), calls=CallSelection(last=2))
+    with session:
+        assert session.run_to_end(timeout=60) is None
+    assert session.finding is None and not session.kept_finding
+    assert _calls(session.trace) == [4, 5]

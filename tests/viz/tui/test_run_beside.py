@@ -181,3 +181,47 @@ def test_run_last_keeps_the_last_calls_and_writes_them_at_the_end(
     tail = terminal.output.rsplit("\x1b[?1049l", 1)[-1]
     saved = "1 backward call saved" if quit_early else "the last 2 backward calls saved"
     assert saved in tail
+
+
+NAN_LOOP = """\
+import numpy as np
+import engine
+w = engine.tensor([1.0, 2.0], requires_grad=True)
+for step in range(10):
+    with np.errstate(all="ignore"):
+        ((w * (0.0 if step == 5 else 1.0)).log() * w).sum().backward()
+print("the loop ran to its end")
+"""
+
+
+def test_run_last_stops_at_the_first_nan_and_writes_its_call_as_record_last_does(
+    tmp_path: Path,
+) -> None:
+    from autograd_viz.trace import Trace
+
+    script = tmp_path / "nan_loop.py"
+    script.write_text(NAN_LOOP)
+    recorded = tmp_path / "recorded.jsonl"
+    Terminal(["record", "--last", "2", "-o", str(recorded), str(script)]).wait()
+    output = tmp_path / "last.jsonl"
+    terminal = Terminal(["run", "--last", "2", "-o", str(output), str(script)])
+    try:
+        terminal.wait_for(PAUSED)
+        terminal.press("e")  # stops at the NaN, born in call 5's forward
+        terminal.wait_for("first NaN/Inf: anomaly LogBackward0")
+        terminal.press("e")  # call 5 to its end; then the program runs on, unrecorded
+        terminal.wait_for("up to the first NaN/Inf")
+        terminal.wait_for(FINISHED)
+        terminal.press("q")
+        status = terminal.wait()
+    finally:
+        terminal.close()
+    assert status == 0
+    calls = [
+        [info.call for info in Trace.load(path).graph_tasks.values() if info.parent is None]
+        for path in (output, recorded)
+    ]
+    assert calls == [[4, 5], [4, 5]]
+    tail = terminal.output.rsplit("\x1b[?1049l", 1)[-1]
+    assert "the loop ran to its end" in tail
+    assert "the last 2 backward calls, up to the first NaN or Inf, saved" in tail
