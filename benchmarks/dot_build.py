@@ -33,8 +33,7 @@ from rich.console import Console
 from rich.table import Table
 
 import engine
-from autograd_viz import record
-from autograd_viz.draw.render.dot import to_dot
+from autograd_viz import record, to_dot
 
 RESULTS = Path(__file__).resolve().parent / "results" / "dot_build.jsonl"
 

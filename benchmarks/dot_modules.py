@@ -46,10 +46,9 @@ from rich.console import Console
 from rich.table import Table
 
 import engine
-from autograd_viz import record
+from autograd_viz import record, to_dot
 from autograd_viz.draw.model import showing
 from autograd_viz.draw.model.graph_view import from_state
-from autograd_viz.draw.render.dot import to_dot
 from autograd_viz.trace import Trace
 
 RESULTS = Path(__file__).resolve().parent / "results" / "dot_modules.jsonl"

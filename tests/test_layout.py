@@ -5,7 +5,9 @@ may import from rooms below it, never from a room above or beside it, and
 ``engine`` imports nothing of ``autograd_viz``. Imports inside functions count
 too: a lazy import is still a dependency. ``trace`` is plain data: it loads,
 replays and validates with no engine, so it imports nothing of ``engine``
-but the scheduler's order, which replay shares with the engine; and what ``autograd_viz`` takes from ``engine`` is public (no name or
+but the scheduler's order, which replay shares with the engine; the views
+(``draw``, ``timeline``) read trace types only, never a source, ``live`` or the
+engine; and what ``autograd_viz`` takes from ``engine`` is public (no name or
 module that starts with an underscore).
 """
 
@@ -36,7 +38,12 @@ RANKS = {
 }
 """A room may import rooms of a strictly lower rank (or itself)."""
 
-APART = {("trace", "engine")}
+VIEWS = ("draw", "timeline")
+"""Rooms that read trace types only: never a source, ``live``, ``launch`` or the engine."""
+
+APART = {("trace", "engine")} | {
+    (view, room) for view in VIEWS for room in ("sources", "live", "launch", "engine")
+}
 """``(room, lower room)``: a room that may not import that one although it is lower."""
 
 ALLOWED_APART = {("trace", "engine.scheduler")}
@@ -67,7 +74,7 @@ def room_of(module: str) -> str | None:
         return "engine"
     if parts[0] != "autograd_viz":
         return None
-    if len(parts) == 1 or parts[1] in ("__init__", "__main__"):
+    if len(parts) == 1 or parts[1] in ("__init__", "__main__", "pictures"):
         return "autograd_viz"
     return parts[1]
 
@@ -186,6 +193,10 @@ def test_the_private_name_check_catches_one(source: str, name: str) -> None:
         ("sources", "autograd_viz/trace/recorder.py", "autograd_viz.live"),
         ("draw", "autograd_viz/draw/render/dot.py", "autograd_viz.nan.report"),
         ("tui", "autograd_viz/tui/app.py", "autograd_viz.cli.base"),
+        ("draw", "autograd_viz/draw/model/graph_view.py", "autograd_viz.sources.engine"),
+        ("draw", "autograd_viz/draw/render/dot_render.py", "autograd_viz.live"),
+        ("draw", "autograd_viz/draw/model/tree.py", "engine.graph"),
+        ("timeline", "autograd_viz/timeline.py", "autograd_viz.launch.processes"),
     ],
 )
 def test_the_check_catches_an_import_upward_or_sideways(
@@ -199,6 +210,18 @@ def test_the_check_catches_an_import_upward_or_sideways(
 
     monkeypatch.setitem(globals(), "imports", with_one_more)
     assert any(f"imports {target}" in v and source in v for v in violations()), room
+
+
+def test_the_view_model_never_imports_its_renderers() -> None:
+    # draw/model chooses what a picture shows; draw/render draws it. A choice that needs
+    # a renderer belongs in the renderer.
+    bad = [
+        f"{path.relative_to(ROOT)}:{line} imports {target}"
+        for path in sorted((ROOT / "autograd_viz" / "draw" / "model").rglob("*.py"))
+        for line, target in imports(path)
+        if target.startswith("autograd_viz.draw.render")
+    ]
+    assert not bad, "\n".join(bad)
 
 
 def test_no_two_test_modules_share_a_file_name() -> None:

@@ -7,13 +7,22 @@ itself, read from the engine's nodes when a graph task starts.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import engine
 from autograd_viz.sources.modules import number_calls
 from autograd_viz.sources.summaries import summarize
-from autograd_viz.trace.records import GraphTaskInfo, LeafInfo, NodeInfo, Scope, new_node_info
+from autograd_viz.trace.records import (
+    GraphOutput,
+    GraphTaskInfo,
+    LeafInfo,
+    NodeInfo,
+    Scope,
+    UnrunGraph,
+    check_has_graph,
+    new_node_info,
+)
 from engine.events import Event
 from engine.scopes import node_scope
 
@@ -182,3 +191,29 @@ def _dtype_name(dtype: Any) -> str:
             name = str(dtype)
         _DTYPE_NAMES[dtype] = name
     return name
+
+
+def unrun_graph(tensors: Sequence[engine.Tensor]) -> UnrunGraph:
+    """The graph the forward pass built for ``tensors``, before any backward call.
+
+    Raises:
+        GraphViewError: a tensor has no ``grad_fn`` (a leaf, or it does not
+            require grad), so it has no backward graph to draw.
+    """
+    check_has_graph(tensors)
+    graph = list(walk_graph([t.grad_fn for t in tensors if t.grad_fn is not None]))
+    incoming: dict[int, int] = {}
+    for node in graph:
+        for edge in node._next_edges:
+            if edge is not None:
+                incoming[edge.function._id] = incoming.get(edge.function._id, 0) + 1
+    scopes, modules = numbered_scopes(graph)
+    infos = tuple(
+        node_info(node, incoming.get(node._id, 0), "needed", (), 0, scope)
+        for node, scope in zip(graph, scopes, strict=True)
+    )
+    outputs = tuple(
+        GraphOutput(t.grad_fn._id, t.name, tuple(t.shape), str(t.dtype))  # type: ignore[union-attr]
+        for t in tensors
+    )
+    return UnrunGraph(infos, outputs, modules)

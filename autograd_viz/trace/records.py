@@ -24,7 +24,7 @@ import gc
 import html
 import math
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -224,6 +224,52 @@ class GraphTaskInfo:
 
 
 _NO_DATA: Mapping[str, Any] = MappingProxyType({})
+
+
+class GraphViewError(ValueError):
+    """What was asked for cannot be drawn: a tensor without a backward graph, an empty
+    trace, a name that names nothing."""
+
+
+@dataclass(frozen=True, slots=True)
+class GraphOutput:
+    """A tensor whose graph is drawn before backward, drawn as a box above its node."""
+
+    node: int
+    """Id of its ``grad_fn``."""
+    name: str | None
+    """The name the user gave it, if any."""
+    shape: tuple[int, ...]
+    """Its shape."""
+    dtype: str
+    """Its dtype's name."""
+
+
+@dataclass(frozen=True, slots=True)
+class UnrunGraph:
+    """A backward graph as the forward pass built it, before any backward call.
+
+    What a source reads of tensors (our engine's, PyTorch's) for a picture of
+    their graph: numbered as the engine will number it when backward starts.
+    """
+
+    nodes: tuple[NodeInfo, ...]
+    """Every node, each with its dependency count."""
+    outputs: tuple[GraphOutput, ...]
+    """The tensors drawn, one box each."""
+    modules: Mapping[str, str]
+    """Class name of each module path in the nodes' scopes."""
+
+
+def check_has_graph(tensors: Sequence[Any]) -> None:
+    """Raise :class:`GraphViewError` for a tensor (ours or PyTorch's) without a ``grad_fn``."""
+    for i, tensor in enumerate(tensors):
+        if tensor.grad_fn is None:
+            what = "a leaf" if tensor.requires_grad else "does not require grad"
+            raise GraphViewError(
+                f"tensor {i} has no grad_fn ({what}), so there is no backward graph to draw; "
+                "pass a tensor computed from tensors that require grad"
+            )
 
 
 class TraceEvent(NamedTuple):

@@ -9,7 +9,6 @@ thread] in :mod:`autograd_viz.tui.nodes`). What a row says about its node
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from itertools import groupby
@@ -20,6 +19,7 @@ from autograd_viz.draw.model.folds import FoldGroup
 from autograd_viz.draw.model.graph_view import from_graph
 from autograd_viz.draw.model.tree import ModuleTree, Scope
 from autograd_viz.trace import GraphTaskInfo, NodeInfo, paused_gc
+from autograd_viz.trace.records import UnrunGraph
 from autograd_viz.trace.replay import NodeState
 from autograd_viz.trace.text import printable
 from autograd_viz.tui.text import (
@@ -230,8 +230,7 @@ def _nodes(count: int) -> str:
 def module_tree(task: GraphTaskInfo) -> tuple[ModuleTree, dict[str, int]]:
     """``task``'s module tree as the pictures make it (with the graph's edges, so the same
     calls fold), and each node's id by its key there."""
-    view = from_graph(list(task.nodes.values()), [])
-    view = dataclasses.replace(view, modules=task.modules)
+    view = from_graph(UnrunGraph(tuple(task.nodes.values()), (), task.modules))
     return ModuleTree.of_view(view), {key: node.info.id for key, node in view.nodes.items()}
 
 

@@ -25,7 +25,6 @@ outside it.
 from __future__ import annotations
 
 import bisect
-import dataclasses
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
@@ -37,6 +36,7 @@ from autograd_viz.draw.model.showing import BoxStatus, Choice
 from autograd_viz.draw.model.targets import Names, Target
 from autograd_viz.draw.model.tree import MAX_BOXES, ModuleTree
 from autograd_viz.trace import GraphTaskInfo, NodeInfo, Trace
+from autograd_viz.trace.records import UnrunGraph
 from autograd_viz.trace.replay import NodeStatus
 from autograd_viz.trace.text import printable
 from autograd_viz.tui.routing import Layout, Place, label_width, layout_places
@@ -116,9 +116,7 @@ class Pictures:
 
     def __init__(self, trace: Trace, task: GraphTaskInfo) -> None:
         self.task = task
-        infos = list(task.nodes.values())
-        view = from_graph(infos, [])
-        self.view: GraphView = dataclasses.replace(view, modules=task.modules)
+        self.view: GraphView = from_graph(UnrunGraph(tuple(task.nodes.values()), (), task.modules))
         """Every node of the task, without a step: what the pictures are made from."""
         self.tree = ModuleTree.of_view(self.view)
         """The task's module calls (empty when the trace has none)."""

@@ -307,8 +307,8 @@ def views(trace: Trace, tui: bool = False) -> None:
     """Run every view on ``trace``; raise whatever a view raises."""
     from rich.console import Console
 
+    from autograd_viz import to_dot
     from autograd_viz.draw.model.graph_view import GraphViewError
-    from autograd_viz.draw.render.dot import to_dot
     from autograd_viz.nan.scan import find_nans
     from autograd_viz.nan.text import print_report
     from autograd_viz.timeline import to_chrome_trace

@@ -23,9 +23,9 @@ from typing import Any
 import pytest
 from rich.console import Console
 
+from autograd_viz import to_dot
 from autograd_viz.draw.model.graph_view import GraphViewError
 from autograd_viz.draw.render.animate import animate
-from autograd_viz.draw.render.dot import to_dot
 from autograd_viz.nan.scan import find_nans
 from autograd_viz.nan.text import print_report
 from autograd_viz.timeline import to_chrome_trace

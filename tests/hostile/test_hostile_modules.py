@@ -9,10 +9,10 @@ import pytest
 
 import autograd_viz
 import engine
+from autograd_viz import to_dot
 from autograd_viz.cli import main
 from autograd_viz.draw.model import select
 from autograd_viz.draw.model.graph_view import from_state
-from autograd_viz.draw.render.dot import to_dot
 from autograd_viz.trace import Trace
 from autograd_viz.trace.text import printable
 from tests.hostile.names import ACTING, HOSTILE

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from rich.console import Console
 
+from autograd_viz import to_dot
 from autograd_viz.cli.nan import print_report
 from autograd_viz.draw.render.animate import animate
-from autograd_viz.draw.render.dot import to_dot
 from autograd_viz.nan.scan import find_nans
 from autograd_viz.timeline import to_chrome_trace
 from autograd_viz.trace import Trace

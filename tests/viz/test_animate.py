@@ -292,7 +292,7 @@ def test_a_still_graph_is_drawn_by_dot_once(trace: Trace, monkeypatch: pytest.Mo
         return run(command, sources, names, formats)
 
     monkeypatch.setattr(frames, "_run_dot", counted)
-    graphs = [dot.to_dot(trace, step=step) for step in range(len(trace) + 1)]
+    graphs = [autograd_viz.to_dot(trace, step=step) for step in range(len(trace) + 1)]
     svgs = render_frames(graphs, "svg")
     assert calls == [("json0", "svg")]  # one pass: colours change, nothing moves
     assert all(shapes(svg) == shapes(svgs[-1]) for svg in svgs)

@@ -17,7 +17,7 @@ import pytest
 import autograd_viz
 import engine
 from autograd_viz.draw.render import dot
-from autograd_viz.draw.render.dot import to_dot
+from autograd_viz.pictures import graph_of, to_dot
 from autograd_viz.trace import Trace
 from autograd_viz.trace.text import printable
 from engine import graph
@@ -82,7 +82,7 @@ def _by_id(drawn: dict[str, Any], view_ids: dict[str, int]) -> dict[int, Any]:
 
 
 def _ids(target: Any, **kwargs: Any) -> dict[str, int]:
-    view = dot.build_view(target, **kwargs)
+    view = dot.build_view(graph_of(target), **kwargs)
     return {key: node.info.id for key, node in view.nodes.items()}
 
 
@@ -159,7 +159,7 @@ def test_every_node_shows_name_numbers_dependencies_and_device() -> None:
     assert ("SumBackward0", "cpu") in seen
     acc = next(n for n in drawn.values() if n.name == "AccumulateGrad")
     assert acc.sequence_nr == "2⁶⁴−1"
-    view = dot.build_view(loss)
+    view = dot.build_view(graph_of(loss))
     for key, node in drawn.items():
         assert node.sequence_nr in (str(view.nodes[key].info.sequence_nr), "2⁶⁴−1")
 

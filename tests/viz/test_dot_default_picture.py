@@ -93,10 +93,10 @@ def test_the_default_drawing_is_a_page_tall_and_at_most_five_times_as_tall_as_wi
 ) -> None:
     trace = chain_trace()
     out = tmp_path / "chain.svg"
-    dot.save(dot.to_dot(trace), out)
+    dot.save(autograd_viz.to_dot(trace), out)
     width, height = _size(out)
     assert height <= MAX_HEIGHT and height <= 5 * width
     view = _view(trace)
     deep = tmp_path / "deep.svg"
-    dot.save(dot.to_dot(trace, level=ModuleTree.of_view(view).default_level(MAX_BOXES)), deep)
+    dot.save(autograd_viz.to_dot(trace, level=ModuleTree.of_view(view).default_level(MAX_BOXES)), deep)
     assert _size(deep)[1] > MAX_HEIGHT  # what the budget alone drew

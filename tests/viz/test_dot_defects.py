@@ -163,7 +163,7 @@ def test_graphviz_escapes_in_a_module_name_are_text_in_every_tooltip(
     level: int | None, tmp_path: Path
 ) -> None:
     out = tmp_path / "t.svg"
-    dot.save(dot.to_dot(escaped_trace(), level=level), out)
+    dot.save(autograd_viz.to_dot(escaped_trace(), level=level), out)
     titles = [
         a.get("{http://www.w3.org/1999/xlink}title", "")
         for a in ET.parse(out).getroot().iter("{http://www.w3.org/2000/svg}a")

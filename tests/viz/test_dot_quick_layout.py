@@ -38,8 +38,8 @@ def edge_lines(graph: object) -> list[str]:
 
 def test_a_big_picture_puts_its_labels_beside_the_edges_and_bounds_the_placement() -> None:
     """Note [Laying out big pictures quickly]: the same input slots, as xlabels."""
-    big = dot.to_dot(chain(QUICK_LAYOUT // 2 + 10), expand=["all"])
-    small = dot.to_dot(chain(10), expand=["all"])
+    big = autograd_viz.to_dot(chain(QUICK_LAYOUT // 2 + 10), expand=["all"])
+    small = autograd_viz.to_dot(chain(10), expand=["all"])
     assert {k: big.graph_attr[k] for k in QUICK_SETTINGS} == QUICK_SETTINGS
     assert not set(QUICK_SETTINGS) & set(small.graph_attr)
     big_edges, small_edges = edge_lines(big), edge_lines(small)
@@ -52,7 +52,7 @@ def test_a_big_picture_puts_its_labels_beside_the_edges_and_bounds_the_placement
 
 @needs_dot
 def test_every_label_of_a_big_picture_is_drawn() -> None:
-    graph = dot.to_dot(chain(QUICK_LAYOUT // 2 + 10), expand=["all"])
+    graph = autograd_viz.to_dot(chain(QUICK_LAYOUT // 2 + 10), expand=["all"])
     root = ET.fromstring(dot.pipe(graph, "svg"))
     edges = svg_groups(root, "edge")
     assert len(edges) == len(edge_lines(graph))
@@ -80,7 +80,7 @@ def crashing_dot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[No
 
 @needs_dot
 def test_a_big_picture_dot_crashes_on_is_drawn_with_straight_edges(crashing_dot: None) -> None:
-    graph = dot.to_dot(chain(QUICK_LAYOUT // 2 + 10), expand=["all"])
+    graph = autograd_viz.to_dot(chain(QUICK_LAYOUT // 2 + 10), expand=["all"])
     notices: list[str] = []
     root = ET.fromstring(dot.pipe(graph, "svg", notices))
     assert notices == [
@@ -88,7 +88,7 @@ def test_a_big_picture_dot_crashes_on_is_drawn_with_straight_edges(crashing_dot:
     ]
     assert len(svg_groups(root, "edge")) == len(edge_lines(graph))
     # A small picture has no quick settings to fall back from: dot's failure is the error.
-    small = dot.to_dot(chain(10), expand=["all"])
+    small = autograd_viz.to_dot(chain(10), expand=["all"])
     small.attr(nslimit="1")
     with pytest.raises(RuntimeError, match="killed by SIGSEGV"):
         dot.pipe(small, "svg")

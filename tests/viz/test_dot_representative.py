@@ -9,12 +9,12 @@ fold closed, as ``--around`` does; ``--expand`` of the fold opens its representa
 
 from __future__ import annotations
 
+import autograd_viz
 from autograd_viz.draw.model import showing
 from autograd_viz.draw.model.choosing import choose, open_call
 from autograd_viz.draw.model.graph_view import GraphView, from_state
 from autograd_viz.draw.model.targets import Names
 from autograd_viz.draw.model.tree import ModuleTree
-from autograd_viz.draw.render import dot
 from tests.viz.captions import check_pictures
 from tests.viz.test_modules import transformer_trace
 
@@ -48,7 +48,7 @@ def test_the_default_opens_one_block_and_counts_the_others() -> None:
     assert {"transformer.h.0.attn", "transformer.h.0.mlp", "lm_head"} <= boxes
     check_pictures(view, represent=True)
     # A box counts its parameters in one line rather than drawing their nodes.
-    source = dot.to_dot(transformer_trace()).source
+    source = autograd_viz.to_dot(transformer_trace()).source
     assert "<B>transformer.h.{1..11}</B> × 11" in source
     assert source.count("3 parameters each") == 1  # the fold: attn.w, attn.b, mlp.w a call
     assert "2 parameters" in source  # h.0.attn's w and b; lm_head's weight and bias
@@ -78,7 +78,7 @@ def test_expand_of_a_fold_opens_its_representative_not_every_call() -> None:
     check_pictures(view, expand=["transformer.h.{0..11}"])
     assert (
         "transformer.h.{1..11}</B> × 11"
-        in dot.to_dot(transformer_trace(), expand="transformer.h.{0..11}").source
+        in autograd_viz.to_dot(transformer_trace(), expand="transformer.h.{0..11}").source
     )
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+import autograd_viz
 from autograd_viz import cli
 from autograd_viz.draw.model.graph_view import GraphView
 from autograd_viz.draw.render import dot, dot_clusters
@@ -121,7 +122,7 @@ def _tied_language_model() -> Trace:
 def test_no_stacking_edge_doubles_a_drawn_edge(expand: tuple[str, ...]) -> None:
     # The output layer's gradient goes to the embedding's AccumulateGrad at the bottom of the
     # picture; an invisible edge beside that edge crashed Graphviz 2.43 on a 12-layer GPT-2.
-    source = dot.to_dot(_tied_language_model(), expand=expand, leaves=True).source
+    source = autograd_viz.to_dot(_tied_language_model(), expand=expand, leaves=True).source
     edges = re.findall(r"^\s*(\w+) -> (\w+)(.*)$", source, re.M)
     invisible = {(t, h) for t, h, attrs in edges if "style=invis" in attrs}
     drawn = {(t, h) for t, h, attrs in edges if "style=invis" not in attrs}
@@ -191,7 +192,7 @@ def test_pipe_warns_when_no_list_takes_the_line(crashing_dot: None) -> None:
 def test_an_opened_layer_of_a_tied_model_fits_a_screens_width() -> None:
     # Stacking edges into the tied embedding's AccumulateGrad at the bottom went round the
     # whole picture: 1,440 points wide with a layer opened, and BERT's opened layer 1,799.
-    root = svg_tree(dot.to_dot(_tied_language_model(), expand="encoder.layers.0"))
+    root = svg_tree(autograd_viz.to_dot(_tied_language_model(), expand="encoder.layers.0"))
     assert 0 < float(root.get("width", "0").removesuffix("pt")) <= 1200
 
 

@@ -7,7 +7,8 @@ import re
 import pytest
 
 import autograd_viz
-from autograd_viz.draw.model.graph_view import GraphViewError, from_torch_tensors
+from autograd_viz.draw.model.graph_view import GraphViewError, from_graph
+from autograd_viz.sources.pytorch.graph import unrun_graph
 
 torch = pytest.importorskip("torch")
 nn = torch.nn
@@ -39,7 +40,7 @@ def test_an_mlp_is_drawn_with_pytorchs_numbers_and_its_parameters_by_name() -> N
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(4, 3), nn.Tanh(), nn.Linear(3, 1))
     loss = model(torch.randn(2, 4)).sum()
-    view = from_torch_tensors([loss])
+    view = from_graph(unrun_graph([loss]))
     graph = _pytorch_graph(loss.grad_fn)
     assert len(view.nodes) == len(graph)
     memo: dict[int, int] = {}
@@ -78,7 +79,7 @@ def test_the_dot_source_names_the_nodes_and_counts_dependencies() -> None:
 
 def test_several_outputs_are_drawn_without_a_graph_root() -> None:
     a = torch.randn(3, requires_grad=True)
-    view = from_torch_tensors([(a * 2).sum(), a.exp().sum()])
+    view = from_graph(unrun_graph([(a * 2).sum(), a.exp().sum()]))
     names = sorted(n.info.name for n in view.nodes.values())
     assert names == sorted(
         ["SumBackward0", "MulBackward0", "SumBackward0", "ExpBackward0", "AccumulateGrad"]

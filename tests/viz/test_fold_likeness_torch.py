@@ -155,7 +155,7 @@ def test_mobilenet_v3_small_never_folds_unlike_convs() -> None:
 @pytest.mark.parametrize("name", ["mobilenet_v3_small", "convnext_atto"])
 def test_a_real_chain_models_default_picture_is_a_page_tall(name: str, tmp_path: Path) -> None:
     out = tmp_path / "model.svg"
-    dot.save(dot.to_dot(_real(name)()), out)
+    dot.save(autograd_viz.to_dot(_real(name)()), out)
     head = out.read_text()[:2000]
     found = re.search(r'<svg width="([\d.]+)pt" height="([\d.]+)pt"', head)
     assert found is not None

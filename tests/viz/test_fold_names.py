@@ -19,7 +19,6 @@ from autograd_viz.cli.main import main as cli_main
 from autograd_viz.draw.model import chains, select, showing
 from autograd_viz.draw.model.graph_view import GraphView, GraphViewError, from_state
 from autograd_viz.draw.model.targets import node_name
-from autograd_viz.draw.render import dot
 from autograd_viz.trace import Trace
 from autograd_viz.tui.pictures import Pictures
 from tests.viz.test_graph_select import unrolled_rnn
@@ -110,7 +109,7 @@ def test_a_chain_fold_is_a_box_with_a_name_a_count_and_what_it_holds() -> None:
     assert view.nodes[ids[first]].info.name == "TanhBackward0" and ids[first] == box.members[0]
     assert view.nodes[ids[last]].info.name == "MmBackward0"
     assert [c.name for c in chains.chain_folds(view)] == [box.name]
-    source = dot.to_dot(trace, collapse=True).source
+    source = autograd_viz.to_dot(trace, collapse=True).source
     assert f"{box.name}</B> × 30" in source and "shape=box3d" in source
 
 
@@ -124,12 +123,12 @@ def test_a_chain_folds_name_works_in_around_expand_and_the_tuis_find() -> None:
     assert f"within 0 edges of {fold.name}" in near.notices[0]
     assert [n.box.name for n in near.nodes.values() if n.box] == [fold.name]
     assert len(near.nodes) == 1  # the fold alone: its 120 nodes are what the name names
-    source = dot.to_dot(trace, collapse=True, around=fold.name, depth=1).source
+    source = autograd_viz.to_dot(trace, collapse=True, around=fold.name, depth=1).source
     assert f"{fold.name}</B> × 30" in source and "30 repetitions folded" in source
     # --expand draws the chain whole; the loss and the shared W stay as they are.
     whole = showing.show(view, collapse=True, expand=[fold.name])
     assert not any(n.box for n in whole.nodes.values()) and len(whole.nodes) == len(view.nodes)
-    assert dot.to_dot(trace, expand=fold.name).source == dot.to_dot(trace).source
+    assert autograd_viz.to_dot(trace, expand=fold.name).source == autograd_viz.to_dot(trace).source
     # The TUI's / reads the same names as dot.
     task = next(iter(trace.graph_tasks.values()))
     found = Pictures(trace, task).resolve(fold.name)

@@ -158,5 +158,5 @@ def test_around_a_shared_parameter_of_an_unrolled_cell_folds_the_other_steps() -
     view = showing.show(_view(trace), around="cell.weight", depth=1)
     assert _boxes(view) == {"cell:{1..7}": 7}
     # DOT draws it: the box with its count, the first call open around the parameter.
-    source = dot.to_dot(trace, around="cell.weight", depth=1).source
+    source = autograd_viz.to_dot(trace, around="cell.weight", depth=1).source
     assert "cell:{1..7}" in source and "× 7" in source

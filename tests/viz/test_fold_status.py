@@ -14,11 +14,11 @@ import re
 
 import pytest
 
+import autograd_viz
 from autograd_viz.draw.model import showing, totals
 from autograd_viz.draw.model.graph_view import GraphView
 from autograd_viz.draw.model.targets import Names, expand_braces
 from autograd_viz.draw.model.tree import ModuleTree
-from autograd_viz.draw.render import dot
 from autograd_viz.trace import Trace
 from tests.viz.test_modules_torch import _step_inside, _view, transformer_encoder, unrolled_gru
 
@@ -95,7 +95,7 @@ def test_around_part_of_a_layer_the_eleven_others_are_one_box(name: str, depth: 
     target = Names(((k, n.info) for k, n in view.nodes.items()), tree).resolve(box.name)
     assert sorted(target.scopes) == sorted(s.index for s in others)
     # dot draws it so.
-    source = dot.to_dot(encoder(), around=name, depth=depth).source
+    source = autograd_viz.to_dot(encoder(), around=name, depth=depth).source
     assert "<B>layers.{0..2,4..11}</B> × 11" in source
     assert not re.search(r"<B>layers\.\{0\.\.2\}</B>", source)
 

@@ -10,11 +10,12 @@ import pytest
 
 import autograd_viz
 import engine
+from autograd_viz import to_dot
+from autograd_viz.pictures import graph_of
 from autograd_viz.draw.model import chains
 from autograd_viz.draw.model import select as graph_select
 from autograd_viz.draw.model.graph_view import GraphViewError
 from autograd_viz.draw.render import dot
-from autograd_viz.draw.render.dot import to_dot
 from autograd_viz.trace import Trace
 from tests.viz.dotting import drawn_edges, drawn_nodes
 
@@ -38,7 +39,7 @@ def _recorded_chain(steps: int) -> Trace:
 def test_around_keeps_the_nodes_within_depth_edges_either_way() -> None:
     x = engine.tensor([1.0, 2.0], requires_grad=True, name="x")
     loss = (x.exp() * 2.0).tanh().sum()
-    view = dot.build_view(loss)
+    view = dot.build_view(graph_of(loss))
     exp = graph_select.find_node(view, "ExpBackward0")
     near = graph_select.around(view, "ExpBackward0", 1)
     names = sorted(n.info.name for n in near.nodes.values())
@@ -53,7 +54,7 @@ def test_around_keeps_the_nodes_within_depth_edges_either_way() -> None:
 
 def test_around_explains_names_it_cannot_use() -> None:
     x = engine.tensor([1.0], requires_grad=True)
-    view = dot.build_view((x * 2.0 * 3.0).sum())
+    view = dot.build_view(graph_of((x * 2.0 * 3.0).sum()))
     with pytest.raises(
         GraphViewError,
         match=r"2 nodes are named 'MulBackward0'; name one with its id: "
@@ -104,7 +105,7 @@ def test_collapse_folds_an_unrolled_chain_into_one_node_with_counts() -> None:
 
 def test_collapse_leaves_a_graph_without_repeats_alone_and_says_so() -> None:
     x = engine.tensor([1.0], requires_grad=True)
-    view = dot.build_view((x.exp() * 2.0).tanh().sum())
+    view = dot.build_view(graph_of((x.exp() * 2.0).tanh().sum()))
     same = graph_select.collapse(view)
     assert same.nodes == view.nodes and same.edges == view.edges and same.boxes == view.boxes
     assert same.notices == (
@@ -218,7 +219,7 @@ def test_the_three_compose_around_then_collapse_then_budget() -> None:
 
 
 def test_max_nodes_must_be_positive() -> None:
-    view = dot.build_view(_chain(2)[1])
+    view = dot.build_view(graph_of(_chain(2)[1]))
     with pytest.raises(ValueError, match="max_nodes must be a positive integer, got 0"):
         graph_select.limit(view, 0)
     assert graph_select.limit(view, 100) is view

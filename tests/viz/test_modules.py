@@ -300,7 +300,7 @@ def test_a_box_holding_a_nan_says_so_and_is_failed() -> None:
     _sum_check(picture, view)
     encoder = [c for c in picture.clusters.values() if c.name == "encoder"]
     assert encoder[0].summary.status is showing.BoxStatus.FAILED
-    assert "⚠ 2 with NaN/Inf" in dot.to_dot(trace, level=1).source
+    assert "⚠ 2 with NaN/Inf" in autograd_viz.to_dot(trace, level=1).source
 
 
 def test_the_running_nodes_modules_open_by_themselves_at_a_step() -> None:
@@ -344,10 +344,10 @@ def test_the_running_nodes_modules_open_by_themselves_at_a_step() -> None:
 
 def test_expand_all_is_the_drawing_without_modules() -> None:
     trace = transformer_trace(3)
-    with_modules = dot.to_dot(trace, expand="all").source
-    assert with_modules == dot.to_dot(_strip_scopes(trace)).source
+    with_modules = autograd_viz.to_dot(trace, expand="all").source
+    assert with_modules == autograd_viz.to_dot(_strip_scopes(trace)).source
     assert "cluster_t0_d0_c" not in with_modules
-    assert dot.to_dot(trace).source != with_modules
+    assert autograd_viz.to_dot(trace).source != with_modules
 
 
 def _strip_scopes(trace: Trace) -> Trace:
@@ -451,25 +451,25 @@ def test_a_name_of_spaces_or_padded_with_them_is_read_as_given_first() -> None:
 
 def test_dot_draws_modules_as_clusters_and_folds_as_boxes() -> None:
     trace = transformer_trace()
-    source = dot.to_dot(trace).source
+    source = autograd_viz.to_dot(trace).source
     # One block open as the fold's representative, the eleven others one box.
     assert "transformer.h.{1..11}</B> × 11" in source
     assert "transformer.h.0.attn</B>" in source
-    assert "transformer.h.{0..11}</B> × 12" in dot.to_dot(trace, leaves=True).source
+    assert "transformer.h.{0..11}</B> × 12" in autograd_viz.to_dot(trace, leaves=True).source
     assert 'class="fold done"' in source
     assert (
         "3D box: alike calls or chain links one after another, folded" in source
     )  # the legend says so
-    assert "3D box" not in dot.to_dot(trace, expand="all").source
+    assert "3D box" not in autograd_viz.to_dot(trace, expand="all").source
     assert re.search(r"subgraph cluster_t0_d0_c\d+ \{", source)
-    opened = dot.to_dot(trace, expand="transformer.h.3").source
+    opened = autograd_viz.to_dot(trace, expand="transformer.h.3").source
     assert "transformer.h.3.attn</B> <I>Attention</I>" in opened
     # Exactly that call opens; the other blocks stay one box, as --around keeps them.
     assert "transformer.h.{0..2,4..11}</B> × 11" in opened
     assert "transformer.h.4</B>" not in opened
-    around = dot.to_dot(trace, around="transformer.h.3", depth=1).source
+    around = autograd_viz.to_dot(trace, around="transformer.h.3", depth=1).source
     assert "transformer.h.{0..2,4..11}</B> × 11" in around
-    fold = dot.to_dot(trace, expand="transformer.h.{0..11}").source
+    fold = autograd_viz.to_dot(trace, expand="transformer.h.{0..11}").source
     assert "transformer.h.0.attn</B>" in fold and "transformer.h.1.attn</B>" not in fold
 
 
@@ -493,7 +493,7 @@ def test_module_names_are_text_in_dot() -> None:
         y = (x @ w).tanh()
     with autograd_viz.record() as trace:
         y.sum().backward()
-    graph = dot.to_dot(trace, level=0)
+    graph = autograd_viz.to_dot(trace, level=0)
     source = graph.source
     assert chr(27) not in source and "<I><i>" not in source
     assert r"<B>h&quot;&lt;b&gt;{0}&lt;/b&gt;\\N\\x1b[31m</B>" in source

@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+import autograd_viz
 from autograd_viz.draw.model.graph_view import from_state
 from autograd_viz.draw.model.targets import Names
 from autograd_viz.draw.model.tree import ModuleTree
-from autograd_viz.draw.render import dot
 from autograd_viz.trace import Trace
 from autograd_viz.trace.recording import record
 from tests.viz.dotting import needs_dot, svg_tree
@@ -92,7 +92,7 @@ def test_a_compiled_models_parameters_are_in_their_modules(backend: str) -> None
     # Every module the tree shows is a name the views take back.
     names = Names(((k, n.info) for k, n in view.nodes.items()), tree)
     assert names.resolve("blocks.0").kind == "module"
-    graph = dot.to_dot(trace, around="blocks.2", depth=1).source
+    graph = autograd_viz.to_dot(trace, around="blocks.2", depth=1).source
     assert "within 1 edge of blocks.2" in graph
 
 
@@ -118,7 +118,7 @@ def test_a_compiled_models_many_parameters_fit_a_screens_width() -> None:
     model = torch.compile(Deep(), backend="aot_eager")
     with record() as trace:
         model(torch.randn(8, 16)).sum().backward()
-    graph = dot.to_dot(trace, leaves=True)  # every Linear open, its parameters drawn
+    graph = autograd_viz.to_dot(trace, leaves=True)  # every Linear open, its parameters drawn
     names = [f"blocks.{i}.{j}.{p}" for i in range(4) for j in (0, 2) for p in ("weight", "bias")]
     assert all(f"<B>{name}</B>" in graph.source for name in names)
     # Twenty AccumulateGrads side by side made it 3,800 points wide; they wrap, module by module.

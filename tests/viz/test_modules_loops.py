@@ -18,7 +18,6 @@ from autograd_viz.draw.model.folds import _runs
 from autograd_viz.draw.model.graph_view import GraphView, from_state
 from autograd_viz.draw.model.targets import Names
 from autograd_viz.draw.model.tree import ModuleTree
-from autograd_viz.draw.render import dot
 from autograd_viz.trace import Trace
 
 
@@ -147,11 +146,11 @@ def test_an_unrolled_encoder_decoder_folds_each_loop_with_its_count() -> None:
         box = boxes[group.name]
         assert sorted(box.members) == sorted(k for i in group.scopes for k in tree.members(i))
         assert box.summary.nodes == len(box.members)
-    source = dot.to_dot(trace, leaves=True).source
+    source = autograd_viz.to_dot(trace, leaves=True).source
     assert "(emb:{0..4}, enc:{0..4})</B> × 5" in source
     assert "(emb:{5..8}, dec:{0..3}, out:{0..3})</B> × 4" in source
     # By default each loop's first step is drawn open, the others one box.
-    source = dot.to_dot(trace).source
+    source = autograd_viz.to_dot(trace).source
     assert "(emb:{1..4}, enc:{1..4})</B> × 4" in source
     assert "<B>enc:0</B>" in source and "<B>emb:0</B>" in source
 
@@ -170,7 +169,7 @@ def test_a_fold_of_a_pattern_opens_on_request_and_its_names_read_back() -> None:
     assert target.kind == "fold" and target.group == encoder.index
     assert names.resolve("enc:3").kind == "module"
     # Expanded by its name, the fold opens its first step; the others stay one box.
-    drawn = dot.to_dot(trace, expand=encoder.name).source
+    drawn = autograd_viz.to_dot(trace, expand=encoder.name).source
     assert "<B>enc:0</B>" in drawn and "(emb:{1..4}, enc:{1..4})</B> × 4" in drawn
     assert "<B>enc:3</B>" not in drawn
 
@@ -208,7 +207,7 @@ def test_a_closed_fold_is_a_rolled_loop_with_one_edge_to_itself() -> None:
     # Each call passes h to the next: eleven edges, one drawn; the shared weight's
     # AccumulateGrad, made in the first call, is no step of the loop.
     assert [(e.tail, e.count) for e in loops] == [(box.key, 11)]
-    source = dot.to_dot(unrolled_trace(12), leaves=True).source
+    source = autograd_viz.to_dot(unrolled_trace(12), leaves=True).source
     assert f'{box.key} -> {box.key} [label="×11" class=loop' in source
     assert "from one repetition to the next (the loop, rolled)" in source
     # Opened, the loop is its calls again, and no edge goes from a box to itself.

@@ -16,7 +16,6 @@ from autograd_viz.draw.model import showing, totals
 from autograd_viz.draw.model.graph_view import GraphView, from_state
 from autograd_viz.draw.model.targets import Names, node_name
 from autograd_viz.draw.model.tree import MAX_BOXES, ModuleTree
-from autograd_viz.draw.render import dot
 from autograd_viz.trace import Trace
 from tests.viz.dotting import needs_dot, svg_groups, svg_tree
 
@@ -163,8 +162,8 @@ def test_an_unrolled_gru_cell_folds_its_calls() -> None:
     trace = unrolled_gru()
     groups = _groups(_view(trace))
     assert groups == {"cell:{0..9}": 10}
-    assert "cell:{0..9}</B> × 10" in dot.to_dot(trace, leaves=True).source
-    assert "cell:{1..9}</B> × 9" in dot.to_dot(trace).source  # the first call open
+    assert "cell:{0..9}</B> × 10" in autograd_viz.to_dot(trace, leaves=True).source
+    assert "cell:{1..9}</B> × 9" in autograd_viz.to_dot(trace).source  # the first call open
 
 
 def test_a_module_used_at_two_places_has_two_calls_that_do_not_fold() -> None:
@@ -221,26 +220,26 @@ def test_expand_all_is_todays_full_drawing(model: str) -> None:
     )
     middle = len(trace) // 2
     for step in (middle, len(trace)):
-        full = dot.to_dot(trace, step=step, expand="all").source
-        assert full == dot.to_dot(stripped, step=step).source
+        full = autograd_viz.to_dot(trace, step=step, expand="all").source
+        assert full == autograd_viz.to_dot(stripped, step=step).source
 
 
 def test_around_a_parameter_name_the_picture_shows() -> None:
     trace = transformer_encoder()
-    graph = dot.to_dot(trace, around="layers.3.self_attn.in_proj_weight", depth=2).source
+    graph = autograd_viz.to_dot(trace, around="layers.3.self_attn.in_proj_weight", depth=2).source
     assert "layers.3.self_attn.in_proj_weight" in graph
     assert "within 2 edges of layers.3.self_attn.in_proj_weight" in graph
 
 
 @needs_dot
 def test_the_default_picture_of_twelve_layers_fits_a_screens_width() -> None:
-    root = svg_tree(dot.to_dot(transformer_encoder()))
+    root = svg_tree(autograd_viz.to_dot(transformer_encoder()))
     width = float(root.get("width", "0").removesuffix("pt"))
     assert 0 < width <= 1440  # points: 1,920 pixels at 96 per inch
 
 
 def _width(trace: Trace, **options: Any) -> float:
-    root = svg_tree(dot.to_dot(trace, **options))
+    root = svg_tree(autograd_viz.to_dot(trace, **options))
     return float(root.get("width", "0").removesuffix("pt"))
 
 
@@ -248,11 +247,11 @@ def _width(trace: Trace, **options: Any) -> float:
 def test_the_default_picture_of_a_resnet_stack_fits_a_screens_width() -> None:
     # A stage's blocks drawn side by side, a diagonal staircase, made it 2,442 points wide.
     trace = resnet_stack()
-    source = dot.to_dot(trace, leaves=True).source
+    source = autograd_viz.to_dot(trace, leaves=True).source
     assert "2.0.conv1.weight" in source and "2.0.downsample.0.weight" in source
     assert 0 < _width(trace) <= 1440 and 0 < _width(trace, leaves=True) <= 1440
     # Nothing is hidden to fit: the full drawing is still there on request, as wide as it is.
-    assert "style=invis" not in dot.to_dot(trace, expand="all").source
+    assert "style=invis" not in autograd_viz.to_dot(trace, expand="all").source
 
 
 @needs_dot
@@ -260,7 +259,7 @@ def test_a_big_opened_picture_is_stacked_and_fits_a_screens_width() -> None:
     # The twelve layers opened (over 600 nodes) were left unstacked, 1,997 points wide: stacked,
     # invisible edges doubling drawn ones made Graphviz 2.43's dot crash on such pictures.
     trace = transformer_encoder()
-    graph = dot.to_dot(trace, expand=[f"layers.{i}" for i in range(12)])  # each call whole
+    graph = autograd_viz.to_dot(trace, expand=[f"layers.{i}" for i in range(12)])  # each call whole
     assert "style=invis" in graph.source
     root = svg_tree(graph)
     assert len(svg_groups(root, "node")) > 600
@@ -330,7 +329,7 @@ def test_at_a_step_inside_layer_6_only_it_opens_and_the_other_layers_are_one_box
         assert box.summary.nodes == len(box.members) == sum(tree.scopes[i].size for i in box.scopes)
         assert box.summary.remaining == sum(view.nodes[k].remaining for k in box.members)
     # dot at the step draws the same; --expand all still draws every node.
-    source = dot.to_dot(trace, step=step).source
+    source = autograd_viz.to_dot(trace, step=step).source
     assert "<B>layers.{7..11}</B> × 5" in source and "<B>layers.{0..5}</B> × 6" in source
     everything = showing.show(view, expand=["all"])
     assert everything.nodes.keys() == view.nodes.keys() and not everything.clusters

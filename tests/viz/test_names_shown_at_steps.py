@@ -17,7 +17,6 @@ import autograd_viz
 from autograd_viz.draw.model import select, showing
 from autograd_viz.draw.model.graph_view import GraphViewError, from_state
 from autograd_viz.draw.model.targets import node_name
-from autograd_viz.draw.render import dot
 from autograd_viz.trace import Trace
 from autograd_viz.tui.listing import row_name
 from autograd_viz.tui.text import short_name
@@ -72,7 +71,7 @@ def test_a_loop_folds_parts_at_a_step_read_back_at_that_step() -> None:
             parts += 1
             target = names.resolve(node.box.name)
             assert set(target.nodes) == set(node.box.members), (step, node.box.name)
-            graph = dot.to_dot(trace, step=step, around=node.box.name, depth=1).source
+            graph = autograd_viz.to_dot(trace, step=step, around=node.box.name, depth=1).source
             assert "within 1 edge" in graph
     assert parts > 5  # the loop was split at the steps chosen: its parts were tried
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from autograd_viz.draw.render.dot import to_dot
+from autograd_viz import to_dot
 from autograd_viz.timeline import to_chrome_trace
 from autograd_viz.trace import Trace
 from autograd_viz.trace.recorder import Recorder

@@ -14,7 +14,7 @@ import pytest
 from rich.console import Console
 
 import engine
-from autograd_viz.draw.render.dot import to_dot
+from autograd_viz import to_dot
 from autograd_viz.nan.scan import find_nans
 from autograd_viz.nan.text import print_report
 from autograd_viz.nan.watch import watch_nan

@@ -1,10 +1,11 @@
 """What a drawing of the backward graph shows: its nodes, edges and their state at one step.
 
 A :class:`GraphView` is the drawing's model, independent of Graphviz. It is
-built from one of three sources:
+built from one of two things, both trace types:
 
-* tensors (:func:`from_tensors`): the graph the forward pass built, before any
-  backward call; every node is waiting with all its dependencies to come;
+* an :class:`~autograd_viz.trace.records.UnrunGraph` (:func:`from_graph`): the
+  graph the forward pass built, before any backward call, as a source read it
+  from tensors; every node is waiting with all its dependencies to come;
 * an :class:`~autograd_viz.trace.replay.ExecutionState` (:func:`from_state`): one
   graph task (and the reentrant graph tasks its nodes started) at a step of
   a trace, with each node's status, remaining dependencies and input buffer,
@@ -21,21 +22,18 @@ same DOT text.
 
 from __future__ import annotations
 
-import sys
-import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import FrozenInstanceError, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from autograd_viz.sources.engine import node_info, numbered_scopes, walk_graph
 from autograd_viz.trace import GraphTaskInfo, NodeInfo, TraceEvent, paused_gc
+from autograd_viz.trace.records import GraphViewError, UnrunGraph
 from autograd_viz.trace.replay import ExecutionState, NodeState, NodeStatus
 
 if TYPE_CHECKING:
     from autograd_viz.draw.model.boxes import ModuleBox
     from autograd_viz.draw.model.showing import Cluster
     from autograd_viz.trace.summary import TensorSummary
-    from engine import Tensor
 
 
 # Note [View nodes and edges are values]
@@ -232,101 +230,18 @@ class GraphView:
     """The innermost cluster of each drawn node inside one, by node key."""
 
 
-class GraphViewError(ValueError):
-    """There is nothing to draw, or the request does not fit the source."""
-
-
 # -- before backward -------------------------------------------------------------------
 
 
-def from_tensors(tensors: Sequence[Tensor]) -> GraphView:
-    """The graph the forward pass built for ``tensors``, before any backward call.
-
-    Raises:
-        GraphViewError: a tensor has no ``grad_fn`` (a leaf, or it does not
-            require grad), so it has no backward graph to draw.
-    """
-    _check_graphs(tensors)
-    graph = list(walk_graph([t.grad_fn for t in tensors if t.grad_fn is not None]))
-    incoming: dict[int, int] = {}
-    for node in graph:
-        for edge in node._next_edges:
-            if edge is not None:
-                incoming[edge.function._id] = incoming.get(edge.function._id, 0) + 1
-    scopes, modules = numbered_scopes(graph)
-    infos = [
-        node_info(node, incoming.get(node._id, 0), "needed", (), 0, scope)
-        for node, scope in zip(graph, scopes, strict=True)
-    ]
-    outputs = [
-        Output(t.grad_fn._id, t.name, tuple(t.shape), str(t.dtype))  # type: ignore[union-attr]
-        for t in tensors
-    ]
-    return from_graph(infos, outputs, modules)
-
-
-def from_torch_tensors(tensors: Sequence[Any]) -> GraphView:
-    """The graph PyTorch built for ``tensors`` (``torch.Tensor``), before any backward call.
-
-    Numbered as PyTorch's engine would number it when ``backward()`` starts:
-    ``_sequence_nr()`` as PyTorch gives it, ``topological_nr`` and dependency
-    counts computed from the graph, parameters named by their module.
-
-    Raises:
-        GraphViewError: a tensor has no ``grad_fn``.
-    """
-    from autograd_viz.sources.pytorch.graph import plan_graph_task
-    from autograd_viz.sources.pytorch.naming import LeafNamer
-
-    _check_graphs(tensors)
-    plan = plan_graph_task(
-        [(t.grad_fn, t.output_nr) for t in tensors], [], True, LeafNamer(sys._getframe(1))
-    )
-    info = plan.snapshot(0, None, 0, False, False, threading.current_thread().name, 0)
-    # Several outputs meet in a GraphRoot only once backward starts; before it, each
-    # output is drawn on its own node.
-    infos = [n for n in info.nodes.values() if len(tensors) == 1 or n.id != info.root]
-    outputs = [
-        Output(node._id, None, tuple(t.shape), str(t.dtype).removeprefix("torch."))
-        for (node, _), t in zip(plan.roots, tensors, strict=True)
-    ]
-    return from_graph(infos, outputs, info.modules)
-
-
-def _check_graphs(tensors: Sequence[Any]) -> None:
-    """Raise :class:`GraphViewError` for a tensor (ours or PyTorch's) without a ``grad_fn``."""
-    for i, tensor in enumerate(tensors):
-        if tensor.grad_fn is None:
-            what = "a leaf" if tensor.requires_grad else "does not require grad"
-            raise GraphViewError(
-                f"tensor {i} has no grad_fn ({what}), so there is no backward graph to draw; "
-                "pass a tensor computed from tensors that require grad"
-            )
-
-
-@dataclass(frozen=True, slots=True)
-class Output:
-    """A tensor whose graph is drawn before backward, drawn as a box above its node."""
-
-    node: int
-    """Id of its ``grad_fn``."""
-    name: str | None
-    """The name the user gave it, if any."""
-    shape: tuple[int, ...]
-    """Its shape."""
-    dtype: str
-    """Its dtype's name."""
-
-
-def from_graph(
-    infos: Sequence[NodeInfo], outputs: Sequence[Output], modules: Mapping[str, str] | None = None
-) -> GraphView:
+def from_graph(graph: UnrunGraph) -> GraphView:
     """A graph before backward: its nodes (with their dependency counts), its outputs, and
     the class name of each module path in the nodes' scopes.
 
-    Every source of graphs draws through here: our engine's tensors
-    (:func:`from_tensors`) and PyTorch's (:func:`autograd_viz.draw.render.dot.to_dot`).
+    Every source of graphs draws through here: our engine's tensors and PyTorch's
+    (:func:`autograd_viz.to_dot`, which asks the source for the :class:`UnrunGraph`), and
+    the TUI's list of a task's nodes.
     """
+    infos, outputs, modules = graph.nodes, graph.outputs, graph.modules
     keys = {info.id: f"n{i}" for i, info in enumerate(infos)}
     nodes = {
         keys[info.id]: ViewNode(keys[info.id], info, 0, None, info.dependencies) for info in infos

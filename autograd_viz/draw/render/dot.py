@@ -28,32 +28,21 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import threading
 import warnings
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any
 
 import graphviz
 
 from autograd_viz.draw.model import showing
-from autograd_viz.draw.model.graph_view import (
-    GraphView,
-    GraphViewError,
-    from_state,
-    from_tensors,
-    from_torch_tensors,
-)
+from autograd_viz.draw.model.graph_view import GraphView, GraphViewError, from_graph, from_state
 from autograd_viz.draw.render.dot_clusters import unstacked
 from autograd_viz.draw.render.dot_render import render
 from autograd_viz.draw.render.escape import html_text, plain_text
 from autograd_viz.draw.render.styles import NON_FINITE, PATH_COLOR, PATH_NOTICE, STATUS_STYLES
 from autograd_viz.trace import Trace
-from autograd_viz.trace.records import DERIVED_ORDER, observed
+from autograd_viz.trace.records import DERIVED_ORDER, UnrunGraph, observed
 from autograd_viz.trace.replay import ExecutionState
-
-if TYPE_CHECKING:
-    from engine import Tensor
 
 FORMATS = {".dot": "dot", ".gv": "dot", ".svg": "svg", ".png": "png", ".pdf": "pdf"}
 """Output suffixes :func:`save` understands, and the Graphviz format of each."""
@@ -74,7 +63,7 @@ class GraphvizNotFoundError(RuntimeError):
 
 
 def to_dot(
-    target: Tensor | Sequence[Tensor] | Trace | ExecutionState,
+    target: UnrunGraph | Trace | ExecutionState,
     step: int | None = None,
     *,
     graph_task: int | None = None,
@@ -98,8 +87,9 @@ def to_dot(
         >>> autograd_viz.to_dot(trace, step=5).render("step5", format="svg")
 
     Args:
-        target: a tensor (or several) whose graph has not run yet, a
-            :class:`~autograd_viz.Trace`, or an :class:`~autograd_viz.ExecutionState`.
+        target: a :class:`~autograd_viz.Trace`, an :class:`~autograd_viz.ExecutionState`,
+            or a graph that has not run yet (:func:`autograd_viz.to_dot` takes
+            tensors, ours or PyTorch's, and reads their graph through their source).
         step: for a trace, how many events have been applied (default: all).
         graph_task: which graph task to draw (default: the top-level call the
             step belongs to, with the reentrant calls its nodes made).
@@ -154,10 +144,13 @@ def to_dot(
     return render(view, saved=saved, values=values, legend=legend, highlight=highlight)
 
 
-def build_view(target: Any, step: int | None = None, *, graph_task: int | None = None) -> GraphView:
+def build_view(
+    target: UnrunGraph | Trace | ExecutionState,
+    step: int | None = None,
+    *,
+    graph_task: int | None = None,
+) -> GraphView:
     """The :class:`GraphView` of ``target`` (see :func:`to_dot` for the arguments)."""
-    from engine import Tensor
-
     if isinstance(target, Trace):
         view = from_state(target.state_at(len(target) if step is None else step), graph_task)
         if observed(target.header) == "calls":  # Note [Observation levels]
@@ -170,20 +163,10 @@ def build_view(target: Any, step: int | None = None, *, graph_task: int | None =
                 "pass the trace to choose the step"
             )
         return from_state(target, graph_task)
-    # PyTorch is looked for only when the program imported it (Note [Arming without importing
-    # torch] in autograd_viz/sources/arming.py).
-    torch = sys.modules.get("torch")
-    torch_tensor = getattr(torch, "Tensor", None) if torch is not None else None
-    kinds = tuple(k for k in (Tensor, torch_tensor) if k is not None)
-    tensors = [target] if isinstance(target, kinds) else target
-    is_tensors = isinstance(tensors, list | tuple) and bool(tensors)
-    for kind in kinds:
-        if is_tensors and all(isinstance(t, kind) for t in tensors):
-            if step is not None or graph_task is not None:
-                raise TypeError(
-                    "step and graph_task need a trace; a tensor's graph has not run yet"
-                )
-            return from_tensors(tensors) if kind is Tensor else from_torch_tensors(tensors)
+    if isinstance(target, UnrunGraph):
+        if step is not None or graph_task is not None:
+            raise TypeError("step and graph_task need a trace; a tensor's graph has not run yet")
+        return from_graph(target)
     raise TypeError(
         "to_dot() draws a Tensor (ours or PyTorch's), a sequence of Tensors, a Trace or an "
         f"ExecutionState, got {type(target).__name__}"

@@ -12,8 +12,11 @@ the plan into the :class:`~autograd_viz.trace.GraphTaskInfo` a trace keeps.
 
 from __future__ import annotations
 
+import sys
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from types import FrameType
 from typing import Any
 
 import torch
@@ -31,7 +34,13 @@ from autograd_viz.sources.pytorch.summary import (
     summarize_tensor,
 )
 from autograd_viz.trace import GraphTaskInfo, LeafInfo, NodeInfo
-from autograd_viz.trace.records import Scope, new_node_info
+from autograd_viz.trace.records import (
+    GraphOutput,
+    Scope,
+    UnrunGraph,
+    check_has_graph,
+    new_node_info,
+)
 from autograd_viz.trace.summary import TensorSummary
 from engine.scheduler import ExecInfo, compute_dependencies, init_to_execute, should_execute
 
@@ -380,3 +389,28 @@ def _init_to_execute(plan: GraphPlan, accumulate_grad: bool, min_topo: int) -> N
     plan.captures = {
         node: info.captures for node, info in plan.exec_info.items() if info.captures is not None
     }
+
+
+def unrun_graph(tensors: Sequence[torch.Tensor], frame: FrameType | None = None) -> UnrunGraph:
+    """The graph PyTorch built for ``tensors``, before any backward call.
+
+    Numbered as PyTorch's engine would number it when ``backward()`` starts:
+    ``_sequence_nr()`` as PyTorch gives it, ``topological_nr`` and dependency
+    counts computed from the graph, parameters named by their module as seen
+    from ``frame`` (by default the caller's).
+
+    Raises:
+        GraphViewError: a tensor has no ``grad_fn``.
+    """
+    check_has_graph(tensors)
+    namer = LeafNamer(frame or sys._getframe(1))
+    plan = plan_graph_task([(t.grad_fn, t.output_nr) for t in tensors], [], True, namer)
+    info = plan.snapshot(0, None, 0, False, False, threading.current_thread().name, 0)
+    # Several outputs meet in a GraphRoot only once backward starts; before it, each
+    # output is drawn on its own node.
+    infos = tuple(n for n in info.nodes.values() if len(tensors) == 1 or n.id != info.root)
+    outputs = tuple(
+        GraphOutput(node._id, None, tuple(t.shape), str(t.dtype).removeprefix("torch."))
+        for (node, _), t in zip(plan.roots, tensors, strict=True)
+    )
+    return UnrunGraph(infos, outputs, info.modules)

@@ -123,7 +123,7 @@ def test_the_command_on_our_engine(tmp_path: Path, capsys: pytest.CaptureFixture
 def test_a_trace_of_our_engine_holds_the_findings_and_dot_draws_the_cut(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from autograd_viz.draw.render.dot import to_dot
+    from autograd_viz import to_dot
     from autograd_viz.grads.recorded import call_grads
     from autograd_viz.trace import Trace
 

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from grads_programs import marked_line, write
 
+from autograd_viz import to_dot
 from autograd_viz.cli.main import main
-from autograd_viz.draw.render.dot import to_dot
 from autograd_viz.trace import Trace
 from tests.viz.dotting import drawn_edges, needs_dot, svg_groups, svg_text, svg_tree
 

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+import autograd_viz
+
 if TYPE_CHECKING:
     import torch
 else:
@@ -24,7 +26,6 @@ pytest.importorskip("torch._dynamo")
 
 from autograd_viz.draw.model.graph_view import from_state
 from autograd_viz.draw.model.tree import ModuleTree
-from autograd_viz.draw.render import dot
 from autograd_viz.nan.forward import compiled as forward_compiled
 from autograd_viz.nan.watch import watch_nan
 from autograd_viz.sources import once
@@ -221,11 +222,11 @@ def test_a_compiled_models_trace_names_it_as_the_program_does() -> None:
     assert [(tree.scopes[i].name, tree.scopes[i].kind) for i in tree.roots] == [("model", "Net")]
     assert {(s.path, s.kind) for s in tree.scopes} >= {("lin1", "Linear"), ("lin2", "Linear")}
     # Every view takes the names it shows.
-    graph = dot.to_dot(trace, around="lin1.bias", depth=2).source
+    graph = autograd_viz.to_dot(trace, around="lin1.bias", depth=2).source
     assert "within 2 edges of lin1.bias" in graph
-    assert "<B>model</B> <I>Net</I>" in dot.to_dot(trace, around="model", depth=1).source
-    assert "_orig_mod" not in dot.to_dot(trace).source
-    assert "OptimizedModule" not in dot.to_dot(trace, expand="all").source
+    assert "<B>model</B> <I>Net</I>" in autograd_viz.to_dot(trace, around="model", depth=1).source
+    assert "_orig_mod" not in autograd_viz.to_dot(trace).source
+    assert "OptimizedModule" not in autograd_viz.to_dot(trace, expand="all").source
 
 
 def test_the_tuis_module_tree_names_a_compiled_model_as_the_program_does() -> None:
@@ -275,7 +276,7 @@ def test_a_compiled_part_of_a_models_trace_is_named_by_its_path() -> None:
         "encoder.lin": "Linear",
     }
     assert _leaves(trace) == ["encoder.lin.bias", "encoder.lin.weight"]
-    graph = dot.to_dot(trace, around="encoder.lin.bias", depth=2).source
+    graph = autograd_viz.to_dot(trace, around="encoder.lin.bias", depth=2).source
     assert "within 2 edges of encoder.lin.bias" in graph
 
 
