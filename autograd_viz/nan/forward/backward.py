@@ -23,6 +23,7 @@ from autograd_viz.sources.pytorch.op_values import NAN, checked_values, finite
 from autograd_viz.sources.pytorch.origins import node_origin
 from autograd_viz.sources.pytorch.saved import saved_summaries
 from autograd_viz.sources.pytorch.summary import TorchSummary
+from autograd_viz.trace.summary import TensorSummary
 from engine.events import HUB, Event
 
 if TYPE_CHECKING:
@@ -62,6 +63,8 @@ class BackwardChecks:
         if event.kind != "node_end" or event.data.get("derived"):
             return
         for index, summary in enumerate(event.data.get("outputs") or ()):
+            if _known_finite(summary):
+                continue  # Note [A gradient summarized already]
             tensor = _tensor_of(summary)
             if tensor is None:
                 continue
@@ -125,6 +128,33 @@ class _NodeFields:
 
     def name(self) -> str | None:
         return self._name
+
+
+# Note [A gradient summarized already]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# Under watch_nan the recorder listens before the checks (it subscribes first) and, at the
+# values tier ``all``, resolves every node output's summary as the event reaches it: the
+# summary of a large gradient starts with the very sum the check would take (Note
+# [Summaries of large tensors] in sources/pytorch/summary.py), and any summary read from
+# the values counts NaN and Inf exactly. So a gradient whose summary is already there,
+# read from its values (``min`` set) with no NaN and no Inf, is finite, and the check
+# takes no second pass over a million elements. Anything else (no summary yet: a lower
+# tier, a call not recorded, a mid-size gradient whose summary is settled later in a
+# batch; or a summary without values) is checked by its own reduction, as before. A
+# gradient that is not finite always takes the exact path (``kinds``).
+
+
+def _known_finite(summary: Any) -> bool:
+    """Whether ``summary`` (a bridge summary) was already read from values that are finite."""
+    if type(summary) is not TorchSummary:
+        return False
+    taken = summary.summary
+    return (
+        type(taken) is TensorSummary
+        and taken.min is not None
+        and not taken.nan_count
+        and not taken.inf_count
+    )
 
 
 def _tensor_of(summary: Any) -> torch.Tensor | None:

@@ -33,6 +33,18 @@ if TYPE_CHECKING:
 
 _BACKWARD_CALLS = frozenset({torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad})
 
+# Note [One origin per place]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# A training loop makes its nodes at the same few lines every step. The origin of a
+# node is a function of its place (file, line, function, module running), and so is its
+# formatted line (read from ``linecache``, as a traceback reads it): both are made once
+# per place and reused, so tagging a node costs two dictionary writes. The nodes of each
+# call get a list of their own for ``traceback_``. The places are strings only, nothing
+# of the program kept alive, and the cache starts again past ``_MAX_ORIGINS`` places.
+
+_MAX_ORIGINS = 4096
+_ORIGINS: dict[tuple[str, int, str, str | None], tuple[Origin, tuple[str, ...]]] = {}
+
 
 class _Calls(threading.local):
     def __init__(self) -> None:
@@ -143,13 +155,17 @@ class FunctionCalls:
         frame = next(user_frames(sys._getframe(2)), None)
         if frame is None:
             return
-        origin = Origin(
-            frame.f_code.co_filename,
-            frame.f_lineno,
-            frame.f_code.co_name,
-            self._modules.current,
-        )
-        stack = origin.formatted()
+        code = frame.f_code
+        place = (code.co_filename, frame.f_lineno, code.co_name, self._modules.current)
+        known = _ORIGINS.get(place)
+        if known is None:
+            # One origin and one formatted line per place (Note [One origin per place]).
+            if len(_ORIGINS) >= _MAX_ORIGINS:
+                _ORIGINS.clear()
+            origin = Origin(*place)
+            known = _ORIGINS[place] = (origin, tuple(origin.formatted()))
+        origin, lines = known
+        stack = list(lines)
         for fn in fns:
             metadata = fn.metadata
             if ORIGIN_KEY not in metadata:

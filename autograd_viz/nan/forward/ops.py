@@ -43,6 +43,41 @@ if TYPE_CHECKING:
     from autograd_viz.nan.forward.settings import TorchChecks
 
 
+BOUNDED_OPS = frozenset(
+    {
+        *(
+            f"aten.{name}.{overload}"
+            for name in ("tanh", "sigmoid", "relu", "neg", "abs", "sign", "floor", "ceil", "trunc")
+            for overload in ("default", "out")
+        ),
+        *(f"aten.{name}_.default" for name in ("tanh", "sigmoid", "relu", "neg", "abs", "sign")),
+        "aten.round.default",
+        "aten.clone.default",
+        "aten.index_select.default",
+        "aten.gather.default",
+        "aten.embedding.default",
+        "aten.index.Tensor",
+    }
+)
+"""Ops whose outputs are finite whenever their inputs are (Note [Ops that make no birth])."""
+
+# Note [Ops that make no birth]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# An output is born non-finite where no input held a checked value (Note [Born in
+# PyTorch] in checks.py). Some ops cannot make a NaN or an Inf from finite inputs: they
+# squash (tanh, sigmoid), clip at zero (relu), change a sign (neg, abs, sign), round
+# (floor, ceil, trunc, round without decimals), copy in the same dtype (clone), or pick
+# elements of one tensor (index_select, gather, embedding, index). So a non-finite output
+# of one of them always had a non-finite input, which, with every kind of value checked
+# (NaN, +Inf and -Inf), makes it no birth, whatever the values. With nothing marked
+# either (no intentional -inf, no norm, no lineage alive, which such an op would have to
+# carry on or end), checking their outputs can find nothing, and they run unchecked. An
+# op given to ``ignore`` and the fill ops keep their checks: they mark what they make.
+# Views cost nothing already. Ops that can overflow (add, mul, exp, matmul, a cast to a
+# narrower dtype, cat promoting an integer to a half, round with decimals, dropout's
+# scaling) are always checked.
+
+
 class OpChecks:
     """Runs each aten op and checks what it wrote.
 
@@ -57,6 +92,8 @@ class OpChecks:
         self._births = births
         self._functions = functions
         self._ops: dict[Any, OpInfo] = {}
+        self._bounded: set[Any] = set()
+        """The ops that cannot make a birth (Note [Ops that make no birth])."""
 
     def dispatch(self, func: Any, args: Any, kwargs: dict[str, Any]) -> Any:
         """Run an aten op and check what it wrote (Note [Born in PyTorch])."""
@@ -68,11 +105,15 @@ class OpChecks:
         op = self._ops.get(func)
         if op is None:
             op = self._ops[func] = self._op_info(func)
+            if self._bounds(op):
+                self._bounded.add(func)
         if op.view:
             out = call_from(frame, func, args, kwargs)
             if self._births.marked():
                 self.guarded(self._births.carry, args, out)
             return out
+        if func in self._bounded and not self._births.marked():
+            return call_from(frame, func, args, kwargs)  # Note [Ops that make no birth]
         before = self.guarded(self._before, op, args, kwargs) if op.mutated else None
         out = call_from(frame, func, args, kwargs)
         self.guarded(self._check, op, args, kwargs, out, before or {})
@@ -163,6 +204,18 @@ class OpChecks:
         """The node this op is making, if any, keeps the births it read or made."""
         if torch.is_grad_enabled() and any(t.requires_grad for t in tensors((args, kwargs))):
             self._functions.node_lineage(torch._C._autograd._get_sequence_nr() - 1, came_from)
+
+    def _bounds(self, op: OpInfo) -> bool:
+        """Whether ``op`` makes a non-finite value only from a non-finite input (Note [Ops that
+        make no birth]), with every kind of value checked and the op not ignored."""
+        checks = self.checks
+        return (
+            checks.check_nan
+            and checks.check_inf
+            and not op.ignored
+            and not op.fills
+            and op.name in BOUNDED_OPS
+        )
 
     def _op_info(self, func: Any) -> OpInfo:
         schema = func._schema
