@@ -270,6 +270,21 @@ class Bookkeeping:
             "order", None, node, f"{node.name()} (node {node._id}) started but was never enqueued"
         )
 
+    def peek(self) -> TorchNode | None:
+        """The node PyTorch runs next for this graph task, as the model queue predicts it.
+
+        ``None`` when another graph task's task comes first, or the next task only
+        captures. What a node watched by its post hook alone is, while it runs
+        (Note [One hook per node] in ``watch.py``).
+        """
+        queue = self._queue
+        if not queue:
+            return None
+        owner, node = queue[0].task
+        if owner is not self or not self.runs(node):
+            return None
+        return node
+
     def runs(self, node: TorchNode) -> bool:
         """Whether PyTorch runs ``node`` when it pops it (else it only captures, or skips)."""
         return not self.plan.pruned or node in self.plan.needed

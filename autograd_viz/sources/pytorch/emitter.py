@@ -82,6 +82,20 @@ class Emitter:
             self.max_values = None
         hub.emit_data(kind, "cpu", self.graph_task, node, data)
 
+    def at(self, kind: str, node: TorchNode, data: dict[str, Any], t_ns: int) -> None:
+        """Emit one event of the graph task that happened at ``t_ns`` (in rows; else now).
+
+        For a node start its post hook sees (Note [One hook per node] in ``watch.py``).
+        """
+        if self.max_values is not None and HUB.active and HUB.listeners is self.listeners:
+            row = (
+                kind, next(HUB.seq), t_ns, self.thread, "cpu", self.graph_task,
+                node._id, node._name, node.sequence_nr, node.topological_nr, data,
+            )  # fmt: skip
+            self.rows.append(row)
+            return
+        self(kind, node, data)
+
     def flush(self) -> None:
         """Hand the rows built so far to the listeners they were built for."""
         rows = self.rows

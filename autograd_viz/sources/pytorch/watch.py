@@ -32,6 +32,7 @@ from autograd_viz.sources.pytorch.hooks import (
     UserHook,
 )
 from autograd_viz.sources.pytorch.node import TorchNode
+from autograd_viz.trace.summary import TensorSummary
 from engine.events import HUB
 from engine.graph_task import new_graph_task_id
 
@@ -47,6 +48,26 @@ from engine.graph_task import new_graph_task_id
 # where the hook fires; the other watches' hooks let it pass. A hook that
 # fires while nobody listens turns its watch off for the rest of the call:
 # the replayed bookkeeping missed a step and would only report mismatches.
+
+# Note [One hook per node]
+# ~~~~~~~~~~~~~~~~~~~~~~~~
+# A post hook receives a node's inputs as well as its outputs (PyTorch's
+# ``call_function`` keeps the inputs for it), so a node whose start nobody
+# needs to see as it happens is watched by its post hook alone: half the
+# hooks to register, call and remove, PyTorch's cost of calling into Python
+# the most of it. That is so when every listener takes its events in batches
+# (recorders, Note [Batched events]): no live session waits at the node's
+# start. The post hook then emits the node's start and its end together, the
+# start timed when the watch's previous hook returned (so a node's span also
+# holds the engine's work just before it), and pops the model queue there
+# (Note [Checking what is derived]). Both hooks are kept where the start
+# itself must be seen: an ``AccumulateGrad`` (whether the leaf had a
+# ``.grad`` before), a node with the user's hooks (what they changed), a
+# custom Function (the user's code, which may start a reentrant backward or
+# raise). A plain node that raises has no start seen: the node running is
+# the one the model queue predicts (:meth:`GraphTaskWatch.running_node`),
+# and the error's node start is derived, its inputs described by the graph
+# (shape, dtype, device) without values.
 
 
 class _ThreadStack(threading.local):
@@ -103,6 +124,12 @@ class GraphTaskWatch:
         self._module_inputs: dict[TorchNode, list[Any]] = {}
         self._module_summaries: dict[TorchNode, Any] = {}
         self._live = True
+        self._one_hook = self.emit.max_values is not None
+        """Plain nodes are watched by their post hook alone (Note [One hook per node])."""
+        self._last = 0
+        """When this watch's last hook returned (a node start seen by its post hook)."""
+        self._root_inputs: dict[int, Any] = {}
+        """The root's input slot and the root gradient's summary, with one root."""
 
     # -- the call --------------------------------------------------------------------
     def start(self, root_grads: list[torch.Tensor | None], thread: str) -> None:
@@ -135,11 +162,13 @@ class GraphTaskWatch:
         if root.fn is not None and root_grads[0] is not None:
             # One root: PyTorch seeds its input buffer with the root gradient.
             derived.keep_copy(root, plan.roots[0][1], root_grads[0])
+            self._root_inputs = {plan.roots[0][1]: summaries[0]}
         derived.push(root, "root")
         if root.fn is None:  # PyTorch's GraphRoot is popped first, unseen
             derived.advance(root)
             if derived.runs(root):
                 derived.run_graph_root(root_grads, summaries)
+        self._last = self.emit.clock()
 
     def finish(self, result: Any) -> None:
         """The call returned: play what is left in the model queue and emit the end."""
@@ -163,20 +192,29 @@ class GraphTaskWatch:
             self._emit_exit(ok=True)
 
     def running_node(self) -> TorchNode | None:
-        """The node running on this graph task's thread now (inside its hooks), if any."""
-        return self._running[-1] if self._running else None
+        """The node running on this graph task's thread now (inside its hooks), if any.
+
+        A node watched by its post hook alone is the one the model queue
+        predicts (Note [One hook per node]).
+        """
+        if self._running:
+            return self._running[-1]
+        return self.derived.peek() if self._one_hook else None
 
     def fail(self, exc: BaseException) -> None:
         """The call raised: the node that was running failed, and so did the graph task."""
+        node = self.running_node()
+        unseen = not self._running and node is not None  # Note [One hook per node]
         self.derived.finished = True
         if not HUB.active:
             return
-        node = self._running[-1] if self._running else None
         stack = None
         if node is not None and node.fn is not None:
             raw = node.fn.metadata.get("traceback_")
             stack = None if raw is None else tuple([str(line) for line in raw])
         try:
+            if unseen:
+                self._emit_unseen_start(node)  # type: ignore[arg-type]
             self.emit(
                 "error",
                 node,
@@ -260,6 +298,26 @@ class GraphTaskWatch:
             return hook
 
         fn = node.fn
+        if (
+            self._one_hook
+            and node.variable is None
+            and not node.hooks
+            and not isinstance(fn, _CUSTOM)
+        ):
+            # See Note [One hook per node]: the post hook gets the outputs, then the inputs.
+            def both(outputs: tuple[Any, ...], inputs: tuple[Any, ...]) -> None:
+                stack = _LOCAL.stack
+                if watch._live and stack and stack[-1] is watch:
+                    if HUB.active:
+                        try:
+                            watch._node_ran(node, inputs, outputs)
+                        except Exception as exc:  # noqa: BLE001 - as in guarded()
+                            watch._stop(exc)
+                    else:
+                        watch._live = False
+
+            self._handles.append(fn.register_hook(both))
+            return
         # A pre-hook gets the node's inputs; a post hook its outputs, then its inputs.
         self._handles.append(fn.register_prehook(observe(self._node_start)))
         self._handles.append(fn.register_hook(observe(self._node_end)))
@@ -288,6 +346,60 @@ class GraphTaskWatch:
             if node.hooks:
                 self._tensor_hooks(node, grads, summaries, before)
             emit("node_start", node, {"inputs": summaries})
+
+    def _node_ran(
+        self,
+        node: TorchNode,
+        grads: tuple[torch.Tensor | None, ...],
+        outputs: tuple[Any, ...],
+    ) -> None:
+        """A plain node ran, seen by its post hook alone (Note [One hook per node])."""
+        derived = self.derived
+        derived.advance(node)
+        inputs = grads
+        if node in derived.followed:
+            for slot, index in self.plan.captures.get(node, ()):
+                derived.capture(node, slot, index)
+            same = derived.check_buffer(node, grads, {})
+            if same:  # summarized already, as the buffer's total: the same summary
+                inputs = tuple([same.get(slot, grad) for slot, grad in enumerate(grads)])
+        emit = self.emit
+        if emit.keep_all:
+            fan_in = self.plan.fan_in
+            started = emit.summaries(inputs, holds_inputs(node, fan_in))
+            ended = emit.summaries(outputs, holds_outputs(node, fan_in))
+        else:
+            started = (None,) * len(inputs)
+            ended = (None,) * len(outputs)
+        emit.at("node_start", node, {"inputs": started}, self._last)
+        emit("node_end", node, {"outputs": ended})
+        if _is_anomaly_enabled() and _anomaly_rejects(outputs):
+            self._running.append(node)  # see _node_end
+            return
+        derived.pass_outputs(node, outputs, ended)
+        self._last = emit.clock()
+
+    def _emit_unseen_start(self, node: TorchNode) -> None:
+        """The start of a node that failed before its post hook (Note [One hook per node]).
+
+        Its inputs are what the derived events delivered to its buffer (the
+        summaries of the gradients, or of their sums, each followed by copy and
+        compared bit for bit), the root gradient at the root; a slot whose
+        events were handed on already is described by the graph, without values.
+        """
+        slots = node.inputs or ()
+        if not self.emit.keep_all:
+            inputs: Any = (None,) * len(slots)
+        else:
+            delivered: dict[int, Any] = dict(self._root_inputs) if node is self.plan.root else {}
+            for row in reversed(self.emit.rows):
+                if row[0] == "accumulate" and row[6] == node._id:
+                    data = row[10]
+                    delivered.setdefault(data["slot"], data.get("total", data["grad"]))
+            inputs = tuple(
+                [delivered.get(i) or TensorSummary(*slot) for i, slot in enumerate(slots)]
+            )
+        self.emit.at("node_start", node, {"inputs": inputs, "derived": True}, self._last)
 
     def _node_end(self, node: TorchNode, outputs: tuple[Any, ...]) -> None:
         running = self._running
@@ -323,6 +435,7 @@ class GraphTaskWatch:
             running.append(node)
             return
         self.derived.pass_outputs(node, outputs, summaries)
+        self._last = emit.clock()
 
     # -- the user's hooks (Note [Seeing the user's hooks] in hooks.py) ---------------------
     def _tensor_hooks(
@@ -433,6 +546,7 @@ class GraphTaskWatch:
 
 
 _MODULE_KINDS = frozenset({MODULE_FULL_BACKWARD_PRE, MODULE_FULL_BACKWARD})
+_CUSTOM = torch.autograd.function.BackwardCFunction
 
 
 _is_anomaly_enabled = torch.is_anomaly_enabled

@@ -287,3 +287,55 @@ def test_a_failing_backward_recorded_in_batches_keeps_its_error_and_end() -> Non
     assert [e.kind for e in again.events][-1] == "graph_task_end"
     assert again.events[-1].data["status"] == "ok"
     assert torch.equal(y.grad, 2 * y.detach())
+
+
+def _modified_in_place() -> tuple[Any, list[Any]]:
+    x = torch.randn(4, 4, requires_grad=True)
+    y = x.exp()
+    loss = (y * 2).sin().sum()
+    y.mul_(2)  # ExpBackward0 saved its result: it raises when it runs
+    return loss.backward, [x]
+
+
+def _backward_twice() -> tuple[Any, list[Any]]:
+    x = torch.randn(4, 4, requires_grad=True)
+    loss = (x.exp() * 2).sum()
+    loss.backward()  # frees the saved tensors: the next call fails at MulBackward0
+    return loss.backward, [x]
+
+
+@pytest.mark.parametrize(
+    ("program", "failing"),
+    [(_modified_in_place, "ExpBackward0"), (_backward_twice, "MulBackward0")],
+    ids=["modified in place", "backward twice"],
+)
+def test_a_node_that_fails_unseen_gets_the_start_recorded_one_by_one(
+    program: Program, failing: str
+) -> None:
+    # Batched, a plain node is watched by its post hook alone (Note [One hook per node]):
+    # one that raises never reaches it, and its start is derived from the model queue.
+    recorder_of_last: list[Trace] = []
+
+    def recorded(program: Program, listener: Any = None) -> None:
+        torch.manual_seed(0)
+        backward, _ = program()
+        with (
+            record() as trace,
+            events.listen(listener) if listener is not None else contextlib.nullcontext(),
+        ):
+            recorder_of_last[:] = [trace]
+            backward()
+
+    batched_trace: list[Trace] = []
+    one_by_one: list[Trace] = []
+    for into, listener in ((batched_trace, None), (one_by_one, lambda event: None)):
+        with pytest.raises(RuntimeError):
+            recorded(program, listener)
+        into.append(recorder_of_last[0])
+    batched, plain = _comparable(batched_trace[0]), _comparable(one_by_one[0])
+    starts = [i for i, e in enumerate(batched) if e[0] == "node_start"]
+    last = batched[starts[-1]]
+    assert last[5] == failing and last[8].pop("derived") is True
+    assert [e[0] for e in batched[-3:]] == ["node_start", "error", "graph_task_end"]
+    assert batched[-2][5] == failing
+    assert batched == plain  # the derived start's inputs are what the node received
