@@ -13,6 +13,7 @@ import difflib
 import gc
 import os
 from collections.abc import Callable, Sequence
+from dataclasses import asdict
 from typing import TYPE_CHECKING
 
 from autograd_viz.cli.base import (
@@ -33,6 +34,7 @@ from autograd_viz.trace.text import printable
 
 if TYPE_CHECKING:
     from autograd_viz.draw.model.graph_view import GraphView
+    from autograd_viz.draw.model.options import ViewOptions
     from autograd_viz.trace import Trace
 
 
@@ -169,8 +171,9 @@ def _run_dot(args: argparse.Namespace) -> int:
     step = len(trace) if args.step is None else args.step
     if step > len(trace):
         raise CommandError(f"--step {step} is past the end of {source} (0 .. {len(trace)})")
-    view = _view(trace, step, args)
-    graph = dot.render(view, saved=args.saved, values=args.values, legend=not args.no_legend)
+    options = _options(args)
+    view = _view(trace, step, args, options)
+    graph = dot.render(view, saved=options.saved, values=options.values, legend=options.legend)
     drawn_otherwise: list[str] = []
     try:
         fmt = dot.save(graph, output, drawn_otherwise)
@@ -202,22 +205,16 @@ def _run_animate(args: argparse.Namespace) -> int:
 
     source, trace = _prepare(args, ".html", animate.output_format)
     output: str = args.output
-    _view(trace, len(trace), args)  # a bad --graph-task or --around fails before any rendering
-    options = {
-        "graph_task": args.graph_task,
-        "saved": args.saved,
-        "values": args.values,
-        "legend": not args.no_legend,
-        "around": args.around,
-        "depth": args.depth,
-        "level": args.level,
-        "expand": args.expand,
-        "collapse": args.collapse,
-        "max_nodes": args.max_nodes,
-    }
+    options = _options(args)
+    _view(trace, len(trace), args, options)  # a bad --graph-task or --around fails first
     try:
         result = animate.animate(
-            trace, output, max_frames=args.max_frames, title=os.path.basename(source), **options
+            trace,
+            output,
+            max_frames=args.max_frames,
+            title=os.path.basename(source),
+            graph_task=args.graph_task,
+            **asdict(options),
         )
     except dot.GraphvizNotFoundError as exc:
         raise CommandError(str(exc)) from None
@@ -372,21 +369,29 @@ def _load(path: str, call: int | None = None) -> Trace:
     return trace
 
 
-def _view(trace: Trace, step: int, args: argparse.Namespace) -> GraphView:
+def _options(args: argparse.Namespace) -> ViewOptions:
+    """The picture ``dot`` and ``animate`` were asked for."""
+    from autograd_viz.draw.model.options import ViewOptions
+
+    return ViewOptions(
+        around=args.around,
+        depth=args.depth,
+        collapse=args.collapse,
+        max_nodes=args.max_nodes,
+        level=args.level,
+        expand=args.expand,
+        leaves=getattr(args, "leaves", False),
+        saved=args.saved,
+        values=args.values,
+        legend=not args.no_legend,
+    )
+
+
+def _view(trace: Trace, step: int, args: argparse.Namespace, options: ViewOptions) -> GraphView:
     from autograd_viz.draw.render import dot
 
     try:
-        view = dot.build_view(trace, step, graph_task=args.graph_task)
-        return dot.select(
-            view,
-            around=args.around,
-            depth=args.depth,
-            collapse=args.collapse,
-            max_nodes=args.max_nodes,
-            level=args.level,
-            expand=args.expand,
-            leaves=getattr(args, "leaves", False),
-        )
+        return dot.select(dot.build_view(trace, step, graph_task=args.graph_task), options)
     except dot.GraphViewError as exc:
         raise CommandError(str(exc)) from None
 

@@ -14,6 +14,7 @@ from collections import Counter
 
 from autograd_viz.draw.model import showing
 from autograd_viz.draw.model.graph_view import GraphView
+from autograd_viz.draw.model.options import ViewOptions
 from autograd_viz.draw.model.targets import expand_braces
 from autograd_viz.draw.model.tree import ModuleTree
 from autograd_viz.draw.render import dot
@@ -152,10 +153,11 @@ def check_dot(picture: GraphView) -> None:
             assert f"{name}</TD>" in source, box.name
 
 
-def check_pictures(view: GraphView, **options: object) -> int:
-    """Draw ``view`` with ``options`` (:func:`showing.show`'s) and check every caption;
-    returns the folds the picture draws."""
-    picture = showing.show(view, **options)  # type: ignore[arg-type]
+def check_pictures(view: GraphView, represent: bool = False, **options: object) -> int:
+    """Draw ``view`` with ``options`` (a :class:`ViewOptions`'s fields; ``represent`` as
+    :func:`showing.show` takes it) and check every caption; returns the folds the picture
+    draws."""
+    picture = showing.show(view, ViewOptions(**options), represent=represent)  # type: ignore[arg-type]
     check_notices(view, picture)
     check_dot(picture)
     return check_folds_alike(view, picture)

@@ -19,6 +19,7 @@ import autograd_viz
 import engine
 from autograd_viz.draw.model import showing
 from autograd_viz.draw.model.graph_view import NodeStatus
+from autograd_viz.draw.model.options import ViewOptions
 from autograd_viz.draw.render import animate as animation
 from autograd_viz.draw.render import dot, frames, step_frames
 from autograd_viz.draw.render.animate import (
@@ -351,7 +352,7 @@ def test_the_real_graph_animates(trace: Trace, tmp_path: Path) -> None:
 def test_a_frame_redraws_only_what_changed_and_equals_the_whole_drawing(trace: Trace) -> None:
     """Note [Drawing what changed]: each frame's DOT is what drawing the step whole gives."""
     steps = list(range(len(trace) + 1))
-    frames_ = step_frames.view_frames(trace, steps, values=True)
+    frames_ = step_frames.view_frames(trace, steps, ViewOptions(values=True))
     for step, frame in zip(steps, frames_, strict=True):
         whole = dot.build_view(trace.state_at(step))
         view = showing.show(whole, follow=False, focus=step_frames.working(whole))
@@ -365,7 +366,7 @@ def test_each_frame_shows_what_its_step_shows(trace: Trace, tmp_path: Path) -> N
     """The page's frames, changes swapped in, say what each step's own drawing says."""
     result = animate(trace, tmp_path / "run.html", values=True)
     _, data = page_data(result.path.read_text(encoding="utf-8"))
-    frames_ = step_frames.view_frames(trace, list(range(len(trace) + 1)), values=True)
+    frames_ = step_frames.view_frames(trace, list(range(len(trace) + 1)), ViewOptions(values=True))
     for step, (shown, frame) in enumerate(zip(whole_frames(data), frames_, strict=True)):
         assert isinstance(frame, Frame)
         alone = subprocess.run(
@@ -447,10 +448,10 @@ def test_frames_redrawn_where_they_changed_are_the_frames_drawn_whole() -> None:
 
     trace = transformer_trace()
     steps = list(range(0, len(trace) + 1, 3))
-    frames = view_frames(trace, steps)
+    frames = view_frames(trace, steps, ViewOptions())
     assert all("style=invis" in repr(frame) for frame in frames)
     for step, frame in zip(steps, frames, strict=True):
-        assert frame == view_frames(trace, [step])[0], step
+        assert frame == view_frames(trace, [step], ViewOptions())[0], step
 
 
 def test_the_call_being_worked_on_is_open_in_its_frame() -> None:
@@ -460,7 +461,7 @@ def test_the_call_being_worked_on_is_open_in_its_frame() -> None:
 
     trace = transformer_trace()
     steps = list(range(len(trace) + 1))
-    frames = step_frames.view_frames(trace, steps)
+    frames = step_frames.view_frames(trace, steps, ViewOptions())
     running = 0
     for step, frame in zip(steps, frames, strict=True):
         whole = dot.build_view(trace.state_at(step))
@@ -487,9 +488,9 @@ def test_a_big_pictures_frames_are_laid_out_quickly_and_redrawn_alike() -> None:
     with autograd_viz.record() as trace:
         y.sum().backward()
     steps = list(range(100, 112))
-    frames_ = step_frames.view_frames(trace, steps, expand="all")
+    frames_ = step_frames.view_frames(trace, steps, ViewOptions(expand="all"))
     for step, frame in zip(steps, frames_, strict=True):
         assert isinstance(frame, Frame)
         assert "nslimit=1" in frame.source() and "[label=0" not in frame.source()
-        assert frame == step_frames.view_frames(trace, [step], expand="all")[0], step
+        assert frame == step_frames.view_frames(trace, [step], ViewOptions(expand="all"))[0], step
     assert len({frame.skeleton for frame in frames_}) == 1  # one drawing: redrawn, not drawn

@@ -18,6 +18,7 @@ import autograd_viz
 import engine
 from autograd_viz.draw.model import showing
 from autograd_viz.draw.model.graph_view import GraphView, from_state
+from autograd_viz.draw.model.options import ViewOptions
 from autograd_viz.draw.model.showing import MAX_HEIGHT, fitting_level
 from autograd_viz.draw.model.tree import MAX_BOXES, ModuleTree
 from autograd_viz.draw.render import dot
@@ -70,7 +71,7 @@ def test_the_default_level_is_the_deepest_a_page_tall_within_the_budget() -> Non
     assert f"drawn by module (level {level})" in " ".join(picture.notices)
     check_notices(view, picture)
     # A level asked for opens as deep as asked.
-    deep = showing.show(view, level=by_boxes)
+    deep = showing.show(view, ViewOptions(level=by_boxes))
     assert len(deep.clusters) > len(picture.clusters) and len(deep.nodes) > len(picture.nodes)
 
 
@@ -98,5 +99,7 @@ def test_the_default_drawing_is_a_page_tall_and_at_most_five_times_as_tall_as_wi
     assert height <= MAX_HEIGHT and height <= 5 * width
     view = _view(trace)
     deep = tmp_path / "deep.svg"
-    dot.save(autograd_viz.to_dot(trace, level=ModuleTree.of_view(view).default_level(MAX_BOXES)), deep)
+    dot.save(
+        autograd_viz.to_dot(trace, level=ModuleTree.of_view(view).default_level(MAX_BOXES)), deep
+    )
     assert _size(deep)[1] > MAX_HEIGHT  # what the budget alone drew

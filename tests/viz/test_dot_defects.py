@@ -32,6 +32,7 @@ import engine
 from autograd_viz.draw.model import showing
 from autograd_viz.draw.model.choosing import MAX_NESTING
 from autograd_viz.draw.model.graph_view import GraphView, from_state
+from autograd_viz.draw.model.options import ViewOptions
 from autograd_viz.draw.model.tree import MAX_BOXES
 from autograd_viz.draw.render import animate, dot
 from autograd_viz.trace import Trace
@@ -76,7 +77,7 @@ def test_siblings_at_the_top_keep_the_default_picture_to_the_budget() -> None:
     assert f"of {SIBLINGS + 2:,} boxes and nodes" in cut and "--max-nodes N" in cut
     check_notices(view, picture)
     # Asked for, they are all drawn.
-    everything = showing.show(view, max_nodes=10_000)
+    everything = showing.show(view, ViewOptions(max_nodes=10_000))
     assert _boxes(everything) == SIBLINGS
     check_notices(view, everything)
 
@@ -84,13 +85,13 @@ def test_siblings_at_the_top_keep_the_default_picture_to_the_budget() -> None:
 def test_expanding_a_call_of_many_siblings_draws_them_closed_within_the_budget() -> None:
     view = _view(siblings_trace(parent=True))
     assert _boxes(showing.show(view)) == 1  # net, closed
-    picture = showing.show(view, expand=["net"])
+    picture = showing.show(view, ViewOptions(expand=["net"]))
     assert len(picture.nodes) <= MAX_BOXES
     assert [c.name for c in picture.clusters.values()] == ["net"]  # no frame per call
     (cut,) = [n for n in picture.notices if n.startswith("showing")]
     assert "net holds more than 150 calls side by side, drawn closed" in cut
     check_notices(view, picture)
-    wide = showing.show(view, expand=["net"], max_nodes=10_000)
+    wide = showing.show(view, ViewOptions(expand=["net"], max_nodes=10_000))
     assert _boxes(wide) == SIBLINGS and len(wide.clusters) == 1
 
 
@@ -125,7 +126,7 @@ def test_calls_nested_deeper_than_python_recurses_draw_at_most_max_nesting_frame
 ) -> None:
     trace = deep_trace(1_100)
     view = _view(trace)
-    picture = showing.show(view, **options)  # type: ignore[arg-type]
+    picture = showing.show(view, ViewOptions(**options))  # type: ignore[arg-type]
     if options:  # asked for: as deep as frames go, and said
         assert _nesting(picture) == MAX_NESTING
         assert any(f"nest at most {MAX_NESTING} deep" in n for n in picture.notices)

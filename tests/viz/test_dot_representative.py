@@ -13,6 +13,7 @@ import autograd_viz
 from autograd_viz.draw.model import showing
 from autograd_viz.draw.model.choosing import choose, open_call
 from autograd_viz.draw.model.graph_view import GraphView, from_state
+from autograd_viz.draw.model.options import ViewOptions
 from autograd_viz.draw.model.targets import Names
 from autograd_viz.draw.model.tree import ModuleTree
 from tests.viz.captions import check_pictures
@@ -62,7 +63,7 @@ def test_the_default_opens_one_block_and_counts_the_others() -> None:
 def test_expand_of_a_call_opens_exactly_it_and_around_agrees() -> None:
     view = _view()
     for options in ({"expand": ["transformer.h.5"]}, {"around": "transformer.h.5", "depth": 1}):
-        picture = showing.show(view, **options)  # type: ignore[arg-type]
+        picture = showing.show(view, ViewOptions(**options))  # type: ignore[arg-type]
         assert _folds(picture) == {"transformer.h.{0..4,6..11}": 11}, options
         assert "transformer.h.5" in _open(picture)
         assert "transformer.h.4" not in _open(picture)
@@ -71,7 +72,7 @@ def test_expand_of_a_call_opens_exactly_it_and_around_agrees() -> None:
 
 def test_expand_of_a_fold_opens_its_representative_not_every_call() -> None:
     view = _view()
-    picture = showing.show(view, expand=["transformer.h.{0..11}"])
+    picture = showing.show(view, ViewOptions(expand=["transformer.h.{0..11}"]))
     assert _folds(picture) == {"transformer.h.{1..11}": 11}
     assert {"transformer.h.0", "transformer.h.0.attn", "transformer.h.0.mlp"} <= _open(picture)
     assert len(picture.nodes) < len(view.nodes) // 4  # not the 12 blocks' nodes

@@ -16,6 +16,7 @@ import pytest
 import autograd_viz
 from autograd_viz import cli
 from autograd_viz.draw.model.graph_view import GraphView
+from autograd_viz.draw.model.options import ViewOptions
 from autograd_viz.draw.render import dot, dot_clusters
 from autograd_viz.trace import Trace
 from tests.viz.dotting import needs_dot, svg_groups, svg_tree
@@ -24,7 +25,7 @@ from tests.viz.test_modules import transformer_trace
 
 def _stacked(trace: Trace, **options: object) -> tuple[GraphView, dict[str, list[str]]]:
     """The view ``dot`` draws, and the tensor boxes hanging under each node."""
-    view = dot.select(dot.build_view(trace), **options)  # type: ignore[arg-type]
+    view = dot.select(dot.build_view(trace), ViewOptions(**options))  # type: ignore[arg-type]
     hanging: dict[str, list[str]] = {}
     for box in view.boxes:
         if box.kind != "output":

@@ -20,6 +20,7 @@ import autograd_viz
 import engine
 from autograd_viz.draw.model import showing
 from autograd_viz.draw.model.graph_view import GraphView, from_state
+from autograd_viz.draw.model.options import ViewOptions
 from autograd_viz.draw.model.tree import ModuleTree
 from autograd_viz.trace import Trace
 from tests.viz.captions import check_notices, check_pictures, names_to_try
@@ -113,7 +114,7 @@ def test_around_a_call_of_a_fold_of_two_says_nothing_folded() -> None:
     trace = two_weights_trace(blocks=2)
     view = _view(trace)
     assert _folds(trace) == {"net.{0..1}": 2}
-    picture = showing.show(view, around="net.1.1.weight", depth=2)
+    picture = showing.show(view, ViewOptions(around="net.1.1.weight", depth=2))
     assert not any(n.box is not None and n.box.count > 1 for n in picture.nodes.values())
     assert not any("folded" in line for line in picture.notices)
     check_notices(view, picture)
@@ -121,7 +122,7 @@ def test_around_a_call_of_a_fold_of_two_says_nothing_folded() -> None:
 
 def test_around_a_call_of_a_fold_of_three_folds_the_other_two_and_says_so() -> None:
     view = _view(two_weights_trace(blocks=3))
-    picture = showing.show(view, around="net.1", depth=1)
+    picture = showing.show(view, ViewOptions(around="net.1", depth=1))
     (line,) = [n for n in picture.notices if n.startswith("showing the")]
     assert "with the alike calls they reach folded" in line
     assert [n.box.count for n in picture.nodes.values() if n.box and n.box.count > 1] == [2]

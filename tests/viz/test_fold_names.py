@@ -18,6 +18,7 @@ import engine
 from autograd_viz.cli.main import main as cli_main
 from autograd_viz.draw.model import chains, select, showing
 from autograd_viz.draw.model.graph_view import GraphView, GraphViewError, from_state
+from autograd_viz.draw.model.options import ViewOptions
 from autograd_viz.draw.model.targets import node_name
 from autograd_viz.trace import Trace
 from autograd_viz.tui.pictures import Pictures
@@ -65,8 +66,8 @@ def shown_names(picture: GraphView) -> list[str]:
 def _pictures(view: GraphView) -> dict[str, GraphView]:
     return {
         "default": showing.show(view),
-        "collapse": showing.show(view, collapse=True),
-        "collapse, every node": showing.show(view, collapse=True, expand=["all"]),
+        "collapse": showing.show(view, ViewOptions(collapse=True)),
+        "collapse, every node": showing.show(view, ViewOptions(collapse=True, expand=["all"])),
     }
 
 
@@ -98,7 +99,7 @@ def test_every_label_of_every_picture_reads_back_as_what_it_stands_for(program: 
 def test_a_chain_fold_is_a_box_with_a_name_a_count_and_what_it_holds() -> None:
     trace = unrolled_rnn(30)
     view = _view(trace)
-    picture = showing.show(view, collapse=True)
+    picture = showing.show(view, ViewOptions(collapse=True))
     (box,) = [n.box for n in picture.nodes.values() if n.box is not None]
     ids = {view.nodes[k].info.id: k for k in box.members}
     assert box.count == 30 and len(box.members) == 120 and box.summary.nodes == 120
@@ -119,14 +120,14 @@ def test_a_chain_folds_name_works_in_around_expand_and_the_tuis_find() -> None:
     (fold,) = chains.chain_folds(view)
     target = select.resolve(view, fold.name)
     assert target.kind == "chain" and target.nodes == fold.members
-    near = showing.show(view, collapse=True, around=fold.name, depth=0)
+    near = showing.show(view, ViewOptions(collapse=True, around=fold.name, depth=0))
     assert f"within 0 edges of {fold.name}" in near.notices[0]
     assert [n.box.name for n in near.nodes.values() if n.box] == [fold.name]
     assert len(near.nodes) == 1  # the fold alone: its 120 nodes are what the name names
     source = autograd_viz.to_dot(trace, collapse=True, around=fold.name, depth=1).source
     assert f"{fold.name}</B> × 30" in source and "30 repetitions folded" in source
     # --expand draws the chain whole; the loss and the shared W stay as they are.
-    whole = showing.show(view, collapse=True, expand=[fold.name])
+    whole = showing.show(view, ViewOptions(collapse=True, expand=[fold.name]))
     assert not any(n.box for n in whole.nodes.values()) and len(whole.nodes) == len(view.nodes)
     assert autograd_viz.to_dot(trace, expand=fold.name).source == autograd_viz.to_dot(trace).source
     # The TUI's / reads the same names as dot.

@@ -15,6 +15,7 @@ import autograd_viz
 import engine
 from autograd_viz.draw.model import showing
 from autograd_viz.draw.model.graph_view import GraphView, from_state
+from autograd_viz.draw.model.options import ViewOptions
 from autograd_viz.draw.model.targets import Names, expand_braces
 from autograd_viz.draw.model.tree import ModuleTree, fold_name
 from autograd_viz.draw.render import dot
@@ -110,7 +111,7 @@ def _boxes(view: GraphView) -> dict[str, int]:
 
 def test_around_a_call_of_a_fold_opens_it_and_folds_the_others_into_one_box() -> None:
     full = _view(transformer_trace(6))
-    view = showing.show(full, around="transformer.h.3", depth=2)
+    view = showing.show(full, ViewOptions(around="transformer.h.3", depth=2))
     assert _boxes(view) == {"transformer.h.{0..2,4,5}": 5}
     opened = {c.name for c in view.clusters.values()}
     assert {"transformer.h.3", "transformer.h.3.attn", "transformer.h.3.mlp"} <= opened
@@ -124,11 +125,13 @@ def test_around_a_call_of_a_fold_opens_it_and_folds_the_others_into_one_box() ->
     target = Names(((k, n.info) for k, n in full.nodes.items()), tree).resolve(box.name)
     assert sorted(tree.scopes[i].name for i in target.scopes) == sorted(s.name for s in others)
     # Without a fold in the way the picture would hold every block: it is far smaller.
-    assert len(view.nodes) < len(showing.show(full, expand=["transformer"]).nodes) / 3
+    assert len(view.nodes) < len(showing.show(full, ViewOptions(expand=["transformer"])).nodes) / 3
 
 
 def test_around_a_fold_opens_its_first_call_and_folds_the_rest() -> None:
-    view = showing.show(_view(transformer_trace(6)), around="transformer.h.{0..5}", depth=1)
+    view = showing.show(
+        _view(transformer_trace(6)), ViewOptions(around="transformer.h.{0..5}", depth=1)
+    )
     assert _boxes(view) == {"transformer.h.{1..5}": 5}
     assert "transformer.h.0.attn" in {c.name for c in view.clusters.values()}
     assert any("alike calls" in n for n in view.notices)
@@ -136,10 +139,10 @@ def test_around_a_fold_opens_its_first_call_and_folds_the_rest() -> None:
 
 def test_around_a_node_inside_a_fold_keeps_the_neighbourhood_small() -> None:
     full = _view(transformer_trace(6))
-    near = showing.show(full, around="transformer.h.3.attn.w", depth=1)
+    near = showing.show(full, ViewOptions(around="transformer.h.3.attn.w", depth=1))
     assert _boxes(near) == {}  # the other blocks are not within one edge
     assert len(near.nodes) <= 4
-    wide = showing.show(full, around="transformer.h.3.attn", depth=3)
+    wide = showing.show(full, ViewOptions(around="transformer.h.3.attn", depth=3))
     boxes = _boxes(wide)
     # Blocks 2 and 4 are reached: the other blocks are boxes, five calls in all, none opened.
     others = {name: n for name, n in boxes.items() if not name.startswith("transformer.h.3")}
@@ -155,7 +158,7 @@ def test_around_a_shared_parameter_of_an_unrolled_cell_folds_the_other_steps() -
             h = (h @ w).tanh()
     with autograd_viz.record() as trace:
         h.sum().backward()
-    view = showing.show(_view(trace), around="cell.weight", depth=1)
+    view = showing.show(_view(trace), ViewOptions(around="cell.weight", depth=1))
     assert _boxes(view) == {"cell:{1..7}": 7}
     # DOT draws it: the box with its count, the first call open around the parameter.
     source = autograd_viz.to_dot(trace, around="cell.weight", depth=1).source

@@ -17,6 +17,7 @@ import pytest
 import autograd_viz
 from autograd_viz.draw.model import showing, totals
 from autograd_viz.draw.model.graph_view import GraphView
+from autograd_viz.draw.model.options import ViewOptions
 from autograd_viz.draw.model.targets import Names, expand_braces
 from autograd_viz.draw.model.tree import ModuleTree
 from autograd_viz.trace import Trace
@@ -83,7 +84,7 @@ def _sums_hold(picture: GraphView, view: GraphView) -> None:
 )
 def test_around_part_of_a_layer_the_eleven_others_are_one_box(name: str, depth: int) -> None:
     view = _view(encoder())
-    picture = showing.show(view, around=name, depth=depth)
+    picture = showing.show(view, ViewOptions(around=name, depth=depth))
     folds = _folds(picture)
     assert folds == {"layers.{0..2,4..11}": (11, Done)}, folds
     (box,) = [n.box for n in picture.nodes.values() if n.box is not None and n.box.count > 1]
@@ -101,7 +102,7 @@ def test_around_part_of_a_layer_the_eleven_others_are_one_box(name: str, depth: 
 
 
 def test_around_a_layer_whole_is_still_one_box_for_the_others() -> None:
-    picture = showing.show(_view(encoder()), around="layers.3", depth=2)
+    picture = showing.show(_view(encoder()), ViewOptions(around="layers.3", depth=2))
     assert _folds(picture) == {"layers.{0..2,4..11}": (11, Done)}
 
 
@@ -155,7 +156,7 @@ def test_around_at_a_step_splits_by_status_and_keeps_whole_calls() -> None:
     trace = encoder()
     step = _step_inside(trace, "layers.6")
     view = _view(trace, step)
-    picture = showing.show(view, around="layers.3.self_attn", depth=2)
+    picture = showing.show(view, ViewOptions(around="layers.3.self_attn", depth=2))
     # Layer 3 (part of it, open), layer 6 (running, open), the others by status.
     assert _folds(picture) == {"layers.{7..11}": (5, Done), "layers.{0..2,4,5}": (5, NotStarted)}
     _check_one_status_a_box(picture, view)

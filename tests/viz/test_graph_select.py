@@ -11,11 +11,12 @@ import pytest
 import autograd_viz
 import engine
 from autograd_viz import to_dot
-from autograd_viz.pictures import graph_of
 from autograd_viz.draw.model import chains
 from autograd_viz.draw.model import select as graph_select
 from autograd_viz.draw.model.graph_view import GraphViewError
+from autograd_viz.draw.model.options import ViewOptions
 from autograd_viz.draw.render import dot
+from autograd_viz.pictures import graph_of
 from autograd_viz.trace import Trace
 from tests.viz.dotting import drawn_edges, drawn_nodes
 
@@ -213,7 +214,9 @@ def test_the_three_compose_around_then_collapse_then_budget() -> None:
     folded = graph_select.collapse(near)
     assert len(folded.nodes) == 2  # the root, and one fold of the 40 links after it
     small = graph_select.limit(folded, 1)
-    assert dot.select(view, around=root_id, depth=40, collapse=True, max_nodes=1) == small
+    assert (
+        dot.select(view, ViewOptions(around=root_id, depth=40, collapse=True, max_nodes=1)) == small
+    )
     assert list(small.nodes) == ["n0"] and len(small.notices) == 3
     assert small.elided == (len(view.nodes) - 41) + 1
 

@@ -17,6 +17,7 @@ from autograd_viz import cli
 from autograd_viz.draw.model import select as graph_select
 from autograd_viz.draw.model import showing, totals
 from autograd_viz.draw.model.graph_view import GraphView, GraphViewError, from_state
+from autograd_viz.draw.model.options import ViewOptions
 from autograd_viz.draw.model.targets import Names, expand_braces, node_name
 from autograd_viz.draw.model.tree import ModuleTree, fold_name
 from autograd_viz.draw.render import dot
@@ -475,11 +476,11 @@ def test_dot_draws_modules_as_clusters_and_folds_as_boxes() -> None:
 
 def test_around_a_module_draws_it_whole_with_its_neighbours() -> None:
     trace = transformer_trace()
-    view = dot.select(_view(trace), around="transformer.h.3.attn", depth=1)
+    view = dot.select(_view(trace), ViewOptions(around="transformer.h.3.attn", depth=1))
     names = {c.name for c in view.clusters.values()}
     assert "transformer.h.3.attn" in names
     assert any("within 1 edge of transformer.h.3.attn" in n for n in view.notices)
-    param = dot.select(_view(trace), around="transformer.h.3.attn.w", depth=1)
+    param = dot.select(_view(trace), ViewOptions(around="transformer.h.3.attn.w", depth=1))
     assert any(
         n.info.leaf and n.info.leaf.name == "transformer.h.3.attn.w" for n in param.nodes.values()
     )
@@ -547,7 +548,7 @@ def test_collapse_folds_chains_inside_one_call_never_across_calls() -> None:
     with autograd_viz.record() as trace:
         y.sum().backward()
     view = _view(trace)
-    folded = showing.show(view, collapse=True, expand=["all"])
+    folded = showing.show(view, ViewOptions(collapse=True, expand=["all"]))
     (fold,) = [n.box for n in folded.nodes.values() if n.box is not None]
     assert fold.count == 20 and fold.pattern == ("AddBackward0", "MulBackward0")
     scopes = {view.nodes[k].info.scope for k in fold.members}

@@ -14,6 +14,7 @@ import autograd_viz
 from autograd_viz.cli import main
 from autograd_viz.draw.model import showing, totals
 from autograd_viz.draw.model.graph_view import GraphView, from_state
+from autograd_viz.draw.model.options import ViewOptions
 from autograd_viz.draw.model.targets import Names, node_name
 from autograd_viz.draw.model.tree import MAX_BOXES, ModuleTree
 from autograd_viz.trace import Trace
@@ -331,5 +332,5 @@ def test_at_a_step_inside_layer_6_only_it_opens_and_the_other_layers_are_one_box
     # dot at the step draws the same; --expand all still draws every node.
     source = autograd_viz.to_dot(trace, step=step).source
     assert "<B>layers.{7..11}</B> × 5" in source and "<B>layers.{0..5}</B> × 6" in source
-    everything = showing.show(view, expand=["all"])
+    everything = showing.show(view, ViewOptions(expand=["all"]))
     assert everything.nodes.keys() == view.nodes.keys() and not everything.clusters

@@ -43,6 +43,7 @@ from autograd_viz.draw.model.module_picture import (
     by_module_line,
     layout,
 )
+from autograd_viz.draw.model.options import ViewOptions
 from autograd_viz.draw.model.targets import Names
 from autograd_viz.draw.model.totals import (
     NOT_SUMMED,
@@ -63,17 +64,16 @@ EXPAND_ALL = "all"
 # -- drawing the choice ----------------------------------------------------------------
 
 
+DEFAULTS = ViewOptions()
+"""What a picture shows when nobody chose otherwise."""
+
+
 def show(
     view: GraphView,
+    options: ViewOptions = DEFAULTS,
     *,
-    around: int | str | None = None,
-    depth: int = 2,
-    collapse: bool = False,
-    level: int | None = None,
-    expand: Sequence[str] = (),
     focus: Iterable[str] = (),
     max_boxes: int = MAX_BOXES,
-    max_nodes: int | None = None,
     follow: bool = True,
     pictures: StepPictures | None = None,
     represent: bool = False,
@@ -82,21 +82,18 @@ def show(
 
     Args:
         view: the graph at a step (every node).
-        around: draw only what is within ``depth`` edges of this (a node id,
-            ``Name #id``, a parameter, a module path, a fold); a module named
-            here is drawn whole, a node with its modules open.
-        depth: with ``around``, how many edges away to go.
-        collapse: fold repeated chains and the steps of loops that no module
-            encloses into one box with a count (:func:`~autograd_viz.draw.model.chains.collapse`);
-            a chain fold named in ``expand`` is drawn whole.
-        level: see :func:`choose`; by default the deepest with at most
-            ``max_boxes`` boxes.
-        expand: modules (or nodes) to draw whole; ``"all"`` draws every node,
-            as without modules.
+        options: the reader's choices (:class:`~autograd_viz.draw.model.options.ViewOptions`):
+            ``around`` draws only what is within ``depth`` edges of a name (a module named
+            there is drawn whole, a node with its modules open); ``collapse`` folds repeated
+            chains and the steps of loops that no module encloses into one box with a count
+            (:func:`~autograd_viz.draw.model.chains.collapse`), a chain fold named in
+            ``expand`` drawn whole; ``level`` (see :func:`choose`; by default the deepest with
+            at most ``max_boxes`` boxes); ``expand`` (modules or nodes drawn whole, ``"all"``:
+            every node); ``max_nodes`` (at most this many nodes, boxes included, nearest the
+            root). Its labelling choices are the renderer's.
         focus: more node keys to draw with their modules open, besides the
             step's running and failing nodes (:func:`focus_of`).
         max_boxes: the budget of the default level.
-        max_nodes: draw at most this many nodes (boxes included), nearest the root.
         follow: open the modules of the step's running and failing nodes
             (:func:`focus_of`), and draw a fold's calls as one box per status (Note [A
             box is one status] in :mod:`~autograd_viz.draw.model.choosing`); an animation,
@@ -111,36 +108,20 @@ def show(
         ValueError: ``depth`` or ``max_nodes`` is out of range.
     """
     with paused_gc():  # Note [Building a big view skips the collector]
-        return _show(
-            view,
-            around,
-            depth,
-            collapse,
-            level,
-            expand,
-            focus,
-            max_boxes,
-            max_nodes,
-            follow,
-            pictures,
-            represent,
-        )
+        return _show(view, options, focus, max_boxes, follow, pictures, represent)
 
 
 def _show(
     view: GraphView,
-    around: int | str | None,
-    depth: int,
-    collapse: bool,
-    level: int | None,
-    expand: Sequence[str],
+    options: ViewOptions,
     focus: Iterable[str],
     max_boxes: int,
-    max_nodes: int | None,
     follow: bool,
     pictures: StepPictures | None,
     represent: bool,
 ) -> GraphView:
+    around, depth, collapse = options.around, options.depth, options.collapse
+    level, expand, max_nodes = options.level, options.expand, options.max_nodes
     focused = [*(focus_of(view) if follow else ()), *focus]
     expanded = list(expand)
     kept: list[str] = []  # nodes of chain folds named in expand: drawn whole

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import graphviz
 
+from autograd_viz.draw.model.options import ViewOptions
 from autograd_viz.draw.render import dot
 from autograd_viz.draw.render.frame_diff import frame_changes
 from autograd_viz.draw.render.frames import (
@@ -139,7 +140,8 @@ def animate(
         write_gif(path, render_frames(graphs, "png", labels=labels), frame_ms=frame_ms)
     else:
         if to_dot is None:
-            frames = view_frames(trace, steps, **dot_options)
+            graph_task = dot_options.pop("graph_task", None)
+            frames = view_frames(trace, steps, ViewOptions(**dot_options), graph_task=graph_task)
         else:
             frames = graph_frames(to_dot(trace, step=step, **dot_options) for step in steps)
         changes = frame_changes(frames, labels)

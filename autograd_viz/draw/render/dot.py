@@ -36,6 +36,7 @@ import graphviz
 
 from autograd_viz.draw.model import showing
 from autograd_viz.draw.model.graph_view import GraphView, GraphViewError, from_graph, from_state
+from autograd_viz.draw.model.options import ViewOptions
 from autograd_viz.draw.render.dot_clusters import unstacked
 from autograd_viz.draw.render.dot_render import render
 from autograd_viz.draw.render.escape import html_text, plain_text
@@ -127,21 +128,25 @@ def to_dot(
             target that has no steps.
         ValueError: ``depth`` or ``max_nodes`` is out of range.
     """
-    view = build_view(target, step, graph_task=graph_task)
-    marked = set(highlight)
+    expanded = (expand,) if isinstance(expand, str) else tuple(expand)
+    options = ViewOptions(
+        around, depth, collapse, max_nodes, level, expanded, leaves, tuple(highlight), saved,
+        values, legend,
+    )  # fmt: skip
+    return draw(build_view(target, step, graph_task=graph_task), options)
+
+
+def draw(view: GraphView, options: ViewOptions) -> graphviz.Digraph:
+    """``view`` (every node at a step) drawn as ``options`` choose."""
+    marked = set(options.highlight)
     focus = [n.key for n in view.nodes.values() if n.info.id in marked]
-    view = select(
-        view,
-        around=around,
-        depth=depth,
-        collapse=collapse,
-        max_nodes=max_nodes,
-        level=level,
-        expand=[expand] if isinstance(expand, str) else expand,
-        focus=focus,
-        leaves=leaves,
+    return render(
+        select(view, options, focus),
+        saved=options.saved,
+        values=options.values,
+        legend=options.legend,
+        highlight=options.highlight,
     )
-    return render(view, saved=saved, values=values, legend=legend, highlight=highlight)
 
 
 def build_view(
@@ -173,31 +178,11 @@ def build_view(
     )
 
 
-def select(
-    view: GraphView,
-    *,
-    around: int | str | None = None,
-    depth: int = 2,
-    collapse: bool = False,
-    max_nodes: int | None = None,
-    level: int | None = None,
-    expand: Sequence[str] = (),
-    focus: Sequence[str] = (),
-    leaves: bool = False,
-) -> GraphView:
+def select(view: GraphView, options: ViewOptions, focus: Sequence[str] = ()) -> GraphView:
     """What to draw of ``view``: :func:`autograd_viz.draw.model.showing.show` (see
-    :func:`to_dot`)."""
-    return showing.show(
-        view,
-        around=around,
-        depth=depth,
-        collapse=collapse,
-        level=level,
-        expand=expand,
-        focus=focus,
-        max_nodes=max_nodes,
-        represent=not leaves,  # Note [A fold shows its inside once] in choosing.py
-    )
+    :func:`to_dot`), with ``focus`` (node keys) drawn with their modules open."""
+    # Note [A fold shows its inside once] in choosing.py
+    return showing.show(view, options, focus=focus, represent=not options.leaves)
 
 
 def save(

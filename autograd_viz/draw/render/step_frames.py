@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 import graphviz
 
 from autograd_viz.draw.model import showing
+from autograd_viz.draw.model.options import ViewOptions
 from autograd_viz.draw.render import dot, dot_render
 from autograd_viz.draw.render.escape import html_label, html_text
 from autograd_viz.draw.render.frame_diff import Frame, read_frame
@@ -50,50 +51,28 @@ if TYPE_CHECKING:
 
 
 def view_frames(
-    trace: Trace,
-    steps: Sequence[int],
-    *,
-    graph_task: int | None = None,
-    saved: bool = False,
-    values: bool = False,
-    legend: bool = True,
-    around: int | str | None = None,
-    depth: int = 2,
-    collapse: bool = False,
-    max_nodes: int | None = None,
-    highlight: Sequence[int] = (),
-    level: int | None = None,
-    expand: str | Sequence[str] = (),
+    trace: Trace, steps: Sequence[int], options: ViewOptions, *, graph_task: int | None = None
 ) -> list[Frame | str]:
-    """Each step's picture (the options of :func:`autograd_viz.draw.render.dot.to_dot`) as a frame.
+    """Each step's picture (the options of :func:`autograd_viz.draw.render.dot.to_dot`) as a
+    frame.
 
     A frame that cannot be read as elements is its DOT source.
     """
-    marked = set(highlight)
-    expanded = [expand] if isinstance(expand, str) else list(expand)
-    drawing = _Drawing(saved, values, tuple(highlight))
+    marked = set(options.highlight)
+    drawing = _Drawing(options.saved, options.values, options.highlight)
     frames: list[Frame | str] = []
     pictures = showing.StepPictures()
     before: tuple[GraphView, Frame] | None = None
     for step in steps:
         whole = dot.build_view(trace.state_at(step), graph_task=graph_task)
         view = showing.show(
-            whole,
-            around=around,
-            depth=depth,
-            collapse=collapse,
-            level=level,
-            expand=expanded,
-            focus=working(whole, marked),
-            max_nodes=max_nodes,
-            follow=False,
-            pictures=pictures,
+            whole, options, focus=working(whole, marked), follow=False, pictures=pictures
         )
         frame: Frame | str | None = None
         if before is not None and _same_shape(before[0], view):
             frame = _redrawn(before[1], before[0], view, drawing)
         if frame is None:
-            frame = _drawn(view, drawing, legend)
+            frame = _drawn(view, drawing, options.legend)
         frames.append(frame)
         before = (view, frame) if isinstance(frame, Frame) else None
     return frames
