@@ -26,10 +26,10 @@ from autograd_viz.version import __version__
 
 if TYPE_CHECKING:
     from autograd_viz.draw.render.inline import animate
+    from autograd_viz.drawing import to_dot
     from autograd_viz.grads.watch import watch_grads
     from autograd_viz.live import Breakpoint, LiveSession, SessionCancelled
     from autograd_viz.nan.watch import watch_nan
-    from autograd_viz.pictures import to_dot
     from autograd_viz.sources.names import name
     from autograd_viz.trace import GraphTaskInfo, NodeInfo, Trace, TraceEvent, TraceFormatError
     from autograd_viz.trace.recorder import Recorder
@@ -52,7 +52,7 @@ _WHERE: dict[str, str] = {
     "animate": "autograd_viz.draw.render.inline",
     "name": "autograd_viz.sources.names",
     "record": "autograd_viz.trace.recording",
-    "to_dot": "autograd_viz.pictures",
+    "to_dot": "autograd_viz.drawing",
     "watch_nan": "autograd_viz.nan.watch",
     "watch_grads": "autograd_viz.grads.watch",
 }

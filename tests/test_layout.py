@@ -74,7 +74,7 @@ def room_of(module: str) -> str | None:
         return "engine"
     if parts[0] != "autograd_viz":
         return None
-    if len(parts) == 1 or parts[1] in ("__init__", "__main__", "pictures"):
+    if len(parts) == 1 or parts[1] in ("__init__", "__main__", "drawing"):
         return "autograd_viz"
     return parts[1]
 

@@ -17,7 +17,7 @@ import pytest
 import autograd_viz
 import engine
 from autograd_viz.draw.render import dot
-from autograd_viz.pictures import graph_of, to_dot
+from autograd_viz.drawing import graph_of, to_dot
 from autograd_viz.trace import Trace
 from autograd_viz.trace.text import printable
 from engine import graph

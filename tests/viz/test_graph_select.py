@@ -16,7 +16,7 @@ from autograd_viz.draw.model import select as graph_select
 from autograd_viz.draw.model.graph_view import GraphViewError
 from autograd_viz.draw.model.options import ViewOptions
 from autograd_viz.draw.render import dot
-from autograd_viz.pictures import graph_of
+from autograd_viz.drawing import graph_of
 from autograd_viz.trace import Trace
 from tests.viz.dotting import drawn_edges, drawn_nodes
 
