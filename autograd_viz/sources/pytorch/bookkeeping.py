@@ -101,7 +101,13 @@ class Bookkeeping:
     """
 
     def __init__(
-        self, plan: GraphPlan, graph_task: int, depth: int, emit: Emitter, copies: bool = True
+        self,
+        plan: GraphPlan,
+        graph_task: int,
+        depth: int,
+        emit: Emitter,
+        copies: bool = True,
+        queue: list[Any] | None = None,
     ) -> None:
         self.plan = plan
         self.graph_task = graph_task
@@ -131,7 +137,9 @@ class Bookkeeping:
         self.captured: dict[int, torch.Tensor | None] = {}
         """Each ``grad()`` result as the model summed it, by output index."""
         self._owner = f"graph_task {graph_task}"
-        self._queue = _QUEUES.queue  # the calling thread's, where every step of the task runs
+        # The calling thread's, where every step of the task runs; a derivation after the call
+        # (call_derive.py) gives its own model queue.
+        self._queue = _QUEUES.queue if queue is None else queue
 
     def check_results(self, results: list[Any]) -> None:
         """Compare the ``grad()`` results PyTorch returned with the captured sums."""
@@ -265,7 +273,7 @@ class Bookkeeping:
                 heapq.heappush(queue, entry)
                 self._unqueue(node)
                 return
-            self._run_unseen(popped)
+            self.run_unseen(popped)
         self.mismatch(
             "order", None, node, f"{node.name()} (node {node._id}) started but was never enqueued"
         )
@@ -296,7 +304,7 @@ class Bookkeeping:
             queue[:] = kept
             heapq.heapify(queue)
 
-    def _run_unseen(self, node: TorchNode) -> None:
+    def run_unseen(self, node: TorchNode) -> None:
         """A task PyTorch pops without running the node: a ``grad()`` input's capture."""
         for slot, index in self.plan.captures.get(node, ()):
             self.capture(node, slot, index)
@@ -330,7 +338,7 @@ class Bookkeeping:
                     f"{node.name()} (node {node._id}) was predicted to run but never did",
                 )
             else:
-                self._run_unseen(node)
+                self.run_unseen(node)
 
     def check_buffer(
         self,

@@ -295,8 +295,7 @@ def _derive(call: CallSeen, plan: GraphPlan, out: ToListeners, queue: list[Any])
                 "on_pool": False,
             },
         )
-    derived = Bookkeeping(plan, gid, depth, emit, copies=False)
-    derived._queue = queue  # the model queue of this derivation, not the thread's
+    derived = Bookkeeping(plan, gid, depth, emit, copies=False, queue=queue)
     children = list(call.children)
     try:
         if call.failed is None:
@@ -337,7 +336,7 @@ def _replay(
     while queue and queue[0].task[0] is derived:
         node = heapq.heappop(queue).task[1]
         if not derived.runs(node):
-            derived._run_unseen(node)  # a grad() target's capture
+            derived.run_unseen(node)  # a grad() target's capture
             continue
         edges = node._next_edges
         emit("node_start", node, {"inputs": (None,) * node.num_inputs, "derived": True})
