@@ -332,8 +332,25 @@ class VizApp(App[int]):
         return focus, heading, dag.box if dag.display else ""
 
     def on_descendant_focus(self, _: events.DescendantFocus) -> None:
-        if self.shown is not None and not self.closing:
+        if self.closing:
+            return
+        if self.shown is not None:
             self.refresh_status()  # the inspector's hints follow the focus
+        self._follow_focus()
+
+    def _follow_focus(self) -> None:
+        """The key bar starts with the keys of the panel that has the focus (Note [The key
+        bar follows the focus] in :mod:`~autograd_viz.tui.keybar`)."""
+        focused = self.focused
+        nodes = self.query_one(NodeList)
+        focus = ""
+        if focused is nodes:
+            focus = nodes.view
+        elif focused is self.query_one(DagView):
+            focus = "dag"
+        elif focused is self.query_one(EventLog):
+            focus = "events"
+        self.query_one(KeyBar).follow(focus)
 
     def shown_task(self, state: ExecutionState) -> GraphTaskInfo | None:
         """The graph task in the node list: the pinned one, or the current step's."""
@@ -439,6 +456,7 @@ class VizApp(App[int]):
             dag.focus()  # Enter opens and closes its boxes
         elif view != "dag" and dag.has_focus:
             nodes.focus()
+        self._follow_focus()  # the tree's keys are not the list's
 
     def action_next_process(self) -> None:
         """Show the next process's trace (``replay t.rank0.jsonl t.rank1.jsonl``) at its step."""

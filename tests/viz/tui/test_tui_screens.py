@@ -63,9 +63,10 @@ def test_the_key_bar_shows_keys_by_priority_and_always_help(
         bar = screen_lines(app)[-1].rstrip()
         assert len(bar) <= size[0]
         assert bar.endswith("? all keys  q quit")
+        assert bar.lstrip().startswith("↑↓ select │ s step")  # the node list has the focus
         shown = [key for key, what in KEYS if f"{key} {what}" in bar]
         assert shown == [key for key, _ in KEYS[: len(shown)]], "a key is left out before another"
-        assert len(shown) >= {80: 5, 120: 9, 160: 13}[size[0]]
+        assert len(shown) >= {80: 4, 120: 8, 160: 12}[size[0]]
 
     run_app(app, actions, size=size)
 
