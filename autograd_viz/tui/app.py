@@ -67,6 +67,10 @@ SIDE_COLUMNS = (44, 72)
 """The columns of the panels beside the graph in the wide layout: at least, and as the
 stylesheet gives them (Note [The graph panel widens])."""
 
+FOCUSED_SIDE = 36
+"""The columns left beside the drawn DAG while it has the focus (Note [The graph panel
+widens]); ``z`` gives it the whole screen."""
+
 GRAPH_CHROME = 4
 """Columns of the graph panel that are not its view's: the border and the padding."""
 
@@ -78,7 +82,10 @@ GRAPH_CHROME = 4
 # drawing of boxes want more: cut, a name lost both its ends to the view's
 # edge and to scrolling. So in the tree and the drawn DAG the app gives the
 # graph what its widest row takes, and the panels beside it keep at least 44
-# columns (the inspector's lines wrap there, they are never cut).
+# columns (the inspector's lines wrap there, they are never cut). A drawing
+# with module frames is wider than a tree: while it has the focus the panels
+# beside it keep 36 (FOCUSED_SIDE), the drawing gets the rest (80 of 120
+# columns), and ``z`` gives it the whole screen.
 
 __all__ = ["STATUS_LIMIT", "VIEWS", "WIDE", "Moved", "VizApp", "explain_line"]
 
@@ -253,7 +260,9 @@ class VizApp(App[int]):
             )
         side = SIDE_COLUMNS[1]
         if wanted is not None:
-            side = max(SIDE_COLUMNS[0], min(side, self.size.width - wanted - GRAPH_CHROME))
+            dag = self.query_one(DagView)
+            least = FOCUSED_SIDE if view == "dag" and dag.has_focus else SIDE_COLUMNS[0]
+            side = max(least, min(side, self.size.width - wanted - GRAPH_CHROME))
         if side != self._side:  # a restyle costs a frame: only on a change
             self._side = side
             if side == SIDE_COLUMNS[1]:
@@ -289,7 +298,7 @@ class VizApp(App[int]):
         graph.border_title = task_title(task, state, pinned=self.pinned_task is not None)
         view = self.view
         graph.border_subtitle = f"{view} view · v cycles" + (
-            " · enter opens/closes a box" if view == "dag" else ""
+            " · enter opens/closes a box · z zooms" if view == "dag" else ""
         )
         self.query_one(EventLog).show(self.driver.trace, self.driver.position)
         self._publish(state, task)
@@ -351,6 +360,7 @@ class VizApp(App[int]):
         elif focused is self.query_one(EventLog):
             focus = "events"
         self.query_one(KeyBar).follow(focus)
+        self._fit_graph()  # the drawing takes more columns while it has the focus
 
     def shown_task(self, state: ExecutionState) -> GraphTaskInfo | None:
         """The graph task in the node list: the pinned one, or the current step's."""

@@ -14,12 +14,18 @@ from rich.text import Text
 from autograd_viz.draw.model.showing import BoxStatus
 from autograd_viz.trace import GraphTaskInfo, NodeInfo
 from autograd_viz.trace.replay import ExecutionState, NodeState
+from autograd_viz.tui.framing import BOTTOM_EDGE, frame_end, frame_title
 from autograd_viz.tui.pictures import BOX_GLYPHS, Item, Picture, Pictures, box_text
-from autograd_viz.tui.routing import DOWN, LEFT, RIGHT, UP, Layout, Route
-from autograd_viz.tui.text import PATH_STYLE, STATUS_GLYPHS, non_finite, short_name
+from autograd_viz.tui.routing import DOWN, LEFT, RIGHT, UP, Frame, Layout, Route, drawn_name
+from autograd_viz.tui.text import PATH_STYLE, STATUS_GLYPHS, non_finite
 
 DELIVERED = "bold green3"
 """The style of an edge a gradient went along."""
+
+FRAME_STYLE = "steel_blue"
+"""The style of a module frame's edges."""
+FRAME_TITLE_STYLE = "bold steel_blue1"
+"""The style of the name on a module frame's top edge."""
 
 _BOX = {
     UP | DOWN: "│",
@@ -39,12 +45,51 @@ class _Canvas:
         self.text: dict[tuple[int, int], Text] = {}
 
     def route(self, route: Route, style: str) -> None:
-        """Draw one edge; where it crosses another, the vertical line is drawn on top."""
+        """Draw one edge; where it crosses another, the vertical line is drawn on top.
+
+        A line from a frame (or from a frame's top edge, inside it) starts at a ``┬`` in
+        the edge; a line to a frame's bottom edge ends at a ``┴`` in it (Note [Lines across a
+        frame] in :mod:`~autograd_viz.tui.framing`).
+        """
         for r, c, directions in route.pieces:
             if directions == LEFT | RIGHT and (r, c) in self.cells:
                 continue  # a crossing: the other edge's vertical stays on top
             self.cells[(r, c)] = (_BOX[directions], style)
-        self.cells[route.arrow] = ("▼", style)
+        sender, receiver = frame_end(route.sender), frame_end(route.receiver)
+        if route.pieces and sender is not None:  # from a frame, or from its top edge inside
+            r, c, _ = route.pieces[0]
+            self._join((r - 1, c), "┬", "┴", style)
+        if receiver is not None and receiver[1] == BOTTOM_EDGE:
+            r, c = route.arrow
+            self.cells[(r, c)] = ("│", style)
+            self._join((r + 1, c), "┴", "┬", style)
+        else:
+            self.cells[route.arrow] = ("▼", style)
+
+    def _join(self, cell: tuple[int, int], glyph: str, other: str, style: str) -> None:
+        """Mark where a line meets a frame's edge (``┼`` where lines meet it from both sides)."""
+        here = self.cells.get(cell, ("", ""))[0]
+        self.cells[cell] = ("┼" if here in (other, "┼") else glyph, style)
+
+    def frame(self, frame: Frame) -> None:
+        """Draw a module frame's edges, its name on the top one."""
+        top, left = frame.row, frame.column
+        bottom, right = top + frame.height - 1, left + frame.width - 1
+        for c in range(left + 1, right):
+            self.cells[(top, c)] = ("─", FRAME_STYLE)
+            self.cells[(bottom, c)] = ("─", FRAME_STYLE)
+        for r in range(top + 1, bottom):
+            self.cells[(r, left)] = ("│", FRAME_STYLE)
+            self.cells[(r, right)] = ("│", FRAME_STYLE)
+        for cell, glyph in (
+            ((top, left), "┌"),
+            ((top, right), "┐"),
+            ((bottom, left), "└"),
+            ((bottom, right), "┘"),
+        ):
+            self.cells[cell] = (glyph, FRAME_STYLE)
+        title = Text(f" {frame_title(frame.title)} ", style=FRAME_TITLE_STYLE)
+        self.text[(top, frame.title_column)] = title
 
     def rows(self, count: int) -> list[Text]:
         """The first ``count`` rows: each label, and the lines' pieces between them.
@@ -139,6 +184,8 @@ def draw_picture(
     shape = picture.layout
     columns, rows = shape.size
     canvas = _Canvas(columns + 1, rows + 1)
+    for frame in shape.frames:  # first: the lines that meet their edges are drawn over them
+        canvas.frame(frame)
     item_of = picture.item_of
     delivered: set[tuple[int, int]] = set()
     task = pictures.task
@@ -157,8 +204,10 @@ def draw_picture(
     chosen = item_of.get(selected) if selected is not None else None
 
     def rank(route: Route) -> int:
-        pair = (route.sender, route.receiver)
-        return 2 if pair in on_path else 1 if pair in delivered else 0
+        pairs = route.stands_for  # a line to or from a frame stands for several edges
+        if any(pair in on_path for pair in pairs):
+            return 2
+        return 1 if any(pair in delivered for pair in pairs) else 0
 
     for route in sorted(shape.routes, key=rank):
         canvas.route(route, ("grey50", DELIVERED, f"bold {PATH_STYLE}")[rank(route)])
@@ -194,7 +243,7 @@ def _label(info: NodeInfo, state: NodeState | None, selected: bool) -> Text:
     remaining = state.remaining if state is not None else info.dependencies
     deps = len(str(info.dependencies))
     text = Text().append(f"{glyph} ", style=style)
-    text.append(short_name(info), style="bold" if status == "running" else "")
+    text.append(drawn_name(info), style="bold" if status == "running" else "")
     text.append(f"#{info.id} ", style="dim")
     text.append(f"{remaining:>{deps}}/{info.dependencies}", style="yellow" if remaining else "")
     if state is not None and non_finite(state):

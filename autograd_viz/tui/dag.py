@@ -457,8 +457,9 @@ def _cut_at_edges(text: Text, x: int, width: int, console: Console) -> Text:
     return text
 
 
-_LINES = frozenset("│─┌┐└┘▼")
-"""The pieces of an edge's line: cut by the view's edge, they are not a name."""
+_LINES = frozenset("│─┌┐└┘▼┬┴┼")
+"""The pieces of an edge's line or a module frame: cut by the view's edge, they are not a
+name."""
 
 
 def _focus(state: ExecutionState, task: GraphTaskInfo) -> int | None:

@@ -39,10 +39,8 @@ from autograd_viz.trace import GraphTaskInfo, NodeInfo, Trace
 from autograd_viz.trace.records import UnrunGraph
 from autograd_viz.trace.replay import NodeStatus
 from autograd_viz.trace.text import printable
-from autograd_viz.tui.routing import Layout, Place, label_width, layout_places
-
-NAME_ROOM = 40
-"""The most characters of a box's name drawn in the DAG (the inspector shows it whole)."""
+from autograd_viz.tui.framing import Call, layout_framed
+from autograd_viz.tui.routing import NAME_ROOM, Layout, Place, cut_front, label_width
 
 _NEVER = 1 << 62
 
@@ -287,13 +285,28 @@ class Pictures:
             for e in view.edges
             if e.tail in index_of and e.head in index_of and e.tail != e.head
         }
-        layers, drawn, dropped = _layers(items, edges, self._depth)
-        places = {i: Place(layers[i], _order(item), _width(item)) for i, item in items.items()}
+        places = {i: Place(0, _order(item), _width(item)) for i, item in items.items()}
+        # Open calls as frames around what they hold (Note [A frame is laid out alone]).
+        calls = {
+            key: Call(
+                cluster.parent if cluster.parent in view.clusters else None,
+                printable(f"{cluster.name} · {cluster.kind}" if cluster.kind else cluster.name),
+                cluster.scope,
+            )
+            for key, cluster in view.clusters.items()
+        }
+        inside = {
+            index_of[key]: cluster
+            for key, cluster in view.cluster_of.items()
+            if key in index_of and cluster in calls
+        }
+        ranks = {i: self._depth(item) for i, item in items.items()}
+        layout, dropped = layout_framed(places, edges, ranks, inside, calls)
         notices = list(view.notices)
         if dropped:
             notices.append(f"{dropped} edges between boxes that lead back up are not drawn")
         item_of = {m: i for i, item in items.items() for m in item.members}
-        return Picture(items, layout_places(places, sorted(drawn)), item_of, tuple(notices))
+        return Picture(items, layout, item_of, tuple(notices))
 
     def _item(self, index: int, node: ViewNode) -> Item:
         box = node.box
@@ -408,8 +421,9 @@ BOX_GLYPHS = {
 
 
 def box_text(item: Item) -> str:
-    """A box's name as drawn: cut to :data:`NAME_ROOM`, with its count."""
-    name = item.name if len(item.name) <= NAME_ROOM else item.name[: NAME_ROOM - 1] + "…"
+    """A box's name as drawn: cut at its start to :data:`NAME_ROOM` (a module path's last
+    parts say the most: ``…h.3.attn.c_attn``), with its count."""
+    name = cut_front(item.name, NAME_ROOM)
     return f"{name} ×{item.count}" if item.count > 1 else name
 
 
@@ -422,47 +436,6 @@ def _width(item: Item) -> int:
 
 def _order(item: Item) -> int:
     return item.node.sequence_nr if item.node is not None else 0
-
-
-def _layers(
-    items: Mapping[int, Item], edges: set[tuple[int, int]], depth_of: object
-) -> tuple[dict[int, int], set[tuple[int, int]], int]:
-    """Each item's layer (longest path from the top), the edges drawn, how many are not.
-
-    Boxes hold nodes at many depths, so edges between them can form a cycle: the
-    items are taken in dependency order, and when none is free the one holding
-    the highest topological number is taken, its edges from items not yet placed
-    left out (they would lead back up).
-    """
-    assert callable(depth_of)
-    rank = {i: depth_of(item) for i, item in items.items()}
-    incoming: dict[int, set[int]] = {i: set() for i in items}
-    outgoing: dict[int, set[int]] = {i: set() for i in items}
-    for tail, head in edges:
-        incoming[head].add(tail)
-        outgoing[tail].add(head)
-    layer: dict[int, int] = {}
-    drawn: set[tuple[int, int]] = set()
-    waiting = {i: len(incoming[i]) for i in items}
-    free = sorted((i for i in items if not waiting[i]), key=lambda i: -rank[i])
-    left = set(items)
-    while left:
-        if not free:  # a cycle: take the highest item, cut what still leads into it
-            pick = max(left, key=lambda i: (rank[i], -i))
-            free = [pick]
-        current = free.pop(0)
-        if current not in left:
-            continue
-        left.discard(current)
-        placed = [t for t in incoming[current] if t in layer]
-        drawn.update((t, current) for t in placed)
-        layer[current] = max((layer[t] + 1 for t in placed), default=0)
-        for head in outgoing[current]:
-            waiting[head] -= 1
-            if waiting[head] == 0 and head in left:
-                free.append(head)
-        free.sort(key=lambda i: -rank[i])
-    return layer, drawn, len(edges) - len(drawn)
 
 
 def _times(trace: Trace, task: GraphTaskInfo, times: tuple[dict[int, int], ...], start: int) -> int:

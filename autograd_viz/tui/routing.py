@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from autograd_viz.trace import GraphTaskInfo, NodeInfo
 from autograd_viz.tui.text import short_name
@@ -56,6 +56,15 @@ class Route:
     """``(row, column, directions)`` of every cell the line goes through."""
     arrow: tuple[int, int]
     """``(row, column)`` of the ``▼`` just above the receiver's label."""
+    pairs: tuple[tuple[int, int], ...] = ()
+    """The (sender, receiver) pairs of labels the line stands for, where its ends are not
+    labels (a module frame, or a frame's border: Note [Lines across a frame] in
+    :mod:`~autograd_viz.tui.framing`); empty: just its own ends."""
+
+    @property
+    def stands_for(self) -> tuple[tuple[int, int], ...]:
+        """The (sender, receiver) pairs of labels the line draws."""
+        return self.pairs or ((self.sender, self.receiver),)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,12 +79,64 @@ class Layout:
     """(columns, rows) of the drawing."""
     routes: tuple[Route, ...] = ()
     """One line per (sender, receiver) pair, see Note [Every edge is drawn alone]."""
+    frames: tuple[Frame, ...] = ()
+    """Open module calls drawn around what they hold, outermost first."""
+    height: dict[int, int] = field(default_factory=dict)
+    """Rows of a label taller than one (a module frame, while it is laid out)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """An open module call: a rectangle of box-drawing lines with its name on the top edge."""
+
+    title: str
+    """What the top edge says (the call's name and its module's class), shown as written."""
+    row: int
+    """The top edge's row."""
+    column: int
+    """The left edge's column."""
+    width: int
+    """Columns, both edges included."""
+    height: int
+    """Rows, both edges included."""
+    members: tuple[int, ...]
+    """The labels drawn inside it (nested frames' included)."""
+    scope: int
+    """The module call (:attr:`ModuleTree.scopes` index)."""
+    title_column: int
+    """Where the title starts on the top edge: right of the lines that leave it inside."""
+
+
+NAME_ROOM = 40
+"""The most characters of a name drawn in a label or on a frame (the inspector shows it whole)."""
+
+
+def cut_front(name: str, room: int = NAME_ROOM) -> str:
+    """``name`` in at most ``room`` characters: its end kept, ``…`` where its start was cut.
+
+    A module path or a parameter's name says the most at its end
+    (``…h.3.attn.c_attn``), so that end is what stays.
+    """
+    if len(name) <= room:
+        return name
+    return "…" + name[len(name) - room + 1 :]
+
+
+def drawn_name(info: NodeInfo) -> str:
+    """A node's name as its label in the drawing shows it: :func:`short_name` in at most
+    :data:`NAME_ROOM` characters, the leaf's name cut at its start inside ``Acc(…)``."""
+    name = short_name(info)
+    if len(name) <= NAME_ROOM:
+        return name
+    if name.startswith("Acc(") and name.endswith(")"):
+        return f"Acc({cut_front(name[4:-1], NAME_ROOM - 5)})"
+    return cut_front(name)
 
 
 def label_width(info: NodeInfo) -> int:
     """A node's label width, fixed for the whole pass: ``○ Mul#7 2/2``."""
     deps = len(str(info.dependencies))
-    return 2 + len(short_name(info)) + 1 + len(str(info.id)) + 1 + 2 * deps + 1
+    return 2 + len(drawn_name(info)) + 1 + len(str(info.id)) + 1 + 2 * deps + 1
 
 
 @dataclass(slots=True)
@@ -87,6 +148,8 @@ class _Item:
     edge: int = -1
     """A pass-through's edge (index into the edge list)."""
     width: int = 1
+    height: int = 1
+    """Rows it takes (a pass-through takes its whole layer's)."""
     x: int = 0
     ups: tuple[int, ...] = ()
     """Ids (``id()``) of the items one layer up that send into this one."""
@@ -121,6 +184,8 @@ class Place:
     """Within a layer, of two labels fed from the same place the higher order comes first."""
     width: int
     """Columns of the label."""
+    height: int = 1
+    """Rows of the label (a module frame is taller); it is drawn at the top of its layer."""
 
 
 def layout_places(places: Mapping[int, Place], edges: Sequence[tuple[int, int]]) -> Layout:
@@ -139,7 +204,8 @@ def layout_places(places: Mapping[int, Place], edges: Sequence[tuple[int, int]])
     label: dict[int, _Item] = {}
     for n, place in places.items():
         ports = max(ins.get(n, 0), outs.get(n, 0))
-        item = _Item(n, width=max(place.width, 2 * ports))
+        corners = 2 if place.height > 1 else 0  # see _ports
+        item = _Item(n, width=max(place.width, 2 * ports + corners), height=place.height)
         label[n] = item
         layers.setdefault(depth[n], []).append(item)
     # chain[e]: the items edge e goes through, sender first, receiver last
@@ -154,23 +220,36 @@ def layout_places(places: Mapping[int, Place], edges: Sequence[tuple[int, int]])
         for upper, lower in itertools.pairwise(hops):
             lower.ups = (*lower.ups, id(upper))
         chain.append(hops)
-    _order(layers, {n: place.order for n, place in places.items()})
+    sinks = frozenset(n for n in places if n not in outs)
+    _order(layers, {n: place.order for n, place in places.items()}, sinks)
     # Rows: a layer's labels, then its band of tracks, then the arrows into the next layer.
     bands = {d: _band(d, layers, chain) for d in layers}
+    tall = {d: max(item.height for item in items) for d, items in layers.items()}
     row_of: dict[int, int] = {}
     row = 0
     for d in sorted(layers):
         row_of[d] = row
-        row += 1 + _band_height(bands[d]) + 1
-    routes = tuple(_route(edges[e], e, hops, depth, row_of, bands) for e, hops in enumerate(chain))
+        row += tall[d] + _band_height(bands[d]) + 1
+    routes = tuple(
+        _route(edges[e], e, hops, depth, row_of, tall, bands) for e, hops in enumerate(chain)
+    )
     position = {n: (row_of[depth[n]], item.x) for n, item in label.items()}
     width = {n: item.width for n, item in label.items()}
+    height = {n: item.height for n, item in label.items() if item.height > 1}
     columns = max(item.x + item.width for items in layers.values() for item in items)
-    return Layout(position, width, (columns, row_of[max(layers)] + 1), routes)
+    last = max(layers)
+    return Layout(position, width, (columns, row_of[last] + tall[last]), routes, height=height)
 
 
-def _order(layers: dict[int, list[_Item]], orders: Mapping[int, int]) -> None:
-    """Order each layer by barycentre and place every item under what feeds it."""
+def _order(
+    layers: dict[int, list[_Item]], orders: Mapping[int, int], sinks: frozenset[int]
+) -> None:
+    """Order each layer by barycentre and place every item under what feeds it.
+
+    Of the labels fed from one place, those that send nothing on (``sinks``: a parameter's
+    AccumulateGrad) go right of the others, so the chain that goes on stays under what
+    feeds it instead of stepping right at every layer a leaf hangs off.
+    """
     centre: dict[int, float] = {}
     through: set[int] = set()  # pass-through columns of the layer above
     for d in sorted(layers):
@@ -180,9 +259,9 @@ def _order(layers: dict[int, list[_Item]], orders: Mapping[int, int]) -> None:
             placed = [centre[u] for u in item.ups if u in centre]
             return sum(placed) / len(placed) if placed else 0.0
 
-        def key(item: _Item) -> tuple[float, int, int]:
+        def key(item: _Item) -> tuple[float, bool, int, int]:
             order = orders.get(item.node, 0) if item.node is not None else 0
-            return (wanted(item), -order, item.edge)
+            return (wanted(item), item.node in sinks, -order, item.edge)
 
         members.sort(key=key)
         x = 0
@@ -208,6 +287,8 @@ def _ports(item: _Item, targets: list[int], avoid: set[int]) -> list[int]:
     if item.node is None:
         return [item.x] * len(targets)
     span = list(range(item.x, item.x + item.width))
+    if item.height > 1 and item.width > 2:  # a frame: lines meet its edges, not its corners
+        span = span[1:-1]
     free = [c for c in span if c not in avoid]
     if len(free) < len(targets):
         free = span
@@ -317,30 +398,33 @@ def _route(
     hops: list[_Item],
     depth: dict[int, int],
     row_of: dict[int, int],
+    tall: dict[int, int],
     bands: dict[int, dict[int, tuple[int, int, int]]],
 ) -> Route:
-    """The pieces of edge ``e``'s line, band by band."""
+    """The pieces of edge ``e``'s line, band by band (a label shorter than its layer has the
+    line run down beside the taller ones to the band)."""
     pieces: list[tuple[int, int, int]] = []
     arrow = (0, 0)
     first = depth[edge[0]]
     for i in range(len(hops) - 1):
         d = first + i
         a, b, t = bands[d][e]
-        below = row_of[d] + 1
+        sender = hops[i]
+        below = row_of[d] + (sender.height if sender.node is not None else tall[d])
         arrow_row = row_of[d + 1] - 1
         last = arrow_row if hops[i + 1].node is None else arrow_row - 1
         if t < 0:
             pieces += [(r, a, UP | DOWN) for r in range(below, last + 1)]
         else:
-            turn = below + t
+            turn = row_of[d] + tall[d] + t
             step = 1 if b > a else -1
             pieces += [(r, a, UP | DOWN) for r in range(below, turn)]
             pieces.append((turn, a, UP | (RIGHT if step > 0 else LEFT)))
             pieces += [(turn, c, LEFT | RIGHT) for c in range(a + step, b, step)]
             pieces.append((turn, b, DOWN | (LEFT if step > 0 else RIGHT)))
             pieces += [(r, b, UP | DOWN) for r in range(turn + 1, last + 1)]
-        if hops[i + 1].node is None:
-            pieces.append((row_of[d + 1], b, UP | DOWN))  # through the next layer
+        if hops[i + 1].node is None:  # through the next layer, all its rows
+            pieces += [(r, b, UP | DOWN) for r in range(row_of[d + 1], row_of[d + 1] + tall[d + 1])]
         else:
             arrow = (arrow_row, b)
     return Route(edge[0], edge[1], tuple(pieces), arrow)

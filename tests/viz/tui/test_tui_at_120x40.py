@@ -10,9 +10,12 @@ from textual.pilot import Pilot
 
 import autograd_viz
 from autograd_viz.trace import Trace
+from autograd_viz.tui.dag import DagView
 from autograd_viz.tui.keybar import FOCUS_KEYS, KeyBar
+from autograd_viz.tui.pictures import Picture, Pictures
+from tests.viz.tui.test_tui_dag import drawn_edges
 from tests.viz.tui.test_tui_modules import blocks
-from tests.viz.tui.tuiting import replay_app, run_app
+from tests.viz.tui.tuiting import node_list, replay_app, run_app
 
 SIZE = (120, 40)
 
@@ -56,3 +59,95 @@ def test_the_key_bar_starts_with_the_keys_of_the_panel_that_has_the_focus(trace:
         assert key_line(app).endswith("? all keys q quit")
 
     run_app(app, actions, size=SIZE)
+
+
+def screen_row(dag: DagView, y: int) -> str:
+    """Line ``y`` of the drawn DAG as the screen shows it (scrolled)."""
+    return "".join(segment.text for segment in dag.render_line(y))
+
+
+async def to_node_in(pilot: Pilot[Any], trace: Trace, call: str) -> None:
+    """Step the app to the start of the first node created in module call ``call``."""
+    task = next(iter(trace.graph_tasks.values()))
+    inside = {n.id for n in task.nodes.values() if n.scope and n.scope[-1][0] == call}
+    event = next(e for e in trace.events if e.kind == "node_start" and e.node_id in inside)
+    app = pilot.app
+    app.driver.goto(event.index + 1)  # type: ignore[attr-defined]
+    app.refresh_view(follow=True)  # type: ignore[attr-defined]
+    await pilot.pause()
+
+
+def check_frames(pictures: Pictures, picture: Picture, rows: list[str]) -> None:
+    """Each frame is a closed rectangle with its call's name on the top edge, around exactly
+    the labels of what the call holds."""
+    tree = pictures.tree
+    shape = picture.layout
+
+    def calls_around(index: int) -> set[int]:
+        item = picture.items[index]
+        if item.node is not None:
+            scope = tree.scope_of.get(pictures.key_of[item.node.id])
+            return set(tree.ancestors(scope)) if scope is not None else set()
+        parent = tree.scopes[item.scopes[0]].parent
+        return set(tree.ancestors(parent)) if parent is not None else set()
+
+    for frame in shape.frames:
+        top, left = frame.row, frame.column
+        bottom, right = top + frame.height - 1, left + frame.width - 1
+        assert (rows[top][left], rows[top][right]) == ("┌", "┐")
+        assert (rows[bottom][left], rows[bottom][right]) == ("└", "┘")
+        for r in range(top + 1, bottom):
+            assert rows[r][left] == "│" and rows[r][right] == "│"
+        assert rows[bottom][left + 1 : right].strip("─┬┴┼") == ""
+        call = tree.scopes[frame.scope]
+        assert f" {call.path} · {call.kind} " in rows[top][left:right]
+        inside = {
+            i
+            for i, (r, c) in shape.position.items()
+            if top < r < bottom and left < c and c + shape.width[i] <= right
+        }
+        assert inside == set(frame.members)
+        assert inside == {i for i in picture.items if frame.scope in calls_around(i)}
+
+
+def test_open_calls_are_frames_with_their_names_around_their_nodes(trace: Trace) -> None:
+    app = replay_app(trace)
+
+    async def actions(pilot: Pilot[Any]) -> None:
+        await pilot.press("v", "v")
+        await to_node_in(pilot, trace, "model.layers.10.act")
+        dag = app.query_one(DagView)
+        picture = dag.picture
+        assert picture is not None
+        rows = [row.plain for row in dag._drawn_rows[dag._head :]]
+        titles = [frame.title for frame in picture.layout.frames]
+        assert "model · MLP" in titles and "model.layers.10 · Block" in titles
+        assert "model.layers.10.act · Tanh" in titles  # the step's call, open
+        check_frames(dag.pictures(trace, picture_task(trace)), picture, rows)
+        # a reader following any line from its arrow ends at its own sender
+        drawn = drawn_edges(rows, picture.layout)
+        assert sorted(drawn) == sorted((r.sender, r.receiver) for r in picture.layout.routes)
+        act = next(f for f in picture.layout.frames if f.title.startswith("model.layers.10.act"))
+        names = {picture.items[i].node.name for i in act.members}  # type: ignore[union-attr]
+        assert names == {"TanhBackward0", "AddBackward0"}
+        linear = next(i for i in picture.items.values() if i.name == "model.layers.10.linear")
+        node_list(app).select(linear.members[0])
+        await pilot.pause()
+        await pilot.press("enter")  # the drawing has the focus: the box opens into a frame
+        await dag.drawn()
+        picture = dag.picture
+        assert picture is not None
+        assert "model.layers.10.linear · Linear" in [f.title for f in picture.layout.frames]
+        rows = [row.plain for row in dag._drawn_rows[dag._head :]]
+        check_frames(dag.pictures(trace, picture_task(trace)), picture, rows)
+        await pilot.press("enter")  # on a node inside it: the frame closes back into a box
+        await dag.drawn()
+        picture = dag.picture
+        assert picture is not None
+        assert "model.layers.10.linear · Linear" not in [f.title for f in picture.layout.frames]
+
+    run_app(app, actions, size=SIZE)
+
+
+def picture_task(trace: Trace) -> Any:
+    return next(iter(trace.graph_tasks.values()))

@@ -19,6 +19,7 @@ import engine
 from autograd_viz.trace import GraphTaskInfo, Trace
 from autograd_viz.tui.canvas import draw
 from autograd_viz.tui.dag import DagView
+from autograd_viz.tui.framing import BOTTOM_EDGE, TOP_EDGE, WHOLE, frame_end_id
 from autograd_viz.tui.routing import Layout, layout
 from tests.viz.tui.tuiting import demo_trace, replay_app, run_app, stepped_trace
 
@@ -38,8 +39,21 @@ def label_at(shape: Layout, row: int, column: int) -> int | None:
     return None
 
 
+def edge_at(shape: Layout, row: int, column: int) -> tuple[int, str] | None:
+    """The module frame whose top or bottom edge (corners left out) is at (row, column), and
+    which edge: ``"top"`` or ``"bottom"``."""
+    for index, frame in enumerate(shape.frames):
+        if frame.column < column < frame.column + frame.width - 1:
+            if row == frame.row:
+                return index, "top"
+            if row == frame.row + frame.height - 1:
+                return index, "bottom"
+    return None
+
+
 def follow(rows: list[str], shape: Layout, row: int, column: int) -> int:
-    """Follow the line that ends in the arrow at (row, column) back to its sender."""
+    """Follow the line that ends in the arrow at (row, column) back to its sender: a label,
+    a frame (its line leaves the bottom edge at ``┬``) or, inside a frame, its top edge."""
     direction = "up"
     r, c = row - 1, column
     for _ in range(10_000):
@@ -48,6 +62,11 @@ def follow(rows: list[str], shape: Layout, row: int, column: int) -> int:
             sender = label_at(shape, r, c)
             if sender is not None:
                 return sender
+            if glyph in "┬┼":
+                edge = edge_at(shape, r, c)
+                assert edge is not None, f"a junction off a frame's edge at ({r}, {c})"
+                frame, side = edge
+                return frame_end_id(frame, WHOLE if side == "bottom" else TOP_EDGE)
         if (direction, glyph) in _TURNS:
             direction = _TURNS[direction, glyph]
         elif (direction, glyph) not in _STRAIGHT:
@@ -58,14 +77,22 @@ def follow(rows: list[str], shape: Layout, row: int, column: int) -> int:
 
 
 def drawn_edges(rows: list[str], shape: Layout) -> list[tuple[int, int]]:
-    """(sender, receiver) of every arrow in the drawing, as a reader would trace it."""
+    """(sender, receiver) of every arrow in the drawing, as a reader would trace it: a ``▼``
+    over a label or a frame's top edge, or a line ending in a frame's bottom edge (``┴``)."""
     found = []
     for r, line in enumerate(rows):
         for c, glyph in enumerate(line):
             if glyph == "▼":
                 receiver = label_at(shape, r + 1, c)
+                edge = edge_at(shape, r + 1, c)
+                if receiver is None and edge is not None and edge[1] == "top":
+                    receiver = frame_end_id(edge[0], WHOLE)
                 assert receiver is not None, f"the arrow at ({r}, {c}) points at no label"
                 found.append((follow(rows, shape, r, c), receiver))
+            elif glyph in "┴┼":
+                edge = edge_at(shape, r, c)
+                assert edge is not None and edge[1] == "bottom", f"a junction at ({r}, {c})"
+                found.append((follow(rows, shape, r, c), frame_end_id(edge[0], BOTTOM_EDGE)))
     return found
 
 
