@@ -127,6 +127,7 @@ def run_nan(args: argparse.Namespace) -> int:
         Signalled,
         end_by_signal,
         own_streamed_path,
+        say_running,
         stopped_by_signals,
     )
     from autograd_viz.launch.processes import follow_children, process_info
@@ -209,7 +210,10 @@ def run_nan(args: argparse.Namespace) -> int:
             interrupted = True
         except Signalled as exc:
             signalled = exc.signum
+        if interrupted or signalled is not None:
+            job.settle()  # the children the signal reached are saving too
         children = job.reports()
+        running = job.running()
         if own_path is not None:  # who this process is, once its script made its group
             watch.trace.header["process"] = process_info(inherited_rank)
         assert watch.recording is not None
@@ -252,7 +256,9 @@ def run_nan(args: argparse.Namespace) -> int:
             print_report(watch.report, console, stopped=args.first, checked=checked)
             if missed is not None:
                 print_missed(missed, selection, console)
-    saved_to = _streamed_to(watch, own_path, bool(children)) if own_path is not None else None
+    theirs = bool(children or running)  # Note [Children that outlive the script]
+    saved_to = _streamed_to(watch, own_path, theirs) if own_path is not None else None
+    say_running(running)
     stopped = interrupted or signalled is not None
     if saved_to is not None:
         kept = "partial trace" if stopped else "trace"

@@ -105,8 +105,11 @@ def run_record(args: argparse.Namespace) -> int:
                 interrupted = True
             except Signalled as exc:
                 signalled = exc.signum
+            if interrupted or signalled is not None:
+                job.settle()  # the children the signal reached are saving too
             children = job.reports()
             unfinished = job.unfinished()
+            running = job.running()
         # Who this process is, once its script has made its process group and the
         # children's settings are gone from the environment.
         recording.trace.header["process"] = process_info(inherited_rank)
@@ -119,8 +122,9 @@ def run_record(args: argparse.Namespace) -> int:
     if problem is not None:
         raise CommandError(f"cannot write trace {own}: {problem.strerror or problem}")
     saved_to: str | None = own
-    if children and not recording.stats().events:
-        # The children recorded everything; this process leaves no file of its own.
+    if (children or unfinished or running) and not recording.stats().events:
+        # The children recorded everything; this process leaves no file of its own (Note
+        # [Children that outlive the script] in autograd_viz/launch/processes.py).
         from autograd_viz.trace.writing import remove_output
 
         remove_output(own)
@@ -130,9 +134,9 @@ def run_record(args: argparse.Namespace) -> int:
     _print_record_summary(recording, script, saved_to, size, complete, children)
     for pid, path in unfinished:
         note(f"process {pid} ended before finishing its trace; the calls it wrote are in {path}")
-    output = saved_to or output
-    if interrupted or signalled is not None:
-        note(f"partial trace saved to {output}")
+    say_running(running)
+    if saved_to is not None and (interrupted or signalled is not None):
+        note(f"partial trace saved to {saved_to}")
     if signalled is not None:
         end_by_signal(signalled)
     if interrupted:
@@ -142,6 +146,15 @@ def run_record(args: argparse.Namespace) -> int:
     if status != 0:
         note(f"{script} exited with status {status}")
     return status
+
+
+def say_running(running: list[tuple[int, str]]) -> None:
+    """One line per child still running as the script ended: where its trace goes."""
+    for pid, path in running:
+        note(
+            f"process {pid} still runs: it writes its trace to {shown(path)} (named for its "
+            "rank, if it has one) as it ends"
+        )
 
 
 def own_streamed_path(output: str) -> tuple[str, str | None]:

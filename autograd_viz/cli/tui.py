@@ -213,7 +213,7 @@ def run_beside(
             give_back()
         session.stop()
         # A program whose children made every call (torchrun) leaves no empty file of its own.
-        theirs = children is not None and children.reports and not session.trace.graph_tasks
+        theirs = children is not None and children.recorded and not session.trace.graph_tasks
         if output is not None and not theirs:
             unsaved = _save_session(session, output)
         if children is not None:
@@ -469,6 +469,7 @@ class _Children:
         """The session's trace, which a forked child empties (it records nothing there)."""
         self.reports: list[ChildReport] = []
         self.unfinished: list[tuple[int, str]] = []
+        self.running: list[tuple[int, str]] = []
 
     @contextlib.contextmanager
     def followed(self) -> Iterator[None]:
@@ -487,12 +488,24 @@ class _Children:
         ) as job:
             try:
                 yield
+            except BaseException as exc:
+                if not isinstance(exc, Exception):  # Ctrl-C, a signal: they reached the children
+                    job.settle()
+                raise
             finally:
                 self.reports = job.reports()
                 self.unfinished = job.unfinished()
+                self.running = job.running()
+
+    @property
+    def recorded(self) -> bool:
+        """Whether a child recorded, or still records (Note [Children that outlive the script]
+        in :mod:`autograd_viz.launch.processes`)."""
+        return bool(self.reports or self.unfinished or self.running)
 
     def say(self) -> None:
         """One line per child's trace, or one line for them all without ``-o``."""
+        from autograd_viz.cli.record import say_running
         from autograd_viz.trace.text import count_words, shown
 
         reports = self.reports
@@ -514,6 +527,7 @@ class _Children:
                 f"process {pid} ended before finishing its trace; the calls it wrote are in "
                 f"{shown(path)}"
             )
+        say_running(self.running)
         if len(reports) > 1:
             paths = " ".join(shown(child.path) for child in reports)
             note(f"step them side by side with '{PROG} replay {paths}'")

@@ -255,6 +255,48 @@ class ChildReport:
     trace holds (Note [Checking calls not recorded])."""
 
 
+# Note [Children that outlive the script]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# The watching command reads what the children left once the script has
+# ended. After a normal end they have ended too (mp.spawn and torchrun join
+# them). Stopped by a signal, they may not have: Ctrl-C and a scheduler's
+# SIGTERM reach the whole process group, so the children are saving what they
+# hold at that moment (Note [A child stopped by a signal]); a signal sent to
+# the watching process alone leaves them running, orphaned, as it would
+# unwatched. Read at once, a child still saving had no report yet: the parent
+# took the job for its own (leaving its own empty trace beside the ranks'),
+# said the child "ended before finishing" and, where it had written no call
+# yet (a flight recorder writes only as it ends), removed the file the child
+# was about to write, so every call it held was lost. So the command waits a
+# few seconds (CHILDREN_WAIT_S) for the children still alive to end, takes a
+# child that started a trace as one that records (its own file then is not
+# needed when empty), never touches the file of a child still alive, and says
+# which ones still run and where they will save. multiprocessing's resource
+# tracker, which runs no program code and lives until its parent ends, is
+# not watched (read_settings).
+
+CHILDREN_WAIT_S = 5.0
+"""How long a watching command waits for its children still saving (Note [Children that
+outlive the script])."""
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` still runs (a zombie, ended but not yet reaped, does not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return True  # no /proc: the signal test is all there is
+    state = stat.rfind(b")") + 2  # the state follows the command's name, which may hold ")"
+    return stat[state : state + 1] != b"Z"
+
+
 class Job:
     """The child processes of one watched script, followed while :func:`follow_children` lasts."""
 
@@ -278,8 +320,40 @@ class Job:
         return sorted(found, key=lambda r: (r.rank is None, r.rank or 0, r.pid))
 
     def unfinished(self) -> list[tuple[int, str]]:
-        """``(pid, trace file)`` of each streaming child that never finished its trace (killed
-        by a signal): the calls it wrote are in the file. One that wrote none leaves none."""
+        """``(pid, trace file)`` of each streaming child that ended without finishing its
+        trace (killed by a signal): the calls it wrote are in the file. One that wrote none
+        leaves none. A child still running is none of them (:meth:`running`)."""
+        found = []
+        for pid, path in self._started():
+            if _alive(pid):
+                continue  # its file is its own (Note [Children that outlive the script])
+            try:
+                with open(path, "rb") as trace:
+                    trace.readline()  # the header
+                    wrote = bool(trace.readline())
+            except OSError:
+                continue
+            if wrote:
+                found.append((pid, path))
+            else:
+                with contextlib.suppress(OSError):
+                    os.remove(path)
+        return found
+
+    def running(self) -> list[tuple[int, str]]:
+        """``(pid, trace file)`` of each child that started its trace, has not reported it
+        and still runs (Note [Children that outlive the script])."""
+        return [(pid, path) for pid, path in self._started() if _alive(pid)]
+
+    def settle(self, timeout: float = CHILDREN_WAIT_S) -> None:
+        """Wait, at most ``timeout`` seconds, for the children still saving their traces to
+        end (Note [Children that outlive the script])."""
+        deadline = time.monotonic() + timeout
+        while self.running() and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+    def _started(self) -> list[tuple[int, str]]:
+        """``(pid, trace file)`` of each child that started a trace and has not reported it."""
         found = []
         for name in sorted(os.listdir(self.settings.job)):
             pid = name.removesuffix(".started")
@@ -287,17 +361,9 @@ class Job:
                 continue
             try:
                 with open(os.path.join(self.settings.job, name), encoding="utf-8") as f:
-                    path = f.read()
-                with open(path, "rb") as trace:
-                    trace.readline()  # the header
-                    wrote = bool(trace.readline())
-            except OSError:
+                    found.append((int(pid), f.read()))
+            except (OSError, ValueError):
                 continue
-            if wrote:
-                found.append((int(pid), path))
-            else:
-                with contextlib.suppress(OSError):
-                    os.remove(path)
         return found
 
 
@@ -579,7 +645,15 @@ def _saving_forks_at_exit() -> contextlib.AbstractContextManager[None]:
 
 def watch_as_child(trace: Trace, settings: ChildSettings, said: Said | None = None) -> None:
     """Save ``trace`` when this process exits, and report it with what ``said`` says (a
-    spawned child's start-up)."""
+    spawned child's start-up). The job's directory is told that it runs (Note [Children
+    that outlive the script])."""
+    pid = os.getpid()
+    if settings.output is not None:
+        path = process_trace_path(settings.output, {"rank": None, "pid": pid})
+    else:
+        path = os.path.join(settings.job, f"{pid}.jsonl")
+    with contextlib.suppress(OSError):  # the child is watched all the same
+        _tell_started(settings, path)
     atexit.register(_finisher(trace, settings, said))
     follow_forks(_Holder(settings), trace, said)
 
@@ -643,9 +717,15 @@ def streamed_path(settings: ChildSettings) -> str:
     before it finished is still named (:meth:`Job.unfinished`)."""
     assert settings.output is not None
     path = process_trace_path(settings.output, {"rank": None, "pid": os.getpid()})
+    _tell_started(settings, path)
+    return path
+
+
+def _tell_started(settings: ChildSettings, path: str) -> None:
+    """Tell the job's directory that this child runs and where its trace goes (``path``, or
+    its rank's name for it)."""
     with open(os.path.join(settings.job, f"{os.getpid()}.started"), "w", encoding="utf-8") as f:
         f.write(path)
-    return path
 
 
 def finish_streamed(path: str, settings: ChildSettings, graph_tasks: int, events: int) -> None:
@@ -701,8 +781,17 @@ def wall_ns(t_ns: int, clock: tuple[int, int] | list[int]) -> int:
 
 
 def read_settings() -> ChildSettings | None:
-    """This process's settings as a child of a watching command, or ``None`` if it is not one."""
+    """This process's settings as a child of a watching command, or ``None`` if it is not one
+    (or is multiprocessing's resource tracker: Note [Children that outlive the script])."""
     text = os.environ.get(ENV)
-    if not text:
+    if not text or _resource_tracker():
         return None
     return ChildSettings.from_env(text)
+
+
+def _resource_tracker() -> bool:
+    """Whether this process is multiprocessing's resource tracker (``python -c 'from
+    multiprocessing.resource_tracker import main; ...'``)."""
+    argv = list(getattr(sys, "orig_argv", ()))
+    code = argv[argv.index("-c") + 1] if "-c" in argv[:-1] else ""
+    return code.startswith("from multiprocessing.resource_tracker import main")

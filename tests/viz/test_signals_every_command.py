@@ -109,3 +109,96 @@ def test_run_print_stopped_by_a_signal_writes_the_calls_that_finished(
     calls = [info.call for info in Trace.load(tmp_path / "t.jsonl").graph_tasks.values()]
     assert calls == ([0, 1, 2] if last is None else [1, 2])
     assert "saved to t.jsonl" in done.stderr
+
+
+SPAWN_JOB = """\
+import os, sys, time
+import torch
+import torch.multiprocessing as mp
+
+
+def work(rank, ready, sleep):
+    model = torch.nn.Linear(4, 2)
+    for _ in range(3):
+        model(torch.randn(3, 4)).sum().backward()
+    with open(os.path.join(ready, f"{os.getpid()}.ready"), "w") as f:
+        f.write(str(rank))
+    time.sleep(sleep)
+
+
+if __name__ == "__main__":
+    mp.spawn(work, args=(sys.argv[1], float(sys.argv[2])), nprocs=2)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("last", [None, 2])
+@pytest.mark.parametrize("whom", ["group", "parent"])
+def test_a_spawn_job_stopped_by_sigterm_keeps_every_call_of_every_process(
+    tmp_path: Path, whom: str, last: int | None
+) -> None:
+    """Note [Children that outlive the script]: SIGTERM to the job's process group (a
+    scheduler's) reaches the ranks, which save while the parent ends; SIGTERM to the parent
+    alone leaves them running, orphaned, as unwatched, and they save as they end. Either way
+    each keeps its calls, and the parent, which ran none, leaves no empty file beside theirs."""
+    from autograd_viz.launch.processes import CHILDREN_WAIT_S
+    from autograd_viz.trace import Trace
+
+    script = tmp_path / "job.py"
+    script.write_text(SPAWN_JOB)
+    ready = tmp_path / "ready"
+    ready.mkdir()
+    options = ["--last", str(last)] if last is not None else []
+    # A rank stopped by the signal, or one that ends on its own after the parent has waited
+    # for it (CHILDREN_WAIT_S) and said it still runs.
+    sleep = "120" if whom == "group" else str(CHILDREN_WAIT_S + 3)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "autograd_viz", "record", *options, "-o", "T.jsonl"]
+        + [str(script), str(ready), sleep],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    ranks: list[int] = []
+    try:
+        while len(ranks) < 2:
+            assert process.poll() is None, process.communicate()
+            ranks = [int(p.stem) for p in ready.glob("*.ready")]
+            time.sleep(0.1)
+        if whom == "group":
+            os.killpg(process.pid, signal.SIGTERM)
+        else:
+            process.send_signal(signal.SIGTERM)
+        stdout, stderr = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == -signal.SIGTERM, stderr
+    assert not (tmp_path / "T.jsonl").exists(), "the parent ran no backward: no file of its own"
+    assert "partial trace saved to T.jsonl" not in stderr
+    assert "ended before finishing" not in stderr
+    if whom == "group":
+        assert "2 child processes recorded" in stdout
+    else:
+        for pid in ranks:
+            assert f"process {pid} still runs: it writes its trace to" in stderr
+        deadline = time.monotonic() + 60
+        while any(_alive(pid) for pid in ranks):  # the orphans end after their sleep
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+    for pid in ranks:
+        trace = Trace.load(tmp_path / f"T.pid{pid}.jsonl")
+        assert len(trace.graph_tasks) == (last or 3)
+        assert trace.header["process"]["launcher"] == "torch.multiprocessing.spawn"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
