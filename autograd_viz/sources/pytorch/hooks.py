@@ -34,6 +34,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -160,6 +163,12 @@ def install() -> None:
         return handle
 
     torch.Tensor.register_hook = register_hook  # type: ignore[method-assign]
+    original = getattr(torch.autograd.Function, "_register_hook", None)
+    if callable(original):
+        # See Note [Keyed hooks]; C++ reads it from torch.autograd.Function by name.
+        torch.autograd.Function._register_hook = staticmethod(  # type: ignore[attr-defined]
+            _keyed(original)
+        )
     backward_hook = getattr(torch.utils.hooks, "BackwardHook", None)
     if backward_hook is None:
         return
@@ -170,6 +179,67 @@ def install() -> None:
         original = getattr(backward_hook, method, None)
         if original is not None:
             setattr(backward_hook, method, _noting(original, kind))
+
+
+# Note [Keyed hooks]
+# ~~~~~~~~~~~~~~~~~~
+# ``node.register_hook`` and ``register_prehook`` are C++ that calls
+# ``torch.autograd.Function._register_hook`` in Python, which makes a
+# ``RemovableHandle`` (a weak reference, a global counter) to put the hook in
+# the node's hook dict; ``remove()`` is Python again. A watch hooks every node
+# of every call and removes every hook when the call ends: that was two
+# Python calls and an object per hook, as much as a third of what the hook
+# costs to run. So ``_register_hook`` is wrapped (once, by :func:`install`):
+# inside :func:`keyed_hooks` on the thread that entered it, a hook goes into
+# the node's dict under the watch's own key and the "handle" returned is the
+# dict itself, from which :func:`remove_keyed` takes the key again. Anywhere
+# else (the user's registrations, other threads) PyTorch's own function runs,
+# as before. The dict is an ``OrderedDict``, as PyTorch makes it: a
+# ``RemovableHandle`` the user makes later on the same node refers to it weakly.
+
+
+class _Keys(threading.local):
+    key: object | None = None
+
+
+_KEYS = _Keys()
+
+
+@contextlib.contextmanager
+def keyed_hooks(key: object) -> Iterator[None]:
+    """Node hooks this thread registers inside go in under ``key`` (Note [Keyed hooks]).
+
+    Their ``register_hook`` and ``register_prehook`` return the node's hook dict;
+    :func:`remove_keyed` removes the hook. Without :func:`install` they return
+    PyTorch's handles, which :func:`remove_keyed` removes too.
+    """
+    _KEYS.key = key
+    try:
+        yield
+    finally:
+        _KEYS.key = None
+
+
+def remove_keyed(handle: Any, key: object) -> None:
+    """Remove a hook registered inside :func:`keyed_hooks` (``handle``: what registering gave)."""
+    if type(handle) is OrderedDict:
+        handle.pop(key, None)
+    else:
+        handle.remove()
+
+
+def _keyed(original: Any) -> Any:
+    @functools.wraps(original)
+    def register(backward_hooks: Any, hook: Any) -> Any:
+        key = _KEYS.key
+        if key is None:
+            return original(backward_hooks, hook)
+        if backward_hooks is None:
+            backward_hooks = OrderedDict()
+        backward_hooks[key] = hook
+        return backward_hooks, backward_hooks
+
+    return register
 
 
 def _noting(original: Any, kind: str) -> Any:
@@ -192,4 +262,6 @@ __all__ = [
     "counts",
     "hooks_of",
     "install",
+    "keyed_hooks",
+    "remove_keyed",
 ]

@@ -30,6 +30,8 @@ from autograd_viz.sources.pytorch.hooks import (
     POST_ACCUMULATE_GRAD,
     TENSOR_PRE,
     UserHook,
+    keyed_hooks,
+    remove_keyed,
 )
 from autograd_viz.sources.pytorch.node import TorchNode
 from autograd_viz.trace.summary import TensorSummary
@@ -139,9 +141,10 @@ class GraphTaskWatch:
         _LOCAL.stack.append(self)
         plan = self.plan
         in_task = plan.dependencies.keys() | {plan.root}
-        for node in plan.nodes:
-            if node.fn is not None and node in plan.needed and node in in_task:
-                self._hook(node)
+        with keyed_hooks(self):  # Note [Keyed hooks] in hooks.py
+            for node in plan.nodes:
+                if node.fn is not None and node in plan.needed and node in in_task:
+                    self._hook(node)
         summaries = self.emit.summaries_if(self.emit.keep_leaves, root_grads)
         if HUB.active:
             HUB.emit_data(
@@ -244,7 +247,7 @@ class GraphTaskWatch:
         """Remove every hook (also after errors and with ``retain_graph``) and forget the state."""
         try:
             for handle in self._handles:
-                handle.remove()
+                remove_keyed(handle, self)
         finally:
             self._handles.clear()
             with contextlib.suppress(Exception):  # as fail(): the call has its own outcome

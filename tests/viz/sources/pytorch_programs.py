@@ -101,17 +101,25 @@ def hook_handles(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any]]:
     original = watch_module.GraphTaskWatch._hook
 
     def spy(self: Any, node: Any) -> None:
+        before = len(self._handles)
         original(self, node)
-        handles.extend(self._handles[-2:])
+        handles.extend((handle, self) for handle in self._handles[before:])
 
     monkeypatch.setattr(watch_module.GraphTaskWatch, "_hook", spy)
     yield handles
 
 
 def left_registered(handles: list[Any]) -> int:
-    """How many of ``handles`` still have their hook registered."""
+    """How many of ``handles`` (each with the watch that registered it) still have their hook.
+
+    A handle is a node's hook dict, the hook under the watch's key (Note [Keyed
+    hooks] in hooks.py), or PyTorch's ``RemovableHandle``.
+    """
     left = 0
-    for handle in handles:
+    for handle, watch in handles:
+        if isinstance(handle, dict):
+            left += watch in handle
+            continue
         hooks = handle.hooks_dict_ref()
         if hooks is not None and handle.id in hooks:
             left += 1

@@ -210,3 +210,47 @@ def test_the_step_explained_names_the_hook_and_its_line() -> None:
     event = _hooks(trace)[("MulBackward0", "tensor_pre")]
     text = explain(event, event.data, lambda node_id, name: f"{name} #{node_id}")
     assert f"half ({_line(half)})" in text and "replacing the gradient" in text
+
+
+def test_the_users_node_hooks_work_beside_the_bridges_keyed_ones() -> None:
+    # The bridge's own node hooks go in under its key (Note [Keyed hooks] in hooks.py):
+    # the user's registered before, during and after a recorded call work as in PyTorch.
+    x = torch.randn(3, requires_grad=True)
+    y = (x * 2).sin()
+    fn = y.grad_fn
+    fired: list[str] = []
+    before = fn.register_hook(lambda grads_in, grads_out: fired.append("before"))
+    with record() as trace:
+        y.sum().backward(retain_graph=True)
+    assert fired == ["before"]
+    assert any(e.kind == "node_end" and e.node_name == "SinBackward0" for e in trace.events)
+    after = fn.register_hook(lambda grads_in, grads_out: fired.append("after"))
+    y.sum().backward(retain_graph=True)  # unwatched: the bridge's hooks are gone
+    assert fired == ["before", "before", "after"]
+    before.remove()
+    after.remove()
+    y.sum().backward()
+    assert fired == ["before", "before", "after"]
+
+
+def test_hooks_registered_on_another_thread_get_pytorchs_handles() -> None:
+    import threading
+
+    from autograd_viz.sources.pytorch.hooks import keyed_hooks, remove_keyed
+
+    x = torch.randn(3, requires_grad=True)
+    y = x.exp()
+    got: list[Any] = []
+    key = object()
+    with keyed_hooks(key):
+        ours = y.grad_fn.register_hook(lambda grads_in, grads_out: None)
+        thread = threading.Thread(
+            target=lambda: got.append(y.grad_fn.register_prehook(lambda grads: None))
+        )
+        thread.start()
+        thread.join()
+    assert isinstance(ours, dict) and key in ours
+    assert isinstance(got[0], torch.utils.hooks.RemovableHandle)
+    remove_keyed(ours, key)
+    assert key not in ours
+    got[0].remove()
