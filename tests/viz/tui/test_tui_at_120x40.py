@@ -5,14 +5,19 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
 from textual.pilot import Pilot
 
 import autograd_viz
+import engine
 from autograd_viz.trace import Trace
+from autograd_viz.tui.app import FOCUSED_SIDE, GRAPH_CHROME, SIDE_COLUMNS
 from autograd_viz.tui.dag import DagView
+from autograd_viz.tui.framing import frame_title
 from autograd_viz.tui.keybar import FOCUS_KEYS, KeyBar
 from autograd_viz.tui.pictures import Picture, Pictures
+from autograd_viz.tui.routing import NAME_ROOM, cut_front
 from tests.viz.tui.test_tui_dag import drawn_edges
 from tests.viz.tui.test_tui_modules import blocks
 from tests.viz.tui.tuiting import node_list, replay_app, run_app
@@ -151,3 +156,108 @@ def test_open_calls_are_frames_with_their_names_around_their_nodes(trace: Trace)
 
 def picture_task(trace: Trace) -> Any:
     return next(iter(trace.graph_tasks.values()))
+
+
+PROJECTION = "encoder.transformer_layers.{}.self_attention.query_key_value_projection"
+"""A module path longer than a label's room (:data:`NAME_ROOM`), as real models have."""
+
+
+def long_named(layers: int = 3) -> None:
+    """Residual layers whose modules and parameters have long dotted names."""
+    rng = np.random.default_rng(0)
+    h = engine.tensor(rng.standard_normal((2, 4)))
+    with engine.scope("encoder", "Encoder"):
+        for i in range(layers):
+            with engine.scope(f"transformer_layers.{i}", "TransformerLayer"):
+                name = PROJECTION.format(i)
+                w = engine.tensor(
+                    rng.standard_normal((4, 4)), requires_grad=True, name=f"{name}.weight"
+                )
+                with engine.scope("self_attention", "SelfAttention"):
+                    with engine.scope("query_key_value_projection", "Linear"):
+                        z = h @ w
+                    h = z.tanh() + h
+    (h * h).sum().backward()
+
+
+def test_no_name_is_cut_at_both_ends_and_a_cut_name_keeps_its_end() -> None:
+    with autograd_viz.record() as trace:
+        long_named()
+    app = replay_app(trace)
+
+    async def actions(pilot: Pilot[Any]) -> None:
+        await pilot.press("v", "v")
+        dag = app.query_one(DagView)
+        seen: set[str] = set()
+        for _ in range(24):
+            await pilot.press("n")
+            await dag.drawn()
+            picture = dag.picture
+            assert picture is not None
+            shape = picture.layout
+            rows = [row.plain for row in dag._drawn_rows[dag._head :]]
+            x, y = dag.scroll_offset
+            width = dag.scrollable_content_region.width
+            spans = [(r, c, shape.width[i]) for i, (r, c) in shape.position.items()]
+            spans += [(f.row, f.title_column, len(frame_title(f.title)) + 2) for f in shape.frames]
+            for r, c, w in spans:
+                line = r + dag._head - y
+                if not 0 <= line < dag.scrollable_content_region.height:
+                    continue
+                whole = rows[r][c : c + w].rstrip()
+                if not whole:
+                    continue
+                seen.add(whole)
+                assert c >= x or c + len(whole) <= x + width, f"{whole!r} cut at both ends"
+                shown = screen_row(dag, line)
+                left, right = max(c, x), min(c + len(whole), x + width)
+                part = shown[left - x : right - x]
+                if c < x and whole[x - c - 1] != " " and whole[x - c] != " ":
+                    assert part.startswith("…"), f"{whole!r} cut at its start as {part!r}"
+                elif c + len(whole) > x + width and whole[right - c - 1] != " ":
+                    assert part.endswith("…"), f"{whole!r} cut at its end as {part!r}"
+                else:
+                    assert part == whole[left - c : right - c]
+        drawn = " ".join(seen)
+        # Names longer than their room keep their last parts, an ellipsis where they start.
+        paths = [PROJECTION.format(i) for i in range(3)]
+        leaves = [f"Acc({cut_front(path + '.weight', NAME_ROOM - 5)})" for path in paths]
+        assert any(leaf in drawn for leaf in leaves)
+        boxes = [cut_front(path) for path in paths]
+        frames = [frame_title(f"{path} · Linear") for path in paths]
+        assert any(box in drawn for box in boxes) and any(title in drawn for title in frames)
+        assert all(
+            box.startswith("…") and box.endswith(".query_key_value_projection") for box in boxes
+        )
+        assert not any(path in drawn for path in paths)
+
+    run_app(app, actions, size=SIZE)
+
+
+def test_the_drawing_takes_the_columns_it_needs_while_it_has_the_focus() -> None:
+    with autograd_viz.record() as trace:
+        long_named()
+    app = replay_app(trace)
+
+    async def actions(pilot: Pilot[Any]) -> None:
+        await pilot.press("v", "v")
+        await to_node_in(pilot, trace, PROJECTION.format(2))
+        dag = app.query_one(DagView)
+        await dag.drawn()
+        await pilot.pause()
+        graph = app.query_one("#graph")
+        wanted = dag.wanted_width + GRAPH_CHROME
+        assert wanted > SIZE[0] - SIDE_COLUMNS[0]  # more than the panel has unfocused
+        assert dag.has_focus
+        assert graph.outer_size.width == min(wanted, SIZE[0] - FOCUSED_SIDE)
+        await pilot.press("tab")  # the engine panel: the panels beside keep their 44
+        await pilot.pause()
+        assert not dag.has_focus and graph.outer_size.width == SIZE[0] - SIDE_COLUMNS[0]
+        await pilot.press("shift+tab")
+        await pilot.pause()
+        assert graph.outer_size.width == min(wanted, SIZE[0] - FOCUSED_SIDE)
+        await pilot.press("z")  # the whole screen
+        await pilot.pause()
+        assert graph.outer_size.width >= SIZE[0] - 2 and dag.size.width >= dag.wanted_width
+
+    run_app(app, actions, size=SIZE)
