@@ -30,7 +30,9 @@ _LIMIT = re.compile(
     r"; ([\d,]+) more not shown$"
 )
 _BY_MODULE = re.compile(
-    r"^drawn by module \(level (\d+)\): ([\d,]+) boxes? stands? for ([\d,]+) of ([\d,]+) nodes$"
+    r"^drawn by module \(level (\d+)\): ([\d,]+) boxes? stands? for ([\d,]+) of ([\d,]+) nodes"
+    r"(?:; ([\d,]+) stacks? draws? one call for ([\d,]+) more \(([\d,]+) nodes\))?"
+    r"(?:; ([\d,]+) parameters? counted in frame labels)?$"
 )
 
 
@@ -108,6 +110,10 @@ def check_notices(before: GraphView, picture: GraphView) -> None:
             represented += len(node.box.members)
             if node.box.count > 1:
                 folded += len(node.box.members)
+    stacks = [c.stack for c in picture.clusters.values() if c.stack is not None]
+    counted = sum(len(c.parameters) for c in picture.clusters.values())
+    # A stack's calls not drawn stand in for the one drawn; counted parameters are in a label.
+    represented += sum(s.hidden for s in stacks) + counted
     limited = any(_LIMIT.match(line) for line in picture.notices)
     for line in picture.notices:
         cut = _LIMIT.match(line)
@@ -131,7 +137,11 @@ def check_notices(before: GraphView, picture: GraphView) -> None:
             continue
         by_module = _BY_MODULE.match(line)
         if by_module:
-            _level, count, stand, of = by_module.groups()
+            _level, count, stand, of, n_stacks, calls, hidden, params = by_module.groups()
+            assert _int(n_stacks or "0") == len(stacks), line
+            assert _int(calls or "0") == sum(s.count - 1 for s in stacks), line
+            assert _int(hidden or "0") == sum(s.hidden for s in stacks), line
+            assert _int(params or "0") == counted, line
             assert _int(count) == boxes, line
             assert _int(stand) == boxed, line
             assert _int(of) == represented or (limited and _int(of) > represented), line
@@ -153,6 +163,38 @@ def check_dot(picture: GraphView) -> None:
             assert f"{name}</TD>" in source, box.name
 
 
+def check_stacks(view: GraphView, picture: GraphView) -> int:
+    """Each stack of ``picture`` (drawn of ``view``) names a fold that reads back as as many
+    calls as its count, alike (one class, one set of parameters, one multiset of ops), one of
+    them the call drawn; its nodes are the drawn call's and those it does not draw, and its
+    statuses count every call once. Its DOT label says its name and count. Returns the stacks
+    seen."""
+    source = dot.render(picture, legend=False).source
+    seen = 0
+    for cluster in picture.clusters.values():
+        stack = cluster.stack
+        if stack is None:
+            continue
+        seen += 1
+        (calls,) = _calls(stack.name)
+        assert len(calls) == stack.count > 1, stack.name
+        names = expand_braces(stack.name)
+        assert cluster.name in names and stack.drawn == cluster.name, stack.name
+        assert sum(n for _, n in stack.statuses) == stack.count, stack.name
+        assert stack.summary.nodes == cluster.summary.nodes + stack.hidden, stack.name
+        infos = [n.info for n in view.nodes.values()]
+        assert len({view.modules.get(path, "") for path, _ in calls}) == 1, stack.name
+        assert len({repr(parameters_of(view, path)) for path, _ in calls}) == 1, stack.name
+        ops = {
+            repr(sorted(Counter((m.name, m.inputs) for m in infos if m.leaf is None
+                                and (path, call) in m.scope).items()))
+            for path, call in calls
+        }  # fmt: skip
+        assert len(ops) == 1, stack.name
+        assert f"<B>{html_text(stack.name)}</B> × {stack.count:,}" in source, stack.name
+    return seen
+
+
 def check_pictures(view: GraphView, represent: bool = False, **options: object) -> int:
     """Draw ``view`` with ``options`` (a :class:`ViewOptions`'s fields; ``represent`` as
     :func:`showing.show` takes it) and check every caption; returns the folds the picture
@@ -160,6 +202,7 @@ def check_pictures(view: GraphView, represent: bool = False, **options: object) 
     picture = showing.show(view, ViewOptions(**options), represent=represent)  # type: ignore[arg-type]
     check_notices(view, picture)
     check_dot(picture)
+    check_stacks(view, picture)
     return check_folds_alike(view, picture)
 
 

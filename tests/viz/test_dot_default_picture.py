@@ -98,8 +98,37 @@ def test_the_default_drawing_is_a_page_tall_and_at_most_five_times_as_tall_as_wi
     width, height = _size(out)
     assert height <= MAX_HEIGHT and height <= 5 * width
     view = _view(trace)
+    level = ModuleTree.of_view(view).default_level(MAX_BOXES)
     deep = tmp_path / "deep.svg"
-    dot.save(
-        autograd_viz.to_dot(trace, level=ModuleTree.of_view(view).default_level(MAX_BOXES)), deep
+    dot.save(autograd_viz.to_dot(trace, level=level, leaves=True), deep)
+    assert _size(deep)[1] > MAX_HEIGHT  # what the budget alone drew, every call a row
+    # Each block's norm and activation drawn in its conv's box (Note [A small call joins its
+    # neighbour]), the blocks opened that deep are a page tall.
+    joined = tmp_path / "joined.svg"
+    dot.save(autograd_viz.to_dot(trace, level=level), joined)
+    assert _size(joined)[1] <= MAX_HEIGHT
+
+
+def test_a_norm_and_an_activation_join_the_conv_before_them_and_still_read_back() -> None:
+    trace = chain_trace()
+    view = _view(trace)
+    level = ModuleTree.of_view(view).default_level(MAX_BOXES)
+    picture = showing.show(view, ViewOptions(level=level), represent=True)
+    check_notices(view, picture)
+    boxes = {n.box.name: n.box for n in picture.nodes.values() if n.box is not None}
+    conv = boxes["net.features.3.conv"]
+    assert conv.joined == (("norm", "Norm"), ("act", "Act"))
+    assert "net.features.3.norm" not in boxes and "net.features.3.act" not in boxes
+    assert len(conv.scopes) == 3 and conv.summary.nodes == len(conv.members)
+    source = autograd_viz.to_dot(trace, level=level).source
+    assert "+ norm <I>Norm</I>, act <I>Act</I>" in source
+    # Typed back, the joined call's name is found and drawn as itself.
+    near = showing.show(view, ViewOptions(around="net.features.3.act", depth=1))
+    assert any(
+        n.info.scope and n.info.scope[-1][0] == "net.features.3.act" for n in near.nodes.values()
     )
-    assert _size(deep)[1] > MAX_HEIGHT  # what the budget alone drew
+    check_notices(view, near)
+    # Without joins (``--leaves``, the TUI), each is drawn as itself.
+    apart = showing.show(view, ViewOptions(level=level))
+    assert not any(n.box is not None and n.box.joined for n in apart.nodes.values())
+    assert "net.features.3.act" in {c.name for c in apart.clusters.values()}

@@ -15,6 +15,7 @@ from autograd_viz.draw.model.choosing import choose, open_call
 from autograd_viz.draw.model.graph_view import GraphView, from_state
 from autograd_viz.draw.model.options import ViewOptions
 from autograd_viz.draw.model.targets import Names
+from autograd_viz.draw.model.totals import BoxStatus
 from autograd_viz.draw.model.tree import ModuleTree
 from tests.viz.captions import check_pictures
 from tests.viz.test_modules import transformer_trace
@@ -37,27 +38,72 @@ def _open(picture: GraphView) -> set[str]:
     return {c.name for c in picture.clusters.values()}
 
 
-def test_the_default_opens_one_block_and_counts_the_others() -> None:
+def _stacks(picture: GraphView) -> dict[str, tuple[int, str]]:
+    return {
+        c.stack.name: (c.stack.count, c.stack.drawn)
+        for c in picture.clusters.values()
+        if c.stack is not None
+    }
+
+
+def test_the_default_draws_one_block_as_a_stack_of_twelve() -> None:
     view = _view()
     picture = showing.show(view, represent=True)
-    assert _folds(picture) == {"transformer.h.{1..11}": 11}
+    # One stack, its first call drawn inside; no box beside it for the other eleven.
+    assert _stacks(picture) == {"transformer.h.{0..11}": (12, "transformer.h.0")}
+    assert _folds(picture) == {}
     opened = _open(picture)
     assert {"transformer", "transformer.h.0"} <= opened
     assert not any(name.startswith("transformer.h.1") for name in opened)
+    # No node of the eleven calls not drawn is drawn; the stack counts them.
+    drawn_calls = {n.info.scope[1][0] for n in picture.nodes.values() if len(n.info.scope) > 1}
+    assert drawn_calls <= {"transformer.h.0", "transformer.h"}
+    (stack,) = [c.stack for c in picture.clusters.values() if c.stack is not None]
+    assert stack.statuses == ((BoxStatus.DONE, 12),)
     # attn and mlp hold no calls: they are boxes inside the open block, not frames.
     boxes = {n.box.name for n in picture.nodes.values() if n.box is not None}
     assert {"transformer.h.0.attn", "transformer.h.0.mlp", "lm_head"} <= boxes
-    check_pictures(view, represent=True)
-    # A box counts its parameters in one line rather than drawing their nodes.
+    assert check_pictures(view, represent=True) == 0  # no fold box: the fold is the stack
     source = autograd_viz.to_dot(transformer_trace()).source
-    assert "<B>transformer.h.{1..11}</B> × 11" in source
-    assert source.count("3 parameters each") == 1  # the fold: attn.w, attn.b, mlp.w a call
+    assert "<B>transformer.h.{0..11}</B> × 12" in source
+    assert "transformer.h.{1..11}" not in source
+    assert "12 done" in source and "drawn: transformer.h.0" in source
+    # The loop rolled: one edge back up the drawn block, for the eleven hand-offs.
+    loops = [e for e in picture.edges if e.rolled]
+    assert len(loops) == 1 and loops[0].rolled == 12
+    assert 'xlabel="loop × 11"' in source
     assert "2 parameters" in source  # h.0.attn's w and b; lm_head's weight and bias
     assert "AccumulateGrad" not in source.split("legend")[0]
-    # The open block says which fold it stands in for; the blocks' total is the box's and its.
-    assert source.count("1 of transformer.h.{0..11} × 12") == 1
     # Without it, the fold is one closed box (the TUI's and animate's pictures).
     assert _folds(showing.show(view)) == {"transformer.h.{0..11}": 12}
+
+
+def test_at_a_step_the_stack_draws_the_call_being_worked_on_and_counts_each_status() -> None:
+    trace = transformer_trace()
+    for step in range(len(trace) // 3, len(trace), 7):
+        view = from_state(trace.state_at(step))
+        picture = showing.show(view, represent=True)
+        stacks = [c for c in picture.clusters.values() if c.stack is not None]
+        if not stacks or len(stacks[0].stack.statuses) < 3:  # type: ignore[union-attr]
+            continue
+        (frame,) = stacks
+        stack = frame.stack
+        assert stack is not None
+        statuses = dict(stack.statuses)
+        assert set(statuses) == {BoxStatus.DONE, BoxStatus.RUNNING, BoxStatus.NOT_STARTED}
+        # A call is running once a gradient reached it and until all of it ran: the one
+        # being worked on, and the one before it that its residual already fed.
+        assert 1 <= statuses[BoxStatus.RUNNING] <= 2 and sum(statuses.values()) == 12
+        # The call drawn is one running, and no other call of the fold is a box.
+        assert frame.summary.status is BoxStatus.RUNNING
+        assert _folds(picture) == {}
+        check_pictures(view, represent=True)
+        source = autograd_viz.to_dot(trace, step=step).source
+        later, done = statuses[BoxStatus.NOT_STARTED], statuses[BoxStatus.DONE]
+        running = statuses[BoxStatus.RUNNING]
+        assert f"{later} not started · {running} running · {done} done" in source
+        return
+    raise AssertionError("no step found with the stack's calls at three statuses")
 
 
 def test_expand_of_a_call_opens_exactly_it_and_around_agrees() -> None:
@@ -77,10 +123,12 @@ def test_expand_of_a_fold_opens_its_representative_not_every_call() -> None:
     assert {"transformer.h.0", "transformer.h.0.attn", "transformer.h.0.mlp"} <= _open(picture)
     assert len(picture.nodes) < len(view.nodes) // 4  # not the 12 blocks' nodes
     check_pictures(view, expand=["transformer.h.{0..11}"])
-    assert (
-        "transformer.h.{1..11}</B> × 11"
-        in autograd_viz.to_dot(transformer_trace(), expand="transformer.h.{0..11}").source
-    )
+    # dot draws it as the default does: a stack, the representative drawn inside.
+    source = autograd_viz.to_dot(transformer_trace(), expand="transformer.h.{0..11}").source
+    assert "<B>transformer.h.{0..11}</B> × 12" in source and "drawn: transformer.h.0 " in source
+    assert "transformer.h.{1..11}" not in source
+    stacked = autograd_viz.to_dot(transformer_trace(), expand="transformer.h.5").source
+    assert "<B>transformer.h.{0..11}</B> × 12" in stacked and "drawn: transformer.h.5 " in stacked
 
 
 def test_open_call_is_what_expand_chooses() -> None:

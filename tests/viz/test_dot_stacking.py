@@ -20,6 +20,7 @@ from autograd_viz.draw.model.options import ViewOptions
 from autograd_viz.draw.render import dot, dot_clusters
 from autograd_viz.trace import Trace
 from tests.viz.dotting import needs_dot, svg_groups, svg_tree
+from tests.viz.test_dot_default_picture import chain_trace
 from tests.viz.test_modules import transformer_trace
 
 
@@ -203,10 +204,15 @@ def test_the_tuis_export_says_a_picture_was_drawn_unstacked(
 ) -> None:
     from autograd_viz.tui.search import export_step
 
-    trace = transformer_trace(layers=3)
+    trace = chain_trace()
     path = tmp_path / "step.svg"
-    # Mid-backward, the running node's modules open around it: a stacked picture.
-    step = len(trace) // 2
+    # Mid-backward, the running node's modules open around it: the first such step whose
+    # picture is stacked (a leaf's tensor hangs below the running AccumulateGrad).
+    step = next(
+        s
+        for s in range(len(trace))
+        if "newrank" in autograd_viz.to_dot(trace.state_at(s), values=True).source
+    )
     written = export_step(trace.state_at(step), None, str(path))
     assert written.startswith(f"step {step} written to {path} as SVG; ")
     assert written.endswith("drawn without stacking")

@@ -453,21 +453,20 @@ def test_a_name_of_spaces_or_padded_with_them_is_read_as_given_first() -> None:
 def test_dot_draws_modules_as_clusters_and_folds_as_boxes() -> None:
     trace = transformer_trace()
     source = autograd_viz.to_dot(trace).source
-    # One block open as the fold's representative, the eleven others one box.
-    assert "transformer.h.{1..11}</B> × 11" in source
+    # One stack of the twelve blocks, the first drawn inside; no box for the eleven others.
+    assert "transformer.h.{0..11}</B> × 12" in source and "class=stack" in source
+    assert "transformer.h.{1..11}" not in source
     assert "transformer.h.0.attn</B>" in source
-    assert "transformer.h.{0..11}</B> × 12" in autograd_viz.to_dot(trace, leaves=True).source
-    assert 'class="fold done"' in source
-    assert (
-        "3D box: alike calls or chain links one after another, folded" in source
-    )  # the legend says so
+    leaves = autograd_viz.to_dot(trace, leaves=True).source
+    assert "transformer.h.{0..11}</B> × 12" in leaves and 'class="fold done"' in leaves
+    assert "shaded frame: alike calls (× count), one of them drawn inside" in source  # the legend
     assert "3D box" not in autograd_viz.to_dot(trace, expand="all").source
     assert re.search(r"subgraph cluster_t0_d0_c\d+ \{", source)
     opened = autograd_viz.to_dot(trace, expand="transformer.h.3").source
     assert "transformer.h.3.attn</B> <I>Attention</I>" in opened
-    # Exactly that call opens; the other blocks stay one box, as --around keeps them.
-    assert "transformer.h.{0..2,4..11}</B> × 11" in opened
-    assert "transformer.h.4</B>" not in opened
+    # Exactly that call opens, drawn in the fold's stack; --around keeps the others one box.
+    assert "transformer.h.{0..11}</B> × 12" in opened and "drawn: transformer.h.3 " in opened
+    assert "transformer.h.4</B>" not in opened and "transformer.h.4.attn" not in opened
     around = autograd_viz.to_dot(trace, around="transformer.h.3", depth=1).source
     assert "transformer.h.{0..2,4..11}</B> × 11" in around
     fold = autograd_viz.to_dot(trace, expand="transformer.h.{0..11}").source
@@ -515,8 +514,9 @@ def test_dot_command_takes_level_expand_and_around_a_module(
     out = tmp_path / "g.dot"
     assert cli.main(["dot", str(trace_file), "-o", str(out)]) == 0
     printed = capsys.readouterr().out
-    assert "nodes and 4 module boxes," in printed and "drawn by module (level 3)" in printed
-    assert "transformer.h.{1..11}</B> × 11" in out.read_text()
+    assert "nodes and 3 module boxes," in printed and "drawn by module (level 3)" in printed
+    assert "1 stack draws one call for 11 more" in printed
+    assert "transformer.h.{0..11}</B> × 12" in out.read_text()
     assert cli.main(["dot", str(trace_file), "-o", str(out), "--leaves"]) == 0
     assert "nodes and 1 module box," in capsys.readouterr().out
     assert "transformer.h.{0..11}</B> × 12" in out.read_text()

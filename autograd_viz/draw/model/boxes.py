@@ -53,6 +53,9 @@ class ModuleBox:
     """How many of its nodes take a leaf tensor in (an ``AccumulateGrad``: a parameter, or an
     input that requires grad), all its repetitions together: a closed box draws them as
     one line, not as nodes."""
+    joined: tuple[tuple[str, str], ...] = ()
+    """The calls drawn in this call's box beside it, each as its name below their parent and
+    its class (Note [A small call joins its neighbour] in :mod:`~autograd_viz.draw.model.joins`)."""
 
 
 def box_node(first: ViewNode, box: ModuleBox) -> ViewNode:

@@ -55,6 +55,16 @@ class Choice:
     crowded: tuple[int, ...] = ()
     """Calls an ``expand`` opened without opening the calls they hold: more than the box
     budget of them, side by side (Note [Siblings count in the budget])."""
+    stacked: bool = False
+    """Draw a fold with one call open as a stack (Note [A fold is drawn as a stack] in
+    :mod:`~autograd_viz.draw.model.stacks`), and small calls in their neighbours' boxes (Note
+    [A small call joins its neighbour] in :mod:`~autograd_viz.draw.model.joins`): the default
+    picture's way."""
+    compact: bool = False
+    """Also leave out frames around one thing and count open calls' parameters in their
+    labels (Notes [A frame around one thing is a label] and [Parameters in a frame's label]
+    in :mod:`~autograd_viz.draw.model.module_picture`): the default picture, when no call is
+    asked to be shown whole."""
 
 
 def choose(
@@ -105,6 +115,7 @@ def choose(
     unfolded = set(unfold)
     held: dict[int, set[int]] = {}
     visible: set[int] = set(open)  # calls whose enclosing calls must all be open
+    expand = list(expand)
     for target in expand:
         scopes = target.scopes
         if split and target.group is not None:  # a fold: its first repetition, whole
@@ -154,7 +165,8 @@ def choose(
         opened = {i for i in opened if tree.scopes[i].depth <= MAX_NESTING}
     kept = {g: frozenset(r) for g, r in held.items() if g not in frozen}
     parts = {} if status is None else _parts(tree, opened, frozen, kept, status)
-    return Choice(level, frozenset(opened), frozen, kept, parts, tuple(crowded))
+    compact = represent and not expand
+    return Choice(level, frozenset(opened), frozen, kept, parts, tuple(crowded), represent, compact)
 
 
 # Note [Siblings count in the budget]

@@ -137,6 +137,9 @@ class _EdgeFields:
     """The gradient it carries, once ``tail`` ran."""
     count: int = 1
     """How many edges of the graph it stands for (edges into or out of a module box)."""
+    rolled: int = 0
+    """For the edge that draws a stack's loop rolled, how many calls the stack stands for
+    (Note [A fold is drawn as a stack] in :mod:`~autograd_viz.draw.model.stacks`); else 0."""
 
 
 class ViewEdge(_EdgeFields):

@@ -15,12 +15,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from autograd_viz.draw.model.boxes import ModuleBox, box_node
-from autograd_viz.draw.model.choosing import Choice
+from autograd_viz.draw.model.choosing import Choice, one_status
 from autograd_viz.draw.model.folds import group_of_calls
 from autograd_viz.draw.model.graph_view import GraphView, ViewEdge, ViewNode
+from autograd_viz.draw.model.joins import joined_name, joins
+from autograd_viz.draw.model.picture_edges import EdgePlan, edge_plan, steps_of
 from autograd_viz.draw.model.running_totals import RunningSums
+from autograd_viz.draw.model.stacks import Stack, StackPlan, call_statuses
 from autograd_viz.draw.model.totals import NOT_SUMMED, BoxSummary, CallSums, scope_summaries
 from autograd_viz.draw.model.tree import FoldGroup, ModuleTree, Scope
+from autograd_viz.trace import NodeInfo
+from autograd_viz.trace.replay import NodeStatus
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +47,12 @@ class Cluster:
     stands_for: str = ""
     """For a call drawn open while its fold's other calls are a box: the fold it is one call
     of, ``blocks.{0..11} × 12`` (Note [A fold shows its inside once] in choosing.py)."""
+    stack: Stack | None = None
+    """For the call a stack draws: the stack, drawn around it (Note [A fold is drawn as a
+    stack] in :mod:`~autograd_viz.draw.model.stacks`)."""
+    parameters: tuple[str, ...] = ()
+    """The parameters of the call itself that its label counts instead of drawing their
+    nodes, by their names below it (Note [Parameters in a frame's label])."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,20 +75,40 @@ class Layout:
     """The repetition of each call inside a closed fold, by scope index (Note [Rolled loops])."""
     opened_of: dict[int, FoldGroup] = field(default_factory=dict)
     """The fold of each call drawn open while others of its fold are a box, by scope index."""
+    stacks: tuple[StackPlan, ...] = ()
+    """The folds drawn as stacks, outermost first (Note [A fold is drawn as a stack])."""
+    joined: dict[str, FoldGroup] = field(default_factory=dict)
+    """The boxes other calls joined, by box key: their calls as a group of one repetition
+    (Note [A small call joins its neighbour] in :mod:`~autograd_viz.draw.model.joins`)."""
+    hidden: frozenset[str] = frozenset()
+    """The nodes of the calls stacks do not draw (each stands in for one drawn)."""
+    tucked: dict[str, str] = field(default_factory=dict)
+    """The ``AccumulateGrad`` nodes of parameters counted in their frame's label, not drawn,
+    with the frame's key (Note [Parameters in a frame's label])."""
 
     @property
     def empty(self) -> bool:
         """Nothing is boxed or clustered: the picture is the view itself."""
         return not self.boxes and not self.clusters
 
+    @property
+    def summed(self) -> dict[str, FoldGroup]:
+        """The groups of calls whose summaries the picture reads: closed folds, joined
+        boxes, and each stack's fold (by ``s<group>``)."""
+        stacks = {f"s{s.group.index}": s.group for s in self.stacks}
+        return {**self.groups, **self.joined, **stacks}
 
-def layout(tree: ModuleTree, choice: Choice) -> Layout:
-    """Which box or cluster each node of ``tree`` falls in under ``choice``."""
+
+def layout(tree: ModuleTree, choice: Choice, view: GraphView | None = None) -> Layout:
+    """Which box or cluster each node of ``tree`` falls in under ``choice`` (stacks and
+    joins, where the choice asks for them, need the ``view``)."""
     drawn: dict[str, str] = {}
     inside: dict[str, str] = {}
     clusters: dict[str, tuple[Scope, str | None]] = {}
     boxes: dict[str, tuple[Scope | FoldGroup, str | None]] = {}
     opened_of: dict[int, FoldGroup] = {}
+    stacked: list[tuple[FoldGroup, int]] = []
+    stacking = choice.stacked and view is not None
     stack: list[tuple[Scope | FoldGroup, str | None]] = [
         (item, None) for item in reversed(tree.items.get(None, ()))
     ]
@@ -91,6 +122,14 @@ def layout(tree: ModuleTree, choice: Choice) -> Layout:
             parts = choice.parts.get(item.index)
             if not held and not parts:
                 _close(tree, item, f"f{item.index}", parent, drawn, inside, boxes)
+                continue
+            if stacking and len(held) == 1 and item.period == 1:
+                (r,) = held  # Note [A fold is drawn as a stack] in stacks.py
+                if item.scopes[r] in choice.open:
+                    stacked.append((item, r))
+                    stack.append((tree.scopes[item.scopes[r]], parent))
+                else:
+                    _close(tree, item, f"f{item.index}", parent, drawn, inside, boxes)
                 continue
             # Note [Around a fold] in select.py; Note [A box is one status] in choosing.py
             repetitions = item.repetitions()
@@ -111,10 +150,158 @@ def layout(tree: ModuleTree, choice: Choice) -> Layout:
             stack.extend((child, key) for child in reversed(tree.items.get(item.index, ())))
         else:
             _close(tree, item, f"m{item.index}", parent, drawn, inside, boxes)
+    joined: dict[str, FoldGroup] = {}
+    plans: tuple[StackPlan, ...] = ()
+    tucked: dict[str, str] = {}
+    if stacking:
+        assert view is not None
+        infos = {k: n.info for k, n in view.nodes.items()}
+        feeding = {e.tail for e in view.edges}  # a leaf that sends gradients on is no end
+        asked = _in_sight(view)
+        plans = tuple(StackPlan(f"c{g.scopes[r]}", g, r, tree, infos) for g, r in stacked)
+        if choice.compact:
+            joined = _join(tree, view, infos, clusters, drawn, inside, boxes)
+            _unwrap(tree, {p.key for p in plans}, clusters, drawn, inside, boxes)
+            # Note [Parameters in a frame's label]
+            tucked = {
+                k: key
+                for key, (scope, _) in clusters.items()
+                for k in scope.nodes
+                if k not in drawn and _named_leaf(infos[k]) and k not in feeding and k not in asked
+            }
+            for k in tucked:
+                inside.pop(k, None)
     groups = {k: item for k, (item, _) in boxes.items() if isinstance(item, FoldGroup)}
+    hidden = frozenset(k for plan in plans for k in plan.counterpart)
     return Layout(
-        choice.level, drawn, inside, clusters, boxes, groups, _steps(tree, boxes), opened_of
+        choice.level,
+        drawn,
+        inside,
+        clusters,
+        boxes,
+        groups,
+        steps_of(tree, boxes),
+        opened_of,
+        plans,
+        joined,
+        hidden,
+        tucked,
     )
+
+
+# Note [Parameters in a frame's label]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# A closed call's box counts its parameters in one line (``2 parameters``);
+# an open call drew its own parameters (a ViT's ``pos_embed`` and
+# ``cls_token``, a ConvNeXt block's layer scale ``gamma``) as nodes, each an
+# ``AccumulateGrad`` and its tensor's box: two rows under the op that feeds it,
+# often the longest branch of the frame, and nothing a reader asks of the
+# model's structure. So in the default picture an open call's own named
+# parameters are counted in its frame's label (``1 parameter: gamma``), not
+# drawn; the op feeding each stays, where the gradient branches off. Asking
+# for the parameter by name (``--around``), ``--expand``, ``--level``,
+# ``--leaves``, the TUI and ``animate`` draw it as before.
+
+
+def _named_leaf(info: NodeInfo) -> bool:
+    return info.leaf is not None and bool(info.leaf.name)
+
+
+def _in_sight(view: GraphView) -> set[str]:
+    """The nodes a picture draws whatever it counts in a label: running or failing, holding a
+    NaN or Inf, or a leaf marked as getting no gradient."""
+    marked = {b.node for b in view.boxes if b.why is not None or b.cut is not None}
+    urgent = (NodeStatus.RUNNING, NodeStatus.FAILED)
+    return marked | {k for k, n in view.nodes.items() if n.status in urgent or n.non_finite}
+
+
+def _join(
+    tree: ModuleTree,
+    view: GraphView,
+    infos: dict[str, NodeInfo],
+    clusters: dict[str, tuple[Scope, str | None]],
+    drawn: dict[str, str],
+    inside: dict[str, str],
+    boxes: dict[str, tuple[Scope | FoldGroup, str | None]],
+) -> dict[str, FoldGroup]:
+    """Draw each small call in its neighbour's box (Note [A small call joins its neighbour]
+    in joins.py); ``drawn``, ``inside`` and ``boxes`` are changed. Returns the boxes that took
+    calls in, each with its calls as a group of one repetition."""
+    heads: dict[str, list[str]] = {}
+    pairs: set[tuple[str, str]] = set()
+    for edge in view.edges:
+        heads.setdefault(edge.tail, []).append(edge.head)
+        tail, head = drawn.get(edge.tail), drawn.get(edge.head)
+        if tail is not None and head is not None and tail != head:
+            pairs.add((tail, head))
+    box_of = {item.index: key for key, (item, _) in boxes.items() if isinstance(item, Scope)}
+    out: dict[str, FoldGroup] = {}
+    parents: list[tuple[Scope | None, str | None]] = [(None, None)]
+    parents.extend((scope, key) for key, (scope, _) in clusters.items())
+    for parent, _key in parents:
+        items = tree.items.get(None if parent is None else parent.index, ())
+        siblings = [i.index if isinstance(i, Scope) and i.index in box_of else None for i in items]
+        if sum(1 for i in siblings if i is not None) < 2:
+            continue
+        for box, calls in joins(tree, siblings, box_of, infos, heads, pairs).items():
+            anchor = boxes[box][0]
+            assert isinstance(anchor, Scope)
+            for index in calls:
+                gone = box_of[index]
+                del boxes[gone]
+                inside.pop(gone, None)
+                drawn.update(dict.fromkeys(tree.members(index), box))
+            scopes = tuple(sorted((anchor.index, *calls), key=siblings.index))
+            out[box] = FoldGroup(
+                -1, anchor.parent, scopes, anchor.name, anchor.kind, len(scopes), anchor.shapes
+            )
+    return out
+
+
+# Note [A frame around one thing is a label]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# Models wrap: a ConvNeXt stage holds a ``blocks`` Sequential that holds only
+# the fold of blocks; a classifier head holds a pool module that holds only its
+# pool. Drawn open, each wrapper is a frame around one thing, a label and a
+# margin a reader skips, and a chain of them costs a page its height. So in the
+# default picture (where stacks and joins are drawn) an open call below the
+# outermost that holds nothing of its own drawn but one box, frame or stack is
+# not framed: what it holds is drawn in its parent's frame, and says its full
+# name itself (``stages.2.blocks.{0..5} × 6``, ``head.global_pool.pool``).
+
+
+def _unwrap(
+    tree: ModuleTree,
+    stacks: set[str],
+    clusters: dict[str, tuple[Scope, str | None]],
+    drawn: dict[str, str],
+    inside: dict[str, str],
+    boxes: dict[str, tuple[Scope | FoldGroup, str | None]],
+) -> None:
+    """Leave out the frames around one thing (Note [A frame around one thing is a label]);
+    ``clusters``, ``inside`` and ``boxes`` are changed."""
+    held: dict[str | None, int] = {}
+    for _item, parent in (*boxes.values(), *clusters.values()):
+        held[parent] = held.get(parent, 0) + 1
+    for key, (scope, _) in clusters.items():
+        held[key] = held.get(key, 0) + sum(1 for k in scope.nodes if k not in drawn)
+    # Deepest first, so that a wrapper around a wrapper goes too.
+    for key in sorted(clusters, key=lambda k: -clusters[k][0].depth):
+        scope, parent = clusters[key]
+        if scope.depth == 1 or key in stacks or held.get(key, 0) != 1:
+            continue
+        del clusters[key]
+        for other, (item, up) in list(clusters.items()):
+            if up == key:
+                clusters[other] = (item, parent)
+        for other, (item, up) in list(boxes.items()):
+            if up == key:
+                boxes[other] = (item, parent)
+        for other in [k for k, c in inside.items() if c == key]:
+            if parent is None:
+                del inside[other]
+            else:
+                inside[other] = parent
 
 
 def apply(
@@ -134,14 +321,14 @@ def apply(
     ``sums`` are the calls' :func:`~autograd_viz.draw.model.totals.call_sums`, if made already
     (they are then used up).
     """
-    laid = layout(tree, choice)
+    laid = layout(tree, choice, view)
     if laid.empty:
         return view
     if summed:
-        summaries, group_summaries = scope_summaries(view, tree, laid.groups, sums)
+        summaries, group_summaries = scope_summaries(view, tree, laid.summed, sums)
     else:
         summaries = [NOT_SUMMED] * len(tree.scopes)
-        group_summaries = dict.fromkeys(laid.groups, NOT_SUMMED)
+        group_summaries = dict.fromkeys(laid.summed, NOT_SUMMED)
     return fill(view, tree, laid, summaries, group_summaries)
 
 
@@ -151,28 +338,38 @@ def fill(
     laid: Layout,
     summaries: Sequence[BoxSummary],
     group_summaries: Mapping[str, BoxSummary],
-    plan: _EdgePlan | None = None,
+    plan: EdgePlan | None = None,
 ) -> GraphView:
     """The picture of ``view`` laid out by ``laid``, boxes and clusters summed as given
-    (``plan``: the edges' :func:`_edge_plan`, if made already)."""
-    boxes, drawn = laid.boxes, laid.drawn
+    (``plan``: the edges' :func:`~autograd_viz.draw.model.picture_edges.edge_plan`, if made
+    already)."""
+    boxes, drawn, hidden, joined = laid.boxes, laid.drawn, laid.hidden, laid.joined
+    tucked = laid.tucked
     nodes: dict[str, ViewNode] = {}
     boxed = drawn.get
     for key, node in view.nodes.items():
         shown = boxed(key)
         if shown is None:
-            nodes[key] = node
+            if key not in hidden and key not in tucked:
+                nodes[key] = node
         elif shown not in nodes:
             closed = boxes[shown][0]
-            members = [m for i in _scopes(closed) for m in tree.members(i)]
-            if isinstance(closed, FoldGroup):
+            calls = joined[shown].scopes if shown in joined else _scopes(closed)
+            members = [m for i in calls for m in tree.members(i)]
+            if isinstance(closed, FoldGroup) or shown in joined:
                 summary = group_summaries[shown]
             else:
                 summary = summaries[closed.index]
             leaves = sum(1 for m in members if view.nodes[m].info.leaf is not None)
             nodes[shown] = _box_node(node, shown, closed, members, summary, leaves)
+            if shown in joined:
+                nodes[shown] = _joined_node(nodes[shown], tree, joined[shown], closed)
     if plan is None:
-        plan = _edge_plan(view.edges, drawn, tree, laid.steps)
+        plan = edge_plan(view.edges, drawn, tree, laid.steps, laid.stacks, view.nodes, laid.tucked)
+    stacks = {stack.key: stack for stack in laid.stacks}
+    counted: dict[str, list[str]] = {}
+    for key, frame in tucked.items():
+        counted.setdefault(frame, []).append(key)
     return _picture(
         view,
         laid,
@@ -187,6 +384,8 @@ def fill(
                 scope.kind,
                 summaries[scope.index],
                 _stands_for(laid.opened_of.get(scope.index)),
+                _stack(stacks.get(key), tree, summaries, group_summaries),
+                _parameter_names(view, scope, counted.get(key, ())),
             )
             for key, (scope, parent) in laid.clusters.items()
         },
@@ -197,6 +396,56 @@ def fill(
 def _stands_for(group: FoldGroup | None) -> str:
     """What an open call of a fold says it is one of: ``1 of blocks.{0..11} × 12``."""
     return "" if group is None else f"1 of {group.name} × {group.count:,}"
+
+
+def _parameter_names(view: GraphView, scope: Scope, keys: Sequence[str]) -> tuple[str, ...]:
+    """The names below ``scope`` of the parameters behind ``keys``."""
+    cut = len(scope.path) + 1 if scope.path else 0
+    names = []
+    for key in keys:
+        leaf = view.nodes[key].info.leaf
+        name = leaf.name if leaf is not None and leaf.name else key
+        names.append(name[cut:] if name.startswith(scope.path + ".") else name)
+    return tuple(names)
+
+
+def _stack(
+    plan: StackPlan | None,
+    tree: ModuleTree,
+    summaries: Sequence[BoxSummary],
+    group_summaries: Mapping[str, BoxSummary],
+) -> Stack | None:
+    """What the stack drawn around a call says (Note [A fold is drawn as a stack])."""
+    if plan is None:
+        return None
+    group = plan.group
+    return Stack(
+        group.index,
+        group.name,
+        group.kind,
+        group.count,
+        tree.scopes[group.scopes[plan.drawn]].name,
+        call_statuses(
+            [one_status(summaries[i].status for i in calls) for calls in group.repetitions()]
+        ),
+        group_summaries[f"s{group.index}"],
+        len(plan.counterpart),
+        group.shapes,
+    )
+
+
+def _joined_node(
+    node: ViewNode, tree: ModuleTree, group: FoldGroup, anchor: Scope | FoldGroup
+) -> ViewNode:
+    """A box that calls joined, saying which (Note [A small call joins its neighbour])."""
+    assert node.box is not None and isinstance(anchor, Scope)
+    parent = None if anchor.parent is None else tree.scopes[anchor.parent]
+    joined = tuple(
+        (joined_name(tree.scopes[i], parent), tree.scopes[i].kind)
+        for i in group.scopes
+        if i != anchor.index
+    )
+    return replace(node, box=replace(node.box, joined=joined, scopes=group.scopes))
 
 
 def _picture(
@@ -210,12 +459,17 @@ def _picture(
     """``view`` with its drawn nodes, edges, clusters and notices; its tensors and the nodes
     near what a neighbourhood left out moved to the boxes holding them."""
     drawn = laid.drawn
+    gone = laid.hidden | laid.tucked.keys()
     return replace(
         view,
         nodes=nodes,
         edges=edges,
-        boxes=tuple(b for b in view.boxes if drawn.get(b.node, b.node) == b.node),
-        elided_near=tuple(dict.fromkeys(drawn.get(k, k) for k in view.elided_near)),
+        boxes=tuple(
+            b for b in view.boxes if drawn.get(b.node, b.node) == b.node and b.node not in gone
+        ),
+        elided_near=tuple(
+            dict.fromkeys(drawn.get(k, k) for k in view.elided_near if k not in gone)
+        ),
         notices=notices,
         clusters=clusters,
         cluster_of=laid.inside,
@@ -227,13 +481,38 @@ BY_MODULE = "drawn by module"
 
 
 def _notice(laid: Layout, nodes: int) -> str:
-    return by_module_line(laid.level, len(laid.boxes), len(laid.drawn), nodes)
+    stacked = (
+        len(laid.stacks),
+        sum(s.group.count - 1 for s in laid.stacks),
+        len(laid.hidden),
+    )
+    return by_module_line(
+        laid.level, len(laid.boxes), len(laid.drawn), nodes, stacked, len(laid.tucked)
+    )
 
 
-def by_module_line(level: int, boxes: int, folded: int, nodes: int) -> str:
-    """The line under a module picture: ``boxes`` boxes stand for ``folded`` of ``nodes``."""
+def by_module_line(
+    level: int,
+    boxes: int,
+    folded: int,
+    nodes: int,
+    stacked: tuple[int, int, int] = (0, 0, 0),
+    counted: int = 0,
+) -> str:
+    """The line under a module picture: ``boxes`` boxes stand for ``folded`` of ``nodes``;
+    ``stacked``: how many stacks, the calls they do not draw, and those calls' nodes;
+    ``counted``: parameters counted in their frames' labels, not drawn."""
     stand = "1 box stands" if boxes == 1 else f"{boxes:,} boxes stand"
-    return f"{BY_MODULE} (level {level}): {stand} for {folded:,} of {nodes:,} nodes"
+    line = f"{BY_MODULE} (level {level}): {stand} for {folded:,} of {nodes:,} nodes"
+    stacks, calls, hidden = stacked
+    if stacks:
+        draw = "1 stack draws" if stacks == 1 else f"{stacks:,} stacks draw"
+        more = "1 more" if calls == 1 else f"{calls:,} more"
+        line += f"; {draw} one call for {more} ({hidden:,} nodes)"
+    if counted:
+        some = "1 parameter" if counted == 1 else f"{counted:,} parameters"
+        line += f"; {some} counted in frame labels"
+    return line
 
 
 # Note [A picture from the step before]
@@ -270,12 +549,17 @@ class StepPictures:
             picture = last.next(view)
             if picture is not None:
                 return picture
-        laid = layout(tree, choice)
+        laid = layout(tree, choice, view)
         if laid.empty:
             self._last = None
             return view
+        if (
+            laid.stacks or laid.joined or laid.tucked
+        ):  # the default picture of one step: nothing to keep
+            self._last = None
+            return apply(view, tree, choice)
         sums = RunningSums(view, tree, laid.groups)
-        plan = _edge_plan(view.edges, laid.drawn, tree, laid.steps)
+        plan = edge_plan(view.edges, laid.drawn, tree, laid.steps)
         picture = fill(view, tree, laid, sums.summaries, sums.groups, plan)
         self._last = _Last(tree, choice, laid, sums, plan, view, picture)
         return picture
@@ -292,7 +576,7 @@ class _Last:
         choice: Choice,
         laid: Layout,
         sums: RunningSums,
-        plan: _EdgePlan,
+        plan: EdgePlan,
         view: GraphView,
         picture: GraphView,
     ) -> None:
@@ -405,114 +689,6 @@ def _box_node(
         parameters=parameters,
     )
     return box_node(first, box)
-
-
-def _steps(
-    tree: ModuleTree, boxes: Mapping[str, tuple[Scope | FoldGroup, str | None]]
-) -> dict[int, int]:
-    """The repetition of each call inside a closed fold, by scope index (Note [Rolled loops])."""
-    step: dict[int, int] = {}
-    for item, _parent in boxes.values():
-        if isinstance(item, FoldGroup):
-            for r, calls in enumerate(item.repetitions()):
-                for index in calls:
-                    step.update(dict.fromkeys(tree.descendants(index), r))
-    return step
-
-
-# Note [Rolled loops]
-# ~~~~~~~~~~~~~~~~~~~
-# A closed fold is a loop drawn rolled, as torchview and torchlens draw an
-# RNN: the edges by which one repetition passes its gradient to the next (an
-# unrolled cell's hidden state, a block's output) become one edge from the box
-# to itself, with their count, and the edges inside one repetition vanish
-# into the box like any module's, as do the later repetitions' edges into a
-# parameter the first one holds (shared weights are no recurrence).
-
-
-class _EdgePlan:
-    """Which of a view's edges make each drawn edge: one edge as it is, or several merged
-    between a pair of drawn nodes (Note [Rolled loops]). The same at every step of a graph."""
-
-    __slots__ = ("drawn_of", "sources")
-
-    def __init__(self, sources: list[tuple[str, str, list[int]] | int]) -> None:
-        self.sources = sources
-        """Per drawn edge: the index of the view's edge drawn as it is, or the pair of drawn
-        nodes and the indices of the edges merged into it."""
-        self.drawn_of: dict[int, int] = {}
-        """The view's edge index -> the drawn edge it is part of (none: inside a box)."""
-        for n, source in enumerate(sources):
-            for i in (source,) if isinstance(source, int) else source[2]:
-                self.drawn_of[i] = n
-
-    def edges(self, edges: Sequence[ViewEdge]) -> tuple[ViewEdge, ...]:
-        """The drawn edges of ``edges``."""
-        return tuple(self._edge(edges, source) for source in self.sources)
-
-    def redrawn(
-        self, edges: Sequence[ViewEdge], drawn: tuple[ViewEdge, ...], changed: Sequence[int]
-    ) -> tuple[ViewEdge, ...]:
-        """``drawn`` (the drawn edges of an earlier step) with those made of ``changed`` edges
-        made again from ``edges``."""
-        again = {self.drawn_of[i] for i in changed if i in self.drawn_of}
-        if not again:
-            return drawn
-        out = list(drawn)
-        for n in again:
-            out[n] = self._edge(edges, self.sources[n])
-        return tuple(out)
-
-    @staticmethod
-    def _edge(edges: Sequence[ViewEdge], source: tuple[str, str, list[int]] | int) -> ViewEdge:
-        if isinstance(source, int):
-            return edges[source]
-        tail, head, indices = source
-        merged = replace(edges[indices[0]], tail=tail, head=head)
-        for i in indices[1:]:
-            edge = edges[i]
-            merged = replace(
-                merged,
-                delivered=merged.delivered and edge.delivered,
-                pruned=merged.pruned and edge.pruned,
-                grad=None,
-                count=merged.count + 1,
-            )
-        return merged
-
-
-def _edge_plan(
-    edges: Sequence[ViewEdge], drawn: Mapping[str, str], tree: ModuleTree, steps: Mapping[int, int]
-) -> _EdgePlan:
-    """Edges between drawn nodes: as they are between nodes, one per pair where a box is;
-    a fold's edges between its repetitions, one edge from the box to itself."""
-    merged: dict[tuple[str, str], tuple[str, str, list[int]]] = {}
-    sources: list[tuple[str, str, list[int]] | int] = []
-    scope_of, weights, boxed = tree.scope_of.get, tree.weights, drawn.get
-    for i, edge in enumerate(edges):
-        tail, head = boxed(edge.tail, edge.tail), boxed(edge.head, edge.head)
-        if tail == head and (tail != edge.tail or head != edge.head):
-            if not steps:
-                continue  # inside one box
-            inner = scope_of(edge.tail)
-            outer = scope_of(edge.head)
-            if inner == outer:
-                continue  # inside one call, so one repetition
-            one = steps.get(inner)  # type: ignore[arg-type]
-            other = steps.get(outer)  # type: ignore[arg-type]
-            # A parameter's AccumulateGrad sits in the call that first used it; the later
-            # calls using it are sharing, not a loop.
-            if one is None or other is None or one == other or weights[edge.head] != 1:
-                continue  # inside one box (one repetition of a fold)
-        if tail == edge.tail and head == edge.head:
-            sources.append(i)
-            continue
-        seen = merged.get((tail, head))
-        if seen is None:
-            seen = merged[tail, head] = (tail, head, [])
-            sources.append(seen)
-        seen[2].append(i)
-    return _EdgePlan(sources)
 
 
 __all__ = [

@@ -44,6 +44,7 @@ from autograd_viz.draw.model.module_picture import (
     layout,
 )
 from autograd_viz.draw.model.options import ViewOptions
+from autograd_viz.draw.model.stacks import route
 from autograd_viz.draw.model.targets import Names
 from autograd_viz.draw.model.totals import (
     NOT_SUMMED,
@@ -288,7 +289,7 @@ def module_view(
 MAX_HEIGHT = 3000
 """How tall, in points, the default picture is meant to be at most (Note [A picture a page
 tall])."""
-ROW_POINTS = 110
+ROW_POINTS = 100
 """Points one row of boxes takes in a drawing, edges between rows included (measured)."""
 FRAME_POINTS = 40
 """Points an open module's frame adds to a drawing's height: its label and margins."""
@@ -326,8 +327,12 @@ def fitting_level(
     for edge in view.edges:
         heads.setdefault(edge.tail, []).append(edge.head)
     while level > 1:
-        laid = layout(tree, choose(tree, level=level, max_boxes=max_boxes, represent=represent))
-        drawn = len(laid.boxes) + sum(1 for k in view.nodes if k not in laid.drawn)
+        chosen = choose(tree, level=level, max_boxes=max_boxes, represent=represent)
+        laid = layout(tree, chosen, view)
+        gone = laid.hidden | laid.tucked.keys()
+        drawn = len(laid.boxes) + sum(
+            1 for k in view.nodes if k not in laid.drawn and k not in gone
+        )
         if (not represent or drawn <= max_boxes) and _height(view, laid, heads) <= MAX_HEIGHT:
             break
         level -= 1
@@ -345,11 +350,18 @@ def _height(view: GraphView, laid: Layout, heads: dict[str, list[str]]) -> int:
     """The estimated height in points of ``view`` drawn as ``laid`` (Note [A picture a page
     tall])."""
     where = laid.drawn.get
+    gone = laid.hidden | laid.tucked.keys()
+    if gone:  # each call a stack does not draw is its drawn call's (stacks.py)
+        heads = {}
+        for edge in view.edges:
+            routed = route(laid.stacks, edge.tail, edge.head)
+            if routed is not None and routed[2] is None and routed[1] not in laid.tucked:
+                heads.setdefault(routed[0], []).append(routed[1])
     rows: dict[str, int] = {}
     # The longest path of drawn items, through a graph whose nodes come in the view's
     # order; an iterative depth-first walk gives every item its rows below.
     for start in view.nodes:
-        if start in rows:
+        if start in rows or start in gone:
             continue
         stack: list[tuple[str, int]] = [(start, 0)]
         while stack:
@@ -370,14 +382,19 @@ def _height(view: GraphView, laid: Layout, heads: dict[str, list[str]]) -> int:
             tensor = view.nodes[key].info.leaf is not None and key not in laid.drawn
             rows[key] = max(below, 1 if tensor else 0)
     tallest = max(rows.values(), default=0) + 1
-    return tallest * ROW_POINTS + len(laid.clusters) * FRAME_POINTS
+    # A stack is two frames: the fold's around the drawn call's.
+    return tallest * ROW_POINTS + (len(laid.clusters) + len(laid.stacks)) * FRAME_POINTS
 
 
 def _recounted(picture: GraphView, level: int, nodes: int) -> GraphView:
     """``picture`` with its line of boxes counting the boxes it still draws (Note [Captions
     say what is drawn] in select.py)."""
     boxes = [n.box for n in picture.nodes.values() if n.box is not None]
-    line = by_module_line(level, len(boxes), sum(len(b.members) for b in boxes), nodes)
+    stacks = [c.stack for c in picture.clusters.values() if c.stack is not None]
+    stacked = (len(stacks), sum(s.count - 1 for s in stacks), sum(s.hidden for s in stacks))
+    counted = sum(len(c.parameters) for c in picture.clusters.values())
+    folded = sum(len(b.members) for b in boxes)
+    line = by_module_line(level, len(boxes), folded, nodes, stacked, counted)
     return replace(
         picture,
         notices=tuple(

@@ -14,12 +14,14 @@ import graphviz
 from autograd_viz.draw.model.boxes import ModuleBox
 from autograd_viz.draw.model.graph_view import GraphView, TensorBox, ViewEdge, ViewNode
 from autograd_viz.draw.model.showing import BoxStatus, BoxSummary, Cluster
+from autograd_viz.draw.model.stacks import Stack, statuses_text
 from autograd_viz.draw.render import dot_quote
 from autograd_viz.draw.render.escape import html_label, html_text, plain_text
 from autograd_viz.draw.render.styles import (
     BORDER,
     DELIVERED,
     NON_FINITE,
+    PENDING,
     PRUNED_EDGE,
     STATUS_STYLES,
 )
@@ -94,19 +96,58 @@ def _draw_children(
 ) -> None:
     for key in children.get(parent, ()):
         cluster = clusters[key]
-        with graph.subgraph(name=f"cluster_{prefix}_{key}") as sub:
-            sub.attr(
-                label=cluster_label(cluster),
-                style="rounded",
-                color=CLUSTER_COLORS[cluster.summary.status],
+        stack = cluster.stack
+        if stack is None:
+            with graph.subgraph(name=f"cluster_{prefix}_{key}") as sub:
+                _draw_cluster(sub, cluster, prefix, held, children, clusters, draw_node)
+            continue
+        # Note [A fold is drawn as a stack] in draw/model/stacks.py: the fold's frame, shaded,
+        # around the drawn call's, white: a card on a stack of cards.
+        with graph.subgraph(name=f"cluster_{prefix}_{key}_stack") as outer:
+            outer.attr(
+                label=stack_label(stack, cluster),
+                style="rounded,filled",
+                fillcolor=STACK_FILL,
+                penwidth="2",
+                color=CLUSTER_COLORS[stack.summary.status],
                 fontcolor=MODULE_FONT,
                 labelloc="t",
-                id=f"{prefix}_{key}",
-                tooltip=plain_text(_plain_tooltip(cluster.name, cluster.kind, cluster.summary)),
+                margin="6",
+                id=f"{prefix}_{key}_stack",
+                tooltip=plain_text(stack_tooltip(stack)),
+                **{"class": "stack"},
             )
-            for node in held.get(key, ()):
-                draw_node(sub, node)
-            _draw_children(sub, key, held, children, clusters, prefix, draw_node)
+            with outer.subgraph(name=f"cluster_{prefix}_{key}") as sub:
+                _draw_cluster(sub, cluster, prefix, held, children, clusters, draw_node)
+
+
+def _draw_cluster(
+    sub: graphviz.Digraph,
+    cluster: Cluster,
+    prefix: str,
+    held: Mapping[str | None, Sequence[ViewNode]],
+    children: Mapping[str | None, Mapping[str, None]],
+    clusters: Mapping[str, Cluster],
+    draw_node: NodeDrawer,
+) -> None:
+    """One open call's frame and what it holds."""
+    key = cluster.key
+    label = cluster_label(cluster)
+    attrs = {
+        "label": label,
+        "style": "rounded",
+        "color": CLUSTER_COLORS[cluster.summary.status],
+        "fontcolor": MODULE_FONT,
+        "labelloc": "t",
+        "id": f"{prefix}_{key}",
+        "tooltip": plain_text(_plain_tooltip(cluster.name, cluster.kind, cluster.summary)),
+    }
+    if cluster.stack is not None:  # a white card on the stack, labelled by the stack
+        attrs.update(style="rounded,filled", fillcolor="#ffffff", margin="4")
+    sub.attr(**attrs)
+    for node in held.get(key, ()):
+        draw_node(sub, node)
+    _draw_children(sub, key, held, children, clusters, prefix, draw_node)
 
 
 # Note [Stacking module clusters]
@@ -145,18 +186,20 @@ def stacking_edges(view: GraphView, hanging: Mapping[str, Sequence[str]]) -> lis
     clusters = view.clusters
     if not clusters:
         return []
+    # A stack's loop goes back up its drawn call: no gradient flows down along it.
+    edges = [edge for edge in view.edges if not edge.rolled]
     inside: dict[str, set[str]] = {}  # a cluster's nodes, nested ones included
     for key in view.cluster_of:
         for cluster in _path(view, key):
             inside.setdefault(cluster, set()).add(key)
     out: dict[str, list[str]] = {}
-    for edge in view.edges:
+    for edge in edges:
         out.setdefault(edge.tail, []).append(edge.head)
-    drawn = {(edge.tail, edge.head) for edge in view.edges}
+    drawn = {(edge.tail, edge.head) for edge in edges}
     pairs: dict[tuple[str, str], None] = dict.fromkeys(_wrapped_rows(view, out, hanging))
     # The outermost module call each edge leaves, and the heads it reaches from there.
     leaving: dict[str, dict[str, None]] = {}
-    for edge in view.edges:
+    for edge in edges:
         left = None
         for cluster in _path(view, edge.tail):
             if edge.head in inside[cluster]:
@@ -196,6 +239,7 @@ def stacking_edges(view: GraphView, hanging: Mapping[str, Sequence[str]]) -> lis
                     pairs[(bottom, head)] = None
                     stacked.setdefault(bottom, set()).add(head)
     return list(pairs)
+
 
 
 def _wrapped_rows(
@@ -330,10 +374,53 @@ def cluster_label(cluster: Cluster) -> str:
     """An open module's label: its name, its class and what it holds."""
     kind = f" <I>{html_text(cluster.kind)}</I>" if cluster.kind else ""
     summary = cluster.summary
+    if cluster.stack is not None:  # the stack's label says which call is drawn
+        return ""
     rows = [f"<B>{html_text(cluster.name)}</B>{kind}", _small(html_text(_counts_line(summary)))]
+    if cluster.parameters:  # Note [Parameters in a frame's label] in module_picture.py
+        rows.append(_small(html_text(frame_parameters_line(cluster.parameters))))
     if cluster.stands_for:  # Note [A fold shows its inside once] in choosing.py
         rows.append(_small(html_text(cluster.stands_for)))
     return html_label(rows)
+
+
+def frame_parameters_line(names: Sequence[str], shown: int = 3) -> str:
+    """``2 parameters: pos_embed, cls_token`` (the first ``shown`` names)."""
+    some = ", ".join(names[:shown]) + (", …" if len(names) > shown else "")
+    word = "parameter" if len(names) == 1 else "parameters"
+    return f"{len(names):,} {word}: {some}"
+
+
+STACK_FILL = "#e5e7eb"
+"""A stack's shade around the white frame of the call it draws."""
+
+
+def stack_label(stack: Stack, drawn: Cluster) -> str:
+    """A stack's label: the fold's name and count, its class, where its calls stand, and the
+    call ``drawn`` in it."""
+    kind = f" <I>{html_text(stack.kind)}</I>" if stack.kind else ""
+    rows = [f"<B>{html_text(stack.name)}</B> × {stack.count:,}{kind}"]
+    if not stack.shapes:
+        rows.append(_small(html_text(OPS_ONLY)))
+    counts = f"{_counts_line(stack.summary, calls=False)} · {statuses_text(stack.statuses)}"
+    rows.append(_small(html_text(counts)))
+    line = f"drawn: {drawn.name} · {_counts_line(drawn.summary)}"
+    if drawn.parameters:  # Note [Parameters in a frame's label] in module_picture.py
+        line += f" · {frame_parameters_line(drawn.parameters)}"
+    rows.append(_small(html_text(line)))
+    if stack.summary.non_finite:
+        flag = html_text(f"⚠ {stack.summary.non_finite:,} with NaN/Inf")
+        rows.append(f'<FONT COLOR="#dc2626"><B>{flag}</B></FONT>')
+    return html_label(rows)
+
+
+def stack_tooltip(stack: Stack) -> str:
+    """A stack's tooltip (plain text; the caller escapes it)."""
+    what = f"{stack.name} ({stack.kind})" if stack.kind else stack.name
+    return (
+        f"{what}, {stack.count:,} alike calls drawn once ({stack.drawn}): "
+        f"{stack.summary.nodes:,} nodes; calls {statuses_text(stack.statuses)}"
+    )
 
 
 def box_rows(box: ModuleBox) -> list[str]:
@@ -345,6 +432,12 @@ def box_rows(box: ModuleBox) -> list[str]:
         rows.append(_small(f"<I>{html_text(box.kind)}</I>"))
     if box.pattern:
         rows.append(_small(html_text(" → ".join(box.pattern))))
+    if box.joined:  # Note [A small call joins its neighbour] in draw/model/joins.py
+        joined = ", ".join(
+            html_text(name) + (f" <I>{html_text(kind)}</I>" if kind else "")
+            for name, kind in box.joined
+        )
+        rows.append(_small(f"+ {joined}"))
     if not box.shapes:
         rows.append(_small(html_text(OPS_ONLY)))
     rows.append(_small(html_text(_counts_line(summary))))
@@ -377,7 +470,10 @@ def parameters_line(parameters: int, count: int = 1) -> str:
 def box_tooltip(box: ModuleBox) -> str:
     """A closed module's tooltip (plain text; the caller escapes it)."""
     what = "repetitions" if box.pattern else "calls"
-    return _plain_tooltip(box.name, box.kind, box.summary, box.count, what, box.shapes)
+    tip = _plain_tooltip(box.name, box.kind, box.summary, box.count, what, box.shapes)
+    if box.joined:
+        tip += "; with " + ", ".join(name for name, _ in box.joined) + " drawn in it"
+    return tip
 
 
 def _plain_tooltip(
@@ -394,11 +490,13 @@ def _plain_tooltip(
     return f"{what}{calls}{ops}: {summary.nodes:,} nodes, {summary.status.value}"
 
 
-def _counts_line(summary: BoxSummary) -> str:
+def _counts_line(summary: BoxSummary, *, calls: bool = True) -> str:
+    """``N nodes · topo a…b · status`` (``calls=False``: without the status, which a stack
+    says call by call)."""
     low, high = summary.topological_nrs
     topo = f"topo {low}" if low == high else f"topo {low}…{high}"
     nodes = "1 node" if summary.nodes == 1 else f"{summary.nodes:,} nodes"
-    return f"{nodes} · {topo} · {summary.status.value}"
+    return f"{nodes} · {topo}" + (f" · {summary.status.value}" if calls else "")
 
 
 def _small(text: str) -> str:
@@ -406,9 +504,10 @@ def _small(text: str) -> str:
 
 
 MODULE_LEGEND = (
-    ("#ffffff", "square box: a module call, closed (its nodes summed)"),
+    ("#ffffff", "square box: a module call, closed (its nodes summed; + calls drawn in it)"),
     ("#ffffff", "3D box: alike calls or chain links one after another, folded (× count)"),
     ("#ffffff", "frame: an open module call; its colour is its status"),
+    (STACK_FILL, "shaded frame: alike calls (× count), one of them drawn inside"),
 )
 """The legend's rows for a drawing by module (the fill follows the nodes' status)."""
 
@@ -433,6 +532,28 @@ def module_attrs(box: ModuleBox) -> dict[str, str]:
     elif style.border != BORDER:
         attrs["color"] = style.border
     return attrs
+
+
+def loop_edge_attrs(edge: ViewEdge, tail: ViewNode, head: ViewNode) -> dict[str, str]:
+    """The edge that draws a stack's loop rolled: from its drawn call's exit back to its
+    entry, once for every call that hands its gradient to the next (Note [A fold is drawn as
+    a stack] in draw/model/stacks.py). It does not rank what it joins."""
+    names = [
+        n.box.name if n.box is not None else f"{n.info.name} #{n.info.id}" for n in (tail, head)
+    ]
+    edges = "1 edge" if edge.count == 1 else f"{edge.count:,} edges"
+    hands = edge.rolled - 1
+    return {
+        "xlabel": f"loop × {hands:,}",  # placed once laid out: no rank of its own
+        "constraint": "false",
+        "style": "dashed",
+        "color": DELIVERED if edge.delivered else PENDING,
+        "class": "loop",
+        "tooltip": plain_text(
+            f"{names[0]} → {names[1]}: each of {edge.rolled:,} alike calls hands its gradient "
+            f"to the next, {hands:,} times ({edges}; the loop, rolled)"
+        ),
+    }
 
 
 def module_edge_attrs(edge: ViewEdge, tail: ViewNode, head: ViewNode) -> dict[str, str]:
@@ -466,8 +587,11 @@ __all__ = [
     "cluster_label",
     "draw_nested",
     "draw_stacking",
+    "loop_edge_attrs",
     "module_attrs",
     "module_edge_attrs",
+    "stack_label",
+    "stack_tooltip",
     "stacking_edges",
     "unstacked",
 ]

@@ -24,6 +24,7 @@ from autograd_viz.draw.render.dot_clusters import (
     MODULE_LEGEND,
     draw_nested,
     draw_stacking,
+    loop_edge_attrs,
     module_attrs,
     module_edge_attrs,
 )
@@ -118,6 +119,9 @@ def render(
     if quick:
         # In graph_attr, so that a copy drawn again (dot.pipe) keeps them.
         graph.graph_attr.update(QUICK_SETTINGS)
+    beside = quick or _stacked(view)  # Note [Edge labels beside a stacked picture]
+    if beside and not quick:
+        graph.graph_attr["forcelabels"] = "true"
     caption = _caption(view, PATH_NOTICE if highlight else None)
     if caption:
         graph.attr(label=caption)
@@ -149,7 +153,7 @@ def render(
         ids = (sender.info.id, receiver.info.id)
         if sender.box is None and receiver.box is None and ids in on_path:
             attrs.update(color=PATH_COLOR, penwidth="3.5")
-        graph.edge(edge.tail, edge.head, **(_placed_after(attrs) if quick else attrs))
+        graph.edge(edge.tail, edge.head, **(_placed_after(attrs) if beside else attrs))
     marked = set(highlight)
     for node in view.nodes.values():
         if node.box is None and node.info.id in marked:
@@ -167,10 +171,28 @@ def render(
     if view.elided:
         _draw_elided(graph, view)
     if legend:
-        graph.node("legend", label=_legend_label(view), id="legend", shape="plaintext", style="")
+        # Two columns in a stacked picture, which is meant to be a page tall.
+        columns = 2 if beside and not quick else 1
+        label = _legend_label(view, columns)
+        graph.node("legend", label=label, id="legend", shape="plaintext", style="")
     if stacking:
         draw_stacking(graph, view, boxes, legend)  # Note [Stacking module clusters]
     return graph
+
+
+# Note [Edge labels beside a stacked picture]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# The default picture of a model is meant to be a page tall (Note [A picture a page
+# tall] in showing.py), and an edge label ranked halfway along its edge (an input
+# slot's ``0``) adds a rank between every two rows of the picture. A picture with
+# a stack (the default ``dot`` of a model that repeats a block) places its edge
+# labels beside the edges once laid out, as a big picture does (Note [Laying out big
+# pictures quickly]): the same text, ``forcelabels`` keeping every one, and rows
+# that are only as far apart as ``ranksep``.
+
+
+def _stacked(view: GraphView) -> bool:
+    return any(cluster.stack is not None for cluster in view.clusters.values())
 
 
 def _draw_devices(
@@ -334,6 +356,8 @@ def _cut_attrs(box: TensorBox) -> dict[str, str]:
 
 def _edge_attrs(edge: ViewEdge, view: GraphView, values: bool) -> dict[str, str]:
     tail_node, head_node = view.nodes[edge.tail], view.nodes[edge.head]
+    if edge.rolled:  # a stack's loop (Note [A fold is drawn as a stack] in stacks.py)
+        return loop_edge_attrs(edge, tail_node, head_node)
     if tail_node.box is not None or head_node.box is not None:
         return module_edge_attrs(edge, tail_node, head_node)
     rows = [str(edge.input_nr)]
@@ -422,7 +446,7 @@ def _caption(view: GraphView, extra: str | None = None) -> str:
     return html_label(rows) if rows else ""
 
 
-def _legend_label(view: GraphView) -> str:
+def _legend_label(view: GraphView, columns: int = 1) -> str:
     shown = ["not run"] if view.step is None else [s for s in STATUS_STYLES if s != "not run"]
     cells = []
     for status in shown:
@@ -442,13 +466,19 @@ def _legend_label(view: GraphView) -> str:
         cells.append((OUTPUT_FILL, "output tensor"))
     if view.clusters or any(n.box is not None for n in view.nodes.values()):
         cells.extend(MODULE_LEGEND)
+    lines = -(-len(cells) // columns)  # column by column, ``columns`` side by side
     rows = "".join(
-        f'<TR><TD BGCOLOR="{fill}" BORDER="1">  </TD><TD ALIGN="LEFT">{html_text(text)}</TD></TR>'
-        for fill, text in cells
+        "<TR>"
+        + "".join(
+            f'<TD BGCOLOR="{fill}" BORDER="1">  </TD><TD ALIGN="LEFT">{html_text(text)}</TD>'
+            for fill, text in cells[row::lines]
+        )
+        + "</TR>"
+        for row in range(lines)
     )
     return (
         '<<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="2" CELLPADDING="2">'
-        f'<TR><TD COLSPAN="2"><B>legend</B></TD></TR>{rows}</TABLE>>'
+        f'<TR><TD COLSPAN="{2 * columns}"><B>legend</B></TD></TR>{rows}</TABLE>>'
     )
 
 
