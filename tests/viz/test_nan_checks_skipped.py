@@ -1,10 +1,11 @@
 """The checks a NaN report does not need are skipped, and the report stays the same.
 
-Two of them: an op that cannot make a NaN or Inf from finite inputs runs
+Three of them: an op that cannot make a NaN or Inf from finite inputs runs
 unchecked while nothing is marked (Note [Ops that make no birth] in
 ``nan/forward/ops.py``), and a backward check reads the recorder's summary of
 a gradient when it already counted its NaN and Inf (Note [A gradient
-summarized already] in ``nan/forward/backward.py``). Each test sets up the
+summarized already] in ``nan/forward/backward.py``), or checked it already as an
+earlier node's output (Note [A gradient passed on]). Each test sets up the
 case where skipping too much would change the report.
 """
 
@@ -103,7 +104,10 @@ def test_a_backward_finding_is_the_same_whatever_the_recorder_summarized(size: i
     def step() -> None:
         x = torch.zeros(size, requires_grad=True)  # sqrt at 0: an Inf born in backward
         w = torch.linspace(1.0, 2.0, size, requires_grad=True)
-        (x.sqrt() * w).sum().backward()
+        b = torch.ones(size, requires_grad=True)
+        # AddBackward0 hands its finite gradient on as it came, checked once (Note [A
+        # gradient passed on]); the Inf is SqrtBackward0's.
+        (x.sqrt() * w + b).sum().backward()
 
     found = {}
     for values in ("all", "none"):

@@ -57,6 +57,18 @@ class BackwardChecks:
         self._born = born
         self.listener = backward_checks(self)
         """The event listener (one object: the hub unsubscribes by identity)."""
+        self._passed: dict[int, TorchSummary] = {}
+        """The summaries of the latest gradients checked finite, by ``id`` (Note [A gradient
+        passed on])."""
+
+    def _pass(self, summary: TorchSummary, gradient: torch.Tensor) -> None:
+        """``summary``'s gradient was checked and is finite (as it is at its version)."""
+        if gradient._version != summary.version:
+            return
+        passed = self._passed
+        if len(passed) >= _PASSED_MAX:
+            passed.clear()
+        passed[id(summary)] = summary
 
     def _on_event(self, event: Event) -> None:
         """Anomaly mode's backward check, on each PyTorch node the bridge saw end."""
@@ -65,16 +77,19 @@ class BackwardChecks:
         for index, summary in enumerate(event.data.get("outputs") or ()):
             if _known_finite(summary):
                 continue  # Note [A gradient summarized already]
-            tensor = _tensor_of(summary)
-            if tensor is None:
+            gradient = _tensor_of(summary)
+            if gradient is None:
                 continue
+            if self._passed.get(id(summary)) is summary and gradient._version == summary.version:
+                continue  # checked as an earlier node's output (Note [A gradient passed on])
             # Outside _DisableTorchDispatch: a nested tensor is a Python subclass.
-            tensor = checked_values(tensor)
+            tensor = checked_values(gradient)
             if tensor is None:
                 continue  # no values to check (Note [Tensors without values])
             with torch._C._DisableTorchDispatch(), torch.no_grad():
                 try:
                     if finite(tensor):
+                        self._pass(summary, gradient)
                         continue
                     kinds = self.kinds(tensor)
                 except Exception as exc:  # noqa: BLE001 - one gradient, never the watching
@@ -129,6 +144,17 @@ class _NodeFields:
     def name(self) -> str | None:
         return self._name
 
+
+# Note [A gradient passed on]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# Many nodes hand a gradient on as it came: AddBackward0 returns the very tensor it took,
+# once per input. The bridge gives the same unchanged tensor the same summary object
+# (Note [One summary per gradient] in sources/pytorch/summary.py), so a summary whose
+# gradient was checked finite as an earlier node's output, and whose version counter has
+# not moved since (nothing wrote it in place), is not summed again. The latest few hundred
+# are remembered by their summaries, which hold the gradients only weakly.
+
+_PASSED_MAX = 256
 
 # Note [A gradient summarized already]
 # ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
