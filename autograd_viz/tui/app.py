@@ -298,7 +298,7 @@ class VizApp(App[int]):
         graph.border_title = task_title(task, state, pinned=self.pinned_task is not None)
         view = self.view
         graph.border_subtitle = f"{view} view · v cycles" + (
-            " · enter opens/closes a box · z zooms" if view == "dag" else ""
+            " · enter opens/closes a box" if view == "dag" else ""
         )
         self.query_one(EventLog).show(self.driver.trace, self.driver.position)
         self._publish(state, task)
