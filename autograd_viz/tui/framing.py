@@ -88,13 +88,13 @@ def layout_framed(
     chain = {label: _chain(inside.get(label), calls) for label in places}  # outermost first
     used = {key for keys in chain.values() for key in keys}
     # What each level holds: labels, and the frames of the calls just inside it.
-    held: dict[str | None, list[tuple[str, int | str]]] = {None: []}
+    held: dict[str | None, list[int | str]] = {None: []}
     for key in calls:
         if key in used:
             held.setdefault(key, [])
-            held.setdefault(calls[key].parent, []).append(("frame", key))
+            held.setdefault(calls[key].parent, []).append(key)
     for label in places:
-        held[chain[label][-1] if chain[label] else None].append(("label", label))
+        held[chain[label][-1] if chain[label] else None].append(label)
     # The edges of each level, between what holds each end there (Note [Lines across a frame]).
     level_edges: dict[str | None, dict[tuple[int | str, int | str], list[tuple[int, int]]]] = {}
 
@@ -129,15 +129,14 @@ def layout_framed(
     )
     done: dict[str | None, tuple[Layout, dict[int, int | str]]] = {}
     dropped = 0
-    for key in [*levels, None]:
+    for level in [*levels, None]:
         block_of: dict[int, int | str] = {}  # a label is its own id, a frame FRAMES - n
         local: dict[int | str, int] = {}
-        for kind, block in held[key]:
-            index = block if kind == "label" else FRAMES - len(block_of)
-            assert isinstance(block, (int, str))
+        for block in held[level]:
+            index = block if isinstance(block, int) else FRAMES - len(block_of)
             block_of[index] = block
             local[block] = index
-        lines = level_edges.get(key, {})
+        lines = level_edges.get(level, {})
         inner = {
             (local[t], local[h]): pairs
             for (t, h), pairs in lines.items()
@@ -154,7 +153,7 @@ def layout_framed(
                 width, height = places[block].width, places[block].height
             sized[index] = Place(layer[index], order_of(block), width, height)
         pairs_of = {pair: inner[pair] for pair in drawn}
-        if key is not None:  # lines from the top edge and to the bottom one
+        if level is not None:  # lines from the top edge and to the bottom one
             entering = {
                 (TOP_EDGE, local[h]): pairs
                 for (t, h), pairs in lines.items()
@@ -177,7 +176,7 @@ def layout_framed(
             replace(route, pairs=tuple(pairs_of[(route.sender, route.receiver)]))
             for route in shape.routes
         )
-        done[key] = (replace(shape, routes=routes), block_of)
+        done[level] = (replace(shape, routes=routes), block_of)
     return _flatten(done, calls, chain), dropped
 
 
