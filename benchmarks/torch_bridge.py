@@ -3,8 +3,12 @@
 Run: OMP_NUM_THREADS=1 .venv/bin/python -m benchmarks.torch_bridge [--repeat 15] [--cpu-time]
 
 Two workloads, each run plain, under bare node hooks (a no-op pre-hook and
-post hook on every node: the floor of any hook-based watcher) and under
-``autograd_viz.record()``, interleaved (Note [Interleaving] in harness.py):
+post hook on every node: the floor of any hook-based watcher that sees each
+node start as it happens), under one bare post hook per node (the floor of a
+watcher that sees each node when it ends, as ``record()`` does while only
+recorders listen: Note [One hook per node] in
+``autograd_viz/sources/pytorch/watch.py``) and under ``autograd_viz.record()``,
+interleaved (Note [Interleaving] in harness.py):
 
 * MLP: W3's network (1024-1024-1024-10, tanh, cross entropy, batch 256,
   float32): big tensors, few nodes; the figure is the backward's time.
@@ -112,13 +116,27 @@ def bare_hooks(loss: torch.Tensor) -> None:
             handle.remove()
 
 
+def bare_post_hook(loss: torch.Tensor) -> None:
+    handles = [fn.register_hook(lambda grads_in, grads_out: None) for fn in nodes_of(loss)]
+    try:
+        loss.backward()
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
 def recorded(loss: torch.Tensor) -> None:
     with autograd_viz.record():
         loss.backward()
 
 
 Way = Callable[[torch.Tensor], Any]
-WAYS: dict[str, Way] = {"plain": plain, "bare hooks": bare_hooks, "record()": recorded}
+WAYS: dict[str, Way] = {
+    "plain": plain,
+    "bare hooks": bare_hooks,
+    "bare post hook": bare_post_hook,
+    "record()": recorded,
+}
 FLOOR_WAYS: dict[str, Way] = {**WAYS, "floor": floor, "floor + records": floor_with_records}
 """The GRU's ways: ``floor`` is the least any hook-based recorder with the same content
 does, ``floor + records`` that plus the checks and a trace's record objects
@@ -299,6 +317,8 @@ def main() -> None:
     # Over the floor: a ratio of two costs taken in one run, steady as the machine drifts.
     ours, floor_cost = beyond_hooks["record()"], beyond_hooks["floor + records"]
     print(f"GRU, beyond bare hooks: record() is {ours / floor_cost:.2f}× the floor with records")
+    one_hook = (beyond_hooks["record()"] - beyond_hooks["bare post hook"]) / nodes * 1e6
+    print(f"GRU, record() beyond one bare post hook per node: {one_hook:.1f} µs per node")
     clock = "thread CPU time" if args.cpu_time else "wall time"
     print(f"torch {torch.__version__}, one intra-op thread; {args.repeat} repeats; {clock}")
 
