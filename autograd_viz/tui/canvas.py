@@ -1,8 +1,17 @@
 """The drawn DAG's rows: labels coloured by status, edges as lines, boxes with their counts.
 
 Where labels go and how each edge runs is worked out once per picture in
-:mod:`autograd_viz.tui.routing`; these functions draw a picture's rows at a
-step, which is all a step redraws.
+:mod:`autograd_viz.tui.routing` and :mod:`autograd_viz.tui.framing`; these
+functions draw a picture's rows at a step, which is all a step redraws.
+
+Note [Boxes and frames]
+~~~~~~~~~~~~~~~~~~~~~~~
+A rectangle is a module call, as in the Graphviz picture: a closed call or a
+fold is a small one around its one line (status, name, ``×N``, nodes run), an
+open call a frame around what it holds, its name on the top edge (Note [A
+frame is laid out alone] in :mod:`~autograd_viz.tui.framing`). A node is a
+line of text with no rectangle. Lines leave a rectangle at a ``┬`` in its
+bottom edge.
 """
 
 from __future__ import annotations
@@ -39,8 +48,10 @@ _BOX = {
 
 
 class _Canvas:
-    def __init__(self, columns: int, rows: int) -> None:
+    def __init__(self, columns: int, rows: int, boxes: frozenset[int] = frozenset()) -> None:
         self.columns = columns
+        self.boxes = boxes
+        """Labels drawn in a rectangle (Note [Boxes and frames])."""
         self.cells: dict[tuple[int, int], tuple[str, str]] = {}
         self.text: dict[tuple[int, int], Text] = {}
 
@@ -56,7 +67,8 @@ class _Canvas:
                 continue  # a crossing: the other edge's vertical stays on top
             self.cells[(r, c)] = (_BOX[directions], style)
         sender, receiver = frame_end(route.sender), frame_end(route.receiver)
-        if route.pieces and sender is not None:  # from a frame, or from its top edge inside
+        boxed = route.sender in self.boxes  # see Note [Boxes and frames]
+        if route.pieces and (sender is not None or boxed):  # from a rectangle's edge
             r, c, _ = route.pieces[0]
             self._join((r - 1, c), "┬", "┴", style)
         if receiver is not None and receiver[1] == BOTTOM_EDGE:
@@ -73,8 +85,13 @@ class _Canvas:
 
     def frame(self, frame: Frame) -> None:
         """Draw a module frame's edges, its name on the top one."""
-        top, left = frame.row, frame.column
-        bottom, right = top + frame.height - 1, left + frame.width - 1
+        self.rectangle(frame.row, frame.column, frame.width, frame.height)
+        title = Text(f" {frame_title(frame.title)} ", style=FRAME_TITLE_STYLE)
+        self.text[(frame.row, frame.title_column)] = title
+
+    def rectangle(self, top: int, left: int, width: int, height: int) -> None:
+        """Draw the edges of a rectangle (a frame, or a box's)."""
+        bottom, right = top + height - 1, left + width - 1
         for c in range(left + 1, right):
             self.cells[(top, c)] = ("─", FRAME_STYLE)
             self.cells[(bottom, c)] = ("─", FRAME_STYLE)
@@ -88,8 +105,6 @@ class _Canvas:
             ((bottom, right), "┘"),
         ):
             self.cells[cell] = (glyph, FRAME_STYLE)
-        title = Text(f" {frame_title(frame.title)} ", style=FRAME_TITLE_STYLE)
-        self.text[(top, frame.title_column)] = title
 
     def rows(self, count: int) -> list[Text]:
         """The first ``count`` rows: each label, and the lines' pieces between them.
@@ -183,9 +198,12 @@ def draw_picture(
     """
     shape = picture.layout
     columns, rows = shape.size
-    canvas = _Canvas(columns + 1, rows + 1)
+    canvas = _Canvas(columns + 1, rows + 1, frozenset(shape.height))
     for frame in shape.frames:  # first: the lines that meet their edges are drawn over them
         canvas.frame(frame)
+    for index in shape.height:  # a box's rectangle (Note [Boxes and frames])
+        row, column = shape.position[index]
+        canvas.rectangle(row, column, shape.width[index], shape.height[index])
     item_of = picture.item_of
     delivered: set[tuple[int, int]] = set()
     task = pictures.task
@@ -219,7 +237,10 @@ def draw_picture(
             label = _box_label(item, *pictures.status(picture, item, step), index == chosen)
         if index in marked:
             label.stylize(f"underline {PATH_STYLE}", 2)
-        canvas.text[shape.position[index]] = label
+        row, column = shape.position[index]
+        if index in shape.height:  # inside its rectangle, a blank column from its side
+            row, column = row + 1, column + 2
+        canvas.text[(row, column)] = label
     return canvas.rows(rows)
 
 

@@ -103,8 +103,8 @@ class DagView(ScrollView, can_focus=True):
 
     @property
     def wanted_width(self) -> int:
-        """Columns the drawing takes whole (with the scroll bar)."""
-        return self.virtual_size.width + 1
+        """Columns the drawing takes whole (with the vertical scroll bar, as wide as styled)."""
+        return self.virtual_size.width + self.styles.scrollbar_size_vertical
 
     @property
     def box(self) -> str:
@@ -192,7 +192,7 @@ class DagView(ScrollView, can_focus=True):
         else:
             self._current.set()
         width = max((row.cell_len for row in self._drawn_rows[self._head :]), default=1)
-        if width + 1 != self.wanted_width:
+        if width + self.styles.scrollbar_size_vertical != self.wanted_width:
             self.post_message(self.Widened())
         self.virtual_size = Size(width, len(self._drawn_rows))
         drawn = self._picture

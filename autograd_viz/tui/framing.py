@@ -246,6 +246,7 @@ def _flatten(
     number = {key: i for i, (key, _) in enumerate(found)}
     position: dict[int, tuple[int, int]] = {}
     width: dict[int, int] = {}
+    height: dict[int, int] = {}
     routes: list[Route] = []
     for key, (row, column) in origin.items():
         shape, block_of = done[key]
@@ -272,8 +273,10 @@ def _flatten(
                 r, c = shape.position[index]
                 position[block] = (r + row, c + column)
                 width[block] = shape.width[index]
+                if index in shape.height:
+                    height[block] = shape.height[index]
     frames = tuple(frame for _, frame in found)
-    return Layout(position, width, done[None][0].size, tuple(routes), frames)
+    return Layout(position, width, done[None][0].size, tuple(routes), frames, height)
 
 
 def _chain(key: str | None, calls: Mapping[str, Call]) -> tuple[str, ...]:

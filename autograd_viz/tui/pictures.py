@@ -285,7 +285,7 @@ class Pictures:
             for e in view.edges
             if e.tail in index_of and e.head in index_of and e.tail != e.head
         }
-        places = {i: Place(0, _order(item), _width(item)) for i, item in items.items()}
+        places = {i: Place(0, _order(item), *_size(item)) for i, item in items.items()}
         # Open calls as frames around what they hold (Note [A frame is laid out alone]).
         calls = {
             key: Call(
@@ -427,11 +427,14 @@ def box_text(item: Item) -> str:
     return f"{name} ×{item.count}" if item.count > 1 else name
 
 
-def _width(item: Item) -> int:
+def _size(item: Item) -> tuple[int, int]:
+    """Columns and rows of an item: a node's label, or a box's label in its rectangle
+    (Note [Boxes and frames] in :mod:`~autograd_viz.tui.canvas`)."""
     if item.node is not None:
-        return label_width(item.node)
+        return label_width(item.node), 1
     digits = len(str(item.runs))
-    return 2 + len(box_text(item)) + 1 + 2 * digits + 1 + 2
+    line = 2 + len(box_text(item)) + 1 + 2 * digits + 1 + 1  # "○ name 3/40 ", see canvas
+    return 2 + line + 1, 3  # "│ " before it, "│" after
 
 
 def _order(item: Item) -> int:

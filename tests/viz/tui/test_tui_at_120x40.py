@@ -16,7 +16,7 @@ from autograd_viz.tui.app import FOCUSED_SIDE, GRAPH_CHROME, SIDE_COLUMNS
 from autograd_viz.tui.dag import DagView
 from autograd_viz.tui.framing import frame_title
 from autograd_viz.tui.keybar import FOCUS_KEYS, KeyBar
-from autograd_viz.tui.pictures import Picture, Pictures
+from autograd_viz.tui.pictures import Picture, Pictures, box_text
 from autograd_viz.tui.routing import NAME_ROOM, cut_front
 from tests.viz.tui.test_tui_dag import drawn_edges
 from tests.viz.tui.test_tui_modules import blocks
@@ -84,7 +84,7 @@ async def to_node_in(pilot: Pilot[Any], trace: Trace, call: str) -> None:
 
 def check_frames(pictures: Pictures, picture: Picture, rows: list[str]) -> None:
     """Each frame is a closed rectangle with its call's name on the top edge, around exactly
-    the labels of what the call holds."""
+    the labels of what the call holds; each closed call or fold a small one around its name."""
     tree = pictures.tree
     shape = picture.layout
 
@@ -96,6 +96,17 @@ def check_frames(pictures: Pictures, picture: Picture, rows: list[str]) -> None:
         parent = tree.scopes[item.scopes[0]].parent
         return set(tree.ancestors(parent)) if parent is not None else set()
 
+    for index, item in picture.items.items():  # a closed call or a fold: a small rectangle
+        top, left = shape.position[index]
+        if item.node is not None:
+            assert index not in shape.height
+            continue
+        right = left + shape.width[index] - 1
+        assert shape.height[index] == 3
+        assert (rows[top][left], rows[top][right]) == ("┌", "┐")
+        assert (rows[top + 2][left], rows[top + 2][right]) == ("└", "┘")
+        assert rows[top + 1][left] == rows[top + 1][right] == "│"
+        assert f" {box_text(item)} " in rows[top + 1][left:right]
     for frame in shape.frames:
         top, left = frame.row, frame.column
         bottom, right = top + frame.height - 1, left + frame.width - 1
@@ -109,7 +120,10 @@ def check_frames(pictures: Pictures, picture: Picture, rows: list[str]) -> None:
         inside = {
             i
             for i, (r, c) in shape.position.items()
-            if top < r < bottom and left < c and c + shape.width[i] <= right
+            if top < r
+            and r + shape.height.get(i, 1) - 1 < bottom
+            and left < c
+            and c + shape.width[i] <= right
         }
         assert inside == set(frame.members)
         assert inside == {i for i in picture.items if frame.scope in calls_around(i)}
@@ -198,7 +212,11 @@ def test_no_name_is_cut_at_both_ends_and_a_cut_name_keeps_its_end() -> None:
             rows = [row.plain for row in dag._drawn_rows[dag._head :]]
             x, y = dag.scroll_offset
             width = dag.scrollable_content_region.width
-            spans = [(r, c, shape.width[i]) for i, (r, c) in shape.position.items()]
+            # a box's line is the middle row of its rectangle
+            spans = [
+                (r + shape.height.get(i, 1) // 2, c, shape.width[i])
+                for i, (r, c) in shape.position.items()
+            ]
             spans += [(f.row, f.title_column, len(frame_title(f.title)) + 2) for f in shape.frames]
             for r, c, w in spans:
                 line = r + dag._head - y

@@ -32,9 +32,9 @@ _STRAIGHT = {("up", "│"), ("left", "─"), ("right", "─"), ("left", "│"), 
 
 
 def label_at(shape: Layout, row: int, column: int) -> int | None:
-    """The node whose label covers (row, column), if any."""
+    """The node whose label (a box's: its rectangle) covers (row, column), if any."""
     for node, (r, c) in shape.position.items():
-        if r == row and c <= column < c + shape.width[node]:
+        if r <= row < r + shape.height.get(node, 1) and c <= column < c + shape.width[node]:
             return node
     return None
 
