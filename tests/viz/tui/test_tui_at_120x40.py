@@ -279,3 +279,48 @@ def test_the_drawing_takes_the_columns_it_needs_while_it_has_the_focus() -> None
         assert graph.outer_size.width >= SIZE[0] - 2 and dag.size.width >= dag.wanted_width
 
     run_app(app, actions, size=SIZE)
+
+
+@pytest.mark.slow
+def test_a_stock_pytorch_encoder_folds_in_the_tree_and_is_framed_in_the_drawing() -> None:
+    """A real model, as a user records it: PyTorch's 12-layer ``nn.TransformerEncoder``."""
+    torch = pytest.importorskip("torch")
+    from autograd_viz.trace.recording import record
+
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(16, 2, dim_feedforward=32, dropout=0.0)
+    model = torch.nn.TransformerEncoder(layer, num_layers=12, enable_nested_tensor=False)
+    with record() as trace:
+        model(torch.randn(5, 2, 16, requires_grad=True)).pow(2).mean().backward()
+    app = replay_app(trace)
+    kind = "TransformerEncoderLayer"
+
+    async def actions(pilot: Pilot[Any]) -> None:
+        await pilot.press("v")
+        nodes = node_list(app)
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        lines = [nodes.render_line(y).text for y in range(nodes.size.height)]
+        (fold,) = [i for i, line in enumerate(lines) if f"layers.{{0..11}} × 12 · {kind}" in line]
+        assert "▸" in lines[fold] and not any(f"layers.3 · {kind}" in line for line in lines)
+        nodes.move_to(fold)
+        await pilot.press("enter")
+        lines = [nodes.render_line(y).text for y in range(nodes.size.height)]
+        assert "▾" in lines[fold] and any(f"▸ layers.0 · {kind}" in line for line in lines)
+        await pilot.press("enter")
+        lines = [nodes.render_line(y).text for y in range(nodes.size.height)]
+        assert "▸" in lines[fold] and not any(f"layers.0 · {kind}" in line for line in lines)
+        await pilot.press("v")  # the drawing, at a step inside layer 6
+        await to_node_in(pilot, trace, "layers.6.linear1")
+        dag = app.query_one(DagView)
+        await dag.drawn()
+        picture = dag.picture
+        assert picture is not None
+        titles = [frame.title for frame in picture.layout.frames]
+        assert f"layers.6 · {kind}" in titles and "layers.6.linear1 · Linear" in titles
+        rows = [row.plain for row in dag._drawn_rows[dag._head :]]
+        check_frames(dag.pictures(trace, picture_task(trace)), picture, rows)
+        drawn = drawn_edges(rows, picture.layout)
+        assert sorted(drawn) == sorted((r.sender, r.receiver) for r in picture.layout.routes)
+
+    run_app(app, actions, size=SIZE)
