@@ -1,10 +1,12 @@
-"""The graph drawn in the terminal: labels in layers, edges as lines, modules as boxes.
+"""The graph drawn in the terminal: labels in layers, edges as lines, modules as rectangles.
 
 What is drawn is the picture every view draws (:mod:`autograd_viz.tui.pictures`:
-module calls as boxes, repeated siblings folded, the step's modules open); any
-graph task is drawn, whatever its size. Where labels go and how each edge runs
-is worked out once per picture in :mod:`autograd_viz.tui.routing` (see Note
-[Every edge is drawn alone]); a step redraws labels and colours
+closed module calls as boxes, open ones as frames around what they hold with
+their names on them (:mod:`autograd_viz.tui.framing`), repeated siblings
+folded, the step's modules open); any graph task is drawn, whatever its size.
+Where labels go and how each edge runs is worked out once per picture in
+:mod:`autograd_viz.tui.routing` (see Note [Every edge is drawn alone]); a step
+redraws labels and colours
 (:mod:`autograd_viz.tui.canvas`). Enter opens
 the box under the selection, or closes the module around it; ← → move the
 selection along the drawing.

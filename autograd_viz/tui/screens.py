@@ -132,7 +132,7 @@ READING = (
 MOVING = (
     ("tab / shift+tab", "move between panels: node list or DAG, engine, inspector, events"),
     ("↑ ↓ pgup pgdn home end", "move the cursor in the focused list; the inspector follows"),
-    ("enter", "in the events list: go to that step"),
+    ("enter", "in the events list: go to that step; in the module tree: open or close a row"),
     ("mouse", "click a node or an event to select it; the wheel scrolls"),
 )
 """Keys of the panels themselves, which the app's bindings do not list."""
