@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 import os
+import re
 import shutil
 import stat
 import xml.etree.ElementTree as ET
@@ -92,3 +94,88 @@ def test_a_big_picture_dot_crashes_on_is_drawn_with_straight_edges(crashing_dot:
     small.attr(nslimit="1")
     with pytest.raises(RuntimeError, match="killed by SIGSEGV"):
         dot.pipe(small, "svg")
+
+
+def fan_in(steps: int, every: int = 20) -> Trace:
+    """:func:`chain` with one tensor made first added again every ``every`` steps, as T5's
+    shared position bias is in every layer: long edges that all end in one node."""
+    x = engine.tensor([1.0], requires_grad=True, name="x")
+    shared = x * 2.0
+    y = x
+    for step in range(steps):
+        y = y * 1.0001 + (shared if step % every == 0 else 0.0)
+    with autograd_viz.record() as trace:
+        y.sum().backward()
+    return trace
+
+
+def _ends(root: ET.Element) -> dict[str, tuple[list[tuple[float, float]], int]]:
+    """Each edge's path points and how many arrowheads it draws, by its ``tail->head`` title."""
+    ends: dict[str, tuple[list[tuple[float, float]], int]] = {}
+    for edge in svg_groups(root, "edge"):
+        title = edge.find(f"{SVG}title")
+        assert title is not None and title.text is not None
+        points = [
+            (float(x), float(y))
+            for path in edge.iter(f"{SVG}path")
+            for x, y in re.findall(r"(-?[\d.]+),(-?[\d.]+)", path.get("d", ""))
+        ]
+        ends[title.text] = (points, len(list(edge.iter(f"{SVG}polygon"))))
+    return ends
+
+
+@needs_dot
+def test_long_edges_into_one_node_run_as_one_line_and_none_is_lost() -> None:
+    # Note [Laying out big pictures quickly]: concentrated, the gradients the shared tensor
+    # gets from all along the chain join one line into its node; each edge is still drawn,
+    # from its tail to where it joins a line that goes on into the node.
+    graph = autograd_viz.to_dot(fan_in(QUICK_LAYOUT // 2 + 10), expand=["all"])
+    assert graph.graph_attr["concentrate"] == "true"
+    pairs = [line.split()[:3:2] for line in edge_lines(graph)]
+    shared = max({head for _, head in pairs}, key=[head for _, head in pairs].count)
+    into = [f"{tail}->{head}" for tail, head in pairs if head == shared]
+    assert len(into) > 10
+    ends = _ends(ET.fromstring(dot.pipe(graph, "svg")))
+    assert len(ends) == len(pairs)
+    arrows = [title for title in into if ends[title][1]]
+    assert 0 < len(arrows) < len(into)  # joined: fewer lines reach the node than edges
+    for title in into:
+        points, arrowheads = ends[title]
+        if arrowheads:
+            continue
+        last = points[-1]
+        assert any(
+            math.dist(last, point) < 1.0
+            for other in into
+            if other != title
+            for point in ends[other][0]
+        ), title
+
+
+@pytest.fixture
+def concentrating_crashes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A ``dot`` first on PATH that dies of a segmentation fault on concentrated edges."""
+    real = shutil.which("dot")
+    assert real is not None
+    fake = tmp_path / "bin" / "dot"
+    fake.parent.mkdir()
+    fake.write_text(
+        "#!/bin/sh\n"
+        'input=$(cat); case "$input" in *concentrate*) kill -SEGV $$;; esac\n'
+        f'printf "%s" "$input" | exec {real} "$@"\n'
+    )
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
+    yield
+
+
+@needs_dot
+def test_a_picture_dot_fails_to_concentrate_is_drawn_with_every_edge_apart(
+    concentrating_crashes: None,
+) -> None:
+    graph = autograd_viz.to_dot(fan_in(QUICK_LAYOUT // 2 + 10), expand=["all"])
+    notices: list[str] = []
+    ends = _ends(ET.fromstring(dot.pipe(graph, "svg", notices)))
+    assert notices == [dot.STRAIGHT_EDGES.format(problem="killed by SIGSEGV")]
+    assert len(ends) == len(edge_lines(graph))
+    assert all(arrowheads == 1 for _, arrowheads in ends.values())

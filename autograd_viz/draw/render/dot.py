@@ -310,9 +310,11 @@ def _pipe(graph: graphviz.Digraph, fmt: str) -> bytes:
 
 
 def _straight(graph: graphviz.Digraph) -> graphviz.Digraph:
-    """``graph`` with straight edges: dot then routes no spline around its placement."""
+    """``graph`` with straight edges, each drawn apart: dot then routes no spline around its
+    placement, and merges no edges (Note [Laying out big pictures quickly] in dot_render.py)."""
     straight = graph.copy()
     straight.graph_attr["splines"] = "line"
+    straight.graph_attr.pop("concentrate", None)
     return straight
 
 

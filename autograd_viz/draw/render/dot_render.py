@@ -58,7 +58,9 @@ if TYPE_CHECKING:
 # Graphviz's dot spends its time on a big picture in two searches, not in
 # drawing: the order of nodes across each rank (mincross) and their places
 # across the page (network simplex on a graph with a virtual node for each rank
-# an edge crosses). Two things made that graph 20 times the picture:
+# an edge crosses). Debian's 2.43 also checks each virtual node it deletes by
+# walking the list of all of them, so its time grows with their square. Three
+# things made that graph 20 times the picture:
 # - an edge label is a node of its own, ranked halfway along its edge, so one
 #   labelled edge doubles every rank of the picture (and every long edge's
 #   virtual nodes). Past QUICK_LAYOUT nodes the input slot is an ``xlabel``,
@@ -67,16 +69,22 @@ if TYPE_CHECKING:
 # - a model's long edges (a tied embedding, T5's shared position bias, the
 #   encoder's output into every decoder layer, the edges that stack module
 #   clusters) cross hundreds of ranks. ``nslimit=1`` stops the placement after
-#   as many steps as the picture has nodes; the widths measured stayed the same.
-# T5 with 6 layers opened whole (1,357 nodes) went from 112 s of dot to 5.5 s, a
-# stacked 30-layer GPT-2 (2,118 nodes) from 48 s to 10 (docs/performance.md).
+#   as many steps as the picture has nodes; the widths measured stayed the same;
+# - many of them end in one node (T5's encoder output takes a gradient from
+#   each decoder layer's cross-attention, 18 edges of up to 650 ranks on 9 + 9
+#   layers). ``concentrate`` runs edges that end in (or leave) the same node
+#   as one line until they part: half the virtual nodes, a narrower page.
+# T5 with 6 layers opened whole (1,357 nodes) went from 112 s of dot to 2.5 s,
+# with 9 layers (2,017 nodes) from 15 s to 7; a stacked 30-layer GPT-2 (2,118
+# nodes) from 48 s to 2 (docs/performance.md).
 # Debian's Graphviz 2.43 can crash routing splines around a placement stopped
-# early: dot.pipe then draws the picture again with straight edges.
+# early: dot.pipe then draws the picture again with straight edges, and without
+# concentrating them.
 
 QUICK_LAYOUT = 400
 """Past this many nodes a picture is laid out with :data:`QUICK_SETTINGS`."""
 
-QUICK_SETTINGS = {"forcelabels": "true", "nslimit": "1"}
+QUICK_SETTINGS = {"forcelabels": "true", "nslimit": "1", "concentrate": "true"}
 """Graphviz's bounds on its searches for a big picture (Note [Laying out big pictures quickly])."""
 
 
