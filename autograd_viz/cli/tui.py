@@ -474,6 +474,7 @@ class _Children:
     @contextlib.contextmanager
     def followed(self) -> Iterator[None]:
         """Follow the children started inside the block; read what they left as it ends."""
+        from autograd_viz.cli.record import Signalled
         from autograd_viz.launch.processes import follow_children
         from autograd_viz.trace import DEFAULT_MAX_VALUES, Trace
 
@@ -488,9 +489,8 @@ class _Children:
         ) as job:
             try:
                 yield
-            except BaseException as exc:
-                if not isinstance(exc, Exception):  # Ctrl-C, a signal: they reached the children
-                    job.settle()
+            except (KeyboardInterrupt, Signalled):
+                job.settle()  # Ctrl-C or a signal: it reached the children, which are saving
                 raise
             finally:
                 self.reports = job.reports()
