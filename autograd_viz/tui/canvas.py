@@ -71,10 +71,8 @@ class _Canvas:
         if route.pieces and (sender is not None or boxed):  # from a rectangle's edge
             r, c, _ = route.pieces[0]
             self._join((r - 1, c), "┬", "┴", style)
-        if receiver is not None and receiver[1] == BOTTOM_EDGE:
-            r, c = route.arrow
-            self.cells[(r, c)] = ("│", style)
-            self._join((r + 1, c), "┴", "┬", style)
+        if receiver is not None and receiver[1] == BOTTOM_EDGE:  # the edge is the arrow's row
+            self._join(route.arrow, "┴", "┬", style)
         else:
             self.cells[route.arrow] = ("▼", style)
 

@@ -16,7 +16,7 @@ Note [Lines across a frame]
 An edge is drawn at the level of the innermost frame holding both its ends,
 between the labels or frames there that hold them. Inside a frame, what comes
 from outside comes from the top edge (a line leaves it at ``┬``) and what goes
-out goes to the bottom edge (a line ends in it at ``┴``); outside, lines
+out goes to the bottom edge (a line ends in it at ``┴``, with no arrow); outside, lines
 leave a frame at ``┬`` on its bottom edge and arrive at ``▼`` over its top.
 Edges that would be drawn along the same line at a level are drawn once, and
 the line stands for all of them (its colour is that of any gradient that went
@@ -176,8 +176,21 @@ def layout_framed(
             replace(route, pairs=tuple(pairs_of[(route.sender, route.receiver)]))
             for route in shape.routes
         )
-        done[level] = (replace(shape, routes=routes), block_of)
+        shape = replace(shape, routes=routes)
+        if BOTTOM_EDGE in shape.position:
+            shape = _lifted(shape)
+        done[level] = (shape, block_of)
     return _flatten(done, calls, chain), dropped
+
+
+def _lifted(shape: Layout) -> Layout:
+    """``shape`` with its bottom edge one row up, on the row of the arrows into it: a line
+    ends in the edge (``┴``), with no arrow (the last layer holds the edge alone, so the
+    row holds nothing else)."""
+    row, column = shape.position[BOTTOM_EDGE]
+    position = {**shape.position, BOTTOM_EDGE: (row - 1, column)}
+    columns, rows = shape.size
+    return replace(shape, position=position, size=(columns, rows - 1))
 
 
 def _frame_size(shape: Layout, title: str) -> tuple[int, int]:
