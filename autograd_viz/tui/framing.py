@@ -28,6 +28,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
+from rich.cells import cell_len
+
 from autograd_viz.tui.routing import (
     NAME_ROOM,
     Frame,
@@ -199,7 +201,7 @@ def _frame_size(shape: Layout, title: str) -> tuple[int, int]:
     columns, rows = shape.size
     top = 0 if TOP_EDGE in shape.position else 1
     bottom = 0 if BOTTOM_EDGE in shape.position else 1
-    width = max(columns + 2 * (1 + PAD), _title_offset(shape) + len(frame_title(title)) + 4)
+    width = max(columns + 2 * (1 + PAD), _title_offset(shape) + cell_len(frame_title(title)) + 4)
     return width, top + rows + bottom
 
 

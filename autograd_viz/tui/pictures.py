@@ -30,6 +30,8 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
+from rich.cells import cell_len
+
 from autograd_viz.draw.model import chains, select, showing
 from autograd_viz.draw.model.graph_view import GraphView, ViewNode, from_graph
 from autograd_viz.draw.model.showing import BoxStatus, Choice
@@ -433,7 +435,7 @@ def _size(item: Item) -> tuple[int, int]:
     if item.node is not None:
         return label_width(item.node), 1
     digits = len(str(item.runs))
-    line = 2 + len(box_text(item)) + 1 + 2 * digits + 1 + 1  # "○ name 3/40 ", see canvas
+    line = 2 + cell_len(box_text(item)) + 1 + 2 * digits + 1 + 1  # "○ name 3/40 ", see canvas
     return 2 + line + 1, 3  # "│ " before it, "│" after
 
 

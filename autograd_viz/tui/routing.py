@@ -34,6 +34,8 @@ import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from rich.cells import cell_len
+
 from autograd_viz.trace import GraphTaskInfo, NodeInfo
 from autograd_viz.tui.text import short_name
 
@@ -136,7 +138,7 @@ def drawn_name(info: NodeInfo) -> str:
 def label_width(info: NodeInfo) -> int:
     """A node's label width, fixed for the whole pass: ``○ Mul#7 2/2``."""
     deps = len(str(info.dependencies))
-    return 2 + len(drawn_name(info)) + 1 + len(str(info.id)) + 1 + 2 * deps + 1
+    return 2 + cell_len(drawn_name(info)) + 1 + len(str(info.id)) + 1 + 2 * deps + 1
 
 
 @dataclass(slots=True)
