@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from rich.cells import cell_len
 from textual.pilot import Pilot
 
 import autograd_viz
@@ -322,5 +323,47 @@ def test_a_stock_pytorch_encoder_folds_in_the_tree_and_is_framed_in_the_drawing(
         check_frames(dag.pictures(trace, picture_task(trace)), picture, rows)
         drawn = drawn_edges(rows, picture.layout)
         assert sorted(drawn) == sorted((r.sender, r.receiver) for r in picture.layout.routes)
+
+    run_app(app, actions, size=SIZE)
+
+
+def at_column(line: str, column: int) -> str:
+    """The character drawn at ``column`` of ``line`` (a wide character takes two columns)."""
+    at = 0
+    for char in line:
+        if at == column:
+            return char
+        at += cell_len(char)
+    return " "
+
+
+def test_a_frame_around_a_name_of_wide_characters_and_markup_stays_closed() -> None:
+    name = "層[bold]\n"  # two columns a character, markup, a newline: all shown as text
+
+    def program() -> None:
+        x = engine.tensor(np.ones(3), requires_grad=True, name="x")
+        with engine.scope(name, "區塊"):
+            y = (x * 2.0).tanh()
+        y.sum().backward()
+
+    with autograd_viz.record() as trace:
+        program()
+    app = replay_app(trace)
+
+    async def actions(pilot: Pilot[Any]) -> None:
+        await pilot.press("v", "v")
+        await to_node_in(pilot, trace, name)
+        dag = app.query_one(DagView)
+        picture = dag.picture
+        assert picture is not None
+        (frame,) = picture.layout.frames
+        assert frame.title == "層[bold]\\n · 區塊"
+        rows = [row.plain for row in dag._drawn_rows[dag._head :]]
+        top, bottom = frame.row, frame.row + frame.height - 1
+        right = frame.column + frame.width - 1
+        assert frame.title in rows[top]
+        assert at_column(rows[top], right) == "┐" and at_column(rows[bottom], right) == "┘"
+        for r in range(top + 1, bottom):
+            assert at_column(rows[r], right) == "│"
 
     run_app(app, actions, size=SIZE)
