@@ -87,6 +87,8 @@ def layout_framed(
     ``rank`` orders labels where edges between boxes make a cycle (the highest first: see
     :func:`layers`). Returns the layout and how many edges are not drawn (they lead back up).
     """
+    if not places:
+        return Layout({}, {}, (0, 0)), 0
     chain = {label: _chain(inside.get(label), calls) for label in places}  # outermost first
     used = {key for keys in chain.values() for key in keys}
     # What each level holds: labels, and the frames of the calls just inside it.

@@ -3,6 +3,8 @@ names cut at one end at most, and the key bar that follows the focus."""
 
 from __future__ import annotations
 
+import contextlib
+import random
 from typing import Any
 
 import numpy as np
@@ -14,6 +16,7 @@ import autograd_viz
 import engine
 from autograd_viz.trace import Trace
 from autograd_viz.tui.app import FOCUSED_SIDE, GRAPH_CHROME, SIDE_COLUMNS
+from autograd_viz.tui.canvas import draw_picture
 from autograd_viz.tui.dag import DagView
 from autograd_viz.tui.framing import frame_title
 from autograd_viz.tui.keybar import FOCUS_KEYS, KeyBar
@@ -117,7 +120,8 @@ def check_frames(pictures: Pictures, picture: Picture, rows: list[str]) -> None:
             assert rows[r][left] == "│" and rows[r][right] == "│"
         assert rows[bottom][left + 1 : right].strip("─┬┴┼") == ""
         call = tree.scopes[frame.scope]
-        assert f" {call.path} · {call.kind} " in rows[top][left:right]
+        assert frame.title.startswith(call.path) and frame.title.endswith(f" · {call.kind}")
+        assert f" {frame_title(frame.title)} " in rows[top][left:right]
         inside = {
             i
             for i, (r, c) in shape.position.items()
@@ -367,3 +371,57 @@ def test_a_frame_around_a_name_of_wide_characters_and_markup_stays_closed() -> N
             assert at_column(rows[r], right) == "│"
 
     run_app(app, actions, size=SIZE)
+
+
+def nested_random_dag(seed: int) -> None:
+    """Sums and products of earlier values, each made inside calls nested at random: edges
+    into, out of and across frames at every depth."""
+    pick = random.Random(seed)
+    values = [
+        engine.tensor([pick.uniform(1, 2)], requires_grad=True, name=f"p{i}") for i in range(4)
+    ]
+    for _ in range(16):
+        a, b = pick.sample(values, 2)
+        path = pick.choice([(), ("m",), ("m", "a"), ("m", "b"), ("m", "a", "c"), ("n",)])
+        with contextlib.ExitStack() as calls:
+            for name in path:
+                calls.enter_context(engine.scope(name, name.upper()))
+            values.append(a * b if pick.random() < 0.5 else a + b)
+    total = values[-1]
+    for v in pick.sample(values[4:-1], 4):
+        total = total + v
+    total.sum().backward()
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("opened", ["all", "default"])
+def test_every_line_into_out_of_and_across_frames_leads_back_to_its_sender(
+    seed: int, opened: str
+) -> None:
+    with autograd_viz.record() as trace:
+        nested_random_dag(seed)
+    task = picture_task(trace)
+    pictures = Pictures(trace, task)
+    tree = pictures.tree
+    if opened == "all":
+        choice = pictures.choice(range(len(tree.scopes)), (), range(len(tree.groups)), None)
+    else:
+        choice = pictures.choice((), (), (), None)
+    picture = pictures.picture(choice)
+    rows = [row.plain for row in draw_picture(pictures, picture, None, None)]
+    check_frames(pictures, picture, rows)
+    drawn = drawn_edges(rows, picture.layout)
+    assert sorted(drawn) == sorted((r.sender, r.receiver) for r in picture.layout.routes)
+    if opened == "all":  # every call open: each node drawn, each call a frame
+        assert all(item.node is not None for item in picture.items.values())
+        assert len(picture.layout.frames) == len(tree.scopes)
+        # every edge of the graph task is drawn along a line that stands for it
+        along = {pair for route in picture.layout.routes for pair in route.stands_for}
+        item_of = picture.item_of
+        edges = {
+            (item_of[info.id], item_of[edge[0]])
+            for info in task.nodes.values()
+            for edge in info.next_edges
+            if edge is not None and edge[0] in task.nodes
+        }
+        assert edges <= along
