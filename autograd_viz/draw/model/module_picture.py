@@ -291,12 +291,12 @@ def _unwrap(
         if scope.depth == 1 or key in stacks or held.get(key, 0) != 1:
             continue
         del clusters[key]
-        for other, (item, up) in list(clusters.items()):
+        for other, (call, up) in list(clusters.items()):
             if up == key:
-                clusters[other] = (item, parent)
-        for other, (item, up) in list(boxes.items()):
+                clusters[other] = (call, parent)
+        for other, (closed, up) in list(boxes.items()):
             if up == key:
-                boxes[other] = (item, parent)
+                boxes[other] = (closed, parent)
         for other in [k for k, c in inside.items() if c == key]:
             if parent is None:
                 del inside[other]

@@ -27,7 +27,7 @@ to come, and one :class:`BoxStatus`.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 
 from autograd_viz.draw.model import chains, select
@@ -357,11 +357,24 @@ def _height(view: GraphView, laid: Layout, heads: dict[str, list[str]]) -> int:
             routed = route(laid.stacks, edge.tail, edge.head)
             if routed is not None and routed[2] is None and routed[1] not in laid.tucked:
                 heads.setdefault(routed[0], []).append(routed[1])
+    # The drawn items (nodes, boxes) and the edges between them, one row each; an item
+    # whose tensor hangs below it (a leaf drawn as itself) one row more.
+    below: dict[str, dict[str, int]] = {}
+    for key in view.nodes:
+        if key in gone:
+            continue
+        item = where(key, key)
+        steps = below.setdefault(item, {})
+        for head in heads.get(key, ()):
+            other = where(head, head)
+            if other != item:
+                steps[other] = 1
+    tensors = {k for k, n in view.nodes.items() if n.info.leaf is not None and k not in laid.drawn}
+    _stacking_steps(laid, below)
     rows: dict[str, int] = {}
-    # The longest path of drawn items, through a graph whose nodes come in the view's
-    # order; an iterative depth-first walk gives every item its rows below.
-    for start in view.nodes:
-        if start in rows or start in gone:
+    # The longest path, walked depth first without recursion: every item's rows below.
+    for start in below:
+        if start in rows:
             continue
         stack: list[tuple[str, int]] = [(start, 0)]
         while stack:
@@ -371,19 +384,71 @@ def _height(view: GraphView, laid: Layout, heads: dict[str, list[str]]) -> int:
                     continue
                 rows[key] = -1  # on the walk
                 stack.append((key, 1))
-                stack.extend((h, 0) for h in heads.get(key, ()) if h not in rows)
+                stack.extend((h, 0) for h in below.get(key, ()) if h not in rows)
                 continue
-            below = 0
-            for head in heads.get(key, ()):
-                # An edge inside one box adds no row.
-                step = 0 if where(head, head) == where(key, key) else 1
-                below = max(below, rows.get(head, 0) + step)
-            # A leaf's tensor is drawn below it, but not below a box holding it.
-            tensor = view.nodes[key].info.leaf is not None and key not in laid.drawn
-            rows[key] = max(below, 1 if tensor else 0)
+            deepest = max(
+                (rows.get(h, 0) + step for h, step in below.get(key, {}).items()), default=0
+            )
+            rows[key] = max(deepest, 1 if key in tensors else 0)
     tallest = max(rows.values(), default=0) + 1
     # A stack is two frames: the fold's around the drawn call's.
     return tallest * ROW_POINTS + (len(laid.clusters) + len(laid.stacks)) * FRAME_POINTS
+
+
+def _stacking_steps(laid: Layout, below: dict[str, dict[str, int]]) -> None:
+    """Add to ``below`` what stacking adds to a drawing (Note [Stacking module clusters] in
+    dot_clusters.py): a frame stands above every item its gradient reaches outside it, whole,
+    not only the item the gradient leaves from. Each frame gets a bottom, which every item in
+    it is above (no row) and which is a row above each such item."""
+    frames: dict[str, list[str]] = {}  # each frame's items, nested frames' included
+    for item in below:
+        frame = laid.inside.get(item)
+        while frame is not None:
+            frames.setdefault(frame, []).append(item)
+            frame = laid.clusters[frame][1]
+    if not frames:
+        return
+    bit = {item: 1 << i for i, item in enumerate(below)}
+    reach = _reach(below, bit)
+    for frame, items in frames.items():
+        inside = set(items)
+        mask = sum(bit[item] for item in inside)
+        bottom = f"bottom of {frame}"  # not a node key: keys have no spaces
+        reached = {
+            h: 1
+            for item in items
+            for h in below.get(item, ())
+            # An end (a leaf) hangs below what feeds it; what leads back in is not below.
+            if h in bit and h not in inside and below.get(h) and not reach[h] & mask
+        }
+        if not reached:
+            continue
+        below[bottom] = reached
+        for item in items:
+            below[item][bottom] = 0
+
+
+def _reach(below: Mapping[str, Mapping[str, int]], bit: Mapping[str, int]) -> dict[str, int]:
+    """What each item reaches (itself included), as a bit set, children before parents."""
+    reach: dict[str, int] = {}
+    for start in below:
+        if start in reach:
+            continue
+        reach[start] = bit[start]
+        stack = [(start, iter(below[start]))]
+        while stack:
+            key, heads = stack[-1]
+            head = next(heads, None)
+            if head is None:
+                stack.pop()
+                if stack:
+                    reach[stack[-1][0]] |= reach[key]
+            elif head not in reach:
+                reach[head] = bit[head]
+                stack.append((head, iter(below.get(head, {}))))
+            else:
+                reach[key] |= reach[head]
+    return reach
 
 
 def _recounted(picture: GraphView, level: int, nodes: int) -> GraphView:
