@@ -68,8 +68,10 @@ from engine.graph_task import new_graph_task_id
 # custom Function (the user's code, which may start a reentrant backward or
 # raise). A plain node that raises has no start seen: the node running is
 # the one the model queue predicts (:meth:`GraphTaskWatch.running_node`),
-# and the error's node start is derived, its inputs described by the graph
-# (shape, dtype, device) without values.
+# and the error's node start is derived (:meth:`GraphTaskWatch._emit_unseen_start`).
+# The choice is made when the call starts: a listener that subscribes during
+# it (Note [Batched events]) gets a plain node's start after the node ran,
+# until the call ends.
 
 
 class _ThreadStack(threading.local):
