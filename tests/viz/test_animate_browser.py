@@ -228,3 +228,45 @@ def test_a_tall_drawing_fitted_to_the_page_follows_the_running_node(
     page.click("#legend-toggle")
     assert not page.locator("#stage g.node.legend").is_visible()
     assert errors == []
+
+
+def test_a_model_whose_calls_open_in_turn_keeps_the_running_node_in_sight(
+    browser: Any, tmp_path: Path
+) -> None:
+    """As on a real model (a GPT-2, a ViT): the call being worked on opens, so the stage
+    changes drawing again and again, each as tall as the model; in the default view (fitted,
+    the legend folded away) the running node is in sight at every step, in a small window
+    too, where the controls wrap onto more lines."""
+    from tests.viz.test_modules import transformer_trace
+
+    result = animate(transformer_trace(layers=6), tmp_path / "run.html")
+    errors: list[str] = []
+    for size in ({"width": 1280, "height": 720}, {"width": 640, "height": 480}):
+        page = browser.new_page(viewport=size)
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        page.goto(result.path.as_uri())
+        assert page.get_attribute("#zoom", "aria-pressed") == "false"
+        assert not page.locator("#stage g.node.legend").is_visible()
+        drawings: set[str] = set()
+        running = tall = 0
+        for _ in range(result.frames - 1):
+            page.keyboard.press("ArrowRight")
+            drawings.add(
+                page.evaluate(
+                    "() => document.querySelector('#stage svg').getAttribute('viewBox')"
+                    " + document.querySelectorAll('#stage g.node').length"
+                )
+            )
+            tall += (
+                page.evaluate(
+                    "() => document.querySelector('#stage').getBoundingClientRect().height"
+                )
+                > 2 * size["height"]
+            )
+            selector = "#stage g.node.running"
+            if page.locator(selector).count():
+                running += 1
+                assert in_sight(page, selector), (size, shown(page))
+        assert len(drawings) > 5 and running > 50 and tall > result.frames // 2
+        assert errors == []
+        page.close()
