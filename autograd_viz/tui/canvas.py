@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import itertools
 
-from rich.text import Text
+from rich.text import Span, Text
 
 from autograd_viz.draw.model.showing import BoxStatus
 from autograd_viz.trace import GraphTaskInfo, NodeInfo
@@ -54,6 +54,8 @@ class _Canvas:
         """Labels drawn in a rectangle (Note [Boxes and frames])."""
         self.cells: dict[tuple[int, int], tuple[str, str]] = {}
         self.text: dict[tuple[int, int], Text] = {}
+        self._edges: list[tuple[int, int, int, str, Text | None, int]] = []
+        """Rectangles' top and bottom edges, written once the lines are (:meth:`_seal`)."""
 
     def route(self, route: Route, style: str) -> None:
         """Draw one edge; where it crosses another, the vertical line is drawn on top.
@@ -83,34 +85,65 @@ class _Canvas:
 
     def frame(self, frame: Frame) -> None:
         """Draw a module frame's edges, its name on the top one."""
-        self.rectangle(frame.row, frame.column, frame.width, frame.height)
         title = Text(f" {frame_title(frame.title)} ", style=FRAME_TITLE_STYLE)
-        self.text[(frame.row, frame.title_column)] = title
+        self.rectangle(
+            frame.row, frame.column, frame.width, frame.height, title, frame.title_column
+        )
 
-    def rectangle(self, top: int, left: int, width: int, height: int) -> None:
-        """Draw the edges of a rectangle (a frame, or a box's)."""
+    def rectangle(
+        self,
+        top: int,
+        left: int,
+        width: int,
+        height: int,
+        title: Text | None = None,
+        title_column: int = 0,
+    ) -> None:
+        """Draw the edges of a rectangle (a frame, or a box's), ``title`` on the top one.
+
+        The top and bottom edges are written as one label each once every line is drawn
+        (:meth:`_seal`), with the ``┬`` and ``┴`` where lines meet them.
+        """
         bottom, right = top + height - 1, left + width - 1
-        for c in range(left + 1, right):
-            self.cells[(top, c)] = ("─", FRAME_STYLE)
-            self.cells[(bottom, c)] = ("─", FRAME_STYLE)
         for r in range(top + 1, bottom):
             self.cells[(r, left)] = ("│", FRAME_STYLE)
             self.cells[(r, right)] = ("│", FRAME_STYLE)
-        for cell, glyph in (
-            ((top, left), "┌"),
-            ((top, right), "┐"),
-            ((bottom, left), "└"),
-            ((bottom, right), "┘"),
-        ):
-            self.cells[cell] = (glyph, FRAME_STYLE)
+        self._edges.append((top, left, width, "┌┐", title, title_column))
+        self._edges.append((bottom, left, width, "└┘", None, 0))
+
+    def _seal(self) -> None:
+        """Write each rectangle's top and bottom edge as one label, the lines' junctions in it."""
+        for row, left, width, corners, title, title_column in self._edges:
+            right = left + width - 1
+            line = Text(corners[0], style=FRAME_STYLE)
+            run = ""
+            c = left + 1
+            while c < right:
+                if title is not None and c == title_column:
+                    line.append(run, style=FRAME_STYLE).append_text(title)
+                    run = ""
+                    c += title.cell_len
+                    continue
+                junction = self.cells.pop((row, c), None)
+                if junction is None:
+                    run += "─"
+                else:
+                    line.append(run, style=FRAME_STYLE).append(junction[0], style=junction[1])
+                    run = ""
+                c += 1
+            self.text[(row, left)] = line.append(run + corners[1], style=FRAME_STYLE)
+        self._edges = []
 
     def rows(self, count: int) -> list[Text]:
         """The first ``count`` rows: each label, and the lines' pieces between them.
 
-        Only the columns where something is drawn are visited, and neighbouring pieces of
-        one style are appended as one run: appending cell by cell cost ~3 µs a cell, 180 ms
-        for a 300-row picture on every redraw (a step, Enter).
+        Only the columns where something is drawn are visited, neighbouring pieces of one
+        style (and the blanks between them: no style here has a background) are one run, and
+        each row is made as one string with its styles' spans: appending cell by cell cost
+        ~3 µs a cell, 180 ms for a 300-row picture on every redraw (a step, Enter), and
+        appending run by run still cost 60 ms a redraw once frames drew a side on every row.
         """
+        self._seal()
         marks: list[list[int]] = [[] for _ in range(count)]
         for r, c in itertools.chain(self.cells, self.text):
             if r < count:
@@ -118,37 +151,48 @@ class _Canvas:
         return [self._row(r, sorted(set(columns))) for r, columns in enumerate(marks)]
 
     def _row(self, r: int, columns: list[int]) -> Text:
-        pieces: list[Text | tuple[str, str]] = []  # runs of one style, and labels
-
-        def put(text: str, style: str) -> None:
-            last = pieces[-1] if pieces else None
-            if isinstance(last, tuple) and last[1] == style:
-                pieces[-1] = (last[0] + text, style)
-            else:
-                pieces.append((text, style))
-
+        """Row ``r``, ``columns`` the ones where something is drawn, as one string and the
+        spans of its styles (a run of one style takes the blanks after it along: no style
+        here has a background)."""
+        cells, labels, width = self.cells, self.text, self.columns
+        plain: list[str] = []
+        spans: list[Span] = []
+        style = ""  # the open run's style
+        start = length = 0  # where the open run starts, and the characters written
         at = 0  # the first column not drawn yet
         for c in columns:
-            if c < at or c >= self.columns:
+            if c < at or c >= width:
                 continue  # under a label drawn before it, or past the edge
             if c > at:
-                put(" " * (c - at), "")
-            label = self.text.get((r, c))
-            if label is not None:
-                pieces.append(label)
-                at = c + label.cell_len
-            else:
-                put(*self.cells[(r, c)])
+                plain.append(" " * (c - at))
+                length += c - at
+            label = labels.get((r, c))
+            if label is None:
+                glyph, glyph_style = cells[(r, c)]
+                if glyph_style != style:
+                    if style:
+                        spans.append(Span(start, length, style))
+                    style, start = glyph_style, length
+                plain.append(glyph)
+                length += 1
                 at = c + 1
-        if at < self.columns:
-            put(" " * (self.columns - at), "")
-        out = Text()
-        for piece in pieces:
-            if isinstance(piece, Text):
-                out.append_text(piece)
-            else:
-                out.append(piece[0], style=piece[1])
-        return out
+                continue
+            if style:
+                spans.append(Span(start, length, style))
+            text = label.plain
+            if label.style:
+                spans.append(Span(length, length + len(text), label.style))
+            spans.extend(span.move(length) for span in label.spans)
+            plain.append(text)
+            length += len(text)
+            style, start = "", length
+            at = c + label.cell_len
+        if at < width:
+            plain.append(" " * (width - at))
+            length += width - at
+        if style:
+            spans.append(Span(start, length, style))
+        return Text("".join(plain), spans=spans)
 
 
 def draw(
