@@ -107,8 +107,10 @@ def choose(
             a fold is one box.
         represent: each fold drawn inside an open call (or at the top) opens one
             representative call, the first, as deep as the level opens calls that no
-            fold holds; its other calls stay one box with their count (Note [A fold
-            shows its inside once]).
+            fold holds (Note [A fold shows its inside once]); the picture draws such a fold
+            as a stack (Note [A fold is drawn as a stack] in
+            :mod:`~autograd_viz.draw.model.stacks`) and, unless ``expand`` asks for calls
+            whole, joins small calls to their neighbours (``Choice.compact``).
     """
     opened: set[int] = set()
     crowded: list[int] = []
@@ -189,10 +191,11 @@ def choose(
 # ``--around NAME``, a step's focus and the TUI's Enter (:func:`open_call`).
 # Opening a call of a fold opens exactly that call, whole; the fold's other
 # calls stay one box with their count (``h.{0..2,4..11} × 11``), not eleven
-# boxes. Opening a fold by its name (``h.{0..11}``) opens its representative,
-# the first call, not all twelve; ``unfold`` is the one way to draw every call
-# of a fold as a box of its own. So ``--expand h.5`` and ``--around h.5`` keep
-# the same fold closed.
+# boxes, or, in ``dot``'s default picture, the stack drawn around it
+# (``h.{0..11} × 12``, drawn: ``h.3``). Opening a fold by its name
+# (``h.{0..11}``) opens its representative, the first call, not all twelve;
+# ``unfold`` is the one way to draw every call of a fold as a box of its own.
+# So ``--expand h.5`` and ``--around h.5`` keep the same fold closed.
 
 
 # Note [A fold shows its inside once]
@@ -200,9 +203,11 @@ def choose(
 # The block a model repeats is the model (a ViT's twelve blocks hold 96% of
 # its graph), and a fold closed into one box hides it. The default picture of
 # ``dot`` opens one call of each fold, its first, as a level opens a call no
-# fold holds (to the same depth), and draws the fold's other calls as one box
-# beside it, ``blocks.{1..11} × 11``, with their status together: the
-# structure is drawn once, the repetitions counted. A fold inside the opened
+# fold holds (to the same depth), and draws the fold as one stack around it,
+# ``blocks.{0..11} × 12``, with the status of every call (Note [A fold is drawn
+# as a stack] in stacks.py): the structure is drawn once, the repetitions
+# counted. A fold whose first call stays closed (its calls hold no calls) is
+# one fold box. A fold inside the opened
 # call is drawn the same way, and a fold a step or a name already opens a
 # call of keeps that call as its representative. The box budget and the height
 # estimate choose the level with the representatives drawn (``fitting_level``
