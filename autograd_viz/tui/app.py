@@ -309,6 +309,24 @@ class VizApp(App[int]):
         self.refresh_status(state)
 
     @while_open
+    # -- what the parts found (Host: they call these; only the app sets its state) --------
+
+    def say(self, text: str) -> None:
+        """Show ``text`` in the status bar: the last thing a move or a search found."""
+        self.message = text
+
+    def set_busy(self, busy: bool) -> None:
+        """A live move starts running in a worker thread, or has ended."""
+        self.busy = busy
+
+    def pin(self, task: int | None) -> None:
+        """Show graph task ``task`` in the node list; ``None`` follows the current step."""
+        self.pinned_task = task
+
+    def mark_path(self, path: tuple[int, ...]) -> None:
+        """Highlight these node ids, from the loss to the first problem found, everywhere."""
+        self.path = path
+
     def refresh_status(self, state: ExecutionState | None = None) -> None:
         """The status bar (and the inspector): step k of N, live or replay, breakpoints."""
         state = state or self.driver.state()

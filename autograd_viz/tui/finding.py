@@ -64,14 +64,14 @@ class Finder:
 
         def then(pictures: Pictures) -> None:
             if waited:
-                app.message = ""
+                app.say("")
             if not self.find_by_name(query, pictures):
                 self.find_node(query)
 
         if not app.query_one(DagView).with_pictures(app.driver.trace, task, then):
             waited = True
             names = f"{len(task.nodes):,} nodes' names"
-            app.message = f"finding {quoted_if_padded(query)}: reading {names}…"
+            app.say(f"finding {quoted_if_padded(query)}: reading {names}…")
             app.refresh_status()
 
     @while_open
@@ -96,7 +96,7 @@ class Finder:
         task_id, node_id = found
         shown = app.shown_task(state)
         if shown is None or shown.id != task_id:
-            app.pinned_task = task_id
+            app.pin(task_id)
             app.refresh_view()
         app.query_one(NodeList).select(node_id)
 
@@ -133,7 +133,7 @@ class Finder:
                 if index in tree.group_of:
                     dag.unfolded.add(tree.group_of[index])
         count = "1 node" if len(ids) == 1 else f"{len(ids):,} nodes"
-        app.message = f"{target.kind} {quoted_if_padded(target.text)}: {count}"
+        app.say(f"{target.kind} {quoted_if_padded(target.text)}: {count}")
         app.query_one(NodeList).select(ids[0])
         app.refresh_view()
         return True

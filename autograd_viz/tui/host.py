@@ -3,6 +3,10 @@
 The parts (:mod:`~autograd_viz.tui.moves`, :mod:`~autograd_viz.tui.finding`,
 :mod:`~autograd_viz.tui.exporting`, :mod:`~autograd_viz.tui.answering`) hold the
 app as a :class:`Host`, so the app imports them and none of them imports the app.
+They read its state and never write it: what they found goes back through a call
+(:meth:`Host.say`, :meth:`Host.set_busy`, :meth:`Host.pin`, :meth:`Host.mark_path`)
+or a posted message, and the app alone sets its attributes, as a Textual app's
+widgets leave the app's state to the app.
 """
 
 from __future__ import annotations
@@ -28,18 +32,46 @@ _Widget = TypeVar("_Widget", bound="Widget")
 class Host(Closable, Protocol):
     """The app's state and calls that its parts read and make, and nothing else."""
 
-    driver: Driver
-    """What the app steps through."""
-    capture: PrintCapture
-    """What the program printed while the app ran."""
-    pinned_task: int | None
-    """The graph task the node list shows; ``None`` follows the current step."""
-    busy: bool
-    """A live move is running in a worker thread."""
-    message: str
-    """The last thing a move found, shown in the status bar."""
-    path: tuple[int, ...]
-    """Node ids from the loss to the first problem ``a`` found."""
+    @property
+    def driver(self) -> Driver:
+        """What the app steps through."""
+        ...
+
+    @property
+    def capture(self) -> PrintCapture:
+        """What the program printed while the app ran."""
+        ...
+
+    @property
+    def pinned_task(self) -> int | None:
+        """The graph task the node list shows; ``None`` follows the current step."""
+        ...
+
+    @property
+    def busy(self) -> bool:
+        """A live move is running in a worker thread."""
+        ...
+
+    @property
+    def path(self) -> tuple[int, ...]:
+        """Node ids from the loss to the first problem ``a`` found."""
+        ...
+
+    def say(self, text: str) -> None:
+        """Show ``text`` in the status bar: the last thing a move or a search found."""
+        ...
+
+    def set_busy(self, busy: bool) -> None:
+        """A live move starts running in a worker thread, or has ended."""
+        ...
+
+    def pin(self, task: int | None) -> None:
+        """Show graph task ``task`` in the node list; ``None`` follows the current step."""
+        ...
+
+    def mark_path(self, path: tuple[int, ...]) -> None:
+        """Highlight these node ids, from the loss to the first problem found, everywhere."""
+        ...
 
     def query_one(self, selector: type[_Widget]) -> _Widget:
         """The app's one widget of this type."""

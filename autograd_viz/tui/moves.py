@@ -54,7 +54,7 @@ class Mover:
             app.notify("The engine is running: x pauses it, q stops it.")
             return
         if app.driver.live:
-            app.busy = True
+            app.set_busy(True)
             app.refresh_status()
             run = functools.partial(self._in_thread, app.driver, action)
             app.run_worker(run, thread=True, exclusive=True, group="engine", exit_on_error=False)
@@ -67,13 +67,13 @@ class Mover:
     def moved(self, message: Moved) -> None:
         """A move ended: say what it found and show where the driver is."""
         app = self.owner
-        app.busy = False
+        app.set_busy(False)
         if app.closing:
             return
-        app.message = describe_move(message, app.driver)
+        app.say(describe_move(message, app.driver))
         found = message.event is not None and message.event is app.driver.finding
         if message.action == "first_problem" or found:  # run --last opens at its finding
-            app.path = path_to(app.driver.trace, message.event)
+            app.mark_path(path_to(app.driver.trace, message.event))
             self._show_task_of(message.event)
         app.refresh_view(follow=True)
 
@@ -91,7 +91,7 @@ class Mover:
             return
         task = task_running(app.driver.trace, event)
         if task is not None:
-            app.pinned_task = task.id
+            app.pin(task.id)
 
     def back(self, move: Callable[[], object]) -> None:
         """Run a backward move of the driver (never while a live move runs)."""
@@ -99,14 +99,14 @@ class Mover:
         if app.busy:
             return
         move()
-        app.message = ""
+        app.say("")
         app.refresh_view(follow=True)
 
     def pause(self) -> None:
         """Pause a running live move (``x``)."""
         app = self.owner
         if not app.busy:
-            app.message = "nothing is running"
+            app.say("nothing is running")
             app.refresh_status()
             return
         app.driver.pause()
