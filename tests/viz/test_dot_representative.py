@@ -9,7 +9,10 @@ fold closed, as ``--around`` does; ``--expand`` of the fold opens its representa
 
 from __future__ import annotations
 
+import numpy as np
+
 import autograd_viz
+import engine
 from autograd_viz.draw.model import showing
 from autograd_viz.draw.model.choosing import choose, open_call
 from autograd_viz.draw.model.graph_view import GraphView, from_state
@@ -17,6 +20,7 @@ from autograd_viz.draw.model.options import ViewOptions
 from autograd_viz.draw.model.targets import Names
 from autograd_viz.draw.model.totals import BoxStatus
 from autograd_viz.draw.model.tree import ModuleTree
+from autograd_viz.trace import Trace
 from tests.viz.captions import check_pictures
 from tests.viz.test_modules import transformer_trace
 
@@ -143,3 +147,47 @@ def test_open_call_is_what_expand_chooses() -> None:
         opened = open_call(tree, [target], level=1)
         assert set(target.scopes[:1]) <= opened.open
         assert tree.groups[0].index not in opened.unfolded  # the fold stays one model
+
+
+def _nested_trace() -> Trace:
+    """``net.blocks.{0..2}``, each holding ``sub.{0..1}`` (a matmul, a scale, a tanh and a
+    residual): a fold inside each call of a fold."""
+    rng = np.random.default_rng(0)
+    x = engine.tensor(rng.standard_normal((1, 3)), requires_grad=True, name="x")
+    with engine.scope("net", kind="Net"), engine.scope("blocks", kind="Sequential"):
+        for i in range(3):
+            with engine.scope(str(i), kind="Block"), engine.scope("sub", kind="Sequential"):
+                for j in range(2):
+                    name = f"net.blocks.{i}.sub.{j}"
+                    w = engine.tensor(
+                        rng.standard_normal((3, 3)), requires_grad=True, name=f"{name}.lin.w"
+                    )
+                    s = engine.tensor(np.ones(3), requires_grad=True, name=f"{name}.norm.w")
+                    with engine.scope(str(j), kind="Sub"):
+                        with engine.scope("lin", kind="Lin"):
+                            y = x @ w
+                        with engine.scope("norm", kind="Norm"):
+                            y = y * s
+                        with engine.scope("act", kind="Act"):
+                            x = y.tanh() + x
+    with autograd_viz.record() as trace:
+        x.sum().backward()
+    return trace
+
+
+def test_a_fold_inside_a_stack_is_a_stack_and_each_loop_is_one_edge() -> None:
+    trace = _nested_trace()
+    for step in (len(trace) // 2, len(trace)):
+        view = from_state(trace.state_at(step))
+        picture = showing.show(view, ViewOptions(level=5), represent=True)
+        stacks = {c.stack.name: c.stack for c in picture.clusters.values() if c.stack}
+        drawn = next(iter(stacks["net.blocks.{0..2}"].drawn.split()))
+        assert set(stacks) == {"net.blocks.{0..2}", f"{drawn}.sub.{{0..1}}"}
+        check_pictures(view, represent=True, level=5)
+        # Each stack's loop is one edge, whatever its calls hold; no node of a call not
+        # drawn is drawn.
+        loops = sorted(e.rolled for e in picture.edges if e.rolled)
+        assert loops == sorted(s.count for s in stacks.values())
+        others = {f"net.blocks.{i}" for i in range(3)} - {drawn}
+        hidden = {k for k, n in view.nodes.items() if {p for p, _ in n.info.scope} & others}
+        assert hidden and not hidden & picture.nodes.keys()
