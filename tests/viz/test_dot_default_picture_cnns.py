@@ -238,6 +238,11 @@ def test_mobilenets_norms_and_activations_join_their_convs() -> None:
     # A conv with its BatchNorm and Hardswish: one box, named by the conv.
     stem = next(b for b in joined if b.name == "features.0.0")
     assert stem.joined == (("1", "BatchNorm2d"), ("2", "Hardswish"))
+    # Opened a level deeper, a block's expanding conv takes in its BatchNorm and ReLU.
+    deeper = showing.show(view, ViewOptions(level=5), represent=True)
+    check_notices(view, deeper)
+    boxes = {n.box.name: n.box for n in deeper.nodes.values() if n.box is not None}
+    assert boxes["features.2.block.0.0"].joined == (("1", "BatchNorm2d"), ("2", "ReLU"))
     # Typed back, a joined activation is found.
     near = showing.show(view, ViewOptions(around="features.0.2", depth=1))
     assert any(n.info.scope and n.info.scope[-1][0] == "features.0.2" for n in near.nodes.values())
