@@ -63,7 +63,7 @@ class Choice:
     compact: bool = False
     """Also leave out frames around one thing and count open calls' parameters in their
     labels (Notes [A frame around one thing is a label] and [Parameters in a frame's label]
-    in :mod:`~autograd_viz.draw.model.module_picture`): the default picture, when no call is
+    in :mod:`~autograd_viz.draw.model.compact`): the default picture, when no call is
     asked to be shown whole."""
 
 

@@ -409,7 +409,7 @@ def cluster_label(cluster: Cluster) -> str:
     if cluster.stack is not None:  # the stack's label says which call is drawn
         return ""
     rows = [f"<B>{html_text(cluster.name)}</B>{kind}", _small(html_text(_counts_line(summary)))]
-    if cluster.parameters:  # Note [Parameters in a frame's label] in module_picture.py
+    if cluster.parameters:  # Note [Parameters in a frame's label] in draw/model/compact.py
         rows.append(_small(html_text(frame_parameters_line(cluster.parameters))))
     if cluster.stands_for:  # Note [A fold shows its inside once] in choosing.py
         rows.append(_small(html_text(cluster.stands_for)))
@@ -437,7 +437,7 @@ def stack_label(stack: Stack, drawn: Cluster) -> str:
     counts = f"{_counts_line(stack.summary, calls=False)} · {statuses_text(stack.statuses)}"
     rows.append(_small(html_text(counts)))
     line = f"drawn: {drawn.name} · {_counts_line(drawn.summary)}"
-    if drawn.parameters:  # Note [Parameters in a frame's label] in module_picture.py
+    if drawn.parameters:  # Note [Parameters in a frame's label] in draw/model/compact.py
         line += f" · {frame_parameters_line(drawn.parameters)}"
     rows.append(_small(html_text(line)))
     if stack.summary.non_finite:
