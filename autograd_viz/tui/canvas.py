@@ -138,10 +138,11 @@ class _Canvas:
         """The first ``count`` rows: each label, and the lines' pieces between them.
 
         Only the columns where something is drawn are visited, neighbouring pieces of one
-        style (and the blanks between them: no style here has a background) are one run, and
-        each row is made as one string with its styles' spans: appending cell by cell cost
-        ~3 µs a cell, 180 ms for a 300-row picture on every redraw (a step, Enter), and
-        appending run by run still cost 60 ms a redraw once frames drew a side on every row.
+        style are one run, each row is made as one string with its styles' spans
+        (:meth:`_row`) and each rectangle's edges as one label (:meth:`_seal`): appending
+        cell by cell cost ~3 µs a cell, 180 ms for a 300-row picture on every redraw (a
+        step, Enter), and appending run by run still cost 60 ms a redraw once frames drew
+        a side on every row.
         """
         self._seal()
         marks: list[list[int]] = [[] for _ in range(count)]
@@ -152,8 +153,7 @@ class _Canvas:
 
     def _row(self, r: int, columns: list[int]) -> Text:
         """Row ``r``, ``columns`` the ones where something is drawn, as one string and the
-        spans of its styles (a run of one style takes the blanks after it along: no style
-        here has a background)."""
+        spans of its styles (a span per run of one style)."""
         cells, labels, width = self.cells, self.text, self.columns
         plain: list[str] = []
         spans: list[Span] = []
@@ -163,7 +163,10 @@ class _Canvas:
         for c in columns:
             if c < at or c >= width:
                 continue  # under a label drawn before it, or past the edge
-            if c > at:
+            if c > at:  # blanks, unstyled
+                if style:
+                    spans.append(Span(start, length, style))
+                    style = ""
                 plain.append(" " * (c - at))
                 length += c - at
             label = labels.get((r, c))
@@ -187,11 +190,10 @@ class _Canvas:
             length += len(text)
             style, start = "", length
             at = c + label.cell_len
-        if at < width:
-            plain.append(" " * (width - at))
-            length += width - at
         if style:
             spans.append(Span(start, length, style))
+        if at < width:
+            plain.append(" " * (width - at))
         return Text("".join(plain), spans=spans)
 
 

@@ -645,6 +645,7 @@ def _cell_by_cell(canvas: Any, count: int) -> list[Any]:
     """The canvas's rows read one column at a time: a label where one starts, else a cell."""
     from rich.text import Text
 
+    canvas._seal()  # the rectangles' edges, written as labels once the lines are drawn
     rows = []
     for r in range(count):
         out, c = Text(), 0
