@@ -284,3 +284,25 @@ def test_the_tuis_export_says_a_picture_was_drawn_unstacked(
     assert written.startswith(f"step {step} written to {path} as SVG; ")
     assert written.endswith("drawn without stacking")
     assert ET.fromstring(path.read_bytes()).tag.endswith("svg")
+
+
+@needs_dot
+def test_a_big_stacked_picture_is_placed_sooner_and_concentrates_no_edge() -> None:
+    # dot_clusters.STACKED_QUICKLY: written after the big picture's own settings, so that dot
+    # reads them last; a picture drawn again unstacked is a big picture like any other.
+    view, _ = _stacked(transformer_trace(layers=70), expand=["transformer"])
+    assert len(view.nodes) > dot_clusters.BIG_PICTURE
+    graph = dot.render(view)
+    assert graph.graph_attr["concentrate"] == "true" and graph.graph_attr["nslimit"] == "1"
+    statements = [line.split() for line in graph.body if re.match(r"\t\w+=\S+( |$)", line)]
+    assert sorted(statements[-1]) == sorted(
+        f"{k}={v}" for k, v in dot_clusters.STACKED_QUICKLY.items()
+    )
+    flat = dot_clusters.unstacked(graph)
+    assert flat is not None
+    assert not [line for line in flat.body if "concentrate" in line or "nslimit" in line]
+    assert flat.graph_attr["concentrate"] == "true"
+    notices: list[str] = []
+    root = ET.fromstring(dot.pipe(graph, "svg", notices))
+    assert notices == []
+    assert len(svg_groups(root, "node")) == len(view.nodes) + len(view.boxes) + 1  # the legend

@@ -74,6 +74,9 @@ if TYPE_CHECKING:
 #   each decoder layer's cross-attention, 18 edges of up to 650 ranks on 9 + 9
 #   layers). ``concentrate`` runs edges that end in (or leave) the same node
 #   as one line until they part: half the virtual nodes, a narrower page.
+# A big stacked picture has its own (STACKED_QUICKLY in dot_clusters.py): its
+# placement stops sooner, and no edges are concentrated, which there cost more
+# than they saved.
 # T5 with 6 layers opened whole (1,357 nodes) went from 112 s of dot to 2.5 s,
 # with 9 layers (2,017 nodes) from 15 s to 7; a stacked 30-layer GPT-2 (2,118
 # nodes) from 48 s to 2 (docs/performance.md).
