@@ -12,8 +12,9 @@ Cases on our engine (no PyTorch needed): ``stacked``, a GPT-2-shaped model of
 33 blocks with every call open (``--expand transformer``, about 2,000 nodes,
 its module clusters stacked), and ``all``, the same with 12 blocks and
 ``--expand all``. A recorded trace is added with ``--trace FILE[:EXPAND]``
-(``EXPAND`` is what ``--expand`` gets, ``all`` by default), as the tables in
-docs/performance.md were made from a T5 and a GPT-2 from ``transformers``.
+(``EXPAND`` is what ``--expand`` gets, ``all`` by default, several joined by ``+``:
+``t5.jsonl:encoder+decoder`` opens both stacks), as the tables in
+docs/performance.md were made from T5s and GPT-2s from ``transformers``.
 
 Usage:
     python -m benchmarks.dot_layout [--repeats 1] [--before] [--trace T.jsonl:all ...]
@@ -40,6 +41,7 @@ import graphviz
 from rich.console import Console
 from rich.table import Table
 
+from autograd_viz.draw.model.options import ViewOptions
 from autograd_viz.draw.render import dot
 from autograd_viz.draw.render.dot_render import QUICK_SETTINGS
 from autograd_viz.trace import Trace
@@ -76,12 +78,15 @@ def without_quick_settings(graph: graphviz.Digraph) -> graphviz.Digraph:
 
 
 def measure(name: str, trace: Trace, expand: str, repeats: int, before: bool) -> dict[str, Any]:
-    """The DOT text's cost and ``dot``'s, for ``to_dot(trace, expand=[expand])``."""
-    builds = [timed(lambda: dot.to_dot(trace, expand=[expand]).source) for _ in range(repeats)]
-    graph = dot.to_dot(trace, expand=[expand])
+    """The DOT text's cost and ``dot``'s, for ``to_dot(trace, expand=expand.split("+"))``."""
+    opened = expand.split("+")
+    builds = [timed(lambda: dot.to_dot(trace, expand=opened).source) for _ in range(repeats)]
+    graph = dot.to_dot(trace, expand=opened)
+    view = dot.select(dot.build_view(trace), ViewOptions(expand=opened))
     row: dict[str, Any] = {
         "case": name,
         "expand": expand,
+        "nodes": len(view.nodes),  # the backward graph's nodes and module boxes drawn
         "build_cpu_s": statistics.median(b[2] for b in builds),
     }
     variants = [("now", graph)]
@@ -122,7 +127,8 @@ def main() -> None:
 
     rows = [measure(name, trace, how, args.repeats, args.before) for name, trace, how in cases]
     table = Table(title=f"dot of big pictures (median of {args.repeats})")
-    for column in ("case", "--expand", "boxes", "DOT text, CPU", "dot now: CPU / wall", "size"):
+    columns = ("case", "--expand", "nodes", "boxes", "DOT text, CPU", "dot now: CPU / wall", "size")
+    for column in columns:
         table.add_column(column, justify="left" if column in ("case", "--expand") else "right")
     if args.before:
         table.add_column("dot before: CPU / wall", justify="right")
@@ -130,6 +136,7 @@ def main() -> None:
         cells = [
             row["case"],
             row["expand"],
+            f"{row['nodes']:,}",
             f"{row['boxes']:,}",
             f"{row['build_cpu_s']:.2f} s",
             f"{row['now_dot_cpu_s']:.1f} / {row['now_dot_wall_s']:.1f} s",
