@@ -80,7 +80,8 @@ class BackwardChecks:
             gradient = _tensor_of(summary)
             if gradient is None:
                 continue
-            if self._passed.get(id(summary)) is summary and gradient._version == summary.version:
+            passed = self._passed.get(id(summary))
+            if passed is not None and passed is summary and gradient._version == passed.version:
                 continue  # checked as an earlier node's output (Note [A gradient passed on])
             # Outside _DisableTorchDispatch: a nested tensor is a Python subclass.
             tensor = checked_values(gradient)
