@@ -308,7 +308,6 @@ class VizApp(App[int]):
         """Show the selected node in the inspector."""
         self.refresh_status(state)
 
-    @while_open
     # -- what the parts found (Host: they call these; only the app sets its state) --------
 
     def say(self, text: str) -> None:
@@ -327,6 +326,7 @@ class VizApp(App[int]):
         """Highlight these node ids, from the loss to the first problem found, everywhere."""
         self.path = path
 
+    @while_open
     def refresh_status(self, state: ExecutionState | None = None) -> None:
         """The status bar (and the inspector): step k of N, live or replay, breakpoints."""
         state = state or self.driver.state()
