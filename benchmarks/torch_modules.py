@@ -9,7 +9,7 @@ ways, interleaved (Note [Interleaving] in harness.py), the collector off:
 
 * ``plain``: PyTorch alone;
 * ``module hooks``: the global module hooks that follow module calls
-  (``autograd_viz.sources.pytorch.modules.arm``) and nothing else: what a
+  (``autograd_viz.sources.pytorch.module_calls.arm``) and nothing else: what a
   program pays in its forward while it is recorded, × plain;
 * ``record(), no modules``: the step recorded with module tracking taken out
   (no hooks, no lookup of the nodes' calls);
@@ -40,21 +40,21 @@ from rich.table import Table
 
 import autograd_viz
 from autograd_viz.sources.pytorch import graph as torch_graph
-from autograd_viz.sources.pytorch import modules
-from autograd_viz.sources.pytorch.naming import LeafNamer
+from autograd_viz.sources.pytorch import module_calls
+from autograd_viz.sources.pytorch.leaf_names import LeafNamer
 from benchmarks.torch_bridge import Build, gru, measure, mlp, nodes_of
 
 
 @contextlib.contextmanager
 def _no_module_tracking() -> Iterator[None]:
     """Recording with no module hooks and no lookup of the nodes' module calls."""
-    kept = modules.arm, torch_graph._find_calls
-    modules.arm = lambda: None
+    kept = module_calls.arm, torch_graph._find_calls
+    module_calls.arm = lambda: None
     torch_graph._find_calls = lambda order: None
     try:
         yield
     finally:
-        modules.arm, torch_graph._find_calls = kept
+        module_calls.arm, torch_graph._find_calls = kept
 
 
 def _plain(build: Build) -> Any:
@@ -62,11 +62,11 @@ def _plain(build: Build) -> Any:
 
 
 def _hooks(build: Build) -> Any:
-    modules.arm()
+    module_calls.arm()
     try:
         build().backward()
     finally:
-        modules.disarm()
+        module_calls.disarm()
 
 
 def _recorded_without(build: Build) -> Any:
@@ -96,22 +96,22 @@ def _forward(build: Build, hooks: bool) -> Callable[[Any], Any]:
     def run(_loss: Any) -> Any:
         if not hooks:
             return build()
-        modules.arm()
+        module_calls.arm()
         try:
             return build()
         finally:
-            modules.disarm()
+            module_calls.disarm()
 
     return run
 
 
 def _lookup(build: Build, tracked: bool) -> Callable[[Any], Any]:
     """The graph's plan and its nodes' scopes, as a recorded backward makes them."""
-    modules.arm()
+    module_calls.arm()
     try:
         loss = build()
     finally:
-        modules.disarm()
+        module_calls.disarm()
     roots = [(loss.grad_fn, 0)]
 
     def run(_loss: Any) -> Any:

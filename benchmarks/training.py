@@ -493,7 +493,7 @@ def call_level_parts(repeat: int) -> None:
     import sys
 
     from autograd_viz.sources.pytorch.graph import plan_graph_task
-    from autograd_viz.sources.pytorch.naming import LeafNamer
+    from autograd_viz.sources.pytorch.leaf_names import LeafNamer
     from autograd_viz.trace.calls import CallSelection
     from autograd_viz.trace.recorder import HeldCalls
     from autograd_viz.trace.recording import Recording

@@ -84,7 +84,7 @@ def run_live(args: argparse.Namespace) -> int:
     is the script's, as ``python SCRIPT`` gives it: its ``sys.exit`` code, or 1
     with its traceback when it raises; 130 when quitting interrupted it. With
     ``--last N`` the session keeps only the last N calls it gated (Note [A live
-    flight recorder] in :mod:`autograd_viz.live.record`: it stops at the first NaN
+    flight recorder] in :mod:`autograd_viz.live.window`: it stops at the first NaN
     or Inf, as ``record --last`` does); with ``-o`` what it kept is written when the
     session ends, however it ends.
     """

@@ -4,7 +4,7 @@
 over one object per job: :mod:`~autograd_viz.live.running` the target that
 runs and the hooks into the engine undone at stop;
 :mod:`~autograd_viz.live.gate` the gate on the target's events (step,
-continue, cancel); :mod:`~autograd_viz.live.record` what a session keeps
+continue, cancel); :mod:`~autograd_viz.live.window` what a session keeps
 (its record, moving back, the window of calls of ``run --last``);
 :mod:`~autograd_viz.live.breakpoints` where a free run stops.
 """
@@ -19,8 +19,8 @@ from autograd_viz.live.breakpoints import (
     problems,
 )
 from autograd_viz.live.gate import SessionCancelled
-from autograd_viz.live.record import CallWindow, SessionRecord
 from autograd_viz.live.session import DEFAULT_MAX_EVENTS, LiveSession
+from autograd_viz.live.window import CallWindow, SessionRecord
 from autograd_viz.trace.text import LIVE_THREAD, MAIN, thread_name
 
 __all__ = [

@@ -5,7 +5,7 @@ Engine threads call the gate's :attr:`Gate.listener` with each event and wait
 in it while the gate is closed; the thread that drives the session (a TUI, a
 test) lets them through with :meth:`Gate.release_one` or :meth:`Gate.free_run`.
 Everything let through is recorded into the session's
-:class:`~autograd_viz.live.record.SessionRecord`.
+:class:`~autograd_viz.live.window.SessionRecord`.
 
 Note [One step at a time]
 ~~~~~~~~~~~~~~~~~~~~~~~~~
@@ -37,8 +37,8 @@ import weakref
 from typing import Any
 
 from autograd_viz.live.breakpoints import Breakpoint
-from autograd_viz.live.record import SessionRecord
 from autograd_viz.live.running import Target
+from autograd_viz.live.window import SessionRecord
 from autograd_viz.sources.tracebacks import RaisedOnPurpose
 from autograd_viz.trace import TraceEvent
 from engine.activity import ACTIVITY

@@ -11,7 +11,7 @@ It is a small façade over one object per job: the target that runs
 (:class:`~autograd_viz.live.running.Target`), the gate that pauses, lets
 through and cancels the target's events (:class:`~autograd_viz.live.gate.Gate`,
 Note [One step at a time]), the record of what was let through and moving
-back over it (:class:`~autograd_viz.live.record.SessionRecord`), and the
+back over it (:class:`~autograd_viz.live.window.SessionRecord`), and the
 hooks into the engine undone at stop (:class:`~autograd_viz.live.running.Hooks`).
 
 A session gates only its target's engine work, and nobody once the target
@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, Any
 from autograd_viz.launch.script import check_script
 from autograd_viz.live.breakpoints import Breakpoint
 from autograd_viz.live.gate import Gate, SessionCancelled  # noqa: F401 - its old home
-from autograd_viz.live.record import SessionRecord
 from autograd_viz.live.running import Hooks, Target, run_script_raising
+from autograd_viz.live.window import SessionRecord
 from autograd_viz.trace import DEFAULT_MAX_VALUES, Trace, TraceEvent
 from autograd_viz.trace.calls import CallSelection
 from autograd_viz.trace.replay import ExecutionState

@@ -8,7 +8,7 @@ ops are checked in every call. A NaN born in the backward of a call left out
 would go unseen, so those calls are checked where their gradients land:
 a post-accumulate-grad hook on each parameter of the modules the code
 calling backward can reach (found once, at the first call left out, as
-:mod:`~autograd_viz.sources.pytorch.naming` finds them), put on when such
+:mod:`~autograd_viz.sources.pytorch.leaf_names` finds them), put on when such
 a call starts and taken off when it ends (a recorded call shows the
 program's hooks only), sums the gradient that was just accumulated: a
 reduction per parameter, not per node. A NaN or an Inf anywhere in a
@@ -124,7 +124,7 @@ class LeafCheck:
         self._handles = []
 
     def _find(self, frame: Any) -> None:
-        from autograd_viz.sources.pytorch.naming import qualified_parameters
+        from autograd_viz.sources.pytorch.leaf_names import qualified_parameters
 
         self._parameters, self._names = qualified_parameters(frame)
 

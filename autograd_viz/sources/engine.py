@@ -11,7 +11,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import engine
-from autograd_viz.sources.modules import number_calls
+from autograd_viz.sources.call_numbers import number_calls
 from autograd_viz.sources.summaries import summarize
 from autograd_viz.trace.records import (
     GraphOutput,
@@ -73,7 +73,7 @@ def snapshot(event: Event, max_values: int, values: str = "all") -> GraphTaskInf
 
 def numbered_scopes(nodes: Iterable[engine.Node]) -> tuple[list[Scope], dict[str, str]]:
     """The scope of each of ``nodes`` (one graph), calls numbered within it, and the kind of
-    every path (see :func:`~autograd_viz.sources.modules.number_calls`)."""
+    every path (see :func:`~autograd_viz.sources.call_numbers.number_calls`)."""
     return number_calls((node_scope(n), isinstance(n, engine.AccumulateGrad)) for n in nodes)
 
 
@@ -103,7 +103,7 @@ def node_info(
     values: str = "all",
 ) -> NodeInfo:
     """What a trace keeps of ``node``: names, numbers, edges, saved tensors, hooks, leaf;
-    ``scope`` is its numbered scope (:func:`~autograd_viz.sources.modules.number_calls`);
+    ``scope`` is its numbered scope (:func:`~autograd_viz.sources.call_numbers.number_calls`);
     ``values``: the recording's tier (Note [Values tiers])."""
     metadata = node._input_metadata
     device = metadata[0][2]._str if metadata else "cpu"

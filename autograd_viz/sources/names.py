@@ -37,7 +37,7 @@ def name(tensor: T, label: str) -> T:
         return tensor
     torch = sys.modules.get("torch")  # never imported here: a torch tensor means it is loaded
     if torch is not None and isinstance(tensor, torch.Tensor):
-        from autograd_viz.sources.pytorch.naming import name as name_torch_tensor
+        from autograd_viz.sources.pytorch.leaf_names import name as name_torch_tensor
 
         return name_torch_tensor(tensor, label)  # type: ignore[return-value]
     raise TypeError(f"name() names an engine.Tensor or a torch.Tensor, got {type(tensor).__name__}")

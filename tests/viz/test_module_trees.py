@@ -24,7 +24,7 @@ else:
     torch = pytest.importorskip("torch")
     nn = torch.nn
 
-from autograd_viz.sources.pytorch.modules import (
+from autograd_viz.sources.pytorch.module_calls import (
     all_named_parameters,
     named_parameters_once,
     walk_modules,

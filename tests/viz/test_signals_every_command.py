@@ -153,8 +153,10 @@ def test_a_spawn_job_stopped_by_sigterm_keeps_every_call_of_every_process(
     # for it (CHILDREN_WAIT_S) and said it still runs.
     sleep = "120" if whom == "group" else str(CHILDREN_WAIT_S + 3)
     process = subprocess.Popen(
-        [sys.executable, "-m", "autograd_viz", "record", *options, "-o", "T.jsonl"]
-        + [str(script), str(ready), sleep],
+        [
+            *(sys.executable, "-m", "autograd_viz", "record", *options, "-o", "T.jsonl"),
+            *(str(script), str(ready), sleep),
+        ],
         cwd=tmp_path,
         env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"},
         stdout=subprocess.PIPE,

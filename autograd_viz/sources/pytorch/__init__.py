@@ -26,7 +26,7 @@ The modules, in the order a backward call meets them:
   and its snapshot for a trace;
 - :mod:`~autograd_viz.sources.pytorch.saved`: the snapshot's saved tensors,
   read without running a saved-tensors hook (a checkpoint never recomputes);
-- :mod:`~autograd_viz.sources.pytorch.naming`: leaves named as the user knows
+- :mod:`~autograd_viz.sources.pytorch.leaf_names`: leaves named as the user knows
   them (:func:`name`, a module's qualified parameter names, the shape);
 - :mod:`~autograd_viz.sources.pytorch.watch`: the hooks and the observed
   events of one graph task;
@@ -47,7 +47,7 @@ from autograd_viz.sources.pytorch.bookkeeping import (
     DerivedMismatchWarning,
 )
 from autograd_viz.sources.pytorch.graph import ACCUMULATE_GRAD, GRAPH_ROOT
-from autograd_viz.sources.pytorch.naming import name
+from autograd_viz.sources.pytorch.leaf_names import name
 from autograd_viz.sources.pytorch.node import node_id
 
 __all__ = [

@@ -25,11 +25,11 @@ import torch.autograd
 import torch.autograd.graph
 
 from autograd_viz.sources.once import warn_once
-from autograd_viz.sources.pytorch import call_level, compiled, hooks, modules
+from autograd_viz.sources.pytorch import call_level, compiled, hooks, module_calls
 from autograd_viz.sources.pytorch import watch as _watch
 from autograd_viz.sources.pytorch.bookkeeping import forget_leftovers
 from autograd_viz.sources.pytorch.graph import plan_graph_task
-from autograd_viz.sources.pytorch.naming import LeafNamer
+from autograd_viz.sources.pytorch.leaf_names import LeafNamer
 from autograd_viz.sources.refcount import Refcount
 from autograd_viz.sources.tracebacks import trim_traceback
 from engine.activity import ACTIVITY
@@ -136,7 +136,7 @@ def _arm() -> bool:
     _original, _patched = original, watched_run_backward
     compiled.install()  # Note [Compiled regions]
     compiled.hide_global_hooks_warning(True)
-    modules.arm()
+    module_calls.arm()
     torch.autograd.graph._engine_run_backward = watched_run_backward
     if getattr(torch.autograd, "_engine_run_backward", None) is original:
         torch.autograd._engine_run_backward = watched_run_backward
@@ -199,7 +199,7 @@ def _disarm() -> None:
     global _original, _patched
     if _original is None:
         return
-    modules.disarm()
+    module_calls.disarm()
     compiled.hide_global_hooks_warning(False)
     # Put PyTorch's function back only where ours still is (another patch may sit on top).
     for module in (torch.autograd.graph, torch.autograd):

@@ -24,12 +24,12 @@ from autograd_viz.sources.once import warn_once
 from autograd_viz.sources.pytorch.bookkeeping import Bookkeeping
 from autograd_viz.sources.pytorch.emitter import Emitter
 from autograd_viz.sources.pytorch.graph import GraphPlan, plan_graph_task
-from autograd_viz.sources.pytorch.modules import thread_modules
+from autograd_viz.sources.pytorch.module_calls import thread_modules
 from engine.events import HUB, Event, thread_name
 from engine.graph_task import new_graph_task_id
 
 if TYPE_CHECKING:
-    from autograd_viz.sources.pytorch.naming import LeafNamer
+    from autograd_viz.sources.pytorch.leaf_names import LeafNamer
 
 
 class CallSeen:

@@ -54,7 +54,7 @@ from typing import Any
 
 from autograd_viz.sources.once import warn_once
 from autograd_viz.sources.pytorch.call_derive import CallSeen, ToListeners, emit_call
-from autograd_viz.sources.pytorch.naming import LeafNamer
+from autograd_viz.sources.pytorch.leaf_names import LeafNamer
 from engine.events import HUB
 
 

@@ -22,9 +22,9 @@ from typing import Any
 import torch
 
 from autograd_viz.sources.pytorch.hooks import counts, hooks_of
+from autograd_viz.sources.pytorch.leaf_names import LeafNamer
+from autograd_viz.sources.pytorch.module_calls import calls_of
 from autograd_viz.sources.pytorch.module_names import GraphModules
-from autograd_viz.sources.pytorch.modules import calls_of
-from autograd_viz.sources.pytorch.naming import LeafNamer
 from autograd_viz.sources.pytorch.node import TorchEdge, TorchNode
 from autograd_viz.sources.pytorch.saved import Seen, saved_summaries
 from autograd_viz.sources.pytorch.summary import (
@@ -247,7 +247,7 @@ def plan_graph_task(
         accumulate_grad: ``backward()`` (``True``) or ``grad()`` (``False``).
         namer: names leaves.
         modules_of: the calling thread's module calls
-            (:func:`~autograd_viz.sources.pytorch.modules.thread_modules`), for a
+            (:func:`~autograd_viz.sources.pytorch.module_calls.thread_modules`), for a
             graph walked after its call, on another thread; ``None``: this thread's.
 
     Returns:

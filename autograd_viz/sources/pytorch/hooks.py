@@ -166,7 +166,7 @@ def install() -> None:
     original = getattr(torch.autograd.Function, "_register_hook", None)
     if callable(original):
         # See Note [Keyed hooks]; C++ reads it from torch.autograd.Function by name.
-        torch.autograd.Function._register_hook = staticmethod(  # type: ignore[attr-defined]
+        torch.autograd.Function._register_hook = staticmethod(  # type: ignore[method-assign]
             _keyed(original)
         )
     backward_hook = getattr(torch.utils.hooks, "BackwardHook", None)

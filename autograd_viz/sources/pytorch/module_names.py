@@ -1,6 +1,6 @@
 """Naming the module calls that made one backward graph, and its parameters, for the trace.
 
-:mod:`~autograd_viz.sources.pytorch.modules` follows module calls while the
+:mod:`~autograd_viz.sources.pytorch.module_calls` follows module calls while the
 forward runs; :class:`GraphModules` turns the calls that made a graph's nodes
 into the paths, call numbers and parameter names a trace keeps.
 
@@ -49,10 +49,10 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from autograd_viz.sources.modules import RawScope, number_calls
+from autograd_viz.sources.call_numbers import RawScope, number_calls
 from autograd_viz.sources.once import warn_once
 from autograd_viz.sources.pytorch.compiled import original, unwrapped_path
-from autograd_viz.sources.pytorch.modules import MAX_CHANGES, Call, Calls, ModelRoot
+from autograd_viz.sources.pytorch.module_calls import MAX_CHANGES, Call, Calls, ModelRoot
 from autograd_viz.trace.records import Scope
 
 if TYPE_CHECKING:
@@ -227,7 +227,7 @@ def _distinct_calls(stacks: Iterable[Calls]) -> list[Call]:
     A stack is its outer stack and one call more, and a call is always made on the
     same outer stack, so each stack is read from its innermost call outwards until a
     call met before: one step per distinct call, however deep calls nest (Note
-    [Scopes share their outer calls] in ``autograd_viz/sources/modules.py``).
+    [Scopes share their outer calls] in ``autograd_viz/sources/call_numbers.py``).
     """
     seen: set[int] = set()
     out: list[Call] = []

@@ -98,7 +98,7 @@ class TorchNode:
         # Typed loosely: ``Calls`` lives in modules.py, which imports this module.
         self.calls: tuple[Any, ...] | None = ()
         """The module calls that made it (``Calls`` of modules.py), outermost first; ``None``
-        when nobody followed them (:func:`~autograd_viz.sources.pytorch.modules.calls_of`)."""
+        when nobody followed them (:func:`~autograd_viz.sources.pytorch.module_calls.calls_of`)."""
         self.holds: tuple[Any, ...] | None = None
         """Per input slot, how a gradient there may be held until the call ends (empty:
         none may); ``None`` until asked (Note [Held gradients] in ``held.py``)."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import engine
 from autograd_viz import record
-from autograd_viz.sources.modules import number_calls
+from autograd_viz.sources.call_numbers import number_calls
 from autograd_viz.trace import GraphTaskInfo, NodeInfo
 
 
@@ -98,12 +98,13 @@ def test_number_calls_ranks_each_paths_ids_among_the_graphs_nodes() -> None:
 
 
 def test_a_graph_drawn_before_backward_has_its_scopes() -> None:
-    from autograd_viz.draw.model.graph_view import from_tensors
+    from autograd_viz.draw.model.graph_view import from_graph
+    from autograd_viz.sources.engine import unrun_graph
 
     x = engine.tensor([1.0, 2.0], requires_grad=True, name="x")
     with engine.scope("enc", kind="Enc"):
         y = (x * 2.0).exp()
-    view = from_tensors([y.sum()])
+    view = from_graph(unrun_graph([y.sum()]))
     assert view.modules == {"enc": "Enc"}
     scoped = sorted(n.info.name for n in view.nodes.values() if n.info.scope == (("enc", 0),))
     assert scoped == ["AccumulateGrad", "ExpBackward0", "MulBackward0"]

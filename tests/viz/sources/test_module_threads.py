@@ -1,7 +1,7 @@
 """Nodes made on a thread other than the backward's caller get the module calls that made them.
 
 Sequence numbers are per thread (Note [Nodes made on another thread] in
-``autograd_viz/sources/pytorch/modules.py``): a forward run in a
+``autograd_viz/sources/pytorch/module_calls.py``): a forward run in a
 ``threading.Thread`` numbers its nodes from its own counter, so they are
 looked up in that thread's module calls, not in the caller's.
 """

@@ -24,7 +24,7 @@ else:
     nn = torch.nn
 
 from autograd_viz.sources import once
-from autograd_viz.sources.pytorch import modules as tracking
+from autograd_viz.sources.pytorch import module_calls as tracking
 from autograd_viz.trace import GraphTaskInfo, NodeInfo, Trace
 from autograd_viz.trace.recording import record
 
@@ -325,13 +325,14 @@ def test_old_changes_are_dropped_past_the_bound(monkeypatch: pytest.MonkeyPatch)
 
 
 def test_a_graph_drawn_before_backward_has_its_modules() -> None:
-    from autograd_viz.draw.model.graph_view import from_torch_tensors
+    from autograd_viz.draw.model.graph_view import from_graph
+    from autograd_viz.sources.pytorch.graph import unrun_graph
 
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(3, 4), nn.Tanh())
     with record():
         out = model(torch.randn(2, 3)).sum()
-        view = from_torch_tensors([out])
+        view = from_graph(unrun_graph([out]))
     assert view.modules == {"model": "Sequential", "0": "Linear", "1": "Tanh"}
     names = {n.info.name: n.info.scope for n in view.nodes.values()}
     assert names["TanhBackward0"] == (("model", 0), ("1", 0))

@@ -298,7 +298,7 @@ def test_a_given_name_is_forgotten_with_its_tensor() -> None:
     import gc
 
     from autograd_viz.sources.pytorch import name
-    from autograd_viz.sources.pytorch.naming import _GIVEN, given_name
+    from autograd_viz.sources.pytorch.leaf_names import _GIVEN, given_name
 
     t = name(torch.randn(2), "temporary")
     assert given_name(t) == "temporary"

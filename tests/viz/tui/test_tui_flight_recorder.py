@@ -1,7 +1,7 @@
 """``run --last N`` in the TUI: the last N calls kept, and the view opened at the first NaN.
 
 As ``record --last N`` does, the session stops at the first NaN or Inf (Note
-[A live flight recorder] in ``autograd_viz/live/record.py``): ``e`` stops there
+[A live flight recorder] in ``autograd_viz/live/window.py``): ``e`` stops there
 with the calls before it still kept, and after its call nothing more is kept.
 """
 

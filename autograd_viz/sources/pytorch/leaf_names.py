@@ -30,7 +30,7 @@ from typing import Any
 import torch
 
 from autograd_viz.sources.pytorch.compiled import unwrapped_path
-from autograd_viz.sources.pytorch.modules import named_parameters_once, walk_modules
+from autograd_viz.sources.pytorch.module_calls import named_parameters_once, walk_modules
 
 _GIVEN: dict[int, tuple[weakref.ref[torch.Tensor], str]] = {}
 """``id(tensor)`` → (weak reference, name); an entry dies with its tensor."""
@@ -208,7 +208,7 @@ class LeafNamer:
         self._modules: list[torch.nn.Module] = []  # their modules, alive as long as the namer
         self.tracked: dict[int, str] = {}
         """``id(parameter)`` → its name under the modules the forward was seen to call
-        (:mod:`~autograd_viz.sources.pytorch.modules`): it names a parameter as the trace
+        (:mod:`~autograd_viz.sources.pytorch.module_calls`): it names a parameter as the trace
         names its module."""
 
     def __call__(self, tensor: torch.Tensor) -> str:
