@@ -163,7 +163,9 @@ def test_a_real_chain_models_default_picture_is_a_page_tall(name: str, tmp_path:
     assert height <= MAX_HEIGHT and height <= 5 * width
 
 
-def test_a_real_vits_default_picture_opens_one_block_with_attention_and_mlp() -> None:
+def test_a_real_vits_default_picture_stacks_its_blocks_and_opens_one_with_attention_and_mlp() -> (
+    None
+):
     if importlib.util.find_spec("timm") is None:
         pytest.skip("timm is not installed")
     import timm
@@ -176,6 +178,10 @@ def test_a_real_vits_default_picture_opens_one_block_with_attention_and_mlp() ->
     picture = showing.show(view, represent=True)
     opened = {c.name for c in picture.clusters.values()}
     assert {"blocks.0", "blocks.0.attn", "blocks.0.mlp"} <= opened
-    folds = {n.box.name: n.box.count for n in picture.nodes.values() if n.box and n.box.count > 1}
-    assert folds == {"blocks.{1..11}": 11}
+    # The twelve blocks are one stack, the first drawn inside; no box for the others.
+    stacks = {
+        c.stack.name: (c.stack.count, c.stack.drawn) for c in picture.clusters.values() if c.stack
+    }
+    assert stacks == {"blocks.{0..11}": (12, "blocks.0")}
+    assert not any(n.box and n.box.count > 1 for n in picture.nodes.values())
     check_pictures(view, represent=True)
