@@ -303,12 +303,20 @@ FRAME_POINTS = 40
 # at most MAX_HEIGHT points tall: its rows (the longest path of gradient flow
 # through the drawn boxes and nodes, a leaf's tensor one row more) times
 # ROW_POINTS, plus FRAME_POINTS per open frame (each adds its label above what
-# it holds, and frames in a chain stack, though not those side by side). The
-# constants were measured on Graphviz 2.43 drawings of both models and a
-# ViT-tiny, with each fold's representative open and calls that hold no calls
-# closed (Note [A fold shows its inside once] in choosing.py): estimates within
-# 15%. A leaf drawn inside a box adds no row for its tensor. A level asked for,
-# ``expand`` and the TUI (which has its own screen) are not changed by it.
+# it holds, and frames in a chain stack, though not those side by side; a stack
+# is two frames). The drawing stacks a frame above everything its gradient
+# reaches outside it (Note [Stacking module clusters] in dot_clusters.py), not
+# only above the node it reaches: BART's decoder, whose layers send gradients
+# to the encoder's output from halfway down, stands whole above the encoder. So
+# the path goes through a bottom of each frame as well, below everything in
+# the frame and a row above what it sends to. The calls a stack does not draw
+# are their drawn call's (Note [A fold is drawn as a stack] in stacks.py), and
+# parameters counted in a label are not rows. The constants were measured on
+# Graphviz 2.43 drawings of six real models (docs/pictures.md) at the level
+# chosen and the one deeper: estimates within 16% (a small picture is
+# underestimated more: an LSTM's 916 points at 640). A leaf drawn inside a box
+# adds no row for its tensor. A level asked for, ``expand`` and the TUI (which
+# has its own screen) are not changed by it.
 
 
 def fitting_level(
