@@ -26,7 +26,7 @@ cheap to place, a field reads its own unusual values where they stand: a
 float written as ``"nan"`` or as an integer does not send its record back
 (:func:`~autograd_viz.trace.readers.emit_or_read`). So the compiled
 function returns exactly what the reader returns, or raises what it raises;
-``tests/viz/test_trace_fast.py`` checks both on real traces and on mutations
+``tests/viz/trace/test_trace_fast.py`` checks both on real traces and on mutations
 of them, and ``benchmarks/trace_load.py`` measures what the compiled
 functions earn.
 

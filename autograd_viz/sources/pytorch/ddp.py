@@ -17,7 +17,7 @@ by the world size, then allreduce; its documentation promises the same
 results as no hook), and emits ``comm`` (``phase: "finished"``) on the
 thread that completes the future (Note [Communication threads' names]).
 The parameters are bit-identical to an unwatched run
-(``tests/viz/test_distributed.py``). DDP takes one comm hook: one the
+(``tests/viz/launch/test_distributed.py``). DDP takes one comm hook: one the
 program registers later runs inside ours, so the program's own reduction is
 what runs, and is watched. Not watched: DDP models made before
 arming, and reductions DDP makes outside the hook (unused-parameter maps,

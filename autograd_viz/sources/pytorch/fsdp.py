@@ -22,7 +22,7 @@ synchronously, else from the work object's future, on the thread that
 completes it (Note [Communication threads' names] in
 :mod:`~autograd_viz.sources.pytorch.ddp`). The call, its tensors and its work
 object are FSDP2's own, untouched, so the parameters are bit-identical to an
-unwatched run (``tests/viz/test_fsdp.py``). Which module a collective is for
+unwatched run (``tests/viz/sources/test_fsdp.py``). Which module a collective is for
 is noted by wrapping ``FSDPParamGroup.unshard`` and ``post_backward``, which
 only set a thread-local around the original. Inside a backward call the
 events belong to its graph task, on the node running then (none when FSDP2's

@@ -17,8 +17,8 @@ from autograd_viz.nan.watch import nan_checks
 from autograd_viz.trace.calls import CallSelection
 from autograd_viz.trace.recording import record
 from autograd_viz.tui import LiveDriver, VizApp
-from tests.viz.test_live_last import _nan_loop
-from tests.viz.test_training_runs import _calls
+from tests.viz.live.test_live_last import _nan_loop
+from tests.viz.sources.test_training_runs import _calls
 from tests.viz.tui.tuiting import run_app, settle, status
 
 
