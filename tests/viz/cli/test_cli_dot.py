@@ -156,8 +156,8 @@ def test_python_dash_m_works_like_the_command(trace_file: Path, tmp_path: Path) 
         [sys.executable, "-m", "autograd_viz", "dot", str(trace_file), "-o", str(out)],
         capture_output=True,
         text=True,
-        cwd=Path(__file__).resolve().parents[2],
-        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+        cwd=Path(__file__).resolve().parents[3],
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])},
         check=False,
     )
     assert done.returncode == 0, done.stderr

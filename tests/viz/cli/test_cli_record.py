@@ -18,7 +18,7 @@ from autograd_viz.cli import record as cli_record
 from autograd_viz.cli.record import DEFAULT_TRACE
 from autograd_viz.trace import Trace
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 TWO_DEVICES = """
     import json

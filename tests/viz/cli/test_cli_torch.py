@@ -12,7 +12,7 @@ from autograd_viz.trace import Trace
 
 torch = pytest.importorskip("torch")
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "torch_checkpoint.py"
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "torch_checkpoint.py"
 
 
 def test_record_dot_animate_and_timeline_on_a_pytorch_script(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ import pytest
 from autograd_viz import cli
 from autograd_viz.trace import Trace
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 LOOP = """
     import os

@@ -12,7 +12,7 @@ from pathlib import Path
 from autograd_viz.cli.printing import CallPrinter, printing
 from autograd_viz.launch import processes
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 SCRIPT = """
     import sys

@@ -17,7 +17,7 @@ from typing import Any
 from autograd_viz.launch import processes
 from autograd_viz.launch.processes import ChildSettings
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 HEAVY = ("engine.ops", "engine.factories", "engine.functional", "engine.engine", "engine.gradcheck")
 """Our engine's modules that only a program running our engine needs."""

@@ -14,7 +14,7 @@ import pytest
 
 from autograd_viz.trace import Trace
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 FORK_THEN_EXIT = """
     import os

@@ -26,7 +26,7 @@ dist = pytest.importorskip("torch.distributed")
 if not dist.is_available() or not dist.is_gloo_available():
     pytest.skip("torch.distributed with gloo is not available", allow_module_level=True)
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 JOB = """
     import os

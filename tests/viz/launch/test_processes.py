@@ -15,7 +15,7 @@ from autograd_viz.launch import processes
 from autograd_viz.launch.processes import ChildSettings, process_info, process_trace_path
 from autograd_viz.trace import Trace, TraceFormatError
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 CHILDREN = """
     import multiprocessing as mp

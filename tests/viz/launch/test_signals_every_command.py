@@ -1,7 +1,7 @@
 """A command stopped by a signal keeps every backward call that finished, whatever the command.
 
 ``record`` and ``nan`` save what they recorded when SIGINT, SIGTERM or SIGHUP
-stops them (``tests/viz/test_cli_training.py``, ``test_saving_defects.py``);
+stops them (``tests/viz/cli/test_cli_training.py``, ``test_saving_defects.py``);
 here the others: ``grads`` reports on the calls that finished, and ``run
 --print`` with ``-o`` writes them, then each ends as the script would have.
 """
@@ -19,7 +19,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 SCRIPT = """\
 import os, time, torch

@@ -9,7 +9,7 @@ import warnings
 import pytest
 
 from autograd_viz.live import LiveSession, SessionCancelled
-from tests.viz.test_live import no_new_threads  # noqa: F401 - the fixture, with its checks
+from tests.viz.live.test_live import no_new_threads  # noqa: F401 - the fixture, with its checks
 
 torch = pytest.importorskip("torch")
 

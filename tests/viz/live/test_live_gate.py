@@ -18,7 +18,7 @@ from autograd_viz.trace import Trace
 from engine import events
 from engine.activity import ACTIVITY
 from engine.devices import set_sim_device_count, sim_device_count
-from tests.viz.test_live import CASES, _error_mid_backward, _inputs_pruned
+from tests.viz.live.test_live import CASES, _error_mid_backward, _inputs_pruned
 
 TIMEOUT = 10.0
 

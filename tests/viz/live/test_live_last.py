@@ -18,7 +18,7 @@ from autograd_viz.trace.recording import record
 from autograd_viz.trace.stream import forget_before
 from autograd_viz.tui.driver import LiveDriver
 from engine.calls import CALLS
-from tests.viz.test_training_runs import _calls, _engine_loop, _whole
+from tests.viz.sources.test_training_runs import _calls, _engine_loop, _whole
 
 
 def _session(steps: int, **calls: Any) -> tuple[LiveSession, list[list[np.ndarray]]]:

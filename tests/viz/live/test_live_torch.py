@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 
 from autograd_viz.live import LiveSession, SessionCancelled, non_finite
-from tests.viz.test_live import no_new_threads  # noqa: F401 - the fixture, with its checks
+from tests.viz.live.test_live import no_new_threads  # noqa: F401 - the fixture, with its checks
 
 torch = pytest.importorskip("torch")
 
 pytestmark = pytest.mark.usefixtures("no_new_threads")
 
 TIMEOUT = 10.0
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _mlp_step() -> torch.Tensor:

@@ -16,7 +16,7 @@ import pytest
 
 from autograd_viz.trace import NodeInfo, Trace
 from autograd_viz.trace.recording import record
-from tests.viz.test_observe_calls import PROGRAMS
+from tests.viz.trace.test_observe_calls import PROGRAMS
 
 torch = pytest.importorskip("torch")
 
@@ -209,7 +209,7 @@ def _derived_calls(trace: Trace) -> list[int | None]:
 
 
 def test_held_calls_are_derived_when_a_signal_stops_the_run(tmp_path: Path) -> None:
-    from tests.viz.test_cli_training import _start, _wait_for_steps
+    from tests.viz.cli.test_cli_training import _start, _wait_for_steps
 
     out = tmp_path / "t.jsonl"
     process = _start(tmp_path, ["-o", str(out), "--observe", "calls", "--last", "3"], TORCH_LOOP)

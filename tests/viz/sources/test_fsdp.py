@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from autograd_viz.trace import Trace
-from tests.viz.test_distributed import free_port, left_running, run
+from tests.viz.launch.test_distributed import free_port, left_running, run
 
 torch = pytest.importorskip("torch")
 fsdp = pytest.importorskip("torch.distributed.fsdp")

@@ -29,7 +29,7 @@ from autograd_viz.trace.calls import CallSelection
 from autograd_viz.trace.recording import Recording
 from autograd_viz.trace.writing import OutputBusyError, open_output
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 LOOP = """
     import os

@@ -624,7 +624,7 @@ def test_optional_fields_may_be_left_out(tmp_path: Path, records: list[dict[str,
 
 
 def test_the_example_in_the_format_reference_loads(tmp_path: Path) -> None:
-    doc = (Path(__file__).parents[2] / "docs" / "trace-format.md").read_text(encoding="utf-8")
+    doc = (Path(__file__).parents[3] / "docs" / "trace-format.md").read_text(encoding="utf-8")
     (example,) = re.findall(r"```jsonl\n(.*?)```", doc, flags=re.DOTALL)
     path = tmp_path / "example.jsonl"
     path.write_text(example, encoding="utf-8")
@@ -636,7 +636,7 @@ def test_the_example_in_the_format_reference_loads(tmp_path: Path) -> None:
 
 
 def test_the_format_reference_lists_every_event_field() -> None:
-    doc = (Path(__file__).parents[2] / "docs" / "trace-format.md").read_text(encoding="utf-8")
+    doc = (Path(__file__).parents[3] / "docs" / "trace-format.md").read_text(encoding="utf-8")
     section = doc[doc.index("## Event data") : doc.index("## Tensor summaries")]
     headings = re.findall(r"^### (.*)$", section, flags=re.MULTILINE)
     for kind, (required, optional) in EVENT_DATA.items():
