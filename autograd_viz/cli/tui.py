@@ -140,7 +140,7 @@ def run_beside(
     Returns when both have ended: the program's exit status (see :func:`run_live`).
     While the TUI runs, the program's standard streams are its own (Note [The
     program writes to a terminal of its own] in :mod:`autograd_viz.tui.streams`,
-    Note [The program reads through the prompt] in :mod:`autograd_viz.tui.reading`);
+    Note [The program reads through the prompt] in :mod:`autograd_viz.tui.program_input`);
     SIGTERM or SIGHUP ends both (Note [A signal ends the TUI first]).
 
     Args:
@@ -158,7 +158,7 @@ def run_beside(
     from autograd_viz.live import SessionCancelled
     from autograd_viz.tui.app import VizApp
     from autograd_viz.tui.beside import BesideDriver, end_program, leave_screen, streams_stay
-    from autograd_viz.tui.reading import ProgramInput, asked_in_tui
+    from autograd_viz.tui.program_input import ProgramInput, asked_in_tui
     from autograd_viz.tui.streams import ProgramStreams
 
     session = driver.session

@@ -3,6 +3,6 @@
 from __future__ import annotations
 
 from autograd_viz.tui.app import VizApp
-from autograd_viz.tui.driver import Breakpoints, Driver, LiveDriver, ReplayDriver
+from autograd_viz.tui.driver import ContinueStops, Driver, LiveDriver, ReplayDriver
 
-__all__ = ["Breakpoints", "Driver", "LiveDriver", "ReplayDriver", "VizApp"]
+__all__ = ["ContinueStops", "Driver", "LiveDriver", "ReplayDriver", "VizApp"]

@@ -1,5 +1,5 @@
 """``i``: the lines a program reads, asked for in the prompt bar (Note [The program reads
-through the prompt] in :mod:`~autograd_viz.tui.reading`)."""
+through the prompt] in :mod:`~autograd_viz.tui.program_input`)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 from textual.message import Message
 
 from autograd_viz.trace.text import one_line
+from autograd_viz.tui.program_input import LineRequest
 from autograd_viz.tui.prompt import PromptBar
-from autograd_viz.tui.reading import LineRequest
 
 if TYPE_CHECKING:
     from autograd_viz.tui.host import Host

@@ -26,7 +26,7 @@ from autograd_viz.trace import GraphTaskInfo
 from autograd_viz.trace.replay import ExecutionState
 from autograd_viz.trace.text import one_line
 from autograd_viz.tui.answering import STDERR, STDOUT, Answerer, ProgramReads, ProgramWrote
-from autograd_viz.tui.calls import task_choices
+from autograd_viz.tui.call_picker import task_choices
 from autograd_viz.tui.capture import PrintCapture
 from autograd_viz.tui.closing import while_open
 from autograd_viz.tui.dag import DagView
@@ -39,8 +39,8 @@ from autograd_viz.tui.keybar import KeyBar
 from autograd_viz.tui.moves import Moved, Mover
 from autograd_viz.tui.nodes import NodeList
 from autograd_viz.tui.panels import EventLog
+from autograd_viz.tui.program_input import LineRequest
 from autograd_viz.tui.prompt import PromptBar
-from autograd_viz.tui.reading import LineRequest
 from autograd_viz.tui.rows import RowList
 from autograd_viz.tui.screens import HelpScreen, MainScreen, TaskPicker, TextScreen, help_keys
 from autograd_viz.tui.shown import (

@@ -26,7 +26,7 @@ from autograd_viz.trace.replay import ExecutionState, NodeState
 from autograd_viz.tui.framing import BOTTOM_EDGE, frame_end, frame_title
 from autograd_viz.tui.pictures import BOX_GLYPHS, Item, Picture, Pictures, box_text
 from autograd_viz.tui.routing import DOWN, LEFT, RIGHT, UP, Frame, Layout, Route, drawn_name
-from autograd_viz.tui.text import PATH_STYLE, STATUS_GLYPHS, non_finite
+from autograd_viz.tui.styled import PATH_STYLE, STATUS_GLYPHS, non_finite
 
 DELIVERED = "bold green3"
 """The style of an edge a gradient went along."""

@@ -7,8 +7,8 @@ only moves over events already recorded, so it never blocks. A
 has recorded and, past that, lets the engine take its next steps; those calls
 block until the engine emits, so the app runs them in a worker thread.
 
-Breakpoints belong to the driver, not to the app: a node breakpoint stops when
-that node starts running; "break on non-finite" stops at an event that carries
+Breakpoints (:class:`ContinueStops`) belong to the driver, not to the app: a node
+breakpoint stops when that node starts running; "break on non-finite" stops at an event that carries
 a NaN or Inf gradient, and at anomaly events (a forward birth where its values reach
 something: Note [Breaking where a value reaches something] in ``live/breakpoints.py``);
 ``error`` events always stop.
@@ -26,7 +26,7 @@ from autograd_viz.trace.replay import ExecutionState
 
 
 @dataclass
-class Breakpoints:
+class ContinueStops:
     """Where ``continue`` stops."""
 
     nodes: set[int] = field(default_factory=set)
@@ -62,7 +62,7 @@ class Driver:
         """Every event seen so far."""
         self.position = 0
         """How many events are applied in :meth:`state`."""
-        self.breakpoints = Breakpoints()
+        self.breakpoints = ContinueStops()
         """Where :meth:`continue_` stops."""
 
     @property

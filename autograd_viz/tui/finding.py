@@ -10,7 +10,7 @@ from autograd_viz.tui.dag import DagView
 from autograd_viz.tui.nodes import NodeList
 from autograd_viz.tui.pictures import Pictures
 from autograd_viz.tui.prompt import PromptBar
-from autograd_viz.tui.text import quoted_if_padded
+from autograd_viz.tui.styled import quoted_if_padded
 
 if TYPE_CHECKING:
     from autograd_viz.tui.host import Host

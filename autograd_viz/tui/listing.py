@@ -22,7 +22,7 @@ from autograd_viz.trace import GraphTaskInfo, NodeInfo, paused_gc
 from autograd_viz.trace.records import UnrunGraph
 from autograd_viz.trace.replay import NodeState
 from autograd_viz.trace.text import printable
-from autograd_viz.tui.text import (
+from autograd_viz.tui.styled import (
     NON_FINITE_STYLE,
     PATH_STYLE,
     non_finite,

@@ -15,7 +15,7 @@ from autograd_viz.trace import GraphTaskInfo, NodeInfo, Trace
 from autograd_viz.trace.replay import ExecutionState, NodeState
 from autograd_viz.trace.text import printable, thread_name
 from autograd_viz.tui.rows import RowList
-from autograd_viz.tui.text import (
+from autograd_viz.tui.styled import (
     NON_FINITE_STYLE,
     event_text,
     sequence_nr,

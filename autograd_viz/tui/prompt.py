@@ -17,7 +17,7 @@ gives the focus back when the terminal has it again.
 Note [A line for the program]
 ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 The same bar asks for the line a program reads (Note [The program reads
-through the prompt] in :mod:`~autograd_viz.tui.reading`), with a terminal's
+through the prompt] in :mod:`~autograd_viz.tui.program_input`), with a terminal's
 keys: Enter on nothing is an empty line, not a cancel; Ctrl+D is end of file
 and Ctrl+C interrupts (the app quits), where in any other question Ctrl+C
 copies as it does in every input.

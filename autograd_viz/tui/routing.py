@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from rich.cells import cell_len
 
 from autograd_viz.trace import GraphTaskInfo, NodeInfo
-from autograd_viz.tui.text import short_name
+from autograd_viz.tui.styled import short_name
 
 GAP = 2
 """Columns between two neighbours (labels or pass-throughs) of a layer."""

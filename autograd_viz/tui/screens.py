@@ -29,7 +29,7 @@ from textual.widgets.option_list import Option
 
 from autograd_viz.draw.render.words import KIND_MEANINGS
 from autograd_viz.trace.text import printable
-from autograd_viz.tui.text import STATUS_GLYPHS
+from autograd_viz.tui.styled import STATUS_GLYPHS
 
 
 class MainScreen(Screen[None]):

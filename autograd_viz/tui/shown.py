@@ -39,7 +39,7 @@ from autograd_viz.tui.panels import (
     queues_view,
     threads_view,
 )
-from autograd_viz.tui.text import non_finite
+from autograd_viz.tui.styled import non_finite
 
 STATUS_LIMIT = 500
 """The most characters the status bar quotes (a name may be 100,000 long)."""

@@ -18,7 +18,7 @@ keys from copies of the real terminal's descriptors. Children inherit 1 and
 2 as they would the terminal: they see a terminal (``isatty``), print a line
 at a time, and their output shows. Descriptor 0 is ``/dev/null`` meanwhile,
 so that no child reads the keys meant for the TUI; the program's own
-``sys.stdin`` reads through the TUI's prompt (:mod:`~autograd_viz.tui.reading`).
+``sys.stdin`` reads through the TUI's prompt (:mod:`~autograd_viz.tui.program_input`).
 
 When the TUI ends, 1, 2 and 0 are the terminal again; what the program printed
 while the TUI was up is written out, then whatever still arrives (a child

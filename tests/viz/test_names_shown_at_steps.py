@@ -19,7 +19,7 @@ from autograd_viz.draw.model.graph_view import GraphViewError, from_state
 from autograd_viz.draw.model.targets import node_name
 from autograd_viz.trace import Trace
 from autograd_viz.tui.listing import row_name
-from autograd_viz.tui.text import short_name
+from autograd_viz.tui.styled import short_name
 from tests.viz.tui.tuiting import replay_app, run_app, status
 
 if TYPE_CHECKING:

@@ -311,10 +311,10 @@ def test_run_stops_at_a_forward_birth_with_f() -> None:
     naming the birth (Note [Breaking where a value reaches something])."""
     from autograd_viz.cli.tui import _run_checked
     from autograd_viz.live import LiveSession, born_where
-    from autograd_viz.tui.driver import Breakpoints
+    from autograd_viz.tui.driver import ContinueStops
 
     name = "torch_nan_softmax_overflow"
-    marks = Breakpoints(non_finite=True)  # what f turns on
+    marks = ContinueStops(non_finite=True)  # what f turns on
     target = lambda: _run_checked(str(EXAMPLES / f"{name}.py"), [])  # noqa: E731
     with LiveSession(target) as session:
         session.add_breakpoint(predicate=marks.matches)

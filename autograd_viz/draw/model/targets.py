@@ -325,7 +325,7 @@ def _add_printable(table: dict[str, Any]) -> None:
 def _shown_as(info: NodeInfo) -> set[str]:
     """The names a view writes before a node's id: ``dot``'s (its name) and the TUI's (its
     name without ``Backward0``, an ``AccumulateGrad`` with its leaf's name: see
-    :func:`autograd_viz.tui.text.short_name`), as written and as escaped for display."""
+    :func:`autograd_viz.tui.styled.short_name`), as written and as escaped for display."""
     name = info.name
     base, _, version = name.rpartition("Backward")
     forms = {name, base if base and (version.isdigit() or not version) else name}

@@ -15,7 +15,7 @@ from textual.widgets import OptionList
 from autograd_viz.cli.main import main
 from autograd_viz.grads.recorded import call_grads, norm_text
 from autograd_viz.trace import Trace
-from autograd_viz.tui.calls import call_figures, task_choices
+from autograd_viz.tui.call_picker import call_figures, task_choices
 from autograd_viz.tui.screens import TaskPicker
 from tests.viz.tui.tuiting import find_in_tree, inspector, node_list, replay_app, run_app
 

@@ -236,7 +236,7 @@ def test_record_says_which_call_was_cut_and_the_file_keeps_the_mark(
 
 
 def test_the_call_picker_says_a_call_was_cut(monkeypatch: pytest.MonkeyPatch) -> None:
-    from autograd_viz.tui.calls import task_choices
+    from autograd_viz.tui.call_picker import task_choices
 
     with _fails_once_in_call_1(monkeypatch), autograd_viz.record() as trace:
         _run(_engine_step)

@@ -11,7 +11,7 @@ from textual.widgets import OptionList
 import engine
 from autograd_viz.trace import Trace
 from autograd_viz.trace.recording import record
-from autograd_viz.tui.calls import BARS, bar, call_figures, task_choices
+from autograd_viz.tui.call_picker import BARS, bar, call_figures, task_choices
 from autograd_viz.tui.screens import TaskPicker
 from tests.viz.tui.tuiting import replay_app, run_app
 

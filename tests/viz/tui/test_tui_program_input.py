@@ -17,7 +17,7 @@ import engine
 from autograd_viz.trace import Trace
 from autograd_viz.trace.recording import record
 from autograd_viz.tui import VizApp
-from autograd_viz.tui.reading import ProgramInput
+from autograd_viz.tui.program_input import ProgramInput
 from autograd_viz.tui.shown import status_parts
 from tests.viz.tui.tuiting import prompt_bar, replay_app, run_app
 

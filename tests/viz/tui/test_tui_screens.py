@@ -17,7 +17,7 @@ from autograd_viz.tui.dag import DagView
 from autograd_viz.tui.keybar import ALWAYS, KEYS
 from autograd_viz.tui.panels import EventLog
 from autograd_viz.tui.screens import HelpScreen
-from autograd_viz.tui.text import STATUS_GLYPHS
+from autograd_viz.tui.styled import STATUS_GLYPHS
 from engine.events import EVENT_KINDS
 from tests.viz.tui.tuiting import demo_trace, prompt_bar, replay_app, run_app
 

@@ -15,7 +15,7 @@ from autograd_viz.trace.text import printable
 from autograd_viz.tui import listing as node_rows
 from autograd_viz.tui.listing import Row, RowFormat, row_format, row_name
 from autograd_viz.tui.nodes import NodeList
-from autograd_viz.tui.text import sequence_nr
+from autograd_viz.tui.styled import sequence_nr
 from engine import graph, tensor
 from tests.viz.tui.tuiting import demo_trace, node_list, replay_app, run_app
 

@@ -10,7 +10,7 @@ from textual.pilot import Pilot
 
 import engine
 from autograd_viz.trace.recording import record
-from autograd_viz.tui.calls import call_figures, task_choices
+from autograd_viz.tui.call_picker import call_figures, task_choices
 from tests.viz.tui.tuiting import inspector, replay_app, run_app, status
 
 
