@@ -9,10 +9,12 @@ what the node that made it did. A gradient the engine passes from one ordinary
 node to the next is instead held (a reference and its version counter) and
 its summary left unsettled (Note [Held tensors] in ``sources/deferred.py``);
 when the watched call ends, or when something reads a held summary, all
-held gradients of one length and dtype are copied into one block by a
-single ``cat`` in C++ and reduced as rows, as a block of deferred rows is:
-the numbers are bit for bit those :func:`~autograd_viz.sources.deferred.float_summary`
-gives each alone.
+held gradients of one shape and dtype are copied into one block by a
+single ``stack`` in C++ and reduced as rows by PyTorch (Note [Held summaries in
+tensor ops]): minimum, maximum and the counts exactly those
+:func:`~autograd_viz.sources.deferred.float_summary` gives each alone, mean and
+norm equal to them up to float64 rounding (a summary is for display; a
+watched program's own results never depend on it).
 
 Holding a tensor must not change what PyTorch does with it, and what is held
 must still be what was summarized:
@@ -46,13 +48,16 @@ held is settled at once.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
 
 from autograd_viz.sources import deferred
-from autograd_viz.sources.deferred import DeferredSummary, no_numbers, settle_rows, unsettled
+from autograd_viz.sources.deferred import DeferredSummary, no_numbers, unsettled
 from autograd_viz.sources.pytorch.host_view import host_view
+from autograd_viz.sources.summaries import summarize
+from autograd_viz.trace.summary import TensorSummary, slot_twin
 
 HOLD_BYTES = 32 << 20
 """Bytes of gradients held at most; past that they are summarized at once."""
@@ -205,26 +210,140 @@ _DTYPE_NAMES = {kind: name for name, kind in _TORCH_DTYPES.items()}
 
 
 def _settle_held() -> None:
-    """Settle every held summary, a block per length and dtype (hold ``deferred.LOCK``)."""
+    """Settle every held summary, a block per shape and dtype (hold ``deferred.LOCK``)."""
     if not _held:
         return
-    groups: dict[tuple[int, Any], tuple[list[torch.Tensor], list[Any]]] = {}
+    groups: dict[tuple[tuple[int, ...], Any], tuple[list[torch.Tensor], list[Any], int]] = {}
     for tensor, version, summary, length, kind in _held.values():
         if tensor._version != version or not tensor.data_ptr():
             no_numbers(summary)  # changed in place, or freed: what was summarized is gone
             continue
-        group = groups.get((length, kind))
+        key = (summary.shape, kind)
+        group = groups.get(key)
         if group is None:
-            group = groups[(length, kind)] = ([], [])
+            group = groups[key] = ([], [], length)
         group[0].append(tensor)
         group[1].append(summary)
     _held.clear()
     _bytes[0] = 0
+    blocks = []
     with torch.no_grad():  # a gradient of create_graph=True requires grad: record nothing
-        for (length, _), (tensors, summaries) in groups.items():
-            # One copy in C order (a lone contiguous tensor is viewed, not copied: read, not kept).
-            flat = _flatten(tensors)
-            settle_rows(host_view(flat).reshape(len(tensors), length), summaries)
+        for tensors, summaries, length in groups.values():
+            # One copy in C order: a stack of tensors of one shape costs half a flattening.
+            try:
+                rows = _stack(tensors)
+            except RuntimeError:  # a tensor not of the shape the graph gave: flattened
+                rows = _flatten(tensors)
+            blocks.append((rows.view(len(tensors), length), summaries))
+        settle_blocks(blocks)
+
+
+# Note [Held summaries in tensor ops]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# The held gradients of one shape and dtype, stacked into one block, are reduced
+# as rows by PyTorch where they live, six calls a block whatever its rows: the
+# exact minimum and maximum in the tensors' dtype (``amin`` and ``amax``: along
+# rows ``aminmax`` is ten times slower), the sum and the norm of the rows
+# widened to float64 once, into memory kept for it (so a mean and a norm are
+# accurate to about 1e-12 relative, as NumPy's float64 ones were; they may differ
+# from those in the last bits, PyTorch summing in its own order). One ``tolist``
+# brings the four numbers of every row of every block to Python. A float64 sum
+# of float32 values cannot overflow, so a row whose mean is finite has no NaN
+# and no Inf; only a row that has one is summarized again, alone, by the general
+# path that counts them (``summaries.summarize``): counts, minimum and maximum
+# are exactly what they were. ``sum(dtype=torch.float64)`` and
+# ``vector_norm(dtype=torch.float64)`` widen a float32 input into a full copy of
+# their own on the CPU (ATen casts the input of a reduction whose accumulation
+# dtype differs), each as slow as the widening here.
+
+
+def settle_blocks(blocks: list[tuple[torch.Tensor, list[Any]]]) -> None:
+    """Store the numbers of each row of each block in its summary.
+
+    See Note [Held summaries in tensor ops]. Call it holding ``deferred.LOCK``, under
+    ``torch.no_grad()``.
+
+    Args:
+        blocks: pairs of a C-contiguous 2-D float tensor, one row per summary in its
+            tensor's C order, and the unsettled summaries, one per row.
+    """
+    if not blocks:
+        return
+    numbers = [_row_numbers(rows) for rows, _ in blocks]
+    lows, highs, means, norms = (numbers[0] if len(numbers) == 1 else _cat(numbers, 1)).tolist()
+    summaries = [summary for _, block in blocks for summary in block]
+    if _isfinite(sum(means)):  # the common case: no NaN, no Inf anywhere
+        for summary, low, high, mean, norm in zip(
+            summaries, lows, highs, means, norms, strict=True
+        ):
+            # Stored through the twin's plain slots (Note [Building frozen records]).
+            _set_class(summary, "__class__", _Fields)
+            summary.min = low
+            summary.max = high
+            summary.mean = mean
+            summary.norm = norm
+            summary.values = None
+            summary.__class__ = TensorSummary
+        return
+    rows_of = [rows[i] for rows, block in blocks for i in range(len(block))]
+    for i, summary in enumerate(summaries):
+        if _isfinite(means[i]):
+            _store(summary, lows[i], highs[i], means[i], norms[i], 0, 0)
+        else:  # a NaN or an Inf: the general path counts them
+            general = summarize(host_view(rows_of[i]), summary.device)
+            _store(
+                summary,
+                general.min,
+                general.max,
+                general.mean,
+                general.norm,
+                general.nan_count,
+                general.inf_count,
+            )
+
+
+def _row_numbers(rows: torch.Tensor) -> torch.Tensor:
+    """Minimum, maximum, mean and norm of each row, as a float64 tensor of four rows."""
+    if rows.dtype is _F64:
+        wide = rows
+    else:
+        # Widened into memory kept for it: a fresh megabyte would be mapped and faulted in.
+        size = rows.numel()
+        if _scratch[0].numel() < size:
+            _scratch[0] = torch.empty(size, dtype=_F64)
+        wide = _scratch[0][:size].view(rows.shape).copy_(rows)
+    return _stack(
+        (
+            rows.amin(dim=1).to(_F64),
+            rows.amax(dim=1).to(_F64),
+            wide.sum(dim=1).div_(rows.shape[1]),
+            _norm(wide, dim=1),
+        )
+    )
+
+
+def _store(
+    summary: Any, low: Any, high: Any, mean: Any, norm: Any, nan_count: int, inf_count: int
+) -> None:
+    _set_class(summary, "__class__", _Fields)
+    summary.min = low
+    summary.max = high
+    summary.mean = mean
+    summary.norm = norm
+    summary.nan_count = nan_count
+    summary.inf_count = inf_count
+    summary.values = None
+    summary.__class__ = TensorSummary
+
+
+_F64 = torch.float64
+_scratch = [torch.empty(0, dtype=_F64)]
+_stack = torch.stack
+_cat = torch.cat
+_norm = torch.linalg.vector_norm
+_isfinite = math.isfinite
+_set_class = object.__setattr__
+_Fields: Any = slot_twin(TensorSummary)
 
 
 deferred.add_holder(_settle_held)
