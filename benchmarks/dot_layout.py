@@ -82,7 +82,7 @@ def measure(name: str, trace: Trace, expand: str, repeats: int, before: bool) ->
     opened = expand.split("+")
     builds = [timed(lambda: dot.to_dot(trace, expand=opened).source) for _ in range(repeats)]
     graph = dot.to_dot(trace, expand=opened)
-    view = dot.select(dot.build_view(trace), ViewOptions(expand=opened))
+    view = dot.select(dot.build_view(trace), ViewOptions(expand=tuple(opened)))
     row: dict[str, Any] = {
         "case": name,
         "expand": expand,
