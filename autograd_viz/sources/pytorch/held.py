@@ -210,15 +210,19 @@ _DTYPE_NAMES = {kind: name for name, kind in _TORCH_DTYPES.items()}
 
 
 def _settle_held() -> None:
-    """Settle every held summary, a block per shape and dtype (hold ``deferred.LOCK``)."""
+    """Settle every held summary, a block per shape, dtype and contiguity.
+
+    Call it holding ``deferred.LOCK``.
+    """
     if not _held:
         return
-    groups: dict[tuple[tuple[int, ...], Any], tuple[list[torch.Tensor], list[Any], int]] = {}
+    groups: dict[tuple[Any, ...], tuple[list[torch.Tensor], list[Any], int]] = {}
     for tensor, version, summary, length, kind in _held.values():
         if tensor._version != version or not tensor.data_ptr():
             no_numbers(summary)  # changed in place, or freed: what was summarized is gone
             continue
-        key = (summary.shape, kind)
+        # One strided view among contiguous tensors takes the whole stack off its memcpy path.
+        key = (summary.shape, kind, tensor.is_contiguous())
         group = groups.get(key)
         if group is None:
             group = groups[key] = ([], [], length)
