@@ -256,6 +256,18 @@ _FLOATS = frozenset({torch.float16, torch.float32, torch.float64})
 # tensor's dtype (NumPy's on the CPU, twice as fast as ``aminmax`` here); the
 # norm by ``vector_norm``. Half-precision tensors are widened to float32
 # first. The numbers equal NumPy's float64 ones up to float32 rounding.
+#
+# Measured again on this machine (torch 2.13, one thread, a million float32):
+# ``sum(dtype=torch.float64)`` and ``vector_norm(dtype=torch.float64)`` take
+# 1.06 and 0.88 ms against 0.19 and 0.18 in float32, since ATen widens the
+# input of a CPU reduction into a full copy when its accumulation dtype
+# differs, and widening it in cache-sized pieces costs 1.1 ms; ``aminmax``
+# takes 0.31-0.33 ms against 0.38 for NumPy's two passes on a contiguous
+# million, but 0.15 against 0.11 at 256×1024, and six times NumPy's on a
+# transposed weight gradient. So the CPU path stays as it is. On another
+# device the four numbers come back in one transfer (``tolist`` of the
+# stacked results): one synchronization per summary instead of three, and a
+# second only when there is a NaN or an Inf to count.
 
 
 def _summarize_large(
@@ -263,25 +275,49 @@ def _summarize_large(
 ) -> TensorSummary:
     if values.element_size() < 4:
         values = values.float()
+    if values.device.type != "cpu":
+        return _summarize_on_device(values, shape, dtype, device)
     count = values.numel()
     total = float(values.sum())
     if math.isfinite(total):
-        if values.device.type == "cpu":
-            array = host_view(values)
-            low, high = float(array.min()), float(array.max())
-        else:
-            low_t, high_t = torch.aminmax(values)
-            low, high = float(low_t), float(high_t)
+        array = host_view(values)
+        low, high = float(array.min()), float(array.max())
         norm = float(torch.linalg.vector_norm(values))
         return TensorSummary(shape, dtype, device, low, high, total / count, norm)
-    nan_count = int(values.isnan().sum())
-    inf_count = int(values.isinf().sum())
+    return _with_counts(values, shape, dtype, device, total)
+
+
+def _summarize_on_device(
+    values: torch.Tensor, shape: tuple[int, ...], dtype: str, device: str
+) -> TensorSummary:
+    """:func:`_summarize_large` where the tensor lives, its numbers brought back at once."""
+    low, high = torch.aminmax(values)
+    stats = torch.stack((low, high, values.sum(), torch.linalg.vector_norm(values)))
+    low_, high_, total, norm = stats.tolist()  # one synchronization for the four
+    if math.isfinite(low_) and math.isfinite(high_) and math.isfinite(total):
+        return TensorSummary(shape, dtype, device, low_, high_, total / values.numel(), norm)
+    return _with_counts(values, shape, dtype, device, total)
+
+
+def _with_counts(
+    values: torch.Tensor, shape: tuple[int, ...], dtype: str, device: str, total: float
+) -> TensorSummary:
+    """The summary of a large tensor with a NaN or an Inf (or a sum that overflowed)."""
+    nan_count, inf_count = torch.stack((values.isnan().sum(), values.isinf().sum())).tolist()
     if nan_count:
         nan = math.nan
         return TensorSummary(shape, dtype, device, nan, nan, nan, nan, nan_count, inf_count)
     low_t, high_t = torch.aminmax(values)
     return TensorSummary(
-        shape, dtype, device, float(low_t), float(high_t), total / count, math.inf, 0, inf_count
+        shape,
+        dtype,
+        device,
+        float(low_t),
+        float(high_t),
+        total / values.numel(),
+        math.inf,
+        0,
+        inf_count,
     )
 
 

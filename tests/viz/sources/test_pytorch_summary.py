@@ -67,3 +67,65 @@ def test_the_memory_is_shared_after_the_first_tensor_over_it_dies(
     assert computed == [(256, 512)]  # one pass over the memory for all three
     assert repr(view_summary) == repr(third_summary) == repr(summarize_tensor(block, "cpu", 16))
     assert first_summary.shape == (256, 512)
+
+
+def _large(kind: str, transposed: bool = False) -> torch.Tensor:
+    generator = torch.Generator().manual_seed(11)
+    block = torch.randn(300, 80, generator=generator)  # 24,000 elements: summarized where it lives
+    if kind == "nan":
+        block[3, 5] = float("nan")
+        block[7, 9] = float("inf")
+    elif kind == "inf":
+        block[0, 0] = float("inf")
+        block[299, 79] = float("-inf")
+        block[1, 1] = float("inf")
+    elif kind == "overflow":
+        block.fill_(3e38)  # finite values whose float32 sum is not
+    return block.t() if transposed else block
+
+
+@pytest.mark.parametrize("kind", ["finite", "nan", "inf", "overflow"])
+@pytest.mark.parametrize("transposed", [False, True])
+def test_a_large_tensor_off_the_cpu_gets_the_numbers_it_gets_on_the_cpu(
+    kind: str, transposed: bool
+) -> None:
+    # The device path, one transfer for four numbers, run on a CPU tensor: the same reductions.
+    values = _large(kind, transposed)
+    shape = tuple(values.shape)
+    here = summary._summarize_large(values, shape, "float32", "cpu")
+    there = summary._summarize_on_device(values, shape, "float32", "cpu")
+    assert repr(there) == repr(here)
+    if kind == "nan":
+        assert (there.nan_count, there.inf_count) == (1, 1) and there.mean != there.mean
+    elif kind == "inf":
+        assert (there.nan_count, there.inf_count, there.min, there.max) == (
+            0,
+            3,
+            float("-inf"),
+            float("inf"),
+        )
+    elif kind == "overflow":
+        assert there.min == there.max == pytest.approx(3e38) and there.nan_count == 0
+    else:
+        wide = values.double()
+        assert there.min == float(values.min()) and there.max == float(values.max())
+        assert there.mean == pytest.approx(float(wide.mean()), rel=1e-6)
+        assert there.norm == pytest.approx(float(wide.norm()), rel=1e-6)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs PyTorch with a CUDA GPU")
+@pytest.mark.parametrize("kind", ["finite", "nan", "inf"])
+def test_a_large_cuda_tensor_is_summarized_where_it_lives(kind: str) -> None:
+    values = _large(kind)
+    on_gpu = summarize_tensor(values.cuda(), "cuda:0")
+    on_cpu = summarize_tensor(values, "cpu")
+    assert (on_gpu.min, on_gpu.max, on_gpu.nan_count, on_gpu.inf_count) == (
+        on_cpu.min,
+        on_cpu.max,
+        on_cpu.nan_count,
+        on_cpu.inf_count,
+    )
+    if kind == "finite":  # float32 sums in another order: equal to float32 rounding
+        assert on_gpu.mean == pytest.approx(on_cpu.mean, rel=1e-5, abs=1e-7)
+        assert on_gpu.norm == pytest.approx(on_cpu.norm, rel=1e-5)
