@@ -20,7 +20,7 @@ import itertools
 
 from rich.text import Span, Text
 
-from autograd_viz.draw.model.showing import BoxStatus
+from autograd_viz.draw.model.drawn import BoxStatus
 from autograd_viz.trace import GraphTaskInfo, NodeInfo
 from autograd_viz.trace.replay import ExecutionState, NodeState
 from autograd_viz.tui.framing import BOTTOM_EDGE, frame_end, frame_title

@@ -15,10 +15,10 @@ import autograd_viz
 import engine
 from autograd_viz.draw.model import showing
 from autograd_viz.draw.model.choosing import choose, open_call
+from autograd_viz.draw.model.drawn import BoxStatus
 from autograd_viz.draw.model.graph_view import GraphView, from_state
 from autograd_viz.draw.model.options import ViewOptions
 from autograd_viz.draw.model.targets import Names
-from autograd_viz.draw.model.totals import BoxStatus
 from autograd_viz.draw.model.tree import ModuleTree
 from autograd_viz.trace import Trace
 from tests.viz.captions import check_pictures

@@ -1,6 +1,6 @@
 """Every name a picture shows reads back: module calls, folds of calls and folded chains alike.
 
-A fold is one kind of box in every view (:class:`~autograd_viz.draw.model.boxes.ModuleBox`):
+A fold is one kind of box in every view (:class:`~autograd_viz.draw.model.drawn.ModuleBox`):
 a name, a count, what it holds. Whatever label a default or ``--collapse``
 picture draws, typed back into ``--around``, ``--expand`` or the TUI's ``/``,
 names what the label stands for.

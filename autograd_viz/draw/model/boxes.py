@@ -12,50 +12,12 @@ holds and what that adds up to at the step; its name, typed back into
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING
-
-from autograd_viz.draw.model.totals import BoxSummary
 
 if TYPE_CHECKING:
     from autograd_viz.draw.model.graph_view import ViewNode
-
-
-@dataclass(frozen=True, slots=True)
-class ModuleBox:
-    """A closed module call, a fold of sibling calls, or a folded chain, drawn as one node."""
-
-    key: str
-    """Its key in the drawing: ``m<scope>`` for a call, ``f<group>`` for a fold of calls,
-    its first node's key for a chain."""
-    name: str
-    """What it is called (:attr:`Scope.name`, :attr:`FoldGroup.name`, or a chain's
-    :func:`~autograd_viz.draw.model.chains.chain_name`): typed back, it names what it holds."""
-    kind: str
-    """The module's class name (``""`` if the trace does not say, and for a chain)."""
-    count: int
-    """How many repetitions it stands for: 1, or the fold's ``×count``."""
-    scopes: tuple[int, ...]
-    """The calls it stands for (none for a chain)."""
-    group: int | None
-    """The fold group, for a fold of calls."""
-    members: tuple[str, ...]
-    """Keys of the nodes inside it."""
-    summary: BoxSummary
-    """What they add up to at the step."""
-    pattern: tuple[str, ...] = ()
-    """For a chain: the node names of one repetition, in chain order, each with its side
-    inputs (``"AddBackward0 +AccumulateGrad"``); empty for module calls."""
-    shapes: bool = True
-    """For a fold of calls: whether they were found alike with the shapes of their tensors;
-    ``False`` where the trace did not record them (by their ops only)."""
-    parameters: int = 0
-    """How many of its nodes take a leaf tensor in (an ``AccumulateGrad``: a parameter, or an
-    input that requires grad), all its repetitions together: a closed box draws them as
-    one line, not as nodes."""
-    joined: tuple[tuple[str, str], ...] = ()
-    """The calls drawn in this call's box beside it, each as its name below their parent and
-    its class (Note [A small call joins its neighbour] in :mod:`~autograd_viz.draw.model.joins`)."""
+from autograd_viz.draw.model.drawn import ModuleBox
 
 
 def box_node(first: ViewNode, box: ModuleBox) -> ViewNode:
@@ -79,4 +41,4 @@ def box_node(first: ViewNode, box: ModuleBox) -> ViewNode:
     )
 
 
-__all__ = ["ModuleBox", "box_node"]
+__all__ = ["box_node"]

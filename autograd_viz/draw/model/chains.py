@@ -2,7 +2,7 @@
 
 :func:`collapse` finds each run of a repeating pattern along a chain, or the
 steps of an unrolled loop with their side inputs (the ``Tanh → Add → Mm`` of
-an RNN), and draws it as one :class:`~autograd_viz.draw.model.boxes.ModuleBox`: the
+an RNN), and draws it as one :class:`~autograd_viz.draw.model.drawn.ModuleBox`: the
 same kind of box as a closed module call or a fold of calls, with a name
 (:func:`chain_name`), a count and a summary of what it holds. The name reads
 back (:func:`chain_folds` gives every chain fold's name and nodes to
@@ -16,9 +16,10 @@ from collections import Counter
 from collections.abc import Callable, Collection, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from autograd_viz.draw.model.boxes import ModuleBox, box_node
+from autograd_viz.draw.model.boxes import box_node
+from autograd_viz.draw.model.drawn import BoxSummary, ModuleBox
 from autograd_viz.draw.model.graph_view import GraphView, ViewEdge, ViewNode
-from autograd_viz.draw.model.totals import BoxSummary, summarize
+from autograd_viz.draw.model.totals import summarize
 
 MAX_PERIOD = 4
 """The longest repeating pattern :func:`collapse` looks for, in nodes."""
@@ -90,7 +91,7 @@ def collapse(
     """Fold every run of at least ``min_repeats`` repetitions of a pattern along a spine.
 
     See Note [Folding the steps of a loop]. Each run becomes one node whose
-    ``box`` is a :class:`~autograd_viz.draw.model.boxes.ModuleBox` (its name, count,
+    ``box`` is a :class:`~autograd_viz.draw.model.drawn.ModuleBox` (its name, count,
     members and summary at the step). Runs holding a node of ``keep`` stay
     drawn whole (``--expand`` of a chain fold's name). When nothing repeats,
     the view is the same but says so in a notice.

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
+from autograd_viz.draw.model.drawn import BoxStatus
 from autograd_viz.draw.model.graph_view import GraphView
 from autograd_viz.draw.model.targets import Target
-from autograd_viz.draw.model.totals import BoxStatus
 from autograd_viz.draw.model.tree import MAX_BOXES, ModuleTree
 from autograd_viz.trace.replay import NodeStatus
 

@@ -12,10 +12,28 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from autograd_viz.draw.model.tree import Scope
+
+class Call(Protocol):
+    """What folding reads of a module call (:class:`~autograd_viz.draw.model.tree.Scope` is
+    one): folds are found before, and without, the tree that holds them."""
+
+    @property
+    def index(self) -> int: ...
+    @property
+    def path(self) -> str: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def children(self) -> tuple[int, ...]: ...
+    @property
+    def signature(self) -> int: ...
+    @property
+    def shapes(self) -> bool: ...
+
 
 MAX_PERIOD = 4
 """The most sibling calls one repetition of a fold holds (``emb, cell``: 2)."""
@@ -81,7 +99,7 @@ class FoldGroup:
 # (``shared:0, middle, shared:1`` is a module used twice around another, no loop).
 
 
-def fold_runs(scopes: Sequence[Scope], roots: Sequence[int]) -> Iterable[FoldGroup]:
+def fold_runs(scopes: Sequence[Call], roots: Sequence[int]) -> Iterable[FoldGroup]:
     """Each run of at least two repetitions of one to :data:`MAX_PERIOD` sibling signatures,
     top first."""
     count = 0
@@ -98,7 +116,7 @@ def fold_runs(scopes: Sequence[Scope], roots: Sequence[int]) -> Iterable[FoldGro
 
 
 def group_of_calls(
-    scopes: Sequence[Scope], index: int, parent: int | None, run: Sequence[int], period: int
+    scopes: Sequence[Call], index: int, parent: int | None, run: Sequence[int], period: int
 ) -> FoldGroup:
     """The :class:`FoldGroup` of the calls ``run`` (``period`` calls a repetition), named."""
     run = tuple(run)

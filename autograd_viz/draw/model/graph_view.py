@@ -26,13 +26,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import FrozenInstanceError, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from autograd_viz.draw.model.drawn import TensorBox
 from autograd_viz.trace import GraphTaskInfo, NodeInfo, TraceEvent, paused_gc
 from autograd_viz.trace.records import GraphViewError, UnrunGraph
 from autograd_viz.trace.replay import ExecutionState, NodeState, NodeStatus
 
 if TYPE_CHECKING:
-    from autograd_viz.draw.model.boxes import ModuleBox
-    from autograd_viz.draw.model.showing import Cluster
+    from autograd_viz.draw.model.drawn import Cluster, ModuleBox
     from autograd_viz.trace.summary import TensorSummary
 
 
@@ -174,31 +174,6 @@ class TaskView:
     """Key of the node whose backward made this reentrant call."""
     error: str | None = None
     """``ExcType: message`` if it failed."""
-
-
-@dataclass(frozen=True, slots=True)
-class TensorBox:
-    """A forward tensor drawn beside the graph: a leaf, an output or a saved tensor."""
-
-    key: str
-    """Its name in the drawing."""
-    kind: str
-    """``"leaf"``, ``"output"`` or ``"saved"``."""
-    node: str
-    """Key of the node it hangs from."""
-    title: str
-    """What it is called: the tensor's name, ``output 0``, ``saved 1``."""
-    summary: TensorSummary | None
-    """The values drawn with ``values=True``: a leaf's ``.grad``, a saved tensor."""
-    shape: tuple[int, ...]
-    """The tensor's shape."""
-    dtype: str
-    """NumPy's name for its dtype."""
-    why: str | None = None
-    """A leaf that got no gradient (or zeros) in the call: why, and the line (Note [Leaves
-    without gradient in a picture] in :mod:`autograd_viz.draw.model.no_gradient`)."""
-    cut: str | None = None
-    """A leaf off the graph: what its edge from the root says (``cut at model.py:28``)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,44 +14,18 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from autograd_viz.draw.model.boxes import ModuleBox, box_node
+from autograd_viz.draw.model.boxes import box_node
 from autograd_viz.draw.model.choosing import Choice, one_status
 from autograd_viz.draw.model.compact import join_boxes, tuck_parameters, unwrap
+from autograd_viz.draw.model.drawn import NOT_SUMMED, BoxSummary, Cluster, ModuleBox, Stack
 from autograd_viz.draw.model.folds import group_of_calls
 from autograd_viz.draw.model.graph_view import GraphView, ViewEdge, ViewNode
 from autograd_viz.draw.model.joins import joined_name
 from autograd_viz.draw.model.picture_edges import EdgePlan, edge_plan, steps_of
 from autograd_viz.draw.model.running_totals import RunningSums
-from autograd_viz.draw.model.stacks import Stack, StackPlan, call_statuses
-from autograd_viz.draw.model.totals import NOT_SUMMED, BoxSummary, CallSums, scope_summaries
+from autograd_viz.draw.model.stacks import StackPlan, call_statuses
+from autograd_viz.draw.model.totals import CallSums, scope_summaries
 from autograd_viz.draw.model.tree import FoldGroup, ModuleTree, Scope
-
-
-@dataclass(frozen=True, slots=True)
-class Cluster:
-    """An open module call, drawn around what it holds."""
-
-    key: str
-    """``c<scope>``."""
-    scope: int
-    """The call."""
-    parent: str | None
-    """The enclosing cluster's key, or ``None`` at the top."""
-    name: str
-    """:attr:`Scope.name`."""
-    kind: str
-    """The module's class name."""
-    summary: BoxSummary
-    """What every node inside it adds up to at the step."""
-    stands_for: str = ""
-    """For a call drawn open while its fold's other calls are a box: the fold it is one call
-    of, ``blocks.{0..11} × 12`` (Note [A fold shows its inside once] in choosing.py)."""
-    stack: Stack | None = None
-    """For the call a stack draws: the stack, drawn around it (Note [A fold is drawn as a
-    stack] in :mod:`~autograd_viz.draw.model.stacks`)."""
-    parameters: tuple[str, ...] = ()
-    """The parameters of the call itself that its label counts instead of drawing their
-    nodes, by their names below it (Note [Parameters in a frame's label] in compact.py)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -567,7 +541,6 @@ def _box_node(
 
 __all__ = [
     "BY_MODULE",
-    "Cluster",
     "Layout",
     "StepPictures",
     "apply",

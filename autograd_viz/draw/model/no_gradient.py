@@ -27,7 +27,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from autograd_viz.draw.model.graph_view import TensorBox
+from autograd_viz.draw.model.drawn import TensorBox
 from autograd_viz.trace import Trace
 from autograd_viz.trace.notes import MISSING_REASONS, grads_notes
 

@@ -14,9 +14,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
+from autograd_viz.draw.model.drawn import BoxSummary
 from autograd_viz.draw.model.graph_view import GraphView, ViewEdge, ViewNode
 from autograd_viz.draw.model.totals import (
-    BoxSummary,
     box_status,
     groups_by_call,
     input_of,

@@ -31,12 +31,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 
 from autograd_viz.draw.model import chains, select
-from autograd_viz.draw.model.boxes import ModuleBox
 from autograd_viz.draw.model.choosing import MAX_NESTING, Choice, choose, focus_of
+from autograd_viz.draw.model.drawn import NOT_SUMMED, BoxStatus, BoxSummary, Cluster, ModuleBox
 from autograd_viz.draw.model.graph_view import GraphView
 from autograd_viz.draw.model.module_picture import (
     BY_MODULE,
-    Cluster,
     Layout,
     StepPictures,
     apply,
@@ -46,15 +45,7 @@ from autograd_viz.draw.model.module_picture import (
 from autograd_viz.draw.model.options import ViewOptions
 from autograd_viz.draw.model.stacks import route
 from autograd_viz.draw.model.targets import Names
-from autograd_viz.draw.model.totals import (
-    NOT_SUMMED,
-    BoxStatus,
-    BoxSummary,
-    box_status,
-    call_sums,
-    status_of_calls,
-    summarize,
-)
+from autograd_viz.draw.model.totals import box_status, call_sums, status_of_calls, summarize
 from autograd_viz.draw.model.tree import MAX_BOXES, ModuleTree
 from autograd_viz.trace import paused_gc
 

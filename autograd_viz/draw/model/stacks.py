@@ -13,10 +13,9 @@ one edge, the loop rolled (:func:`route`).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
+from autograd_viz.draw.model.drawn import BoxStatus
 from autograd_viz.draw.model.folds import FoldGroup
-from autograd_viz.draw.model.totals import BoxStatus, BoxSummary
 from autograd_viz.draw.model.tree import ModuleTree
 from autograd_viz.trace import NodeInfo
 
@@ -41,30 +40,6 @@ from autograd_viz.trace import NodeInfo
 # torchlens draw an RNN and as a closed fold's edge to itself does (Note [Rolled
 # loops] in module_picture.py). A fold whose representative stays closed (a
 # fold of calls that hold no calls) is one fold box, not a call and a box.
-
-
-@dataclass(frozen=True, slots=True)
-class Stack:
-    """What a stack's frame says: the fold it draws and where its calls stand."""
-
-    group: int
-    """The fold group (:attr:`FoldGroup.index`)."""
-    name: str
-    """The fold's name (``blocks.{0..11}``): typed back, it names the fold."""
-    kind: str
-    """Its calls' class name."""
-    count: int
-    """How many calls it stands for (the ``× 12``)."""
-    drawn: str
-    """The name of the call drawn inside."""
-    statuses: tuple[tuple[BoxStatus, int], ...]
-    """How many calls stand at each status, in the order of :class:`BoxStatus`."""
-    summary: BoxSummary
-    """What every node of every call adds up to at the step."""
-    hidden: int
-    """How many nodes the calls not drawn hold (each stands in for one drawn)."""
-    shapes: bool = True
-    """Whether its calls were found alike with their tensors' shapes."""
 
 
 class StackPlan:
@@ -164,4 +139,4 @@ def statuses_text(statuses: Sequence[tuple[BoxStatus, int]]) -> str:
     return " · ".join(f"{n:,} {s.value}" for s, n in statuses)
 
 
-__all__ = ["Stack", "StackPlan", "call_statuses", "route", "statuses_text"]
+__all__ = ["StackPlan", "call_statuses", "route", "statuses_text"]

@@ -12,11 +12,10 @@ picture of 100,000 nodes needs.
 
 from __future__ import annotations
 
-import enum
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 
+from autograd_viz.draw.model.drawn import BoxStatus, BoxSummary
 from autograd_viz.draw.model.graph_view import GraphView, ViewEdge, ViewNode
 from autograd_viz.draw.model.tree import FoldGroup, ModuleTree
 from autograd_viz.trace.replay import NodeStatus
@@ -24,68 +23,6 @@ from autograd_viz.trace.summary import TensorSummary
 from autograd_viz.trace.text import UINT64_MAX
 
 _NO_SEQUENCE_NRS = (UINT64_MAX, UINT64_MAX)
-
-
-class BoxStatus(enum.StrEnum):
-    """Where the nodes inside a box stand, in one word."""
-
-    NOT_STARTED = "not started"
-    """No node inside has received a gradient (or the graph has not run)."""
-    RUNNING = "running"
-    """Some nodes have run or received gradients, others not yet."""
-    DONE = "done"
-    """Every node inside that runs has run."""
-    FAILED = "failed"
-    """A node inside failed, or holds a NaN or Inf gradient."""
-
-
-@dataclass(frozen=True, slots=True)
-class BoxSummary:
-    """What the nodes inside a box or cluster add up to at one step."""
-
-    nodes: int
-    """How many nodes."""
-    sequence_nrs: tuple[int, int]
-    """Smallest and largest sequence number, leaves' ``AccumulateGrad`` (``UINT64_MAX``)
-    left out; ``(UINT64_MAX, UINT64_MAX)`` when they are all there is."""
-    topological_nrs: tuple[int, int]
-    """Smallest and largest topological number."""
-    remaining: int
-    """Dependencies still to come, summed over the nodes."""
-    dependencies: int
-    """Dependencies, summed over the nodes."""
-    inputs: int
-    """Edges into the box from outside it."""
-    waiting_inputs: int
-    """Of those, how many have not delivered their gradient (pruned ones not counted)."""
-    statuses: Mapping[str, int]
-    """How many nodes are in each status (``"not run"`` before backward)."""
-    non_finite: int
-    """Nodes holding a NaN or Inf gradient."""
-    status: BoxStatus
-    """All of it in one word."""
-
-    @property
-    def node_status(self) -> NodeStatus | None:
-        """The node status a box is coloured like: the most urgent among its nodes."""
-        return drawn_status(self.statuses)
-
-
-NOT_SUMMED = BoxSummary(
-    nodes=0,
-    sequence_nrs=(0, 0),
-    topological_nrs=(0, 0),
-    remaining=0,
-    dependencies=0,
-    inputs=0,
-    waiting_inputs=0,
-    statuses={},
-    non_finite=0,
-    status=BoxStatus.NOT_STARTED,
-)
-"""The summary of every box and cluster ``showing.apply`` makes with ``summed=False``: nothing
-added up, for a view that says what its boxes hold in its own way (the TUI reads their
-nodes' times from the trace)."""
 
 
 class _Sum:
@@ -357,23 +294,6 @@ def status_of_calls(
     return status
 
 
-def drawn_status(statuses: Mapping[str, int]) -> NodeStatus | None:
-    """The one status nodes in ``statuses`` are drawn with together: the most urgent."""
-    for status in (NodeStatus.FAILED, NodeStatus.RUNNING, NodeStatus.QUEUED, NodeStatus.PARTIAL):
-        if statuses.get(status.value):
-            return status
-    counted = {s for s, n in statuses.items() if n}
-    if not counted or counted == {"not run"}:
-        return None
-    if len(counted) == 1:
-        return NodeStatus(counted.pop())
-    if NodeStatus.DONE.value in counted and NodeStatus.WAITING.value in counted:
-        return NodeStatus.PARTIAL
-    if counted <= {NodeStatus.DONE.value, NodeStatus.PRUNED.value}:
-        return NodeStatus.DONE
-    return NodeStatus.WAITING
-
-
 # box_status runs for every module call at every step of an animation: its sets are
 # made once, not per call (an enum member's .value is a property call).
 _FAILED = NodeStatus.FAILED.value
@@ -395,13 +315,9 @@ def box_status(statuses: Mapping[str, int], non_finite: int = 0) -> BoxStatus:
 
 
 __all__ = [
-    "NOT_SUMMED",
-    "BoxStatus",
-    "BoxSummary",
     "CallSums",
     "box_status",
     "call_sums",
-    "drawn_status",
     "groups_by_call",
     "input_of",
     "node_non_finite",

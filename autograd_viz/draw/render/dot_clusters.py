@@ -11,10 +11,16 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import graphviz
 
-from autograd_viz.draw.model.boxes import ModuleBox
-from autograd_viz.draw.model.graph_view import GraphView, TensorBox, ViewEdge, ViewNode
-from autograd_viz.draw.model.showing import BoxStatus, BoxSummary, Cluster
-from autograd_viz.draw.model.stacks import Stack, statuses_text
+from autograd_viz.draw.model.drawn import (
+    BoxStatus,
+    BoxSummary,
+    Cluster,
+    ModuleBox,
+    Stack,
+    TensorBox,
+)
+from autograd_viz.draw.model.graph_view import GraphView, ViewEdge, ViewNode
+from autograd_viz.draw.model.stacks import statuses_text
 from autograd_viz.draw.render import dot_quote
 from autograd_viz.draw.render.escape import html_label, html_text, plain_text
 from autograd_viz.draw.render.styles import (

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING
 
 import graphviz
 
-from autograd_viz.draw.model.graph_view import GraphView, TaskView, TensorBox, ViewEdge, ViewNode
+from autograd_viz.draw.model.drawn import TensorBox
+from autograd_viz.draw.model.graph_view import GraphView, TaskView, ViewEdge, ViewNode
 from autograd_viz.draw.render import dot_quote
 from autograd_viz.draw.render.dot_clusters import (
     MODULE_LEGEND,
