@@ -33,9 +33,9 @@ from dataclasses import dataclass, field
 from rich.cells import cell_len
 
 from autograd_viz.draw.model import chains, select, showing
+from autograd_viz.draw.model.drawn import BoxStatus
 from autograd_viz.draw.model.graph_view import GraphView, ViewNode, from_graph
 from autograd_viz.draw.model.showing import Choice
-from autograd_viz.draw.model.drawn import BoxStatus
 from autograd_viz.draw.model.targets import Names, Target
 from autograd_viz.draw.model.tree import MAX_BOXES, ModuleTree
 from autograd_viz.trace import GraphTaskInfo, NodeInfo, Trace

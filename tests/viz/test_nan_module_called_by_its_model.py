@@ -1,6 +1,6 @@
 """A part of a model called outermost by the model's own method (transformers' ``generate()``
 runs ``self.encoder(...)``) is named as the model names it (Note [A module called by its
-model's method] in ``autograd_viz/nan/forward/modules.py``)."""
+model's method] in ``autograd_viz/nan/forward/module_hooks.py``)."""
 
 from __future__ import annotations
 

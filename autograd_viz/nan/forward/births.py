@@ -64,7 +64,7 @@ from engine.events import HUB
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
-    from autograd_viz.nan.forward.modules import ModuleHooks
+    from autograd_viz.nan.forward.module_hooks import ModuleHooks
     from autograd_viz.nan.forward.settings import TorchChecks
 
 NO_KINDS: frozenset[str] = frozenset()

@@ -61,7 +61,7 @@ from autograd_viz.nan.forward.births import Births, NonFiniteError
 from autograd_viz.nan.forward.compiled import RegionChecks, eagerly
 from autograd_viz.nan.forward.functions import FunctionCalls, FunctionMode
 from autograd_viz.nan.forward.lineage import OUTPUT, OutputHooks
-from autograd_viz.nan.forward.modules import ModuleHooks
+from autograd_viz.nan.forward.module_hooks import ModuleHooks
 from autograd_viz.nan.forward.ops import DispatchMode, OpChecks
 from autograd_viz.nan.forward.settings import TorchChecks
 from autograd_viz.sources.pytorch.compiled import around_compiled

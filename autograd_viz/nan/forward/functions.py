@@ -29,7 +29,7 @@ from autograd_viz.sources.pytorch.origins import ORIGIN_KEY, Origin, user_frames
 
 if TYPE_CHECKING:
     from autograd_viz.nan.forward.births import Birth
-    from autograd_viz.nan.forward.modules import ModuleHooks
+    from autograd_viz.nan.forward.module_hooks import ModuleHooks
 
 _BACKWARD_CALLS = frozenset({torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad})
 

@@ -1,7 +1,7 @@
 """Where a module call starts and ends, whatever order PyTorch runs global and module hooks in.
 
 Both followers of module calls (the bridge's :mod:`~autograd_viz.sources.pytorch.module_calls`
-and the NaN checker's :mod:`~autograd_viz.nan.forward.modules`) start a
+and the NaN checker's :mod:`~autograd_viz.nan.forward.module_hooks`) start a
 call in a global forward pre-hook and end it in a global forward hook; this module
 makes those two hooks bracket everything PyTorch runs for the call.
 
