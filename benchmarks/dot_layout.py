@@ -10,14 +10,21 @@ settings (the picture as drawn before them).
 
 Cases on our engine (no PyTorch needed): ``stacked``, a GPT-2-shaped model of
 33 blocks with every call open (``--expand transformer``, about 2,000 nodes,
-its module clusters stacked), and ``all``, the same with 12 blocks and
-``--expand all``. A recorded trace is added with ``--trace FILE[:EXPAND]``
-(``EXPAND`` is what ``--expand`` gets, ``all`` by default, several joined by ``+``:
+its module clusters stacked), ``all``, the same with 12 blocks and
+``--expand all``, and a T5-shaped model of ``--t5-blocks`` encoder and decoder
+blocks (24 + 24, 965 nodes; every decoder block reads the encoder's output, and
+every block a position bias its stack's first one makes: long edges into one
+node, the hardest pictures found), stacked and ``--expand all``. Its blocks are
+small, so its long edges grow with the square of its nodes: 48 + 48 blocks
+(1,925 nodes) are past what dot lays out in 10 s (docs/performance.md). A
+recorded trace is added with ``--trace FILE[:EXPAND]`` (``EXPAND`` is what
+``--expand`` gets, ``all`` by default, several joined by ``+``:
 ``t5.jsonl:encoder+decoder`` opens both stacks), as the tables in
 docs/performance.md were made from T5s and GPT-2s from ``transformers``.
 
 Usage:
-    python -m benchmarks.dot_layout [--repeats 1] [--before] [--trace T.jsonl:all ...]
+    python -m benchmarks.dot_layout [--repeats 1] [--before] [--t5-blocks 24]
+        [--trace T.jsonl:all ...]
 
 Results are printed as a table and appended as JSON lines to
 ``benchmarks/results/dot_layout.jsonl``.
@@ -38,9 +45,12 @@ from pathlib import Path
 from typing import Any
 
 import graphviz
+import numpy as np
 from rich.console import Console
 from rich.table import Table
 
+import engine
+from autograd_viz import record
 from autograd_viz.draw.model.options import ViewOptions
 from autograd_viz.draw.render import dot
 from autograd_viz.draw.render.dot_render import QUICK_SETTINGS
@@ -48,6 +58,43 @@ from autograd_viz.trace import Trace
 from benchmarks.dot_modules import gpt_trace
 
 RESULTS = Path(__file__).resolve().parent / "results" / "dot_layout.jsonl"
+
+
+def t5_trace(layers: int = 16, width: int = 8) -> Trace:
+    """A T5-shaped backward pass of ``layers`` encoder and ``layers`` decoder blocks."""
+    rng = np.random.default_rng(0)
+
+    def linear(x: engine.Tensor, path: str, name: str) -> engine.Tensor:
+        w = rng.standard_normal((width, width)) * 0.1
+        with engine.scope(name, kind="Linear"):
+            return x @ engine.tensor(w, requires_grad=True, name=f"{path}.{name}.weight")
+
+    def block(x: engine.Tensor, memory: engine.Tensor, bias: engine.Tensor, path: str) -> Any:
+        with engine.scope("attention", kind="T5Attention"):
+            q, k = linear(x, path, "q"), linear(memory, path, "k")
+            scores = ((q @ k.t()) + bias).softmax(-1)
+            x = x + linear(scores @ linear(memory, path, "v"), path, "o")
+        with engine.scope("ff", kind="T5DenseActDense"):
+            return x + linear(linear(x, path, "wi").tanh(), path, "wo")
+
+    def stack(x: engine.Tensor, name: str, memory: engine.Tensor | None) -> engine.Tensor:
+        with engine.scope(name, kind="T5Stack"):
+            for i in range(layers):
+                with engine.scope(f"block.{i}", kind="T5Block"):
+                    if i == 0:  # the position bias the first block makes and every block reads
+                        table = rng.standard_normal((x.shape[0], x.shape[0]))
+                        with engine.scope("relative_attention_bias", kind="Embedding"):
+                            bias = (
+                                engine.tensor(table, requires_grad=True, name=f"{name}.bias") * 1.0
+                            )
+                    x = block(x, x if memory is None else memory, bias, f"{name}.block.{i}")
+        return x
+
+    memory = stack(engine.tensor(rng.standard_normal((4, width))), "encoder", None)
+    y = stack(engine.tensor(rng.standard_normal((4, width))), "decoder", memory)
+    with record() as trace:
+        y.sum().backward()
+    return trace
 
 
 def timed(work: Callable[[], Any]) -> tuple[Any, float, float, float]:
@@ -113,12 +160,19 @@ def main() -> None:
     parser.add_argument("--before", action="store_true", help="also lay out without the settings")
     parser.add_argument("--trace", action="append", default=[], help="FILE[:EXPAND] to add")
     parser.add_argument("--no-engine", action="store_true", help="only the --trace cases")
+    parser.add_argument(
+        "--t5-blocks", type=int, default=24, help="blocks a stack of the T5-shaped case"
+    )
     args = parser.parse_args()
 
     cases: list[tuple[str, Trace, str]] = []
     if not args.no_engine:
         cases.append(("stacked: 33 GPT-2-shaped blocks", gpt_trace(33), "transformer"))
         cases.append(("all: 12 GPT-2-shaped blocks", gpt_trace(12), "all"))
+        n = args.t5_blocks
+        t5 = t5_trace(n)
+        cases.append((f"stacked: {n} + {n} T5-shaped blocks", t5, "encoder+decoder"))
+        cases.append((f"all: {n} + {n} T5-shaped blocks", t5, "all"))
     for spec in args.trace:
         path, _, expand = spec.partition(":")
         trace = Trace.load(path)
