@@ -21,7 +21,7 @@ from autograd_viz.nan.scan import find_nans
 from autograd_viz.trace import Trace
 from engine.anomaly import detect_anomaly
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 BUGGY = ["nan_log_zero", "nan_sqrt_zero", "nan_softmax_overflow", "nan_zero_norm"]
 
 

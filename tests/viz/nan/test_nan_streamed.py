@@ -118,11 +118,11 @@ def test_memory_stays_flat_however_long_the_run_checked() -> None:
     # In a fresh interpreter, as a program is checked: what earlier tests in
     # this process left behind (caches, counters) is not the checker's memory.
     code = (
-        "from tests.viz.test_nan_streamed import _peak_while_checking as peak\n"
+        "from tests.viz.nan.test_nan_streamed import _peak_while_checking as peak\n"
         "peak(5)\n"  # what a first run sets up once (imports, caches)
         "print(peak(40), peak(200))\n"  # past the findings a report lists in full
     )
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]),

@@ -21,7 +21,7 @@ from autograd_viz.launch import processes
 
 pytest.importorskip("torch")
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 JOB = """
     import multiprocessing as mp

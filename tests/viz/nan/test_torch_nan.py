@@ -28,7 +28,7 @@ from autograd_viz.nan.scan import find_nans  # noqa: E402
 from autograd_viz.nan.watch import watch_nan  # noqa: E402
 from autograd_viz.trace import Trace  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = ROOT / "examples"
 MARK = "# born here"
 

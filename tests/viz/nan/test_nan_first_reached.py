@@ -22,7 +22,7 @@ torch = pytest.importorskip("torch")
 from autograd_viz import cli  # noqa: E402
 from autograd_viz.nan.forward.checks import NonFiniteError  # noqa: E402
 from autograd_viz.nan.watch import watch_nan  # noqa: E402
-from tests.viz.test_nan_lineage import T5_LIKE  # noqa: E402
+from tests.viz.nan.test_nan_lineage import T5_LIKE  # noqa: E402
 
 
 def _stopped(step: Callable[[], None]) -> NonFiniteError:
