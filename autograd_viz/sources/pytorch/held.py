@@ -217,12 +217,24 @@ def _settle_held() -> None:
     if not _held:
         return
     groups: dict[tuple[Any, ...], tuple[list[torch.Tensor], list[Any], int]] = {}
+    places: dict[tuple[int, int, Any], Any] = {}
+    twins: list[tuple[Any, Any]] = []
     for tensor, version, summary, length, kind in _held.values():
-        if tensor._version != version or not tensor.data_ptr():
+        address = tensor.data_ptr()
+        if tensor._version != version or not address:
             no_numbers(summary)  # changed in place, or freed: what was summarized is gone
             continue
+        contiguous = tensor.is_contiguous()
+        if contiguous or (tensor.dim() == 2 and tensor.t().is_contiguous()):
+            # See Note [Held summaries in tensor ops]: one summary per dense memory.
+            place = (address, length, kind)
+            first = places.get(place)
+            if first is not None:
+                twins.append((summary, first))
+                continue
+            places[place] = summary
         # One strided view among contiguous tensors takes the whole stack off its memcpy path.
-        key = (summary.shape, kind, tensor.is_contiguous())
+        key = (summary.shape, kind, contiguous)
         group = groups.get(key)
         if group is None:
             group = groups[key] = ([], [], length)
@@ -240,6 +252,16 @@ def _settle_held() -> None:
                 rows = _flatten(tensors)
             blocks.append((rows.view(len(tensors), length), summaries))
         settle_blocks(blocks)
+    for summary, first in twins:
+        _store(
+            summary,
+            first.min,
+            first.max,
+            first.mean,
+            first.norm,
+            first.nan_count,
+            first.inf_count,
+        )
 
 
 # Note [Held summaries in tensor ops]
@@ -259,6 +281,14 @@ def _settle_held() -> None:
 # ``vector_norm(dtype=torch.float64)`` widen a float32 input into a full copy of
 # their own on the CPU (ATen casts the input of a reduction whose accumulation
 # dtype differs), each as slow as the widening here.
+#
+# A weight gradient is held twice over one memory: ``mm``'s output and
+# ``TBackward0``'s transposed view of it (a quarter of the GRU's held floats).
+# Two held tensors that each cover the same run of memory densely (contiguous,
+# or a contiguous matrix transposed), at the same address, length and dtype,
+# hold the same values: the second takes the first's numbers, computed once.
+# Its minimum, maximum and counts are its own exactly; its mean and norm are
+# its values summed in the other's order, which only rounding can tell apart.
 
 
 def settle_blocks(blocks: list[tuple[torch.Tensor, list[Any]]]) -> None:

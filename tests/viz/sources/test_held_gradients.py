@@ -242,3 +242,35 @@ def test_only_plain_cpu_floats_of_middle_size_are_held() -> None:
     assert held.hold_or_none(torch.ones(10, 10, dtype=torch.float64), meta, 100) is None
     sparse = torch.eye(10, dtype=torch.float64).to_sparse()
     assert held.hold_or_none(sparse, meta, 0) is None
+
+
+def test_a_held_transpose_of_held_memory_takes_its_numbers_and_a_strided_slice_does_not(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    rng = np.random.default_rng(8)
+    base = torch.from_numpy(rng.standard_normal((20, 20)).astype(np.float32))
+    product = base[:10]  # contiguous: mm's output
+    transposed = product.t()  # TBackward0's view of it: the same memory, densely
+    columns = base[:, :10]  # the same address and length, other elements
+    reduced: list[int] = []
+    settle_blocks = held.settle_blocks
+
+    def counting(blocks: Any) -> None:
+        reduced.extend(len(rows) for rows, _ in blocks)
+        settle_blocks(blocks)
+
+    monkeypatch.setattr(held, "settle_blocks", counting)
+    summaries = _held_now([product, transposed, columns])
+    assert sorted(reduced) == [1, 1]  # the transpose's memory is reduced once
+    for tensor, summary in zip((product, transposed, columns), summaries, strict=True):
+        array = tensor.contiguous().numpy()
+        alone = float_summary(array.ravel(), array.shape, "float32", "cpu")
+        assert summary.shape == array.shape and first_difference(summary, alone) is None
+    first, second, third = summaries
+    assert (second.min, second.max, second.mean, second.norm) == (
+        first.min,
+        first.max,
+        first.mean,
+        first.norm,
+    )
+    assert third.max == float(columns.max()) and third.mean != first.mean
