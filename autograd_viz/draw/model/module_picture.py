@@ -374,7 +374,7 @@ def by_module_line(
 # merged edges one of whose edges changed. Anything else about the graph that
 # differs (another node set, an edge between other nodes, a node's snapshot or
 # graph task) makes the picture from scratch. The result is the picture
-# ``apply`` makes, field for field (tests/viz/test_running_sums.py).
+# ``apply`` makes, field for field (tests/viz/draw/test_running_sums.py).
 
 
 class StepPictures:

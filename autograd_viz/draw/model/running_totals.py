@@ -39,7 +39,7 @@ from autograd_viz.draw.model.tree import FoldGroup, ModuleTree
 # call enclosing the node and in the fold holding such a call. A status whose
 # count falls to zero leaves the summary, and statuses are listed in one fixed
 # order (summaries.ordered_statuses), so the result is the summary made from
-# scratch, field for field: tests/viz/test_running_sums.py compares them.
+# scratch, field for field: tests/viz/draw/test_running_sums.py compares them.
 
 
 class _Moving:

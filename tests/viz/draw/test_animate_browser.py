@@ -237,7 +237,7 @@ def test_a_model_whose_calls_open_in_turn_keeps_the_running_node_in_sight(
     changes drawing again and again, each as tall as the model; in the default view (fitted,
     the legend folded away) the running node is in sight at every step, in a small window
     too, where the controls wrap onto more lines."""
-    from tests.viz.test_modules import transformer_trace
+    from tests.viz.draw.test_modules import transformer_trace
 
     result = animate(transformer_trace(layers=6), tmp_path / "run.html")
     errors: list[str] = []

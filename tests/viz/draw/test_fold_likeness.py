@@ -24,8 +24,8 @@ from autograd_viz.draw.model.options import ViewOptions
 from autograd_viz.draw.model.tree import ModuleTree
 from autograd_viz.trace import Trace
 from tests.viz.captions import check_notices, check_pictures, names_to_try
-from tests.viz.test_fold_shapes_around import staged_trace
-from tests.viz.test_modules import transformer_trace, unrolled_trace
+from tests.viz.draw.test_fold_shapes_around import staged_trace
+from tests.viz.draw.test_modules import transformer_trace, unrolled_trace
 
 
 def _view(trace: Trace, step: int | None = None) -> GraphView:

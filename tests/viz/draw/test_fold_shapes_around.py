@@ -21,7 +21,7 @@ from autograd_viz.draw.model.tree import ModuleTree, fold_name
 from autograd_viz.draw.render import dot
 from autograd_viz.draw.render.dot_clusters import OPS_ONLY
 from autograd_viz.trace import Trace
-from tests.viz.test_modules import transformer_trace
+from tests.viz.draw.test_modules import transformer_trace
 
 WIDTHS = (2, 3, 4)
 BLOCKS = 3

@@ -273,7 +273,7 @@ def test_a_big_opened_picture_is_stacked_and_fits_a_screens_width() -> None:
 def test_the_readmes_encoder_mid_backward_opens_one_layer(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    script = Path(__file__).resolve().parents[2] / "examples" / "torch_encoder.py"
+    script = Path(__file__).resolve().parents[3] / "examples" / "torch_encoder.py"
     out = tmp_path / "encoder.dot"
     assert main(["dot", str(script), "--step", "1500", "-o", str(out)]) == 0
     assert "module boxes" in capsys.readouterr().out

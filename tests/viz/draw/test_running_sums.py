@@ -22,7 +22,7 @@ from autograd_viz.draw.model.module_picture import StepPictures
 from autograd_viz.draw.model.totals import ordered_statuses
 from autograd_viz.draw.model.tree import ModuleTree
 from autograd_viz.trace import Trace
-from tests.viz.test_modules import transformer_trace, unrolled_trace
+from tests.viz.draw.test_modules import transformer_trace, unrolled_trace
 
 
 def _views(trace: Trace) -> list[GraphView]:

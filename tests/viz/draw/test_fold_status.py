@@ -21,7 +21,7 @@ from autograd_viz.draw.model.options import ViewOptions
 from autograd_viz.draw.model.targets import Names, expand_braces
 from autograd_viz.draw.model.tree import ModuleTree
 from autograd_viz.trace import Trace
-from tests.viz.test_modules_torch import _step_inside, _view, transformer_encoder, unrolled_gru
+from tests.viz.draw.test_modules_torch import _step_inside, _view, transformer_encoder, unrolled_gru
 
 pytest.importorskip("torch")
 

@@ -22,8 +22,8 @@ from autograd_viz.draw.model.options import ViewOptions
 from autograd_viz.draw.model.targets import node_name
 from autograd_viz.trace import Trace
 from autograd_viz.tui.pictures import Pictures
-from tests.viz.test_graph_select import unrolled_rnn
-from tests.viz.test_modules import transformer_trace, unrolled_trace
+from tests.viz.draw.test_graph_select import unrolled_rnn
+from tests.viz.draw.test_modules import transformer_trace, unrolled_trace
 
 
 def _looped_scopes() -> Trace:
@@ -159,7 +159,7 @@ def test_chain_folds_stay_inside_one_module_call_and_name_their_nodes() -> None:
 @pytest.mark.parametrize("model", ["transformer", "resnet", "gru", "shared"])
 def test_every_label_of_a_torch_models_pictures_reads_back(model: str) -> None:
     pytest.importorskip("torch")
-    from tests.viz.test_modules_torch import MODELS
+    from tests.viz.draw.test_modules_torch import MODELS
 
     trace = MODELS[model]()
     view = _view(trace)

@@ -36,7 +36,7 @@ else:
     torch = pytest.importorskip("torch")
     nn = torch.nn
 
-from tests.viz.test_modules_torch import MODELS as NN_MODELS
+from tests.viz.draw.test_modules_torch import MODELS as NN_MODELS
 
 pytestmark = pytest.mark.oracle
 

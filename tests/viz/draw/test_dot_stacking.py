@@ -22,8 +22,8 @@ from autograd_viz.draw.model.options import ViewOptions
 from autograd_viz.draw.render import dot, dot_clusters
 from autograd_viz.trace import Trace
 from tests.viz.dotting import needs_dot, svg_groups, svg_tree
-from tests.viz.test_dot_default_picture import chain_trace
-from tests.viz.test_modules import transformer_trace
+from tests.viz.draw.test_dot_default_picture import chain_trace
+from tests.viz.draw.test_modules import transformer_trace
 
 
 def _stacked(trace: Trace, **options: object) -> tuple[GraphView, dict[str, list[str]]]:

@@ -22,7 +22,7 @@ from autograd_viz.draw.model.targets import Names
 from autograd_viz.draw.model.tree import ModuleTree
 from autograd_viz.trace import Trace
 from tests.viz.captions import check_pictures
-from tests.viz.test_modules import transformer_trace
+from tests.viz.draw.test_modules import transformer_trace
 
 
 def _view() -> GraphView:

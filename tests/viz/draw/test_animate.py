@@ -444,7 +444,7 @@ def test_frames_redrawn_where_they_changed_are_the_frames_drawn_whole() -> None:
     # (Note [Stacking module clusters]): a frame redrawn from the elements that changed
     # keeps them, and every frame is the one drawn from nothing at its step.
     from autograd_viz.draw.render.step_frames import view_frames
-    from tests.viz.test_modules import transformer_trace
+    from tests.viz.draw.test_modules import transformer_trace
 
     trace = transformer_trace()
     steps = list(range(0, len(trace) + 1, 3))
@@ -457,7 +457,7 @@ def test_frames_redrawn_where_they_changed_are_the_frames_drawn_whole() -> None:
 def test_the_call_being_worked_on_is_open_in_its_frame() -> None:
     """Note [An animation opens the work]: the running node is drawn, not hidden in a fold's
     box; once its call is done the fold closes again, so a frame draws few boxes."""
-    from tests.viz.test_modules import transformer_trace
+    from tests.viz.draw.test_modules import transformer_trace
 
     trace = transformer_trace()
     steps = list(range(len(trace) + 1))

@@ -35,7 +35,7 @@ from tests.viz.dotting import (
 
 __all__ = ["fresh_numbers"]  # a fixture, used by name
 
-GOLDEN = Path(__file__).parent / "golden"
+GOLDEN = Path(__file__).parents[1] / "golden"
 UPDATE = os.environ.get("AUTOGRAD_VIZ_UPDATE_GOLDEN") == "1"
 
 

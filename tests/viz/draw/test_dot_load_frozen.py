@@ -8,9 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.viz.test_modules import transformer_trace
+from tests.viz.draw.test_modules import transformer_trace
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 PROBE = """
 import gc, sys

@@ -197,7 +197,7 @@ def test_alike_cells_of_two_modules_fold_as_two_loops() -> None:
 
 
 def test_a_closed_fold_is_a_rolled_loop_with_one_edge_to_itself() -> None:
-    from tests.viz.test_modules import unrolled_trace
+    from tests.viz.draw.test_modules import unrolled_trace
 
     view = _view(unrolled_trace(12))  # h = (h @ w).tanh() in cell, twelve times
     tree = ModuleTree.of_view(view)
