@@ -47,7 +47,9 @@ def test_module_boxes_and_clusters_quote_names(name: str) -> None:
         lines = [line for line in source.splitlines() if line.lstrip().startswith("digraph")]
         assert lines == ["digraph backward {"]
     assert "× 3" in to_dot(trace, leaves=True).source  # the three calls folded
-    assert "× 2" in to_dot(trace).source  # by default the first one is drawn beside the fold
+    # By default too: calls that hold no calls are one fold box, its loop edge marked.
+    default = to_dot(trace).source
+    assert "× 3" in default and 'label="×2" class=loop' in default
 
 
 @needs_dot
