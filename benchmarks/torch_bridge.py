@@ -26,6 +26,10 @@ Forward passes are built fresh each repeat and not timed. Prints a table.
 ``--split`` times the GRU's recorders again with every summary stubbed out
 (one constant): what their summaries cost, and what the rest does.
 
+``--held`` times the GRU's ``record()`` with the blocks of held gradients
+reduced by PyTorch (as it runs) and by NumPy's float64 rows (as before), in
+one process, interleaved.
+
 ``--replay N`` also records a PyTorch trace of about N events (a GRUCell
 unrolled as far as it takes), saves it, and times what ``autograd-viz
 replay`` does before its first screen: loading the file as the command does
@@ -261,6 +265,52 @@ def split() -> None:
     Console().print(table)
 
 
+@contextlib.contextmanager
+def _held_in_numpy() -> Iterator[None]:
+    """Held gradients' blocks reduced in NumPy rows, float64, as before PyTorch reduced them.
+
+    See Note [Held summaries in tensor ops] in ``autograd_viz/sources/pytorch/held.py``:
+    the blocks are the same (stacked a shape at a time, one reduction per memory);
+    only what reduces their rows differs.
+    """
+    from autograd_viz.sources.deferred import settle_rows
+    from autograd_viz.sources.pytorch import held
+    from autograd_viz.sources.pytorch.host_view import host_view
+
+    def numpy_rows(blocks: list[tuple[torch.Tensor, list[Any]]]) -> None:
+        for rows, summaries in blocks:
+            settle_rows(host_view(rows), summaries)
+
+    kept = held.settle_blocks
+    held.settle_blocks = numpy_rows
+    try:
+        yield
+    finally:
+        held.settle_blocks = kept
+
+
+def held_reductions(repeat: int) -> None:
+    """Time the GRU's ``record()`` with its held blocks reduced by PyTorch and by NumPy."""
+
+    def numpy_way(loss: torch.Tensor) -> None:
+        with _held_in_numpy():
+            recorded(loss)
+
+    label, build = gru()
+    nodes = len(nodes_of(build()))
+    ways = {"plain": plain, "record()": recorded, "record(), held blocks in NumPy": numpy_way}
+    for run in ways.values():
+        run(build())
+    medians = measure(build, ways, repeat, time.thread_time)
+    table = Table(title=f"{label}: µs per node over plain, thread CPU time, medians")
+    table.add_column("way")
+    table.add_column("+µs/node", justify="right")
+    for name in ways:
+        if name != "plain":
+            table.add_row(name, f"{(medians[name] - medians['plain']) / nodes * 1e6:.1f}")
+    Console().print(table)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=15)
@@ -276,8 +326,16 @@ def main() -> None:
         help="time the calling thread's CPU time (steadier on a busy machine: CPU backward "
         "with one intra-op thread runs there) instead of wall time",
     )
+    parser.add_argument(
+        "--held",
+        action="store_true",
+        help="time the GRU's record() with its held gradients reduced by PyTorch and by NumPy",
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)
+    if args.held:
+        held_reductions(args.repeat)
+        return
     if args.replay:
         replay_first_screen(args.replay)
         return
