@@ -280,7 +280,12 @@ def _settle_held() -> None:
 # are exactly what they were. ``sum(dtype=torch.float64)`` and
 # ``vector_norm(dtype=torch.float64)`` widen a float32 input into a full copy of
 # their own on the CPU (ATen casts the input of a reduction whose accumulation
-# dtype differs), each as slow as the widening here.
+# dtype differs), each as slow as the widening here. On a recorded GRUCell's
+# blocks PyTorch's reductions cost what NumPy's float64 rows did (``python -m
+# benchmarks.torch_bridge --held``); what settling saves is in the copies: a
+# stack instead of a flattening, strided views stacked apart (one among
+# contiguous tensors takes the whole stack off its memcpy path), and the memory
+# below reduced once.
 #
 # A weight gradient is held twice over one memory: ``mm``'s output and
 # ``TBackward0``'s transposed view of it (a quarter of the GRU's held floats).
