@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import itertools
+import os
 import re
 import shutil
+import stat
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import graphviz
 import pytest
@@ -115,3 +118,21 @@ def paper_rnn() -> engine.Tensor:
     x = engine.randn(1, 2, requires_grad=True, name="x")
     prev_h = engine.randn(1, 3, requires_grad=True, name="prev_h")
     return ((w_x @ x.T) + (w_h @ prev_h.T)).tanh().sum()
+
+
+def dot_that_crashes_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, case: str) -> None:
+    """Put first on PATH a ``dot`` that dies of a segmentation fault when its input matches
+    the shell ``case`` pattern ``case`` (``*newrank*``; ``*splines=line*) ;; *nslimit*``:
+    not with straight edges, else on a bounded placement), as Debian's Graphviz 2.43 did on
+    some pictures; any other input goes to the real ``dot``."""
+    real = shutil.which("dot")
+    assert real is not None
+    fake = tmp_path / "bin" / "dot"
+    fake.parent.mkdir()
+    fake.write_text(
+        "#!/bin/sh\n"
+        f'input=$(cat); case "$input" in {case}) kill -SEGV $$;; esac\n'
+        f'printf "%s" "$input" | exec {real} "$@"\n'
+    )
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")

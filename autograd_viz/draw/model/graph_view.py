@@ -451,3 +451,32 @@ def _leaf_boxes(nodes: Iterable[ViewNode], state: ExecutionState | None) -> Iter
             leaf.shape,
             leaf.dtype,
         )
+
+
+def reach_bits(
+    starts: Iterable[str], out: Mapping[str, Iterable[str]], bit: Mapping[str, int]
+) -> dict[str, int]:
+    """What each key reaches along ``out`` (itself included), as a bit set of ``bit``'s.
+
+    Depth-first from each of ``starts``, children before parents, without recursion (a
+    picture can be thousands of nodes deep); a key met again adds what it reached.
+    """
+    reach: dict[str, int] = {}
+    for start in starts:
+        if start in reach:
+            continue
+        reach[start] = bit[start]
+        stack = [(start, iter(out.get(start, ())))]
+        while stack:
+            key, heads = stack[-1]
+            head = next(heads, None)
+            if head is None:
+                stack.pop()
+                if stack:
+                    reach[stack[-1][0]] |= reach[key]
+            elif head not in reach:
+                reach[head] = bit[head]
+                stack.append((head, iter(out.get(head, ()))))
+            else:
+                reach[key] |= reach[head]
+    return reach

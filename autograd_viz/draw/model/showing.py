@@ -33,7 +33,7 @@ from dataclasses import replace
 from autograd_viz.draw.model import chains, select
 from autograd_viz.draw.model.choosing import MAX_NESTING, Choice, choose, focus_of
 from autograd_viz.draw.model.drawn import NOT_SUMMED, BoxStatus, BoxSummary, Cluster, ModuleBox
-from autograd_viz.draw.model.graph_view import GraphView
+from autograd_viz.draw.model.graph_view import GraphView, reach_bits
 from autograd_viz.draw.model.module_picture import (
     BY_MODULE,
     Layout,
@@ -429,25 +429,7 @@ def _stacking_steps(laid: Layout, below: dict[str, dict[str, int]]) -> None:
 
 def _reach(below: Mapping[str, Mapping[str, int]], bit: Mapping[str, int]) -> dict[str, int]:
     """What each item reaches (itself included), as a bit set, children before parents."""
-    reach: dict[str, int] = {}
-    for start in below:
-        if start in reach:
-            continue
-        reach[start] = bit[start]
-        stack = [(start, iter(below[start]))]
-        while stack:
-            key, heads = stack[-1]
-            head = next(heads, None)
-            if head is None:
-                stack.pop()
-                if stack:
-                    reach[stack[-1][0]] |= reach[key]
-            elif head not in reach:
-                reach[head] = bit[head]
-                stack.append((head, iter(below.get(head, {}))))
-            else:
-                reach[key] |= reach[head]
-    return reach
+    return reach_bits(below, below, bit)
 
 
 def _recounted(picture: GraphView, level: int, nodes: int) -> GraphView:

@@ -19,7 +19,7 @@ from autograd_viz.draw.model.drawn import (
     Stack,
     TensorBox,
 )
-from autograd_viz.draw.model.graph_view import GraphView, ViewEdge, ViewNode
+from autograd_viz.draw.model.graph_view import GraphView, ViewEdge, ViewNode, reach_bits
 from autograd_viz.draw.model.stacks import statuses_text
 from autograd_viz.draw.render import dot_quote
 from autograd_viz.draw.render.escape import html_label, html_text, plain_text
@@ -375,25 +375,7 @@ def _reach(
     view: GraphView, out: Mapping[str, Sequence[str]], bit: Mapping[str, int]
 ) -> dict[str, int]:
     """What each node reaches (itself included), as a bit set over the view's nodes."""
-    reach: dict[str, int] = {}
-    for start in view.nodes:
-        if start in reach:
-            continue
-        stack = [(start, iter(out.get(start, ())))]
-        reach[start] = bit[start]
-        while stack:  # depth-first, children before parents, without recursion
-            key, heads = stack[-1]
-            head = next(heads, None)
-            if head is None:
-                stack.pop()
-                if stack:
-                    reach[stack[-1][0]] |= reach[key]
-            elif head not in reach:
-                reach[head] = bit[head]
-                stack.append((head, iter(out.get(head, ()))))
-            else:
-                reach[key] |= reach[head]
-    return reach
+    return reach_bits(view.nodes, out, bit)
 
 
 def _path(view: GraphView, key: str) -> list[str]:

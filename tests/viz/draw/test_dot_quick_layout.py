@@ -3,12 +3,8 @@
 from __future__ import annotations
 
 import math
-import os
 import re
-import shutil
-import stat
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,7 +14,7 @@ import engine
 from autograd_viz.draw.render import dot
 from autograd_viz.draw.render.dot_render import QUICK_LAYOUT, QUICK_SETTINGS
 from autograd_viz.trace import Trace
-from tests.viz.dotting import needs_dot, svg_groups
+from tests.viz.dotting import dot_that_crashes_on, needs_dot, svg_groups
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -63,21 +59,9 @@ def test_every_label_of_a_big_picture_is_drawn() -> None:
 
 
 @pytest.fixture
-def crashing_dot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """A ``dot`` first on PATH that dies of a segmentation fault on a bounded placement
-    with curved edges, as Debian's Graphviz 2.43 did on some pictures."""
-    real = shutil.which("dot")
-    assert real is not None
-    fake = tmp_path / "bin" / "dot"
-    fake.parent.mkdir()
-    fake.write_text(
-        "#!/bin/sh\n"
-        'input=$(cat); case "$input" in *splines=line*) ;; *nslimit*) kill -SEGV $$;; esac\n'
-        f'printf "%s" "$input" | exec {real} "$@"\n'
-    )
-    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
-    monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
-    yield
+def crashing_dot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ``dot`` that dies on a bounded placement with curved edges, as 2.43 did on some."""
+    dot_that_crashes_on(tmp_path, monkeypatch, "*splines=line*) ;; *nslimit*")
 
 
 @needs_dot
@@ -153,20 +137,9 @@ def test_long_edges_into_one_node_run_as_one_line_and_none_is_lost() -> None:
 
 
 @pytest.fixture
-def concentrating_crashes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """A ``dot`` first on PATH that dies of a segmentation fault on concentrated edges."""
-    real = shutil.which("dot")
-    assert real is not None
-    fake = tmp_path / "bin" / "dot"
-    fake.parent.mkdir()
-    fake.write_text(
-        "#!/bin/sh\n"
-        'input=$(cat); case "$input" in *concentrate*) kill -SEGV $$;; esac\n'
-        f'printf "%s" "$input" | exec {real} "$@"\n'
-    )
-    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
-    monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
-    yield
+def concentrating_crashes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ``dot`` that dies of a segmentation fault on concentrated edges."""
+    dot_that_crashes_on(tmp_path, monkeypatch, "*concentrate*")
 
 
 @needs_dot

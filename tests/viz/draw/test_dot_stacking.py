@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-import stat
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +17,7 @@ from autograd_viz.draw.model.graph_view import GraphView
 from autograd_viz.draw.model.options import ViewOptions
 from autograd_viz.draw.render import dot, dot_clusters
 from autograd_viz.trace import Trace
-from tests.viz.dotting import needs_dot, svg_groups, svg_tree
+from tests.viz.dotting import dot_that_crashes_on, needs_dot, svg_groups, svg_tree
 from tests.viz.draw.test_dot_default_picture import chain_trace
 from tests.viz.draw.test_modules import transformer_trace
 
@@ -209,20 +205,9 @@ def test_unstacked_is_the_drawing_without_stacking() -> None:
 
 
 @pytest.fixture
-def crashing_dot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """A ``dot`` first on PATH that dies of a segmentation fault on a stacked picture."""
-    real = shutil.which("dot")
-    assert real is not None
-    fake = tmp_path / "bin" / "dot"
-    fake.parent.mkdir()
-    fake.write_text(
-        "#!/bin/sh\n"
-        'input=$(cat); case "$input" in *newrank*) kill -SEGV $$;; esac\n'
-        f'printf "%s" "$input" | exec {real} "$@"\n'
-    )
-    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
-    monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
-    yield
+def crashing_dot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ``dot`` that dies of a segmentation fault on a stacked picture."""
+    dot_that_crashes_on(tmp_path, monkeypatch, "*newrank*")
 
 
 @needs_dot
