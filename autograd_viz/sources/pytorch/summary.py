@@ -263,7 +263,7 @@ _FLOATS = frozenset({torch.float16, torch.float32, torch.float64})
 # input of a CPU reduction into a full copy when its accumulation dtype
 # differs, and widening it in cache-sized pieces costs 1.1 ms; ``aminmax``
 # takes 0.31-0.33 ms against 0.38 for NumPy's two passes on a contiguous
-# million, but 0.15 against 0.11 at 256×1024, and six times NumPy's on a
+# million, but 0.15 against 0.11 at 256×1024, and five times NumPy's on a
 # transposed weight gradient. So the CPU path stays as it is. On another
 # device the four numbers come back in one transfer (``tolist`` of the
 # stacked results): one synchronization per summary instead of three, and a
