@@ -105,6 +105,19 @@ def options_only(add: Callable[[argparse.ArgumentParser], None]) -> argparse.Arg
     return parser
 
 
+def takes_a_script(
+    parser: argparse.ArgumentParser,
+    add_options: Callable[[argparse.ArgumentParser], None],
+    run: Callable[[argparse.Namespace], int],
+) -> None:
+    """Make ``parser`` a command that runs ``SCRIPT [ARGS ...]``: its options (before or
+    after SCRIPT, Note [Options and the script's arguments]), the script's own words, and
+    ``run``, which does the command."""
+    add_options(parser)
+    parser.add_argument("script_and_args", nargs=argparse.REMAINDER, metavar="SCRIPT [ARGS ...]")
+    parser.set_defaults(run=run, option_parser=options_only(add_options))
+
+
 def split_options(
     words: Sequence[str], parser: argparse.ArgumentParser
 ) -> tuple[list[str], list[str]]:

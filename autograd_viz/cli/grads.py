@@ -31,8 +31,8 @@ from autograd_viz.cli.base import (
     UsageError,
     check_output,
     note,
-    options_only,
     script_and_args,
+    takes_a_script,
 )
 from autograd_viz.trace.text import printable, shown
 
@@ -71,9 +71,7 @@ def add_grads_command(commands: argparse._SubParsersAction[ArgumentParser]) -> N
             "trace file (.jsonl) instead: the exact zeros, pruned leaves and flow it recorded."
         ),
     )
-    add_grads_options(grads)
-    grads.add_argument("script_and_args", nargs=argparse.REMAINDER, metavar="SCRIPT [ARGS ...]")
-    grads.set_defaults(run=run_grads, option_parser=options_only(add_grads_options))
+    takes_a_script(grads, add_grads_options, run_grads)
 
 
 def add_grads_options(grads: argparse.ArgumentParser) -> None:

@@ -31,8 +31,8 @@ from autograd_viz.cli.base import (
     check_output,
     load_trace,
     note,
-    options_only,
     script_and_args,
+    takes_a_script,
 )
 from autograd_viz.cli.record import add_call_options, call_selection
 from autograd_viz.nan.text import print_report
@@ -71,9 +71,7 @@ def add_nan_command(commands: argparse._SubParsersAction[ArgumentParser]) -> Non
             "(--call K: that call alone)."
         ),
     )
-    add_nan_options(nan)
-    nan.add_argument("script_and_args", nargs=argparse.REMAINDER, metavar="SCRIPT [ARGS ...]")
-    nan.set_defaults(run=run_nan, option_parser=options_only(add_nan_options))
+    takes_a_script(nan, add_nan_options, run_nan)
 
 
 def add_nan_options(nan: argparse.ArgumentParser) -> None:

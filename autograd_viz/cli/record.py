@@ -26,9 +26,9 @@ from autograd_viz.cli.base import (
     check_output,
     load_trace,
     note,
-    options_only,
     rich_console,
     script_and_args,
+    takes_a_script,
 )
 from autograd_viz.trace.text import one_line, printable, shown
 
@@ -543,9 +543,7 @@ def add_record_commands(commands: argparse._SubParsersAction[ArgumentParser]) ->
             "The exit status is the script's, as python gives it."
         ),
     )
-    add_record_options(record)
-    record.add_argument("script_and_args", nargs=argparse.REMAINDER, metavar="SCRIPT [ARGS ...]")
-    record.set_defaults(run=run_record, option_parser=options_only(add_record_options))
+    takes_a_script(record, add_record_options, run_record)
 
     timeline = commands.add_parser(
         "timeline",

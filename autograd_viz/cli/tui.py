@@ -38,8 +38,8 @@ from autograd_viz.cli.base import (
     check_output,
     load_trace,
     note,
-    options_only,
     script_and_args,
+    takes_a_script,
 )
 from autograd_viz.cli.record import add_call_options, call_selection
 from autograd_viz.trace.text import printable
@@ -691,9 +691,7 @@ def add_tui_commands(commands: argparse._SubParsersAction[ArgumentParser]) -> No
             "'--', every word is). The exit status is the script's, as python gives it."
         ),
     )
-    add_run_options(run)
-    run.add_argument("script_and_args", nargs=argparse.REMAINDER, metavar="SCRIPT [ARGS ...]")
-    run.set_defaults(run=run_live, option_parser=options_only(add_run_options))
+    takes_a_script(run, add_run_options, run_live)
 
     replay = commands.add_parser(
         "replay",
