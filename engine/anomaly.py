@@ -26,7 +26,6 @@ already infinite.
 from __future__ import annotations
 
 import os
-import re
 import threading
 import traceback
 import warnings
@@ -38,6 +37,7 @@ from engine._context import SCOPE_KEY, TLS
 from engine.activity import ACTIVITY
 from engine.events import HUB, LazySummary
 from engine.grad_mode import _DecoratorContextManager
+from engine.naming import op_name
 
 if TYPE_CHECKING:
     from engine.graph import Node
@@ -413,16 +413,6 @@ def _emit_forward(
         if outside:
             ACTIVITY.leave()
 
-
-_BACKWARD_SUFFIX = re.compile(r"Backward\d*$")
-_WORD_START = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
-
-
-def op_name(node_name: str) -> str:
-    """The op a node is the backward of, from PyTorch's naming: ``LogSoftmaxBackward0`` →
-    ``log_softmax``."""
-    base = _BACKWARD_SUFFIX.sub("", node_name) or node_name
-    return _WORD_START.sub("_", base).lower()
 
 
 # -- forward tracebacks ----------------------------------------------------------------

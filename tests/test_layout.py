@@ -41,15 +41,19 @@ RANKS = {
 VIEWS = ("draw", "timeline")
 """Rooms that read trace types only: never a source, ``live``, ``launch`` or the engine."""
 
+VIEW_MODULES = ("autograd_viz.nan.report", "autograd_viz.nan.text", "autograd_viz.grads.report")
+"""Views inside other rooms, held to the same rule: the NaN and gradient reports."""
+
 APART = {("trace", "engine")} | {
     (view, room) for view in VIEWS for room in ("sources", "live", "launch", "engine")
 }
 """``(room, lower room)``: a room that may not import that one although it is lower."""
 
-ALLOWED_APART = {("trace", "engine.scheduler")}
+ALLOWED_APART = {("trace", "engine.scheduler"), ("trace", "engine.naming")}
 """Modules a room of :data:`APART` may import all the same. Replay rebuilds the ready
-queues with the engine's own scheduler (its order written once); that module needs
-nothing but the standard library."""
+queues with the engine's own scheduler (its order written once), and the reports name
+ops as anomaly mode does (engine.naming); those modules need nothing but the standard
+library."""
 
 
 RECORDING = ("autograd_viz.trace.recorder", "autograd_viz.trace.recording")
@@ -210,6 +214,21 @@ def test_the_check_catches_an_import_upward_or_sideways(
 
     monkeypatch.setitem(globals(), "imports", with_one_more)
     assert any(f"imports {target}" in v and source in v for v in violations()), room
+
+
+def test_the_reports_read_trace_types_only() -> None:
+    # The NaN and gradient reports are views, kept in the rooms of what they report on.
+    bad = []
+    for module in VIEW_MODULES:
+        path = ROOT / (module.replace(".", "/") + ".py")
+        for line, target in imports(path):
+            there = room_of(target)
+            allowed = there in (None, "trace", "version", room_of(module)) or target in {
+                allowed for _, allowed in ALLOWED_APART
+            }
+            if not allowed or target.startswith("autograd_viz.nan.forward"):
+                bad.append(f"{path.relative_to(ROOT)}:{line} imports {target}")
+    assert not bad, "\n".join(bad)
 
 
 def test_the_view_model_never_imports_its_renderers() -> None:

@@ -39,11 +39,10 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-import engine
 from autograd_viz.nan import cause as nan_cause
 from autograd_viz.trace import GraphTaskInfo, Trace, TraceEvent
 from autograd_viz.trace.summary import TensorSummary
-from engine.anomaly import op_name
+from autograd_viz.trace.text import op_name
 
 Summaries = tuple[TensorSummary | None, ...]
 
@@ -441,11 +440,14 @@ def _leaf_finding(runs: NodeRuns, event: TraceEvent, offset: int) -> Finding | N
 # -- the user's line ---------------------------------------------------------------------
 
 _FRAME = re.compile(r'\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<function>[^\n]+)')
-_OUR_DIRS = tuple(
-    os.path.dirname(os.path.abspath(path)) + os.sep for path in (__file__, engine.__file__)
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The engine is installed beside this package (one distribution): its frames are not the
+# user's either.
+_OUR_DIRS = (
+    os.path.dirname(os.path.abspath(__file__)) + os.sep,
+    os.path.join(os.path.dirname(_PACKAGE), "engine") + os.sep,
 )
 _NOT_USER = ("<frozen ", "runpy.py", "<string>")
-_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _RUNNERS = tuple(
     os.path.join(_PACKAGE, part + os.sep) for part in ("cli", "launch", "sources", "live")
 )

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import re
 
+from engine.naming import op_name
 from engine.scheduler import UINT64_MAX
 
 _ACTING = re.compile(
@@ -126,3 +127,17 @@ def sequence_text(value: int | None, missing: str = "") -> str:
     if value is None:
         return missing
     return "2⁶⁴−1" if value == UINT64_MAX else str(value)
+
+
+__all__ = [
+    "LIVE_THREAD",
+    "MAIN",
+    "UINT64_MAX",
+    "count_words",
+    "op_name",
+    "printable",
+    "sequence_text",
+    "shorten",
+    "shown",
+    "thread_name",
+]
