@@ -187,7 +187,7 @@ class Recorder:
     def wants_call(self) -> bool:
         """Whether the backward call this thread runs is one to record: a source may run a
         call no listener wants as unwatched (Note [Calls no listener wants] in
-        ``autograd_viz/sources/pytorch/arming.py``)."""
+        ``autograd_viz/sources/pytorch/chokepoint.py``)."""
         return self._kept is None or getattr(self._local, "call", None) is not None
 
     def set_call(self, index: int | None) -> None:

@@ -210,7 +210,7 @@ def backward_checks(checker: BackwardChecks) -> functools.partial[None]:
     listener = functools.partial(checker._on_event)
     listener.on_error = on_error  # type: ignore[attr-defined]
     # It checks the calls the other listeners watch (Note [Calls no listener wants] in
-    # arming.py): a call they all leave out runs unchecked node by node.
+    # sources/pytorch/chokepoint.py): a call they all leave out runs unchecked node by node.
     listener.follows_calls = True  # type: ignore[attr-defined]
     return listener
 

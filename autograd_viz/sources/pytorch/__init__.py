@@ -19,7 +19,7 @@ Example:
 
 The modules, in the order a backward call meets them:
 
-- :mod:`~autograd_viz.sources.pytorch.arming`: :func:`watch_torch` and the
+- :mod:`~autograd_viz.sources.pytorch.chokepoint`: :func:`watch_torch` and the
   patched chokepoint, which turns a call into a graph task;
 - :mod:`~autograd_viz.sources.pytorch.graph`: the graph walked from the
   roots, with PyTorch's numbers (``topological_nr``, dependencies, pruning),
@@ -41,11 +41,11 @@ PyTorch's own ImportError.
 
 from __future__ import annotations
 
-from autograd_viz.sources.pytorch.arming import TorchWatch, watch_torch
 from autograd_viz.sources.pytorch.bookkeeping import (
     DERIVED_MISMATCH,
     DerivedMismatchWarning,
 )
+from autograd_viz.sources.pytorch.chokepoint import TorchWatch, watch_torch
 from autograd_viz.sources.pytorch.graph import ACCUMULATE_GRAD, GRAPH_ROOT
 from autograd_viz.sources.pytorch.leaf_names import name
 from autograd_viz.sources.pytorch.node import node_id

@@ -53,7 +53,7 @@ class Emitter:
         """Summarize every gradient."""
         self.rows: list[tuple[Any, ...]] = []
         self.thread = thread_name()
-        """Where every node of the graph task runs (Note [Device threads] in ``arming.py``)."""
+        """Where every node of the graph task runs (Note [Device threads] in ``chokepoint.py``)."""
         self.clock: Callable[[], int] = _clock
         """The rows' time: now, or for derived calls the call's end (``call_level.py``)."""
 

@@ -1,6 +1,6 @@
 """The backward calls ``nan --every``/``--steps`` leave out run unwatched, checked at the parameters.
 
-Note [Calls no listener wants] in ``autograd_viz/sources/pytorch/arming.py``:
+Note [Calls no listener wants] in ``autograd_viz/sources/pytorch/chokepoint.py``:
 a call that the recorder leaves out, and that no other listener wants, runs
 as PyTorch runs it unwatched; only the check at the parameters (Note
 [Checking calls not recorded]) and the call's gate see it.
@@ -19,7 +19,7 @@ torch = pytest.importorskip("torch")
 
 from autograd_viz import cli  # noqa: E402
 from autograd_viz.nan.watch import watch_nan  # noqa: E402
-from autograd_viz.sources.pytorch.arming import wanted  # noqa: E402
+from autograd_viz.sources.pytorch.chokepoint import wanted  # noqa: E402
 from engine import events  # noqa: E402
 from engine.events import Event  # noqa: E402
 

@@ -328,10 +328,10 @@ def test_grad_into_a_gradient_edge() -> None:
 def test_device_thread_graphs_run_on_the_calling_thread_while_watched(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from autograd_viz.sources.pytorch import arming
+    from autograd_viz.sources.pytorch import chokepoint
 
     # Pretend the CPU were a device PyTorch runs on its own threads.
-    monkeypatch.setattr(arming, "_CALLING_THREAD", frozenset({"meta"}))
+    monkeypatch.setattr(chokepoint, "_CALLING_THREAD", frozenset({"meta"}))
     monkeypatch.setattr(once, "said", set())
     x = torch.randn(3, requires_grad=True)
     seen: list[events.Event] = []
@@ -453,11 +453,11 @@ def test_a_failure_of_the_watch_never_fails_the_backward(
 def test_a_stepped_device_graph_is_watched_on_the_calling_thread(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from autograd_viz.sources.pytorch import arming
+    from autograd_viz.sources.pytorch import chokepoint
     from engine.activity import ACTIVITY
 
     # Pretend the CPU were a device, and a live session were stepping.
-    monkeypatch.setattr(arming, "_CALLING_THREAD", frozenset({"meta"}))
+    monkeypatch.setattr(chokepoint, "_CALLING_THREAD", frozenset({"meta"}))
     monkeypatch.setattr(ACTIVITY, "tracking", 1)
     monkeypatch.setattr(once, "said", set())
     x = torch.randn(3, requires_grad=True)

@@ -118,6 +118,6 @@ def test_the_lines_autograd_viz_nan_says_name_the_scripts_lines(tmp_path: Path, 
     where = {("torch.func" in message): (file, source[int(n) - 1]) for file, n, message in said}
     assert len(said) == 2, done.stderr
     # the compiled region's line used to point at torch/nn/modules/module.py, and
-    # torch.func's at autograd_viz/sources/pytorch/arming.py
+    # torch.func's at autograd_viz/sources/pytorch/chokepoint.py
     assert where[False][0] == str(script) and where[False][1].endswith("# COMPILED")
     assert where[True][0] == str(script) and where[True][1].endswith("# FUNC")
