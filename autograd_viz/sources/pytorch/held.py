@@ -225,7 +225,7 @@ def _settle_held() -> None:
             no_numbers(summary)  # changed in place, or freed: what was summarized is gone
             continue
         contiguous = tensor.is_contiguous()
-        if contiguous or (tensor.dim() == 2 and tensor.t().is_contiguous()):
+        if contiguous or (tensor.dim() == 2 and _transposed(tensor)):
             # See Note [Held summaries in tensor ops]: one summary per dense memory.
             place = (address, length, kind)
             first = places.get(place)
@@ -359,6 +359,11 @@ def _row_numbers(rows: torch.Tensor) -> torch.Tensor:
             _norm(wide, dim=1),
         )
     )
+
+
+def _transposed(matrix: torch.Tensor) -> bool:
+    """Whether a 2-D tensor is a contiguous matrix transposed (read without making a view)."""
+    return matrix.stride() == (1, matrix.shape[0])
 
 
 def _store(
