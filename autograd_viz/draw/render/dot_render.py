@@ -13,6 +13,7 @@ user code and goes through :mod:`autograd_viz.draw.render.escape`.
 from __future__ import annotations
 
 import itertools
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
@@ -91,6 +92,34 @@ QUICK_LAYOUT = 400
 QUICK_SETTINGS = {"forcelabels": "true", "nslimit": "1", "concentrate": "true"}
 """Graphviz's bounds on its searches for a big picture (Note [Laying out big pictures quickly])."""
 
+# Note [Far edges drawn to a copy]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# The settings above bound dot's searches, not the graph they search: an edge
+# across R ranks is R - 1 virtual nodes, and a picture whose long edges grow
+# with its depth (T5's encoder output read by every decoder block, every
+# block's shared position bias) has tens of thousands of them at 2,000 nodes,
+# past 10 s of dot whatever the settings. In a big picture (past QUICK_LAYOUT
+# nodes) an edge that would cross more than FAR_RANKS ranks is drawn to a copy
+# of its far end instead: a small dashed node, ``= name #id``, with the
+# original's colour, drawn beside the other end, and the short edge to it.
+# Which end is copied: the one with more far edges (the node that many far
+# blocks read), the head on a tie. Every edge is then at most FAR_RANKS ranks
+# plus what its ends' own ranks stretch it by, so the virtual nodes are
+# bounded by the edges times FAR_RANKS, not by the picture's depth squared.
+# Ranks are estimated before dot runs, as the longest path from the root over
+# the drawn edges (a node no edge enters placed just above the first node it
+# feeds), which is what dot's ranking starts from.
+# It is done here, where the DOT is written, not in the view: the view keeps
+# exactly one node per graph node for everything that reads a picture back
+# (names typed back, captions, the TUI's finder), and a copy is only a place
+# to end a line. Its id is its original's key with ``_far<n>`` after it and
+# its class starts with ``proxy``, so readers of the SVG skip it. A line under
+# the picture counts the edges drawn so.
+
+FAR_RANKS = 40
+"""In a big picture, an edge longer than this many ranks ends at a copy of its far end
+(Note [Far edges drawn to a copy])."""
+
 
 def render(
     view: GraphView,
@@ -101,6 +130,7 @@ def render(
     highlight: Sequence[int] = (),
     stacking: bool = True,
     quick: bool | None = None,
+    far: bool | None = None,
 ) -> graphviz.Digraph:
     """Draw ``view`` (see :func:`to_dot`).
 
@@ -110,6 +140,9 @@ def render(
     ``quick`` lays it out with :data:`QUICK_SETTINGS`, its edge labels beside the edges
     (Note [Laying out big pictures quickly]); by default when ``view`` has more than
     :data:`QUICK_LAYOUT` nodes. The changed part of a big picture is drawn as the picture is.
+    ``far`` draws edges longer than :data:`FAR_RANKS` ranks to a copy of their far end
+    (Note [Far edges drawn to a copy]); by default when ``view`` has more than
+    :data:`QUICK_LAYOUT` nodes.
     """
     graph = dot_quote.Digraph("backward", comment="autograd-viz backward graph")
     graph.attr(
@@ -134,7 +167,10 @@ def render(
     beside = quick or _stacked(view)  # Note [Edge labels beside a stacked picture]
     if beside and not quick:
         graph.graph_attr["forcelabels"] = "true"
-    caption = _caption(view, PATH_NOTICE if highlight else None)
+    if far is None:  # Note [Far edges drawn to a copy]
+        far = len(view.nodes) > QUICK_LAYOUT
+    copied = far_edges(view) if far else {}
+    caption = _caption(view, PATH_NOTICE if highlight else None, _far_notice(len(copied)))
     if caption:
         graph.attr(label=caption)
     boxes = list(view.boxes)
@@ -159,13 +195,21 @@ def render(
         else:
             _draw_devices(graph, members, by_node, values, f"t{position}", view)
     on_path = set(itertools.pairwise(highlight))
-    for edge in view.edges:
+    copies = itertools.count()
+    for position, edge in enumerate(view.edges):
         attrs = _edge_attrs(edge, view, values)
         sender, receiver = view.nodes[edge.tail], view.nodes[edge.head]
         ids = (sender.info.id, receiver.info.id)
         if sender.box is None and receiver.box is None and ids in on_path:
             attrs.update(color=PATH_COLOR, penwidth="3.5")
-        graph.edge(edge.tail, edge.head, **(_placed_after(attrs) if beside else attrs))
+        tail, head = edge.tail, edge.head
+        end = copied.get(position)
+        if end is not None:  # Note [Far edges drawn to a copy]
+            original, near = (receiver, sender) if end == "head" else (sender, receiver)
+            key = f"{original.key}_far{next(copies)}"
+            graph.node(key, **_copy_attrs(original, near, key, values))
+            tail, head = (tail, key) if end == "head" else (key, head)
+        graph.edge(tail, head, **(_placed_after(attrs) if beside else attrs))
     marked = set(highlight)
     for node in view.nodes.values():
         if node.box is None and node.info.id in marked:
@@ -443,7 +487,7 @@ def _task_label(task: TaskView) -> str:
     return html_label(rows)
 
 
-def _caption(view: GraphView, extra: str | None = None) -> str:
+def _caption(view: GraphView, extra: str | None = None, last: str | None = None) -> str:
     rows = [] if extra is None else [html_text(extra)]
     if view.step is not None:
         line = f"step {view.step:,} of {view.total or 0:,}"
@@ -455,7 +499,101 @@ def _caption(view: GraphView, extra: str | None = None) -> str:
             line += f": {event.kind}{where} on {thread_name(event.thread)}"
         rows.append(html_text(line))
     rows.extend(html_text(n) for n in view.notices)
+    if last is not None:
+        rows.append(html_text(last))
     return html_label(rows) if rows else ""
+
+
+def far_edges(view: GraphView) -> dict[int, str]:
+    """The edges of ``view`` (by place in ``view.edges``) longer than :data:`FAR_RANKS`
+    ranks, each with the end drawn as a copy: ``"head"`` or ``"tail"`` (Note [Far edges
+    drawn to a copy])."""
+    ranks = _estimated_ranks(view)
+    long: list[tuple[int, str, str]] = []
+    for position, edge in enumerate(view.edges):
+        tail, head = ranks.get(edge.tail), ranks.get(edge.head)
+        if edge.rolled or tail is None or head is None or edge.tail == edge.head:
+            continue  # a stack's loop edge does not rank what it joins
+        if head - tail > FAR_RANKS:
+            long.append((position, edge.tail, edge.head))
+    leaving = Counter(tail for _, tail, _ in long)
+    entering = Counter(head for _, _, head in long)
+    return {
+        position: "tail" if leaving[tail] > entering[head] else "head"
+        for position, tail, head in long
+    }
+
+
+def _estimated_ranks(view: GraphView) -> dict[str, int]:
+    """Each node's rank as dot starts from: the longest path to it over the drawn edges, a
+    node no edge enters just above the first it feeds. Nodes on a cycle (of boxes) have
+    none."""
+    below: dict[str, list[str]] = {key: [] for key in view.nodes}
+    entering = dict.fromkeys(view.nodes, 0)
+    for edge in view.edges:
+        if edge.rolled or edge.tail == edge.head:
+            continue
+        if edge.tail in below and edge.head in entering:
+            below[edge.tail].append(edge.head)
+            entering[edge.head] += 1
+    sources = [key for key, n in entering.items() if n == 0]
+    order: list[str] = []
+    ready = list(sources)
+    ranks = dict.fromkeys(ready, 0)
+    while ready:
+        key = ready.pop()
+        order.append(key)
+        for head in below[key]:
+            ranks[head] = max(ranks.get(head, 0), ranks[key] + 1)
+            entering[head] -= 1
+            if entering[head] == 0:
+                ready.append(head)
+    for key in sources:
+        fed = [ranks[h] for h in below[key] if entering[h] == 0]
+        if fed:
+            ranks[key] = min(fed) - 1
+    return {key: ranks[key] for key in order}
+
+
+def _far_notice(copied: int) -> str | None:
+    if not copied:
+        return None
+    edges = "1 edge" if copied == 1 else f"{copied:,} edges"
+    return (
+        f"{edges} longer than {FAR_RANKS} ranks drawn to a dashed copy of their far end"
+        " (= name #id) beside the near one"
+    )
+
+
+def _copy_attrs(original: ViewNode, near: ViewNode, key: str, values: bool) -> dict[str, str]:
+    """A small dashed copy of ``original``, drawn beside ``near`` (Note [Far edges drawn to a
+    copy]): its name and id, its colour, a class that starts with ``proxy``."""
+    attrs = _node_attrs(original, values)
+    if original.box is not None:
+        name = original.box.name
+        count = f" × {original.box.count:,}" if original.box.count > 1 else ""
+        title = f"= <B>{html_text(name)}</B>{count}"
+        what = f"{name}{count}"
+    else:
+        name = original.info.name
+        title = f"= <B>{html_text(name)}</B> {_small(f'#{original.info.id}', PENDING)}"
+        what = f"{name} (id {original.info.id})"
+    there = near.box.name if near.box is not None else f"{near.info.name} (id {near.info.id})"
+    copy = {
+        "label": html_label([title]),
+        "id": key,
+        "class": f"proxy {attrs['class']}",
+        "fillcolor": attrs["fillcolor"],
+        "style": "filled,rounded,dashed",
+        "fontsize": "9",
+        "tooltip": plain_text(
+            f"{what}, drawn again beside {there}: its edge with it is drawn here, not across"
+            f" the picture; the node itself is drawn once, elsewhere"
+        ),
+    }
+    if "color" in attrs:
+        copy["color"] = attrs["color"]
+    return copy
 
 
 def _legend_label(view: GraphView, columns: int = 1) -> str:
@@ -512,4 +650,4 @@ def _shorten(text: str, width: int) -> str:
     return first if len(first) <= width else first[: width - 1] + "…"
 
 
-__all__ = ["QUICK_LAYOUT", "QUICK_SETTINGS", "render"]
+__all__ = ["FAR_RANKS", "QUICK_LAYOUT", "QUICK_SETTINGS", "far_edges", "render"]

@@ -11,6 +11,7 @@ import pytest
 
 import autograd_viz
 import engine
+from autograd_viz.draw.model.options import ViewOptions
 from autograd_viz.draw.render import dot
 from autograd_viz.draw.render.dot_render import QUICK_LAYOUT, QUICK_SETTINGS
 from autograd_viz.trace import Trace
@@ -112,8 +113,10 @@ def _ends(root: ET.Element) -> dict[str, tuple[list[tuple[float, float]], int]]:
 def test_long_edges_into_one_node_run_as_one_line_and_none_is_lost() -> None:
     # Note [Laying out big pictures quickly]: concentrated, the gradients the shared tensor
     # gets from all along the chain join one line into its node; each edge is still drawn,
-    # from its tail to where it joins a line that goes on into the node.
-    graph = autograd_viz.to_dot(fan_in(QUICK_LAYOUT // 2 + 10), expand=["all"])
+    # from its tail to where it joins a line that goes on into the node. Drawn with its far
+    # edges along the chain (Note [Far edges drawn to a copy] would end them at copies).
+    view = dot.build_view(fan_in(QUICK_LAYOUT // 2 + 10))
+    graph = dot.render(dot.select(view, ViewOptions(expand=("all",))), far=False)
     assert graph.graph_attr["concentrate"] == "true"
     pairs = [line.split()[:3:2] for line in edge_lines(graph)]
     shared = max({head for _, head in pairs}, key=[head for _, head in pairs].count)
