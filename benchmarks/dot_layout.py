@@ -15,16 +15,17 @@ its module clusters stacked), ``all``, the same with 12 blocks and
 blocks (24 + 24, 965 nodes; every decoder block reads the encoder's output, and
 every block a position bias its stack's first one makes: long edges into one
 node, the hardest pictures found), stacked and ``--expand all``. Its blocks are
-small, so its long edges grow with the square of its nodes: 48 + 48 blocks
-(1,925 nodes) are past what dot lays out in 10 s (docs/performance.md). A
+small, so its long edges grow with the square of its nodes: at 48 + 48 blocks
+(1,925 nodes) they took dot past 10 s until they were drawn to copies of their
+far ends (``--uncopied`` lays it out without them too; docs/performance.md). A
 recorded trace is added with ``--trace FILE[:EXPAND]`` (``EXPAND`` is what
 ``--expand`` gets, ``all`` by default, several joined by ``+``:
 ``t5.jsonl:encoder+decoder`` opens both stacks), as the tables in
 docs/performance.md were made from T5s and GPT-2s from ``transformers``.
 
 Usage:
-    python -m benchmarks.dot_layout [--repeats 1] [--before] [--t5-blocks 24]
-        [--trace T.jsonl:all ...]
+    python -m benchmarks.dot_layout [--repeats 1] [--before] [--uncopied] [--no-gpt]
+        [--t5-blocks 24 | 48+48] [--trace T.jsonl:all ...]
 
 Results are printed as a table and appended as JSON lines to
 ``benchmarks/results/dot_layout.jsonl``.
@@ -53,15 +54,16 @@ import engine
 from autograd_viz import record
 from autograd_viz.draw.model.options import ViewOptions
 from autograd_viz.draw.render import dot
-from autograd_viz.draw.render.dot_render import QUICK_SETTINGS
+from autograd_viz.draw.render.dot_render import QUICK_LAYOUT, QUICK_SETTINGS, far_edges, render
 from autograd_viz.trace import Trace
 from benchmarks.dot_modules import gpt_trace
 
 RESULTS = Path(__file__).resolve().parent / "results" / "dot_layout.jsonl"
 
 
-def t5_trace(layers: int = 16, width: int = 8) -> Trace:
-    """A T5-shaped backward pass of ``layers`` encoder and ``layers`` decoder blocks."""
+def t5_trace(layers: int = 16, width: int = 8, decoder: int | None = None) -> Trace:
+    """A T5-shaped backward pass of ``layers`` encoder and ``decoder`` (``layers`` unless
+    given) decoder blocks."""
     rng = np.random.default_rng(0)
 
     def linear(x: engine.Tensor, path: str, name: str) -> engine.Tensor:
@@ -77,7 +79,9 @@ def t5_trace(layers: int = 16, width: int = 8) -> Trace:
         with engine.scope("ff", kind="T5DenseActDense"):
             return x + linear(linear(x, path, "wi").tanh(), path, "wo")
 
-    def stack(x: engine.Tensor, name: str, memory: engine.Tensor | None) -> engine.Tensor:
+    def stack(
+        x: engine.Tensor, name: str, memory: engine.Tensor | None, layers: int
+    ) -> engine.Tensor:
         with engine.scope(name, kind="T5Stack"):
             for i in range(layers):
                 with engine.scope(f"block.{i}", kind="T5Block"):
@@ -90,8 +94,9 @@ def t5_trace(layers: int = 16, width: int = 8) -> Trace:
                     x = block(x, x if memory is None else memory, bias, f"{name}.block.{i}")
         return x
 
-    memory = stack(engine.tensor(rng.standard_normal((4, width))), "encoder", None)
-    y = stack(engine.tensor(rng.standard_normal((4, width))), "decoder", memory)
+    memory = stack(engine.tensor(rng.standard_normal((4, width))), "encoder", None, layers)
+    decoder = layers if decoder is None else decoder
+    y = stack(engine.tensor(rng.standard_normal((4, width))), "decoder", memory, decoder)
     with record() as trace:
         y.sum().backward()
     return trace
@@ -124,8 +129,12 @@ def without_quick_settings(graph: graphviz.Digraph) -> graphviz.Digraph:
     return plain
 
 
-def measure(name: str, trace: Trace, expand: str, repeats: int, before: bool) -> dict[str, Any]:
-    """The DOT text's cost and ``dot``'s, for ``to_dot(trace, expand=expand.split("+"))``."""
+def measure(
+    name: str, trace: Trace, expand: str, repeats: int, before: bool, uncopied: bool = False
+) -> dict[str, Any]:
+    """The DOT text's cost and ``dot``'s, for ``to_dot(trace, expand=expand.split("+"))``;
+    with ``uncopied``, also drawn with its far edges along the ranks (Note [Far edges drawn
+    to a copy] in draw/render/dot_render.py)."""
     opened = expand.split("+")
     builds = [timed(lambda: dot.to_dot(trace, expand=opened).source) for _ in range(repeats)]
     graph = dot.to_dot(trace, expand=opened)
@@ -135,10 +144,13 @@ def measure(name: str, trace: Trace, expand: str, repeats: int, before: bool) ->
         "expand": expand,
         "nodes": len(view.nodes),  # the backward graph's nodes and module boxes drawn
         "build_cpu_s": statistics.median(b[2] for b in builds),
+        "far_edges_copied": len(far_edges(view)) if len(view.nodes) > QUICK_LAYOUT else 0,
     }
     variants = [("now", graph)]
+    if uncopied:
+        variants.append(("uncopied", render(view, far=False)))
     if before:
-        variants.append(("before", without_quick_settings(graph)))
+        variants.append(("before", without_quick_settings(render(view, far=False))))
     for label, drawing in variants:
         notices: list[str] = []
         runs = [timed(partial(dot.pipe, drawing, "svg", notices)) for _ in range(repeats)]
@@ -161,29 +173,45 @@ def main() -> None:
     parser.add_argument("--trace", action="append", default=[], help="FILE[:EXPAND] to add")
     parser.add_argument("--no-engine", action="store_true", help="only the --trace cases")
     parser.add_argument(
-        "--t5-blocks", type=int, default=24, help="blocks a stack of the T5-shaped case"
+        "--uncopied", action="store_true", help="also lay out with far edges along the ranks"
+    )
+    parser.add_argument("--no-gpt", action="store_true", help="leave out the GPT-2-shaped cases")
+    parser.add_argument(
+        "--t5-blocks",
+        default="24",
+        help="blocks a stack of the T5-shaped case: N, or ENCODER+DECODER (48+48)",
     )
     args = parser.parse_args()
+    encoder, _, decoder = args.t5_blocks.partition("+")
+    if not encoder.isdecimal() or not (decoder or encoder).isdecimal():
+        parser.error(f"--t5-blocks takes N or N+M blocks, not {args.t5_blocks!r}")
 
     cases: list[tuple[str, Trace, str]] = []
     if not args.no_engine:
-        cases.append(("stacked: 33 GPT-2-shaped blocks", gpt_trace(33), "transformer"))
-        cases.append(("all: 12 GPT-2-shaped blocks", gpt_trace(12), "all"))
-        n = args.t5_blocks
-        t5 = t5_trace(n)
-        cases.append((f"stacked: {n} + {n} T5-shaped blocks", t5, "encoder+decoder"))
-        cases.append((f"all: {n} + {n} T5-shaped blocks", t5, "all"))
+        if not args.no_gpt:
+            cases.append(("stacked: 33 GPT-2-shaped blocks", gpt_trace(33), "transformer"))
+            cases.append(("all: 12 GPT-2-shaped blocks", gpt_trace(12), "all"))
+        n = f"{encoder} + {decoder or encoder}"
+        t5 = t5_trace(int(encoder), decoder=int(decoder or encoder))
+        cases.append((f"stacked: {n} T5-shaped blocks", t5, "encoder+decoder"))
+        cases.append((f"all: {n} T5-shaped blocks", t5, "all"))
     for spec in args.trace:
         path, _, expand = spec.partition(":")
         trace = Trace.load(path)
         trace.state_at(len(trace))  # index it once, as dot does on load
         cases.append((Path(path).name, trace, expand or "all"))
 
-    rows = [measure(name, trace, how, args.repeats, args.before) for name, trace, how in cases]
+    rows = [
+        measure(name, trace, how, args.repeats, args.before, args.uncopied)
+        for name, trace, how in cases
+    ]
     table = Table(title=f"dot of big pictures (median of {args.repeats})")
     columns = ("case", "--expand", "nodes", "boxes", "DOT text, CPU", "dot now: CPU / wall", "size")
     for column in columns:
         table.add_column(column, justify="left" if column in ("case", "--expand") else "right")
+    table.add_column("far edges copied", justify="right")
+    if args.uncopied:
+        table.add_column("dot uncopied: CPU / wall", justify="right")
     if args.before:
         table.add_column("dot before: CPU / wall", justify="right")
     for row in rows:
@@ -195,13 +223,16 @@ def main() -> None:
             f"{row['build_cpu_s']:.2f} s",
             f"{row['now_dot_cpu_s']:.1f} / {row['now_dot_wall_s']:.1f} s",
             row["now_size"],
+            f"{row['far_edges_copied']:,}",
         ]
+        if args.uncopied:
+            cells.append(f"{row['uncopied_dot_cpu_s']:.1f} / {row['uncopied_dot_wall_s']:.1f} s")
         if args.before:
             cells.append(f"{row['before_dot_cpu_s']:.1f} / {row['before_dot_wall_s']:.1f} s")
         table.add_row(*cells)
     Console().print(table)
     for row in rows:
-        for label in ("now", "before"):
+        for label in ("now", "uncopied", "before"):
             for line in row.get(f"{label}_notices", []):
                 print(f"{row['case']} ({label}): {line}")
     RESULTS.parent.mkdir(parents=True, exist_ok=True)

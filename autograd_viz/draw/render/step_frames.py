@@ -173,6 +173,9 @@ def _redrawn(frame: Frame, before: GraphView, view: GraphView, drawing: _Drawing
         if e is not old and e != old
     }
     nodes.update(b.node for b, old in zip(view.boxes, before.boxes, strict=True) if b != old)
+    if nodes and len(view.nodes) > dot_render.QUICK_LAYOUT and nodes & _copied(view):
+        # Its copies, drawn with the whole, change too (Note [Far edges drawn to a copy]).
+        return None
     clusters = {
         k for k, c in view.clusters.items() if c is not (was := old_clusters[k]) and c != was
     }
@@ -208,6 +211,15 @@ def _redrawn(frame: Frame, before: GraphView, view: GraphView, drawing: _Drawing
             return None
         elements[element] = statements
     return Frame(frame.skeleton, elements)
+
+
+def _copied(view: GraphView) -> set[str]:
+    """The nodes of ``view`` drawn again as copies at the ends of its far edges."""
+    edges = view.edges
+    return {
+        edges[at].head if end == "head" else edges[at].tail
+        for at, end in dot_render.far_edges(view).items()
+    }
 
 
 def _one_inside_each(view: GraphView, clusters: set[str]) -> set[str]:

@@ -14,7 +14,7 @@ import autograd_viz
 import engine
 from autograd_viz.draw.model.graph_view import GraphView
 from autograd_viz.draw.model.options import ViewOptions
-from autograd_viz.draw.render import dot
+from autograd_viz.draw.render import dot, step_frames
 from autograd_viz.draw.render.dot_render import FAR_RANKS, QUICK_LAYOUT, far_edges
 from autograd_viz.trace import Trace
 from tests.viz import captions
@@ -139,3 +139,22 @@ def test_a_small_picture_is_drawn_as_before() -> None:
     assert "proxy" not in source and "copy of their far end" not in source
     assert source == dot.render(small, far=False).source
     assert len(_copies(dot.render(small, far=True).source)) == len(far_edges(small))
+
+
+def test_an_animations_frames_redrawn_where_they_changed_keep_their_copies_alike() -> None:
+    # A copy has its original's colour and counts: a frame redrawn from what changed is
+    # the frame drawn whole at its step, copies included (Note [Drawing what changed]).
+    x = engine.tensor([1.0], requires_grad=True, name="x")
+    shared = x * 2.0
+    y = x
+    for step in range(QUICK_LAYOUT // 2 + 10):
+        y = y * 1.0001 + (shared if step % 20 == 0 else 0.0)
+    with autograd_viz.record() as trace:
+        y.sum().backward()
+    steps = [*range(0, len(trace) - 40, 40), *range(len(trace) - 40, len(trace) + 1)]
+    frames = step_frames.view_frames(trace, steps, ViewOptions(expand=("all",)))
+    assert all('class="proxy' in frame.source() for frame in frames)  # type: ignore[union-attr]
+    for step, frame in zip(steps, frames, strict=True):
+        assert frame == step_frames.view_frames(trace, [step], ViewOptions(expand=("all",)))[0], (
+            step
+        )
