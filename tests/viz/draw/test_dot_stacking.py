@@ -246,8 +246,10 @@ def test_pipe_warns_when_no_list_takes_the_line(crashing_dot: None) -> None:
 def test_an_opened_layer_of_a_tied_model_fits_a_screens_width() -> None:
     # Stacking edges into the tied embedding's AccumulateGrad at the bottom went round the
     # whole picture: 1,440 points wide with a layer opened, and BERT's opened layer 1,799.
+    # Laid out well it is 1,151 points; node ids are the process's, and after the
+    # million-node test ran first every box's `#1000018` made it 1,211.
     root = svg_tree(autograd_viz.to_dot(_tied_language_model(), expand="encoder.layers.0"))
-    assert 0 < float(root.get("width", "0").removesuffix("pt")) <= 1200
+    assert 0 < float(root.get("width", "0").removesuffix("pt")) <= 1300
 
 
 @needs_dot
