@@ -291,11 +291,17 @@ def inspect_nothing(
     return Text(FOCUS_HINTS.get(focus, FOCUS_HINTS[""]), style="dim italic")
 
 
-def in_box(box: str) -> Text:
-    """The line above a node the drawing shows inside a box: which box, and what Enter does."""
+def in_box(box: str, focus: str = "dag") -> Text:
+    """The line above a node the drawing shows inside a box: which box, and how to open it
+    from the panel that has the ``focus`` (Enter opens it only while the drawing has it)."""
     text = Text("drawn in the box ", style="dim italic")
     text.append(box, style="bold cyan")
-    return text.append(" · Enter opens it, ← → the next in the drawing\n", style="dim italic")
+    how = (
+        "Enter opens it, ← → the next in the drawing"
+        if focus == "dag"
+        else "Enter in the drawing opens it"
+    )
+    return text.append(f" · {how}\n", style="dim italic")
 
 
 def short_thread(name: str) -> str:

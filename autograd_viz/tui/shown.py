@@ -183,18 +183,19 @@ class Inspector(ShownPanel):
             findings = shown.findings.at(shown.driver.trace, task.id, node_id, state.step)
         # Why its leaf got no gradient: recorded after the call (grads -o, record --why).
         why = node_findings(shown.driver.trace, task.id, task.nodes[node_id])
-        return (task.id, node_id, node_state, breakpoint_, findings, shown.box, why)
+        focus = shown.focus if shown.box else ""  # the box's hint says what opens it from there
+        return (task.id, node_id, node_state, breakpoint_, findings, shown.box, focus, why)
 
     def draw(self, shown: Shown) -> Any:
         key = self._drawn  # the key just worked out (see ShownPanel.watch_shown)
         if not isinstance(key, tuple) or len(key) == 3:
             return inspect_nothing(shown.driver.trace, shown.state, shown.focus, shown.heading)
         assert shown.task is not None
-        _, node_id, node_state, breakpoint_, findings, box, (why, off) = key
+        _, node_id, node_state, breakpoint_, findings, box, focus, (why, off) = key
         info = shown.task.nodes[node_id]
         values = values_recorded(shown.driver.trace.header)
         node = inspect_node(info, node_state, shown.task, breakpoint_, findings, values, why, off)
-        return Group(in_box(box), node) if box else node
+        return Group(in_box(box, focus), node) if box else node
 
 
 class StatusBar(Static):

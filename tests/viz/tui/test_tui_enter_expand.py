@@ -143,7 +143,14 @@ def test_the_inspector_names_the_box_of_a_picture_made_in_a_thread(
         await dag.drawn()
         node_list(app).select(layer0[0])
         await pilot.pause()
-        assert "drawn in the box model.layers.{0..11} ×12" in " ".join(inspector(app).split())
+        said = " ".join(inspector(app).split())
+        assert "drawn in the box model.layers.{0..11} ×12 · Enter opens it, ← →" in said
+        node_list(app).focus()  # Enter there does not open the box: the hint says where it does
+        await pilot.pause()
+        said = " ".join(inspector(app).split())
+        assert "×12 · Enter in the drawing opens it" in said and "← →" not in said
+        dag.focus()
+        await pilot.pause()
         await pilot.press("enter")
         await dag.drawn()
         await pilot.pause()
