@@ -345,34 +345,48 @@ def _print_groups(
 
 
 def print_flow(call: int, flow: list[FlowRow], console: Console, rows: int = ROWS) -> None:
-    """The flow table of one call: largest gradient norms first, then the smallest."""
+    """The flow table of one call: largest gradient norms first, then the smallest, and
+    every flagged module between them (a flag is never left out of the table)."""
     from rich.table import Table
 
     ordered = sorted(flow, key=lambda r: -r.grad_norm if math.isfinite(r.grad_norm) else -math.inf)
-    if len(ordered) > 2 * rows:
-        shown_rows: list[FlowRow | None] = [*ordered[:rows], None, *ordered[-rows:]]
-    else:
-        shown_rows = list(ordered)
+    flagged = any(row.flag is not None for row in ordered)
     table = Table(title=f"gradient flow, backward call {call}", title_justify="left")
     table.add_column("module")
     table.add_column("‖grad‖", justify="right")
     table.add_column("‖param‖", justify="right")
     table.add_column("ratio", justify="right")
-    table.add_column("")
-    for row in shown_rows:
-        if row is None:
-            table.add_row(f"... {len(ordered) - 2 * rows} more", "", "", "", "")
+    if flagged:
+        table.add_column("flag")
+    for row in _rows_shown(ordered, rows):
+        if isinstance(row, int):
+            table.add_row(f"... {row:,} more", *[""] * (len(table.columns) - 1))
             continue
-        flag = "" if row.flag is None else f"[bold yellow]{row.flag}[/bold yellow]"
         known = not math.isnan(row.param_norm)  # a trace records no parameter norms
-        table.add_row(
+        cells = [
             shown(row.module),
             f"{row.grad_norm:.3g}",
             f"{row.param_norm:.3g}" if known else "-",
             f"{row.ratio:.3g}" if known else "-",
-            flag,
-        )
+        ]
+        if flagged:
+            cells.append("" if row.flag is None else f"[bold yellow]{row.flag}[/bold yellow]")
+        table.add_row(*cells)
     console.print(table)
+
+
+def _rows_shown(ordered: list[FlowRow], rows: int) -> list[FlowRow | int]:
+    """The first and last ``rows`` of ``ordered`` and every flagged row between them; each
+    run of rows left out is the count of them."""
+    shown_rows: list[FlowRow | int] = []
+    for at, row in enumerate(ordered):
+        if at < rows or at >= len(ordered) - rows or row.flag is not None:
+            shown_rows.append(row)
+        elif shown_rows and isinstance(shown_rows[-1], int):
+            shown_rows[-1] += 1
+        else:
+            shown_rows.append(1)
+    return shown_rows
 
 
 def _place(where: Where) -> str:

@@ -56,14 +56,17 @@ def test_a_deep_sigmoid_mlp_flags_its_first_layers_vanishing(torch: Any, tmp_pat
         assert norms[0] < 1e-6 * norms[-1]
 
 
-def test_the_flow_table_shows_largest_and_smallest_first(
+def test_the_flow_table_shows_largest_smallest_and_every_flag(
     torch: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["grads", "--rows", "2", str(write(tmp_path, "deep_sigmoid")), "-"]) == 0
     out = capsys.readouterr().out
     table = out[out.index("gradient flow") :]
     rows = [line.split("│")[1].strip() for line in table.splitlines() if line.startswith("│")]
-    assert rows == ["20", "18", "... 7 more", "2", "0"]
+    # The two largest and the two smallest, and every flagged module between: 10 to 4 are
+    # vanishing too, and a flag is never among the rows left out.
+    assert rows == ["20", "18", "... 3 more", "10", "8", "6", "4", "2", "0"]
+    assert table[: table.index("└")].count("vanishing") == 6
     assert "vanishing gradients: 0 (3 calls)" in out
 
 
