@@ -95,7 +95,7 @@ def add_grads_options(grads: argparse.ArgumentParser) -> None:
         type=_rows,
         default=ROWS,
         metavar="N",
-        help=f"modules shown from each end of the flow table (default {ROWS})",
+        help=f"modules shown from each end of the flow table, flagged ones always (default {ROWS})",
     )
 
 
