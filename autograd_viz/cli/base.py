@@ -287,11 +287,21 @@ def add_call_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _call_number(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a call number (0 or more), got {text!r}")
-    return value
+def integer_at_least(least: int, what: str) -> Callable[[str], int]:
+    """An argparse ``type``: an integer of at least ``least``, else an error that says it
+    expected ``what``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = least - 1
+        if value < least:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
+        return value
+
+    return parse
+
+
+_call_number = integer_at_least(0, "a call number (0 or more)")
+positive = integer_at_least(1, "a positive integer")

@@ -30,6 +30,7 @@ from autograd_viz.cli.base import (
     ScriptError,
     UsageError,
     check_output,
+    integer_at_least,
     note,
     script_and_args,
     takes_a_script,
@@ -99,14 +100,7 @@ def add_grads_options(grads: argparse.ArgumentParser) -> None:
     )
 
 
-def _rows(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a number of rows (1 or more), got {text!r}")
-    return value
+_rows = integer_at_least(1, "a number of rows (1 or more)")
 
 
 def run_grads(args: argparse.Namespace) -> int:

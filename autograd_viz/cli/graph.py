@@ -24,8 +24,10 @@ from autograd_viz.cli.base import (
     UsageError,
     add_call_option,
     check_output,
+    integer_at_least,
     note,
     options_only,
+    positive,
     refuse_twice,
     split_options,
 )
@@ -119,7 +121,7 @@ def add_graph_options(parser: argparse.ArgumentParser, animate: bool = False) ->
     )
     parser.add_argument(
         "--max-nodes",
-        type=_positive,
+        type=positive,
         metavar="N",
         help="draw at most N nodes, nearest the root; a notice counts the rest",
     )
@@ -132,7 +134,7 @@ def add_graph_options(parser: argparse.ArgumentParser, animate: bool = False) ->
     if animate:
         parser.add_argument(
             "--max-frames",
-            type=_positive,
+            type=positive,
             default=600,
             metavar="N",
             help="at most N frames, sampled evenly when the trace has more steps (default: 600)",
@@ -396,22 +398,7 @@ def _view(trace: Trace, step: int, args: argparse.Namespace, options: ViewOption
         raise CommandError(str(exc)) from None
 
 
-def _count(text: str) -> int:
-    return _integer(text, 0, "a non-negative integer")
-
-
-def _positive(text: str) -> int:
-    return _integer(text, 1, "a positive integer")
-
-
-def _integer(text: str, least: int, what: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = least - 1
-    if value < least:
-        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
-    return value
+_count = integer_at_least(0, "a non-negative integer")
 
 
 def options_parser(animate: bool) -> argparse.ArgumentParser:

@@ -26,6 +26,7 @@ from autograd_viz.cli.base import (
     check_output,
     load_trace,
     note,
+    positive,
     rich_console,
     script_and_args,
     takes_a_script,
@@ -374,7 +375,7 @@ def add_call_options(parser: argparse.ArgumentParser, last: str | None = LAST_HE
         help="only these calls: indices and ranges, such as 10-12,100",
     )
     group.add_argument(
-        "--every", type=_positive, default=None, metavar="N", help="only calls 0, N, 2N, ..."
+        "--every", type=positive, default=None, metavar="N", help="only calls 0, N, 2N, ..."
     )
     group.add_argument(
         "--values",
@@ -394,7 +395,7 @@ def add_call_options(parser: argparse.ArgumentParser, last: str | None = LAST_HE
     )
     if last is None:
         return
-    group.add_argument("--last", type=_positive, default=None, metavar="N", help=last)
+    group.add_argument("--last", type=positive, default=None, metavar="N", help=last)
 
 
 def call_selection(args: argparse.Namespace) -> CallSelection:
@@ -427,16 +428,6 @@ def _settle_values(args: argparse.Namespace) -> None:
             f"--observe calls watches no node, so it keeps no values: --values {args.values} "
             "needs --observe nodes (the default)"
         )
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
 
 
 def _max_values(text: str) -> int:
