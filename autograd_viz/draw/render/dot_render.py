@@ -50,6 +50,7 @@ from autograd_viz.draw.render.styles import (
     STATUS_STYLES,
     Style,
 )
+from autograd_viz.trace.replay import NodeStatus
 from autograd_viz.trace.text import sequence_text, thread_name
 
 if TYPE_CHECKING:
@@ -131,8 +132,13 @@ def render(
     stacking: bool = True,
     quick: bool | None = None,
     far: bool | None = None,
+    every_style: bool = False,
 ) -> graphviz.Digraph:
     """Draw ``view`` (see :func:`to_dot`).
+
+    The legend lists what this picture draws (Note [A legend of what is drawn]);
+    ``every_style`` lists every status and mark instead, as an animation's frames share
+    one legend while their statuses change.
 
     ``stacking=False`` leaves out the invisible edges that stack module clusters: they
     depend on the whole graph, and a view of part of it (an animation's changed
@@ -229,7 +235,7 @@ def render(
     if legend:
         # Two columns in a stacked picture, which is meant to be a page tall.
         columns = 2 if beside and not quick else 1
-        label = _legend_label(view, columns)
+        label = _legend_label(view, columns, every_style)
         graph.node("legend", label=label, id="legend", shape="plaintext", style="")
     if stacking:
         draw_stacking(graph, view, boxes, legend)  # Note [Stacking module clusters]
@@ -596,26 +602,54 @@ def _copy_attrs(original: ViewNode, near: ViewNode, key: str, values: bool) -> d
     return copy
 
 
-def _legend_label(view: GraphView, columns: int = 1) -> str:
+# Note [A legend of what is drawn]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# A picture's legend lists the statuses, marks, tensor boxes and module shapes
+# the picture draws, not all sixteen: a finished backward is all "done", and
+# rows for queued, running or failed nodes it does not have made the default
+# picture of a model as wide again as its graph. The statuses are those of its
+# nodes, module boxes and frames; a mark (captured, NaN or Inf, a delivered
+# edge) is listed when something carries it. While a graph task runs, the
+# legend lists every status a node passes through (waiting to done), so that
+# pictures of one backward at its steps share one legend and one layout until
+# it ends. An animation's frames share one legend to the end, so it lists every
+# style (``every_style``).
+
+
+def _legend_label(view: GraphView, columns: int = 1, every_style: bool = False) -> str:
+    drawn = None if every_style else _drawn_styles(view)
+    if drawn is not None and drawn & _RUNNING:
+        drawn |= _PASSED_THROUGH  # mid-run: the statuses its nodes pass through, all of them
     shown = ["not run"] if view.step is None else [s for s in STATUS_STYLES if s != "not run"]
     cells = []
     for status in shown:
+        if drawn is not None and view.step is not None and status not in drawn:
+            continue  # before backward every node is "not run"
         style = STATUS_STYLES[status]
         cells.append((style.fill, style.meaning + (" (dashed)" if style.dashed else "")))
     if view.step is not None:
-        cells.append(("#ffffff", "captured for grad() (double blue border)"))
-        cells.append((NON_FINITE.fill, NON_FINITE.meaning + " (thick red border)"))
-        cells.append(("#ffffff", "bold edge: gradient delivered"))
-    cells.append((LEAF_FILL, "leaf tensor (its .grad)"))
-    cells.append((SAVED_FILL, "saved tensor"))
+        if drawn is None or "captured" in drawn:
+            cells.append(("#ffffff", "captured for grad() (double blue border)"))
+        if drawn is None or "non-finite" in drawn:
+            cells.append((NON_FINITE.fill, NON_FINITE.meaning + " (thick red border)"))
+        if drawn is None or "delivered" in drawn:
+            cells.append(("#ffffff", "bold edge: gradient delivered"))
+    kinds = {box.kind for box in view.boxes}
+    if drawn is None or "leaf" in kinds:
+        cells.append((LEAF_FILL, "leaf tensor (its .grad)"))
+    if drawn is None or "saved" in kinds:
+        cells.append((SAVED_FILL, "saved tensor"))
     if any(box.why is not None for box in view.boxes):
         cells.append(
             (NO_GRADIENT.fill, NO_GRADIENT.meaning + "; dashed red edge: where it was cut")
         )
-    if view.step is None:
+    if view.step is None and (drawn is None or "output" in kinds):
         cells.append((OUTPUT_FILL, "output tensor"))
     if view.clusters or any(n.box is not None for n in view.nodes.values()):
-        cells.extend(MODULE_LEGEND)
+        shapes = range(len(MODULE_LEGEND)) if drawn is None else [i for i in range(4) if i in drawn]
+        cells.extend(MODULE_LEGEND[i] for i in shapes)
+    if len(cells) <= 8:
+        columns = 1  # a short legend is narrower in one column, and still short
     lines = -(-len(cells) // columns)  # column by column, ``columns`` side by side
     rows = "".join(
         "<TR>"
@@ -630,6 +664,43 @@ def _legend_label(view: GraphView, columns: int = 1) -> str:
         '<<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="2" CELLPADDING="2">'
         f'<TR><TD COLSPAN="{2 * columns}"><B>legend</B></TD></TR>{rows}</TABLE>>'
     )
+
+
+_RUNNING = frozenset(
+    {NodeStatus.WAITING, NodeStatus.PARTIAL, NodeStatus.QUEUED, NodeStatus.RUNNING}
+)
+_PASSED_THROUGH = _RUNNING | {NodeStatus.DONE, "delivered"}
+
+
+def _drawn_styles(view: GraphView) -> set[object]:
+    """What ``view`` draws that its legend names (Note [A legend of what is drawn]): node
+    statuses, the marks ``"captured"``, ``"non-finite"`` and ``"delivered"``, and the
+    indices into :data:`MODULE_LEGEND` of the module shapes it draws."""
+    drawn: set[object] = set()
+    for node in view.nodes.values():
+        box = node.box
+        if box is None:
+            drawn.add(node.status)
+            if node.non_finite:
+                drawn.add("non-finite")
+        else:
+            drawn.add(box.summary.node_status)
+            drawn.add(1 if box.count > 1 else 0)  # a 3D box, a square one
+            if box.summary.non_finite:
+                drawn.add("non-finite")
+        if node.captured:
+            drawn.add("captured")
+    for cluster in view.clusters.values():
+        drawn.add(cluster.summary.node_status)
+        drawn.add(3 if cluster.stack is not None else 2)  # a shaded frame, a frame
+        if cluster.summary.non_finite:
+            drawn.add("non-finite")
+    for edge in view.edges:
+        if edge.delivered:
+            drawn.add("delivered")
+        if edge.grad is not None and not edge.grad.finite:
+            drawn.add("non-finite")
+    return drawn
 
 
 def _summary(summary: TensorSummary) -> str:

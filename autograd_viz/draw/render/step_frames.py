@@ -118,6 +118,7 @@ class _Drawing:
             highlight=self.highlight,
             stacking=stacking,
             quick=quick,
+            every_style=True,  # one legend for frames whose statuses change
         )
 
 

@@ -293,10 +293,19 @@ def test_a_still_graph_is_drawn_by_dot_once(trace: Trace, monkeypatch: pytest.Mo
         return run(command, sources, names, formats)
 
     monkeypatch.setattr(frames, "_run_dot", counted)
-    graphs = [autograd_viz.to_dot(trace, step=step) for step in range(len(trace) + 1)]
+    # The pictures of a running backward share one legend (Note [A legend of what is
+    # drawn]); once its last node is done (the last two steps) it lists what is drawn.
+    graphs = [autograd_viz.to_dot(trace, step=step) for step in range(len(trace) - 1)]
     svgs = render_frames(graphs, "svg")
     assert calls == [("json0", "svg")]  # one pass: colours change, nothing moves
     assert all(shapes(svg) == shapes(svgs[-1]) for svg in svgs)
+    assert all("running" in graph.source for graph in graphs)
+    finished = autograd_viz.to_dot(trace, step=len(trace)).source
+    assert re.findall(r'ALIGN="LEFT">([^<]*)', finished) == [
+        "done",
+        "bold edge: gradient delivered",
+        "leaf tensor (its .grad)",
+    ]
 
 
 # -- the HTML page -----------------------------------------------------------------------
