@@ -161,7 +161,7 @@ def main(argv: list[str] | None = None) -> None:
                 ),
                 args.repeats,
             )
-            theirs_row = (*measure(theirs), f"{theirs_s:.1f}")
+            theirs_row = (*measure(theirs), f"{theirs_s:.2f}")
         except Exception as exc:  # noqa: BLE001 - a peer's failure is a result to report
             theirs, theirs_row = "", (f"fails ({type(exc).__name__})", "", "", "")
         if args.out is not None:
@@ -169,7 +169,7 @@ def main(argv: list[str] | None = None) -> None:
             (args.out / f"{name}.ours.svg").write_text(ours)
             if theirs:
                 (args.out / f"{name}.torchview.svg").write_text(theirs)
-        rows.append((name, *measure(ours), f"{ours_s:.1f}", *theirs_row))
+        rows.append((name, *measure(ours), f"{ours_s:.2f}", *theirs_row))
 
     print(
         "| model | ours: boxes | frames | W × H (pt) | s "
