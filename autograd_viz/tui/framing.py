@@ -36,9 +36,9 @@ from autograd_viz.tui.routing import (
     Layout,
     Place,
     Route,
-    cut_front,
     layout_places,
 )
+from autograd_viz.tui.styled import cut_front
 
 PAD = 1
 """Blank columns between a frame's side and what it holds."""

@@ -25,6 +25,7 @@ from autograd_viz.trace.text import printable
 from autograd_viz.tui.styled import (
     NON_FINITE_STYLE,
     PATH_STYLE,
+    cut_dotted,
     non_finite,
     sequence_nr,
     short_name,
@@ -490,6 +491,8 @@ def node_row(
         base, paren, leaf = name.partition("(")
         if paren and room >= len(leaf) + 2:  # keep a leaf's name whole, cut the node's
             name = base[: room - len(leaf) - 2] + "…(" + leaf
+        elif paren and room >= len(base) + 4:  # keep the node's, shorten the leaf's by its parts
+            name = f"{base}({cut_dotted(leaf.removesuffix(')'), room - len(base) - 2)})"
         else:
             name = name[: max(1, room - 1)] + "…"
     name_style = "bold" if state is not None and state.status == "running" else ""

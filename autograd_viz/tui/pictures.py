@@ -43,7 +43,8 @@ from autograd_viz.trace.records import UnrunGraph
 from autograd_viz.trace.replay import NodeStatus
 from autograd_viz.trace.text import printable
 from autograd_viz.tui.framing import Call, layout_framed
-from autograd_viz.tui.routing import NAME_ROOM, Layout, Place, cut_front, label_width
+from autograd_viz.tui.routing import NAME_ROOM, Layout, Place, label_width
+from autograd_viz.tui.styled import cut_front
 
 _NEVER = 1 << 62
 

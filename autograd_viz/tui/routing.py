@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from rich.cells import cell_len
 
 from autograd_viz.trace import GraphTaskInfo, NodeInfo
-from autograd_viz.tui.styled import short_name
+from autograd_viz.tui.styled import cut_front, short_name
 
 GAP = 2
 """Columns between two neighbours (labels or pass-throughs) of a layer."""
@@ -113,17 +113,6 @@ NAME_ROOM = 40
 """The most characters of a name drawn in a label or on a frame (the inspector shows it whole)."""
 
 
-def cut_front(name: str, room: int = NAME_ROOM) -> str:
-    """``name`` in at most ``room`` characters: its end kept, ``…`` where its start was cut.
-
-    A module path or a parameter's name says the most at its end
-    (``…h.3.attn.c_attn``), so that end is what stays.
-    """
-    if len(name) <= room:
-        return name
-    return "…" + name[len(name) - room + 1 :]
-
-
 def drawn_name(info: NodeInfo) -> str:
     """A node's name as its label in the drawing shows it: :func:`short_name` in at most
     :data:`NAME_ROOM` characters, the leaf's name cut at its start inside ``Acc(…)``."""
@@ -132,7 +121,7 @@ def drawn_name(info: NodeInfo) -> str:
         return name
     if name.startswith("Acc(") and name.endswith(")"):
         return f"Acc({cut_front(name[4:-1], NAME_ROOM - 5)})"
-    return cut_front(name)
+    return cut_front(name, NAME_ROOM)
 
 
 def label_width(info: NodeInfo) -> int:

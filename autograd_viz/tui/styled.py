@@ -156,3 +156,39 @@ def _event_detail(event: TraceEvent) -> Text:
     if kind == "reentrant_enter":
         return Text(f"depth {data.get('depth', '?')}", style="dim")
     return Text("")
+
+
+def cut_front(name: str, room: int) -> str:
+    """``name`` in at most ``room`` characters: its end kept, ``…`` where its start was cut.
+
+    A module path or a parameter's name says the most at its end
+    (``…h.3.attn.c_attn``), so that end is what stays.
+    """
+    if len(name) <= room:
+        return name
+    return "…" + name[len(name) - room + 1 :]
+
+
+def cut_dotted(name: str, room: int) -> str:
+    """A dotted name (a parameter's, ``layers.3.attn.q_proj.weight``) in at most ``room``
+    characters, so that names that differ only by a layer's number stay apart.
+
+    Its parts but the last are cut to their first letter from the left, numbers kept
+    whole (``l.3.a.q.weight``); if it is still too long, those letters are left out from
+    the left, then the numbers, ``…`` where they were (``…3.q.weight``); if even its last
+    part does not fit, :func:`cut_front`.
+    """
+    if len(name) <= room:
+        return name
+    parts = name.split(".")
+    for i in range(len(parts) - 1):
+        if not parts[i].isdigit() and len(parts[i]) > 1:
+            parts[i] = parts[i][0]
+            if len(shorter := ".".join(parts)) <= room:
+                return shorter
+    while len(parts) > 1:
+        words = [i for i, part in enumerate(parts[:-1]) if not part.isdigit()]
+        parts.pop(words[0] if words else 0)
+        if len(shorter := "…" + ".".join(parts)) <= room:
+            return shorter
+    return cut_front(name, room)

@@ -4,6 +4,7 @@ names cut at one end at most, and the key bar that follows the focus."""
 from __future__ import annotations
 
 import contextlib
+import itertools
 import random
 from typing import Any
 
@@ -21,7 +22,8 @@ from autograd_viz.tui.dag import DagView
 from autograd_viz.tui.framing import frame_title
 from autograd_viz.tui.keybar import FOCUS_KEYS, KeyBar
 from autograd_viz.tui.pictures import Picture, Pictures, box_text
-from autograd_viz.tui.routing import NAME_ROOM, cut_front
+from autograd_viz.tui.routing import NAME_ROOM
+from autograd_viz.tui.styled import cut_dotted, cut_front
 from tests.viz.tui.test_tui_dag import drawn_edges
 from tests.viz.tui.test_tui_modules import blocks
 from tests.viz.tui.tuiting import node_list, replay_app, run_app
@@ -246,7 +248,7 @@ def test_no_name_is_cut_at_both_ends_and_a_cut_name_keeps_its_end() -> None:
         paths = [PROJECTION.format(i) for i in range(3)]
         leaves = [f"Acc({cut_front(path + '.weight', NAME_ROOM - 5)})" for path in paths]
         assert any(leaf in drawn for leaf in leaves)
-        boxes = [cut_front(path) for path in paths]
+        boxes = [cut_front(path, NAME_ROOM) for path in paths]
         frames = [frame_title(f"{path} · Linear") for path in paths]
         assert any(box in drawn for box in boxes) and any(title in drawn for title in frames)
         assert all(
@@ -425,3 +427,55 @@ def test_every_line_into_out_of_and_across_frames_leads_back_to_its_sender(
             if edge is not None and edge[0] in task.nodes
         }
         assert edges <= along
+
+
+def test_a_leaf_name_cut_in_the_node_list_keeps_its_layers_number(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # "Acc(encoder.transformer…" for every parameter made the rows of a model's
+    # AccumulateGrads alike; a name too long for its room is shortened by its dotted parts,
+    # the layer's number kept (Acc(…0.q.weight)), which tells the rows apart. Node ids and
+    # sequence numbers from 1 and 0: the numbers a long test session reaches take the
+    # columns the names are given.
+    monkeypatch.setattr(engine.graph, "_node_ids", itertools.count(1))
+    before = engine.graph.restart_sequence_nr(0)
+    try:
+        with autograd_viz.record() as trace:
+            long_named()
+    finally:
+        engine.graph.restart_sequence_nr(before)
+    app = replay_app(trace)
+
+    async def actions(pilot: Pilot[Any]) -> None:
+        await pilot.pause()
+        nodes = node_list(app)
+        task = next(iter(trace.graph_tasks.values()))
+        rows = {}
+        for i, entry in enumerate(nodes.rows):
+            info = task.nodes.get(entry.node_id) if entry.node_id is not None else None
+            if info is not None and info.leaf is not None and info.leaf.name:
+                text = nodes.row_text(i)
+                text.truncate(nodes.row_width, overflow="ellipsis")
+                rows[info.leaf.name] = text.plain
+        assert len(rows) == 3
+        for leaf, row in rows.items():
+            assert leaf not in row  # too long for its room at 120 columns
+            shown = row[row.index("Acc(") + 4 : row.index(") #")]
+            layer = leaf.split(".")[2]
+            assert shown.endswith(".weight") and f"{layer}." in shown, row
+            assert cut_dotted(leaf, len(shown)) == shown
+        assert len({row.split(" #")[0] for row in rows.values()}) == 3  # told apart
+
+    run_app(app, actions, size=SIZE)
+
+
+def test_a_dotted_name_is_shortened_by_its_parts() -> None:
+    name = "model.layers.10.mlp.gate_proj.weight"
+    assert cut_dotted(name, 40) == name
+    assert cut_dotted(name, 17) == "m.l.10.m.g.weight"
+    assert cut_dotted(name, 16) == "…l.10.m.g.weight"
+    assert cut_dotted(name, 12) == "…10.g.weight"
+    assert cut_dotted(name, 10) == "…10.weight"
+    assert cut_dotted(name, 7) == "…weight"
+    assert cut_dotted(name, 5) == "…ight"
+    assert all(len(cut_dotted(name, room)) <= room for room in range(2, 40))
