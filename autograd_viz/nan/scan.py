@@ -95,7 +95,7 @@ class NanScan:
         self._gradients = _Tally(keep)
         self.events = 0
         """Events read so far: the next part's first event has this index in the run."""
-        self._graph_tasks = 0
+        self._calls = 0
         self._values: str | None = None  # the tier of the first part's header
 
     def add(self, part: Trace) -> None:
@@ -115,7 +115,9 @@ class NanScan:
             findings = list(gradient_findings(part, runs, offset, leaves))
             self._gradients.add(part, findings, self._ignored)
         self.events += len(part.events)
-        self._graph_tasks += len(part.graph_tasks)
+        # Backward calls, as `record` counts them: a reentrant backward (a checkpointed
+        # block's) is a graph task inside its caller's call, not a call of its own.
+        self._calls += sum(1 for g in part.graph_tasks.values() if g.parent is None)
 
     @property
     def held(self) -> int:
@@ -127,7 +129,7 @@ class NanScan:
     def report(self) -> NanReport:
         """The report on everything read so far."""
         tally = self._anomalies if self._anomalies.raw else self._gradients
-        report = tally.report(self._graph_tasks, self._values or "all")
+        report = tally.report(self._calls, self._values or "all")
         if self._values == "none" and not self._anomalies.raw:
             return dataclasses.replace(report, unchecked=True)
         return report
@@ -240,7 +242,7 @@ class _Tally:
             self.findings.append(finding)
             self.born_kept += 1
 
-    def report(self, graph_tasks: int, values: str) -> NanReport:
+    def report(self, calls: int, values: str) -> NanReport:
         path: tuple[NodeRef, ...] = ()
         born = [f for f in (self.head, self.forward) if f is not None]
         if born:
@@ -260,7 +262,7 @@ class _Tally:
             named,
             path,
             findings,
-            graph_tasks,
+            calls,
             values,
             unlisted=self.count - len(findings),
             unlisted_born=self.born - self.born_kept,

@@ -467,3 +467,20 @@ def test_calls_not_recorded_are_checked_at_the_parameters_and_left_unchanged() -
     assert all(not p._post_accumulate_grad_hooks for p in model.parameters())  # hooks removed
     # Put on for the calls left out only: the recorded calls show no hook of ours.
     assert watch.trace.graph_tasks and not [e for e in watch.trace.events if e.kind == "hook"]
+
+
+def test_a_checkpointed_block_is_counted_in_its_callers_backward_call() -> None:
+    # A reentrant checkpoint runs a backward call of its own inside the caller's: the report
+    # counts backward calls as `record` does (2 here, not the 6 graph tasks).
+    from torch.utils.checkpoint import checkpoint
+
+    torch.manual_seed(0)
+    layers = [torch.nn.Linear(4, 4) for _ in range(2)]
+    with watch_nan() as watch:
+        for _ in range(2):
+            h = torch.randn(3, 4, requires_grad=True)
+            for layer in layers:
+                h = checkpoint(lambda x, layer=layer: layer(x).tanh(), h, use_reentrant=True)
+            h.sum().backward()
+    assert len(watch.trace.graph_tasks) == 6
+    assert watch.report.backward_calls == 2 and watch.report.first is None
