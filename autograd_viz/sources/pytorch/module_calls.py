@@ -356,6 +356,40 @@ def _root(module: torch.nn.Module) -> ModelRoot:
     return root
 
 
+# Note [A submodule called outermost]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# A checkpointed block runs its forward again inside the backward (a reentrant
+# checkpoint's backward call, or a non-reentrant one's unpack hook), with no call
+# of its model around it: named as a model of its own, a GPT-2's three blocks
+# were three frames named `GPT2Attention`. A module called outermost that is a
+# submodule of a model called before (and still alive) is named by that model's
+# path for it (`transformer.h.2`), as are the calls inside it; a module that is
+# no model's submodule is a model of its own, as before.
+
+
+def _outermost(module: torch.nn.Module) -> tuple[ModelRoot, str | None]:
+    """The model and path of a module called outside any module call (Note [A submodule
+    called outermost])."""
+    key = id(module)
+    for root in list(_roots.values()):
+        path = root.names.get(key)
+        if path is None:
+            continue
+        model = root.module()
+        if model is not None and _submodule(model, path) is module:
+            return root, path
+    return _root(module), None
+
+
+def _submodule(model: torch.nn.Module, path: str) -> torch.nn.Module | None:
+    """``model``'s submodule at ``path`` (the path of its own model: a compiled model's
+    has no ``_orig_mod``), ``None`` if there is none."""
+    try:
+        return original(model).get_submodule(path)
+    except (AttributeError, TypeError):
+        return None
+
+
 def _enter(module: torch.nn.Module, args: Any) -> None:
     if is_compiling():
         return  # Dynamo traces this hook (Note [Compiled regions] in compiled.py)
@@ -376,7 +410,7 @@ def _enter(module: torch.nn.Module, args: Any) -> None:
                 outer = stack[-1][1]
                 path = kind if outer is None else f"{outer}.{kind}"
         else:
-            root, path = _root(module), None
+            root, path = _outermost(module)
         _note(local, (*stack, (root, path, kind, next(_call_ids), weakref.ref(module))))
         _ENDS.opened(module)
     except Exception as exc:  # noqa: BLE001 - never break the user's forward for a view

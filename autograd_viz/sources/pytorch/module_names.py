@@ -74,7 +74,7 @@ class GraphModules:
         distinct = {id(n.calls): n.calls for n in nodes if n.calls}
         called = _distinct_calls(distinct.values())
         self._owners = _owners(called)
-        self._named, self._prefixed = _named(called, distinct.values(), variables)
+        self._named, self._prefixed, self._models = _named(called, distinct.values(), variables)
         """The named scope of each call, by ``id()`` of the call (its innermost)."""
         self._leaves = {id(n.variable) for n in nodes if n.variable is not None}
         self._found: dict[int, tuple[Call, str]] | None = None
@@ -126,7 +126,7 @@ class GraphModules:
                 if key not in wanted:
                     continue
                 if model is None:
-                    model = self._named[id(first[root, None])][-1][0]
+                    model = self._models[root]
                 name = f"{model}.{qualified}" if self._prefixed else qualified
                 known = found.get(key)
                 if known is None:
@@ -218,7 +218,11 @@ def _innermost_called(
         if calls is not None:
             return calls
         path = path.rpartition(".")[0] or None
-    return first[root, None]
+    outermost = first.get((root, None))
+    if outermost is None:  # only submodules called outermost (Note [A submodule called
+        # outermost] in module_calls.py): the first of them
+        outermost = min((c for (r, _), c in first.items() if r is root), key=lambda c: c[3])
+    return outermost
 
 
 def _distinct_calls(stacks: Iterable[Calls]) -> list[Call]:
@@ -259,10 +263,10 @@ def _named(
     called: list[Call],
     stacks: Iterable[Calls],
     variables: Callable[[], Mapping[int, str]],
-) -> tuple[dict[int, RawScope], bool]:
+) -> tuple[dict[int, RawScope], bool, dict[ModelRoot, str]]:
     """The named scope of each call, ``(path, call id, class)`` entries outermost first, by
-    ``id()`` of the call; and whether inner paths start with their model's path (Note
-    [Model paths])."""
+    ``id()`` of the call; whether inner paths start with their model's path (Note
+    [Model paths]); and each model's own path."""
     first: dict[ModelRoot, int] = {}
     for root, _path, _kind, call_id, _ref in called:
         if call_id < first.get(root, call_id + 1):
@@ -303,4 +307,4 @@ def _named(
             name = roots[root]
             path = name if inner is None else (f"{name}.{inner}" if prefixed else inner)
             named = out[id(call)] = (*named, (path, call_id, kind))
-    return out, prefixed
+    return out, prefixed, roots

@@ -422,3 +422,50 @@ def test_a_model_freed_before_backward_still_names_and_places_its_parameters() -
     assert leaves["fc.bias"].scope == (("_ResNet", 0), ("fc", 0))
     gc.collect()
     assert all(ref() is None for ref in parameters), "the names keep no parameter alive"
+
+
+class _Checkpointed(nn.Module):
+    """Two residual blocks, each run through ``torch.utils.checkpoint``."""
+
+    def __init__(self, reentrant: bool) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(_Block(4) for _ in range(2))
+        self.fc = nn.Linear(4, 2)
+        self.reentrant = reentrant
+
+    def forward(self, x: Any) -> Any:
+        from torch.utils.checkpoint import checkpoint
+
+        for layer in self.layers:
+            x = checkpoint(layer, x, use_reentrant=self.reentrant)
+        return self.fc(x.mean(dim=(2, 3)))
+
+
+@pytest.mark.parametrize("reentrant", [True, False], ids=["reentrant", "non-reentrant"])
+def test_a_checkpointed_block_run_again_in_backward_keeps_its_path(reentrant: bool) -> None:
+    # The block's forward runs again inside the backward with no call of the model around
+    # it (Note [A submodule called outermost]): it is named by the model's path for it.
+    torch.manual_seed(0)
+    model = _Checkpointed(reentrant)
+    x = torch.randn(2, 4, 5, 5, requires_grad=True)
+    with record() as trace:
+        model(x).sum().backward()
+    expected = {(i, part) for i in range(2) for part in ("conv1", "bn1", "conv2", "bn2")}
+    found = set()
+    for info in trace.graph_tasks.values():
+        _check_consistent(info)
+        for node in _made(info):
+            for path, _call in node.scope:
+                assert not path.startswith("_Block"), path  # never a model of its own
+                parts = path.split(".")
+                if len(parts) == 3 and parts[0] == "layers":
+                    found.add((int(parts[1]), parts[2]))
+        for name in _leaves(info):
+            assert name == "x" or name.startswith(("layers.", "fc.", "tensor[")), name
+    assert found == expected
+    assert len(trace.graph_tasks) == (3 if reentrant else 1)
+    reference = _Checkpointed(reentrant)
+    reference.load_state_dict(model.state_dict())
+    x2 = x.detach().clone().requires_grad_()
+    reference(x2).sum().backward()
+    assert torch.equal(_grad(x), _grad(x2))  # watched, the same gradient, bit for bit
