@@ -646,8 +646,11 @@ def _legend_label(view: GraphView, columns: int = 1, every_style: bool = False) 
     if view.step is None and (drawn is None or "output" in kinds):
         cells.append((OUTPUT_FILL, "output tensor"))
     if view.clusters or any(n.box is not None for n in view.nodes.values()):
-        shapes = range(len(MODULE_LEGEND)) if drawn is None else [i for i in range(4) if i in drawn]
-        cells.extend(MODULE_LEGEND[i] for i in shapes)
+        cells.extend(
+            row
+            for shape, row in zip(_MODULE_SHAPES, MODULE_LEGEND, strict=True)
+            if drawn is None or shape in drawn
+        )
     if len(cells) <= 8:
         columns = 1  # a short legend is narrower in one column, and still short
     lines = -(-len(cells) // columns)  # column by column, ``columns`` side by side
@@ -670,12 +673,14 @@ _RUNNING = frozenset(
     {NodeStatus.WAITING, NodeStatus.PARTIAL, NodeStatus.QUEUED, NodeStatus.RUNNING}
 )
 _PASSED_THROUGH = _RUNNING | {NodeStatus.DONE, "delivered"}
+_MODULE_SHAPES = ("box", "3d box", "frame", "stack")
+"""What each row of :data:`MODULE_LEGEND` names, as :func:`_drawn_styles` marks it."""
 
 
 def _drawn_styles(view: GraphView) -> set[object]:
     """What ``view`` draws that its legend names (Note [A legend of what is drawn]): node
     statuses, the marks ``"captured"``, ``"non-finite"`` and ``"delivered"``, and the
-    indices into :data:`MODULE_LEGEND` of the module shapes it draws."""
+    module shapes it draws (:data:`_MODULE_SHAPES`)."""
     drawn: set[object] = set()
     for node in view.nodes.values():
         box = node.box
@@ -685,14 +690,14 @@ def _drawn_styles(view: GraphView) -> set[object]:
                 drawn.add("non-finite")
         else:
             drawn.add(box.summary.node_status)
-            drawn.add(1 if box.count > 1 else 0)  # a 3D box, a square one
+            drawn.add("3d box" if box.count > 1 else "box")
             if box.summary.non_finite:
                 drawn.add("non-finite")
         if node.captured:
             drawn.add("captured")
     for cluster in view.clusters.values():
         drawn.add(cluster.summary.node_status)
-        drawn.add(3 if cluster.stack is not None else 2)  # a shaded frame, a frame
+        drawn.add("stack" if cluster.stack is not None else "frame")
         if cluster.summary.non_finite:
             drawn.add("non-finite")
     for edge in view.edges:

@@ -218,11 +218,9 @@ def _innermost_called(
         if calls is not None:
             return calls
         path = path.rpartition(".")[0] or None
-    outermost = first.get((root, None))
-    if outermost is None:  # only submodules called outermost (Note [A submodule called
-        # outermost] in module_calls.py): the first of them
-        outermost = min((c for (r, _), c in first.items() if r is root), key=lambda c: c[3])
-    return outermost
+    # Without the model's own call, only submodules called outermost (Note [A submodule
+    # called outermost] in module_calls.py): the first of them (``first`` is in call order).
+    return first.get((root, None)) or next(c for (r, _), c in first.items() if r is root)
 
 
 def _distinct_calls(stacks: Iterable[Calls]) -> list[Call]:
