@@ -30,6 +30,14 @@ Forward passes are built fresh each repeat and not timed. Prints a table.
 reduced by PyTorch (as it runs) and by NumPy's float64 rows (as before), in
 one process, interleaved.
 
+``--collector`` runs the GRU's ``record()`` (``values="none"`` and every
+gradient summarized) with Python's cyclic collector on, as users have it:
+per recorded call, the collections it set off (by generation) and their
+time, the objects the collector tracks that the call leaves alive (what the
+trace keeps, and PyTorch's node objects the graph walk made), and its cost
+with the collector on and off. See "The collector's share" in
+docs/performance.md.
+
 ``--replay N`` also records a PyTorch trace of about N events (a GRUCell
 unrolled as far as it takes), saves it, and times what ``autograd-viz
 replay`` does before its first screen: loading the file as the command does
@@ -45,6 +53,7 @@ import gc
 import itertools
 import statistics
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -129,9 +138,10 @@ def bare_post_hook(loss: torch.Tensor) -> None:
             handle.remove()
 
 
-def recorded(loss: torch.Tensor) -> None:
-    with autograd_viz.record():
+def recorded(loss: torch.Tensor) -> Any:
+    with autograd_viz.record() as trace:
         loss.backward()
+    return trace
 
 
 Way = Callable[[torch.Tensor], Any]
@@ -311,6 +321,96 @@ def held_reductions(repeat: int) -> None:
     Console().print(table)
 
 
+def kept_by(run: Way, build: Build) -> tuple[int, Counter[str]]:
+    """The objects the collector tracks that one call of ``run`` leaves alive, by type.
+
+    Counted after a full collection and the young collections a long run
+    would make (tuples and dicts of plain values leave the collector then),
+    while the call's result (a trace, its graph) is still held, as a
+    training step holds it until the next.
+    """
+    loss = build()
+    gc.collect()
+    before = {id(o) for o in gc.get_objects()}
+    gc.disable()
+    try:
+        result = run(loss)
+        gc.collect(0)
+        gc.collect(1)
+        new = [o for o in gc.get_objects() if id(o) not in before]
+    finally:
+        gc.enable()
+    del result, loss
+    return len(new), Counter(type(o).__name__ for o in new)
+
+
+def collector_share(repeat: int) -> None:
+    """The GRU's recorded calls with the collector on: its collections, and what they cost."""
+    label, build = gru()
+    nodes = len(nodes_of(build()))
+    none: Way = lambda loss: _recorded_at(loss, "none")  # noqa: E731
+    ways: dict[str, Way] = {"plain": plain, 'record(values="none")': none, "record()": recorded}
+    for run in ways.values():
+        for _ in range(3):
+            run(build())
+    table = Table(title=f"{label}: the cyclic collector, per recorded call, thread CPU time")
+    for column in (
+        "way", "collections (gen 0/1/2)", "collector µs/node", "+µs/node gc on", "+µs/node gc off",
+        "objects kept", "most kept",
+    ):  # fmt: skip
+        table.add_column(column, justify="left" if column in ("way", "most kept") else "right")
+    spent: dict[str, list[float]] = {way: [0.0, 0.0, 0.0, 0.0] for way in ways}  # n0 n1 n2 ns
+    started = [0]
+
+    def tally(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            started[0] = time.perf_counter_ns()
+        elif current[0] is not None:
+            spent[current[0]][info["generation"]] += 1
+            spent[current[0]][3] += time.perf_counter_ns() - started[0]
+
+    current: list[str | None] = [None]
+    on: dict[str, list[float]] = {way: [] for way in ways}
+    gc.callbacks.append(tally)
+    try:
+        for _ in range(repeat):  # the ways interleaved, the collector on
+            for way, run in ways.items():
+                loss = build()
+                current[0] = way
+                t0 = time.thread_time()
+                run(loss)
+                on[way].append(time.thread_time() - t0)
+                current[0] = None
+                del loss
+    finally:
+        gc.callbacks.remove(tally)
+    off = measure(build, ways, repeat, time.thread_time)
+    base_on = statistics.mean(on["plain"])
+    for way, run in ways.items():
+        n0, n1, n2, ns = spent[way]
+        count, kinds = kept_by(run, build) if way != "plain" else (0, Counter())
+        table.add_row(
+            way,
+            f"{n0 / repeat:.1f} / {n1 / repeat:.2f} / {n2 / repeat:.2f}",
+            f"{ns / repeat / nodes / 1e3:.1f}",
+            "" if way == "plain" else f"{(statistics.mean(on[way]) - base_on) / nodes * 1e6:.1f}",
+            "" if way == "plain" else f"{(off[way] - off['plain']) / nodes * 1e6:.1f}",
+            f"{count:,}",
+            ", ".join(f"{name} {n}" for name, n in kinds.most_common(4)),
+        )
+    Console(width=160).print(table)
+    print(
+        f"{len(gc.get_objects()):,} objects tracked in this process; gc thresholds "
+        f"{gc.get_threshold()}; means over {repeat} calls (gc on), medians (gc off)"
+    )
+
+
+def _recorded_at(loss: torch.Tensor, values: str) -> Any:
+    with autograd_viz.record(values=values) as trace:
+        loss.backward()
+    return trace
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=15)
@@ -331,8 +431,17 @@ def main() -> None:
         action="store_true",
         help="time the GRU's record() with its held gradients reduced by PyTorch and by NumPy",
     )
+    parser.add_argument(
+        "--collector",
+        action="store_true",
+        help="the GRU's recorded calls with the cyclic collector on: its collections, their "
+        "time, and the objects a call leaves alive",
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)
+    if args.collector:
+        collector_share(args.repeat)
+        return
     if args.held:
         held_reductions(args.repeat)
         return

@@ -22,7 +22,7 @@ import torch
 
 from autograd_viz.sources.once import warn_once
 from autograd_viz.sources.pytorch.bookkeeping import Bookkeeping
-from autograd_viz.sources.pytorch.emitter import Emitter
+from autograd_viz.sources.pytorch.emitter import Emitter, nones
 from autograd_viz.sources.pytorch.graph import GraphPlan, plan_graph_task
 from autograd_viz.sources.pytorch.module_calls import thread_modules
 from engine.events import HUB, Event, thread_name
@@ -339,13 +339,13 @@ def _replay(
             derived.run_unseen(node)  # a grad() target's capture
             continue
         edges = node._next_edges
-        emit("node_start", node, {"inputs": (None,) * node.num_inputs, "derived": True})
+        emit("node_start", node, {"inputs": nones(node.num_inputs), "derived": True})
         if children and node.fn is not None:
             for child in [c for c in children if c.running is node.fn]:
                 children.remove(child)
                 emit.flush()  # this call's rows first (Note [Batched events])
                 emit_call(child, out, queue)
-        emit("node_end", node, {"outputs": (None,) * len(edges), "derived": True})
+        emit("node_end", node, {"outputs": nones(len(edges)), "derived": True})
         # Which outputs were None is not known: every edge is taken to carry a gradient.
         derived.pass_outputs(node, (True,) * len(edges), [None] * len(edges))
 

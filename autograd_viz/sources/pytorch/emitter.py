@@ -124,7 +124,7 @@ class Emitter:
         """:meth:`summaries` if ``keep``, else ``None`` for each tensor."""
         if keep:
             return self.summaries(tensors, hold)
-        return (None,) * len(tensors)
+        return nones(len(tensors))
 
     def summaries(self, tensors: Any, hold: tuple[Any, ...] = ()) -> Any:
         """:meth:`summary` of each tensor: a list one by one, a tuple in rows.
@@ -155,3 +155,24 @@ class Emitter:
 
 
 _clock = time.perf_counter_ns
+
+# Note [Objects a recorded call keeps]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# Every container a recorded call leaves alive (until its trace goes) is
+# tracked by Python's cyclic collector, and each costs about a microsecond
+# of collections over a run: the trace's objects survive the young
+# collections, are promoted, and make the next full collection (of every
+# object of the process) come sooner ("The collector's share" in
+# docs/performance.md). A tuple or dict that holds only plain values leaves
+# the collector once a collection has seen it, and a dict made holding only
+# such values is never tracked. So the plain tuples a call would make again
+# and again are shared: the ``None`` of each gradient of a tier that keeps no
+# values (:func:`nones`), the input slots of a node (``_input_slots`` in
+# graph.py); their event data dicts are then not tracked at all.
+
+_NONES = tuple((None,) * n for n in range(65))
+
+
+def nones(n: int) -> tuple[None, ...]:
+    """``(None,) * n``, shared (Note [Objects a recorded call keeps])."""
+    return _NONES[n] if n < 65 else (None,) * n

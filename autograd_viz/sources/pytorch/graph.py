@@ -186,8 +186,11 @@ def _node_info(
 
 
 def _input_slots(metadata: Any) -> tuple[tuple[tuple[int, ...], str, str], ...]:
-    """``(shape, dtype, device)`` of each of a node's input slots (``_input_metadata``)."""
-    return tuple(
+    """``(shape, dtype, device)`` of each of a node's input slots (``_input_metadata``).
+
+    Equal slots are one shared tuple (Note [Objects a recorded call keeps] in emitter.py).
+    """
+    slots = tuple(
         [
             (
                 plain_shape(m.shape),
@@ -197,6 +200,17 @@ def _input_slots(metadata: Any) -> tuple[tuple[tuple[int, ...], str, str], ...]:
             for m in metadata
         ]
     )
+    shared = _SLOTS.get(slots)
+    if shared is None:
+        if len(_SLOTS) >= _MAX_SLOTS:  # a program of ever new shapes: start again
+            _SLOTS.clear()
+        shared = _SLOTS[slots] = slots
+    return shared
+
+
+_SLOTS: dict[Any, Any] = {}
+"""Each node's input slots seen lately, shared (Note [Objects a recorded call keeps])."""
+_MAX_SLOTS = 4096
 
 
 _DEVICE_NAMES: dict[torch.device, str] = {}

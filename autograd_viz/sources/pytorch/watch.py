@@ -21,7 +21,7 @@ import torch
 from autograd_viz.sources.deferred import settle_waiting
 from autograd_viz.sources.once import warn_once
 from autograd_viz.sources.pytorch.bookkeeping import Bookkeeping
-from autograd_viz.sources.pytorch.emitter import Emitter
+from autograd_viz.sources.pytorch.emitter import Emitter, nones
 from autograd_viz.sources.pytorch.graph import GraphPlan
 from autograd_viz.sources.pytorch.held import holds_inputs, holds_outputs
 from autograd_viz.sources.pytorch.hooks import (
@@ -374,8 +374,8 @@ class GraphTaskWatch:
             started = emit.summaries(inputs, holds_inputs(node, fan_in))
             ended = emit.summaries(outputs, holds_outputs(node, fan_in))
         else:
-            started = (None,) * len(inputs)
-            ended = (None,) * len(outputs)
+            started = nones(len(inputs))
+            ended = nones(len(outputs))
         emit.at("node_start", node, {"inputs": started}, self._last)
         emit("node_end", node, {"outputs": ended})
         if _is_anomaly_enabled() and _anomaly_rejects(outputs):
@@ -394,7 +394,7 @@ class GraphTaskWatch:
         """
         slots = node.inputs or ()
         if not self.emit.keep_all:
-            inputs: Any = (None,) * len(slots)
+            inputs: Any = nones(len(slots))
         else:
             delivered: dict[int, Any] = dict(self._root_inputs) if node is self.plan.root else {}
             for row in reversed(self.emit.rows):
