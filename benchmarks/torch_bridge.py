@@ -257,7 +257,7 @@ def split() -> None:
     """Time the GRU's ways with and without their summaries: what summaries cost each."""
     label, build = gru()
     nodes = len(nodes_of(build()))
-    ways = {"bare hooks": bare_hooks}
+    ways: dict[str, Way] = {"bare hooks": bare_hooks}
     for name in ("floor", "floor + records", "record()"):
         ways[name] = FLOOR_WAYS[name]
         ways[f"{name}, summaries stubbed"] = _stubbed(FLOOR_WAYS[name])
@@ -308,7 +308,11 @@ def held_reductions(repeat: int) -> None:
 
     label, build = gru()
     nodes = len(nodes_of(build()))
-    ways = {"plain": plain, "record()": recorded, "record(), held blocks in NumPy": numpy_way}
+    ways: dict[str, Way] = {
+        "plain": plain,
+        "record()": recorded,
+        "record(), held blocks in NumPy": numpy_way,
+    }
     for run in ways.values():
         run(build())
     medians = measure(build, ways, repeat, time.thread_time)

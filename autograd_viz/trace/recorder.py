@@ -253,11 +253,11 @@ class Recorder:
         """
         trace = self.trace
         held = self._calls_held
-        if self._on_calls is None or not (trace.events or held):
+        if self._on_calls is None or not (len(trace) or held):
             return
-        part = Trace(trace.header, trace.graph_tasks, trace.events)
+        part = Trace(trace.header, trace.graph_tasks)
+        part.take_events_of(trace)  # read or not (Note [Rows until read])
         trace.graph_tasks = {}
-        trace.events = []
         trace._replayer = None
         if held:
             self._calls_held = []
@@ -304,14 +304,10 @@ class Recorder:
         with self._lock:
             if self.closed:
                 return
-            events_ = self.trace.events
-            position = len(events_)
             if not self._goes_last(event.seq):
                 self._insert(event, data)
-            elif data is event.data:  # plain already: the event's own fields, after the index
-                events_.append(_new_trace_event(TraceEvent, (position, *event)))
-            else:  # the event's fields, kind to topological_nr, between the index and the data
-                events_.append(_new_trace_event(TraceEvent, (position, *event[:DATA], data)))
+            else:  # the event's fields, kind to topological_nr, then the data
+                self.trace.add_rows(((*event[:DATA], data),))
 
     def take_events(self, rows: list[tuple[Any, ...]]) -> None:
         """Record events a source built as plain rows (Note [Batched events] in ``batches.py``).
@@ -339,9 +335,7 @@ class Recorder:
             if not self._goes_last(rows[0][SEQ]):
                 self._merge(rows)
                 return
-            events_ = self.trace.events
-            new = _new_trace_event
-            events_.extend([new(TraceEvent, (i, *row)) for i, row in enumerate(rows, len(events_))])
+            self.trace.add_rows(rows)  # Note [Rows until read] in records.py
 
     def note_call(self, kind: str, data: dict[str, Any], graph_task: int | None = None) -> bool:
         """Record an event of ``kind`` about the backward call this thread made last, after it.
@@ -373,8 +367,7 @@ class Recorder:
             if not self._goes_last(seq):
                 self._merge([row])
             else:
-                trace_events = self.trace.events
-                trace_events.append(_new_trace_event(TraceEvent, (len(trace_events), *row)))
+                self.trace.add_rows((row,))
         return True
 
     def take_call(self, call: Any) -> None:
@@ -440,8 +433,8 @@ class Recorder:
 
     def _goes_last(self, seq: int) -> bool:
         """Whether an event numbered ``seq`` goes after every recorded one (under the lock)."""
-        events_ = self.trace.events
-        return not events_ or self._arrival_order or events_[-1].seq < seq
+        last = self.trace.last_seq()
+        return last is None or self._arrival_order or last < seq
 
     def _merge(self, rows: list[tuple[Any, ...]]) -> None:
         """Rows of one thread reach the recorder after later events of another (under the lock)."""
@@ -492,8 +485,7 @@ class Recorder:
             if self.closed:
                 return
             trace = self.trace
-            events_ = trace.events
-            position = len(events_)
+            position = len(trace)
             goes_last = self._goes_last(event.seq)
             started = _with_first_event(info, position)
             try:
@@ -501,13 +493,13 @@ class Recorder:
                     position = self._insert(event, data)
                     started = _with_first_event(info, position)
                 else:
-                    events_.append(_new_trace_event(TraceEvent, (position, *event[:DATA], data)))
+                    trace.add_rows(((*event[:DATA], data),))
                 trace.graph_tasks[info.id] = started
             except BaseException:
                 # A signal handler of the program's raised (sys.exit from SIGTERM) after the
                 # event went in: its call goes in too, or the file would hold a start with no
                 # call to start (Note [A call goes in whole]).
-                if goes_last and len(events_) > position and events_[position].seq == event.seq:
+                if goes_last and len(trace) > position and trace.last_seq() == event.seq:
                     trace.graph_tasks[info.id] = started
                 raise
             sources = trace.header.setdefault("sources", [])

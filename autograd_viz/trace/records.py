@@ -322,6 +322,27 @@ class TraceStats:
     """Anomaly events (non-finite values found)."""
 
 
+# Note [Rows until read]
+# ~~~~~~~~~~~~~~~~~~~~~~
+# A recorder hands a trace the events of a watched call as rows, plain
+# tuples of an event's fields (Note [Batched events]), and the trace keeps
+# them so until something reads ``events``, which makes them
+# :class:`TraceEvent` then, numbered by position: what is read is what was
+# recorded. Rows cost less than events while nobody reads them, in time and
+# in collections. Python's cyclic collector stops following a tuple once a
+# collection finds only plain values in it, but never a tuple subclass
+# (``TraceEvent``) nor a tuple that holds a dict; a recorder that keeps no
+# values therefore gives each row its data as a tuple of items, plain values
+# all, made a dict again when read. Two thousand events a call, kept until
+# the trace goes, each followed by every collection, made the full
+# collections of the whole process come sooner: a third of what recording a
+# small model cost with the collector on ("The collector's share" in
+# docs/performance.md). One lock serves every trace: a reader on another
+# thread takes the rows a recorder adds whole or not at all.
+
+_ROWS_LOCK = threading.Lock()
+
+
 class TraceRecord:
     """Graph snapshots and events of one or more backward calls, in engine order:
     the data of a :class:`~autograd_viz.trace.document.Trace`, without its file
@@ -337,16 +358,69 @@ class TraceRecord:
         """Format, schema version and recording options."""
         self.graph_tasks: dict[int, GraphTaskInfo] = dict(graph_tasks or {})
         """Every graph task, by id, in the order they started."""
-        self.events: list[TraceEvent] = events if events is not None else []
-        """Every event, in engine order (``seq``)."""
+        self._events: list[TraceEvent] = events if events is not None else []
+        self._rows: list[tuple[Any, ...]] = []
+        """Events recorded after :attr:`_events` and not read yet, as rows (Note [Rows until
+        read])."""
         self.lock = threading.Lock()
         """Held by whoever fills the trace (a recorder) while it changes it; see :meth:`copy`."""
         self.tail_cut = 0
         """Bytes :meth:`Trace.load` dropped from the end of a file cut short while it was
         streamed: the calls that were not finished (Note [Streamed traces])."""
 
+    @property
+    def events(self) -> list[TraceEvent]:
+        """Every event, in engine order (``seq``)."""
+        if self._rows:
+            self._settle_rows()
+        return self._events
+
+    @events.setter
+    def events(self, events: list[TraceEvent]) -> None:
+        with _ROWS_LOCK:
+            self._rows = []
+            self._events = events
+
+    def add_rows(self, rows: Sequence[tuple[Any, ...]]) -> None:
+        """Append events given as rows (:class:`~engine.events.Event`'s fields, in ``seq``
+        order, each after every event already in), made :class:`TraceEvent` when first
+        read; a row's data may be its items, as a tuple (Note [Rows until read])."""
+        with _ROWS_LOCK:
+            self._rows.extend(rows)
+
+    def take_events_of(self, other: TraceRecord) -> None:
+        """Take ``other``'s events, read or not, leaving it none (this one had none)."""
+        with _ROWS_LOCK:
+            self._events, self._rows = other._events, other._rows
+            other._events, other._rows = [], []
+
+    def last_seq(self) -> int | None:
+        """The ``seq`` of the last event, read or not (``None`` when there is none)."""
+        rows = self._rows
+        if rows:
+            return int(rows[-1][1])
+        events = self._events
+        return events[-1].seq if events else None
+
+    def _settle_rows(self) -> None:
+        with _ROWS_LOCK:
+            rows = self._rows
+            if not rows:
+                return  # another thread read them first
+            self._rows = []
+            events = self._events
+            new = tuple.__new__
+            events.extend(
+                [
+                    new(TraceEvent, (i, *row))
+                    if type(row[-1]) is not tuple
+                    else new(TraceEvent, (i, *row[:-1], dict(row[-1])))
+                    for i, row in enumerate(rows, len(events))
+                ]
+            )
+
     def __len__(self) -> int:
-        return len(self.events)
+        return len(self._events) + len(self._rows)
 
     def __eq__(self, other: object) -> bool:
         """Same header, graph tasks and events; a NaN equals a NaN (see Note [NaN in traces])."""
