@@ -328,16 +328,13 @@ class TraceStats:
 # tuples of an event's fields (Note [Batched events]), and the trace keeps
 # them so until something reads ``events``, which makes them
 # :class:`TraceEvent` then, numbered by position: what is read is what was
-# recorded. Rows cost less than events while nobody reads them, in time and
-# in collections. Python's cyclic collector stops following a tuple once a
-# collection finds only plain values in it, but never a tuple subclass
-# (``TraceEvent``) nor a tuple that holds a dict; a recorder that keeps no
-# values therefore gives each row its data as a tuple of items, plain values
-# all, made a dict again when read. Two thousand events a call, kept until
-# the trace goes, each followed by every collection, made the full
-# collections of the whole process come sooner: a third of what recording a
-# small model cost with the collector on ("The collector's share" in
-# docs/performance.md). One lock serves every trace: a reader on another
+# recorded, whenever it is read. A training loop that records every step and
+# reads none of them, or reads them at the end, makes its events then, not
+# inside each backward call; and the rows a call hands over are the objects
+# it keeps, where a ``TraceEvent`` made from each row was one more object to
+# make and free per event, and its making set off more of the cyclic
+# collector's young collections while the call ran ("The collector's share"
+# in docs/performance.md). One lock serves every trace: a reader on another
 # thread takes the rows a recorder adds whole or not at all.
 
 _ROWS_LOCK = threading.Lock()
@@ -384,7 +381,7 @@ class TraceRecord:
     def add_rows(self, rows: Sequence[tuple[Any, ...]]) -> None:
         """Append events given as rows (:class:`~engine.events.Event`'s fields, in ``seq``
         order, each after every event already in), made :class:`TraceEvent` when first
-        read; a row's data may be its items, as a tuple (Note [Rows until read])."""
+        read (Note [Rows until read])."""
         with _ROWS_LOCK:
             self._rows.extend(rows)
 
@@ -410,14 +407,7 @@ class TraceRecord:
             self._rows = []
             events = self._events
             new = tuple.__new__
-            events.extend(
-                [
-                    new(TraceEvent, (i, *row))
-                    if type(row[-1]) is not tuple
-                    else new(TraceEvent, (i, *row[:-1], dict(row[-1])))
-                    for i, row in enumerate(rows, len(events))
-                ]
-            )
+            events.extend([new(TraceEvent, (i, *row)) for i, row in enumerate(rows, len(events))])
 
     def __len__(self) -> int:
         return len(self._events) + len(self._rows)
