@@ -348,6 +348,10 @@ def kept_by(run: Way, build: Build) -> tuple[int, Counter[str]]:
     return len(new), Counter(type(o).__name__ for o in new)
 
 
+_SPENT: dict[str, list[float]] = {}
+"""Collections seen per way of :func:`collector_share`: counts by generation, then ns."""
+
+
 def collector_share(repeat: int) -> None:
     """The GRU's recorded calls with the collector on: its collections, and what they cost."""
     label, build = gru()
@@ -363,7 +367,9 @@ def collector_share(repeat: int) -> None:
         "objects kept", "most kept",
     ):  # fmt: skip
         table.add_column(column, justify="left" if column in ("way", "most kept") else "right")
-    spent: dict[str, list[float]] = {way: [0.0, 0.0, 0.0, 0.0] for way in ways}  # n0 n1 n2 ns
+    spent = _SPENT
+    spent.clear()
+    spent.update({way: [0.0, 0.0, 0.0, 0.0] for way in ways})  # n0 n1 n2 ns
     started = [0]
 
     def tally(phase: str, info: dict[str, int]) -> None:
@@ -406,6 +412,67 @@ def collector_share(repeat: int) -> None:
     print(
         f"{len(gc.get_objects()):,} objects tracked in this process; gc thresholds "
         f"{gc.get_threshold()}; means over {repeat} calls (gc on), medians (gc off)"
+    )
+    long = Table(
+        title=f"{label}: {repeat} calls in one recording, the trace kept, the collector on, "
+        "thread CPU time"
+    )
+    for column in ("values", "+µs/node", "collector µs/node", "objects tracked per call kept"):
+        long.add_column(column, justify="left" if column == "values" else "right")
+    for values in ("none", "all"):
+        row = one_recording(build, nodes, values, repeat, spent_by=tally, current=current)
+        long.add_row(values, *row)
+    Console(width=160).print(long)
+
+
+def one_recording(
+    build: Build,
+    nodes: int,
+    values: str,
+    calls: int,
+    spent_by: Callable[[str, dict[str, int]], None],
+    current: list[str | None],
+) -> tuple[str, str, str]:
+    """``calls`` backward calls in one ``record()``, as a training loop records: what each
+    adds over plain (blocks of plain calls before and after), the collections' time, and the
+    objects the collector tracks that the trace keeps, per call."""
+    gc.callbacks.append(spent_by)
+    try:
+
+        def plain_block() -> float:
+            total = 0.0
+            for _ in range(calls):
+                loss = build()
+                t0 = time.thread_time()
+                loss.backward()
+                total += time.thread_time() - t0
+            return total / calls
+
+        before = plain_block()
+        gc.collect()
+        tracked = len(gc.get_objects())
+        name = f"long {values}"
+        spent = _SPENT.setdefault(name, [0.0, 0.0, 0.0, 0.0])
+        total = 0.0
+        with autograd_viz.record(values=values) as trace:
+            for _ in range(calls):
+                loss = build()
+                current[0] = name
+                t0 = time.thread_time()
+                loss.backward()
+                total += time.thread_time() - t0
+                current[0] = None
+                del loss
+        gc.collect()
+        kept = (len(gc.get_objects()) - tracked) / calls
+        del trace
+        base = (before + plain_block()) / 2
+    finally:
+        gc.callbacks.remove(spent_by)
+    return (
+        f"{(total / calls - base) / nodes * 1e6:.1f}",
+        f"{spent[3] / calls / nodes / 1e3:.1f}",
+        f"{kept:,.0f}",
     )
 
 

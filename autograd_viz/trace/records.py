@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import gc
 import html
+import itertools
 import math
 import threading
 from collections.abc import Iterator, Mapping, Sequence
@@ -326,16 +327,22 @@ class TraceStats:
 # ~~~~~~~~~~~~~~~~~~~~~~
 # A recorder hands a trace the events of a watched call as rows, plain
 # tuples of an event's fields (Note [Batched events]), and the trace keeps
-# them so until something reads ``events``, which makes them
-# :class:`TraceEvent` then, numbered by position: what is read is what was
-# recorded, whenever it is read. A training loop that records every step and
-# reads none of them, or reads them at the end, makes its events then, not
-# inside each backward call; and the rows a call hands over are the objects
-# it keeps, where a ``TraceEvent`` made from each row was one more object to
-# make and free per event, and its making set off more of the cyclic
-# collector's young collections while the call ran ("The collector's share"
-# in docs/performance.md). One lock serves every trace: a reader on another
-# thread takes the rows a recorder adds whole or not at all.
+# them until something reads ``events``, which makes them :class:`TraceEvent`
+# then, numbered by position: what is read is what was recorded, whenever it
+# is read. A training loop that records every step and reads the trace at the
+# end makes its events then, not inside each backward call. Each row is kept
+# as two parts, its fields (ints and strings) and its data (a dict), because
+# Python's cyclic collector stops following a tuple of plain values at the
+# first collection that sees it, but never a tuple that holds a dict nor a
+# ``TraceEvent`` (a tuple subclass): two thousand of those a call, kept until
+# the trace went, made the collector's full collections of the whole process
+# come sooner and take longer ("The collector's share" in
+# docs/performance.md). The data of a tier without values is a dict of plain
+# values, which the collector never tracks (Note [Objects a recorded call
+# keeps] in ``autograd_viz/sources/pytorch/emitter.py``). One lock serves
+# every trace, so a reader on another thread takes a recorder's rows whole or
+# not at all; and an exception between two steps (a signal's, raised in the
+# thread that holds the lock) leaves the rows and their data consistent.
 
 _ROWS_LOCK = threading.Lock()
 
@@ -357,8 +364,10 @@ class TraceRecord:
         """Every graph task, by id, in the order they started."""
         self._events: list[TraceEvent] = events if events is not None else []
         self._rows: list[tuple[Any, ...]] = []
-        """Events recorded after :attr:`_events` and not read yet, as rows (Note [Rows until
-        read])."""
+        """Events recorded after :attr:`_events` and not read yet: each one's fields but its
+        data (Note [Rows until read])."""
+        self._data: list[Mapping[str, Any]] = []
+        """Their data, in the same order."""
         self.lock = threading.Lock()
         """Held by whoever fills the trace (a recorder) while it changes it; see :meth:`copy`."""
         self.tail_cut = 0
@@ -377,19 +386,28 @@ class TraceRecord:
         with _ROWS_LOCK:
             self._rows = []
             self._events = events
+            self._data = []
 
     def add_rows(self, rows: Sequence[tuple[Any, ...]]) -> None:
         """Append events given as rows (:class:`~engine.events.Event`'s fields, in ``seq``
         order, each after every event already in), made :class:`TraceEvent` when first
         read (Note [Rows until read])."""
+        fields = [row[:-1] for row in rows]
+        data = [row[-1] for row in rows]
         with _ROWS_LOCK:
-            self._rows.extend(rows)
+            # Data first, rows last: rows are the truth, and data an exception left behind
+            # them (a signal's, between two of these steps) is dropped here.
+            del self._data[len(self._rows) :]
+            self._data += data
+            self._rows += fields
 
     def take_events_of(self, other: TraceRecord) -> None:
         """Take ``other``'s events, read or not, leaving it none (this one had none)."""
         with _ROWS_LOCK:
-            self._events, self._rows = other._events, other._rows
-            other._events, other._rows = [], []
+            self._events, self._rows, self._data = other._events, other._rows, other._data
+            other._rows = []
+            other._events = []
+            other._data = []
 
     def last_seq(self) -> int | None:
         """The ``seq`` of the last event, read or not (``None`` when there is none)."""
@@ -404,10 +422,16 @@ class TraceRecord:
             rows = self._rows
             if not rows:
                 return  # another thread read them first
-            self._rows = []
             events = self._events
-            new = tuple.__new__
-            events.extend([new(TraceEvent, (i, *row)) for i, row in enumerate(rows, len(events))])
+            # An exception between the steps below (a signal's) leaves the rows made, or
+            # not, and still there: made already when the last event is their last row
+            # (each has its own seq; with arrival_order, seq need not grow).
+            if not events or events[-1][1:-1] != rows[-1]:
+                new = tuple.__new__
+                made = zip(itertools.count(len(events)), rows, self._data, strict=False)
+                events.extend([new(TraceEvent, (i, *f, d)) for i, f, d in made])
+            self._rows = []
+            self._data = []
 
     def __len__(self) -> int:
         return len(self._events) + len(self._rows)

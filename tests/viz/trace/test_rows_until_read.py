@@ -38,6 +38,29 @@ def test_rows_become_events_numbered_by_position_when_read() -> None:
     assert (first[2].index, first[2].kind) == (2, "node_end")
 
 
+def test_rows_left_half_settled_or_half_added_by_an_exception_read_whole_and_once() -> None:
+    trace = Trace(new_header(16))
+    trace.add_rows([_row("enqueue", 1), _row("node_start", 2)])
+    made = list(trace.events)
+    # As if an exception came after the events were made, before the rows went.
+    trace._rows = [row[:-1] for row in (_row("enqueue", 1), _row("node_start", 2))]
+    trace._data = [{"n": 1}, {"n": 2}]
+    assert trace.events == made and not trace._rows  # not made twice
+    # As if an exception came after a row's data went in, before the row.
+    trace._data.append({"stray": True})
+    trace.add_rows([_row("node_end", 3)])
+    assert [(e.index, e.seq, e.data) for e in trace.events[2:]] == [(2, 3, {"n": 3})]
+
+
+def test_rows_in_arrival_order_are_all_read() -> None:
+    # A live session records events in the order it lets them through, not by seq.
+    trace = Trace(new_header(16))
+    trace.add_rows([_row("enqueue", 5)])
+    assert [e.seq for e in trace.events] == [5]
+    trace.add_rows([_row("node_start", 3)])
+    assert [(e.index, e.seq) for e in trace.events] == [(0, 5), (1, 3)]
+
+
 def test_assigning_events_drops_rows_not_read() -> None:
     trace = Trace(new_header(16))
     trace.add_rows([_row("enqueue", 1)])
