@@ -67,7 +67,10 @@ def test_floor_records_the_same_steps_and_numbers_as_record(make: Any, watcher: 
             assert summary.shape == shape
             assert (summary.min, summary.max) == (low, high)
             assert math.isclose(summary.mean, mean, rel_tol=1e-6, abs_tol=1e-9)
-            assert math.isclose(summary.norm, norm, rel_tol=1e-5)
+            # A float32 norm of a million elements is within about 1.3e-5 of the float64 one;
+            # ours, gathered from cache-sized pieces in float64, within 2e-6 (Note [Summaries
+            # of large tensors]): the floor's whole-tensor float32 norm sets the tolerance.
+            assert math.isclose(summary.norm, norm, rel_tol=3e-5)
 
 
 def test_split_stubs_every_summary_and_puts_everything_back() -> None:

@@ -268,6 +268,19 @@ _FLOATS = frozenset({torch.float16, torch.float32, torch.float64})
 # device the four numbers come back in one transfer (``tolist`` of the
 # stacked results): one synchronization per summary instead of three, and a
 # second only when there is a NaN or an Inf to count.
+#
+# A CPU tensor of four pieces or more (a piece: 2**18 elements, a megabyte
+# of float32) is summarized a piece at a time: its four passes then read the
+# piece from the cache, not from memory, and one pass over memory is left
+# (``_in_pieces``). The minimum and maximum are the same numbers; the sum and
+# the norm gather the pieces' float32 ones in float64, so they differ from
+# the whole tensor's in the last bits, and are nearer the float64 ones (a
+# float32 norm of a million elements is about 1.3e-5 off, the pieces' 2e-6).
+# A transposed gradient is summarized through a flat view of its memory. Per
+# summary, on this machine with one thread, whole → pieces: a 1024×1024
+# 0.62 → 0.46-0.47 ms, its transpose 0.63-0.64 → 0.47-0.49, a 4096×1024
+# 2.72-2.80 → 1.87-1.93; a 512×1024 (two pieces) gained nothing, 0.19-0.21
+# either way, hence four.
 
 
 def _summarize_large(
@@ -278,6 +291,13 @@ def _summarize_large(
     if values.device.type != "cpu":
         return _summarize_on_device(values, shape, dtype, device)
     count = values.numel()
+    flat = _dense_flat(values) if count >= 4 * _PIECE else None
+    if flat is not None:
+        found = _in_pieces(flat)
+        if found is not None:
+            low, high, total, norm = found
+            return TensorSummary(shape, dtype, device, low, high, total / count, norm)
+        return _with_counts(values, shape, dtype, device, float(values.sum()))
     total = float(values.sum())
     if math.isfinite(total):
         array = host_view(values)
@@ -285,6 +305,49 @@ def _summarize_large(
         norm = float(torch.linalg.vector_norm(values))
         return TensorSummary(shape, dtype, device, low, high, total / count, norm)
     return _with_counts(values, shape, dtype, device, total)
+
+
+_PIECE = 1 << 18
+"""Elements of a piece of a large CPU tensor summarized piece by piece (1 MB of float32: it
+stays in this machine's cache for the four passes); tensors of fewer than four pieces are
+summarized whole (Note [Summaries of large tensors])."""
+
+
+def _dense_flat(values: torch.Tensor) -> torch.Tensor | None:
+    """Every element of ``values`` once, as a flat view of its memory (``None``: not dense).
+
+    A transposed gradient is as good as a contiguous one: reductions over every element do
+    not mind their order.
+    """
+    if values.is_contiguous():
+        return values.view(-1)
+    order = sorted(range(values.dim()), key=lambda d: -values.stride(d))
+    laid = values.permute(order)
+    return laid.view(-1) if laid.is_contiguous() else None
+
+
+def _in_pieces(flat: torch.Tensor) -> tuple[float, float, float, float] | None:
+    """Minimum, maximum, sum and norm of a large CPU tensor, a cache-sized piece at a time.
+
+    ``None`` when a piece is not finite (a NaN, an Inf, or a sum that overflowed): counted
+    then by the path that counts. Minimum and maximum are exact; the sum and the norm gather
+    the pieces' float32 ones in float64.
+    """
+    total = squares = 0.0
+    low, high = math.inf, -math.inf
+    norm = torch.linalg.vector_norm
+    for piece in flat.split(_PIECE):
+        part = float(piece.sum())
+        if not math.isfinite(part):
+            return None
+        total += part
+        length = float(norm(piece))
+        squares += length * length
+        array = host_view(piece)
+        piece_low, piece_high = float(array.min()), float(array.max())
+        low = min(low, piece_low)
+        high = max(high, piece_high)
+    return low, high, total, math.sqrt(squares)
 
 
 def _summarize_on_device(

@@ -129,3 +129,43 @@ def test_a_large_cuda_tensor_is_summarized_where_it_lives(kind: str) -> None:
     if kind == "finite":  # float32 sums in another order: equal to float32 rounding
         assert on_gpu.mean == pytest.approx(on_cpu.mean, rel=1e-5, abs=1e-7)
         assert on_gpu.norm == pytest.approx(on_cpu.norm, rel=1e-5)
+
+
+def _in_pieces_case(kind: str, transposed: bool) -> torch.Tensor:
+    generator = torch.Generator().manual_seed(5)
+    # Four pieces and a part (Note [Summaries of large tensors]).
+    block = torch.randn(1100, 1000, generator=generator) * 1e-3 + 2e-4
+    if kind == "nan_last_piece":
+        block[1099, 999] = float("nan")
+    elif kind == "inf_first_piece":
+        block[0, 1] = float("inf")
+        block[500, 3] = float("-inf")
+    elif kind == "overflow":
+        block.fill_(3e38)
+    return block.t() if transposed else block
+
+
+@pytest.mark.parametrize("kind", ["finite", "nan_last_piece", "inf_first_piece", "overflow"])
+@pytest.mark.parametrize("transposed", [False, True])
+def test_a_large_cpu_tensor_summarized_in_pieces_gets_its_exact_extremes_and_counts(
+    kind: str, transposed: bool
+) -> None:
+    values = _in_pieces_case(kind, transposed)
+    assert values.numel() >= 4 * summary._PIECE  # the pieces' path
+    shape = tuple(values.shape)
+    got = summary._summarize_large(values, shape, "float32", "cpu")
+    wide = values.double()
+    if kind == "nan_last_piece":
+        assert (got.nan_count, got.inf_count) == (1, 0) and got.mean != got.mean
+    elif kind == "inf_first_piece":
+        assert (got.nan_count, got.inf_count) == (0, 2)
+        assert (got.min, got.max) == (float("-inf"), float("inf"))
+    elif kind == "overflow":
+        assert got.min == got.max == pytest.approx(3e38) and got.nan_count == 0
+    else:
+        assert (got.min, got.max) == (float(values.min()), float(values.max()))  # exact
+        # Gathered in float64, the pieces' sum and norm stay close to the float64 ones
+        # (a float32 norm of the whole is 1.3e-5 away here).
+        assert got.mean == pytest.approx(float(wide.mean()), rel=1e-6)
+        assert got.norm == pytest.approx(float(wide.norm()), rel=5e-6)
+        assert (got.nan_count, got.inf_count) == (0, 0)
