@@ -69,19 +69,25 @@ def test_the_memory_is_shared_after_the_first_tensor_over_it_dies(
     assert first_summary.shape == (256, 512)
 
 
-def _large(kind: str, transposed: bool = False) -> torch.Tensor:
-    generator = torch.Generator().manual_seed(11)
-    block = torch.randn(300, 80, generator=generator)  # 24,000 elements: summarized where it lives
-    if kind == "nan":
-        block[3, 5] = float("nan")
-        block[7, 9] = float("inf")
-    elif kind == "inf":
-        block[0, 0] = float("inf")
-        block[299, 79] = float("-inf")
-        block[1, 1] = float("inf")
-    elif kind == "overflow":
+def _marked(block: torch.Tensor, kind: str, transposed: bool) -> torch.Tensor:
+    """``block`` with the non-finite values ``kind`` names, transposed if asked."""
+    marks = {
+        "nan": [((3, 5), "nan"), ((7, 9), "inf")],
+        "inf": [((0, 0), "inf"), ((-1, -1), "-inf"), ((1, 1), "inf")],
+        "nan_last_piece": [((-1, -1), "nan")],
+        "inf_first_piece": [((0, 1), "inf"), ((500, 3), "-inf")],
+    }
+    for (row, col), value in marks.get(kind, ()):
+        block[row, col] = float(value)
+    if kind == "overflow":
         block.fill_(3e38)  # finite values whose float32 sum is not
     return block.t() if transposed else block
+
+
+def _large(kind: str, transposed: bool = False) -> torch.Tensor:
+    generator = torch.Generator().manual_seed(11)
+    # 24,000 elements: summarized where it lives
+    return _marked(torch.randn(300, 80, generator=generator), kind, transposed)
 
 
 @pytest.mark.parametrize("kind", ["finite", "nan", "inf", "overflow"])
@@ -135,14 +141,7 @@ def _in_pieces_case(kind: str, transposed: bool) -> torch.Tensor:
     generator = torch.Generator().manual_seed(5)
     # Four pieces and a part (Note [Summaries of large tensors]).
     block = torch.randn(1100, 1000, generator=generator) * 1e-3 + 2e-4
-    if kind == "nan_last_piece":
-        block[1099, 999] = float("nan")
-    elif kind == "inf_first_piece":
-        block[0, 1] = float("inf")
-        block[500, 3] = float("-inf")
-    elif kind == "overflow":
-        block.fill_(3e38)
-    return block.t() if transposed else block
+    return _marked(block, kind, transposed)
 
 
 @pytest.mark.parametrize("kind", ["finite", "nan_last_piece", "inf_first_piece", "overflow"])
