@@ -389,9 +389,10 @@ class TraceRecord:
             self._data = []
 
     def add_rows(self, rows: Sequence[tuple[Any, ...]]) -> None:
-        """Append events given as rows (:class:`~engine.events.Event`'s fields, in ``seq``
-        order, each after every event already in), made :class:`TraceEvent` when first
-        read (Note [Rows until read])."""
+        """Append events given as rows (:class:`~engine.events.Event`'s fields), in the
+        order the trace keeps them (``seq``, or a live session's arrival order), after
+        every event already in; made :class:`TraceEvent` when first read (Note [Rows until
+        read])."""
         fields = [row[:-1] for row in rows]
         data = [row[-1] for row in rows]
         with _ROWS_LOCK:
