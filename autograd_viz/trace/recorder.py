@@ -307,7 +307,7 @@ class Recorder:
             if not self._goes_last(event.seq):
                 self._insert(event, data)
             else:  # the event's fields, kind to topological_nr, then the data
-                self.trace.add_rows(((*event[:DATA], data),))
+                self.trace.add_row(event[:DATA], data)
 
     def take_events(self, rows: list[tuple[Any, ...]]) -> None:
         """Record events a source built as plain rows (Note [Batched events] in ``batches.py``).
@@ -367,7 +367,7 @@ class Recorder:
             if not self._goes_last(seq):
                 self._merge([row])
             else:
-                self.trace.add_rows((row,))
+                self.trace.add_row(row[:DATA], data)
         return True
 
     def take_call(self, call: Any) -> None:
@@ -493,7 +493,7 @@ class Recorder:
                     position = self._insert(event, data)
                     started = _with_first_event(info, position)
                 else:
-                    trace.add_rows(((*event[:DATA], data),))
+                    trace.add_row(event[:DATA], data)
                 trace.graph_tasks[info.id] = started
             except BaseException:
                 # A signal handler of the program's raised (sys.exit from SIGTERM) after the

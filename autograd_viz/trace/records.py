@@ -402,6 +402,22 @@ class TraceRecord:
             self._data += data
             self._rows += fields
 
+    def add_row(self, fields: tuple[Any, ...], data: Mapping[str, Any]) -> None:
+        """:meth:`add_rows` for one event: its fields but its data, then its data.
+
+        With no row waiting, the event is made at once, as a recorder of events that come
+        one by one (our engine's) always made them: its writers hold the recorder's lock,
+        and a reader only changes the events when rows wait.
+        """
+        if not self._rows:
+            events = self._events
+            events.append(tuple.__new__(TraceEvent, (len(events), *fields, data)))
+            return
+        with _ROWS_LOCK:
+            del self._data[len(self._rows) :]  # as in add_rows
+            self._data.append(data)
+            self._rows.append(fields)
+
     def take_events_of(self, other: TraceRecord) -> None:
         """Take ``other``'s events, read or not, leaving it none (this one had none)."""
         with _ROWS_LOCK:
@@ -414,7 +430,7 @@ class TraceRecord:
         """The ``seq`` of the last event, read or not (``None`` when there is none)."""
         rows = self._rows
         if rows:
-            return int(rows[-1][1])
+            return rows[-1][1]  # a row starts with kind, seq
         events = self._events
         return events[-1].seq if events else None
 

@@ -321,7 +321,8 @@ def _dense_flat(values: torch.Tensor) -> torch.Tensor | None:
     """
     if values.is_contiguous():
         return values.view(-1)
-    order = sorted(range(values.dim()), key=lambda d: -values.stride(d))
+    strides = values.stride()
+    order = sorted(range(values.dim()), key=lambda d: -strides[d])
     laid = values.permute(order)
     return laid.view(-1) if laid.is_contiguous() else None
 

@@ -61,6 +61,17 @@ def test_rows_in_arrival_order_are_all_read() -> None:
     assert [(e.index, e.seq) for e in trace.events] == [(0, 5), (1, 3)]
 
 
+def test_one_event_goes_after_the_rows_waiting_or_in_at_once() -> None:
+    trace = Trace(new_header(16))
+    row = _row("graph_task_start", 1)
+    trace.add_row(row[:-1], row[-1])  # nothing waiting: made at once
+    assert not trace._rows and [e.seq for e in trace._events] == [1]
+    trace.add_rows([_row("enqueue", 2)])
+    row = _row("node_start", 3)
+    trace.add_row(row[:-1], row[-1])  # behind the row waiting
+    assert [(e.index, e.seq) for e in trace.events] == [(0, 1), (1, 2), (2, 3)]
+
+
 def test_assigning_events_drops_rows_not_read() -> None:
     trace = Trace(new_header(16))
     trace.add_rows([_row("enqueue", 1)])
