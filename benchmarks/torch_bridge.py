@@ -348,8 +348,29 @@ def kept_by(run: Way, build: Build) -> tuple[int, Counter[str]]:
     return len(new), Counter(type(o).__name__ for o in new)
 
 
-_SPENT: dict[str, list[float]] = {}
-"""Collections seen per way of :func:`collector_share`: counts by generation, then ns."""
+class _Collections:
+    """The cyclic collector's collections while installed (``with``), tallied under
+    :attr:`label`: ``[gen 0, gen 1, gen 2, ns]`` per label; none while the label is ``None``."""
+
+    def __init__(self) -> None:
+        self.label: str | None = None
+        self.spent: dict[str, list[float]] = {}
+        self._started = 0
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._started = time.perf_counter_ns()
+        elif self.label is not None:
+            spent = self.spent.setdefault(self.label, [0.0, 0.0, 0.0, 0.0])
+            spent[info["generation"]] += 1
+            spent[3] += time.perf_counter_ns() - self._started
+
+    def __enter__(self) -> _Collections:
+        gc.callbacks.append(self)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        gc.callbacks.remove(self)
 
 
 def collector_share(repeat: int) -> None:
@@ -367,37 +388,21 @@ def collector_share(repeat: int) -> None:
         "objects kept", "most kept",
     ):  # fmt: skip
         table.add_column(column, justify="left" if column in ("way", "most kept") else "right")
-    spent = _SPENT
-    spent.clear()
-    spent.update({way: [0.0, 0.0, 0.0, 0.0] for way in ways})  # n0 n1 n2 ns
-    started = [0]
-
-    def tally(phase: str, info: dict[str, int]) -> None:
-        if phase == "start":
-            started[0] = time.perf_counter_ns()
-        elif current[0] is not None:
-            spent[current[0]][info["generation"]] += 1
-            spent[current[0]][3] += time.perf_counter_ns() - started[0]
-
-    current: list[str | None] = [None]
     on: dict[str, list[float]] = {way: [] for way in ways}
-    gc.callbacks.append(tally)
-    try:
+    with _Collections() as seen:
         for _ in range(repeat):  # the ways interleaved, the collector on
             for way, run in ways.items():
                 loss = build()
-                current[0] = way
+                seen.label = way
                 t0 = time.thread_time()
                 run(loss)
                 on[way].append(time.thread_time() - t0)
-                current[0] = None
+                seen.label = None
                 del loss
-    finally:
-        gc.callbacks.remove(tally)
     off = measure(build, ways, repeat, time.thread_time)
     base_on = statistics.mean(on["plain"])
     for way, run in ways.items():
-        n0, n1, n2, ns = spent[way]
+        n0, n1, n2, ns = seen.spent.get(way, [0.0, 0.0, 0.0, 0.0])
         count, kinds = kept_by(run, build) if way != "plain" else (0, Counter())
         table.add_row(
             way,
@@ -420,55 +425,42 @@ def collector_share(repeat: int) -> None:
     for column in ("values", "+µs/node", "collector µs/node", "objects tracked per call kept"):
         long.add_column(column, justify="left" if column == "values" else "right")
     for values in ("none", "all"):
-        row = one_recording(build, nodes, values, repeat, spent_by=tally, current=current)
-        long.add_row(values, *row)
+        long.add_row(values, *one_recording(build, nodes, values, repeat))
     Console(width=160).print(long)
 
 
-def one_recording(
-    build: Build,
-    nodes: int,
-    values: str,
-    calls: int,
-    spent_by: Callable[[str, dict[str, int]], None],
-    current: list[str | None],
-) -> tuple[str, str, str]:
+def one_recording(build: Build, nodes: int, values: str, calls: int) -> tuple[str, str, str]:
     """``calls`` backward calls in one ``record()``, as a training loop records: what each
     adds over plain (blocks of plain calls before and after), the collections' time, and the
     objects the collector tracks that the trace keeps, per call."""
-    gc.callbacks.append(spent_by)
-    try:
 
-        def plain_block() -> float:
-            total = 0.0
-            for _ in range(calls):
-                loss = build()
-                t0 = time.thread_time()
-                loss.backward()
-                total += time.thread_time() - t0
-            return total / calls
-
-        before = plain_block()
-        gc.collect()
-        tracked = len(gc.get_objects())
-        name = f"long {values}"
-        spent = _SPENT.setdefault(name, [0.0, 0.0, 0.0, 0.0])
+    def plain_block() -> float:
         total = 0.0
-        with autograd_viz.record(values=values) as trace:
-            for _ in range(calls):
-                loss = build()
-                current[0] = name
-                t0 = time.thread_time()
-                loss.backward()
-                total += time.thread_time() - t0
-                current[0] = None
-                del loss
-        gc.collect()
-        kept = (len(gc.get_objects()) - tracked) / calls
-        del trace
-        base = (before + plain_block()) / 2
-    finally:
-        gc.callbacks.remove(spent_by)
+        for _ in range(calls):
+            loss = build()
+            t0 = time.thread_time()
+            loss.backward()
+            total += time.thread_time() - t0
+        return total / calls
+
+    before = plain_block()
+    gc.collect()
+    tracked = len(gc.get_objects())
+    total = 0.0
+    with _Collections() as seen, autograd_viz.record(values=values) as trace:
+        for _ in range(calls):
+            loss = build()
+            seen.label = values
+            t0 = time.thread_time()
+            loss.backward()
+            total += time.thread_time() - t0
+            seen.label = None
+            del loss
+    gc.collect()
+    kept = (len(gc.get_objects()) - tracked) / calls
+    del trace
+    base = (before + plain_block()) / 2
+    spent = seen.spent.get(values, [0.0, 0.0, 0.0, 0.0])
     return (
         f"{(total / calls - base) / nodes * 1e6:.1f}",
         f"{spent[3] / calls / nodes / 1e3:.1f}",
