@@ -256,8 +256,9 @@ class Recorder:
         if self._on_calls is None or not (len(trace) or held):
             return
         part = Trace(trace.header, trace.graph_tasks)
-        part.take_events_of(trace)  # read or not (Note [Rows until read])
+        part.share_events_of(trace)  # read or not (Note [Rows until read])
         trace.graph_tasks = {}
+        trace.events = []
         trace._replayer = None
         if held:
             self._calls_held = []

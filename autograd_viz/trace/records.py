@@ -418,13 +418,12 @@ class TraceRecord:
             self._data.append(data)
             self._rows.append(fields)
 
-    def take_events_of(self, other: TraceRecord) -> None:
-        """Take ``other``'s events, read or not, leaving it none (this one had none)."""
+    def share_events_of(self, other: TraceRecord) -> None:
+        """Hold ``other``'s events, read or not, as they are (the same lists; this one had
+        none). ``other`` is left as it was, so that an exception before its owner starts it
+        afresh loses nothing."""
         with _ROWS_LOCK:
             self._events, self._rows, self._data = other._events, other._rows, other._data
-            other._rows = []
-            other._events = []
-            other._data = []
 
     def last_seq(self) -> int | None:
         """The ``seq`` of the last event, read or not (``None`` when there is none)."""
