@@ -68,6 +68,7 @@ class TorchNode:
         "sequence_nr",
         "topological_nr",
         "variable",
+        "watch",
     )
 
     def __init__(self, fn: Any, name: str, sequence_nr: int, device: str) -> None:
@@ -104,6 +105,11 @@ class TorchNode:
         none may); ``None`` until asked (Note [Held gradients] in ``held.py``)."""
         self.holds_out: tuple[Any, ...] | None = None
         """The same per output; ``None`` until asked."""
+        self.watch: Any = None
+        """The watch whose post hook this node is while its call runs."""
+
+    def __call__(self, outputs: tuple[Any, ...], inputs: tuple[Any, ...]) -> None:
+        self.watch.ran(self, outputs, inputs)
 
     @property
     def next_edges(self) -> list[TorchEdge | None]:

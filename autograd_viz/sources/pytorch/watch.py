@@ -71,7 +71,14 @@ from engine.graph_task import new_graph_task_id
 # and the error's node start is derived (:meth:`GraphTaskWatch._emit_unseen_start`).
 # The choice is made when the call starts: a listener that subscribes during
 # it (Note [Batched events]) gets a plain node's start after the node ran,
-# until the call ends.
+# until the call ends. The post hook is the node's ``TorchNode`` itself
+# (``__call__``), not a closure: a closure is four objects the cyclic
+# collector follows (the function, its cells and their tuple), and whatever
+# is alive when a young collection runs moves to the oldest generation,
+# whose collections walk every object of the process; on a GRUCell ×20 that
+# was a fifth of what a recorded call handed the collector (``python -m
+# benchmarks.torch_bridge --collector``). The node's ``watch`` is cleared
+# when the call ends, so no cycle keeps the plan for the collector.
 
 
 class _ThreadStack(threading.local):
@@ -252,6 +259,8 @@ class GraphTaskWatch:
                 remove_keyed(handle, self)
         finally:
             self._handles.clear()
+            for node in self.plan.nodes:
+                node.watch = None  # no cycle through the nodes: the plan goes with the call
             with contextlib.suppress(Exception):  # as fail(): the call has its own outcome
                 self.emit.flush()  # the rows built, the end included, go to the recorders
             self.derived.release()
@@ -310,22 +319,24 @@ class GraphTaskWatch:
             and not isinstance(fn, _CUSTOM)
         ):
             # See Note [One hook per node]: the post hook gets the outputs, then the inputs.
-            def both(outputs: tuple[Any, ...], inputs: tuple[Any, ...]) -> None:
-                stack = _LOCAL.stack
-                if watch._live and stack and stack[-1] is watch:
-                    if HUB.active:
-                        try:
-                            watch._node_ran(node, inputs, outputs)
-                        except Exception as exc:  # noqa: BLE001 - as in guarded()
-                            watch._stop(exc)
-                    else:
-                        watch._live = False
-
-            self._handles.append(fn.register_hook(both))
+            node.watch = self
+            self._handles.append(fn.register_hook(node))
             return
         # A pre-hook gets the node's inputs; a post hook its outputs, then its inputs.
         self._handles.append(fn.register_prehook(observe(self._node_start)))
         self._handles.append(fn.register_hook(observe(self._node_end)))
+
+    def ran(self, node: TorchNode, outputs: tuple[Any, ...], inputs: tuple[Any, ...]) -> None:
+        """A plain node's post hook (Note [One hook per node]); see Note [Whose hook fires]."""
+        stack = _LOCAL.stack
+        if self._live and stack and stack[-1] is self:
+            if HUB.active:
+                try:
+                    self._node_ran(node, inputs, outputs)
+                except Exception as exc:  # noqa: BLE001 - as in guarded()
+                    self._stop(exc)
+            else:
+                self._live = False
 
     def _node_start(self, node: TorchNode, grads: tuple[torch.Tensor | None, ...]) -> None:
         self._running.append(node)

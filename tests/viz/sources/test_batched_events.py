@@ -341,3 +341,26 @@ def test_a_node_that_fails_unseen_gets_the_start_recorded_one_by_one(
     assert [e[0] for e in batched[-3:]] == ["node_start", "error", "graph_task_end"]
     assert batched[-2][5] == failing
     assert batched == plain  # the derived start's inputs are what the node received
+
+
+@pytest.mark.parametrize("values", ["none", "all"])
+def test_a_recorded_call_leaves_no_node_of_its_plan_for_the_collector(values: str) -> None:
+    # A plain node's post hook is the call's TorchNode itself (Note [One hook per node]):
+    # nothing refers back to the watch once the call ends, so the plan goes by reference
+    # counting.
+    import gc
+
+    from autograd_viz.sources.pytorch.node import TorchNode
+
+    torch.manual_seed(0)
+    backward, _ = gru()
+    gc.collect()
+    gc.disable()
+    try:
+        with record(values=values) as trace:
+            backward()
+        alive = [o for o in gc.get_objects() if type(o) is TorchNode]
+    finally:
+        gc.enable()
+    assert len(trace.graph_tasks) == 1
+    assert alive == []
