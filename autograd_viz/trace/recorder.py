@@ -310,33 +310,44 @@ class Recorder:
             else:  # the event's fields, kind to topological_nr, then the data
                 self.trace.add_row(event[:DATA], data)
 
-    def take_events(self, rows: list[tuple[Any, ...]]) -> None:
+    def take_events(
+        self, rows: list[tuple[Any, ...]], data: list[dict[str, Any]] | None = None
+    ) -> None:
         """Record events a source built as plain rows (Note [Batched events] in ``batches.py``).
 
         Args:
             rows: each event's fields in :class:`~engine.events.Event`'s
                 order, in ``seq`` order; the data plain, summaries resolved
-                with this recorder's :attr:`max_values`.
+                with this recorder's :attr:`max_values`. Without the data
+                when ``data`` is given.
+            data: each row's data, kept apart from the rows (Note [Rows apart
+                from their data] in ``sources/pytorch/emitter.py``).
         """
         if self.closed or not rows:
             return
+        if data is None:
+            data = [row[DATA] for row in rows]
+            rows = [row[:DATA] for row in rows]
         kept = self._kept
-        if kept is not None:
-            rows = [row for row in rows if row[GRAPH_TASK] in kept or row[GRAPH_TASK] == 0]
-            if not rows:
-                return
-        if self._cut:
+        if kept is not None or self._cut:
+            kept_rows = []
+            kept_data = []
             cut = self._cut
-            rows = [row for row in rows if row[GRAPH_TASK] not in cut]
-            if not rows:
+            for row, row_data in zip(rows, data, strict=True):
+                task = row[GRAPH_TASK]
+                if (kept is None or task in kept or task == 0) and task not in cut:
+                    kept_rows.append(row)
+                    kept_data.append(row_data)
+            if not kept_rows:
                 return
+            rows, data = kept_rows, kept_data
         with self._lock:
             if self.closed:
                 return
             if not self._goes_last(rows[0][SEQ]):
-                self._merge(rows)
+                self._merge([(*row, row_data) for row, row_data in zip(rows, data, strict=True)])
                 return
-            self.trace.add_rows(rows)  # Note [Rows until read] in records.py
+            self.trace.add_rows(rows, data)  # Note [Rows until read] in records.py
 
     def note_call(self, kind: str, data: dict[str, Any], graph_task: int | None = None) -> bool:
         """Record an event of ``kind`` about the backward call this thread made last, after it.

@@ -388,13 +388,19 @@ class TraceRecord:
             self._events = events
             self._data = []
 
-    def add_rows(self, rows: Sequence[tuple[Any, ...]]) -> None:
+    def add_rows(
+        self, rows: Sequence[tuple[Any, ...]], data: Sequence[Mapping[str, Any]] | None = None
+    ) -> None:
         """Append events given as rows (:class:`~engine.events.Event`'s fields), in the
         order the trace keeps them (``seq``, or a live session's arrival order), after
         every event already in; made :class:`TraceEvent` when first read (Note [Rows until
-        read])."""
-        fields = [row[:-1] for row in rows]
-        data = [row[-1] for row in rows]
+        read]). With ``data``, the rows are the fields but the data, and ``data`` each
+        row's data."""
+        if data is None:
+            fields: Sequence[tuple[Any, ...]] = [row[:-1] for row in rows]
+            data = [row[-1] for row in rows]
+        else:
+            fields = rows
         with _ROWS_LOCK:
             # Data first, rows last: rows are the truth, and data an exception left behind
             # them (a signal's, between two of these steps) is dropped here.

@@ -219,13 +219,14 @@ class _Rows(Emitter):
         else:
             fields = (node._id, node._name, node.sequence_nr, node.topological_nr)
         task, thread = self.graph_task, self.thread
-        self.rows.append((kind, next(HUB.seq), self.clock(), thread, "cpu", task, *fields, data))
+        self.rows.append((kind, next(HUB.seq), self.clock(), thread, "cpu", task, *fields))
+        self.data.append(data)
 
     def flush(self) -> None:
-        rows = self.rows
+        rows, data = self.rows, self.data
         if rows:
-            self.rows = []
-            self.recorder.take_events(rows)
+            self.rows, self.data = [], []
+            self.recorder.take_events(rows, data)
 
 
 def emit_call(call: CallSeen, out: ToListeners, queue: list[Any]) -> None:

@@ -29,6 +29,7 @@ class Emitter:
 
     __slots__ = (
         "clock",
+        "data",
         "graph_task",
         "keep_all",
         "keep_leaves",
@@ -52,6 +53,10 @@ class Emitter:
         self.keep_all: bool = values not in ("none", "leaves")
         """Summarize every gradient."""
         self.rows: list[tuple[Any, ...]] = []
+        """The events built, as rows of their fields but the data (Note [Rows apart from their
+        data])."""
+        self.data: list[dict[str, Any]] = []
+        """Each row's data."""
         self.thread = thread_name()
         """Where every node of the graph task runs (Note [Device threads] in ``chokepoint.py``)."""
         self.clock: Callable[[], int] = _clock
@@ -65,18 +70,20 @@ class Emitter:
         if self.max_values is not None:
             if hub.listeners is self.listeners:
                 task, thread = self.graph_task, self.thread
-                # A row: Event's fields in its order (Note [Rows of events] in engine/events.py).
+                # A row: Event's fields in its order but the data, which goes beside it
+                # (Note [Rows of events] in engine/events.py; Note [Rows apart from their data]).
                 if node is None:
                     row: tuple[Any, ...] = (
                         kind, next(hub.seq), self.clock(), thread, "cpu", task,
-                        None, None, None, None, data,
+                        None, None, None, None,
                     )  # fmt: skip
                 else:
                     row = (
                         kind, next(hub.seq), self.clock(), thread, "cpu", task,
-                        node._id, node._name, node.sequence_nr, node.topological_nr, data,
+                        node._id, node._name, node.sequence_nr, node.topological_nr,
                     )  # fmt: skip
                 self.rows.append(row)
+                self.data.append(data)
                 return
             self.flush()  # the listeners changed: one by one from now on
             self.max_values = None
@@ -90,18 +97,19 @@ class Emitter:
         if self.max_values is not None and HUB.active and HUB.listeners is self.listeners:
             row = (
                 kind, next(HUB.seq), t_ns, self.thread, "cpu", self.graph_task,
-                node._id, node._name, node.sequence_nr, node.topological_nr, data,
+                node._id, node._name, node.sequence_nr, node.topological_nr,
             )  # fmt: skip
             self.rows.append(row)
+            self.data.append(data)
             return
         self(kind, node, data)
 
     def flush(self) -> None:
         """Hand the rows built so far to the listeners they were built for."""
-        rows = self.rows
+        rows, data = self.rows, self.data
         if rows:
-            self.rows = []
-            hand_over(rows, self.listeners)
+            self.rows, self.data = [], []
+            hand_over(rows, self.listeners, data)
 
     def summary(self, tensor: torch.Tensor | None, hold: bool = False) -> Any:
         """A summary for an event: lazy one by one, resolved in rows.
@@ -169,6 +177,18 @@ _clock = time.perf_counter_ns
 # and again are shared: the ``None`` of each gradient of a tier that keeps no
 # values (:func:`nones`), the input slots of a node (``_input_slots`` in
 # graph.py); their event data dicts are then not tracked at all.
+
+# Note [Rows apart from their data]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# A row that held its data dict would stay tracked until the call ends: CPython
+# stops following a tuple of plain values at the first collection that sees it,
+# but never one that holds a dict, tracked or not. Rows are alive for the whole
+# call, so a young collection during it moved them to the oldest generation
+# (more than 800 per collection on a GRUCell ×20, a quarter of all it moved).
+# So the emitter keeps each row's fields and its data in two lists, the
+# recorder takes them so (``take_events(rows, data)``, Note [Batched events])
+# and the trace keeps them so until read (Note [Rows until read]): no tuple
+# holds a dict, and data dicts of plain values are never tracked.
 
 _NONES = tuple((None,) * n for n in range(65))
 

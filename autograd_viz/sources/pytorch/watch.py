@@ -408,9 +408,9 @@ class GraphTaskWatch:
             inputs: Any = nones(len(slots))
         else:
             delivered: dict[int, Any] = dict(self._root_inputs) if node is self.plan.root else {}
-            for row in reversed(self.emit.rows):
+            emit = self.emit
+            for row, data in zip(reversed(emit.rows), reversed(emit.data), strict=True):
                 if row[0] == "accumulate" and row[6] == node._id:
-                    data = row[10]
                     delivered.setdefault(data["slot"], data.get("total", data["grad"]))
             inputs = tuple(
                 [delivered.get(i) or TensorSummary(*slot) for i, slot in enumerate(slots)]
