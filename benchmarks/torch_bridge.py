@@ -35,8 +35,10 @@ gradient summarized) with Python's cyclic collector on, as users have it:
 per recorded call, the collections it set off (by generation) and their
 time, the objects the collector tracks that the call leaves alive (what the
 trace keeps, and PyTorch's node objects the graph walk made), and its cost
-with the collector on and off. See "The collector's share" in
-docs/performance.md.
+with the collector on and off; and, for 100 calls in one recording, the
+objects each call moves to the oldest generation (those alive when a middle
+collection runs: what brings the next full collection nearer). See "The
+collector's share" in docs/performance.md.
 
 ``--replay N`` also records a PyTorch trace of about N events (a GRUCell
 unrolled as far as it takes), saves it, and times what ``autograd-viz
@@ -422,11 +424,59 @@ def collector_share(repeat: int) -> None:
         title=f"{label}: {repeat} calls in one recording, the trace kept, the collector on, "
         "thread CPU time"
     )
-    for column in ("values", "+µs/node", "collector µs/node", "objects tracked per call kept"):
+    for column in (
+        "values", "+µs/node", "collector µs/node", "objects tracked per call kept",
+        "moved to the oldest generation per call",
+    ):  # fmt: skip
         long.add_column(column, justify="left" if column == "values" else "right")
     for values in ("none", "all"):
-        long.add_row(values, *one_recording(build, nodes, values, repeat))
+        moved = promoted_per_call(build, values, repeat)
+        long.add_row(values, *one_recording(build, nodes, values, repeat), f"{moved:,.0f}")
     Console(width=160).print(long)
+
+
+class _Promotions:
+    """Objects each middle-generation collection moves to the oldest one, summed (``with``).
+
+    What a run hands the full collections, which walk every object of the process: an
+    object alive when a young collection runs moves on, whether it dies soon after or not.
+    Counted by listing the oldest generation around each such collection (slow: untimed).
+    """
+
+    def __init__(self) -> None:
+        self.moved = 0
+        self._before = 0
+        self._busy = False
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if info["generation"] != 1 or self._busy:
+            return
+        self._busy = True
+        count = len(gc.get_objects(2))
+        if phase == "start":
+            self._before = count
+        else:
+            self.moved += count - self._before
+        self._busy = False
+
+    def __enter__(self) -> _Promotions:
+        gc.callbacks.append(self)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        gc.callbacks.remove(self)
+
+
+def promoted_per_call(build: Build, values: str, calls: int) -> float:
+    """Objects moved to the oldest generation per call, ``calls`` calls in one ``record()``
+    (a run apart from the timed ones: counting them is slow)."""
+    gc.collect()
+    with autograd_viz.record(values=values), _Promotions() as promotions:
+        for _ in range(calls):
+            loss = build()
+            loss.backward()
+            del loss
+    return promotions.moved / calls
 
 
 def one_recording(build: Build, nodes: int, values: str, calls: int) -> tuple[str, str, str]:

@@ -94,3 +94,19 @@ def test_split_stubs_every_summary_and_puts_everything_back() -> None:
     outputs = [s for e in real.events if e.kind == "node_end" for s in e.data["outputs"]]
     assert not any(s is torch_bridge._NO_NUMBERS for s in outputs)
     assert all(s is None or s.norm is not None for s in outputs)
+
+
+def test_the_promotions_counted_are_the_objects_alive_at_a_middle_collection() -> None:
+    import gc
+
+    gc.collect()
+    with torch_bridge._Promotions() as alive:
+        kept = [[] for _ in range(5000)]  # lists: tracked until they die
+        gc.collect(1)
+    with torch_bridge._Promotions() as gone:
+        dropped = [[] for _ in range(5000)]
+        del dropped
+        gc.collect(1)
+    assert len(kept) == 5000
+    assert alive.moved >= 5000
+    assert gone.moved < 1000

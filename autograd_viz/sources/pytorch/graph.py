@@ -391,8 +391,9 @@ def _dependencies(plan: GraphPlan, min_topo: int) -> None:
             continue  # counted, not walked: its edges are not the graph task's
         for edge in node._next_edges:
             if edge is not None:
-                key = (edge.function, edge.input_nr)
-                fan_in[key] = fan_in.get(key, 0) + 1
+                # The edge is its own key: a TorchEdge equals and hashes as the pair
+                # (function, input_nr), with no pair made per edge for the collector.
+                fan_in[edge] = fan_in.get(edge, 0) + 1
 
 
 def _init_to_execute(plan: GraphPlan, accumulate_grad: bool, min_topo: int) -> None:

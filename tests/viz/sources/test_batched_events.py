@@ -177,6 +177,31 @@ def test_rows_that_arrive_after_later_events_are_merged_in_seq_order() -> None:
     assert [e.thread for e in trace.events] == ["main", "main", "other", "main", "other", "main"]
 
 
+@pytest.mark.parametrize("apart", [False, True], ids=["rows with data", "data apart"])
+def test_rows_with_their_data_apart_are_recorded_as_rows_with_it(apart: bool) -> None:
+    # Note [Rows apart from their data]: the same trace either way, merged, kept and cut alike.
+    recorder = Recorder()
+    recorder(Event("hook", 5, 50, "other", "cpu", 7, data={"n": 5}))
+    recorder._cut.add(8)
+    batches = [
+        [(*_row("hook", 3, 9)[:-1], {"n": 3}), (*_row("hook", 4, 8)[:-1], {"n": 4})],
+        [(*_row("hook", 6, 9)[:-1], {"n": 6}), (*_row("hook", 7, 9)[:-1], {"n": 7})],
+    ]
+    for rows in batches:
+        if apart:
+            recorder.take_events([row[:-1] for row in rows], [row[-1] for row in rows])
+        else:
+            recorder.take_events(rows)
+    trace = recorder.trace
+    assert [(e.seq, e.graph_task, dict(e.data)) for e in trace.events] == [
+        (3, 9, {"n": 3}),
+        (5, 7, {"n": 5}),
+        (6, 9, {"n": 6}),
+        (7, 9, {"n": 7}),
+    ]
+    assert [e.index for e in trace.events] == list(range(4))
+
+
 def test_a_closed_recorder_takes_no_rows() -> None:
     recorder = Recorder()
     recorder.close()
