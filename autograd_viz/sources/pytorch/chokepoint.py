@@ -28,7 +28,7 @@ from autograd_viz.sources.once import warn_once
 from autograd_viz.sources.pytorch import call_level, compiled, hooks, module_calls
 from autograd_viz.sources.pytorch import watch as _watch
 from autograd_viz.sources.pytorch.bookkeeping import forget_leftovers
-from autograd_viz.sources.pytorch.graph import plan_graph_task
+from autograd_viz.sources.pytorch.graph import plan_graph_task, release
 from autograd_viz.sources.pytorch.leaf_names import LeafNamer
 from autograd_viz.sources.refcount import Refcount
 from autograd_viz.sources.tracebacks import trim_traceback
@@ -314,6 +314,7 @@ def _run_watched(original: Callable[..., Any], t_outputs: Any, args: Any, kwargs
             [_input_edge(i) for i in bound["inputs"] or ()],
             bool(bound["accumulate_grad"]),
             LeafNamer(sys._getframe(2)),
+            reuse=True,  # Note [Plans made again] in graph.py
         )
     except Exception as exc:  # noqa: BLE001 - never break the user's backward for a view
         warn_once(f"autograd-viz: cannot read this backward graph ({exc!r}); not watching it")
@@ -346,6 +347,7 @@ def _run_watched(original: Callable[..., Any], t_outputs: Any, args: Any, kwargs
         watch.guarded(watch.finish, result)
     finally:
         watch.close()  # every hook goes, whatever happened
+        release(plan)
         ACTIVITY.leave()
     return result
 

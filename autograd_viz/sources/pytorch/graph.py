@@ -25,7 +25,7 @@ from autograd_viz.sources.pytorch.hooks import counts, hooks_of
 from autograd_viz.sources.pytorch.leaf_names import LeafNamer
 from autograd_viz.sources.pytorch.module_calls import calls_of
 from autograd_viz.sources.pytorch.module_names import GraphModules
-from autograd_viz.sources.pytorch.node import TorchEdge, TorchNode
+from autograd_viz.sources.pytorch.node import TorchEdge, TorchNode, node_id
 from autograd_viz.sources.pytorch.saved import Seen, saved_summaries
 from autograd_viz.sources.pytorch.summary import (
     _DTYPE_NAMES,
@@ -76,6 +76,9 @@ class GraphPlan:
     """How many edges of the graph task arrive at each input slot."""
     modules: GraphModules = field(default_factory=lambda: GraphModules(()))
     """The module calls that made the nodes."""
+    reusable: Any = None
+    """What :func:`release` keeps for a later call over a graph of the same shape (Note
+    [Plans made again]); ``None`` when the plan is not kept."""
 
     def should_execute(self, node: TorchNode) -> bool:
         """PyTorch's ``ExecInfo::should_execute``: the node runs or is captured."""
@@ -188,8 +191,18 @@ def _node_info(
 def _input_slots(metadata: Any) -> tuple[tuple[tuple[int, ...], str, str], ...]:
     """``(shape, dtype, device)`` of each of a node's input slots (``_input_metadata``).
 
-    Equal slots are one shared tuple (Note [Objects a recorded call keeps] in emitter.py).
+    Equal slots are one shared tuple (Note [Objects a recorded call keeps] in emitter.py),
+    looked up by what PyTorch gives (a shape's ints, the dtype and device objects) before
+    anything is named.
     """
+    raw: tuple[Any, ...] | None
+    try:
+        raw = tuple([(tuple(m.shape), m.dtype, m.device) for m in metadata])
+        found = _RAW_SLOTS.get(raw)
+    except TypeError:  # a symbolic dimension has no hash: named the long way
+        raw = found = None
+    if found is not None:
+        return found
     slots = tuple(
         [
             (
@@ -205,10 +218,16 @@ def _input_slots(metadata: Any) -> tuple[tuple[tuple[int, ...], str, str], ...]:
         if len(_SLOTS) >= _MAX_SLOTS:  # a program of ever new shapes: start again
             _SLOTS.clear()
         shared = _SLOTS[slots] = slots
+    if raw is not None:
+        if len(_RAW_SLOTS) >= _MAX_SLOTS:
+            _RAW_SLOTS.clear()
+        _RAW_SLOTS[raw] = shared
     return shared
 
 
 _SLOTS: dict[Any, Any] = {}
+_RAW_SLOTS: dict[Any, Any] = {}
+"""The same, by what PyTorch gives for them."""
 """Each node's input slots seen lately, shared (Note [Objects a recorded call keeps])."""
 _MAX_SLOTS = 4096
 
@@ -249,6 +268,7 @@ def plan_graph_task(
     accumulate_grad: bool,
     namer: LeafNamer,
     modules_of: object | None = None,
+    reuse: bool = False,
 ) -> GraphPlan:
     """Walk a backward call's graph and compute PyTorch's bookkeeping for it.
 
@@ -263,10 +283,36 @@ def plan_graph_task(
         modules_of: the calling thread's module calls
             (:func:`~autograd_viz.sources.pytorch.module_calls.thread_modules`), for a
             graph walked after its call, on another thread; ``None``: this thread's.
+        reuse: the plan of an earlier call over a graph of the same shape may be
+            made again, and this one kept for a later call once :func:`release`
+            is called (Note [Plans made again]); the watched call's own plan.
 
     Returns:
         The plan.
     """
+    key = None
+    if reuse and len(roots) == 1 and not outputs:
+        fn, nr = roots[0]
+        key = (type(fn), nr)
+        kept = _KEPT.pop(key, None)  # taken: a call running at the same time makes its own
+        if kept is not None:
+            plan = _made_again(kept, fn, namer, modules_of)
+            if plan is not None:
+                return plan
+    plan = _plan_walked(roots, outputs, accumulate_grad, namer, modules_of)
+    if key is not None:
+        plan.reusable = _Kept(key, plan)
+    return plan
+
+
+def _plan_walked(
+    roots: Sequence[tuple[Any, int]],
+    outputs: Sequence[tuple[Any, int] | torch.Tensor],
+    accumulate_grad: bool,
+    namer: LeafNamer,
+    modules_of: object | None,
+) -> GraphPlan:
+    """:func:`plan_graph_task`, every node walked and numbered anew."""
     by_fn: dict[int, TorchNode] = {}
     order: list[TorchNode] = []
 
@@ -305,16 +351,7 @@ def plan_graph_task(
                 walked.add(edge.function)
                 stack.append(edge.function)
     _topological_nrs(order)
-    _find_calls(order, modules_of)
-    modules = GraphModules(order, namer.module_variables)
-    namer.tracked = modules.parameter_names()
-    aliases = modules.parameter_aliases()
-    for node in order:
-        if node.variable is not None:
-            node.leaf_name = namer(node.variable)
-            others = aliases.get(id(node.variable))
-            if others:
-                node.leaf_aliases = tuple(a for a in others if a != node.leaf_name)
+    modules = _named(order, namer, modules_of)
     if root.fn is None:
         root.topological_nr = 1 + max((n.topological_nr for n, _ in root_edges), default=-1)
         # PyTorch numbers its GraphRoot when the call starts: after every node made before.
@@ -331,6 +368,161 @@ def plan_graph_task(
     else:
         plan.needed = set(plan.dependencies) | {root}
     return plan
+
+
+def _named(order: list[TorchNode], namer: LeafNamer, modules_of: object | None) -> GraphModules:
+    """Each node's module calls, the graph's modules, and its leaves' names."""
+    _find_calls(order, modules_of)
+    modules = GraphModules(order, namer.module_variables)
+    namer.tracked = modules.parameter_names()
+    aliases = modules.parameter_aliases()
+    for node in order:
+        if node.variable is not None:
+            node.leaf_name = namer(node.variable)
+            others = aliases.get(id(node.variable))
+            node.leaf_aliases = tuple(a for a in others if a != node.leaf_name) if others else ()
+    return modules
+
+
+# Note [Plans made again]
+# ~~~~~~~~~~~~~~~~~~~~~~~
+# A training loop makes the same graph at every step: new PyTorch node
+# objects of the same classes, joined the same way. Walking it anew made a
+# TorchNode per node, an edge per edge and a list of them per node, numbered
+# and counted again (a third of what a recorded GRUCell ×20 adds to its
+# backward without values), and those thousand objects, alive for the call,
+# were moved to the cyclic collector's oldest generation whenever a middle
+# collection ran meanwhile. So the watched call's plan is kept when the call
+# ends (``release``, holding no PyTorch object), one per root class and
+# root slot, and the next call whose root has them walks its graph along the
+# kept plan: every node's class, every edge's slot and where it leads must be
+# the same, each PyTorch node matched to one kept node and every kept node
+# matched (the walk is the walk that made the plan, so the order is the
+# same). Then what depends on the shape alone is kept (topological numbers,
+# dependency counts, edges per slot) and what may differ is read again for
+# each node: the PyTorch node, its id and sequence number, its input slots
+# (shapes change with the batch), the user's hooks, a leaf's tensor, the
+# module calls and the names. Anything else (another shape, several roots,
+# ``inputs=``, a plan taken by a call running meanwhile) walks anew, and the
+# new plan is kept in its place.
+
+
+class _Kept:
+    """A watched call's plan, kept for a later call over a graph of the same shape."""
+
+    __slots__ = ("dependencies", "fan_in", "key", "needed", "order", "root", "root_nr")
+
+    def __init__(self, key: tuple[type, int], plan: GraphPlan) -> None:
+        self.key = key
+        self.root = plan.root
+        self.root_nr = plan.roots[0][1]
+        self.order = plan.nodes
+        self.dependencies = plan.dependencies
+        self.fan_in = plan.fan_in
+        self.needed = plan.needed
+
+
+_KEPT: dict[tuple[type, int], _Kept] = {}
+"""The plans kept (Note [Plans made again]), by the root's class and slot."""
+_KEPT_MAX = 16
+
+
+def release(plan: GraphPlan) -> None:
+    """The watched call of ``plan`` ended: keep the plan for a later call (Note [Plans made
+    again]), holding nothing of this call's graph."""
+    kept = plan.reusable
+    if kept is None:
+        return
+    plan.reusable = None
+    for node in kept.order:
+        _unbind(node)
+    if len(_KEPT) >= _KEPT_MAX:
+        _KEPT.clear()
+    _KEPT[kept.key] = kept
+
+
+def _unbind(node: TorchNode) -> None:
+    node.fn = None
+    node.variable = None
+    node.calls = ()
+    node.hooks = ()
+    node.watch = None
+    node.holds = node.holds_out = None
+
+
+def _made_again(
+    kept: _Kept, root_fn: Any, namer: LeafNamer, modules_of: object | None
+) -> GraphPlan | None:
+    """The kept plan over this graph, if its shape is the same (Note [Plans made again])."""
+    order = kept.order
+    if not _matched(kept.root, root_fn, len(order)):
+        for node in order:
+            node.fn = None
+        return None
+    for node in order:
+        fn = node.fn
+        node._id = node_id(fn)
+        try:
+            inputs = _input_slots(fn._input_metadata)
+        except RuntimeError:  # as in _adapt
+            inputs = ()
+        node.inputs = inputs
+        node.num_inputs = len(inputs)
+        node.device = inputs[0][2] if inputs else "cpu"
+        node.sequence_nr = fn._sequence_nr()
+        if node._name == ACCUMULATE_GRAD:
+            node.variable = fn.variable
+            node.hooks = hooks_of(fn, node.variable)
+        else:
+            node.hooks = hooks_of(fn, None)
+    modules = _named(order, namer, modules_of)
+    plan = GraphPlan(
+        kept.root,
+        [(kept.root, kept.root_nr)],
+        [],
+        order,
+        kept.dependencies,
+        pruned=False,
+        needed=kept.needed,
+        fan_in=kept.fan_in,
+        modules=modules,
+    )
+    plan.reusable = kept
+    return plan
+
+
+def _matched(root: TorchNode, root_fn: Any, count: int) -> bool:
+    """Bind each kept node to the PyTorch node at its place, walking as the plan was walked;
+    whether every node and edge matched (Note [Plans made again])."""
+    if type(root_fn) is not root.kind:
+        return False
+    root.fn = root_fn
+    by_fn = {id(root_fn): root}
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        edges = node._next_edges
+        pairs = node.fn.next_functions
+        if len(pairs) != len(edges):
+            return False
+        for (fn, nr), edge in zip(pairs, edges, strict=True):
+            if fn is None:
+                if edge is not None:
+                    return False
+                continue
+            if edge is None or edge.input_nr != nr:
+                return False
+            child = edge.function
+            bound = by_fn.get(id(fn))
+            if bound is None:
+                if child.fn is not None or type(fn) is not child.kind:
+                    return False  # a kept node for two PyTorch nodes, or another class
+                child.fn = fn
+                by_fn[id(fn)] = child
+                stack.append(child)
+            elif bound is not child:
+                return False
+    return len(by_fn) == count
 
 
 def _find_calls(order: list[TorchNode], modules_of: object | None) -> None:

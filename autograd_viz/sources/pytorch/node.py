@@ -62,6 +62,7 @@ class TorchNode:
         "holds_out",
         "hooks",
         "inputs",
+        "kind",
         "leaf_aliases",
         "leaf_name",
         "num_inputs",
@@ -74,6 +75,9 @@ class TorchNode:
     def __init__(self, fn: Any, name: str, sequence_nr: int, device: str) -> None:
         self.fn = fn
         """The PyTorch node (``None`` for a ``GraphRoot``)."""
+        self.kind: type = type(fn)
+        """The PyTorch node's class (a plan made again for a graph of the same shape
+        checks it: Note [Plans made again] in ``graph.py``)."""
         self._id = new_node_id() if fn is None else node_id(fn)
         self._name = name
         self.sequence_nr = sequence_nr

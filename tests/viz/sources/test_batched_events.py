@@ -372,9 +372,11 @@ def test_a_node_that_fails_unseen_gets_the_start_recorded_one_by_one(
 def test_a_recorded_call_leaves_no_node_of_its_plan_for_the_collector(values: str) -> None:
     # A plain node's post hook is the call's TorchNode itself (Note [One hook per node]):
     # nothing refers back to the watch once the call ends, so the plan goes by reference
-    # counting.
+    # counting, but for the plan kept for the next call (Note [Plans made again]), which
+    # holds nothing of the call: no PyTorch node, no leaf, no watch.
     import gc
 
+    from autograd_viz.sources.pytorch import graph
     from autograd_viz.sources.pytorch.node import TorchNode
 
     torch.manual_seed(0)
@@ -388,4 +390,6 @@ def test_a_recorded_call_leaves_no_node_of_its_plan_for_the_collector(values: st
     finally:
         gc.enable()
     assert len(trace.graph_tasks) == 1
-    assert alive == []
+    kept = {id(node) for plan in graph._KEPT.values() for node in plan.order}
+    assert [node for node in alive if id(node) not in kept] == []
+    assert [(n.fn, n.variable, n.watch) for n in alive] == [(None, None, None)] * len(alive)
