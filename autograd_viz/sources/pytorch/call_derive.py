@@ -23,7 +23,7 @@ import torch
 from autograd_viz.sources.once import warn_once
 from autograd_viz.sources.pytorch.bookkeeping import Bookkeeping
 from autograd_viz.sources.pytorch.emitter import Emitter, nones
-from autograd_viz.sources.pytorch.graph import GraphPlan, plan_graph_task
+from autograd_viz.sources.pytorch.graph import GraphPlan, plan_graph_task, release
 from autograd_viz.sources.pytorch.module_calls import thread_modules
 from engine.events import HUB, Event, thread_name
 from engine.graph_task import new_graph_task_id
@@ -237,7 +237,12 @@ def emit_call(call: CallSeen, out: ToListeners, queue: list[Any]) -> None:
     """
     try:
         plan = plan_graph_task(
-            call.roots, call.targets, call.accumulate_grad, call.namer, call.modules
+            call.roots,
+            call.targets,
+            call.accumulate_grad,
+            call.namer,
+            call.modules,
+            reuse=True,  # Note [Plans made again] in graph.py
         )
     except Exception as exc:  # noqa: BLE001 - never break the user's backward for a view
         warn_once(f"autograd-viz: cannot read this backward graph ({exc!r}); not recording it")
@@ -248,6 +253,8 @@ def emit_call(call: CallSeen, out: ToListeners, queue: list[Any]) -> None:
         if getattr(exc, "_engine_propagate", False):
             raise
         warn_once(f"autograd-viz: stopped deriving a backward call after {exc!r}")
+    finally:
+        release(plan)
 
 
 def _derive(call: CallSeen, plan: GraphPlan, out: ToListeners, queue: list[Any]) -> None:

@@ -393,8 +393,9 @@ def _named(order: list[TorchNode], namer: LeafNamer, modules_of: object | None) 
 # backward without values), and those thousand objects, alive for the call,
 # were moved to the cyclic collector's oldest generation whenever a middle
 # collection ran meanwhile. So the watched call's plan is kept when the call
-# ends (``release``, holding no PyTorch object), one per root class and
-# root slot, and the next call whose root has them walks its graph along the
+# ends (and a call-level call's once it is derived: ``release``, holding no
+# PyTorch object), one per root class and root slot, and the next call whose
+# root has them walks its graph along the
 # kept plan: every node's class, every edge's slot and where it leads must be
 # the same, each PyTorch node matched to one kept node and every kept node
 # matched (the walk is the walk that made the plan, so the order is the

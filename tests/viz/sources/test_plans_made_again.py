@@ -33,10 +33,10 @@ def _no_kept_plans() -> Iterator[None]:
 def _walked_anew(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every call walks its graph anew: no plan is kept."""
     graph._KEPT.clear()
-    monkeypatch.setattr(graph, "release", lambda plan: None)
-    from autograd_viz.sources.pytorch import chokepoint
+    from autograd_viz.sources.pytorch import call_derive, chokepoint
 
-    monkeypatch.setattr(chokepoint, "release", lambda plan: None)
+    for module in (graph, chokepoint, call_derive):
+        monkeypatch.setattr(module, "release", lambda plan: None)
 
 
 def _nodes(trace: Trace) -> list[list[tuple[Any, ...]]]:
@@ -74,12 +74,21 @@ def _nodes(trace: Trace) -> list[list[tuple[Any, ...]]]:
     return out
 
 
-def _recorded(program: Callable[[], Step], steps: int, values: str) -> Trace:
+WAYS = ("none", "all", "calls", "calls, last 2")
+"""``values`` at the node level, or the call level (derived as each call ends, or the
+last two derived when the recording ends)."""
+
+
+def _recorded(program: Callable[[], Step], steps: int, way: str) -> Trace:
     torch.manual_seed(0)
     step = program()
+    if way.startswith("calls"):
+        options: dict[str, Any] = {"observe": "calls", "last": 2 if "last" in way else None}
+    else:
+        options = {"values": way}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # no module calls followed
-        with record(values=values) as trace:
+        with record(**options) as trace:
             for i in range(steps):
                 step(i)
     return trace
@@ -88,13 +97,14 @@ def _recorded(program: Callable[[], Step], steps: int, values: str) -> Trace:
 def _same_as_walked_anew(
     program: Callable[[], Step], monkeypatch: pytest.MonkeyPatch, steps: int = 4
 ) -> Trace:
-    made_again = {v: _recorded(program, steps, v) for v in ("none", "all")}
+    made_again = {way: _recorded(program, steps, way) for way in WAYS}
     with monkeypatch.context() as patch:
         _walked_anew(patch)
-        anew = {v: _recorded(program, steps, v) for v in ("none", "all")}
-    for values in ("none", "all"):
-        assert _comparable(made_again[values]) == _comparable(anew[values])
-        assert _nodes(made_again[values]) == _nodes(anew[values])
+        anew = {way: _recorded(program, steps, way) for way in WAYS}
+    for way in WAYS:
+        assert _comparable(made_again[way]) == _comparable(anew[way])
+        assert _nodes(made_again[way]) == _nodes(anew[way])
+    assert len(made_again["calls, last 2"].graph_tasks) == 2
     return made_again["all"]
 
 
@@ -125,8 +135,9 @@ def test_a_training_loop_records_what_it_records_walked_anew(
     monkeypatch.setattr(graph, "_made_again", counted)
     trace = _same_as_walked_anew(_gru_loop, monkeypatch)
     assert len(trace.graph_tasks) == 4
-    # Every call but the first: the second run's model is another, of the same shape.
-    assert made == [True] * 7
+    # Every call but the first (the later runs' models are others, of the same shape), and
+    # the flight recorder derives only the two calls it keeps: 3 + 4 + 4 + 2.
+    assert made == [True] * 13
 
 
 def _batch_grows() -> Step:
