@@ -446,9 +446,7 @@ def _unbind(node: TorchNode) -> None:
     node.fn = None
     node.variable = None
     node.calls = ()
-    node.hooks = ()
     node.watch = None
-    node.holds = node.holds_out = None
 
 
 def _made_again(
@@ -460,6 +458,7 @@ def _made_again(
         for node in order:
             node.fn = None
         return None
+    same = True  # every node's input slots and hooks as the kept plan's
     for node in order:
         fn = node.fn
         node._id = node_id(fn)
@@ -467,15 +466,24 @@ def _made_again(
             inputs = _input_slots(fn._input_metadata)
         except RuntimeError:  # as in _adapt
             inputs = ()
-        node.inputs = inputs
-        node.num_inputs = len(inputs)
-        node.device = inputs[0][2] if inputs else "cpu"
+        if inputs is not node.inputs:
+            same = False
+            node.inputs = inputs
+            node.num_inputs = len(inputs)
+            node.device = inputs[0][2] if inputs else "cpu"
         node.sequence_nr = fn._sequence_nr()
         if node._name == ACCUMULATE_GRAD:
             node.variable = fn.variable
-            node.hooks = hooks_of(fn, node.variable)
+            hooks = hooks_of(fn, node.variable)
         else:
-            node.hooks = hooks_of(fn, None)
+            hooks = hooks_of(fn, None)
+        if hooks != node.hooks:
+            same = False
+            node.hooks = hooks
+    if not same:
+        # What may be held depends on the slots and the hooks (Note [Held gradients]).
+        for node in order:
+            node.holds = node.holds_out = None
     modules = _named(order, namer, modules_of)
     plan = GraphPlan(
         kept.root,

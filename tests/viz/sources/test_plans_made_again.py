@@ -192,9 +192,9 @@ def _hooked_later() -> Step:
     w = torch.randn(3, requires_grad=True)
 
     def step(i: int) -> None:
-        h = torch.exp(w)
+        h = torch.exp(w.expand(40, 3))  # 120 elements: a size that may be held
         if i >= 2:
-            h.register_hook(lambda grad: grad * 2)
+            h.register_hook(lambda grad: grad.mul_(2))  # in place: what it receives changes
         (h * h).sum().backward()
 
     return step
