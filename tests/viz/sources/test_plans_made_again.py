@@ -121,18 +121,24 @@ def _gru_loop() -> Step:
     return step
 
 
-def test_a_training_loop_records_what_it_records_walked_anew(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    made: list[Any] = []
+@pytest.fixture
+def made(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """For each kept plan a call tried, whether it was made again (its graph matched)."""
+    tried: list[bool] = []
     original = graph._made_again
 
     def counted(*args: Any) -> Any:
         plan = original(*args)
-        made.append(plan is not None)
+        tried.append(plan is not None)
         return plan
 
     monkeypatch.setattr(graph, "_made_again", counted)
+    return tried
+
+
+def test_a_training_loop_records_what_it_records_walked_anew(
+    monkeypatch: pytest.MonkeyPatch, made: list[bool]
+) -> None:
     trace = _same_as_walked_anew(_gru_loop, monkeypatch)
     assert len(trace.graph_tasks) == 4
     # Every call but the first (the later runs' models are others, of the same shape), and
@@ -172,20 +178,11 @@ def _shape_changes() -> Step:
 
 
 def test_another_graph_under_the_same_root_is_walked_anew(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, made: list[bool]
 ) -> None:
-    made: list[Any] = []
-    original = graph._made_again
-
-    def counted(*args: Any) -> Any:
-        plan = original(*args)
-        made.append(plan is not None)
-        return plan
-
-    monkeypatch.setattr(graph, "_made_again", counted)
     trace = _same_as_walked_anew(_shape_changes, monkeypatch, steps=6)
     assert len(trace.graph_tasks) == 6
-    assert made.count(True) == 0  # no two calls in a row had the same graph
+    assert made and made.count(True) == 0  # no two calls in a row had the same graph
 
 
 def _hooked_later() -> Step:
