@@ -222,3 +222,36 @@ def test_a_plan_in_use_is_not_made_again_for_another_call() -> None:
     assert [n.fn.name() for n in second.nodes] == [n.fn.name() for n in third.nodes]
     graph.release(second)
     graph.release(third)
+
+
+def test_threads_recording_one_shape_at_once_each_get_their_own_graph() -> None:
+    import threading
+
+    from autograd_viz.sources.pytorch.bookkeeping import DerivedMismatchWarning
+
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+    failed: list[BaseException] = []
+
+    def train(seed: int) -> None:
+        try:
+            generator = torch.Generator().manual_seed(seed)
+            for _ in range(20):
+                model(torch.randn(4, 8, generator=generator)).sum().backward()
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            failed.append(exc)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DerivedMismatchWarning)
+        with record(values="none") as trace:
+            threads = [threading.Thread(target=train, args=(seed,)) for seed in range(3)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+    assert failed == []
+    shapes = {tuple(node[1:8]) for nodes in _nodes(trace) for node in nodes}
+    first = _nodes(trace)[0]
+    assert len(trace.graph_tasks) == 60
+    assert all(len(nodes) == len(first) for nodes in _nodes(trace))
+    assert shapes == {tuple(node[1:8]) for node in first}
+    assert not [e for e in trace.events if e.kind == "derived_mismatch"]
