@@ -395,17 +395,17 @@ def _named(order: list[TorchNode], namer: LeafNamer, modules_of: object | None) 
 # collection ran meanwhile. So the watched call's plan is kept when the call
 # ends (and a call-level call's once it is derived: ``release``, holding no
 # PyTorch object), one per root class and root slot, and the next call whose
-# root has them walks its graph along the
-# kept plan: every node's class, every edge's slot and where it leads must be
-# the same, each PyTorch node matched to one kept node and every kept node
-# matched (the walk is the walk that made the plan, so the order is the
-# same). Then what depends on the shape alone is kept (topological numbers,
-# dependency counts, edges per slot) and what may differ is read again for
-# each node: the PyTorch node, its id and sequence number, its input slots
-# (shapes change with the batch), the user's hooks, a leaf's tensor, the
-# module calls and the names. Anything else (another shape, several roots,
-# ``inputs=``, a plan taken by a call running meanwhile) walks anew, and the
-# new plan is kept in its place.
+# root has them walks its graph along the kept plan: every node's class,
+# every edge's slot and where it leads must be the same, each PyTorch node
+# matched to one kept node and every kept node matched (the walk is the walk
+# that made the plan, so the order is the same). Then what depends on the
+# shape alone is kept (topological numbers, dependency counts, edges per
+# slot) and what may differ is read again for each node: the PyTorch node,
+# its id and sequence number, its input slots (shapes change with the
+# batch), the user's hooks, a leaf's tensor, the module calls and the names.
+# Anything else (another shape, several roots, ``inputs=``, a plan taken by
+# a call running meanwhile) walks anew, and the new plan is kept in its
+# place.
 
 
 class _Kept:
