@@ -114,6 +114,8 @@ def hooks_of(fn: Any, variable: torch.Tensor | None) -> tuple[UserHook, ...]:
 
 def counts(hooks: tuple[UserHook, ...]) -> tuple[tuple[str, int], ...]:
     """``(kind, count)`` per kind, as a trace's node lists its hooks."""
+    if not hooks:
+        return ()  # nearly every node: no dict made
     tally: dict[str, int] = {}
     for hook in hooks:
         tally[hook.kind] = tally.get(hook.kind, 0) + 1
