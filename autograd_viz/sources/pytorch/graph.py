@@ -226,9 +226,9 @@ def _input_slots(metadata: Any) -> tuple[tuple[tuple[int, ...], str, str], ...]:
 
 
 _SLOTS: dict[Any, Any] = {}
+"""Each node's input slots seen lately, shared (Note [Objects a recorded call keeps])."""
 _RAW_SLOTS: dict[Any, Any] = {}
 """The same, by what PyTorch gives for them."""
-"""Each node's input slots seen lately, shared (Note [Objects a recorded call keeps])."""
 _MAX_SLOTS = 4096
 
 
