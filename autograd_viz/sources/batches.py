@@ -13,8 +13,8 @@ Note [Values tiers] in ``autograd_viz/trace/records.py``),
 step (the PyTorch bridge derives four for every node it observes) may build
 each event as a plain row instead: its ``seq`` from ``HUB.seq`` and its time
 when the step happens, its summaries resolved with that ``max_values`` at
-once, sequences as tuples; a source may keep each row's data apart, in a
-list beside the rows. It hands the rows over with :func:`hand_over`
+once, sequences as tuples, each row's data kept apart, in a list beside the
+rows. It hands the rows over with :func:`hand_over`
 before anything else of its graph task is emitted, and at the latest when
 the graph task ends. Order is the ``seq`` order, as for events emitted one by
 one. Rows go only to the listeners they were built for (a listener never gets
@@ -53,29 +53,23 @@ def batch_max_values(listeners: tuple[Listener, ...]) -> int | None:
 
 
 def hand_over(
-    rows: list[tuple[Any, ...]],
-    listeners: tuple[Listener, ...],
-    data: list[dict[str, Any]] | None = None,
+    rows: list[tuple[Any, ...]], listeners: tuple[Listener, ...], data: list[dict[str, Any]]
 ) -> None:
     """Hand events a source built as rows to the listeners that take batches.
 
     Args:
-        rows: each event's fields in :class:`~engine.events.Event`'s order,
-            ``seq`` from ``HUB.seq`` when the step happened, ``data`` plain;
-            without the data when ``data`` is given.
+        rows: each event's fields in :class:`~engine.events.Event`'s order but
+            the data, ``seq`` from ``HUB.seq`` when the step happened.
         listeners: the listeners the rows were built for; those of them still
             subscribed get them. One that raises is treated as the hub treats
             any listener that raises (Note [Listener errors] in ``engine/events.py``).
-        data: each row's data, kept apart from the rows (Note [Rows apart from
-            their data] in ``sources/pytorch/emitter.py``).
+        data: each row's data, plain, kept apart from the rows (Note [Rows apart
+            from their data] in ``sources/pytorch/emitter.py``).
     """
     current = HUB.listeners
     for listener in listeners:
         if any(item is listener for item in current):
             try:
-                if data is None:
-                    listener.take_events(rows)  # type: ignore[attr-defined]
-                else:
-                    listener.take_events(rows, data)  # type: ignore[attr-defined]
+                listener.take_events(rows, data)  # type: ignore[attr-defined]
             except BaseException as exc:  # noqa: BLE001 - listener_failed re-raises what it must
                 HUB.listener_failed(listener, exc, rows[0][GRAPH_TASK] if rows else 0)
