@@ -443,10 +443,10 @@ def release(plan: GraphPlan) -> None:
 
 
 def _unbind(node: TorchNode) -> None:
+    # (Its ``watch`` the watch cleared when the call ended: GraphTaskWatch.close.)
     node.fn = None
     node.variable = None
     node.calls = ()
-    node.watch = None
 
 
 def _made_again(
