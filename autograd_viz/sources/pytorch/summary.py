@@ -304,7 +304,8 @@ def _summarize_large(
             low, high, total, norm = found
             return TensorSummary(shape, dtype, device, low, high, total / count, norm)
         return _with_counts(values, shape, dtype, device, float(values.sum()))
-    total = float(values.sum())
+    # Over the flat view where there is one: every tensor over the same memory sums alike.
+    total = float(values.sum() if flat is None else flat.sum())
     if math.isfinite(total):
         array = host_view(values)
         low, high = float(array.min()), float(array.max())
@@ -467,11 +468,13 @@ class TorchSummary(LazySummary):
 # a tensor that reads the memory of a summarized tensor the same way takes
 # its summary, as long as that tensor is alive (its memory cannot have been
 # handed to another tensor) and its version counter, which its views share,
-# has not moved (nothing wrote it in place). A dense CPU float block of at
-# most two dimensions, C- or F-contiguous, is reduced in memory order by
-# both PyTorch and NumPy (their iterators sort dimensions by stride and
-# coalesce them), so a transpose over the same block gets the same numbers
-# with its own shape (tests check this bit for bit). Only large tensors are
+# has not moved (nothing wrote it in place). A dense CPU float block (a
+# contiguous tensor of any shape, or a contiguous matrix transposed) is
+# summarized through the flat view of its memory (``_dense_flat``), so every
+# view of it that reads the whole block (a reshape, a flatten, a transpose)
+# gets the same numbers with its own shape (tests check this bit for bit): on
+# a GPT-2 the logits' gradient is summarized once, not again as its
+# (batch, length, vocabulary) view, 4 ms a step. Only large tensors are
 # looked up: the key costs more than a small summary; and only summaries
 # without values (values are listed in the tensor's own order). A tensor that
 # takes a summary this way becomes the one the memory is looked up through:
@@ -487,12 +490,12 @@ def _memory_key(tensor: torch.Tensor, shape: tuple[int, ...], device: str) -> tu
     """What a large tensor's summary numbers depend on (Note [One summary per memory])."""
     dims = len(shape)
     if (
-        dims <= 2
-        and tensor.is_cpu
+        tensor.is_cpu
         and tensor.dtype in _DENSE_SHARED
         and (tensor.is_contiguous() or (dims == 2 and tensor.t().is_contiguous()))
     ):
-        # A dense block, read in memory order whatever the layout: its transpose agrees.
+        # A dense block, read in memory order whatever its shape: its views and its
+        # transpose agree.
         return (tensor.data_ptr(), tensor.numel(), tensor.dtype, device)
     return (tensor.data_ptr(), shape, tensor.stride(), tensor.dtype, device)
 

@@ -35,6 +35,36 @@ def test_a_transpose_over_the_same_memory_takes_the_same_summary(
     assert repr(dataclasses.replace(first, shape=shape)) == repr(second)
 
 
+@pytest.mark.parametrize("shape", [(2, 64, 300), (4, 32, 10, 30), (38400,)])
+@pytest.mark.parametrize("pieces", [False, True])
+def test_a_reshaped_view_of_the_same_memory_takes_the_same_summary(
+    shape: tuple[int, ...], pieces: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A logits gradient (batch × length, vocabulary) and the (batch, length, vocabulary) view
+    # a ViewBackward0 hands on: one pass over the memory, each its own shape.
+    computed: list[tuple[int, ...]] = []
+    real = summary._summarize_large
+
+    def counting(values: Any, at: tuple[int, ...], *rest: Any) -> Any:
+        computed.append(at)
+        return real(values, at, *rest)
+
+    if pieces:  # small pieces: the piece by piece path on a tensor this size
+        monkeypatch.setattr(summary, "_PIECE", 4096)
+    generator = torch.Generator().manual_seed(3)
+    flat = torch.randn(128, 300, generator=generator)
+    flat[5, 7] = -0.0
+    view = flat.view(shape)
+    alone = [repr(summarize_tensor(t, "cpu", 16)) for t in (flat, view)]
+    monkeypatch.setattr(summary, "_summarize_large", counting)
+    first = TorchSummary(flat).resolve(16)
+    second = TorchSummary(view).resolve(16)
+    assert computed == [(128, 300)]
+    assert second.shape == shape
+    # Each is what the tensor alone gives, bit for bit.
+    assert [repr(first), repr(second)] == alone
+
+
 def test_memory_written_in_place_is_summarized_again() -> None:
     block = torch.randn(256, 128)
     before = TorchSummary(block).resolve()
