@@ -36,13 +36,16 @@ import threading
 import warnings
 from typing import Any, TypeAlias
 
+import numpy as np
 import torch
 
 from autograd_viz.sources.once import program_stacklevel
 from autograd_viz.sources.pytorch.emitter import Emitter
 from autograd_viz.sources.pytorch.graph import GraphPlan
 from autograd_viz.sources.pytorch.hooks import TENSOR_PRE
+from autograd_viz.sources.pytorch.host_view import host_view
 from autograd_viz.sources.pytorch.node import TorchNode
+from autograd_viz.sources.pytorch.summary import LARGE
 from engine.emitting import accumulate_payload, decrement_payload, skip_payload
 from engine.scheduler import ExactQueueEntry, QueueEntry, arrive, ready_entry
 
@@ -134,6 +137,16 @@ class Bookkeeping:
         self.followed = {node for node, _ in self._copy_slots}
         """Nodes with a buffer slot followed by copy (:meth:`keep_copy`)."""
         self._copies: dict[tuple[TorchNode, int], torch.Tensor] = {}
+        self._sums_only = {
+            key
+            for key in self._copy_slots
+            if key[1] not in self.hooked.get(key[0], ())
+            and all(slot != key[1] for slot, _ in plan.captures.get(key[0], ()))
+        }
+        """Slots followed only for their sum, whose first gradient is kept as it is (Note
+        [Following a sum without copying its first gradient])."""
+        self._firsts: dict[tuple[TorchNode, int], int] = {}
+        """Slots whose copy is still their first gradient itself, with its version then."""
         self.captured: dict[int, torch.Tensor | None] = {}
         """Each ``grad()`` result as the model summed it, by output index."""
         self._owner = f"graph_task {graph_task}"
@@ -158,6 +171,7 @@ class Bookkeeping:
         """Drop every copy (the graph task is over)."""
         self.finished = True
         self._copies.clear()
+        self._firsts.clear()
         self.captured.clear()
 
     def run_graph_root(self, grads: list[Any], summaries: list[Any]) -> None:
@@ -174,6 +188,8 @@ class Bookkeeping:
         exec_info = self.plan.exec_info
         copy_slots = self._copy_slots
         emit = self._emit
+        # Rows checked for once per node, not per event (Emitter.row).
+        put = emit.row if emit.building() else emit
         node_id = node._id
         from_name = node._name
         count_out = len(outputs)
@@ -190,11 +206,11 @@ class Bookkeeping:
             # The engine's payloads, marked derived (Note [One payload for every source]).
             data = decrement_payload(node_id, from_name, slot, count)
             data["derived"] = True
-            emit("dependency_decrement", nxt, data)
+            put("dependency_decrement", nxt, data)
             if buffer is None:
                 data = skip_payload(node_id, slot)
                 data["derived"] = True
-                emit("skip", nxt, data)
+                put("skip", nxt, data)
                 continue
             output = outputs[i] if i < count_out else None
             if output is not None and slot < len(buffer):
@@ -210,26 +226,73 @@ class Bookkeeping:
                     summed = emit.summary(total, hold=True)
                 data = accumulate_payload(slot, created, node_id, grad, summed)
                 data["derived"] = True
-                emit("accumulate", nxt, data)
+                put("accumulate", nxt, data)
             if not count:
-                self.push(nxt, "ready")
+                self.push(nxt, "ready", put)
 
     def keep_copy(self, node: TorchNode, slot: int, grad: torch.Tensor) -> None:
-        """Follow a buffer slot that several edges fill, or that ``grad()`` captures, by copy."""
+        """Follow a buffer slot that several edges fill, or that ``grad()`` captures, by copy.
+
+        See Note [Following a sum without copying its first gradient].
+        """
         key = (node, slot)
         if key not in self._copy_slots:
             return
         # Detached, the copies and their sums record no graph (no_grad() costs more).
+        arriving = grad.detach()
         old = self._copies.get(key)
         if old is not None:
-            self._copies[key] = old + grad.detach()  # PyTorch's InputBuffer adds in this order
+            first = self._firsts.pop(key, None)
+            if first is not None and old._version != first:
+                # Written in place since it arrived: the buffer no longer holds what arrived.
+                del self._copies[key]
+                self._copy_slots.discard(key)
+                self.mismatch(
+                    "buffer",
+                    node,
+                    node,
+                    f"input {slot} of {node.name()} (node {node._id}) was written in place "
+                    "after a gradient arrived there and before the next one (by a node or "
+                    "hook that changed a tensor it shares): its sum is not checked",
+                )
+            elif first is None and old.numel() >= LARGE and self._emit.max_values is not None:
+                old.add_(arriving)  # a sum of our own, summarized already (at once, in rows)
+            else:
+                self._copies[key] = old + arriving  # PyTorch's InputBuffer adds in this order
         elif grad.numel() <= COPY_LIMIT:
-            self._copies[key] = grad.detach().clone()
+            if key in self._sums_only:
+                self._copies[key] = arriving
+                self._firsts[key] = arriving._version
+            else:
+                self._copies[key] = arriving.clone()
         else:
             self._copy_slots.discard(key)
 
-    def push(self, node: TorchNode, reason: str) -> None:
-        """A task for ``node`` goes onto the thread's ready queue."""
+    # Note [Following a sum without copying its first gradient]
+    # ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+    # A slot several edges fill is followed by our own sum of what arrives, to
+    # show the buffer's total and to check it against what the node receives.
+    # Its first gradient need not be copied: PyTorch keeps it in the buffer as
+    # it is until the next one arrives, and the next one is announced by the
+    # post hook of the node that made it, which runs before PyTorch adds it. So
+    # the first is kept as it is (a detached alias, which holds no graph), the
+    # second makes our sum, ``first + second`` as InputBuffer adds them, and the
+    # alias goes before PyTorch adds in place into the first (an alias of a
+    # storage keeps PyTorch from doing so, and the alias is gone by then). Its
+    # version counter, which every view and alias shares, vouches that nothing
+    # wrote it meanwhile; if something did, the slot is no longer followed
+    # (no total, no check) rather than checked against values that are gone.
+    # A later arrival adds into our own sum in place where the sum's earlier
+    # summary was made at once (a large tensor in rows); elsewhere a new sum is
+    # made, since a summary may be made from the old one later. A slot a hook of
+    # the user's or ``grad()`` reads is still copied: a hook may write it in place.
+    # On a GPT-2 whose embedding and output weights are one tensor (a 50257×256
+    # sum on its AccumulateGrad), a copy, a new sum and ``torch.equal`` cost 60 ms
+    # a step here, mostly the page faults of fresh 51 MB allocations.
+
+    def push(self, node: TorchNode, reason: str, put: Any = None) -> None:
+        """A task for ``node`` goes onto the thread's ready queue (``put``: how its event is
+        emitted, the emitter by default)."""
         queue = self._queue
         heapq.heappush(queue, ready_entry(self.depth, node.sequence_nr, (self, node)))
         device = node.device
@@ -237,7 +300,7 @@ class Bookkeeping:
             queue_name, owner = "cpu", self._owner
         else:
             queue_name, owner = device, "device"
-        self._emit(
+        (put or self._emit)(
             "enqueue",
             node,
             {
@@ -362,8 +425,11 @@ class Bookkeeping:
         """
         same = {}
         hooked = self.hooked.get(node, ())
+        firsts = self._firsts
         for slot, grad in enumerate(grads):
             copy = self._copies.pop((node, slot), None)
+            if firsts:
+                firsts.pop((node, slot), None)
             if slot in hooked:
                 before[slot] = (copy, not _same_values(copy, grad))
             if copy is None:
@@ -415,7 +481,13 @@ def _same_values(a: torch.Tensor | None, b: torch.Tensor | None) -> bool:
     if a.is_floating_point():
         as_int = _SAME_SIZE_INTS.get(a.element_size())
         if as_int is not None:
-            return bool(torch.equal(a.view(as_int), b.view(as_int)))
+            a, b = a.view(as_int), b.view(as_int)
+    if a.is_cpu and a.numel() >= LARGE:
+        # NumPy compares a large CPU block in half the time of torch.equal (one thread).
+        try:
+            return bool(np.array_equal(host_view(a), host_view(b)))
+        except RuntimeError:  # a negative or conjugate view: torch's way
+            pass
     return bool(torch.equal(a, b))
 
 

@@ -89,6 +89,23 @@ class Emitter:
             self.max_values = None
         hub.emit_data(kind, "cpu", self.graph_task, node, data)
 
+    def building(self) -> bool:
+        """Whether rows are built now, for the listeners subscribed now (:meth:`row` may add)."""
+        return self.max_values is not None and HUB.active and HUB.listeners is self.listeners
+
+    def row(self, kind: str, node: TorchNode, data: dict[str, Any]) -> None:
+        """Add one node's event as a row, now; only while :meth:`building`.
+
+        What :meth:`__call__` does with rows, without its checks: for the derived
+        events a node's outputs make (four or five a node), checked once for them all.
+        """
+        row = (
+            kind, next(HUB.seq), self.clock(), self.thread, "cpu", self.graph_task,
+            node._id, node._name, node.sequence_nr, node.topological_nr,
+        )  # fmt: skip
+        self.rows.append(row)
+        self.data.append(data)
+
     def at(self, kind: str, node: TorchNode, data: dict[str, Any], t_ns: int) -> None:
         """Emit one event of the graph task that happened at ``t_ns`` (in rows; else now).
 
