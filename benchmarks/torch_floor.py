@@ -356,3 +356,51 @@ def floor_with_records(loss: torch.Tensor) -> list[Any]:
     watcher = RecordsFloorWatcher()
     watcher.run(loss)
     return watcher.events
+
+
+def read_once(loss: torch.Tensor) -> int:
+    """``loss.backward()`` with every value ``record()`` summarizes read once; how many reads.
+
+    The least any watcher that looks at every value does, whatever it makes of them: one
+    post hook per node, each gradient it receives and hands on read by one reduction
+    (``sum``, the cheapest pass PyTorch has), every saved tensor read once when the call
+    starts; a memory read already is not read again. On large tensors, where a node's
+    hooks cost nothing beside its kernels, this is the floor of exact summaries: four
+    numbers of a tensor cannot cost less than one pass over its memory.
+    """
+    seen: set[tuple[int, int]] = set()
+
+    def read(tensor: Any) -> None:
+        if not isinstance(tensor, torch.Tensor) or not tensor.numel():
+            return
+        key = (tensor.data_ptr(), tensor.numel())
+        if key not in seen:
+            seen.add(key)
+            float(tensor.detach().sum())
+
+    nodes: list[Any] = []
+    stack, walked = [loss.grad_fn], set()
+    while stack:
+        fn = stack.pop()
+        if fn is None or id(fn) in walked:
+            continue
+        walked.add(id(fn))
+        nodes.append(fn)
+        stack += [child for child, _ in fn.next_functions]
+    for fn in nodes:
+        for name in saved_names(fn):
+            saved = getattr(fn, name)
+            for one in saved if isinstance(saved, list | tuple) else (saved,):
+                read(getattr(one, "data", None))
+
+    def hook(grads_in: tuple[Any, ...], grads_out: tuple[Any, ...]) -> None:
+        for tensor in (*grads_in, *grads_out):
+            read(tensor)
+
+    handles = [fn.register_hook(hook) for fn in nodes]
+    try:
+        loss.backward()
+    finally:
+        for handle in handles:
+            handle.remove()
+    return len(seen)

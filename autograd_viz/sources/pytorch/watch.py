@@ -34,6 +34,7 @@ from autograd_viz.sources.pytorch.hooks import (
     remove_keyed,
 )
 from autograd_viz.sources.pytorch.node import TorchNode
+from autograd_viz.sources.pytorch.summary import vouch
 from autograd_viz.trace.summary import TensorSummary
 from engine.events import HUB
 from engine.graph_task import new_graph_task_id
@@ -344,6 +345,7 @@ class GraphTaskWatch:
         derived.advance(node)
         inputs = grads
         before: dict[int, tuple[torch.Tensor | None, bool]] = {}
+        same: dict[int, torch.Tensor] = {}
         if node in derived.followed:
             for slot, index in self.plan.captures.get(node, ()):
                 derived.capture(node, slot, index)
@@ -359,6 +361,9 @@ class GraphTaskWatch:
             summaries = emit.summaries_if(
                 keep, inputs, holds_inputs(node, self.plan.fan_in) if keep else ()
             )
+            if same and keep and emit.max_values is not None:
+                for slot in same:  # compared bit for bit: what PyTorch summed, summarized
+                    vouch(grads[slot], summaries[slot], emit.max_values)
             if node.hooks:
                 self._tensor_hooks(node, grads, summaries, before)
             emit("node_start", node, {"inputs": summaries})

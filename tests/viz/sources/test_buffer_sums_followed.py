@@ -17,6 +17,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from autograd_viz.sources.pytorch.bookkeeping import DerivedMismatchWarning  # noqa: E402
+from autograd_viz.sources.pytorch.summary import summarize_tensor  # noqa: E402
 from autograd_viz.trace.recording import record  # noqa: E402
 from tests.viz.sources.pytorch_programs import bitwise_equal  # noqa: E402
 
@@ -152,3 +153,41 @@ def test_a_first_gradient_written_in_place_meanwhile_is_said(values: str) -> Non
     assert "written in place" in found[0].data["message"]
     said = [w for w in caught if issubclass(w.category, DerivedMismatchWarning)]
     assert len(said) == 1 and "written in place" in str(said[0].message)
+
+
+def _shared_parameter(monkeypatch: pytest.MonkeyPatch, vouched: bool) -> tuple[Any, Any, int]:
+    """A parameter two paths use (as tied embeddings are): its leaf event's summary, the
+    summary of the sum its buffer was checked against, and how many large summaries ran."""
+    from autograd_viz.sources.pytorch import summary, watch
+
+    computed: list[tuple[int, ...]] = []
+    real = summary._summarize_large
+
+    def counting(values: Any, shape: tuple[int, ...], *rest: Any) -> Any:
+        computed.append(shape)
+        return real(values, shape, *rest)
+
+    monkeypatch.setattr(summary, "_summarize_large", counting)
+    if not vouched:
+        monkeypatch.setattr(watch, "vouch", lambda *args: None)
+    torch.manual_seed(4)
+    w = torch.randn(200, 100, requires_grad=True)  # 20,000 elements: summarized as large
+    x = torch.randn(8, 100)
+    with record() as trace:
+        ((x @ w.t()).tanh().sum() + (w * 2).sin().sum()).backward()
+    monkeypatch.undo()
+    leaf = next(e for e in trace.events if e.kind == "accumulate" and e.data["target"] == "leaf")
+    sums = [e for e in trace.events if e.kind == "accumulate" and e.node_id == leaf.node_id
+            and e.data["target"] == "buffer"]  # fmt: skip
+    assert repr(leaf.data["grad"]) == repr(summarize_tensor(w.grad, "cpu", 16))
+    return leaf.data["grad"], sums[-1].data["total"], len(computed)
+
+
+def test_a_shared_parameters_grad_is_not_summarized_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    grad, total, count = _shared_parameter(monkeypatch, vouched=True)
+    again, _, count_again = _shared_parameter(monkeypatch, vouched=False)
+    # .grad is PyTorch's sum, compared bit for bit with ours: our sum's summary, taken once.
+    assert grad == total and repr(grad) == repr(again)
+    assert count == count_again - 1
