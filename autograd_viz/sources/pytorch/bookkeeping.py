@@ -147,6 +147,8 @@ class Bookkeeping:
         [Following a sum without copying its first gradient])."""
         self._firsts: dict[tuple[TorchNode, int], int] = {}
         """Slots whose copy is still their first gradient itself, with its version then."""
+        self._kept_sums: set[int] = set()
+        """Our sums made in kept memory (Note [Sums in kept memory]), by id, until let go."""
         self.captured: dict[int, torch.Tensor | None] = {}
         """Each ``grad()`` result as the model summed it, by output index."""
         self._owner = f"graph_task {graph_task}"
@@ -170,6 +172,9 @@ class Bookkeeping:
     def release(self) -> None:
         """Drop every copy (the graph task is over)."""
         self.finished = True
+        if self._kept_sums:
+            for copy in (*self._copies.values(), *self.captured.values()):
+                self._let_go(copy)
         self._copies.clear()
         self._firsts.clear()
         self.captured.clear()
@@ -257,8 +262,17 @@ class Bookkeeping:
                 )
             elif first is None and old.numel() >= LARGE and self._emit.max_values is not None:
                 old.add_(arriving)  # a sum of our own, summarized already (at once, in rows)
-            else:
-                self._copies[key] = old + arriving  # PyTorch's InputBuffer adds in this order
+            else:  # PyTorch's InputBuffer adds in this order
+                total = (
+                    _sum_in_kept_memory(old, arriving)
+                    if self._emit.max_values is not None
+                    else None
+                )
+                if total is None:
+                    total = old + arriving
+                else:
+                    self._kept_sums.add(id(total))
+                self._copies[key] = total
         elif grad.numel() <= COPY_LIMIT:
             if key in self._sums_only:
                 self._copies[key] = arriving
@@ -267,6 +281,12 @@ class Bookkeeping:
                 self._copies[key] = arriving.clone()
         else:
             self._copy_slots.discard(key)
+
+    def _let_go(self, copy: torch.Tensor | None) -> None:
+        """A copy is done with: a sum made in kept memory goes back to it."""
+        if copy is not None and id(copy) in self._kept_sums:
+            self._kept_sums.discard(id(copy))
+            _give_back(copy)
 
     # Note [Following a sum without copying its first gradient]
     # ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
@@ -288,7 +308,9 @@ class Bookkeeping:
     # the user's or ``grad()`` reads is still copied: a hook may write it in place.
     # On a GPT-2 whose embedding and output weights are one tensor (a 50257×256
     # sum on its AccumulateGrad), a copy, a new sum and ``torch.equal`` cost 60 ms
-    # a step here, mostly the page faults of fresh 51 MB allocations.
+    # a step here, mostly the page faults of fresh 51 MB allocations. A large sum
+    # of our own is made in memory kept from call to call while the bridge is
+    # armed (Note [Sums in kept memory]).
 
     def push(self, node: TorchNode, reason: str, put: Any = None) -> None:
         """A task for ``node`` goes onto the thread's ready queue (``put``: how its event is
@@ -434,6 +456,9 @@ class Bookkeeping:
                 before[slot] = (copy, not _same_values(copy, grad))
             if copy is None:
                 continue
+            # Summarized from here on, before any later sum of this call is made: its memory
+            # may serve again (Note [Sums in kept memory]).
+            self._let_go(copy)
             if slot in hooked:
                 if not before[slot][1] and grad.stride() == copy.stride():  # type: ignore[union-attr]
                     same[slot] = copy
@@ -469,6 +494,65 @@ class Bookkeeping:
                 "derived": True,
             },
         )
+
+
+# Note [Sums in kept memory]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~
+# PyTorch's CPU allocator hands a tensor of more than 32 MB fresh pages from
+# the system each time, and touching them costs more than adding into them:
+# our sum of a BERT's or a GPT-2's tied embedding gradients (31 and 51 MB)
+# took 15 and 25 ms a step, nine tenths of it page faults. So a large sum of
+# our own (a million elements or more, on the CPU, while rows are built: its
+# summaries are made at once) is written into memory of its shape and strides
+# that an earlier sum on the same thread used, kept while the bridge is armed
+# (``forget_sums`` when it is disarmed) and at most eight blocks; each thread
+# has its own, so a sum in use is never written by a call of another thread;
+# the same values, bit for bit
+# (``torch.add`` with ``out=``), in the same layout. A sum goes back to the
+# memory kept when the node that receives it starts (after its comparison and
+# summaries) or when the call ends; its summaries never read it again: a
+# summary looked up by memory or by object checks the version counter, which
+# writing into it moves.
+
+KEPT_SUM_MIN = 1 << 20
+"""Elements from which our own sums are made in memory kept from call to call."""
+_KEPT_SUMS_MAX = 8
+_free_sums: dict[tuple[Any, ...], list[torch.Tensor]] = {}
+_free_lock = threading.Lock()
+
+
+def _sum_in_kept_memory(old: torch.Tensor, arriving: torch.Tensor) -> torch.Tensor | None:
+    """``old + arriving`` in memory kept from an earlier sum; ``None``: not a sum kept so."""
+    if (
+        old.numel() < KEPT_SUM_MIN
+        or type(old) is not torch.Tensor
+        or not old.is_cpu
+        or arriving.dtype is not old.dtype
+        or arriving.shape != old.shape
+        or not (old.is_contiguous() or (old.dim() == 2 and old.t().is_contiguous()))
+    ):
+        return None
+    key = (threading.get_ident(), old.shape, old.stride(), old.dtype)
+    with _free_lock:
+        free = _free_sums.get(key)
+        kept = free.pop() if free else None
+    if kept is None:
+        kept = torch.empty_strided(old.shape, old.stride(), dtype=old.dtype)
+    return torch.add(old, arriving, out=kept)
+
+
+def _give_back(total: torch.Tensor) -> None:
+    key = (threading.get_ident(), total.shape, total.stride(), total.dtype)
+    with _free_lock:
+        if sum(len(free) for free in _free_sums.values()) >= _KEPT_SUMS_MAX:
+            _free_sums.clear()
+        _free_sums.setdefault(key, []).append(total)
+
+
+def forget_sums() -> None:
+    """Let go of the memory kept for sums (Note [Sums in kept memory]): the bridge is disarmed."""
+    with _free_lock:
+        _free_sums.clear()
 
 
 def _same_values(a: torch.Tensor | None, b: torch.Tensor | None) -> bool:

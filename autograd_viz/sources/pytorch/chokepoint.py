@@ -27,7 +27,7 @@ import torch.autograd.graph
 from autograd_viz.sources.once import warn_once
 from autograd_viz.sources.pytorch import call_level, compiled, hooks, module_calls
 from autograd_viz.sources.pytorch import watch as _watch
-from autograd_viz.sources.pytorch.bookkeeping import forget_leftovers
+from autograd_viz.sources.pytorch.bookkeeping import forget_leftovers, forget_sums
 from autograd_viz.sources.pytorch.graph import plan_graph_task, release
 from autograd_viz.sources.pytorch.leaf_names import LeafNamer
 from autograd_viz.sources.refcount import Refcount
@@ -200,6 +200,7 @@ def _disarm() -> None:
     if _original is None:
         return
     module_calls.disarm()
+    forget_sums()
     compiled.hide_global_hooks_warning(False)
     # Put PyTorch's function back only where ours still is (another patch may sit on top).
     for module in (torch.autograd.graph, torch.autograd):

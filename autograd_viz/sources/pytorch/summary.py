@@ -500,7 +500,7 @@ def _memory_key(tensor: torch.Tensor, shape: tuple[int, ...], device: str) -> tu
     return (tensor.data_ptr(), shape, tensor.stride(), tensor.dtype, device)
 
 
-def vouch(tensor: torch.Tensor, summary: TensorSummary, max_values: int) -> None:
+def vouch(tensor: torch.Tensor | None, summary: TensorSummary, max_values: int) -> None:
     """``tensor`` holds, bit for bit and in the same layout, the values ``summary`` was made
     of (compared): its summary is ``summary``, and so is that of a tensor over its memory.
 

@@ -191,3 +191,43 @@ def test_a_shared_parameters_grad_is_not_summarized_again(
     # .grad is PyTorch's sum, compared bit for bit with ours: our sum's summary, taken once.
     assert grad == total and repr(grad) == repr(again)
     assert count == count_again - 1
+
+
+def _large_sums(w: torch.Tensor) -> None:
+    """Three slots of a million elements each filled twice: ``b``'s and ``c``'s buffers, both
+    summed before either node runs, then ``w``'s."""
+    b, c = w * 3, w * 7
+    (b.sin().sum() + b.cos().sum() + c.sin().sum() + c.cos().sum()).backward()
+
+
+def test_large_sums_made_in_kept_memory_are_each_their_own() -> None:
+    from autograd_viz.sources.pytorch import bookkeeping
+
+    torch.manual_seed(5)
+    w = torch.randn(1024, 1024, requires_grad=True)
+    _large_sums(w)
+    plain = w.grad.clone()
+    # Each sum is compared bit for bit with what PyTorch delivers: a sum written over by
+    # another would be a mismatch, here an error.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DerivedMismatchWarning)
+        with record() as trace:
+            for _ in range(3):  # later calls write into the memory the first one kept
+                w.grad = None
+                _large_sums(w)
+                assert bitwise_equal([plain], [w.grad])
+            kept = sum(len(free) for free in bookkeeping._free_sums.values())
+    assert kept == 2  # two sums alive at once; the third reused one of them
+    assert not bookkeeping._free_sums  # let go once nobody records
+    calls = sorted({e.graph_task for e in trace.events})
+    assert len(calls) == 3
+    for call in calls:
+        events = [e for e in trace.events if e.graph_task == call]
+        summed = {e.node_id: e.data["total"] for e in events
+                  if e.kind == "accumulate" and e.data["action"] == "added"}  # fmt: skip
+        assert sorted(t.numel for t in summed.values()) == [1 << 20] * 3
+        for node, total in summed.items():
+            start = next(e for e in events if e.kind == "node_start" and e.node_id == node)
+            assert total == start.data["inputs"][0]
+    grad = next(e for e in trace.events if e.kind == "accumulate" and e.data["target"] == "leaf")
+    assert repr(grad.data["grad"]) == repr(summarize_tensor(plain, "cpu", 16))
