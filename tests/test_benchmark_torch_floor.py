@@ -14,7 +14,7 @@ import autograd_viz  # noqa: E402
 from autograd_viz.trace.summary import TensorSummary  # noqa: E402
 from benchmarks import torch_bridge  # noqa: E402
 from benchmarks.torch_bridge import gru, mlp, nodes_of  # noqa: E402
-from benchmarks.torch_floor import FloorWatcher, RecordsFloorWatcher  # noqa: E402
+from benchmarks.torch_floor import FloorWatcher, RecordsFloorWatcher, read_once  # noqa: E402
 
 
 def _grads(build: Any) -> tuple[Any, list[Any]]:
@@ -110,3 +110,31 @@ def test_the_promotions_counted_are_the_objects_alive_at_a_middle_collection() -
     assert len(kept) == 5000
     assert alive.moved >= 5000
     assert gone.moved < 1000
+
+
+def test_reading_every_value_once_reads_what_record_summarizes() -> None:
+    # The MLP's floor of exact summaries: every memory record() summarizes, read once each,
+    # and the gradients as without it.
+    _, build = mlp()
+    loss, params = _grads(build)
+    reads = read_once(loss)
+    floor_grads = [p.grad.clone() for p in params]
+    loss, params = _grads(build)
+    with autograd_viz.record() as trace:
+        loss.backward()
+    assert all(torch.equal(p.grad, g) for p, g in zip(params, floor_grads, strict=True))
+    summaries = [s for e in trace.events for s in _tensors(e.data) if s.numel]
+    (task,) = trace.graph_tasks.values()
+    saved = [s for n in task.nodes.values() for s in n.saved if s is not None]
+    # Each memory once: record() summarizes some twice over (a transposed view, a total);
+    # the floor reads no fewer memories than the distinct shapes record() summarized.
+    assert 0 < len({(s.shape, s.dtype) for s in summaries + saved}) <= reads
+    assert reads <= len(summaries) + len(saved)
+
+
+def _tensors(data: Any) -> list[TensorSummary]:
+    found: list[TensorSummary] = []
+    for value in data.values():
+        values = value if isinstance(value, list | tuple) else (value,)
+        found += [v for v in values if isinstance(v, TensorSummary)]
+    return found
