@@ -245,3 +245,27 @@ def test_every_entry_point_is_a_graph_task() -> None:
         torch.autograd.grad((x * 4).sum(), [x])
     assert sum(e.kind == "graph_task_start" for e in seen) == 3
     assert sum(e.kind == "graph_task_end" for e in seen) == 3
+
+
+def test_naming_parameters_walks_each_visible_module_once(monkeypatch: Any) -> None:
+    from autograd_viz.sources.pytorch import leaf_names
+
+    walks: list[Any] = []
+    real = leaf_names.walk_modules
+
+    def counted(module: Any, remove_duplicate: bool) -> Any:
+        walks.append(module)
+        return real(module, remove_duplicate)
+
+    monkeypatch.setattr(leaf_names, "walk_modules", counted)
+    shared = torch.nn.Linear(3, 3)
+    block = torch.nn.Sequential(shared, torch.nn.Tanh(), torch.nn.Linear(3, 3))
+    head = torch.nn.Linear(3, 3)
+    head.weight = shared.weight  # tied: named once, by the larger module
+    names = leaf_names._qualified_names(
+        {id(block): ("block", block), id(head): ("head", head), id(shared): ("shared", shared)}
+    )
+    assert sorted(map(id, walks)) == sorted(map(id, (block, head, shared)))
+    assert names[id(shared.weight)] == "block.0.weight"
+    assert names[id(head.bias)] == "head.bias"
+    assert id(shared.bias) in names and names[id(shared.bias)] == "block.0.bias"
