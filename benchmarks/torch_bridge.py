@@ -69,7 +69,7 @@ from rich.table import Table
 
 import autograd_viz
 from autograd_viz.trace.summary import TensorSummary
-from benchmarks.torch_floor import FloorWatcher, floor, floor_with_records, read_once
+from benchmarks.torch_floor import FloorWatcher, floor, floor_with_records, nodes_of, read_once
 
 Build = Callable[[], torch.Tensor]
 
@@ -104,19 +104,6 @@ def gru() -> tuple[str, Build]:
         return h.pow(2).sum()
 
     return "GRUCell ×20, batch 8, 32 wide", build
-
-
-def nodes_of(loss: torch.Tensor) -> list[Any]:
-    """Every node of ``loss``'s graph, once each."""
-    seen: dict[int, Any] = {}
-    stack = [loss.grad_fn]
-    while stack:
-        fn = stack.pop()
-        if fn is None or id(fn) in seen:
-            continue
-        seen[id(fn)] = fn
-        stack += [f for f, _ in fn.next_functions]
-    return list(seen.values())
 
 
 def plain(loss: torch.Tensor) -> None:

@@ -358,6 +358,19 @@ def floor_with_records(loss: torch.Tensor) -> list[Any]:
     return watcher.events
 
 
+def nodes_of(loss: torch.Tensor) -> list[Any]:
+    """Every node of ``loss``'s graph, once each."""
+    seen: dict[int, Any] = {}
+    stack = [loss.grad_fn]
+    while stack:
+        fn = stack.pop()
+        if fn is None or id(fn) in seen:
+            continue
+        seen[id(fn)] = fn
+        stack += [f for f, _ in fn.next_functions]
+    return list(seen.values())
+
+
 def read_once(loss: torch.Tensor) -> int:
     """``loss.backward()`` with every value ``record()`` summarizes read once; how many reads.
 
@@ -378,15 +391,7 @@ def read_once(loss: torch.Tensor) -> int:
             seen.add(key)
             float(tensor.detach().sum())
 
-    nodes: list[Any] = []
-    stack, walked = [loss.grad_fn], set()
-    while stack:
-        fn = stack.pop()
-        if fn is None or id(fn) in walked:
-            continue
-        walked.add(id(fn))
-        nodes.append(fn)
-        stack += [child for child, _ in fn.next_functions]
+    nodes = nodes_of(loss)
     for fn in nodes:
         for name in saved_names(fn):
             saved = getattr(fn, name)

@@ -70,3 +70,19 @@ def _close(a: Any, b: Any, scale: float) -> bool:
     if not (_finite(a) and _finite(b)):
         return _same(a, b)
     return abs(a - b) <= RELATIVE * max(abs(a), abs(b), scale)
+
+
+def count_large_summaries(monkeypatch: Any) -> list[tuple[int, ...]]:
+    """The shapes of the large tensors summarized from now on (``_summarize_large`` calls),
+    in order; the list fills as the test runs."""
+    from autograd_viz.sources.pytorch import summary
+
+    computed: list[tuple[int, ...]] = []
+    real = summary._summarize_large
+
+    def counting(values: Any, shape: tuple[int, ...], *rest: Any) -> Any:
+        computed.append(shape)
+        return real(values, shape, *rest)
+
+    monkeypatch.setattr(summary, "_summarize_large", counting)
+    return computed

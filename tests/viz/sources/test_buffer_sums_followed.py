@@ -20,6 +20,7 @@ from autograd_viz.sources.pytorch.bookkeeping import DerivedMismatchWarning  # n
 from autograd_viz.sources.pytorch.summary import summarize_tensor  # noqa: E402
 from autograd_viz.trace.recording import record  # noqa: E402
 from tests.viz.sources.pytorch_programs import bitwise_equal  # noqa: E402
+from tests.viz.sources.summary_numbers import count_large_summaries  # noqa: E402
 
 
 class _Seen(torch.autograd.Function):
@@ -158,16 +159,9 @@ def test_a_first_gradient_written_in_place_meanwhile_is_said(values: str) -> Non
 def _shared_parameter(monkeypatch: pytest.MonkeyPatch, vouched: bool) -> tuple[Any, Any, int]:
     """A parameter two paths use (as tied embeddings are): its leaf event's summary, the
     summary of the sum its buffer was checked against, and how many large summaries ran."""
-    from autograd_viz.sources.pytorch import summary, watch
+    from autograd_viz.sources.pytorch import watch
 
-    computed: list[tuple[int, ...]] = []
-    real = summary._summarize_large
-
-    def counting(values: Any, shape: tuple[int, ...], *rest: Any) -> Any:
-        computed.append(shape)
-        return real(values, shape, *rest)
-
-    monkeypatch.setattr(summary, "_summarize_large", counting)
+    computed = count_large_summaries(monkeypatch)
     if not vouched:
         monkeypatch.setattr(watch, "vouch", lambda *args: None)
     torch.manual_seed(4)

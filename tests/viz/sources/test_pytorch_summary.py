@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 import pytest
 
@@ -11,6 +10,7 @@ torch = pytest.importorskip("torch")
 
 from autograd_viz.sources.pytorch import summary  # noqa: E402
 from autograd_viz.sources.pytorch.summary import TorchSummary, summarize_tensor  # noqa: E402
+from tests.viz.sources.summary_numbers import count_large_summaries  # noqa: E402
 
 
 @pytest.mark.parametrize("shape", [(1024, 1024), (256, 1024), (4096, 10), (300, 77)])
@@ -42,13 +42,6 @@ def test_a_reshaped_view_of_the_same_memory_takes_the_same_summary(
 ) -> None:
     # A logits gradient (batch × length, vocabulary) and the (batch, length, vocabulary) view
     # a ViewBackward0 hands on: one pass over the memory, each its own shape.
-    computed: list[tuple[int, ...]] = []
-    real = summary._summarize_large
-
-    def counting(values: Any, at: tuple[int, ...], *rest: Any) -> Any:
-        computed.append(at)
-        return real(values, at, *rest)
-
     if pieces:  # small pieces: the piece by piece path on a tensor this size
         monkeypatch.setattr(summary, "_PIECE", 4096)
     generator = torch.Generator().manual_seed(3)
@@ -56,7 +49,7 @@ def test_a_reshaped_view_of_the_same_memory_takes_the_same_summary(
     flat[5, 7] = -0.0
     view = flat.view(shape)
     alone = [repr(summarize_tensor(t, "cpu", 16)) for t in (flat, view)]
-    monkeypatch.setattr(summary, "_summarize_large", counting)
+    computed = count_large_summaries(monkeypatch)
     first = TorchSummary(flat).resolve(16)
     second = TorchSummary(view).resolve(16)
     assert computed == [(128, 300)]
@@ -78,14 +71,7 @@ def test_the_memory_is_shared_after_the_first_tensor_over_it_dies(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # A weight gradient: addmm's transposed output, TBackward0's view of it, then .grad.
-    computed: list[tuple[int, ...]] = []
-    real = summary._summarize_large
-
-    def counting(values: Any, shape: tuple[int, ...], *rest: Any) -> Any:
-        computed.append(shape)
-        return real(values, shape, *rest)
-
-    monkeypatch.setattr(summary, "_summarize_large", counting)
+    computed = count_large_summaries(monkeypatch)
     block = torch.randn(512, 256)
     first = block.t()
     view = first.t()  # the same memory, block's layout
