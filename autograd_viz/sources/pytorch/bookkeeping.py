@@ -245,6 +245,7 @@ class Bookkeeping:
             return
         # Detached, the copies and their sums record no graph (no_grad() costs more).
         arriving = grad.detach()
+        in_rows = self._emit.max_values is not None  # summaries made at once
         old = self._copies.get(key)
         if old is not None:
             first = self._firsts.pop(key, None)
@@ -260,14 +261,10 @@ class Bookkeeping:
                     "after a gradient arrived there and before the next one (by a node or "
                     "hook that changed a tensor it shares): its sum is not checked",
                 )
-            elif first is None and old.numel() >= LARGE and self._emit.max_values is not None:
-                old.add_(arriving)  # a sum of our own, summarized already (at once, in rows)
+            elif first is None and in_rows and old.numel() >= LARGE:
+                old.add_(arriving)  # a sum of our own, summarized already
             else:  # PyTorch's InputBuffer adds in this order
-                total = (
-                    _sum_in_kept_memory(old, arriving)
-                    if self._emit.max_values is not None
-                    else None
-                )
+                total = _sum_in_kept_memory(old, arriving) if in_rows else None
                 if total is None:
                     total = old + arriving
                 else:

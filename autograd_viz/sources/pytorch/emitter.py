@@ -69,21 +69,7 @@ class Emitter:
             return
         if self.max_values is not None:
             if hub.listeners is self.listeners:
-                task, thread = self.graph_task, self.thread
-                # A row: Event's fields in its order but the data, which goes beside it
-                # (Note [Rows of events] in engine/events.py; Note [Rows apart from their data]).
-                if node is None:
-                    row: tuple[Any, ...] = (
-                        kind, next(hub.seq), self.clock(), thread, "cpu", task,
-                        None, None, None, None,
-                    )  # fmt: skip
-                else:
-                    row = (
-                        kind, next(hub.seq), self.clock(), thread, "cpu", task,
-                        node._id, node._name, node.sequence_nr, node.topological_nr,
-                    )  # fmt: skip
-                self.rows.append(row)
-                self.data.append(data)
+                self.row(kind, node, data)
                 return
             self.flush()  # the listeners changed: one by one from now on
             self.max_values = None
@@ -93,16 +79,27 @@ class Emitter:
         """Whether rows are built now, for the listeners subscribed now (:meth:`row` may add)."""
         return self.max_values is not None and HUB.active and HUB.listeners is self.listeners
 
-    def row(self, kind: str, node: TorchNode, data: dict[str, Any]) -> None:
-        """Add one node's event as a row, now; only while :meth:`building`.
+    def row(
+        self, kind: str, node: TorchNode | None, data: dict[str, Any], t_ns: int | None = None
+    ) -> None:
+        """Add one event as a row, at ``t_ns`` or now; only while :meth:`building`.
 
-        What :meth:`__call__` does with rows, without its checks: for the derived
-        events a node's outputs make (four or five a node), checked once for them all.
+        Called without the checks for the derived events a node's outputs make (four
+        or five a node), checked once for them all.
         """
-        row = (
-            kind, next(HUB.seq), self.clock(), self.thread, "cpu", self.graph_task,
-            node._id, node._name, node.sequence_nr, node.topological_nr,
-        )  # fmt: skip
+        # A row: Event's fields in its order but the data, which goes beside it
+        # (Note [Rows of events] in engine/events.py; Note [Rows apart from their data]).
+        when = self.clock() if t_ns is None else t_ns
+        if node is None:
+            row: tuple[Any, ...] = (
+                kind, next(HUB.seq), when, self.thread, "cpu", self.graph_task,
+                None, None, None, None,
+            )  # fmt: skip
+        else:
+            row = (
+                kind, next(HUB.seq), when, self.thread, "cpu", self.graph_task,
+                node._id, node._name, node.sequence_nr, node.topological_nr,
+            )  # fmt: skip
         self.rows.append(row)
         self.data.append(data)
 
@@ -111,13 +108,8 @@ class Emitter:
 
         For a node start its post hook sees (Note [One hook per node] in ``watch.py``).
         """
-        if self.max_values is not None and HUB.active and HUB.listeners is self.listeners:
-            row = (
-                kind, next(HUB.seq), t_ns, self.thread, "cpu", self.graph_task,
-                node._id, node._name, node.sequence_nr, node.topological_nr,
-            )  # fmt: skip
-            self.rows.append(row)
-            self.data.append(data)
+        if self.building():
+            self.row(kind, node, data, t_ns)
             return
         self(kind, node, data)
 

@@ -442,7 +442,21 @@ class TorchSummary(LazySummary):
                     # This tensor now vouches for the memory: the first may die first.
                     _SAME_MEMORY[key] = (self, tensor._version)
                     return shared
-        summary = self.summary = summarize_tensor(tensor, self.device, max_values)
+        summary = summarize_tensor(tensor, self.device, max_values)
+        self._take(tensor, summary, max_values, key)
+        return summary
+
+    def _take(
+        self,
+        tensor: torch.Tensor,
+        summary: TensorSummary,
+        max_values: int,
+        key: tuple[Any, ...] | None,
+    ) -> None:
+        """``summary``, made with ``max_values``, is ``tensor``'s; its memory (``key``, for a
+        large tensor) is looked up through this one from now on (Note [One summary per
+        memory])."""
+        self.summary = summary
         # Asked again with a smaller max_values, the answer is the same summary; with a
         # larger one too, unless it would keep values this one has not.
         # (A deferred summary keeps no values, and reading them would settle it.)
@@ -452,7 +466,6 @@ class TorchSummary(LazySummary):
             if len(_SAME_MEMORY) >= _SAME_MEMORY_MAX:
                 _SAME_MEMORY.clear()
             _SAME_MEMORY[key] = (self, tensor._version)
-        return summary
 
     def __repr__(self) -> str:
         return f"TorchSummary(shape={self.shape}, dtype={self.dtype}, device={self.device})"
@@ -510,25 +523,11 @@ def vouch(tensor: torch.Tensor | None, summary: TensorSummary, max_values: int) 
     """
     if type(tensor) is not _Tensor or not isinstance(summary, TensorSummary):
         return
-    version = tensor._version
-    if len(_RESOLVED) >= _RECENT_MAX:
-        _RESOLVED.clear()
-    _RESOLVED[id(tensor)] = (weakref.ref(tensor), version, max_values, summary)
-    if (
-        tensor.layout is not _STRIDED
-        or tensor.numel() < LARGE
-        or type(summary) is not TensorSummary  # a deferred one settles when read
-        or summary.values is not None
-    ):
-        return  # only large tensors' summaries without values are looked up by memory
-    lazy = summary_of(tensor)
-    if lazy is None or lazy.summary is not None:
-        return
-    lazy.summary = summary
-    lazy._covers = max(max_values, summary.numel - 1)
-    if len(_SAME_MEMORY) >= _SAME_MEMORY_MAX:
-        _SAME_MEMORY.clear()
-    _SAME_MEMORY[_memory_key(tensor, lazy.shape, lazy.device)] = (lazy, version)
+    _remember(tensor, max_values, summary)
+    if tensor.layout is _STRIDED and tensor.numel() >= LARGE:  # looked up by memory
+        lazy = summary_of(tensor)
+        if lazy is not None and lazy.summary is None:
+            lazy._take(tensor, summary, max_values, _memory_key(tensor, lazy.shape, lazy.device))
 
 
 # Note [One summary per gradient]
@@ -597,7 +596,12 @@ def resolved_summary(tensor: torch.Tensor, max_values: int, hold: bool = False) 
     else:
         device = "cpu" if tensor.is_cpu else str(tensor.device)
         summary = summarize_tensor(tensor, device, max_values, hold)
+    _remember(tensor, max_values, summary)
+    return summary
+
+
+def _remember(tensor: torch.Tensor, max_values: int, summary: TensorSummary) -> None:
+    """``summary`` is ``tensor``'s, made with ``max_values``, while it is unchanged."""
     if len(_RESOLVED) >= _RECENT_MAX:
         _RESOLVED.clear()
-    _RESOLVED[key] = (weakref.ref(tensor), tensor._version, max_values, summary)
-    return summary
+    _RESOLVED[id(tensor)] = (weakref.ref(tensor), tensor._version, max_values, summary)
