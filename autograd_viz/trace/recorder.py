@@ -272,12 +272,16 @@ class Recorder:
         An engine thread may be inside :meth:`__call__` when its listener is
         unsubscribed; after ``close`` returns, the trace no longer changes.
         With ``on_calls``, what is left (a call cut short, events outside any
-        call) is handed on first.
+        call) is handed on first. A call cut short counts as a call: a flight
+        recorder's ``last`` N then holds N calls, the cut one the last of them,
+        whether the stop reached it inside a node (where the call ends with the
+        error) or anywhere else (where it never ends).
         """
         with self._lock:
             if self.closed:
                 return
             self.closed = True
+            self._ended += self._in_flight
             self._hand_on()
 
     def __call__(self, event: Event) -> None:
