@@ -14,6 +14,7 @@ import pytest
 
 from autograd_viz import cli
 from autograd_viz.trace import Trace
+from tests.processes import sigint_as_at_a_terminal
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -136,6 +137,7 @@ def _start(tmp_path: Path, options: list[str], body: str = LOOP) -> subprocess.P
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=sigint_as_at_a_terminal,  # noqa: PLW1509
     )
 
 

@@ -37,6 +37,7 @@ from autograd_viz.draw.model.tree import MAX_BOXES
 from autograd_viz.draw.render import animate, dot
 from autograd_viz.trace import Trace
 from engine.ops.shape import stack
+from tests.processes import sigint_as_at_a_terminal
 from tests.viz.captions import check_notices
 from tests.viz.dotting import needs_dot
 
@@ -215,8 +216,7 @@ def test_a_stopped_command_ends_its_graphviz_process(
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
-        # SIGINT is ignored in a background job's children; a terminal's Ctrl-C is not.
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # noqa: PLW1509
+        preexec_fn=sigint_as_at_a_terminal,  # noqa: PLW1509
     )
     pid = None
     try:

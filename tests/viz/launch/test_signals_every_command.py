@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.processes import sigint_as_at_a_terminal
+
 pytest.importorskip("torch")
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -46,6 +48,7 @@ def _stopped(tmp_path: Path, signum: int, *command: str) -> subprocess.Completed
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=sigint_as_at_a_terminal,  # noqa: PLW1509
     )
     try:
         while not ready.exists():
@@ -163,6 +166,7 @@ def test_a_spawn_job_stopped_by_sigterm_keeps_every_call_of_every_process(
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
+        preexec_fn=sigint_as_at_a_terminal,  # noqa: PLW1509
     )
     ranks: list[int] = []
     try:

@@ -28,6 +28,7 @@ from autograd_viz.trace import Trace
 from autograd_viz.trace.calls import CallSelection
 from autograd_viz.trace.recording import Recording
 from autograd_viz.trace.writing import OutputBusyError, open_output
+from tests.processes import sigint_as_at_a_terminal
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -162,6 +163,7 @@ def _start(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=sigint_as_at_a_terminal,  # noqa: PLW1509
     )
 
 
