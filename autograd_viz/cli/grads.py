@@ -346,12 +346,14 @@ def print_flow(call: int, flow: list[FlowRow], console: Console, rows: int = ROW
     ordered = sorted(flow, key=lambda r: -r.grad_norm if math.isfinite(r.grad_norm) else -math.inf)
     flagged = any(row.flag is not None for row in ordered)
     table = Table(title=f"gradient flow, backward call {call}", title_justify="left")
-    table.add_column("module")
-    table.add_column("‖grad‖", justify="right")
-    table.add_column("‖param‖", justify="right")
-    table.add_column("ratio", justify="right")
+    # A name too long for the terminal folds onto the next line: cut, the names of sibling
+    # modules would read alike ("model.decoder.layers.0.encoder_…" for each projection).
+    table.add_column("module", overflow="fold")
+    table.add_column("‖grad‖", justify="right", no_wrap=True)
+    table.add_column("‖param‖", justify="right", no_wrap=True)
+    table.add_column("ratio", justify="right", no_wrap=True)
     if flagged:
-        table.add_column("flag")
+        table.add_column("flag", no_wrap=True)
     for row in _rows_shown(ordered, rows):
         if isinstance(row, int):
             table.add_row(f"... {row:,} more", *[""] * (len(table.columns) - 1))

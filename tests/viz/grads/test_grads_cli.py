@@ -115,3 +115,25 @@ def test_a_script_without_backward_says_so(
     path = write(tmp_path, "forward", "import torch\nprint(torch.nn.Linear(2, 2)(torch.ones(2)))\n")
     assert main(["grads", str(path)]) == 0
     assert "no backward call" in capsys.readouterr().out
+
+
+def test_long_module_names_fold_whole_in_a_narrow_terminal() -> None:
+    from io import StringIO
+
+    from rich.console import Console
+
+    from autograd_viz.cli.grads import print_flow
+    from autograd_viz.grads.report import FlowRow
+
+    names = [f"model.decoder.layers.0.encoder_attn.{p}_proj" for p in "qkv"]
+    flow = [FlowRow(n, 0.5 / (i + 1), 1.0, 1) for i, n in enumerate(names)]
+    out = StringIO()
+    print_flow(2, flow, Console(file=out, width=60, highlight=False))
+    cells = [line.split("│")[1:3] for line in out.getvalue().splitlines() if line.startswith("│")]
+    joined: list[str] = []
+    for name, norm in cells:
+        if norm.strip():  # a row's first line; the lines after it carry the rest of its name
+            joined.append(name.strip())
+        else:
+            joined[-1] += name.strip()
+    assert joined == names, out.getvalue()
