@@ -13,7 +13,9 @@ named by its class under the module that called it (``CrossEntropyLoss``
 made in the model's own ``forward``, ``encoder.GELU`` in ``encoder``'s). The
 outermost module's own path is the variable the code calling backward binds it to (``model``,
 ``criterion``: Note [Finding the user's modules] in ``naming.py``), else its
-class name (``GPT2LMHeadModel``; ``MLP#2`` for a second one). When two
+class name (``GPT2LMHeadModel``; ``MLP#2`` for a second one); its class name
+too where the variable's name is one of the inner paths (a ``LlamaForCausalLM``
+bound to ``model`` holds its ``LlamaModel`` as ``model``). When two
 outermost modules with parameters made one graph, inner paths start with
 their model's path (``block.0``, ``head``), as parameter names do. A
 parameter is named and placed by its model (Note [A parameter is named by its
@@ -257,6 +259,23 @@ def _owners(called: Iterable[Call]) -> dict[object, Call]:
     return dict(sorted(first.items(), key=lambda item: item[1][3]))
 
 
+def _off_inner_paths(roots: dict[ModelRoot, str], taken: set[str]) -> None:
+    """A model named as one of the inner paths (``model`` for a ``LlamaForCausalLM`` whose
+    own ``model`` is its ``LlamaModel``) takes its class name instead: unprefixed, the two
+    would be one path, and a view would draw them as two calls of one module."""
+    inner = {path for root in roots for path in root.kinds}
+    for root, bound in roots.items():
+        if bound not in inner:
+            continue
+        taken.discard(bound)
+        name, count = root.kind, 1
+        while name in taken or name in inner:
+            count += 1
+            name = f"{root.kind}#{count}"
+        taken.add(name)
+        roots[root] = name
+
+
 def _named(
     called: list[Call],
     stacks: Iterable[Calls],
@@ -293,6 +312,8 @@ def _named(
         ):
             with_parameters += 1
     prefixed = with_parameters > 1  # two models' inner paths could collide
+    if not prefixed:
+        _off_inner_paths(roots, taken)
     out: dict[int, RawScope] = {}
     for calls in stacks:
         # From the innermost call outwards to one named before, then inwards again.

@@ -221,6 +221,27 @@ def test_a_loss_module_beside_the_model_gets_a_path_of_its_own() -> None:
     assert sorted(_leaves(info)) == ["0.bias", "0.weight", "2.bias", "2.weight"]
 
 
+def test_a_model_bound_to_the_name_of_its_own_submodule_is_named_by_its_class() -> None:
+    class ForCausalLM(nn.Module):  # as transformers' LlamaForCausalLM holds its LlamaModel
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = nn.Sequential(nn.Linear(3, 4), nn.Tanh())
+            self.head = nn.Linear(4, 2)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.head(self.model(x))
+
+    torch.manual_seed(0)
+    model = ForCausalLM()
+    info = _recorded(lambda: model(torch.randn(5, 3)).sum().backward())
+    _check_consistent(info)
+    assert info.modules == {"ForCausalLM": "ForCausalLM", "model": "Sequential",
+                            "model.0": "Linear", "model.1": "Tanh", "head": "Linear"}  # fmt: skip
+    tanh = next(n for n in _made(info) if n.name == "TanhBackward0")
+    assert tanh.scope == (("ForCausalLM", 0), ("model", 0), ("model.1", 0))
+    assert sorted(_leaves(info)) == ["head.bias", "head.weight", "model.0.bias", "model.0.weight"]
+
+
 def test_two_separate_models_prefix_their_paths_as_their_parameters() -> None:
     torch.manual_seed(0)
     block = nn.Sequential(nn.Linear(3, 3), nn.Tanh())
