@@ -31,7 +31,7 @@ from autograd_viz.cli.base import (
     script_and_args,
     takes_a_script,
 )
-from autograd_viz.trace.text import one_line, printable, shown
+from autograd_viz.trace.text import count_words, one_line, printable, shown
 
 if TYPE_CHECKING:
     from rich.text import Text
@@ -471,8 +471,9 @@ def run_timeline(args: argparse.Namespace) -> int:
     lanes = sum(1 for e in events if e["name"] == "thread_name")
     processes = f"{len(traces)} processes, " if len(traces) > 1 else ""
     print(
-        f"Wrote {printable(output)}: {processes}{slices} node slices, {flows} flows, "
-        f"{lanes} threads. Open it in https://ui.perfetto.dev or chrome://tracing."
+        f"Wrote {printable(output)}: {processes}{count_words(slices, 'node slice')}, "
+        f"{count_words(flows, 'flow')}, {count_words(lanes, 'thread')}. "
+        "Open it in https://ui.perfetto.dev or chrome://tracing."
     )
     if len(traces) > 1 and not document["otherData"]["aligned"]:
         note("a trace does not say when it was recorded: each process starts at 0")

@@ -265,6 +265,20 @@ def test_the_spinner_counts_events_when_stderr_is_a_terminal(
     assert counts and int(counts[-1]) > 0
 
 
+def test_timeline_says_1_thread_not_1_threads(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = _script(
+        tmp_path, "import engine\nengine.tensor([1.0], requires_grad=True).sum().backward()\n"
+    )
+    trace_path = tmp_path / "run.jsonl"
+    assert cli.main(["record", "-o", str(trace_path), str(script)]) == 0
+    capsys.readouterr()
+    assert cli.main(["timeline", str(trace_path)]) == 0
+    out = capsys.readouterr().out
+    assert ": 2 node slices, 2 flows, 1 thread. Open it in" in out, out
+
+
 def test_timeline_writes_chrome_trace_json_next_to_the_trace(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
