@@ -31,6 +31,7 @@ from autograd_viz.draw.render.styles import (
     PRUNED_EDGE,
     STATUS_STYLES,
 )
+from autograd_viz.trace.text import count_words
 
 CLUSTER_COLORS = {
     BoxStatus.NOT_STARTED: "#9ca3af",
@@ -444,7 +445,7 @@ def stack_tooltip(stack: Stack) -> str:
     what = f"{stack.name} ({stack.kind})" if stack.kind else stack.name
     return (
         f"{what}, {stack.count:,} alike calls drawn once ({stack.drawn}): "
-        f"{stack.summary.nodes:,} nodes; calls {statuses_text(stack.statuses)}"
+        f"{count_words(stack.summary.nodes, 'node')}; calls {statuses_text(stack.statuses)}"
     )
 
 
@@ -512,7 +513,7 @@ def _plain_tooltip(
     what = f"{name} ({kind})" if kind else name
     calls = f", {count:,} {what_folds} folded" if count > 1 else ""
     ops = f" ({OPS_ONLY})" if not shapes else ""
-    return f"{what}{calls}{ops}: {summary.nodes:,} nodes, {summary.status.value}"
+    return f"{what}{calls}{ops}: {count_words(summary.nodes, 'node')}, {summary.status.value}"
 
 
 def _counts_line(summary: BoxSummary, *, calls: bool = True) -> str:

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from autograd_viz.trace.summary import TensorSummary
+from autograd_viz.trace.text import count_words
 
 Label = Callable[[int | None, str | None], str]
 """Names a node for a reader: ``label(node_id, fallback_name)``."""
@@ -75,7 +76,8 @@ def what_happened(event: EventLike, data: Mapping[str, Any], label: Label) -> st
         waiting = sum(1 for count in d.get("dependencies", {}).values() if count)
         return (
             f"graph task {event.graph_task} starts at {label(event.node_id, event.node_name)}; "
-            f"{waiting} nodes wait for gradients; keep_graph={d.get('keep_graph')}"
+            f"{count_words(waiting, 'node waits', 'nodes wait')} for gradients; "
+            f"keep_graph={d.get('keep_graph')}"
         )
     if kind == "enqueue":
         return f"→ {d.get('queue')} ready queue ({d.get('reason')})"
