@@ -35,7 +35,7 @@ from autograd_viz.cli.base import (
     script_and_args,
     takes_a_script,
 )
-from autograd_viz.trace.text import printable, shown
+from autograd_viz.trace.text import count_words, printable, shown
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -287,6 +287,14 @@ def print_grads_report(report: GradsReport, console: Console, rows: int = ROWS) 
             _print_groups(found, report, console, brief=reason == FROZEN)
     if report.last is not None and report.last.flow:
         print_flow(report.last.index, report.last.flow, console, rows)
+    if report.last is not None and report.last.flow_left_out:
+        n = report.last.flow_left_out
+        are, them = ("is", "it") if n == 1 else ("are", "them")
+        console.print(
+            f"{count_words(n, 'parameter')} {are} left out of the flow: the gradients nested "
+            f"backward calls (reentrant checkpoints) gave {them} cannot be told apart",
+            soft_wrap=True,
+        )
     flagged = report.flagged()
     if flagged:
         by_flag: dict[str, dict[str, list[int]]] = {}

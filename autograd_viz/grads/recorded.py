@@ -70,12 +70,15 @@ def _flow_row(r: FlowRow) -> dict[str, Any]:
 def encode_call(call: CallGrads) -> dict[str, Any]:
     """A call's findings and flow as a ``grads`` event's data (plain JSON values)."""
     findings = sorted(call.findings, key=lambda f: f.reason == FROZEN)[:LISTED]
-    return {
+    data = {
         "findings": [_finding(f) for f in findings],
         "flow": [_flow_row(r) for r in call.flow],
         "call_kind": call.kind,
         "parameters": call.parameters,
     }
+    if call.flow_left_out:
+        data["flow_left_out"] = call.flow_left_out
+    return data
 
 
 class RecordedWhere(Where):
@@ -100,6 +103,7 @@ def decode_data(data: Mapping[str, Any], index: int) -> CallGrads:
     """A ``grads`` event's data as the call's :class:`CallGrads`, numbered ``index``."""
     call = CallGrads(index, data.get("call_kind", "backward"), None)
     call.parameters = data.get("parameters", 0)
+    call.flow_left_out = data.get("flow_left_out", 0)
     for f in data["findings"]:
         w = f.get("where")
         at = RecordedWhere(w["file"], w["line"], w["function"], w["code"]) if w else None

@@ -161,6 +161,10 @@ class CallGrads:
     """Each module's gradient norm in this call, flagged."""
     parameters: int = 0
     """How many parameters the call's modules hold (all of them looked at)."""
+    flow_left_out: int = 0
+    """Parameters left out of :attr:`flow`: what nested backward calls gave them cannot be
+    told apart (added to a ``.grad`` they had, or recorded as several gradients: Note [Nested
+    backward calls] in ``torch_calls.py``)."""
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,11 @@ on a graph that exists only then: the parameters inside get their gradients
 from that nested call, which the walk from the outer roots never sees. So each
 parameter looked at also has a post-accumulate-grad hook for the call (it only
 notes that ``.grad`` was added to); one the nested call reached got a gradient
-and is no finding (its gradient is not read, so neither are its zeros or flow).
+and is no finding (its zeros are not read). Its flow is read from its ``.grad``
+after the call when it had none before (``zero_grad()``'s default): that
+``.grad`` is then the sum of what the call gave it. One that had a ``.grad``
+already (accumulating over calls) is left out of the flow, and the table says
+how many were: what this call added cannot be told from the sum without a copy.
 
 Note [The reasons, in order]
 ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
@@ -175,6 +179,7 @@ class TorchGrads:
         where = user_line(frame)
         index = next(self._calls)
         accumulated: set[int] = set()
+        had_grad: set[int] = set()
         try:
             candidates = _candidates(self.tracker.log, held_modules(frame))
             plan: CallPlan | None = plan_call(func, args, kwargs)
@@ -183,7 +188,7 @@ class TorchGrads:
             plan = None
         handles = []
         if plan is not None:
-            handles = plan.hook() + _accumulation_hooks(candidates, accumulated)
+            handles = plan.hook() + _accumulation_hooks(candidates, accumulated, had_grad)
         try:
             out = call_from(frame, func, args, kwargs)
         finally:
@@ -192,19 +197,26 @@ class TorchGrads:
             log = self.tracker.new_log()
         if plan is not None:
             try:
-                self._add(explain(plan, log, out, index, where, candidates, accumulated))
+                self._add(
+                    explain(plan, log, out, index, where, candidates, (accumulated, had_grad))
+                )
             except Exception as exc:  # noqa: BLE001 - watching goes on, and says so
                 warn_once(f"autograd-viz grads: could not explain a backward call ({exc!r})")
         return out
 
 
 def _accumulation_hooks(
-    candidates: list[tuple[str, str | None, int | None, torch.Tensor]], accumulated: set[int]
+    candidates: list[tuple[str, str | None, int | None, torch.Tensor]],
+    accumulated: set[int],
+    had_grad: set[int],
 ) -> list[Any]:
-    """Note in ``accumulated`` each leaf parameter whose ``.grad`` gets added to."""
+    """Note in ``accumulated`` each leaf parameter whose ``.grad`` gets added to, and in
+    ``had_grad`` each that has a ``.grad`` before the call (Note [Nested backward calls])."""
     handles = []
     for *_, p in candidates:
         if p.requires_grad and p.grad_fn is None:
+            if p.grad is not None:
+                had_grad.add(id(p))
             handles.append(p.register_post_accumulate_grad_hook(_noting(accumulated)))
     return handles
 
@@ -270,11 +282,13 @@ def explain(
     index: int,
     where: Where | None,
     candidates: list[tuple[str, str | None, int | None, torch.Tensor]],
-    accumulated: set[int],
+    nested: tuple[set[int], set[int]],
 ) -> CallGrads:
     """What the call gave each parameter of the modules its forward ran (Note [The reasons,
-    in order]); ``accumulated``: the parameters whose ``.grad`` the call added to, a nested
-    backward's included (Note [Nested backward calls])."""
+    in order]); ``nested``: the parameters whose ``.grad`` the call added to, a nested
+    backward's included, and those that had a ``.grad`` before it (Note [Nested backward
+    calls])."""
+    accumulated, had_grad = nested
     call = CallGrads(index, plan.kind, where)
     call.parameters = len(candidates)
     inputs = None if plan.inputs is None else {id(t): j for j, t in enumerate(plan.inputs)}
@@ -293,11 +307,16 @@ def explain(
         got, nonzero, acc, norm2 = gradient_of(
             plan, id(p), grads, inputs, lambda g: bool(g.detach().any())
         )
+        if not got and id(p) in accumulated:  # only a nested backward reached it
+            if id(p) in had_grad or p.grad is None:
+                call.flow_left_out += 1
+            else:
+                norm2 = _squared_norm(p.grad)
         if norm2 is not None:
             weights = float(torch.linalg.vector_norm(p.detach(), dtype=torch.float64)) ** 2
-            flow.add(module or name, norm2, weights)
+            flow.add(module or name, float(norm2), weights)
         if not got and id(p) in accumulated:
-            continue  # only a nested backward reached it: it got a gradient, not read here
+            continue  # it got a gradient: no finding
         if settled_by_its_gradient(plan, found, got, nonzero, acc):
             continue
         use = log.uses.get(id(p))

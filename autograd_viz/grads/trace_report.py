@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +36,7 @@ from autograd_viz.grads.report import (
 )
 from autograd_viz.trace import Trace
 from autograd_viz.trace.records import GraphTaskInfo, NodeInfo
+from autograd_viz.trace.text import shape_name
 
 _FRAME = re.compile(r'\s*File "(?P<file>[^"]*)", line (?P<line>\d+), in (?P<function>.*)')
 
@@ -123,19 +124,40 @@ def recorded_calls(trace: Trace, first: int = 0) -> Iterator[CallGrads]:
     for event in trace.events:
         by_task.setdefault(event.graph_task, []).append(event)
     tasks = [t for t in trace.graph_tasks.values() if not t.parent]
+    children: dict[int, list[GraphTaskInfo]] = {}
+    for t in trace.graph_tasks.values():
+        if t.parent:
+            children.setdefault(t.parent, []).append(t)
     for number, task in enumerate(tasks, start=first):
         events = by_task.get(task.id, [])
         noted = [e for e in events if e.kind == KIND]
         if noted:  # what the watch found while the script ran: every reason, with its line
             yield decode_call(noted[-1], number)
         else:
-            yield explain_recorded(RecordedCall(task, events), number)
+            nested = [RecordedCall(t, by_task.get(t.id, [])) for t in _inside(task, children)]
+            yield explain_recorded(RecordedCall(task, events), number, nested)
 
 
-def explain_recorded(call: RecordedCall, index: int) -> CallGrads:
-    """The findings and the flow of one recorded call."""
+def _inside(task: GraphTaskInfo, children: dict[int, list[GraphTaskInfo]]) -> list[GraphTaskInfo]:
+    """The graph tasks of the backward calls made inside ``task`` (a reentrant checkpoint's),
+    at any depth."""
+    found: list[GraphTaskInfo] = []
+    todo = list(children.get(task.id, ()))
+    while todo:
+        t = todo.pop()
+        found.append(t)
+        todo.extend(children.get(t.id, ()))
+    return found
+
+
+def explain_recorded(
+    call: RecordedCall, index: int, nested: Sequence[RecordedCall] = ()
+) -> CallGrads:
+    """The findings and the flow of one recorded call; ``nested``: the calls made inside it,
+    whose leaves are in the flow too (Note [Nested backward calls] in ``torch_calls.py``)."""
     result = CallGrads(index, "backward", None)
     flow: dict[str, list[float]] = {}
+    reached: set[str] = set()
     for i, node in enumerate(call.nodes):
         leaf = node.info.leaf
         if leaf is None:
@@ -156,6 +178,7 @@ def explain_recorded(call: RecordedCall, index: int) -> CallGrads:
             continue
         if not any(r is not None for r in call.received[i]):
             continue  # recorded without values: nothing to read
+        reached.add(name)
         summary = call.summaries.get(i)
         if summary is not None and summary.norm is not None:
             entry = flow.setdefault(module or name, [0.0, 0])
@@ -164,10 +187,43 @@ def explain_recorded(call: RecordedCall, index: int) -> CallGrads:
         if not call.nonzero(call.received[i]):
             why, at = zeros_born_at(call, i)  # type: ignore[arg-type]
             result.findings.append(Finding(name, module, shape, ZEROS, why, at))
+    _nested_flow(nested, reached, flow, result)
     result.flow = flag_flow(
         FlowRow(m, math.sqrt(g2), math.nan, int(n)) for m, (g2, n) in flow.items()
     )
     return result
+
+
+def _nested_flow(
+    nested: Sequence[RecordedCall],
+    reached: set[str],
+    flow: dict[str, list[float]],
+    result: CallGrads,
+) -> None:
+    """The named leaves only calls made inside the call reached, into ``flow``: each one's
+    norm where one nested call gave it its gradient; one given several (or given one by the
+    call itself too) is counted in :attr:`CallGrads.flow_left_out`, as the norm of their sum
+    cannot be told from their norms."""
+    norms: dict[str, list[float]] = {}
+    for call in nested:
+        for i, node in enumerate(call.nodes):
+            leaf = node.info.leaf
+            if leaf is None or not leaf.name or call.received[i] is None:
+                continue
+            if leaf.name == shape_name(tuple(leaf.shape)):
+                continue  # unnamed: the checkpoint's own detached input, not a parameter
+            summary = call.summaries.get(i)
+            if summary is not None and summary.norm is not None:
+                norms.setdefault(leaf.name, []).append(summary.norm)
+    for name, found in norms.items():
+        if name not in reached:
+            result.parameters += 1
+        if len(found) > 1 or name in reached:
+            result.flow_left_out += 1
+            continue
+        entry = flow.setdefault(name.rpartition(".")[0] or name, [0.0, 0])
+        entry[0] += found[0] ** 2
+        entry[1] += 1
 
 
 def flow_of(trace: Trace, graph_task: int) -> list[FlowRow]:

@@ -404,7 +404,11 @@ EVENT_DATA: dict[str, tuple[dict[str, Reader], dict[str, Reader]]] = {
         # Version 13: what ``autograd-viz grads`` found about the call (Note [Gradient
         # findings in a trace] in autograd_viz/grads/recorded.py), after its end.
         {"findings": list_of(_finding), "flow": list_of(_flow_row)},
-        {"call_kind": one_of("backward", "grad"), "parameters": read_count},
+        {
+            "call_kind": one_of("backward", "grad"),
+            "parameters": read_count,
+            "flow_left_out": read_count,
+        },
     ),
     "derived_mismatch": (
         {

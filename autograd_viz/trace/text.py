@@ -95,6 +95,11 @@ def shown(text: object) -> str:
     return escape(printable(text))
 
 
+def shape_name(shape: tuple[int, ...]) -> str:
+    """The name of an unnamed leaf of this shape: ``tensor[3, 4]``."""
+    return f"tensor[{', '.join(str(d) for d in shape)}]"
+
+
 def count_words(n: int, singular: str, plural: str | None = None) -> str:
     """``1 backward call``, ``0 backward calls``, ``2 more born``."""
     return f"{n:,} {singular if n == 1 else plural or singular + 's'}"

@@ -31,6 +31,7 @@ import torch
 
 from autograd_viz.sources.pytorch.compiled import unwrapped_path
 from autograd_viz.sources.pytorch.module_calls import named_parameters_once, walk_modules
+from autograd_viz.trace.text import shape_name as name_of_shape
 
 _GIVEN: dict[int, tuple[weakref.ref[torch.Tensor], str]] = {}
 """``id(tensor)`` → (weak reference, name); an entry dies with its tensor."""
@@ -80,7 +81,7 @@ def given_name(tensor: torch.Tensor) -> str | None:
 
 def shape_name(tensor: torch.Tensor) -> str:
     """The name of an unnamed leaf: its shape, as ``tensor[3, 4]``."""
-    return f"tensor[{', '.join(str(d) for d in tensor.shape)}]"
+    return name_of_shape(tuple(tensor.shape))
 
 
 def _visible(
