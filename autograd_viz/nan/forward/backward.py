@@ -11,6 +11,7 @@ engine/events.py).
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -60,6 +61,7 @@ class BackwardChecks:
         self._passed: dict[int, TorchSummary] = {}
         """The summaries of the latest gradients checked finite, by ``id`` (Note [A gradient
         passed on])."""
+        self._local = threading.local()  # .started: (node id, input summaries) of its last node
 
     def _pass(self, summary: TorchSummary, gradient: torch.Tensor) -> None:
         """``summary``'s gradient was checked and is finite (as it is at its version)."""
@@ -72,7 +74,11 @@ class BackwardChecks:
 
     def _on_event(self, event: Event) -> None:
         """Anomaly mode's backward check, on each PyTorch node the bridge saw end."""
-        if event.kind != "node_end" or event.data.get("derived"):
+        kind = event.kind
+        if kind == "node_start":  # what it was given (Note [Reached through a gradient])
+            self._local.started = (event.node_id, event.data.get("inputs"))
+            return
+        if kind != "node_end" or event.data.get("derived"):
             return
         for index, summary in enumerate(event.data.get("outputs") or ()):
             if _known_finite(summary):
@@ -117,6 +123,8 @@ class BackwardChecks:
             "saved": [] if fn is None else list(saved_summaries(fn, self.checks.max_values, {})),
         }
         births = NO_IDS if fn is None else node_lineage(fn)
+        if births and self._given_non_finite(event):
+            births = NO_IDS  # passed on: Note [Reached through a gradient]
         if births:  # the forward values this node read or made reached a gradient
             data["lineage"] = sorted(births)
         HUB.emit_data("anomaly", event.device, event.graph_task, _NodeFields(event), data)
@@ -129,6 +137,37 @@ class BackwardChecks:
             if born is not None:  # a value born in the forward reached a gradient here
                 message += f" It came from the forward: {born}."
             raise NonFiniteError(message)
+
+    def _given_non_finite(self, event: Event) -> bool:
+        """Whether the node of ``event`` was given a gradient that is not finite (as far as
+        its inputs' summaries still reach their tensors)."""
+        started = getattr(self._local, "started", None)
+        if started is None or started[0] != event.node_id:
+            return False
+        for summary in started[1] or ():
+            gradient = _tensor_of(summary)
+            tensor = None if gradient is None else checked_values(gradient)
+            if tensor is None:
+                continue
+            with torch._C._DisableTorchDispatch(), torch.no_grad():
+                if not finite(tensor):
+                    return True
+        return False
+
+
+# Note [Reached through a gradient]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# A backward node made by an op that read or made a birth's values (Note [Lineage] in
+# lineage.py) and whose output is not finite says the birth reached a gradient, but only
+# when the gradients it was given are finite: then its own forward values made the output
+# non-finite (``LogBackward0`` dividing by the 0 a ``where`` hid). Given a NaN, it passes it
+# on whatever it saved, and the NaN came from elsewhere (the loss, another branch), whose
+# birth is reached there. So an RMSNorm's ``pow`` that overflowed, which the ``rsqrt``
+# after it turns into zeros, stays contained when a later layer's overflow makes every
+# gradient NaN, as it is when the program stops at that first reach (``--first``).
+# Its inputs are the node_start event's summaries, read just before its node_end on the
+# same thread; their tensors are alive while the node's post hook runs. Without summaries
+# (``--values none``) nothing is known, and the node counts as before.
 
 
 class _NodeFields:

@@ -15,7 +15,8 @@ that matters is a bug. What matters:
 * a gradient: a backward node whose output is not finite, when the forward op
   that made the node read or made a value of the birth's lineage (``where``'s
   ``log(0)`` gives ``0/0 = NaN`` in ``LogBackward0`` when a masked position
-  was 0);
+  was 0) and the gradients it was given are finite (Note [Reached through a
+  gradient] in ``backward.py``: a node given a NaN passes it on);
 * a parameter: a leaf that requires grad, written in place (an optimizer step);
 * the model's output: what the outermost module call returns (so that
   inference, which calls no backward, is judged too).

@@ -142,3 +142,32 @@ def t5_like_script(tmp_path: Path) -> Path:
     script = tmp_path / "t5_like.py"
     script.write_text(T5_LIKE, encoding="utf-8")
     return script
+
+
+TWO_OVERFLOWS = """
+import torch
+x = torch.full((4,), 1e30, requires_grad=True)
+v = (x * x).mean()  # overflows; the rsqrt after it makes zeros of it, as an RMSNorm's does
+n = x * torch.rsqrt(v)
+w = torch.full((4,), 1e20, requires_grad=True)
+h = n + w * w  # overflows, and reaches the loss
+torch.log_softmax(h, 0).sum().backward()
+"""
+
+
+@pytest.mark.parametrize("first", [False, True])
+def test_a_birth_a_passed_on_nan_crosses_in_backward_stays_contained(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], first: bool
+) -> None:
+    """Note [Reached through a gradient]: the NaN every gradient carries comes from the second
+    overflow; the rsqrt's node passes it on and says nothing of the first. Both ways of
+    running name the same birth, and call the other contained."""
+    script = tmp_path / "two.py"
+    script.write_text(TWO_OVERFLOWS)
+    assert cli.main(["nan", *(["--first"] if first else []), str(script)]) == 1
+    out = capsys.readouterr().out
+    head = out.splitlines()[:4]
+    assert head[0].startswith("Inf born in the forward pass at MulBackward0"), out
+    assert "h = n + w * w" in head[3], out
+    assert "1 more born (1 contained)" in out
+    assert "two.py:4 [contained]" in out
