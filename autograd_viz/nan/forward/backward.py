@@ -147,8 +147,8 @@ class BackwardChecks:
         for summary in started[1] or ():
             gradient = _tensor_of(summary)
             tensor = None if gradient is None else checked_values(gradient)
-            if tensor is None:
-                continue
+            if tensor is None or (tensor.numel() and not tensor.data_ptr()):
+                continue  # no values to read, or their memory released (read, it would crash)
             with torch._C._DisableTorchDispatch(), torch.no_grad():
                 if not finite(tensor):
                     return True
