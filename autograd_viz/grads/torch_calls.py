@@ -307,7 +307,8 @@ def explain(
         got, nonzero, acc, norm2 = gradient_of(
             plan, id(p), grads, inputs, lambda g: bool(g.detach().any())
         )
-        if not got and id(p) in accumulated:  # only a nested backward reached it
+        nested_only = not got and id(p) in accumulated  # only a nested backward reached it
+        if nested_only:
             if id(p) in had_grad or p.grad is None:
                 call.flow_left_out += 1
             else:
@@ -315,7 +316,7 @@ def explain(
         if norm2 is not None:
             weights = float(torch.linalg.vector_norm(p.detach(), dtype=torch.float64)) ** 2
             flow.add(module or name, float(norm2), weights)
-        if not got and id(p) in accumulated:
+        if nested_only:
             continue  # it got a gradient: no finding
         if settled_by_its_gradient(plan, found, got, nonzero, acc):
             continue

@@ -529,7 +529,7 @@ def _sum_in_kept_memory(old: torch.Tensor, arriving: torch.Tensor) -> torch.Tens
         or not (old.is_contiguous() or (old.dim() == 2 and old.t().is_contiguous()))
     ):
         return None
-    key = (threading.get_ident(), old.shape, old.stride(), old.dtype)
+    key = _kept_key(old)
     with _free_lock:
         free = _free_sums.get(key)
         kept = free.pop() if free else None
@@ -538,8 +538,13 @@ def _sum_in_kept_memory(old: torch.Tensor, arriving: torch.Tensor) -> torch.Tens
     return torch.add(old, arriving, out=kept)
 
 
+def _kept_key(t: torch.Tensor) -> tuple[Any, ...]:
+    """Which kept memory can hold ``t``: this thread's, of its shape, strides and dtype."""
+    return (threading.get_ident(), t.shape, t.stride(), t.dtype)
+
+
 def _give_back(total: torch.Tensor) -> None:
-    key = (threading.get_ident(), total.shape, total.stride(), total.dtype)
+    key = _kept_key(total)
     with _free_lock:
         if sum(len(free) for free in _free_sums.values()) >= _KEPT_SUMS_MAX:
             _free_sums.clear()

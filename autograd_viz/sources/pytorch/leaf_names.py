@@ -30,8 +30,8 @@ from typing import Any
 import torch
 
 from autograd_viz.sources.pytorch.compiled import unwrapped_path
-from autograd_viz.sources.pytorch.module_calls import named_parameters_once, walk_modules
-from autograd_viz.trace.text import shape_name as name_of_shape
+from autograd_viz.sources.pytorch.module_calls import named_parameters_once
+from autograd_viz.trace.text import shape_name
 
 _GIVEN: dict[int, tuple[weakref.ref[torch.Tensor], str]] = {}
 """``id(tensor)`` → (weak reference, name); an entry dies with its tensor."""
@@ -77,11 +77,6 @@ def given_name(tensor: torch.Tensor) -> str | None:
     if entry is not None and entry[0]() is tensor:
         return entry[1]
     return None
-
-
-def shape_name(tensor: torch.Tensor) -> str:
-    """The name of an unnamed leaf: its shape, as ``tensor[3, 4]``."""
-    return name_of_shape(tuple(tensor.shape))
 
 
 def _visible(
@@ -166,18 +161,8 @@ def _qualified_names(modules: dict[int, tuple[str, torch.nn.Module]]) -> dict[in
     parameters: dict[int, list[tuple[str, torch.nn.Parameter]]] = {}
     for _, module in modules.values():
         # Walked without recursion: a module tree may be deeper than the recursion limit,
-        # or hold a module as its own child (walk_modules in modules.py). Its parameters
-        # as named_parameters() names them: each once, by its first name.
-        found: list[tuple[str, torch.nn.Parameter]] = []
-        seen: set[int] = set()
-        for prefix, sub in walk_modules(module, True):
-            if sub is not module:
-                inner.add(id(sub))
-            for name, parameter in sub._parameters.items():
-                if parameter is not None and id(parameter) not in seen:
-                    seen.add(id(parameter))
-                    found.append((f"{prefix}.{name}" if prefix else name, parameter))
-        parameters[id(module)] = found
+        # or hold a module as its own child (walk_modules in modules.py).
+        parameters[id(module)] = list(named_parameters_once(module, inner))
     tops = sorted(
         (entry for key, entry in modules.items() if key not in inner),
         key=lambda entry: len(parameters[id(entry[1])]),
@@ -231,7 +216,7 @@ class LeafNamer:
             return tracked
         qualified = self._look()
         found = qualified.get(id(tensor)) or self._variables.get(id(tensor))
-        return shape_name(tensor) if found is None else found
+        return shape_name(tuple(tensor.shape)) if found is None else found
 
     def module_variables(self) -> dict[int, str]:
         """``id(module)`` → the variable a module the calling code can reach is bound to."""

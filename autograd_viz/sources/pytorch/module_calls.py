@@ -193,11 +193,16 @@ def walk_modules(
         stack.extend(reversed(children))
 
 
-def named_parameters_once(root: torch.nn.Module) -> Iterator[tuple[str, torch.nn.Parameter]]:
+def named_parameters_once(
+    root: torch.nn.Module, submodules: set[int] | None = None
+) -> Iterator[tuple[str, torch.nn.Parameter]]:
     """``root.named_parameters()``: each parameter once, by its first name, in the same
-    order, walked without recursion (:func:`walk_modules`)."""
+    order, walked without recursion (:func:`walk_modules`); ``submodules``, if given, gets
+    the ``id`` of every module under ``root`` on the way."""
     seen: set[int] = set()
     for prefix, module in walk_modules(root, remove_duplicate=True):
+        if submodules is not None and module is not root:
+            submodules.add(id(module))
         for name, parameter in module._parameters.items():
             if parameter is not None and id(parameter) not in seen:
                 seen.add(id(parameter))

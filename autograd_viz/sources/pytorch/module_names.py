@@ -268,12 +268,18 @@ def _off_inner_paths(roots: dict[ModelRoot, str], taken: set[str]) -> None:
         if bound not in inner:
             continue
         taken.discard(bound)
-        name, count = root.kind, 1
-        while name in taken or name in inner:
-            count += 1
-            name = f"{root.kind}#{count}"
+        name = _class_name(root, taken | inner)
         taken.add(name)
         roots[root] = name
+
+
+def _class_name(root: ModelRoot, taken: set[str]) -> str:
+    """``root``'s class name, numbered past the names in ``taken`` (``MLP#2``)."""
+    name, count = root.kind, 1
+    while name in taken:
+        count += 1
+        name = f"{root.kind}#{count}"
+    return name
 
 
 def _named(
@@ -298,11 +304,7 @@ def _named(
         if module is not None:  # a compiled model by its model's variable, if one is bound
             name = bound.get(id(original(module))) or bound.get(id(module))
         if name is None or name == "self" or name in taken:
-            name = root.kind
-            count = 1
-            while name in taken:
-                count += 1
-                name = f"{root.kind}#{count}"
+            name = _class_name(root, taken)
         taken.add(name)
         roots[root] = name
         if (

@@ -248,16 +248,16 @@ def test_every_entry_point_is_a_graph_task() -> None:
 
 
 def test_naming_parameters_walks_each_visible_module_once(monkeypatch: Any) -> None:
-    from autograd_viz.sources.pytorch import leaf_names
+    from autograd_viz.sources.pytorch import leaf_names, module_calls
 
     walks: list[Any] = []
-    real = leaf_names.walk_modules
+    real = module_calls.walk_modules
 
     def counted(module: Any, remove_duplicate: bool) -> Any:
         walks.append(module)
         return real(module, remove_duplicate)
 
-    monkeypatch.setattr(leaf_names, "walk_modules", counted)
+    monkeypatch.setattr(module_calls, "walk_modules", counted)  # named_parameters_once's
     shared = torch.nn.Linear(3, 3)
     block = torch.nn.Sequential(shared, torch.nn.Tanh(), torch.nn.Linear(3, 3))
     head = torch.nn.Linear(3, 3)
