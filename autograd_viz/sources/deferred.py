@@ -106,7 +106,8 @@ class DeferredSummary(TensorSummary):
                 _settle_rows(block.rows[where.index : where.index + 1], [self])
             elif where is not None:
                 where.settle_held()  # a source holds its tensor (Note [Held tensors])
-        object.__setattr__(self, "__class__", TensorSummary)
+            if type(self) is DeferredSummary:  # its values were lost: never a summary without slots
+                no_numbers(self)
 
     def __eq__(self, other: object) -> bool:
         self.settle()

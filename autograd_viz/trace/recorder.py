@@ -264,7 +264,20 @@ class Recorder:
             self._calls_held = []
             part = HeldCalls(part, held, self)
         calls, self._ended = self._ended, 0
-        self._on_calls(part, calls)
+        try:
+            self._on_calls(part, calls)
+        except Exception as exc:  # noqa: BLE001 - recording never fails the program's backward
+            self.cut_calls += calls
+            error = one_line(f"{type(exc).__name__}: {exc}")
+            if self.first_cut is None:
+                plural = "" if calls == 1 else "s"
+                self.first_cut = f"keeping {calls} backward call{plural}: {error}"
+            warnings.warn(
+                f"autograd-viz: keeping the last {calls} backward call(s) failed ({error}); "
+                f"they are not in the trace, later backward calls are recorded",
+                RuntimeWarning,
+                stacklevel=program_stacklevel(),
+            )
 
     def close(self) -> None:
         """Record nothing more, not even an event a thread is handing over right now.

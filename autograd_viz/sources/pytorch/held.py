@@ -44,6 +44,14 @@ hook sees it), so holding one reads two of its attributes.
 
 What is held is capped by bytes (:data:`HOLD_BYTES`): past it, everything
 held is settled at once.
+
+No summary is lost while settling: a stack follows its inputs' memory format
+(permuted 4-D tensors, channels last, as a ConvNeXt's layer scale saves them,
+stack into a block that is not C-contiguous), so a block is reshaped, copied
+where it must be, never viewed; and should a block fail anyway, each of its
+tensors is summarized alone, with a one-line warning. A summary whose tensor
+was dropped unsettled reads as one without numbers (shape, dtype and device
+only), never as a record without its fields.
 """
 
 from __future__ import annotations
@@ -55,6 +63,7 @@ import torch
 
 from autograd_viz.sources import deferred
 from autograd_viz.sources.deferred import DeferredSummary, no_numbers, unsettled
+from autograd_viz.sources.once import warn_once
 from autograd_viz.sources.pytorch.host_view import host_view
 from autograd_viz.sources.summaries import summarize
 from autograd_viz.trace.summary import TensorSummary, slot_twin
@@ -242,16 +251,16 @@ def _settle_held() -> None:
         group[1].append(summary)
     _held.clear()
     _bytes[0] = 0
-    blocks = []
-    with torch.no_grad():  # a gradient of create_graph=True requires grad: record nothing
-        for tensors, summaries, length in groups.values():
-            # One copy in C order: a stack of tensors of one shape costs half a flattening.
-            try:
-                rows = _stack(tensors)
-            except RuntimeError:  # a tensor not of the shape the graph gave: flattened
-                rows = _flatten(tensors)
-            blocks.append((rows.view(len(tensors), length), summaries))
-        settle_blocks(blocks)
+    try:
+        with torch.no_grad():  # a gradient of create_graph=True requires grad: record nothing
+            settle_blocks(
+                [
+                    _block(tensors, length, summaries)
+                    for tensors, summaries, length in groups.values()
+                ]
+            )
+    except Exception as exc:  # noqa: BLE001 - a summary is never lost (Note [Held gradients])
+        _settle_alone(groups.values(), exc)
     for summary, first in twins:
         _store(
             summary,
@@ -262,6 +271,48 @@ def _settle_held() -> None:
             first.nan_count,
             first.inf_count,
         )
+
+
+def _block(
+    tensors: list[torch.Tensor], length: int, summaries: list[Any]
+) -> tuple[torch.Tensor, list[Any]]:
+    """The tensors of one group as the rows of one C-contiguous block, each in its C order."""
+    # One copy: a stack of tensors of one shape costs half a flattening.
+    try:
+        rows = _stack(tensors)
+    except RuntimeError:  # a tensor not of the shape the graph gave: flattened
+        rows = _flatten(tensors)
+    # A stack follows its inputs' memory format: permuted 4-D tensors (channels last, as
+    # a ConvNeXt's) stack into a block that is not C-contiguous.
+    return rows.reshape(len(tensors), length), summaries
+
+
+def _settle_alone(groups: Any, exc: Exception) -> None:
+    """Settling held blocks failed: each summary left waiting is made alone, or keeps
+    shape, dtype and device only; none is left without its numbers' slots."""
+    warn_once(
+        f"autograd-viz: summarizing held gradients together failed ({exc!r}); "
+        "summarizing each alone"
+    )
+    for tensors, summaries, _ in groups:
+        for tensor, summary in zip(tensors, summaries, strict=True):
+            if type(summary) is not DeferredSummary:
+                continue  # settled before the failure
+            try:
+                with torch.no_grad():
+                    alone = summarize(host_view(tensor.contiguous()), summary.device)
+            except Exception:  # noqa: BLE001 - as a freed tensor: no numbers
+                no_numbers(summary)
+                continue
+            _store(
+                summary,
+                alone.min,
+                alone.max,
+                alone.mean,
+                alone.norm,
+                alone.nan_count,
+                alone.inf_count,
+            )
 
 
 # Note [Held summaries in tensor ops]

@@ -269,7 +269,8 @@ class GraphTaskWatch:
             if stack and stack[-1] is self:
                 stack.pop()
             # The summaries listeners deferred during the call are settled at once
-            # (Note [Deferred summaries]); one that fails here settles when it is read.
+            # (Note [Deferred summaries]); a block that fails is summarized a tensor at a time
+            # (Note [Held gradients]).
             with contextlib.suppress(Exception):
                 settle_waiting()
 

@@ -274,3 +274,81 @@ def test_a_held_transpose_of_held_memory_takes_its_numbers_and_a_strided_slice_d
         first.norm,
     )
     assert third.max == float(columns.max()) and third.mean != first.mean
+
+
+def test_held_permuted_tensors_are_summarized_in_their_c_order() -> None:
+    """Permuted 4-D tensors (channels last) stack into a block that is not C-contiguous."""
+    rng = np.random.default_rng(9)
+    permuted = [
+        torch.from_numpy(rng.standard_normal((2, 3, 4, 5)).astype(np.float32)).permute(0, 3, 1, 2)
+        for _ in range(3)
+    ]
+    assert torch.stack(permuted).is_contiguous() is False  # what made the block unreadable
+    for tensor, summary in zip(permuted, _held_now(permuted), strict=True):
+        alone = float_summary(tensor.contiguous().numpy().ravel(), (2, 5, 3, 4), "float32", "cpu")
+        assert summary.shape == (2, 5, 3, 4) and first_difference(summary, alone) is None
+
+
+def test_a_failure_settling_held_blocks_loses_no_summary(monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(10)
+    arrays = [rng.standard_normal((8, 9)).astype(np.float32) for _ in range(4)]
+    arrays[2][1, 1] = np.nan
+
+    def failing(blocks: Any) -> None:
+        raise RuntimeError("no block today")
+
+    monkeypatch.setattr(held, "settle_blocks", failing)
+    with pytest.warns(RuntimeWarning, match="no block today.*summarizing each alone"):
+        summaries = _held_now([torch.from_numpy(a.copy()) for a in arrays])
+    for array, summary in zip(arrays, summaries, strict=True):
+        assert type(summary) is TensorSummary
+        alone = float_summary(array.ravel(), (8, 9), "float32", "cpu")
+        assert first_difference(summary, alone) is None
+    assert summaries[2].nan_count == 1
+
+
+def test_a_held_summary_whose_tensor_was_dropped_reads_without_numbers() -> None:
+    summary = held.hold(torch.arange(100, dtype=torch.float32), (100,), "float32", "cpu")
+    held._held.clear()  # as if settling had lost it
+    assert summary.min is None and summary.norm is None and summary.shape == (100,)
+    assert type(summary) is TensorSummary
+
+
+class _ChannelsLastBlock(torch.nn.Module):
+    """A ConvNeXt block's layout: a depthwise conv, norm and MLP in channels last, then a
+    layer scale, which saves the MLP's output permuted back (not C-contiguous)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(8, 8, 3, padding=1, groups=8)
+        self.norm = torch.nn.LayerNorm(8)
+        self.fc = torch.nn.Linear(8, 8)
+        self.gamma = torch.nn.Parameter(torch.full((8,), 0.5))
+
+    def forward(self, x: Any) -> Any:
+        y = self.conv(x).permute(0, 2, 3, 1)
+        return x + self.fc(self.norm(y)).permute(0, 3, 1, 2).mul(self.gamma.reshape(1, -1, 1, 1))
+
+
+def test_a_channels_last_model_is_recorded_and_saved_with_every_number(tmp_path: Any) -> None:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        _ChannelsLastBlock(), _ChannelsLastBlock(), torch.nn.Conv2d(8, 4, 1)
+    )
+    x = torch.randn(2, 8, 3, 3)
+    model(x).pow(2).sum().backward()
+    plain = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad(set_to_none=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nothing to say: every summary settles
+        with autograd_viz.record() as trace:
+            model(x).pow(2).sum().backward()
+    for grad, p in zip(plain, model.parameters(), strict=True):
+        assert torch.equal(grad, p.grad)
+    (task,) = trace.graph_tasks.values()
+    saved_summaries = [s for node in task.nodes.values() for s in node.saved or ()]
+    numbered = [s for s in saved_summaries if isinstance(s, TensorSummary) and s.numel > 64]
+    assert numbered and all(s.min is not None for s in numbered)
+    path = tmp_path / "t.jsonl"
+    trace.save(path)
+    assert len(autograd_viz.Trace.load(path).events) == len(trace.events)

@@ -277,6 +277,29 @@ def test_events_recorded_out_of_order_are_put_back_in_engine_order() -> None:
     assert after.status == "done" and after.hooks_run == 2
 
 
+def test_a_call_that_cannot_be_handed_on_is_said_and_later_calls_are_kept() -> None:
+    """Keeping a finished call (writing it to a file) fails: the program's backward goes
+    on, one line says so, and the calls after it are handed on."""
+    kept: list[int] = []
+
+    def on_calls(part: Trace, calls: int) -> None:
+        if not kept:
+            kept.append(-1)
+            raise ValueError("cannot encode this call")
+        kept.append(len(part.graph_tasks))
+
+    x = engine.tensor([0.5, 0.75], requires_grad=True)
+    recorder = Recorder(on_calls=on_calls)
+    said = r"keeping the last 1 backward call\(s\) failed \(ValueError: cannot encode this call\)"
+    with pytest.warns(RuntimeWarning, match=said + ".*later backward calls"), recorder.listening():
+        for _ in range(3):
+            engine.backward([(x * x).sum()])
+    assert kept == [-1, 1, 1]  # the two later calls, each handed on
+    assert x.grad is not None and np.array_equal(x.grad.data, 3 * 2 * x.data)
+    assert recorder.cut_calls == 1
+    assert recorder.first_cut == "keeping 1 backward call: ValueError: cannot encode this call"
+
+
 # -- save and load ----------------------------------------------------------------------
 
 
