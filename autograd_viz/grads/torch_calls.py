@@ -268,10 +268,11 @@ def _candidates(
                 seen.add(id(p))
                 path = f"{prefix}{module}" if prefix and module else module
                 found.append((f"{prefix}{name}", path, module_id, p))
-    for p in log.bare.values():
-        if id(p) not in seen:
-            seen.add(id(p))
-            found.append((f"Parameter{tuple(p.shape)}", None, None, p))
+    for ref in list(log.bare.values()):
+        bare = ref()
+        if bare is not None and id(bare) not in seen:
+            seen.add(id(bare))
+            found.append((f"Parameter{tuple(bare.shape)}", None, None, bare))
     return found
 
 

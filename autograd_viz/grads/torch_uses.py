@@ -26,7 +26,9 @@ A line shown is the program's own: the first frame outwards that is not
 torch's or ours and not an installed package's (``site-packages``), so a
 ``timm`` or ``transformers`` model run under ``no_grad`` is shown at the
 program's ``feats = model.forward_features(x)``, not inside the library. A
-stack of installed code alone gives its first frame that is not torch's.
+stack of installed code alone gives its first frame that is not torch's nor
+the standard library's (``contextlib``'s wrapper of a function decorated with
+``@torch.no_grad()`` is no one's line).
 
 Note [Uses the program makes]
 ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
@@ -43,6 +45,7 @@ from __future__ import annotations
 import itertools
 import os
 import sys
+import sysconfig
 import threading
 import weakref
 from collections import deque
@@ -151,8 +154,9 @@ class ForwardLog:
     """``id`` of every module that ran."""
     uses: dict[int, Use] = field(default_factory=dict)
     """By the parameter's ``id``."""
-    bare: dict[int, torch.nn.Parameter] = field(default_factory=dict)
-    """Parameters used outside every root module's."""
+    bare: dict[int, weakref.ref[torch.nn.Parameter]] = field(default_factory=dict)
+    """Parameters used outside every root module's, while they live (Note [Parameters
+    nobody holds])."""
     owned: set[int] = field(default_factory=set)
     """``id`` of every parameter of the roots."""
     cuts: deque[Cut] = field(default_factory=lambda: deque(maxlen=KEPT_CUTS))
@@ -203,25 +207,41 @@ _IN_PLACE_OPERATORS = frozenset(
 
 def user_line(frame: Any) -> Where | None:
     """The program's line from ``frame`` outwards (Note [The program's line])."""
-    found = None
+    found = plumbing = None
     for candidate in user_frames(frame):
+        if _installed(candidate.f_code.co_filename) is _STANDARD:
+            plumbing = plumbing or candidate  # contextlib's decorators, functools' wrappers
+            continue
         found = found or candidate
         if not _installed(candidate.f_code.co_filename):
             found = candidate
             break
+    found = found or plumbing
     if found is None:
         return None
     return Where(found.f_code.co_filename, found.f_lineno, found.f_code.co_name)
 
 
 _INSTALLED = (f"{os.sep}site-packages{os.sep}", f"{os.sep}dist-packages{os.sep}")
-_installed_files: dict[str, bool] = {}
+_STDLIB = tuple({os.path.join(sysconfig.get_paths()[key], "") for key in ("stdlib", "platstdlib")})
+_STANDARD = "standard"
+"""What :func:`_installed` says of the standard library's files: installed, and never the
+line shown when another frame is there."""
+_installed_files: dict[str, bool | str] = {}
 
 
-def _installed(filename: str) -> bool:
+def _installed(filename: str) -> bool | str:
+    """Whether ``filename`` is an installed package's; :data:`_STANDARD` for the standard
+    library's (truthy: installed too)."""
     known = _installed_files.get(filename)
     if known is None:
-        known = _installed_files[filename] = any(part in filename for part in _INSTALLED)
+        if any(part in filename for part in _INSTALLED):
+            known = True
+        elif filename.startswith(_STDLIB):
+            known = _STANDARD
+        else:
+            known = False
+        _installed_files[filename] = known
     return known
 
 
@@ -398,8 +418,27 @@ class UsesTracker:
             self._note_bare(p)
 
     def _note_bare(self, p: torch.nn.Parameter) -> None:
-        if not self._local.modules and id(p) not in self.log.owned:
-            self.log.bare[id(p)] = p
+        log = self.log
+        key = id(p)
+        if not self._local.modules and key not in log.owned and key not in log.bare:
+
+            def forget(_: Any) -> None:  # Note [Parameters nobody holds]
+                log.bare.pop(key, None)
+                log.uses.pop(key, None)
+
+            log.bare[key] = weakref.ref(p, forget)
+
+    # Note [Parameters nobody holds]
+    # ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+    # A parameter used outside every root module is looked at by a weak reference.
+    # Models replace parameters as they are built: a transformers BART makes an
+    # embedding for its encoder, its decoder and its head, initializes each under
+    # ``no_grad``, then ties all three to one shared embedding, and the three first
+    # are freed at once. Held by the log they would be three trainable parameters
+    # "used only under no_grad" that "got no gradient", which nothing can give
+    # them: a parameter that the program no longer holds is no finding. Its uses are
+    # forgotten with it, so that a parameter made later at the same address does
+    # not inherit them.
 
     def _cut(self, kind: str, t: torch.Tensor) -> None:
         if not t.requires_grad:

@@ -157,6 +157,20 @@ PROGRAMS: dict[str, str] = {
             model.zero_grad()
             model(x).pow(2).mean().backward()
     """),
+    "tied_after_init": program("""
+        import sys
+
+        sys.path.insert(0, sys.argv[1])  # a library installed in site-packages
+        import tiedlib
+
+        model = tiedlib.Tied()
+        spare = nn.Parameter(torch.ones(3))
+        tiedlib.init(spare)  # <- use
+        ids = torch.randint(0, 10, (2, 5))
+        for _ in range(2):
+            model.zero_grad()
+            model(ids).pow(2).mean().backward()
+    """),
     "unreached": program("""
         class Net(nn.Module):
             def __init__(self):
@@ -320,3 +334,42 @@ def marked_line(path: Path, marker: str) -> int:
         if line.rstrip().endswith(f"# <- {marker}"):
             return number
     raise AssertionError(f"no line marked {marker!r} in {path}")
+
+
+TIED_LIBRARY = """
+import contextlib
+
+import torch
+from torch import nn
+
+
+class quiet(contextlib.ContextDecorator):  # a library's wrapper of its initializers
+    def __enter__(self):
+        self.grad = torch.no_grad()
+        self.grad.__enter__()
+
+    def __exit__(self, *exc):
+        self.grad.__exit__(*exc)
+
+
+@quiet()
+def init(weight):
+    weight.normal_()
+    weight[0].zero_()  # a padding row, as transformers initializes an embedding's
+
+
+class Tied(nn.Module):  # a BART: three embeddings, each initialized, then tied to one
+    def __init__(self):
+        super().__init__()
+        self.shared = nn.Embedding(10, 4)
+        self.encoder = nn.Embedding(10, 4)
+        self.head = nn.Linear(4, 10, bias=False)
+        for weight in (self.shared.weight, self.encoder.weight, self.head.weight):
+            init(weight)
+        self.encoder.weight = self.shared.weight
+        self.head.weight = self.shared.weight
+
+    def forward(self, ids):
+        return self.head(self.encoder(ids))
+"""
+"""The library ``tied_after_init`` imports, written into a ``site-packages`` folder."""

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from grads_programs import CUT_FORMS, cut_program, marked_line, write
+from grads_programs import CUT_FORMS, TIED_LIBRARY, cut_program, marked_line, write
 
 from autograd_viz.grads import GradsReport, watch_grads
 from autograd_viz.grads.report import (
@@ -93,6 +93,21 @@ def test_a_bare_parameter_used_without_grad(torch: Any, tmp_path: Path) -> None:
     report = watched(path)
     line = marked_line(path, "use")
     assert reasons(report) == {"Parameter(4,)": (NO_GRAD, "used only under torch.no_grad()", line)}
+
+
+def test_parameters_a_model_let_go_when_it_tied_them_are_no_finding(
+    torch: Any, tmp_path: Path
+) -> None:
+    """Initialized under no_grad, then replaced by a tied one and freed: nothing can give
+    them a gradient (Note [Parameters nobody holds]). A parameter the program still holds
+    is named, at the program's line, not at the standard library's decorator."""
+    library = tmp_path / "site-packages"
+    library.mkdir()
+    (library / "tiedlib.py").write_text(TIED_LIBRARY, encoding="utf-8")
+    path = write(tmp_path, "tied_after_init")
+    report = watched(path, str(library))
+    line = marked_line(path, "use")
+    assert reasons(report) == {"Parameter(3,)": (NO_GRAD, "used only under torch.no_grad()", line)}
 
 
 @pytest.mark.parametrize("kind", list(CUT_FORMS))
