@@ -354,29 +354,57 @@ def print_flow(call: int, flow: list[FlowRow], console: Console, rows: int = ROW
     ordered = sorted(flow, key=lambda r: -r.grad_norm if math.isfinite(r.grad_norm) else -math.inf)
     flagged = any(row.flag is not None for row in ordered)
     table = Table(title=f"gradient flow, backward call {call}", title_justify="left")
-    # A name too long for the terminal folds onto the next line: cut, the names of sibling
-    # modules would read alike ("model.decoder.layers.0.encoder_…" for each projection).
+    # A name too long for the terminal folds onto the next line, after a dot where it can:
+    # cut, the names of sibling modules would read alike ("model.decoder.layers.0.encoder_…"
+    # for each projection).
     table.add_column("module", overflow="fold")
     table.add_column("‖grad‖", justify="right", no_wrap=True)
     table.add_column("‖param‖", justify="right", no_wrap=True)
     table.add_column("ratio", justify="right", no_wrap=True)
     if flagged:
         table.add_column("flag", no_wrap=True)
+    lines: list[list[str]] = []
     for row in _rows_shown(ordered, rows):
         if isinstance(row, int):
-            table.add_row(f"... {row:,} more", *[""] * (len(table.columns) - 1))
+            lines.append([f"... {row:,} more", *[""] * (len(table.columns) - 1)])
             continue
         known = not math.isnan(row.param_norm)  # a trace records no parameter norms
         cells = [
-            shown(row.module),
+            row.module,
             f"{row.grad_norm:.3g}",
             f"{row.param_norm:.3g}" if known else "-",
             f"{row.ratio:.3g}" if known else "-",
         ]
         if flagged:
-            cells.append("" if row.flag is None else f"[bold yellow]{row.flag}[/bold yellow]")
-        table.add_row(*cells)
+            cells.append(row.flag or "")
+        lines.append(cells)
+    # Each column's width and padding, and the borders: what is left is the names'.
+    headers = ["‖grad‖", "‖param‖", "ratio", "flag"][: len(table.columns) - 1]
+    others = sum(
+        max([len(header), *(len(cells[i]) for cells in lines)]) + 3
+        for i, header in enumerate(headers, start=1)
+    )
+    width = max(12, console.width - others - 4)
+    for name, *numbers in lines:
+        if flagged and numbers[-1]:
+            numbers[-1] = f"[bold yellow]{numbers[-1]}[/bold yellow]"
+        table.add_row("\n".join(shown(part) for part in _fold_at_dots(name, width)), *numbers)
     console.print(table)
+
+
+def _fold_at_dots(name: str, width: int) -> list[str]:
+    """``name`` in lines of at most ``width``, each broken after a dot where one is near
+    enough (``text_model.encoder.layers.1.`` / ``self_attn.q_proj``); a part longer than
+    ``width`` is left for the table to fold."""
+    lines = []
+    while len(name) > width:
+        cut = name.rfind(".", 0, width) + 1
+        if cut < width // 2:  # no dot in the line's second half: the table folds it
+            break
+        lines.append(name[:cut])
+        name = name[cut:]
+    lines.append(name)
+    return lines
 
 
 def _rows_shown(ordered: list[FlowRow], rows: int) -> list[FlowRow | int]:

@@ -13,9 +13,13 @@ size of a plain SGD step of rate 1 beside the weights. In one call, a module
 is flagged
 
 * *vanishing* when ``‖g‖`` is below :data:`VANISHING` (10⁻⁴) times the largest
-  ``‖g‖`` of the call's modules, or its ratio below :data:`TINY_RATIO`
-  (10⁻⁸): an optimizer step barely moves it while the others learn, the "my
-  first layers learn nothing" of a deep sigmoid stack;
+  ``‖g‖`` of the call's modules and its ratio below :data:`VANISHING` times the
+  largest ratio, or its ratio below :data:`TINY_RATIO` (10⁻⁸): an optimizer
+  step barely moves it while the others learn, the "my first layers learn
+  nothing" of a deep sigmoid stack. Both, because a parameter of small norm
+  gets a small gradient and may still move as much as any: a ConvNeXt's
+  layer scale, initialized at 10⁻⁶, has ``‖g‖`` 10⁻⁴ of the head's and a
+  ratio of 1.5, larger than the head's;
 * *exploding* when ``‖g‖`` is not finite, or its ratio is above
   :data:`HUGE_RATIO` (10²): one step of a small learning rate would move the
   weights by more than their own size.
@@ -133,13 +137,19 @@ def flag_flow(rows: Iterable[FlowRow]) -> list[FlowRow]:
     rows = list(rows)
     finite = [r.grad_norm for r in rows if math.isfinite(r.grad_norm)]
     largest = max(finite) if len(finite) >= 2 else None
+    ratios = [r.ratio for r in rows if r.param_norm > 0 and math.isfinite(r.ratio)]
+    largest_ratio = max(ratios) if ratios else 0.0
     flagged = []
     for row in rows:
         g, weighed = row.grad_norm, row.param_norm > 0
         flag = None
         if not math.isfinite(g) or (weighed and row.ratio > HUGE_RATIO):
             flag = "exploding"
-        elif (weighed and row.ratio < TINY_RATIO) or (largest and g < VANISHING * largest):
+        elif (weighed and row.ratio < TINY_RATIO) or (
+            largest
+            and g < VANISHING * largest
+            and not (weighed and row.ratio >= VANISHING * largest_ratio)
+        ):
             flag = "vanishing"
         flagged.append(FlowRow(row.module, row.grad_norm, row.param_norm, row.parameters, flag))
     return flagged

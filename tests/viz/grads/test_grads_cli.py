@@ -11,6 +11,7 @@ from grads_programs import marked_line, write
 
 from autograd_viz.cli.main import main
 from autograd_viz.grads import GradsReport, watch_grads
+from autograd_viz.grads.report import FlowRow, flag_flow
 from autograd_viz.launch.script import run_script
 
 pytestmark = pytest.mark.oracle
@@ -54,6 +55,28 @@ def test_a_deep_sigmoid_mlp_flags_its_first_layers_vanishing(torch: Any, tmp_pat
         assert flags["20"] is None and flags["18"] is None  # the last ones learn
         norms = [row.grad_norm for row in sorted(rows, key=lambda r: int(r.module))]
         assert norms[0] < 1e-6 * norms[-1]
+
+
+def test_a_small_parameter_that_moves_as_much_as_any_is_not_vanishing() -> None:
+    """A ConvNeXt's layer scale (initialized at 1e-6): its gradient is 1e-4 of the head's,
+    its ratio larger than the head's. What it scales (initialized normally, its gradient
+    scaled by 1e-6) is vanishing; so is a module whose gradient is tiny beside the head's
+    and whose weights are large (Note [Vanishing and exploding])."""
+    rows = flag_flow(
+        [
+            FlowRow("head.fc", 0.565, 1.13, 2),
+            FlowRow("stages.0.blocks.1", 5.26e-05, 3.49e-05, 1),  # gamma: ratio 1.51
+            FlowRow("stages.3.blocks.0.conv_dw", 8.58e-06, 2.51, 2),  # ratio 3.4e-6
+            FlowRow("stem.0", 0.184, 0.866, 2),
+        ]
+    )
+    flags = {row.module: row.flag for row in rows}
+    assert flags == {
+        "head.fc": None,
+        "stages.0.blocks.1": None,
+        "stages.3.blocks.0.conv_dw": "vanishing",
+        "stem.0": None,
+    }
 
 
 def test_the_flow_table_shows_largest_smallest_and_every_flag(
@@ -123,7 +146,6 @@ def test_long_module_names_fold_whole_in_a_narrow_terminal() -> None:
     from rich.console import Console
 
     from autograd_viz.cli.grads import print_flow
-    from autograd_viz.grads.report import FlowRow
 
     names = [f"model.decoder.layers.0.encoder_attn.{p}_proj" for p in "qkv"]
     flow = [FlowRow(n, 0.5 / (i + 1), 1.0, 1) for i, n in enumerate(names)]
@@ -135,5 +157,19 @@ def test_long_module_names_fold_whole_in_a_narrow_terminal() -> None:
         if norm.strip():  # a row's first line; the lines after it carry the rest of its name
             joined.append(name.strip())
         else:
+            assert joined[-1].endswith("."), out.getvalue()  # broken after a dot
             joined[-1] += name.strip()
     assert joined == names, out.getvalue()
+    assert len(cells) == 2 * len(names)  # each name on two lines
+
+
+def test_a_name_without_a_dot_near_the_edge_is_folded_by_the_table() -> None:
+    from autograd_viz.cli.grads import _fold_at_dots
+
+    assert _fold_at_dots("a.b", 10) == ["a.b"]
+    assert _fold_at_dots("layers.0.self_attention_projection", 12) == [
+        "layers.0.",
+        "self_attention_projection",  # longer than the width: the table folds it
+    ]
+    assert _fold_at_dots("x.averyveryverylongname", 12) == ["x.averyveryverylongname"]
+    assert _fold_at_dots("encoder.layers.10.attn.q", 12) == ["encoder.", "layers.10.", "attn.q"]
