@@ -17,7 +17,7 @@ from rich.text import Text
 
 from autograd_viz.draw.model.folds import FoldGroup
 from autograd_viz.draw.model.graph_view import from_graph
-from autograd_viz.draw.model.tree import ModuleTree, Scope
+from autograd_viz.draw.model.tree import ModuleTree, Scope, kind_shown
 from autograd_viz.trace import GraphTaskInfo, NodeInfo, paused_gc
 from autograd_viz.trace.records import UnrunGraph
 from autograd_viz.trace.replay import NodeState
@@ -199,7 +199,8 @@ def module_rows(
         below = above + ("  " if last else "│ ")
         if isinstance(item, FoldGroup):
             unfolded = opened is None or opened.is_unfolded(item.index)
-            kind = f" · {printable(item.kind)}" if item.kind else ""
+            shown_kind = kind_shown(item.name, item.kind)
+            kind = f" · {printable(shown_kind)}" if shown_kind else ""
             count = _nodes(sizes[item.index])
             heading = f"{printable(item.name)} × {item.count}{kind} · {count}"
             rows.append(Row(None, depth, heading, prefix, group=item.index, is_open=unfolded))
@@ -210,7 +211,8 @@ def module_rows(
             continue
         scope = item
         is_open = opened is None or opened.is_open(scope.index)
-        kind = f" · {printable(scope.kind)}" if scope.kind else ""
+        shown_kind = kind_shown(scope.name, scope.kind)
+        kind = f" · {printable(shown_kind)}" if shown_kind else ""
         heading = f"{printable(scope.name)}{kind} · {_nodes(scope.size)}"
         rows.append(Row(None, depth, heading, prefix, scope=scope.index, is_open=is_open))
         if not is_open:

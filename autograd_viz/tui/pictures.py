@@ -37,7 +37,7 @@ from autograd_viz.draw.model.drawn import BoxStatus
 from autograd_viz.draw.model.graph_view import GraphView, ViewNode, from_graph
 from autograd_viz.draw.model.showing import Choice
 from autograd_viz.draw.model.targets import Names, Target
-from autograd_viz.draw.model.tree import MAX_BOXES, ModuleTree
+from autograd_viz.draw.model.tree import MAX_BOXES, ModuleTree, kind_shown
 from autograd_viz.trace import GraphTaskInfo, NodeInfo, Trace
 from autograd_viz.trace.records import UnrunGraph
 from autograd_viz.trace.replay import NodeStatus
@@ -294,7 +294,11 @@ class Pictures:
         calls = {
             key: Call(
                 cluster.parent if cluster.parent in view.clusters else None,
-                printable(f"{cluster.name} · {cluster.kind}" if cluster.kind else cluster.name),
+                printable(
+                    f"{cluster.name} · {cluster.kind}"
+                    if kind_shown(cluster.name, cluster.kind)
+                    else cluster.name
+                ),
                 cluster.scope,
             )
             for key, cluster in view.clusters.items()

@@ -405,6 +405,13 @@ def scope_name(path: str, call: int, several: bool, kind: str = "") -> str:
     return f"{base}:{call}" if several else base
 
 
+def kind_shown(name: str, kind: str) -> str:
+    """The class to show beside a module call's name: none when the name is the class
+    already (the model, named by its class: ``LlamaForCausalLM``, not ``LlamaForCausalLM
+    LlamaForCausalLM``)."""
+    return "" if name.partition(":")[0] == kind else kind
+
+
 # Note [Parameters of a compiled model]
 # ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 # The module hooks stand aside while compiled code runs (Note [Compiled

@@ -21,6 +21,7 @@ from autograd_viz.draw.model.drawn import (
 )
 from autograd_viz.draw.model.graph_view import GraphView, ViewEdge, ViewNode, reach_bits
 from autograd_viz.draw.model.stacks import statuses_text
+from autograd_viz.draw.model.tree import kind_shown
 from autograd_viz.draw.render import dot_quote
 from autograd_viz.draw.render.escape import html_label, html_text, plain_text
 from autograd_viz.draw.render.styles import (
@@ -398,7 +399,8 @@ def _shared(left: Sequence[str], right: Sequence[str]) -> int:
 
 def cluster_label(cluster: Cluster) -> str:
     """An open module's label: its name, its class and what it holds."""
-    kind = f" <I>{html_text(cluster.kind)}</I>" if cluster.kind else ""
+    shown_kind = kind_shown(cluster.name, cluster.kind)
+    kind = f" <I>{html_text(shown_kind)}</I>" if shown_kind else ""
     summary = cluster.summary
     if cluster.stack is not None:  # the stack's label says which call is drawn
         return ""
@@ -424,7 +426,8 @@ STACK_FILL = "#e5e7eb"
 def stack_label(stack: Stack, drawn: Cluster) -> str:
     """A stack's label: the fold's name and count, its class, where its calls stand, and the
     call ``drawn`` in it."""
-    kind = f" <I>{html_text(stack.kind)}</I>" if stack.kind else ""
+    shown_kind = kind_shown(stack.name, stack.kind)
+    kind = f" <I>{html_text(shown_kind)}</I>" if shown_kind else ""
     rows = [f"<B>{html_text(stack.name)}</B> × {stack.count:,}{kind}"]
     if not stack.shapes:
         rows.append(_small(html_text(OPS_ONLY)))
@@ -442,7 +445,8 @@ def stack_label(stack: Stack, drawn: Cluster) -> str:
 
 def stack_tooltip(stack: Stack) -> str:
     """A stack's tooltip (plain text; the caller escapes it)."""
-    what = f"{stack.name} ({stack.kind})" if stack.kind else stack.name
+    shown_kind = kind_shown(stack.name, stack.kind)
+    what = f"{stack.name} ({shown_kind})" if shown_kind else stack.name
     return (
         f"{what}, {stack.count:,} alike calls drawn once ({stack.drawn}): "
         f"{count_words(stack.summary.nodes, 'node')}; calls {statuses_text(stack.statuses)}"
@@ -454,7 +458,7 @@ def box_rows(box: ModuleBox) -> list[str]:
     summary = box.summary
     count = f" × {box.count:,}" if box.count > 1 else ""
     rows = [f"<B>{html_text(box.name)}</B>{count}"]
-    if box.kind:
+    if kind_shown(box.name, box.kind):
         rows.append(_small(f"<I>{html_text(box.kind)}</I>"))
     if box.pattern:
         rows.append(_small(html_text(" → ".join(box.pattern))))

@@ -339,3 +339,27 @@ def test_at_a_step_inside_layer_6_only_it_opens_and_the_other_layers_are_one_box
     assert "6 not started · 1 running · 5 done" in source
     everything = showing.show(view, ViewOptions(expand=["all"]))
     assert everything.nodes.keys() == view.nodes.keys() and not everything.clusters
+
+
+class Wrapper(nn.Module):
+    """A transformers ``...ForCausalLM``: its model is its attribute ``model``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 4))
+        self.head = nn.Linear(4, 2)
+
+    def forward(self, x: Any) -> Any:
+        return self.head(self.model(x))
+
+
+def test_a_model_named_by_its_class_shows_the_class_once() -> None:
+    """Bound to ``model``, one of its own paths, the model is named by its class
+    (Note [Model paths]); its frame says ``Wrapper``, not ``Wrapper Wrapper``."""
+    torch.manual_seed(0)
+    model = Wrapper()
+    with autograd_viz.record() as trace:
+        model(torch.randn(3, 4)).sum().backward()
+    source = autograd_viz.to_dot(trace, expand=["Wrapper"]).source
+    assert "<B>Wrapper</B>" in source and "<I>Wrapper</I>" not in source
+    assert "<B>model</B>" in source and "<I>Sequential</I>" in source  # other classes shown
