@@ -41,7 +41,7 @@ from typing import Any
 
 import torch
 
-from autograd_viz.sources.pytorch.compiled import is_compiling, module_paths
+from autograd_viz.sources.pytorch.compiled import class_name, is_compiling, module_paths
 from autograd_viz.sources.pytorch.module_call_ends import (
     CallEnds,
     backward_hooked,
@@ -117,7 +117,11 @@ class ModuleHooks:
             local.aside_at = len(local.modules)
         if not local.modules:
             local.names = self._paths(self._holder(module, sys._getframe(1)) or module)
-        local.modules.append(local.names.get(id(module)) or type(module).__name__)
+        path = local.names.get(id(module))
+        if path is None:  # not a submodule of the model: made in a forward (kernels' ``Func``)
+            kind = class_name(module)
+            path = f"{local.modules[-1]}.{kind}" if local.modules else kind  # as the bridge
+        local.modules.append(path)
         local.calls.append(id(module))
         self._ends.opened(module)
 

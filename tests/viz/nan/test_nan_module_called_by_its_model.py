@@ -75,3 +75,30 @@ def test_generate_names_the_encoders_blocks_as_the_model_does() -> None:
 
 def test_a_part_the_program_calls_itself_is_named_from_itself() -> None:
     assert _module_of_first("encoder", "encoder") == "block.1"
+
+
+class Sqrt(torch.nn.Module):
+    """A function wrapped as a module on the fly, as the ``kernels`` package does (``Func``)."""
+
+    def forward(self, x: Any) -> Any:
+        return torch.sqrt(x)
+
+
+class MadeInForward(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 4)
+
+    def forward(self, x: Any) -> Any:
+        return Sqrt()(self.linear(x) - 100.0)  # not a submodule: made in the forward
+
+
+def test_a_module_made_in_a_forward_is_named_under_the_module_that_called_it() -> None:
+    """As the bridge names it in pictures (``self_attn.Func``), not by its class alone."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(MadeInForward())
+    with watch_nan() as watch:
+        model(torch.randn(2, 4)).sum().backward()
+    first = watch.report.first
+    assert first is not None and first.aten_op == "aten.sqrt.default"
+    assert first.module == "0.Sqrt"
