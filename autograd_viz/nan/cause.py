@@ -65,6 +65,19 @@ def unexplained(op: str, value: str) -> str:
     return f"{op} produced {value} from finite inputs"
 
 
+def held_cause(value: str, names: Sequence[str | None], inputs: Sequence[int]) -> str:
+    """Why an op's output holds ``value`` when parameters held it before the op: ``parameter
+    head.fc.weight held Inf before this op`` (Note [A parameter that holds a NaN] in
+    ``nan/forward/births.py``)."""
+    shown = "NaN" if value == "nan" else "Inf"
+    which = [
+        name if name is not None else f"input [{i}]"
+        for name, i in zip(names, [*inputs, *[None] * len(names)], strict=False)
+    ]
+    word = "parameter" if len(which) == 1 else "parameters"
+    return f"{word} {', '.join(str(w) for w in which)} held {shown} before this op"
+
+
 def canonical_op(name: str) -> str:
     """``aten.log.default``, ``aten._softmax.default``, ``log`` → ``log``, ``softmax``, ``log``."""
     if name.startswith("aten."):

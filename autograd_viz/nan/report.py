@@ -121,6 +121,10 @@ class Finding:
     contained: bool = False
     """A numbered birth whose values reached no loss, gradient, parameter or model output
     (set by the report, which knows the whole run)."""
+    held: tuple[str | None, ...] = ()
+    """PyTorch, forward: the parameters (by name, ``None`` unnamed) that held the value
+    before the op, which is where it entered (Note [A parameter that holds a NaN] in
+    ``nan/forward/births.py``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -303,6 +307,7 @@ def anomaly_findings(trace: Trace, runs: NodeRuns, offset: int = 0) -> Iterator[
             inputs = tuple(data.get("inputs") or ())
             output = data.get("tensor")
             aten_op = data.get("aten_op")
+            held = tuple(data.get("held_names") or ())
             yield Finding(
                 phase,
                 node,
@@ -310,7 +315,9 @@ def anomaly_findings(trace: Trace, runs: NodeRuns, offset: int = 0) -> Iterator[
                 value,
                 data["output_index"],
                 bool(data.get("born", False)),
-                nan_cause.forward_cause(
+                nan_cause.held_cause(value, held, data.get("held_inputs") or ())
+                if held
+                else nan_cause.forward_cause(
                     aten_op or op, value, inputs, output, data.get("input_ops") or ()
                 ),
                 0,
@@ -324,6 +331,7 @@ def anomaly_findings(trace: Trace, runs: NodeRuns, offset: int = 0) -> Iterator[
                 # A birth that stopped the program (first=True) is the answer: nothing
                 # after it ran to say whether its values would have reached anything.
                 birth=None if data.get("raised") else data.get("birth"),
+                held=held,
             )
             continue
         yield _backward_finding(runs, event, node, op, value, data["output_index"], source, offset)

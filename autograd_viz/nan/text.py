@@ -73,7 +73,10 @@ def print_report(
         where_born = f"[bold]{shown(op)}[/bold] (no autograd node)"
     else:
         where_born = f"[bold]{shown(str(first.node))}[/bold] (op {shown(op)})"
-    console.print(f"[bold red]{value} {born} in the {first.phase} pass[/bold red] at {where_born}")
+    # A parameter held the value: it entered the computation at this op (Note [A parameter
+    # that holds a NaN] in nan/forward/births.py).
+    how = f"{born} in the {first.phase} pass" if not first.held else "entered the forward pass"
+    console.print(f"[bold red]{value} {how}[/bold red] at {where_born}")
     rows = [("why", f"[bold]{shown(first.cause)}[/bold]")]
     if first.source is not None:
         where = f"{shown(str(first.source))} in {shown(first.source.function)}"

@@ -37,9 +37,9 @@ from autograd_viz.version import __version__
 
 FORMAT = "autograd-viz-trace"
 """The ``format`` field of every trace file's header."""
-SCHEMA_VERSION = 13
+SCHEMA_VERSION = 14
 """The schema version this code writes."""
-READABLE_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13)
+READABLE_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14)
 """The schema versions this code reads (2 added forward anomaly events; 3 the sources of
 events: the header's ``sources``, ``graph_task_start``'s ``source``, any event's
 ``derived`` and the ``derived_mismatch`` kind; 4 the PyTorch fields of ``anomaly``:
@@ -51,7 +51,8 @@ collectives, such as DDP's bucket allreduces; 8 a graph task's ``cut``; 9 the he
 ``values``: the tier of values a trace was recorded at; 10 the header's ``observe``:
 ``calls`` when each call's nodes were derived after it, not observed; 11 a leaf's
 ``aliases``: the other names of a parameter two modules share; 13 the ``grads`` kind: why
-leaves got no gradient in a call, and each module's gradient norm)."""
+leaves got no gradient in a call, and each module's gradient norm; 14 the ``held_inputs``
+and ``held_names`` of a forward ``anomaly``: parameters that held the value before the op)."""
 
 DEFAULT_MAX_VALUES = 16
 """Tensors with at most this many elements keep their values in summaries by default."""

@@ -376,6 +376,10 @@ EVENT_DATA: dict[str, tuple[dict[str, Reader], dict[str, Reader]]] = {
             "birth": read_count,
             "lineage": list_of(read_count),
             "reached": one_of("loss", "parameter", "output"),
+            # PyTorch: the inputs that were parameters holding the value before the op,
+            # and their names (Note [A parameter that holds a NaN] in nan/forward/births.py).
+            "held_inputs": list_of(read_count),
+            "held_names": list_of(optional(read_str)),
         },
     ),
     "error": (

@@ -35,7 +35,7 @@ from __future__ import annotations
 import re
 import weakref
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -111,6 +111,9 @@ class Birth:
     """The birth's number (Note [Lineage] in ``lineage.py``); ``None`` inside a
     ``torch.func`` transform, whose wrapped tensors the lineage cannot follow: such a
     birth is reported as born, whatever becomes of its values."""
+    held: dict[int, str | None] = field(default_factory=dict)
+    """The inputs that are parameters holding the value before the op, with their names
+    (Note [A parameter that holds a NaN])."""
 
 
 class Births:
@@ -142,6 +145,8 @@ class Births:
         """Which births each live non-finite tensor came from (Note [Lineage])."""
         self.transformed: Callable[[], bool] = lambda: False
         """Whether the op runs inside a ``torch.func`` transform (set by the checker)."""
+        self._said_held: WeakIdKeyDictionary = WeakIdKeyDictionary()
+        """Parameters already said to hold a NaN or Inf (Note [A parameter that holds a NaN])."""
         self._words: OrderedDict[int, str] = OrderedDict()
         """``first`` mode: what each birth not reached yet was, by number, for the error
         raised where its values reach something (the latest :data:`KEPT_WORDS`)."""
@@ -207,6 +212,8 @@ class Births:
         flagged = not op.fills and bool(numbers & checked)
         in_place = {id(t) for t in mutated(op, args, kwargs)} if op.mutated else set()
         nonfinite = []
+        held: dict[int, str | None] = {}
+        passed_on = False
         for i, t in enumerate(inputs):
             if not (t.is_floating_point() or t.is_complex()):
                 continue
@@ -222,14 +229,34 @@ class Births:
                 carried |= meant
             elif op.fills and (t.dim() == 0 or op.short.startswith("lift")):
                 carried |= kinds & {NEGINF}  # a fill value, or a tensor literal
+            elif kinds & checked and self._held_by_parameter(_base(t)):
+                held[i] = self._modules.parameter_name(_base(t))
             elif kinds & checked:
                 flagged = True
+                passed_on = passed_on or t.dim() > 0  # a tensor's values, not a literal
         for index, t in bad:
             kinds = self.kinds(t)
             if op.ignored or (not flagged and carried and kinds <= carried):
                 self.intentional[t] = kinds
             elif kinds & checked and not flagged:
-                yield self.born(op, index, t, kinds, inputs, nonfinite, in_place)
+                birth = self.born(op, index, t, kinds, inputs, nonfinite, in_place)
+                birth.held.update(held)
+                yield birth
+        for i in held:
+            self._said_held[_base(inputs[i])] = True
+        if passed_on and in_place:  # written from a tensor's values (an optimizer's step
+            for t in mutated(op, args, kwargs):  # from a NaN gradient): not held unseen
+                self._said_held[_base(t)] = True
+
+    def _held_by_parameter(self, t: torch.Tensor) -> bool:
+        """Whether ``t`` is a parameter holding a value no checked op made, not said yet
+        (Note [A parameter that holds a NaN])."""
+        return (
+            t.requires_grad
+            and t.is_leaf
+            and t not in self._said_held
+            and not (self.lineage and t in self.lineage.tensors)
+        )
 
     def born(
         self,
@@ -305,6 +332,7 @@ class Births:
                         "traceback": birth.stack,
                         "module": birth.module,
                         **({} if birth.number is None else {"birth": birth.number}),
+                        **(_held_data(birth.held) if birth.held else {}),
                     },
                 )
             finally:
@@ -411,3 +439,31 @@ class Births:
 
 
 __all__ = ["NO_KINDS", "Birth", "Births", "NonFiniteError"]
+
+
+def _base(t: torch.Tensor) -> torch.Tensor:
+    """The tensor whose memory ``t`` views (a linear layer reads ``weight.t()``), or ``t``."""
+    base = t._base
+    return t if base is None else base
+
+
+def _held_data(held: dict[int, str | None]) -> dict[str, list[Any]]:
+    """The event's ``held_inputs`` and ``held_names`` (Note [A parameter that holds a NaN])."""
+    ordered = sorted(held.items())
+    return {"held_inputs": [i for i, _ in ordered], "held_names": [n for _, n in ordered]}
+
+
+# Note [A parameter that holds a NaN]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# A parameter can hold a NaN or an Inf that no checked op made: the program wrote it
+# (``p[0] = inf``, a checkpoint loaded from a file), or a step ran unchecked. Every op
+# that reads it then only passes the value on, so nothing was born in the forward pass,
+# and the report headed with the first backward node that returned a NaN
+# (``LogSoftmaxBackward0``, ``0 × inf``), as anomaly mode does: a node far from the
+# cause. So the first op that reads a parameter holding a value of no lineage is where
+# that value enters the computation: its output is born there, its cause the parameter,
+# by name where the model names it (``head.fc.weight``). Said once per parameter: the
+# ops after it carry its lineage, and later steps reading it again are passed on. A
+# parameter a checked op wrote in place from a tensor's non-finite values (an optimizer's
+# step from a NaN gradient) holds a value that was seen: it is passed on, not held. A
+# literal the program wrote (``p[0] = inf``: a 0-d tensor copied in) is no such value.

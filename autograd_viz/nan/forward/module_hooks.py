@@ -67,6 +67,8 @@ class _Stack(threading.local):
         """Qualified names of the modules under the outermost one running."""
         self.aside_at = -1
         """The module depth at which the function mode stepped aside (Note [Fast paths])."""
+        self.root: Any = None
+        """A weak reference to the module the paths are named from, while one runs."""
 
 
 class ModuleHooks:
@@ -92,6 +94,18 @@ class ModuleHooks:
         modules = self._local.modules
         return modules[-1] if modules else None
 
+    def parameter_name(self, t: torch.Tensor) -> str | None:
+        """``t``'s name in the model running on this thread (``head.fc.weight``), if it is
+        one of its parameters; looked up only for a finding (a walk of its parameters)."""
+        local = self._local
+        root = local.root() if local.modules and local.root is not None else None
+        if root is None:
+            return None
+        for name, p in root.named_parameters(remove_duplicate=False):
+            if p is t:
+                return name
+        return None
+
     def hook(self) -> None:
         """Follow every module call from now on."""
         hooks = torch.nn.modules.module
@@ -116,7 +130,9 @@ class ModuleHooks:
             torch._C._pop_torch_function_stack()
             local.aside_at = len(local.modules)
         if not local.modules:
-            local.names = self._paths(self._holder(module, sys._getframe(1)) or module)
+            root = self._holder(module, sys._getframe(1)) or module
+            local.names = self._paths(root)
+            local.root = weakref.ref(root)
         path = local.names.get(id(module))
         if path is None:  # not a submodule of the model: made in a forward (kernels' ``Func``)
             kind = class_name(module)

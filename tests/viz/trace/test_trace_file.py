@@ -158,20 +158,20 @@ def test_wrong_format(tmp_path: Path, records: list[dict[str, Any]]) -> None:
     _fails(path, 1, "not an autograd-viz trace", "'chrome-trace'", "autograd-viz-trace")
 
 
-@pytest.mark.parametrize("version", [0, 14, 99, "1", None, True])
+@pytest.mark.parametrize("version", [0, 15, 99, "1", None, True])
 def test_unknown_version(tmp_path: Path, records: list[dict[str, Any]], version: Any) -> None:
     path = _write(tmp_path / "t.jsonl", [{**records[0], "version": version}, *records[1:]])
     _fails(
         path,
         1,
         f"unknown trace schema version {version!r}",
-        "reads versions 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12 and 13",
+        "reads versions 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13 and 14",
     )
 
 
 def test_a_version_1_file_still_loads(tmp_path: Path, records: list[dict[str, Any]]) -> None:
     """Version 1 had backward anomalies only, without the fields version 2 added."""
-    assert records[0]["version"] == 13
+    assert records[0]["version"] == 14
     old = [{k: v for k, v in {**records[0], "version": 1}.items() if k != "sources"}]
     for item in _without_modules(records[1:]):
         if item.get("kind") == "anomaly":
