@@ -339,7 +339,8 @@ def explain(
         cut = claims.cuts.get(id(p))
         if cut is not None:
             of = f" ({cut.made_in})" if cut.made_in else ""
-            found(CUT, f"cut by {cut.kind}{of} on the way to the loss", cut.where)
+            gives = f": it gives {cut.result}, which carry no gradient" if cut.result else ""
+            found(CUT, f"cut by {cut.kind}{of} on the way to the loss{gives}", cut.where)
             continue
         output = claims.outputs.get(id(p))
         if output is not None:

@@ -85,6 +85,36 @@ CUTS: dict[Any, str] = {
 """Torch functions whose result carries no gradient back to a tensor that requires grad."""
 
 _DATA = torch._C.TensorBase.data
+
+# Note [Integer results cut]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~
+# An op whose one result is an integer or bool tensor, from an input that requires
+# grad, carries no gradient back: ``argmax`` (a mixture-of-experts router's top-1),
+# ``argmin``, ``x > 0`` (``gt``), ``.long()``. A parameter whose only way to the loss goes
+# through one gets no gradient, and what cut it is that op, at its line: "cut by
+# argmax() ...: it gives integers, which carry no gradient", not "what its last use made
+# never reaches the loss".
+# Ops with several results (``max(x, dim)``, ``topk``: values and indices) keep a
+# gradient through their values and are not cuts.
+
+
+def _integer_result(out: Any) -> bool:
+    """Whether ``out`` is one tensor of integers or bools (Note [Integer results cut])."""
+    return (
+        isinstance(out, torch.Tensor)
+        and not out.requires_grad
+        and not (out.is_floating_point() or out.is_complex())
+    )
+
+
+def _integer_cut(func: Any, out: torch.Tensor) -> tuple[str, str]:
+    """How a cut by ``func`` is named, and what it gives: ``("argmax()", "integers")``,
+    ``("gt()", "bools")`` (``x > 0``; the line shows which)."""
+    name = getattr(func, "__name__", None) or str(func)
+    result = "bools" if out.dtype is torch.bool else "integers"
+    return f"{name.strip('_')}()", result
+
+
 """``Tensor.data``: the mode sees its getter as ``_DATA.__get__``."""
 
 _WRAPPERS = ("DistributedDataParallel", "DataParallel")
@@ -115,6 +145,9 @@ class Cut:
     """``id`` of the cut leaf (a parameter detached itself)."""
     made_in: str | None
     """The module whose output was cut, or that made the cut tensor."""
+    result: str | None = None
+    """What an op whose result carries no gradient gives: ``"integers"``, ``"bools"``
+    (Note [Integer results cut])."""
 
 
 @dataclass
@@ -406,6 +439,12 @@ class UsesTracker:
         cut_at = 1 if func is torch.Tensor.new_tensor else 0
         if cut is not None and len(args) > cut_at and isinstance(args[cut_at], torch.Tensor):
             self._cut(cut, args[cut_at])
+        elif watched and cut is None and _integer_result(out):
+            # Note [Integer results cut]
+            source = next((t for t in tensors(args) if t.requires_grad), None)
+            if source is not None:
+                kind, result = _integer_cut(func, out)
+                self._cut(kind, source, result)
         return out
 
     def _used_without_grad(self, used: list[torch.nn.Parameter]) -> None:
@@ -440,7 +479,7 @@ class UsesTracker:
     # forgotten with it, so that a parameter made later at the same address does
     # not inherit them.
 
-    def _cut(self, kind: str, t: torch.Tensor) -> None:
+    def _cut(self, kind: str, t: torch.Tensor, result: str | None = None) -> None:
         if not t.requires_grad:
             return
         fn = t.grad_fn
@@ -457,7 +496,7 @@ class UsesTracker:
                     made_in = f"made in {origin.module}"
         where = user_line(sys._getframe(3))
         leaf = id(t) if fn is None else None
-        self.log.cuts.append(Cut(next(self._order), kind, where, fn, leaf, made_in))
+        self.log.cuts.append(Cut(next(self._order), kind, where, fn, leaf, made_in, result))
 
     def _tag(self, fns: Any) -> None:
         frame = next(user_frames(sys._getframe(3)), None)

@@ -171,6 +171,25 @@ PROGRAMS: dict[str, str] = {
             model.zero_grad()
             model(ids).pow(2).mean().backward()
     """),
+    "router": program("""
+        class MoE(nn.Module):  # top-1 routing: argmax gives the router no gradient
+            def __init__(self):
+                super().__init__()
+                self.router = nn.Linear(4, 3)
+                self.experts = nn.ModuleList([nn.Linear(4, 4) for _ in range(3)])
+
+            def forward(self, x):
+                choice = self.router(x).argmax(-1)  # <- cut
+                gate = (self.router(x) > 0).float()  # <- compared
+                return sum(e(x) * (choice == i).float().unsqueeze(-1) for i, e in enumerate(self.experts)) * gate.sum()
+
+
+        torch.manual_seed(0)
+        model = MoE()
+        for _ in range(2):
+            model.zero_grad()
+            model(torch.randn(8, 4)).pow(2).mean().backward()
+    """),
     "unreached": program("""
         class Net(nn.Module):
             def __init__(self):

@@ -110,6 +110,21 @@ def test_parameters_a_model_let_go_when_it_tied_them_are_no_finding(
     assert reasons(report) == {"Parameter(3,)": (NO_GRAD, "used only under torch.no_grad()", line)}
 
 
+def test_a_router_cut_by_argmax_and_a_comparison_is_named_with_the_op(
+    torch: Any, tmp_path: Path
+) -> None:
+    """An integer or bool result carries no gradient (Note [Integer results cut])."""
+    path = write(tmp_path, "router")
+    report = watched(path)
+    found = reasons(report)
+    line = marked_line(path, "compared")  # the latest cut whose graph holds the router
+    why = (
+        "cut by gt() (the output of router) on the way to the loss: it gives bools, "
+        "which carry no gradient"
+    )
+    assert found == {"router.weight": (CUT, why, line), "router.bias": (CUT, why, line)}
+
+
 @pytest.mark.parametrize("kind", list(CUT_FORMS))
 def test_each_cut_is_named_with_its_line_and_the_module_it_cut(
     torch: Any, tmp_path: Path, kind: str
