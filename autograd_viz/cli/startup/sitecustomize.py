@@ -26,12 +26,22 @@ def _start() -> None:
 
 
 def _run_hidden() -> None:
-    """Run the ``sitecustomize`` this module stood in front of, if there is one."""
+    """Run the ``sitecustomize`` this module stood in front of, if there is one.
+
+    It becomes ``sys.modules["sitecustomize"]``, as without us: the program sees its own,
+    and what it made lives as long as the process (a ``torch.library.Library`` it
+    defines ops with takes them away again when it is freed).
+    """
     spec = importlib.machinery.PathFinder.find_spec("sitecustomize", sys.path)
     if spec is None or spec.loader is None:
         return
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    sys.modules["sitecustomize"] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules["sitecustomize"]  # as a failed import leaves it
+        raise
 
 
 def _watch() -> None:

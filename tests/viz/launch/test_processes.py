@@ -161,6 +161,45 @@ def test_the_children_user_sitecustomize_still_runs(tmp_path: Path) -> None:
     assert done.stdout.splitlines()[0] == "1"
 
 
+def test_the_childs_sitecustomize_is_its_own_and_what_it_made_lives(tmp_path: Path) -> None:
+    """The child sees its own ``sitecustomize`` module, kept for the process: ops it defines
+    with a ``torch.library.Library`` (freed, the Library takes them away) are there when
+    the child runs (the shim that lets torchvision import beside a CPU-only torch)."""
+    pytest.importorskip("torch")
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(
+        "import torch\n"
+        "MARK = 42\n"
+        "_lib = torch.library.Library('avtest', 'DEF')\n"
+        "_lib.define('twice(Tensor x) -> Tensor')\n"
+        "_lib.impl('twice', lambda x: x * 2, 'CPU')\n",
+        encoding="utf-8",
+    )
+    child = (
+        "import gc, sitecustomize, torch; gc.collect(); "
+        "print(sitecustomize.MARK, torch.ops.avtest.twice(torch.ones(2)).tolist())"
+    )
+    script = tmp_path / "check.py"
+    script.write_text(
+        f"import subprocess, sys\nsubprocess.run([sys.executable, '-c', {child!r}], check=True)\n",
+        encoding="utf-8",
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(site)])}
+    env.pop(processes.ENV, None)
+    done = subprocess.run(
+        [sys.executable, "-m", "autograd_viz", "record", "-o", "t.jsonl", str(script)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0] == "42 [2.0, 2.0]"
+
+
 def test_process_trace_paths() -> None:
     assert process_trace_path("t.jsonl", {"rank": 1, "pid": 7}) == "t.rank1.jsonl"
     assert process_trace_path("out/t.jsonl", {"rank": None, "pid": 7}) == "out/t.pid7.jsonl"
