@@ -1,6 +1,6 @@
 """A child process's start-up under a watching command.
 
-``record``, ``nan`` and ``run --print`` follow the processes a script starts
+``record``, ``nan``, ``grads`` and ``run --print`` follow the processes a script starts
 (Note [Children armed by the environment] in
 :mod:`autograd_viz.launch.processes`): each child starts watching in
 :func:`start_child`, and saves its own trace (or prints its calls) as it
@@ -14,7 +14,7 @@ import atexit
 import contextlib
 import os
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from autograd_viz.launch.processes import ChildSettings
@@ -41,6 +41,9 @@ def start_child() -> None:
     said = None
     if settings.command == "print":
         _print(stack, settings)
+        return
+    if settings.command == "grads":
+        _grads(stack, settings)
         return
     if settings.command == "nan":
         from autograd_viz.nan.watch import watch_nan
@@ -73,6 +76,52 @@ def start_child() -> None:
     # the calls it kept) before the trace is saved.
     watch_as_child(trace, settings, said)
     atexit.register(stack.close)
+
+
+def _grads(stack: contextlib.ExitStack, settings: ChildSettings) -> None:
+    """``grads``' child: its own backward calls explained, and its report printed at exit,
+    headed by its rank as under ``torchrun -m autograd_viz grads``, to the output it shares
+    with its parent (one process at a time); whether a parameter got no gradient is left in
+    the job's directory for the parent's exit status."""
+    import fcntl
+    import json
+
+    from autograd_viz.grads.watch import watch_grads
+    from autograd_viz.launch.processes import GRADS_SUFFIX, process_info
+
+    watch = stack.enter_context(watch_grads())
+    _kept.append(stack)
+    pid = os.getpid()
+
+    def report() -> None:
+        if os.getpid() != pid:
+            return  # a fork of this child says nothing at exit
+        stack.close()
+        with contextlib.suppress(Exception):  # the child's exit goes on
+            grads = watch.report
+            if not grads.calls:
+                return  # no backward call here: nothing to say (torchrun's own helpers)
+            info = process_info(settings.rank)
+            grads.rank = info["rank"]
+            from autograd_viz.cli.grads import ROWS, print_grads_report
+
+            sys.stdout.flush()
+            with open(os.path.join(settings.job, "print.lock"), "a") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)  # one process's report at a time
+                print_grads_report(grads, _console(), rows=(settings.grads or {}).get("rows", ROWS))
+                sys.stdout.flush()
+            note = os.path.join(settings.job, f"{pid}{GRADS_SUFFIX}")
+            with open(note + ".part", "w", encoding="utf-8") as f:
+                json.dump({"rank": info["rank"], "pid": pid, "found": grads.found}, f)
+            os.replace(note + ".part", note)
+
+    atexit.register(report)
+
+
+def _console() -> Any:
+    from rich.console import Console
+
+    return Console(highlight=False)
 
 
 def _print(stack: contextlib.ExitStack, settings: ChildSettings) -> None:

@@ -108,13 +108,14 @@ def run_grads(args: argparse.Namespace) -> int:
     from autograd_viz.cli.record import Signalled, end_by_signal, stopped_by_signals
     from autograd_viz.grads.plot import PLOT_SUFFIXES
     from autograd_viz.grads.watch import watch_grads
-    from autograd_viz.launch.processes import process_info
+    from autograd_viz.launch.processes import follow_children, process_info
     from autograd_viz.launch.script import (
         ScriptFailedError,
         ScriptNotFoundError,
         check_script,
         run_script,
     )
+    from autograd_viz.trace import Trace
 
     script, script_args = script_and_args(args, "grads")
     plot: str | None = args.plot
@@ -146,7 +147,13 @@ def run_grads(args: argparse.Namespace) -> int:
     signalled: int | None = None
     # Stopped by Ctrl-C, SIGTERM or SIGHUP, the calls that finished are reported, as record
     # and nan save them, and the tool then ends as the script would have.
-    with stopped_by_signals(), _recording(output) as noter, watch_grads(on_call=noter) as watch:
+    with (
+        stopped_by_signals(),
+        _recording(output) as noter,
+        watch_grads(on_call=noter) as watch,
+        # Note [Children explained]
+        follow_children("grads", Trace(), grads={"rows": args.rows}) as job,
+    ):
         try:
             status = run_script(script, script_args)
         except ScriptFailedError as exc:
@@ -155,15 +162,24 @@ def run_grads(args: argparse.Namespace) -> int:
             interrupted = True
         except Signalled as exc:
             signalled = exc.signum
+        if interrupted or signalled is not None:
+            job.settle()  # the children the signal reached are saying theirs
+        children = job.grads_found()
     report = watch.report
     report.rank = process_info()["rank"]
     sys.stdout.flush()  # the script's own output comes before the report
-    _finish(report, args, plot)
+    if children and not report.calls:
+        _say_children(children, output, plot)
+    else:
+        _finish(report, args, plot)
+        if children:
+            _say_children(children, output, plot)
+    found = report.found or any(child_found for *_, child_found in children)
     if signalled is not None:
         end_by_signal(signalled)
     if interrupted:
         raise KeyboardInterrupt
-    if report.found:
+    if found:
         if failure is not None or status != 0:
             note(f"{failure or f'{script} exited with status {status}'}")
         return FOUND
@@ -236,6 +252,35 @@ def report_on_trace(path: str) -> GradsReport:
         raise CommandError(f"cannot read trace {path}: {exc.strerror or exc}") from None
     report.from_trace = not (noted and report.calls)
     return report
+
+
+# Note [Children explained]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~
+# ``grads torchrun --nproc-per-node 2 train.py`` (or a script that starts ``mp.spawn``)
+# runs the backward calls in the children: this process runs none. Each Python child is
+# armed at start-up as ``record``'s are (Note [Children armed by the environment] in
+# launch/processes.py), explains its own calls and prints its report when it exits,
+# headed by its rank as under ``torchrun -m autograd_viz grads``, one process at a time;
+# the command's exit status is 1 when any process found a parameter without gradient.
+# The children's calls are not in ``-o``'s trace nor in ``--plot``'s drawing, which are
+# this process's: a line says so. A child ``multiprocessing`` forks is not explained.
+
+
+def _say_children(
+    children: list[tuple[int | None, int, bool]], output: str | None, plot: str | None
+) -> None:
+    """The line after the children's own reports (Note [Children explained])."""
+    found = sum(1 for *_, f in children if f)
+    text = (
+        f"{count_words(len(children), 'child process', 'child processes')} explained "
+        "their backward calls above"
+    )
+    if found:
+        text += f"; {count_words(found, 'process', 'processes')} found a parameter without gradient"
+    print(text)
+    mine = [f"-o {output}" for _ in [output] if output] + [f"--plot {plot}" for _ in [plot] if plot]
+    if mine:
+        note(f"{' and '.join(mine)}: this process's backward calls only, not its children's")
 
 
 def _finish(report: GradsReport, args: argparse.Namespace, plot: str | None) -> None:
@@ -393,13 +438,13 @@ def print_flow(call: int, flow: list[FlowRow], console: Console, rows: int = ROW
 
 
 def _fold_at_dots(name: str, width: int) -> list[str]:
-    """``name`` in lines of at most ``width``, each broken after a dot where one is near
-    enough (``text_model.encoder.layers.1.`` / ``self_attn.q_proj``); a part longer than
+    """``name`` in lines of at most ``width``, each broken after its last dot within the
+    width (``text_model.encoder.layers.1.`` / ``self_attn.q_proj``); a part longer than
     ``width`` is left for the table to fold."""
     lines = []
     while len(name) > width:
         cut = name.rfind(".", 0, width) + 1
-        if cut < width // 2:  # no dot in the line's second half: the table folds it
+        if not cut:  # no dot within the width: the table folds it
             break
         lines.append(name[:cut])
         name = name[cut:]

@@ -218,6 +218,8 @@ class ChildSettings:
     """Which gradients are summarized (``--values``)."""
     observe: str = "nodes"
     """What is watched (``--observe``)."""
+    grads: dict[str, Any] | None = None
+    """``grads``' options: ``rows`` (each child prints its own report)."""
 
     def to_env(self) -> str:
         """The settings as the value of :data:`ENV`."""
@@ -297,6 +299,10 @@ def _alive(pid: int) -> bool:
     return stat[state : state + 1] != b"Z"
 
 
+GRADS_SUFFIX = ".grads"
+"""A ``grads`` child's note in the job's directory: its rank, its pid, whether it found."""
+
+
 class Job:
     """The child processes of one watched script, followed while :func:`follow_children` lasts."""
 
@@ -318,6 +324,21 @@ class Job:
             except (OSError, ValueError, TypeError, KeyError):
                 continue  # a child killed while writing its report; its trace says the rest
         return sorted(found, key=lambda r: (r.rank is None, r.rank or 0, r.pid))
+
+    def grads_found(self) -> list[tuple[int | None, int, bool]]:
+        """``(rank, pid, found)`` of each child that explained its backward calls under
+        ``grads`` and printed its report; ``found``: a parameter got no gradient there."""
+        found = []
+        for name in sorted(os.listdir(self.settings.job)):
+            if not name.endswith(GRADS_SUFFIX):
+                continue
+            try:
+                with open(os.path.join(self.settings.job, name), encoding="utf-8") as f:
+                    fields = json.load(f)
+                found.append((fields["rank"], int(fields["pid"]), bool(fields["found"])))
+            except (OSError, ValueError, TypeError, KeyError):
+                continue  # a child killed while writing it
+        return sorted(found, key=lambda r: (r[0] is None, r[0] or 0, r[1]))
 
     def unfinished(self) -> list[tuple[int, str]]:
         """``(pid, trace file)`` of each streaming child that ended without finishing its
@@ -378,11 +399,12 @@ def follow_children(
     values: str = "all",
     observe: str = "nodes",
     said: Said | None = None,
+    grads: dict[str, Any] | None = None,
 ) -> Iterator[Job]:
     """Watch, inside the block, every child process the program starts, as ``command`` does here.
 
     Args:
-        command: ``"record"``, ``"nan"`` or ``"print"``.
+        command: ``"record"``, ``"nan"``, ``"print"`` or ``"grads"``.
         trace: this process's recording, which a forked child empties and keeps.
         output: the trace path each child's path is made from; ``None`` keeps
             the children's traces in the job's directory (``nan`` without ``-o``).
@@ -393,6 +415,7 @@ def follow_children(
         observe: ``--observe``, what each child watches.
         said: what a child forked from here says in its report, from the watching it
             inherits (a spawned child says what its own watching says).
+        grads: ``grads``' options, for ``command="grads"``.
 
     Yields:
         The :class:`Job`; read its :meth:`~Job.reports` once the program has ended.
@@ -408,6 +431,7 @@ def follow_children(
         calls=calls,
         values=values,
         observe=observe,
+        grads=grads,
     )
     saved = {name: os.environ.get(name) for name in (ENV, "PYTHONPATH")}
     os.environ[ENV] = settings.to_env()
@@ -478,7 +502,7 @@ def follow_forks(owner: object, trace: Trace, said: Said | None = None) -> None:
             finally:
                 if locked:
                     trace.lock.release()
-            if settings.command == "print":
+            if settings.command in ("print", "grads"):
                 return  # it prints its own calls as they end, headed by its pid: nothing to save
             finish = _finisher(trace, settings, said)
             finishing[:] = [finish]

@@ -171,5 +171,9 @@ def test_a_name_without_a_dot_near_the_edge_is_folded_by_the_table() -> None:
         "layers.0.",
         "self_attention_projection",  # longer than the width: the table folds it
     ]
-    assert _fold_at_dots("x.averyveryverylongname", 12) == ["x.averyveryverylongname"]
+    assert _fold_at_dots("x.averyveryverylongname", 12) == ["x.", "averyveryverylongname"]
+    assert _fold_at_dots("model.decoder.layernorm_embedding", 32) == [
+        "model.decoder.",
+        "layernorm_embedding",
+    ]
     assert _fold_at_dots("encoder.layers.10.attn.q", 12) == ["encoder.", "layers.10.", "attn.q"]

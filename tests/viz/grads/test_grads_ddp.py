@@ -101,3 +101,41 @@ def test_each_rank_reports_what_its_own_backward_left_out(torch: object, tmp_pat
     assert "extra.weight (8, 8), extra.bias (8,)" in rank0
     assert "module extra was never called in this forward" in rank0
     assert "every trainable parameter got a gradient on rank 1 in 2 backward calls" in rank1
+
+
+def test_grads_around_torchrun_explains_each_rank(torch: object, tmp_path: Path) -> None:
+    """``autograd-viz grads torchrun ... job.py``: the backward calls run in the ranks, each
+    explained and reported by its rank (Note [Children explained] in cli/grads.py)."""
+    if not __import__("torch").distributed.is_available():
+        pytest.skip("torch.distributed is not available")
+    torchrun = Path(sys.executable).parent / "torchrun"
+    if not torchrun.exists():
+        pytest.skip("no torchrun beside this python")
+    script = write(tmp_path, "ddp_job", JOB)
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "TORCHELASTIC_RUN_ID"):
+        env.pop(name, None)
+    done = subprocess.run(
+        [
+            *(sys.executable, "-m", "autograd_viz", "grads", str(torchrun)),
+            *("--nproc-per-node", "2", "--master-port", str(free_port()), str(script)),
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    out = done.stdout
+    assert done.returncode == 1, done.stderr[-2000:]  # rank 0 found a parameter without one
+    assert "no backward call" not in out
+    rank0 = out.index("2 trainable parameters got no gradient on rank 0 (2 backward calls)")
+    rank1 = out.index("every trainable parameter got a gradient on rank 1 in 2 backward calls")
+    assert "module extra was never called in this forward" in out[rank0:]
+    # One report after the other, never interleaved.
+    assert "gradient flow" in out[min(rank0, rank1) : max(rank0, rank1)]
+    assert out.rstrip().endswith(
+        "2 child processes explained their backward calls above; 1 process found a "
+        "parameter without gradient"
+    )
