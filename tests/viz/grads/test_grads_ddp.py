@@ -67,25 +67,31 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def test_each_rank_reports_what_its_own_backward_left_out(torch: object, tmp_path: Path) -> None:
+def _run(tmp_path: Path, *command: str) -> subprocess.CompletedProcess[str]:
+    """``python command...`` in ``tmp_path``, as a fresh shell would start it (no rank)."""
     if not __import__("torch").distributed.is_available():
         pytest.skip("torch.distributed is not available")
-    script = write(tmp_path, "ddp_job", JOB)
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "TORCHELASTIC_RUN_ID"):
         env.pop(name, None)
-    done = subprocess.run(
-        [
-            *(sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2"),
-            *("--master-port", str(free_port()), "--tee", "3"),
-            *("-m", "autograd_viz", "grads", str(script)),
-        ],
+    return subprocess.run(
+        [sys.executable, *command],
         cwd=tmp_path,
         env=env,
         capture_output=True,
         text=True,
         timeout=300,
         check=False,
+    )
+
+
+def test_each_rank_reports_what_its_own_backward_left_out(torch: object, tmp_path: Path) -> None:
+    script = write(tmp_path, "ddp_job", JOB)
+    done = _run(
+        tmp_path,
+        *("-m", "torch.distributed.run", "--nproc-per-node", "2"),
+        *("--master-port", str(free_port()), "--tee", "3"),
+        *("-m", "autograd_viz", "grads", str(script)),
     )
     out = done.stdout
     # rank 0's report and exit status 1; torchrun then says a rank failed (status 1)
@@ -106,26 +112,14 @@ def test_each_rank_reports_what_its_own_backward_left_out(torch: object, tmp_pat
 def test_grads_around_torchrun_explains_each_rank(torch: object, tmp_path: Path) -> None:
     """``autograd-viz grads torchrun ... job.py``: the backward calls run in the ranks, each
     explained and reported by its rank (Note [Children explained] in cli/grads.py)."""
-    if not __import__("torch").distributed.is_available():
-        pytest.skip("torch.distributed is not available")
     torchrun = Path(sys.executable).parent / "torchrun"
     if not torchrun.exists():
         pytest.skip("no torchrun beside this python")
     script = write(tmp_path, "ddp_job", JOB)
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
-    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "TORCHELASTIC_RUN_ID"):
-        env.pop(name, None)
-    done = subprocess.run(
-        [
-            *(sys.executable, "-m", "autograd_viz", "grads", str(torchrun)),
-            *("--nproc-per-node", "2", "--master-port", str(free_port()), str(script)),
-        ],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
+    done = _run(
+        tmp_path,
+        *("-m", "autograd_viz", "grads", str(torchrun)),
+        *("--nproc-per-node", "2", "--master-port", str(free_port()), str(script)),
     )
     out = done.stdout
     assert done.returncode == 1, done.stderr[-2000:]  # rank 0 found a parameter without one

@@ -135,51 +135,12 @@ def test_a_child_of_a_script_without_backward_records_nothing(tmp_path: Path) ->
     assert done.stderr == ""
 
 
-def test_the_children_user_sitecustomize_still_runs(tmp_path: Path) -> None:
+def _child_under_record(tmp_path: Path, sitecustomize: str, child: str) -> str:
+    """The first line a child prints (``python -c child``) when the recorded script starts
+    it, with ``sitecustomize`` the environment's own."""
     site = tmp_path / "site"
     site.mkdir()
-    (site / "sitecustomize.py").write_text("import os\nos.environ['USER_SITE_RAN'] = '1'\n")
-    script = tmp_path / "check.py"
-    script.write_text(
-        "import os, subprocess, sys\n"
-        "code = 'import os; print(os.environ.get(\"USER_SITE_RAN\"))'\n"
-        "subprocess.run([sys.executable, '-c', code], check=True)\n",
-        encoding="utf-8",
-    )
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(site)])}
-    env.pop(processes.ENV, None)
-    done = subprocess.run(
-        [sys.executable, "-m", "autograd_viz", "record", "-o", "t.jsonl", str(script)],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines()[0] == "1"
-
-
-def test_the_childs_sitecustomize_is_its_own_and_what_it_made_lives(tmp_path: Path) -> None:
-    """The child sees its own ``sitecustomize`` module, kept for the process: ops it defines
-    with a ``torch.library.Library`` (freed, the Library takes them away) are there when
-    the child runs (the shim that lets torchvision import beside a CPU-only torch)."""
-    pytest.importorskip("torch")
-    site = tmp_path / "site"
-    site.mkdir()
-    (site / "sitecustomize.py").write_text(
-        "import torch\n"
-        "MARK = 42\n"
-        "_lib = torch.library.Library('avtest', 'DEF')\n"
-        "_lib.define('twice(Tensor x) -> Tensor')\n"
-        "_lib.impl('twice', lambda x: x * 2, 'CPU')\n",
-        encoding="utf-8",
-    )
-    child = (
-        "import gc, sitecustomize, torch; gc.collect(); "
-        "print(sitecustomize.MARK, torch.ops.avtest.twice(torch.ones(2)).tolist())"
-    )
+    (site / "sitecustomize.py").write_text(sitecustomize, encoding="utf-8")
     script = tmp_path / "check.py"
     script.write_text(
         f"import subprocess, sys\nsubprocess.run([sys.executable, '-c', {child!r}], check=True)\n",
@@ -197,7 +158,34 @@ def test_the_childs_sitecustomize_is_its_own_and_what_it_made_lives(tmp_path: Pa
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines()[0] == "42 [2.0, 2.0]"
+    return done.stdout.splitlines()[0]
+
+
+def test_the_children_user_sitecustomize_still_runs(tmp_path: Path) -> None:
+    first = _child_under_record(
+        tmp_path,
+        "import os\nos.environ['USER_SITE_RAN'] = '1'\n",
+        "import os; print(os.environ.get('USER_SITE_RAN'))",
+    )
+    assert first == "1"
+
+
+def test_the_childs_sitecustomize_is_its_own_and_what_it_made_lives(tmp_path: Path) -> None:
+    """The child sees its own ``sitecustomize`` module, kept for the process: ops it defines
+    with a ``torch.library.Library`` (freed, the Library takes them away) are there when
+    the child runs (the shim that lets torchvision import beside a CPU-only torch)."""
+    pytest.importorskip("torch")
+    first = _child_under_record(
+        tmp_path,
+        "import torch\n"
+        "MARK = 42\n"
+        "_lib = torch.library.Library('avtest', 'DEF')\n"
+        "_lib.define('twice(Tensor x) -> Tensor')\n"
+        "_lib.impl('twice', lambda x: x * 2, 'CPU')\n",
+        "import gc, sitecustomize, torch; gc.collect(); "
+        "print(sitecustomize.MARK, torch.ops.avtest.twice(torch.ones(2)).tolist())",
+    )
+    assert first == "42 [2.0, 2.0]"
 
 
 def test_process_trace_paths() -> None:
