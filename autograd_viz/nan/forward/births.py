@@ -145,6 +145,8 @@ class Births:
         """Which births each live non-finite tensor came from (Note [Lineage])."""
         self.transformed: Callable[[], bool] = lambda: False
         """Whether the op runs inside a ``torch.func`` transform (set by the checker)."""
+        self.any_found: Callable[[], bool] = lambda: False
+        """Whether a finding was emitted in this run so far (set by the checker)."""
         self._said_held: WeakIdKeyDictionary = WeakIdKeyDictionary()
         """Parameters already said to hold a NaN or Inf (Note [A parameter that holds a NaN])."""
         self._words: OrderedDict[int, str] = OrderedDict()
@@ -244,8 +246,10 @@ class Births:
                 yield birth
         for i in held:
             self._said_held[_base(inputs[i])] = True
-        if passed_on and in_place:  # written from a tensor's values (an optimizer's step
-            for t in mutated(op, args, kwargs):  # from a NaN gradient): not held unseen
+        if passed_on and in_place and self.any_found():
+            # Written from a tensor's values once a finding was said (an optimizer's step
+            # from a NaN gradient): a value seen, not held unseen.
+            for t in mutated(op, args, kwargs):
                 self._said_held[_base(t)] = True
 
     def _held_by_parameter(self, t: torch.Tensor) -> bool:
@@ -464,6 +468,8 @@ def _held_data(held: dict[int, str | None]) -> dict[str, list[Any]]:
 # that value enters the computation: its output is born there, its cause the parameter,
 # by name where the model names it (``head.fc.weight``). Said once per parameter: the
 # ops after it carry its lineage, and later steps reading it again are passed on. A
-# parameter a checked op wrote in place from a tensor's non-finite values (an optimizer's
-# step from a NaN gradient) holds a value that was seen: it is passed on, not held. A
-# literal the program wrote (``p[0] = inf``: a 0-d tensor copied in) is no such value.
+# parameter a checked op wrote in place from a tensor's non-finite values once a finding
+# was said (an optimizer's step from a NaN gradient) holds a value that was seen: it is
+# passed on, not held. A literal the program wrote (``p[0] = inf``: a 0-d tensor copied
+# in), and a tensor copied in before anything was found (``load_state_dict`` of a
+# checkpoint that holds a NaN), are no such value: the first read names the parameter.

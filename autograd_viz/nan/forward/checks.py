@@ -100,6 +100,7 @@ class TorchNanChecker:
         self._modes: list[Any] = []
         self._modules = ModuleHooks(self._modes)
         self._births = Births(self.checks, self._checked, self._modules, self._found)
+        self._births.any_found = lambda: self.findings > 0
         self._functions = FunctionCalls(
             self._modules, self._modes, self._births.emit, self._reached
         )

@@ -54,6 +54,20 @@ def test_a_parameter_holding_a_value_is_where_the_value_entered(value: float, wo
     assert report.source_count == 0 and not report.sources
 
 
+def test_a_checkpoint_loaded_with_a_nan_names_the_parameter() -> None:
+    """``load_state_dict`` copies a tensor's values in (no literal): before anything was
+    found, that is a value nobody saw, named at its first read."""
+    state = _model().state_dict()
+    state["0.bias"][5] = float("nan")
+    model = _model()
+    with watch_nan() as watch:
+        model.load_state_dict(state)
+        _train(model, 2, None, 0.0)
+    first = watch.report.first
+    assert first is not None and first.held == ("0.bias",)
+    assert first.cause == "parameter 0.bias held NaN before this op"
+
+
 def test_results_are_the_same_watched_and_not() -> None:
     plain = _train(_model(), 3, 1, float("inf"))
     with watch_nan():
