@@ -108,7 +108,10 @@ def _grads(stack: contextlib.ExitStack, settings: ChildSettings) -> None:
             sys.stdout.flush()
             with open(os.path.join(settings.job, "print.lock"), "a") as lock:
                 fcntl.flock(lock, fcntl.LOCK_EX)  # one process's report at a time
-                print_grads_report(grads, _console(), rows=(settings.grads or {}).get("rows", ROWS))
+                console = _console()
+                if grads.rank is None:  # no rank to head it (mp.spawn's workers): its pid
+                    console.print(f"[bold]process {pid}[/bold]")
+                print_grads_report(grads, console, rows=(settings.grads or {}).get("rows", ROWS))
                 sys.stdout.flush()
             note = os.path.join(settings.job, f"{pid}{GRADS_SUFFIX}")
             with open(note + ".part", "w", encoding="utf-8") as f:

@@ -11,6 +11,7 @@ nothing: the report is of each rank's own backward.
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -133,3 +134,37 @@ def test_grads_around_torchrun_explains_each_rank(torch: object, tmp_path: Path)
         "2 child processes explained their backward calls above; 1 process found a "
         "parameter without gradient"
     )
+
+
+SPAWNED = """
+import torch
+import torch.multiprocessing as mp
+
+
+def work(rank):
+    torch.manual_seed(rank)
+    model = torch.nn.ModuleDict({"used": torch.nn.Linear(4, 2), "spare": torch.nn.Linear(2, 2)})
+    out = model["used"](torch.randn(3, 4))
+    if rank == 1:
+        out = model["spare"](out)
+    out.sum().backward()
+
+
+if __name__ == "__main__":
+    mp.spawn(work, nprocs=2)
+"""
+
+
+def test_grads_explains_each_spawned_worker_headed_by_its_process(
+    torch: object, tmp_path: Path
+) -> None:
+    script = write(tmp_path, "spawned", SPAWNED)
+    done = _run(tmp_path, "-m", "autograd_viz", "grads", str(script))
+    assert done.returncode == 1, done.stderr[-2000:]  # worker 0 left "spare" out
+    out = done.stdout
+    heads = re.findall(r"^process (\d+)$", out, re.MULTILINE)
+    assert len(heads) == 2 and len(set(heads)) == 2
+    assert out.count("got no gradient (1 backward call)") == 1
+    assert "module spare was never called in this forward" in out
+    assert out.count("every trainable parameter got a gradient in 1 backward call") == 1
+    assert out.rstrip().endswith("1 process found a parameter without gradient")
