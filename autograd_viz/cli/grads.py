@@ -169,11 +169,11 @@ def run_grads(args: argparse.Namespace) -> int:
     report.rank = process_info()["rank"]
     sys.stdout.flush()  # the script's own output comes before the report
     if children and not report.calls:
-        _say_children(children, output, plot)
+        _say_children(children, output, plot, 0)
     else:
         _finish(report, args, plot)
         if children:
-            _say_children(children, output, plot)
+            _say_children(children, output, plot, report.calls)
     found = report.found or any(child_found for *_, child_found in children)
     if signalled is not None:
         end_by_signal(signalled)
@@ -267,7 +267,10 @@ def report_on_trace(path: str) -> GradsReport:
 
 
 def _say_children(
-    children: list[tuple[int | None, int, bool]], output: str | None, plot: str | None
+    children: list[tuple[int | None, int, bool]],
+    output: str | None,
+    plot: str | None,
+    own_calls: int,
 ) -> None:
     """The line after the children's own reports (Note [Children explained])."""
     found = sum(1 for *_, f in children if f)
@@ -278,9 +281,12 @@ def _say_children(
     if found:
         text += f"; {count_words(found, 'process', 'processes')} found a parameter without gradient"
     print(text)
-    mine = [f"-o {output}" for _ in [output] if output] + [f"--plot {plot}" for _ in [plot] if plot]
+    drawn = "" if own_calls else " (not drawn)"
+    mine = [f"-o {output}"] if output else []
+    mine += [f"--plot {plot}{drawn}"] if plot else []
     if mine:
-        note(f"{' and '.join(mine)}: this process's backward calls only, not its children's")
+        whose = "this process's backward calls only" if own_calls else "no backward call"
+        note(f"{' and '.join(mine)}: {whose}; the children's are in their reports above")
 
 
 def _finish(report: GradsReport, args: argparse.Namespace, plot: str | None) -> None:
