@@ -33,6 +33,7 @@ as a birth in the forward.
 from __future__ import annotations
 
 import re
+import threading
 import weakref
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -147,6 +148,8 @@ class Births:
         """Whether the op runs inside a ``torch.func`` transform (set by the checker)."""
         self.any_found: Callable[[], bool] = lambda: False
         """Whether a finding was emitted in this run so far (set by the checker)."""
+        self.steps = OptimizerSteps()
+        """Whether this thread is inside an optimizer's ``step`` (hooked by the checker)."""
         self._said_held: WeakIdKeyDictionary = WeakIdKeyDictionary()
         """Parameters already said to hold a NaN or Inf (Note [A parameter that holds a NaN])."""
         self._words: OrderedDict[int, str] = OrderedDict()
@@ -246,9 +249,9 @@ class Births:
                 yield birth
         for i in held:
             self._said_held[_base(inputs[i])] = True
-        if passed_on and in_place and self.any_found():
-            # Written from a tensor's values once a finding was said (an optimizer's step
-            # from a NaN gradient): a value seen, not held unseen.
+        if flagged and in_place and (self.steps.running() or (passed_on and self.any_found())):
+            # Stepped by an optimizer from its gradients, or written from a tensor's values
+            # once a finding was said: a value that came from a backward, not held unseen.
             for t in mutated(op, args, kwargs):
                 self._said_held[_base(t)] = True
 
@@ -445,6 +448,44 @@ class Births:
 __all__ = ["NO_KINDS", "Birth", "Births", "NonFiniteError"]
 
 
+class _Depth(threading.local):
+    def __init__(self) -> None:
+        self.steps = 0
+
+
+class OptimizerSteps:
+    """Whether this thread runs an optimizer's ``step`` (``torch.optim``'s global step hooks):
+    what a step writes into a parameter comes from its gradients (Note [A parameter that
+    holds a NaN])."""
+
+    def __init__(self) -> None:
+        self._depth = _Depth()
+        self._handles: list[Any] = []
+
+    def running(self) -> bool:
+        return self._depth.steps > 0
+
+    def hook(self) -> None:
+        from torch.optim import optimizer
+
+        self._handles += [
+            optimizer.register_optimizer_step_pre_hook(self._enter),
+            optimizer.register_optimizer_step_post_hook(self._leave),
+        ]
+
+    def unhook(self) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles.clear()
+        self._depth.steps = 0
+
+    def _enter(self, *_: Any) -> None:
+        self._depth.steps += 1
+
+    def _leave(self, *_: Any) -> None:  # not called when a step raises: the run ends there
+        self._depth.steps = max(self._depth.steps - 1, 0)
+
+
 def _base(t: torch.Tensor) -> torch.Tensor:
     """The tensor whose memory ``t`` views (a linear layer reads ``weight.t()``), or ``t``."""
     base = t._base
@@ -468,8 +509,10 @@ def _held_data(held: dict[int, str | None]) -> dict[str, list[Any]]:
 # that value enters the computation: its output is born there, its cause the parameter,
 # by name where the model names it (``head.fc.weight``). Said once per parameter: the
 # ops after it carry its lineage, and later steps reading it again are passed on. A
-# parameter a checked op wrote in place from a tensor's non-finite values once a finding
-# was said (an optimizer's step from a NaN gradient) holds a value that was seen: it is
-# passed on, not held. A literal the program wrote (``p[0] = inf``: a 0-d tensor copied
-# in), and a tensor copied in before anything was found (``load_state_dict`` of a
-# checkpoint that holds a NaN), are no such value: the first read names the parameter.
+# parameter an optimizer's ``step`` wrote from non-finite values came from its gradients:
+# from a backward of this process, already reported, or of another rank whose NaN an
+# allreduce brought (that rank reports it): it is passed on, not held. So is one a checked
+# op wrote in place from a tensor's non-finite values once a finding was said (a step
+# written by hand). A literal the program wrote (``p[0] = inf``: a 0-d tensor copied in),
+# and a tensor copied in before anything was found (``load_state_dict`` of a checkpoint
+# that holds a NaN), are no such value: the first read names the parameter.

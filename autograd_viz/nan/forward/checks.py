@@ -118,6 +118,7 @@ class TorchNanChecker:
         if self.checks.forward:
             self._modules.hook()
             self._outputs.hook()
+            self._births.steps.hook()
             self._modes[:] = [FunctionMode(self._functions), DispatchMode(self._ops)]
             for mode in self._modes:
                 mode.__enter__()
@@ -140,6 +141,7 @@ class TorchNanChecker:
         for mode in reversed(self._modes):
             mode.__exit__(None, None, None)
         self._modes.clear()
+        self._births.steps.unhook()
         self._outputs.unhook()
         self._modules.unhook()
 

@@ -68,6 +68,27 @@ def test_a_checkpoint_loaded_with_a_nan_names_the_parameter() -> None:
     assert first.cause == "parameter 0.bias held NaN before this op"
 
 
+def test_a_step_from_a_nan_gradient_another_rank_sent_names_no_parameter() -> None:
+    """An allreduce brings another rank's NaN into ``.grad`` (nothing checked made it, and
+    this process found nothing yet); the optimizer's step writes it into the parameters.
+    The value came from a backward (the other rank reports its birth): no parameter here is
+    said to have held it."""
+    model = _model()
+    opt = torch.optim.Adam(model.parameters(), lr=0.1)
+    x = torch.randn(5, 4)
+    with watch_nan() as watch:
+        for step in range(3):
+            opt.zero_grad()
+            model(x).sum().backward()
+            if step == 0:
+                with torch.no_grad():
+                    model[0].weight.grad.view(-1)[7] = float("nan")  # as an allreduce writes
+            opt.step()
+    report = watch.report
+    assert report.first is not None
+    assert not report.first.held and not any(f.held for f in report.sources)
+
+
 def test_results_are_the_same_watched_and_not() -> None:
     plain = _train(_model(), 3, 1, float("inf"))
     with watch_nan():
