@@ -181,7 +181,7 @@ class TorchGrads:
         accumulated: set[int] = set()
         had_grad: set[int] = set()
         try:
-            candidates = _candidates(self.tracker.log, held_modules(frame))
+            candidates = _candidates(self.tracker.log, held_modules(frame), held_parameters(frame))
             plan: CallPlan | None = plan_call(func, args, kwargs)
         except Exception as exc:  # noqa: BLE001 - the call runs unwatched, and says so
             warn_once(f"autograd-viz grads: cannot read this backward call ({exc!r}); not checked")
@@ -230,24 +230,38 @@ def _noting(accumulated: set[int]) -> Callable[[Any], None]:
     return hook
 
 
-def held_modules(frame: Any, frames: int = 8) -> list[tuple[str, torch.nn.Module]]:
-    """The modules the calling code holds: its frames' variables (Note [Which parameters])."""
-    found: dict[int, tuple[str, torch.nn.Module]] = {}
+def _held(frame: Any, kind: type, frames: int = 8) -> dict[int, tuple[str, Any]]:
+    """The values of ``kind`` the calling code holds in its frames' variables, by ``id``:
+    ``(variable, value)``, the innermost frame's name first."""
+    found: dict[int, tuple[str, Any]] = {}
     for depth, user in enumerate(user_frames(frame)):
         if depth >= frames:
             break
         for scope in (user.f_locals, user.f_globals):
             for variable, value in list(scope.items()):
-                if isinstance(value, torch.nn.Module) and id(value) not in found:
+                if isinstance(value, kind) and id(value) not in found:
                     found[id(value)] = (variable, value)
-    return list(found.values())
+    return found
+
+
+def held_modules(frame: Any) -> list[tuple[str, torch.nn.Module]]:
+    """The modules the calling code holds: its frames' variables (Note [Which parameters])."""
+    return list(_held(frame, torch.nn.Module).values())
+
+
+def held_parameters(frame: Any) -> dict[int, str]:
+    """The parameters the calling code holds as variables, by ``id``: a bare parameter is
+    named by its variable (``temperature``), as a module's are by their path."""
+    return {key: variable for key, (variable, _) in _held(frame, torch.nn.Parameter).items()}
 
 
 def _candidates(
-    log: ForwardLog, held: list[tuple[str, torch.nn.Module]]
+    log: ForwardLog,
+    held: list[tuple[str, torch.nn.Module]],
+    variables: dict[int, str] | None = None,
 ) -> list[tuple[str, str | None, int | None, torch.Tensor]]:
     """``(name, module, module id, parameter)`` of every parameter looked at (Note [Which
-    parameters])."""
+    parameters]); ``variables``: the names the program holds bare parameters by."""
     ran = set(log.called)
     covering = []
     for variable, held_module in held:
@@ -268,11 +282,18 @@ def _candidates(
                 seen.add(id(p))
                 path = f"{prefix}{module}" if prefix and module else module
                 found.append((f"{prefix}{name}", path, module_id, p))
+    names = {name for name, *_ in found}
     for ref in list(log.bare.values()):
         bare = ref()
         if bare is not None and id(bare) not in seen:
             seen.add(id(bare))
-            found.append((f"Parameter{tuple(bare.shape)}", None, None, bare))
+            name = (variables or {}).get(id(bare)) or f"Parameter{tuple(bare.shape)}"
+            numbered, count = name, 1
+            while numbered in names:  # two parameters never share a name in the report
+                count += 1
+                numbered = f"{name}#{count}"
+            names.add(numbered)
+            found.append((numbered, None, None, bare))
     return found
 
 

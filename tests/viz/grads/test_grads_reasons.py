@@ -92,7 +92,7 @@ def test_a_bare_parameter_used_without_grad(torch: Any, tmp_path: Path) -> None:
     path = write(tmp_path, "no_grad_bare")
     report = watched(path)
     line = marked_line(path, "use")
-    assert reasons(report) == {"Parameter(4,)": (NO_GRAD, "used only under torch.no_grad()", line)}
+    assert reasons(report) == {"scale": (NO_GRAD, "used only under torch.no_grad()", line)}
 
 
 def test_parameters_a_model_let_go_when_it_tied_them_are_no_finding(
@@ -107,7 +107,7 @@ def test_parameters_a_model_let_go_when_it_tied_them_are_no_finding(
     path = write(tmp_path, "tied_after_init")
     report = watched(path, str(library))
     line = marked_line(path, "use")
-    assert reasons(report) == {"Parameter(3,)": (NO_GRAD, "used only under torch.no_grad()", line)}
+    assert reasons(report) == {"spare": (NO_GRAD, "used only under torch.no_grad()", line)}
 
 
 def test_a_router_cut_by_argmax_and_a_comparison_is_named_with_the_op(
@@ -123,6 +123,31 @@ def test_a_router_cut_by_argmax_and_a_comparison_is_named_with_the_op(
         "which carry no gradient"
     )
     assert found == {"router.weight": (CUT, why, line), "router.bias": (CUT, why, line)}
+
+
+TWO_BARE = """
+import torch
+from torch import nn
+
+model = nn.Linear(4, 1)
+scales = [nn.Parameter(torch.ones(4)) for _ in range(2)]  # held by a list: no variable each
+for _ in range(2):
+    x = torch.randn(6, 4)
+    with torch.no_grad():
+        x = x * scales[0] * scales[1]  # <- use
+    model.zero_grad()
+    model(x).pow(2).mean().backward()
+"""
+
+
+def test_bare_parameters_of_one_shape_without_a_variable_are_numbered(
+    torch: Any, tmp_path: Path
+) -> None:
+    path = write(tmp_path, "two_bare", TWO_BARE)
+    report = watched(path)
+    line = marked_line(path, "use")
+    why = (NO_GRAD, "used only under torch.no_grad()", line)
+    assert reasons(report) == {"Parameter(4,)": why, "Parameter(4,)#2": why}
 
 
 @pytest.mark.parametrize("kind", list(CUT_FORMS))
