@@ -14,7 +14,7 @@ import atexit
 import contextlib
 import os
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from autograd_viz.launch.processes import ChildSettings
@@ -103,12 +103,13 @@ def _grads(stack: contextlib.ExitStack, settings: ChildSettings) -> None:
                 return  # no backward call here: nothing to say (torchrun's own helpers)
             info = process_info(settings.rank)
             grads.rank = info["rank"]
+            from autograd_viz.cli.base import rich_console
             from autograd_viz.cli.grads import ROWS, print_grads_report
 
             sys.stdout.flush()
             with open(os.path.join(settings.job, "print.lock"), "a") as lock:
                 fcntl.flock(lock, fcntl.LOCK_EX)  # one process's report at a time
-                console = _console()
+                console = rich_console()
                 if grads.rank is None:  # no rank to head it (mp.spawn's workers): its pid
                     console.print(f"[bold]process {pid}[/bold]")
                 print_grads_report(grads, console, rows=(settings.grads or {}).get("rows", ROWS))
@@ -119,12 +120,6 @@ def _grads(stack: contextlib.ExitStack, settings: ChildSettings) -> None:
             os.replace(note + ".part", note)
 
     atexit.register(report)
-
-
-def _console() -> Any:
-    from rich.console import Console
-
-    return Console(highlight=False)
 
 
 def _print(stack: contextlib.ExitStack, settings: ChildSettings) -> None:

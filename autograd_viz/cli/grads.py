@@ -32,6 +32,7 @@ from autograd_viz.cli.base import (
     check_output,
     integer_at_least,
     note,
+    rich_console,
     script_and_args,
     takes_a_script,
 )
@@ -293,7 +294,7 @@ def _finish(report: GradsReport, args: argparse.Namespace, plot: str | None) -> 
     """Print the report and draw the plot."""
     from autograd_viz.grads.plot import save_plot
 
-    print_grads_report(report, _console(), rows=args.rows)
+    print_grads_report(report, rich_console(), rows=args.rows)
     if plot is not None:
         try:
             drawn = save_plot(report, plot)
@@ -430,10 +431,9 @@ def print_flow(call: int, flow: list[FlowRow], console: Console, rows: int = ROW
             cells.append(row.flag or "")
         lines.append(cells)
     # Each column's width and padding, and the borders: what is left is the names'.
-    headers = ["‖grad‖", "‖param‖", "ratio", "flag"][: len(table.columns) - 1]
     others = sum(
-        max([len(header), *(len(cells[i]) for cells in lines)]) + 3
-        for i, header in enumerate(headers, start=1)
+        max([len(str(column.header)), *(len(cells[i]) for cells in lines)]) + 3
+        for i, column in enumerate(table.columns[1:], start=1)
     )
     width = max(12, console.width - others - 4)
     for name, *numbers in lines:
@@ -488,9 +488,3 @@ def _shape(shape: tuple[int, ...]) -> str:
 
 def _count(n: int, singular: str) -> str:
     return f"{n:,} {singular if n == 1 else singular + 's'}"
-
-
-def _console() -> Console:
-    from rich.console import Console
-
-    return Console(highlight=False)

@@ -31,6 +31,7 @@ from autograd_viz.cli.base import (
     check_output,
     load_trace,
     note,
+    rich_console,
     script_and_args,
     takes_a_script,
 )
@@ -224,7 +225,7 @@ def run_nan(args: argparse.Namespace) -> int:
                 own, children, frozenset(args.ignore), output is not None
             )
     sys.stdout.flush()  # the script's own output comes before the report
-    console = _console()
+    console = rich_console()
     failed = failure is not None or status != 0
     if children:
         found = finding is not None
@@ -330,7 +331,7 @@ def report_on_trace(args: argparse.Namespace, path: str, extra: list[str]) -> in
             "NaN checks: it cannot say whether a gradient held a NaN or Inf; record with "
             f"--values leaves or all, or run '{PROG} nan SCRIPT'"
         )
-    print_report(report, _console())
+    print_report(report, rich_console())
     return FOUND if report.first is not None else OK
 
 
@@ -391,9 +392,3 @@ def print_missed(missed: MissedFinding, selection: CallSelection, console: Conso
         f"to see where it was born: --steps {missed.call}",
         soft_wrap=True,
     )
-
-
-def _console() -> Console:
-    from rich.console import Console
-
-    return Console(highlight=False)

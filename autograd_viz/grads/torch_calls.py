@@ -181,7 +181,7 @@ class TorchGrads:
         accumulated: set[int] = set()
         had_grad: set[int] = set()
         try:
-            candidates = _candidates(self.tracker.log, held_modules(frame), held_parameters(frame))
+            candidates = _candidates(self.tracker.log, *held_by_program(frame))
             plan: CallPlan | None = plan_call(func, args, kwargs)
         except Exception as exc:  # noqa: BLE001 - the call runs unwatched, and says so
             warn_once(f"autograd-viz grads: cannot read this backward call ({exc!r}); not checked")
@@ -230,35 +230,31 @@ def _noting(accumulated: set[int]) -> Callable[[Any], None]:
     return hook
 
 
-def _held(frame: Any, kind: type, frames: int = 8) -> dict[int, tuple[str, Any]]:
-    """The values of ``kind`` the calling code holds in its frames' variables, by ``id``:
-    ``(variable, value)``, the innermost frame's name first."""
-    found: dict[int, tuple[str, Any]] = {}
+def held_by_program(
+    frame: Any, frames: int = 8
+) -> tuple[list[tuple[str, torch.nn.Module]], dict[int, str]]:
+    """What the calling code holds in its frames' variables, the innermost frame's name
+    first: its modules (Note [Which parameters]) and, by ``id``, its parameters' variables
+    (a bare parameter is named by its variable, ``temperature``, as a module's are by their
+    path)."""
+    modules: dict[int, tuple[str, torch.nn.Module]] = {}
+    parameters: dict[int, str] = {}
     for depth, user in enumerate(user_frames(frame)):
         if depth >= frames:
             break
         for scope in (user.f_locals, user.f_globals):
             for variable, value in list(scope.items()):
-                if isinstance(value, kind) and id(value) not in found:
-                    found[id(value)] = (variable, value)
-    return found
-
-
-def held_modules(frame: Any) -> list[tuple[str, torch.nn.Module]]:
-    """The modules the calling code holds: its frames' variables (Note [Which parameters])."""
-    return list(_held(frame, torch.nn.Module).values())
-
-
-def held_parameters(frame: Any) -> dict[int, str]:
-    """The parameters the calling code holds as variables, by ``id``: a bare parameter is
-    named by its variable (``temperature``), as a module's are by their path."""
-    return {key: variable for key, (variable, _) in _held(frame, torch.nn.Parameter).items()}
+                if isinstance(value, torch.nn.Parameter):
+                    parameters.setdefault(id(value), variable)
+                elif isinstance(value, torch.nn.Module):
+                    modules.setdefault(id(value), (variable, value))
+    return list(modules.values()), parameters
 
 
 def _candidates(
     log: ForwardLog,
     held: list[tuple[str, torch.nn.Module]],
-    variables: dict[int, str] | None = None,
+    variables: dict[int, str],
 ) -> list[tuple[str, str | None, int | None, torch.Tensor]]:
     """``(name, module, module id, parameter)`` of every parameter looked at (Note [Which
     parameters]); ``variables``: the names the program holds bare parameters by."""
@@ -287,7 +283,7 @@ def _candidates(
         bare = ref()
         if bare is not None and id(bare) not in seen:
             seen.add(id(bare))
-            name = (variables or {}).get(id(bare)) or f"Parameter{tuple(bare.shape)}"
+            name = variables.get(id(bare)) or f"Parameter{tuple(bare.shape)}"
             numbered, count = name, 1
             while numbered in names:  # two parameters never share a name in the report
                 count += 1

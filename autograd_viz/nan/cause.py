@@ -69,13 +69,13 @@ def held_cause(value: str, names: Sequence[str | None], inputs: Sequence[int]) -
     """Why an op's output holds ``value`` when parameters held it before the op: ``parameter
     head.fc.weight held Inf before this op`` (Note [A parameter that holds a NaN] in
     ``nan/forward/births.py``)."""
-    shown = "NaN" if value == "nan" else "Inf"
+    kind = "NaN" if value == "nan" else "Inf"
     which = [
-        name if name is not None else f"input [{i}]"
-        for name, i in zip(names, [*inputs, *[None] * len(names)], strict=False)
+        name if name is not None else f"input [{inputs[k] if k < len(inputs) else '?'}]"
+        for k, name in enumerate(names)
     ]
     word = "parameter" if len(which) == 1 else "parameters"
-    return f"{word} {', '.join(str(w) for w in which)} held {shown} before this op"
+    return f"{word} {', '.join(which)} held {kind} before this op"
 
 
 def canonical_op(name: str) -> str:

@@ -36,7 +36,7 @@ from autograd_viz.trace.records import (
     paused_gc,
 )
 from autograd_viz.trace.summary import TensorSummary
-from autograd_viz.trace.text import one_line
+from autograd_viz.trace.text import count_words, one_line
 from engine import events
 from engine.calls import CALLS
 from engine.events import DATA, GRAPH_TASK, SEQ, Event, LazySummary
@@ -270,8 +270,7 @@ class Recorder:
             self.cut_calls += calls
             error = one_line(f"{type(exc).__name__}: {exc}")
             if self.first_cut is None:
-                plural = "" if calls == 1 else "s"
-                self.first_cut = f"keeping {calls} backward call{plural}: {error}"
+                self.first_cut = f"keeping {count_words(calls, 'backward call')}: {error}"
             warnings.warn(
                 f"autograd-viz: keeping the last {calls} backward call(s) failed ({error}); "
                 f"they are not in the trace, later backward calls are recorded",

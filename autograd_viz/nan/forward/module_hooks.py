@@ -49,6 +49,7 @@ from autograd_viz.sources.pytorch.module_call_ends import (
     input_nodes,
     output_node_follows,
 )
+from autograd_viz.sources.pytorch.module_calls import named_parameters_once
 from autograd_viz.sources.pytorch.origins import (
     HOOKED_OUTPUT_KEY,
     ORIGIN_KEY,
@@ -101,10 +102,7 @@ class ModuleHooks:
         root = local.root() if local.modules and local.root is not None else None
         if root is None:
             return None
-        for name, p in root.named_parameters(remove_duplicate=False):
-            if p is t:
-                return name
-        return None
+        return next((name for name, p in named_parameters_once(root) if p is t), None)
 
     def hook(self) -> None:
         """Follow every module call from now on."""
